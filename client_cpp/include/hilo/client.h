@@ -1,0 +1,110 @@
+// hilo::Client: document IDs from a hilo service, without a round trip per ID.
+//
+// The client keeps one range of numbers per collection, obtained from a hilo
+// server with NextRange, and hands its numbers out locally. Each number keeps
+// the tag of the node that issued its range, so IDs stay unique across nodes:
+//
+//   hilo::ClientOptions options;
+//   options.targets = {"hilo-0.hilo:50051", "hilo-1.hilo:50051"};
+//   absl::StatusOr<std::unique_ptr<hilo::Client>> client =
+//       hilo::Client::Create(options);
+//   if (!client.ok()) return client.status();
+//   absl::StatusOr<std::string> id = (*client)->NextDocumentId("orders");
+//   // *id == "orders/1-A"
+//
+// A Client is safe for concurrent use by many threads without external
+// synchronization. While a collection's range lasts, NextId is one atomic
+// increment and takes no lock; when the range runs dry, exactly one caller
+// asks a server for the next one and the others of that collection wait for
+// it. Ranges grow while a collection is busy (the client reports its previous
+// range with each request) and never move down.
+#ifndef HILO_CLIENT_H_
+#define HILO_CLIENT_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "grpcpp/security/credentials.h"
+
+namespace hilo {
+
+namespace internal {
+class RangeCache;
+class RangeSource;
+}  // namespace internal
+
+struct ClientOptions {
+  // Server addresses in gRPC target syntax ("host:port", "dns:///name:port").
+  // At least one. On UNAVAILABLE or DEADLINE_EXCEEDED the client tries the
+  // next, and stays with the one that answered.
+  std::vector<std::string> targets;
+
+  // Between collection and number in a document ID. Any character but '|'.
+  char separator = '/';
+
+  // Deadline of each RPC attempt (each target is one attempt).
+  absl::Duration rpc_deadline = absl::Seconds(5);
+
+  // Channel credentials for every target; null means plaintext.
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+
+  // Where best-effort failures (such as a refused ReturnRange) are reported;
+  // null means one line on stderr.
+  std::function<void(absl::string_view)> log;
+};
+
+// One number and the tag of the node whose range it came from.
+struct Id {
+  int64_t number = 0;
+  std::string node_tag;
+};
+
+class Client {
+ public:
+  // Checks the options and creates a channel per target. Connecting is lazy,
+  // so this succeeds with no server running. INVALID_ARGUMENT for bad
+  // options.
+  static absl::StatusOr<std::unique_ptr<Client>> Create(ClientOptions options);
+
+  // Hands the unused tail of every range back (ReturnUnusedRanges).
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // The next number of `collection` and its node tag. Errors:
+  // INVALID_ARGUMENT for a bad collection name (from the server);
+  // UNAVAILABLE, naming every target, when no server answered within its
+  // deadline; otherwise the server's status.
+  absl::StatusOr<Id> NextId(absl::string_view collection);
+
+  // "collection<separator>number-tag", e.g. "orders/10-A". Errors as NextId.
+  absl::StatusOr<std::string> NextDocumentId(absl::string_view collection);
+
+  // Hands the unused tail of each collection's range back to the node that
+  // issued it, so the next client continues there. Best effort within the
+  // RPC deadline: failures are logged, never returned. The client stays
+  // usable; the next NextId fetches a new range.
+  void ReturnUnusedRanges();
+
+ private:
+  friend std::unique_ptr<Client> NewClientForTesting(
+      ClientOptions options, std::unique_ptr<internal::RangeSource> source);
+
+  Client(ClientOptions options, std::unique_ptr<internal::RangeSource> source);
+  internal::RangeCache* CacheFor(absl::string_view collection);
+
+  struct State;
+  const ClientOptions options_;
+  std::unique_ptr<internal::RangeSource> source_;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace hilo
+
+#endif  // HILO_CLIENT_H_

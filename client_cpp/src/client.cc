@@ -1,0 +1,118 @@
+#include "hilo/client.h"
+
+#include <cstdio>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "client_cpp/src/client_testing.h"
+#include "client_cpp/src/grpc_range_source.h"
+#include "client_cpp/src/range_cache.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+
+namespace hilo {
+
+struct Client::State {
+  absl::Mutex mu;
+  // Entries are never removed while the client lives, so a pointer taken
+  // from here stays valid.
+  absl::flat_hash_map<std::string, std::unique_ptr<internal::RangeCache>>
+      caches ABSL_GUARDED_BY(mu);
+};
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
+  if (options.targets.empty()) {
+    return absl::InvalidArgumentError("no server targets given");
+  }
+  if (options.separator == '|') {
+    return absl::InvalidArgumentError(
+        "separator '|' is reserved; use any other character");
+  }
+  if (options.rpc_deadline <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rpc deadline is ", absl::FormatDuration(
+                                             options.rpc_deadline),
+                     "; it must be positive"));
+  }
+  std::shared_ptr<grpc::ChannelCredentials> credentials =
+      options.credentials != nullptr ? options.credentials
+                                     : grpc::InsecureChannelCredentials();
+  std::vector<internal::GrpcRangeSource::Target> targets;
+  for (const std::string& target : options.targets) {
+    if (target.empty()) {
+      return absl::InvalidArgumentError("a server target is empty");
+    }
+    targets.push_back(
+        {target, hilo::v1::HiLo::NewStub(
+                     grpc::CreateChannel(target, credentials))});
+  }
+  auto source = std::make_unique<internal::GrpcRangeSource>(
+      std::move(targets), options.rpc_deadline);
+  return std::unique_ptr<Client>(
+      new Client(std::move(options), std::move(source)));
+}
+
+std::unique_ptr<Client> NewClientForTesting(
+    ClientOptions options, std::unique_ptr<internal::RangeSource> source) {
+  return std::unique_ptr<Client>(
+      new Client(std::move(options), std::move(source)));
+}
+
+Client::Client(ClientOptions options,
+               std::unique_ptr<internal::RangeSource> source)
+    : options_(std::move(options)),
+      source_(std::move(source)),
+      state_(std::make_unique<State>()) {}
+
+Client::~Client() { ReturnUnusedRanges(); }
+
+internal::RangeCache* Client::CacheFor(absl::string_view collection) {
+  {
+    absl::ReaderMutexLock lock(&state_->mu);
+    auto it = state_->caches.find(collection);
+    if (it != state_->caches.end()) return it->second.get();
+  }
+  absl::MutexLock lock(&state_->mu);
+  std::unique_ptr<internal::RangeCache>& cache =
+      state_->caches[collection];
+  if (cache == nullptr) {
+    std::function<void(absl::string_view)> log = options_.log;
+    if (!log) {
+      log = [](absl::string_view line) {
+        std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()),
+                     line.data());
+      };
+    }
+    cache = std::make_unique<internal::RangeCache>(
+        std::string(collection), source_.get(), std::move(log));
+  }
+  return cache.get();
+}
+
+absl::StatusOr<Id> Client::NextId(absl::string_view collection) {
+  return CacheFor(collection)->Next();
+}
+
+absl::StatusOr<std::string> Client::NextDocumentId(
+    absl::string_view collection) {
+  absl::StatusOr<Id> id = NextId(collection);
+  if (!id.ok()) return id.status();
+  return absl::StrCat(collection, absl::string_view(&options_.separator, 1),
+                      id->number, "-", id->node_tag);
+}
+
+void Client::ReturnUnusedRanges() {
+  std::vector<internal::RangeCache*> caches;
+  {
+    absl::ReaderMutexLock lock(&state_->mu);
+    for (const auto& [name, cache] : state_->caches) {
+      caches.push_back(cache.get());
+    }
+  }
+  for (internal::RangeCache* cache : caches) cache->ReturnUnused();
+}
+
+}  // namespace hilo

@@ -1,0 +1,108 @@
+#include "client_cpp/src/grpc_range_source.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "grpcpp/client_context.h"
+
+namespace hilo::internal {
+namespace {
+
+absl::Status FromGrpc(const grpc::Status& status, absl::string_view target) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      absl::StrCat(target, ": ", status.error_message()));
+}
+
+bool ShouldFailOver(const grpc::Status& status) {
+  return status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+         status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+}
+
+absl::Time FromProto(const google::protobuf::Timestamp& ts) {
+  return absl::FromUnixSeconds(ts.seconds()) + absl::Nanoseconds(ts.nanos());
+}
+
+void ToProto(absl::Time t, google::protobuf::Timestamp* ts) {
+  const int64_t seconds = absl::ToUnixSeconds(t);
+  ts->set_seconds(seconds);
+  ts->set_nanos(static_cast<int32_t>(
+      absl::ToInt64Nanoseconds(t - absl::FromUnixSeconds(seconds))));
+}
+
+}  // namespace
+
+GrpcRangeSource::GrpcRangeSource(std::vector<Target> targets,
+                                 absl::Duration rpc_deadline)
+    : targets_(std::move(targets)), rpc_deadline_(rpc_deadline) {}
+
+std::string GrpcRangeSource::Describe() const {
+  return absl::StrJoin(targets_, ", ", [](std::string* out, const Target& t) {
+    out->append(t.name);
+  });
+}
+
+absl::StatusOr<IssuedRange> GrpcRangeSource::Next(
+    absl::string_view collection, const PreviousRange& previous) {
+  hilo::v1::NextRangeRequest request;
+  request.set_collection(std::string(collection));
+  request.set_last_size(previous.size);
+  request.set_last_max(previous.max);
+  if (previous.range_at.has_value()) {
+    ToProto(*previous.range_at, request.mutable_last_range_at());
+  }
+  std::vector<std::string> failures;
+  const size_t first = preferred_.load(std::memory_order_relaxed);
+  for (size_t i = 0; i < targets_.size(); ++i) {
+    const size_t index = (first + i) % targets_.size();
+    const Target& target = targets_[index];
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + rpc_deadline_));
+    hilo::v1::NextRangeResponse response;
+    const grpc::Status status =
+        target.stub->NextRange(&context, request, &response);
+    if (status.ok()) {
+      if (response.low() < 1 || response.high() < response.low() ||
+          response.node_tag().empty() || response.node_tag().size() > 8 ||
+          response.node_tag().find('\0') != std::string::npos) {
+        return absl::InternalError(absl::StrFormat(
+            "%s: NextRange replied with an invalid range [%d, %d] tag \"%s\"",
+            target.name, response.low(), response.high(),
+            response.node_tag()));
+      }
+      preferred_.store(index, std::memory_order_relaxed);
+      return IssuedRange{response.low(), response.high(), response.node_tag(),
+                         FromProto(response.range_at()), index};
+    }
+    if (!ShouldFailOver(status)) return FromGrpc(status, target.name);
+    failures.push_back(absl::StrFormat(
+        "%s: %s: %s", target.name,
+        absl::StatusCodeToString(
+            static_cast<absl::StatusCode>(status.error_code())),
+        status.error_message()));
+  }
+  return absl::UnavailableError(
+      absl::StrFormat("no hilo server answered NextRange for \"%s\": %s",
+                      collection, absl::StrJoin(failures, "; ")));
+}
+
+absl::StatusOr<ReturnResult> GrpcRangeSource::Return(
+    absl::string_view collection, const IssuedRange& range, int64_t last) {
+  const Target& target = targets_[range.source % targets_.size()];
+  hilo::v1::ReturnRangeRequest request;
+  request.set_collection(std::string(collection));
+  request.set_end(range.high);
+  request.set_last(last);
+  request.set_node_tag(range.node_tag);
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + rpc_deadline_));
+  hilo::v1::ReturnRangeResponse response;
+  const grpc::Status status =
+      target.stub->ReturnRange(&context, request, &response);
+  if (!status.ok()) return FromGrpc(status, target.name);
+  return ReturnResult{response.applied(), response.max()};
+}
+
+}  // namespace hilo::internal

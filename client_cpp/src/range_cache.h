@@ -1,0 +1,92 @@
+// RangeCache: one collection's current range, handed out number by number.
+//
+// The fast path is a single atomic fetch_add on a word that packs the range's
+// generation with an offset into it; the range itself sits in one of a few
+// slots guarded by a sequence counter, so readers never lock and never read a
+// range being rewritten. A reader that finds its range used up (or, very
+// rarely, its slot already recycled) takes the slow path: under the mutex,
+// exactly one caller fetches the next range from the RangeSource while the
+// others wait for it, then the new range is published with one store.
+// A number is only ever handed out together with the tag of the range it
+// belongs to; numbers skipped by a recycled slot are never handed out.
+//
+// Thread-safe.
+#ifndef HILO_CLIENT_CPP_SRC_RANGE_CACHE_H_
+#define HILO_CLIENT_CPP_SRC_RANGE_CACHE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "client_cpp/src/range_source.h"
+#include "hilo/client.h"
+
+namespace hilo::internal {
+
+class RangeCache {
+ public:
+  // `source` must outlive the cache. `log` receives best-effort failures.
+  RangeCache(std::string collection, RangeSource* source,
+             std::function<void(absl::string_view)> log);
+
+  // The next number and its tag; see Client::NextId for errors.
+  absl::StatusOr<Id> Next();
+
+  // Retires the current range and hands its unused tail back to the node
+  // that issued it. Best effort; failures go to the log.
+  void ReturnUnused();
+
+  // Numbers one range may hold in this cache; a bigger range is used only
+  // up to this many numbers (the rest is never handed out).
+  static constexpr int kOffsetBits = 40;
+  static constexpr int64_t kMaxUsableSize = int64_t{1} << (kOffsetBits - 1);
+
+ private:
+  static constexpr int kSlots = 4;
+  static constexpr uint64_t kOffsetMask = (uint64_t{1} << kOffsetBits) - 1;
+
+  // One published range. Written only under mu_, read without locks.
+  struct Slot {
+    std::atomic<uint64_t> seq{0};  // odd while being written
+    std::atomic<uint64_t> gen{0};  // the generation it holds
+    std::atomic<int64_t> low{0};
+    std::atomic<int64_t> size{0};
+    std::atomic<uint64_t> tag{0};  // up to 8 bytes of node tag
+  };
+
+  // Fast path. Returns false if the caller must take the slow path for
+  // generation *gen.
+  bool TryNext(Id* id, uint64_t* gen);
+  // Fetches or waits for a range newer than `gen`.
+  absl::Status Refill(uint64_t gen);
+  // Publishes `range` as generation gen_ + 1 (size 0 for "no range").
+  // Returns how many numbers of the previous generation were taken.
+  int64_t Publish(int64_t low, int64_t size, uint64_t tag)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::string collection_;
+  RangeSource* const source_;
+  const std::function<void(absl::string_view)> log_;
+
+  // (generation << kOffsetBits) | numbers taken from that generation.
+  std::atomic<uint64_t> state_{0};
+  Slot slots_[kSlots];
+
+  absl::Mutex mu_;
+  uint64_t gen_ ABSL_GUARDED_BY(mu_) = 0;
+  bool fetching_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t fetches_ ABSL_GUARDED_BY(mu_) = 0;   // completed or failed
+  absl::Status fetch_error_ ABSL_GUARDED_BY(mu_);  // of the last fetch
+  bool has_range_ ABSL_GUARDED_BY(mu_) = false;
+  IssuedRange range_ ABSL_GUARDED_BY(mu_);      // valid if has_range_
+  int64_t range_usable_ ABSL_GUARDED_BY(mu_) = 0;
+  PreviousRange previous_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace hilo::internal
+
+#endif  // HILO_CLIENT_CPP_SRC_RANGE_CACHE_H_

@@ -1,0 +1,60 @@
+// RangeSource: where a RangeCache gets its ranges and returns their tails.
+//
+// GrpcRangeSource talks to hilo servers; tests substitute their own.
+#ifndef HILO_CLIENT_CPP_SRC_RANGE_SOURCE_H_
+#define HILO_CLIENT_CPP_SRC_RANGE_SOURCE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace hilo::internal {
+
+// What the client tells the server about its previous range of a collection.
+struct PreviousRange {
+  int64_t size = 0;                        // 0 if none
+  std::optional<absl::Time> range_at;      // nullopt if none
+  int64_t max = 0;                         // its high (or the last number
+                                           // used, after a return); 0 if none
+};
+
+// A range as a server issued it.
+struct IssuedRange {
+  int64_t low = 0;
+  int64_t high = 0;
+  std::string node_tag;
+  absl::Time range_at;
+  size_t source = 0;  // which target issued it; returns go there
+};
+
+struct ReturnResult {
+  bool applied = false;
+  int64_t max = 0;
+};
+
+// Implementations are thread-safe.
+class RangeSource {
+ public:
+  virtual ~RangeSource() = default;
+
+  // The next range of `collection`. Errors carry the server's gRPC code.
+  virtual absl::StatusOr<IssuedRange> Next(absl::string_view collection,
+                                           const PreviousRange& previous) = 0;
+
+  // Hands back (last, range.high] of `range` to the node that issued it.
+  virtual absl::StatusOr<ReturnResult> Return(absl::string_view collection,
+                                              const IssuedRange& range,
+                                              int64_t last) = 0;
+
+  // A short name for messages, e.g. the list of targets.
+  virtual std::string Describe() const = 0;
+};
+
+}  // namespace hilo::internal
+
+#endif  // HILO_CLIENT_CPP_SRC_RANGE_SOURCE_H_

@@ -1,0 +1,125 @@
+#include "service/hilo_service.h"
+
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "service/grpc_status.h"
+#include "service/validation.h"
+
+namespace hilo {
+namespace {
+
+// google.protobuf.Timestamp's valid span: 0001-01-01 to 9999-12-31.
+constexpr int64_t kMinTimestampSeconds = -62135596800;
+constexpr int64_t kMaxTimestampSeconds = 253402300799;
+
+absl::StatusOr<absl::Time> FromProto(const google::protobuf::Timestamp& ts,
+                                     absl::string_view field) {
+  if (ts.seconds() < kMinTimestampSeconds ||
+      ts.seconds() > kMaxTimestampSeconds || ts.nanos() < 0 ||
+      ts.nanos() > 999999999) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s (seconds %d, nanos %d) is not a valid timestamp", field,
+        ts.seconds(), ts.nanos()));
+  }
+  return absl::FromUnixSeconds(ts.seconds()) + absl::Nanoseconds(ts.nanos());
+}
+
+void ToProto(absl::Time t, google::protobuf::Timestamp* ts) {
+  const int64_t seconds = absl::ToUnixSeconds(t);
+  ts->set_seconds(seconds);
+  ts->set_nanos(static_cast<int32_t>(
+      absl::ToInt64Nanoseconds(t - absl::FromUnixSeconds(seconds))));
+}
+
+}  // namespace
+
+HiLoService::HiLoService(RangeStore* store, RangeSizePolicy policy,
+                         std::string node_tag, const Clock* clock)
+    : store_(store),
+      policy_(policy),
+      node_tag_(std::move(node_tag)),
+      clock_(clock) {}
+
+absl::Status HiLoService::DoNextRange(const hilo::v1::NextRangeRequest& request,
+                                      hilo::v1::NextRangeResponse* response) {
+  if (absl::Status s = ValidateCollectionName(request.collection()); !s.ok()) {
+    return s;
+  }
+  if (request.last_size() < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "last_size is %d; it must not be negative", request.last_size()));
+  }
+  if (request.last_max() < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "last_max is %d; it must not be negative", request.last_max()));
+  }
+  std::optional<absl::Time> last_range_at;
+  if (request.has_last_range_at()) {
+    absl::StatusOr<absl::Time> t =
+        FromProto(request.last_range_at(), "last_range_at");
+    if (!t.ok()) return t.status();
+    last_range_at = *t;
+  }
+  const absl::Time now = clock_->Now();
+  const int64_t size =
+      policy_.NextSize(request.last_size(), last_range_at, now);
+  absl::StatusOr<Range> range =
+      store_->Allocate(request.collection(), size, request.last_max());
+  if (!range.ok()) return range.status();
+  response->set_low(range->low);
+  response->set_high(range->high);
+  response->set_node_tag(node_tag_);
+  ToProto(now, response->mutable_range_at());
+  return absl::OkStatus();
+}
+
+absl::Status HiLoService::DoReturnRange(
+    const hilo::v1::ReturnRangeRequest& request,
+    hilo::v1::ReturnRangeResponse* response) {
+  if (absl::Status s = ValidateCollectionName(request.collection()); !s.ok()) {
+    return s;
+  }
+  if (request.end() < 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "end is %d; a range's high is at least 1", request.end()));
+  }
+  if (request.last() < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "last is %d; it must not be negative", request.last()));
+  }
+  if (request.last() > request.end()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "last %d is above end %d", request.last(), request.end()));
+  }
+  if (!request.node_tag().empty() && request.node_tag() != node_tag_) {
+    // Another node's range: its numbers are not ours to take back.
+    absl::StatusOr<std::optional<CollectionState>> state =
+        store_->Get(request.collection());
+    if (!state.ok()) return state.status();
+    response->set_applied(false);
+    response->set_max(state->has_value() ? (*state)->max : 0);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<ReturnOutcome> outcome =
+      store_->Return(request.collection(), request.end(), request.last());
+  if (!outcome.ok()) return outcome.status();
+  response->set_applied(outcome->applied);
+  response->set_max(outcome->max);
+  return absl::OkStatus();
+}
+
+grpc::Status HiLoService::NextRange(grpc::ServerContext* context,
+                                    const hilo::v1::NextRangeRequest* request,
+                                    hilo::v1::NextRangeResponse* response) {
+  return ToGrpcStatus(DoNextRange(*request, response));
+}
+
+grpc::Status HiLoService::ReturnRange(
+    grpc::ServerContext* context, const hilo::v1::ReturnRangeRequest* request,
+    hilo::v1::ReturnRangeResponse* response) {
+  return ToGrpcStatus(DoReturnRange(*request, response));
+}
+
+}  // namespace hilo

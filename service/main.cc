@@ -1,0 +1,132 @@
+// hilo_server: parses flags, starts a hilo node, and drains it on SIGINT or
+// SIGTERM. Everything else lives in the hilo_service library.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "grpc/support/log.h"
+#include "service/server.h"
+#include "service/validation.h"
+
+ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
+          "gRPC address to serve on (host:port); binding anything other than "
+          "loopback is an explicit choice");
+ABSL_FLAG(std::string, db, "./hilo-data/hilo.db",
+          "SQLite database file; missing directories are created");
+ABSL_FLAG(std::string, node_tag, "A",
+          "this node's tag, 1-4 characters of A-Z and 0-9; every node that "
+          "serves the same collections needs its own");
+ABSL_FLAG(bool, node_tag_from_hostname, false,
+          "derive the node tag from this host's name, as a StatefulSet pod: "
+          "hilo-0 -> A, hilo-1 -> B, ..., hilo-26 -> AA; overrides --node_tag");
+ABSL_FLAG(int64_t, min_range_size, hilo::kDefaultMinRangeSize,
+          "smallest range handed out");
+ABSL_FLAG(int64_t, max_range_size, hilo::kDefaultMaxRangeSize,
+          "largest range handed out");
+ABSL_FLAG(std::string, sync, "full",
+          "full: fsync every commit, so a range is on disk before its reply; "
+          "normal: faster, but a power loss may lose the last commits and a "
+          "restarted node could reissue numbers");
+ABSL_FLAG(int, max_batch, 256,
+          "most requests committed in one transaction (group commit); 1 "
+          "commits each alone");
+ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
+          "on SIGTERM, how long in-flight calls may run before they are "
+          "cancelled");
+ABSL_FLAG(bool, reflection, true, "serve gRPC server reflection");
+
+namespace {
+
+// gRPC's own log lines are noise while we report start-up errors ourselves.
+std::atomic<bool> grpc_logs_enabled{false};
+
+void ForwardGrpcLog(gpr_log_func_args* args) {
+  if (!grpc_logs_enabled.load(std::memory_order_relaxed)) return;
+  std::fprintf(stderr, "hilo_server: grpc %s: %s\n",
+               gpr_log_severity_string(args->severity), args->message);
+}
+
+int Fail(const absl::Status& status) {
+  absl::FPrintF(stderr, "hilo_server: %s\n", status.message());
+  return EXIT_FAILURE;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Serves the hilo.v1.HiLo gRPC service from an SQLite database.\n"
+      "Usage: hilo_server [--listen=127.0.0.1:50051] [--db=PATH] "
+      "[--node_tag=A] ...");
+  std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
+  if (rest.size() > 1) {
+    return Fail(absl::InvalidArgumentError(absl::StrFormat(
+        "unexpected argument \"%s\"; every setting is a --flag", rest[1])));
+  }
+  gpr_set_log_verbosity(GPR_LOG_SEVERITY_ERROR);
+  gpr_set_log_function(ForwardGrpcLog);
+
+  // Block the stop signals in every thread gRPC will start; main waits for
+  // them with sigwait.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  hilo::ServerOptions options;
+  options.listen = absl::GetFlag(FLAGS_listen);
+  options.db_path = absl::GetFlag(FLAGS_db);
+  options.node_tag = absl::GetFlag(FLAGS_node_tag);
+  if (absl::GetFlag(FLAGS_node_tag_from_hostname)) {
+    char hostname[256] = {};
+    if (gethostname(hostname, sizeof(hostname) - 1) != 0) {
+      return Fail(absl::UnavailableError(
+          absl::StrCat("cannot read the host name: ", strerror(errno))));
+    }
+    absl::StatusOr<std::string> tag = hilo::NodeTagFromHostname(hostname);
+    if (!tag.ok()) return Fail(tag.status());
+    options.node_tag = *tag;
+  }
+  options.range_sizes.min_size = absl::GetFlag(FLAGS_min_range_size);
+  options.range_sizes.max_size = absl::GetFlag(FLAGS_max_range_size);
+  options.max_batch = absl::GetFlag(FLAGS_max_batch);
+  options.enable_reflection = absl::GetFlag(FLAGS_reflection);
+  absl::StatusOr<hilo::SyncMode> sync =
+      hilo::ParseSyncMode(absl::GetFlag(FLAGS_sync));
+  if (!sync.ok()) return Fail(sync.status());
+  options.sync = *sync;
+
+  absl::StatusOr<std::unique_ptr<hilo::Server>> server =
+      hilo::Server::Start(options);
+  if (!server.ok()) return Fail(server.status());
+  grpc_logs_enabled.store(true);
+  absl::FPrintF(stderr,
+                "hilo_server: serving node %s on port %d (listen %s, db %s, "
+                "sync %s, range sizes %d..%d, max batch %d, reflection %s)\n",
+                options.node_tag, (*server)->port(), options.listen,
+                options.db_path, hilo::SyncModeName(options.sync),
+                options.range_sizes.min_size, options.range_sizes.max_size,
+                options.max_batch, options.enable_reflection ? "on" : "off");
+
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  std::fprintf(stderr, "hilo_server: %s received; draining\n",
+               strsignal(signal_number));
+  (*server)->Shutdown(absl::GetFlag(FLAGS_shutdown_grace));
+  std::fprintf(stderr, "hilo_server: stopped\n");
+  return EXIT_SUCCESS;
+}

@@ -1,0 +1,40 @@
+#include "service/range_size_policy.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+
+namespace hilo {
+
+absl::Status ValidateRangeSizeLimits(const RangeSizeLimits& limits) {
+  if (limits.min_size < 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "min range size is %d; it must be at least 1", limits.min_size));
+  }
+  if (limits.max_size < limits.min_size) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "max range size %d is below min range size %d", limits.max_size,
+        limits.min_size));
+  }
+  return absl::OkStatus();
+}
+
+int64_t RangeSizePolicy::Clamp(int64_t size) const {
+  return std::clamp(size, limits_.min_size, limits_.max_size);
+}
+
+int64_t RangeSizePolicy::NextSize(int64_t last_size,
+                                  std::optional<absl::Time> last_range_at,
+                                  absl::Time now) const {
+  const int64_t size = Clamp(last_size);
+  if (!last_range_at.has_value()) return size;
+  const absl::Duration age = now - std::min(*last_range_at, now);
+  if (age < kGrowWithin) {
+    // size <= max_size <= INT64_MAX, so compare before doubling.
+    return size > limits_.max_size / 2 ? limits_.max_size : Clamp(size * 2);
+  }
+  if (age > kShrinkAfter) return Clamp(size / 2);
+  return size;
+}
+
+}  // namespace hilo

@@ -1,0 +1,135 @@
+// SqliteRangeStore: a RangeStore in one SQLite file, with group commit.
+//
+// Each collection is one row of table `collections`. Every operation runs in
+// its own SAVEPOINT, so it applies completely or not at all; operations that
+// arrive while a commit is in flight are folded into the next transaction, so
+// one disk flush makes many of them durable. No caller returns before the
+// commit that holds its operation is durable (WAL, synchronous=FULL by
+// default). A failing operation is rolled back alone; the others in its
+// batch still commit.
+//
+//   auto store = hilo::SqliteRangeStore::Open({.path = "hilo-data/hilo.db"});
+//   if (!store.ok()) return store.status();
+//   absl::StatusOr<hilo::Range> r = (*store)->Allocate("orders", 32, 0);
+//
+// Thread-safe: any number of threads may call concurrently. Whichever caller
+// finds no commit in flight becomes the leader and runs the next batch on the
+// single connection; the others wait for their results.
+#ifndef HILO_SERVICE_SQLITE_RANGE_STORE_H_
+#define HILO_SERVICE_SQLITE_RANGE_STORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "service/clock.h"
+#include "service/range_store.h"
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace hilo {
+
+// How hard a commit waits for the disk.
+enum class SyncMode {
+  // fsync the WAL on every commit: a range is on disk before its reply.
+  kFull,
+  // fsync only at checkpoints: faster, but a power loss (not a process crash)
+  // may lose the last commits, and a restarted node could reissue numbers.
+  kNormal,
+};
+
+// Parses "full" or "normal".
+absl::StatusOr<SyncMode> ParseSyncMode(absl::string_view text);
+absl::string_view SyncModeName(SyncMode mode);
+
+struct SqliteRangeStoreOptions {
+  // The database file; missing parent directories are created.
+  std::string path;
+  SyncMode sync = SyncMode::kFull;
+  // Most operations folded into one transaction; 1 commits each alone.
+  int max_batch = 256;
+  // How long to wait for another process's lock before UNAVAILABLE.
+  absl::Duration busy_timeout = absl::Seconds(2);
+  // Source of updated_at. Null means SystemClock.
+  const Clock* clock = nullptr;
+  // Test hook: runs on the leader right before each COMMIT.
+  std::function<void()> before_commit_for_testing;
+};
+
+class SqliteRangeStore final : public RangeStore {
+ public:
+  // Opens or creates the database and its schema. Errors: UNAVAILABLE if the
+  // file or its directory cannot be opened or created; FAILED_PRECONDITION
+  // if the file is not a hilo database (not SQLite, corrupt, or a newer
+  // schema); INVALID_ARGUMENT for bad options.
+  static absl::StatusOr<std::unique_ptr<SqliteRangeStore>> Open(
+      SqliteRangeStoreOptions options);
+
+  ~SqliteRangeStore() override;
+  SqliteRangeStore(const SqliteRangeStore&) = delete;
+  SqliteRangeStore& operator=(const SqliteRangeStore&) = delete;
+
+  absl::StatusOr<Range> Allocate(absl::string_view collection, int64_t size,
+                                 int64_t floor) override;
+  absl::StatusOr<ReturnOutcome> Return(absl::string_view collection,
+                                       int64_t end, int64_t last) override;
+  absl::StatusOr<std::optional<CollectionState>> Get(
+      absl::string_view collection) override;
+
+  // Transactions committed so far (each holds one or more operations).
+  int64_t commits() const;
+
+  // Blocks until at least `n` operations wait for the next batch.
+  void WaitForPendingForTesting(size_t n);
+
+  // Sets a row directly, bypassing every rule; for tests that need a state
+  // such as Max near INT64_MAX.
+  absl::Status PutForTesting(absl::string_view collection,
+                             const CollectionState& state);
+
+ private:
+  struct Op;
+  class Statement;
+
+  SqliteRangeStore(SqliteRangeStoreOptions options, sqlite3* db);
+
+  absl::Status Init();
+  // Queues `fn` for the next batch and returns its status once the batch is
+  // committed (or the commit's error if the commit failed).
+  absl::Status Run(absl::FunctionRef<absl::Status()> fn);
+  // Runs one batch on the connection. Called by the leader without mu_.
+  void RunBatch(const std::vector<Op*>& batch);
+  absl::Status Exec(const char* sql);
+  absl::Status Error(int rc, absl::string_view what) const;
+
+  absl::StatusOr<std::optional<CollectionState>> ReadRow(
+      absl::string_view collection);
+  absl::Status WriteRow(absl::string_view collection,
+                        const CollectionState& state);
+
+  const SqliteRangeStoreOptions options_;
+  const Clock* const clock_;
+  // Used only by the current leader (leader_active_ hands it over).
+  sqlite3* const db_;
+  std::unique_ptr<Statement> select_;
+  std::unique_ptr<Statement> upsert_;
+
+  mutable absl::Mutex mu_;
+  std::vector<Op*> pending_ ABSL_GUARDED_BY(mu_);
+  bool leader_active_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t commits_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace hilo
+
+#endif  // HILO_SERVICE_SQLITE_RANGE_STORE_H_

@@ -1,0 +1,36 @@
+// Checks on the names a request or a flag carries.
+//
+// Both return OK or INVALID_ARGUMENT with a message that names the problem,
+// e.g. "collection name is 300 bytes; the limit is 256".
+#ifndef HILO_SERVICE_VALIDATION_H_
+#define HILO_SERVICE_VALIDATION_H_
+
+#include <cstddef>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace hilo {
+
+inline constexpr size_t kMaxCollectionNameBytes = 256;
+inline constexpr size_t kMaxNodeTagLength = 4;
+
+// A collection name is 1-256 bytes of valid UTF-8 (no overlong forms, no
+// surrogates, nothing past U+10FFFF) with no control characters (C0, DEL or
+// C1). Names are compared byte for byte; no normalization is applied.
+absl::Status ValidateCollectionName(absl::string_view name);
+
+// A node tag is 1-4 characters of A-Z and 0-9.
+absl::Status ValidateNodeTag(absl::string_view tag);
+
+// The node tag of a pod-like host name ending in "-<ordinal>", as a
+// StatefulSet names its pods: hilo-0 -> A, hilo-25 -> Z, hilo-26 -> AA,
+// hilo-27 -> AB, ... (bijective base 26, up to four letters). INVALID_ARGUMENT
+// if the name has no such ordinal or the ordinal needs more than 4 letters.
+absl::StatusOr<std::string> NodeTagFromHostname(absl::string_view hostname);
+
+}  // namespace hilo
+
+#endif  // HILO_SERVICE_VALIDATION_H_
