@@ -36,11 +36,13 @@ void ToProto(absl::Time t, google::protobuf::Timestamp* ts) {
 }  // namespace
 
 HiLoService::HiLoService(RangeStore* store, RangeSizePolicy policy,
-                         std::string node_tag, const Clock* clock)
+                         std::string node_tag, const Clock* clock,
+                         Observer* observer)
     : store_(store),
       policy_(policy),
       node_tag_(std::move(node_tag)),
-      clock_(clock) {}
+      clock_(clock),
+      observer_(observer) {}
 
 absl::Status HiLoService::DoNextRange(const hilo::v1::NextRangeRequest& request,
                                       hilo::v1::NextRangeResponse* response) {
@@ -113,13 +115,29 @@ absl::Status HiLoService::DoReturnRange(
 grpc::Status HiLoService::NextRange(grpc::ServerContext* context,
                                     const hilo::v1::NextRangeRequest* request,
                                     hilo::v1::NextRangeResponse* response) {
-  return ToGrpcStatus(DoNextRange(*request, response));
+  const absl::Time start = absl::Now();
+  const absl::Status status = DoNextRange(*request, response);
+  if (observer_ != nullptr) {
+    const Range range{response->low(), response->high()};
+    observer_->OnNextRange(request->collection(), status,
+                           status.ok() ? &range : nullptr,
+                           absl::Now() - start);
+  }
+  return ToGrpcStatus(status);
 }
 
 grpc::Status HiLoService::ReturnRange(
     grpc::ServerContext* context, const hilo::v1::ReturnRangeRequest* request,
     hilo::v1::ReturnRangeResponse* response) {
-  return ToGrpcStatus(DoReturnRange(*request, response));
+  const absl::Time start = absl::Now();
+  const absl::Status status = DoReturnRange(*request, response);
+  if (observer_ != nullptr) {
+    const ReturnOutcome outcome{response->applied(), response->max()};
+    observer_->OnReturnRange(request->collection(), status,
+                             status.ok() ? &outcome : nullptr,
+                             absl::Now() - start);
+  }
+  return ToGrpcStatus(status);
 }
 
 }  // namespace hilo

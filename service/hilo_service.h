@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "hilo/v1/hilo.grpc.pb.h"
 #include "service/clock.h"
+#include "service/observer.h"
 #include "service/range_size_policy.h"
 #include "service/range_store.h"
 
@@ -20,9 +21,10 @@ namespace hilo {
 
 class HiLoService final : public hilo::v1::HiLo::Service {
  public:
-  // `store` and `clock` must outlive the service. `node_tag` must be valid.
+  // `store`, `clock` and `observer` (which may be null) must outlive the
+  // service. `node_tag` must be valid.
   HiLoService(RangeStore* store, RangeSizePolicy policy, std::string node_tag,
-              const Clock* clock);
+              const Clock* clock, Observer* observer = nullptr);
 
   grpc::Status NextRange(grpc::ServerContext* context,
                          const hilo::v1::NextRangeRequest* request,
@@ -42,6 +44,7 @@ class HiLoService final : public hilo::v1::HiLo::Service {
   const RangeSizePolicy policy_;
   const std::string node_tag_;
   const Clock* const clock_;
+  Observer* const observer_;
 };
 
 }  // namespace hilo

@@ -48,7 +48,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   server->store_ = *std::move(store);
   server->service_ = std::make_unique<HiLoService>(
       server->store_.get(), RangeSizePolicy(opts.range_sizes), opts.node_tag,
-      clock);
+      clock, opts.observer);
 
   // Both are process-wide switches; they must precede the builder.
   grpc::EnableDefaultHealthCheckService(true);

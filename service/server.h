@@ -24,6 +24,7 @@
 #include "grpcpp/server.h"
 #include "service/clock.h"
 #include "service/hilo_service.h"
+#include "service/observer.h"
 #include "service/range_size_policy.h"
 #include "service/sqlite_range_store.h"
 
@@ -45,6 +46,8 @@ struct ServerOptions {
   std::shared_ptr<grpc::ServerCredentials> credentials;
   // Null means SystemClock.
   const Clock* clock = nullptr;
+  // Told about every finished call; null for none. Must outlive the server.
+  Observer* observer = nullptr;
 };
 
 class Server {

@@ -1,0 +1,35 @@
+// Observer: what the HiLo service reports about each call it finishes.
+//
+// Metrics implement it to count and time requests; tests implement it to see
+// every range a node issued.
+#ifndef HILO_SERVICE_OBSERVER_H_
+#define HILO_SERVICE_OBSERVER_H_
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "service/range_store.h"
+
+namespace hilo {
+
+// Called on gRPC threads, concurrently; implementations are thread-safe and
+// quick. `collection` may be any bytes when the status is INVALID_ARGUMENT.
+class Observer {
+ public:
+  virtual ~Observer() = default;
+
+  // A NextRange call ended. `range` is set when `status` is OK.
+  virtual void OnNextRange(absl::string_view collection,
+                           const absl::Status& status, const Range* range,
+                           absl::Duration elapsed) = 0;
+
+  // A ReturnRange call ended. `outcome` is set when `status` is OK.
+  virtual void OnReturnRange(absl::string_view collection,
+                             const absl::Status& status,
+                             const ReturnOutcome* outcome,
+                             absl::Duration elapsed) = 0;
+};
+
+}  // namespace hilo
+
+#endif  // HILO_SERVICE_OBSERVER_H_

@@ -1,0 +1,273 @@
+// Real clients against real in-process servers on 127.0.0.1:0: uniqueness
+// under concurrency, failover between nodes, restarts.
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "hilo/client.h"
+#include "tests/recording_observer.h"
+#include "tests/test_util.h"
+
+namespace hilo {
+namespace {
+
+using ::hilo::testing::RecordingObserver;
+using ::hilo::testing::TempDir;
+
+std::unique_ptr<Client> NewClient(std::vector<int> ports,
+                                  absl::Duration deadline = absl::Seconds(5)) {
+  ClientOptions options;
+  for (int port : ports) options.targets.push_back(testing::Address(port));
+  options.rpc_deadline = deadline;
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(options);
+  EXPECT_TRUE(client.ok()) << client.status();
+  return client.ok() ? *std::move(client) : nullptr;
+}
+
+// Finds the issued range holding `number`, or null.
+const Range* RangeOf(const std::vector<Range>& sorted, int64_t number) {
+  auto it = std::upper_bound(
+      sorted.begin(), sorted.end(), number,
+      [](int64_t n, const Range& r) { return n < r.low; });
+  if (it == sorted.begin()) return nullptr;
+  --it;
+  return number <= it->high ? &*it : nullptr;
+}
+
+std::vector<Range> SortedDisjoint(std::vector<Range> ranges) {
+  std::sort(ranges.begin(), ranges.end(),
+            [](const Range& a, const Range& b) { return a.low < b.low; });
+  for (size_t i = 1; i < ranges.size(); ++i) {
+    EXPECT_GT(ranges[i].low, ranges[i - 1].high) << "issued ranges overlap";
+  }
+  return ranges;
+}
+
+TEST(EndToEndTest, ManyThreadsAndClientsNeverRepeatAndUseExactlyTheRanges) {
+  constexpr int kThreads = 8;
+  constexpr int kClients = 4;
+  constexpr int kPerCollection = 20'000;
+  const std::vector<std::string> collections = {"orders", "users"};
+
+  TempDir dir;
+  RecordingObserver observer;
+  ServerOptions options = testing::TestServerOptions(dir, "A");
+  options.observer = &observer;
+  std::unique_ptr<Server> server = testing::StartServer(options);
+  ASSERT_NE(server, nullptr);
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.push_back(NewClient({server->port()}));
+    ASSERT_NE(clients.back(), nullptr);
+  }
+
+  // numbers[collection index][thread] = what that thread got.
+  std::vector<std::vector<std::vector<int64_t>>> numbers(
+      collections.size(),
+      std::vector<std::vector<int64_t>>(kThreads * kClients));
+  std::atomic<int> errors{0};
+  std::vector<std::thread> threads;
+  for (int c = 0; c < kClients; ++c) {
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, c, t] {
+        const int slot = c * kThreads + t;
+        for (size_t k = 0; k < collections.size(); ++k) {
+          numbers[k][slot].reserve(kPerCollection);
+        }
+        for (int i = 0; i < kPerCollection; ++i) {
+          for (size_t k = 0; k < collections.size(); ++k) {
+            absl::StatusOr<Id> id = clients[c]->NextId(collections[k]);
+            if (!id.ok() || id->node_tag != "A") {
+              ++errors;
+              continue;
+            }
+            numbers[k][slot].push_back(id->number);
+          }
+        }
+      });
+    }
+  }
+  for (std::thread& t : threads) t.join();
+  ASSERT_EQ(errors.load(), 0);
+
+  const auto issued = observer.issued();
+  for (size_t k = 0; k < collections.size(); ++k) {
+    SCOPED_TRACE(collections[k]);
+    ASSERT_EQ(issued.count(collections[k]), 1u);
+    const std::vector<Range> ranges = SortedDisjoint(issued.at(collections[k]));
+    std::vector<int64_t> all;
+    for (const auto& per_thread : numbers[k]) {
+      all.insert(all.end(), per_thread.begin(), per_thread.end());
+    }
+    ASSERT_EQ(all.size(), size_t{kThreads} * kClients * kPerCollection);
+    std::sort(all.begin(), all.end());
+    EXPECT_EQ(std::adjacent_find(all.begin(), all.end()), all.end())
+        << "a number was handed out twice";
+    // Each number lies in an issued range, and within each range the numbers
+    // handed out are a prefix [low, k]; only the last range of each client
+    // can be partly used.
+    std::map<const Range*, int64_t> used;
+    for (int64_t n : all) {
+      const Range* r = RangeOf(ranges, n);
+      ASSERT_NE(r, nullptr) << n << " is outside every issued range";
+      ++used[r];
+    }
+    int partly_used = 0;
+    for (const Range& r : ranges) {
+      const int64_t count = used.count(&r) ? used[&r] : 0;
+      const auto first = std::lower_bound(all.begin(), all.end(), r.low);
+      if (count > 0) {
+        EXPECT_EQ(*first, r.low);
+        EXPECT_EQ(*(first + count - 1), r.low + count - 1);
+      }
+      if (count < r.size()) ++partly_used;
+    }
+    EXPECT_LE(partly_used, kClients);
+    EXPECT_EQ(server->store()->Get(collections[k]).value()->max,
+              ranges.back().high);
+  }
+}
+
+TEST(EndToEndTest, FailoverMidStreamKeepsEveryIdUniqueAndTaggedByItsRange) {
+  TempDir dir;
+  RecordingObserver observer_a, observer_b;
+  ServerOptions options_a = testing::TestServerOptions(dir, "A");
+  options_a.observer = &observer_a;
+  ServerOptions options_b = testing::TestServerOptions(dir, "B");
+  options_b.observer = &observer_b;
+  // Small ranges, so the client keeps asking and meets the failover.
+  options_a.range_sizes = options_b.range_sizes = {32, 64};
+  std::unique_ptr<Server> a = testing::StartServer(options_a);
+  std::unique_ptr<Server> b = testing::StartServer(options_b);
+  ASSERT_TRUE(a != nullptr && b != nullptr);
+  std::unique_ptr<Client> client =
+      NewClient({a->port(), b->port()}, absl::Seconds(2));
+  ASSERT_NE(client, nullptr);
+
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 5'000;
+  std::atomic<int> drawn{0};
+  std::vector<std::vector<Id>> ids(kThreads);
+  std::vector<int> failures(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      while (ids[t].size() < kPerThread) {
+        absl::StatusOr<Id> id = client->NextId("orders");
+        if (!id.ok()) {
+          // Only a call caught in the shutdown itself may fail.
+          ++failures[t];
+          ASSERT_LT(failures[t], 10) << id.status();
+          continue;
+        }
+        ids[t].push_back(*id);
+        ++drawn;
+      }
+    });
+  }
+  // Stop node A once half the IDs are out.
+  while (drawn.load() < kThreads * kPerThread / 2) std::this_thread::yield();
+  a->Shutdown(absl::ZeroDuration());
+  for (std::thread& t : threads) t.join();
+
+  const std::vector<Range> from_a =
+      SortedDisjoint(observer_a.issued()["orders"]);
+  const std::vector<Range> from_b =
+      SortedDisjoint(observer_b.issued()["orders"]);
+  ASSERT_FALSE(from_a.empty());
+  ASSERT_FALSE(from_b.empty()) << "the client never failed over to B";
+  std::set<std::pair<int64_t, std::string>> unique;
+  int tagged_a = 0, tagged_b = 0;
+  for (const auto& per_thread : ids) {
+    for (const Id& id : per_thread) {
+      EXPECT_TRUE(unique.emplace(id.number, id.node_tag).second)
+          << id.number << "-" << id.node_tag << " repeated";
+      if (id.node_tag == "A") {
+        ++tagged_a;
+        EXPECT_NE(RangeOf(from_a, id.number), nullptr)
+            << id.number << "-A is not from a range A issued";
+      } else {
+        ASSERT_EQ(id.node_tag, "B");
+        ++tagged_b;
+        EXPECT_NE(RangeOf(from_b, id.number), nullptr)
+            << id.number << "-B is not from a range B issued";
+      }
+    }
+  }
+  EXPECT_EQ(unique.size(), size_t{kThreads} * kPerThread);
+  EXPECT_GT(tagged_a, 0);
+  EXPECT_GT(tagged_b, 0);
+}
+
+TEST(EndToEndTest, UnusedTailReturnedByOneClientIsUsedByTheNext) {
+  TempDir dir;
+  std::unique_ptr<Server> server =
+      testing::StartServer(testing::TestServerOptions(dir));
+  ASSERT_NE(server, nullptr);
+  {
+    std::unique_ptr<Client> first = NewClient({server->port()});
+    EXPECT_EQ(*first->NextDocumentId("orders"), "orders/1-A");
+  }  // the destructor hands 2-32 back
+  std::unique_ptr<Client> second = NewClient({server->port()});
+  EXPECT_EQ(*second->NextDocumentId("orders"), "orders/2-A");
+}
+
+TEST(EndToEndTest, RestartedServerContinuesAboveEveryIssuedRange) {
+  TempDir dir;
+  ServerOptions options = testing::TestServerOptions(dir);
+  std::set<int64_t> seen;
+  for (int incarnation = 0; incarnation < 3; ++incarnation) {
+    std::unique_ptr<Server> server = testing::StartServer(options);
+    ASSERT_NE(server, nullptr);
+    std::unique_ptr<Client> client = NewClient({server->port()});
+    for (int i = 0; i < 100; ++i) {
+      absl::StatusOr<Id> id = client->NextId("orders");
+      ASSERT_TRUE(id.ok()) << id.status();
+      EXPECT_TRUE(seen.insert(id->number).second) << id->number;
+    }
+    // The server goes away while the client still holds its range, as if
+    // it had crashed: the next incarnation must not reissue that range.
+    server.reset();
+    client.reset();  // its return fails quietly: the server is gone
+  }
+  EXPECT_EQ(seen.size(), 300u);
+}
+
+TEST(EndToEndTest, AllServersDownIsUnavailableNamingTargetsThenRecovers) {
+  TempDir dir;
+  ServerOptions options = testing::TestServerOptions(dir);
+  std::unique_ptr<Server> server = testing::StartServer(options);
+  ASSERT_NE(server, nullptr);
+  const int port = server->port();
+  server->Shutdown(absl::ZeroDuration());
+  server.reset();
+
+  std::unique_ptr<Client> client = NewClient({port}, absl::Seconds(2));
+  absl::StatusOr<Id> id = client->NextId("orders");
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(id.status().message(),
+              ::testing::HasSubstr(testing::Address(port)));
+
+  options.listen = testing::Address(port);
+  server = testing::StartServer(options);
+  if (server == nullptr) GTEST_SKIP() << "port " << port << " was taken";
+  // The channel reconnects by itself (backoff at most 1 s); calls fail fast
+  // with UNAVAILABLE until then.
+  absl::StatusOr<Id> again;
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (absl::Now() < give_up) {
+    again = client->NextId("orders");
+    if (again.ok()) break;
+    ASSERT_EQ(again.status().code(), absl::StatusCode::kUnavailable);
+  }
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->number, 1);
+}
+
+}  // namespace
+}  // namespace hilo

@@ -1,0 +1,363 @@
+// The hilo.v1.HiLo contract, exercised over real gRPC against an in-process
+// server on 127.0.0.1:0 with a manual clock.
+#include "service/hilo_service.h"
+
+#include <functional>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "grpcpp/client_context.h"
+#include "gtest/gtest.h"
+#include "tests/test_util.h"
+
+namespace hilo {
+namespace {
+
+using ::hilo::testing::TempDir;
+using ::hilo::v1::NextRangeRequest;
+using ::hilo::v1::NextRangeResponse;
+using ::hilo::v1::ReturnRangeRequest;
+using ::hilo::v1::ReturnRangeResponse;
+using ::testing::HasSubstr;
+
+const absl::Time kStart = absl::FromUnixSeconds(1'800'000'000);
+
+google::protobuf::Timestamp Ts(absl::Time t) {
+  google::protobuf::Timestamp ts;
+  ts.set_seconds(absl::ToUnixSeconds(t));
+  ts.set_nanos(static_cast<int32_t>(absl::ToInt64Nanoseconds(
+      t - absl::FromUnixSeconds(absl::ToUnixSeconds(t)))));
+  return ts;
+}
+
+NextRangeRequest Next(const std::string& collection, int64_t last_size = 0,
+                      std::optional<absl::Time> last_range_at = std::nullopt,
+                      int64_t last_max = 0) {
+  NextRangeRequest request;
+  request.set_collection(collection);
+  request.set_last_size(last_size);
+  request.set_last_max(last_max);
+  if (last_range_at.has_value()) {
+    *request.mutable_last_range_at() = Ts(*last_range_at);
+  }
+  return request;
+}
+
+ReturnRangeRequest Return(const std::string& collection, int64_t end,
+                          int64_t last, const std::string& tag = "") {
+  ReturnRangeRequest request;
+  request.set_collection(collection);
+  request.set_end(end);
+  request.set_last(last);
+  request.set_node_tag(tag);
+  return request;
+}
+
+class HiLoServiceTest : public ::testing::Test {
+ public:
+  void SetUp() override {
+    ServerOptions options = testing::TestServerOptions(dir_, "A");
+    options.clock = &clock_;
+    server_ = testing::StartServer(options);
+    ASSERT_NE(server_, nullptr);
+    stub_ = testing::NewStub(server_->port());
+  }
+
+  grpc::Status CallNext(const NextRangeRequest& request,
+                        NextRangeResponse* response) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(10));
+    return stub_->NextRange(&context, request, response);
+  }
+  grpc::Status CallReturn(const ReturnRangeRequest& request,
+                          ReturnRangeResponse* response) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(10));
+    return stub_->ReturnRange(&context, request, response);
+  }
+
+  // The range of a successful NextRange, as {low, high}.
+  std::pair<int64_t, int64_t> MustNext(const NextRangeRequest& request) {
+    NextRangeResponse response;
+    grpc::Status status = CallNext(request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return {response.low(), response.high()};
+  }
+  ReturnRangeResponse MustReturn(const ReturnRangeRequest& request) {
+    ReturnRangeResponse response;
+    grpc::Status status = CallReturn(request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response;
+  }
+
+  std::optional<CollectionState> Row(absl::string_view collection) {
+    absl::StatusOr<std::optional<CollectionState>> row =
+        server_->store()->Get(collection);
+    EXPECT_TRUE(row.ok()) << row.status();
+    return row.ok() ? *row : std::nullopt;
+  }
+
+  TempDir dir_;
+  ManualClock clock_{kStart};
+  std::unique_ptr<Server> server_;
+  std::unique_ptr<hilo::v1::HiLo::Stub> stub_;
+};
+
+using Pair = std::pair<int64_t, int64_t>;
+
+TEST_F(HiLoServiceTest, NewCollectionGivesOneTo32ThenSecondClient33To64) {
+  NextRangeResponse first;
+  ASSERT_TRUE(CallNext(Next("orders"), &first).ok());
+  EXPECT_EQ(first.low(), 1);
+  EXPECT_EQ(first.high(), 32);
+  EXPECT_EQ(first.node_tag(), "A");
+  EXPECT_EQ(first.range_at().seconds(), absl::ToUnixSeconds(kStart));
+  EXPECT_EQ(MustNext(Next("orders")), Pair(33, 64));
+}
+
+TEST_F(HiLoServiceTest, ReturnedTailIsHandedOutNext) {
+  EXPECT_EQ(MustNext(Next("orders")), Pair(1, 32));
+  ReturnRangeResponse returned = MustReturn(Return("orders", 32, 1));
+  EXPECT_TRUE(returned.applied());
+  EXPECT_EQ(returned.max(), 1);
+  EXPECT_EQ(MustNext(Next("orders")), Pair(2, 33));
+}
+
+TEST_F(HiLoServiceTest, StaleReturnIsRefusedWithCurrentMax) {
+  MustNext(Next("orders"));
+  MustNext(Next("orders"));
+  ReturnRangeResponse returned = MustReturn(Return("orders", 32, 3));
+  EXPECT_FALSE(returned.applied());
+  EXPECT_EQ(returned.max(), 64);
+  EXPECT_EQ(MustNext(Next("orders")), Pair(65, 96));
+}
+
+TEST_F(HiLoServiceTest, ReturnBelowLastIssuedLowIsRefused) {
+  MustNext(Next("orders"));  // 1-32, still in use by its client
+  MustNext(Next("orders"));  // 33-64
+  ReturnRangeResponse returned = MustReturn(Return("orders", 64, 20));
+  EXPECT_FALSE(returned.applied());
+  EXPECT_EQ(returned.max(), 64);
+  EXPECT_EQ(Row("orders")->max, 64);
+}
+
+TEST_F(HiLoServiceTest, ReturnWithOwnTagIsApplied) {
+  MustNext(Next("orders"));
+  EXPECT_TRUE(MustReturn(Return("orders", 32, 4, "A")).applied());
+  EXPECT_EQ(Row("orders")->max, 4);
+}
+
+TEST_F(HiLoServiceTest, ReturnWithAnotherNodesTagIsRefused) {
+  MustNext(Next("orders"));
+  ReturnRangeResponse returned = MustReturn(Return("orders", 32, 4, "B"));
+  EXPECT_FALSE(returned.applied());
+  EXPECT_EQ(returned.max(), 32);
+  EXPECT_EQ(Row("orders")->max, 32);
+}
+
+TEST_F(HiLoServiceTest, RangeDoublesWhenAskedAgainWithin30Seconds) {
+  NextRangeResponse first;
+  ASSERT_TRUE(CallNext(Next("orders"), &first).ok());
+  clock_.Advance(absl::Seconds(10));
+  NextRangeRequest again = Next("orders", 32, kStart, 32);
+  again.mutable_last_range_at()->CopyFrom(first.range_at());
+  EXPECT_EQ(MustNext(again), Pair(33, 96));
+}
+
+TEST_F(HiLoServiceTest, RangeKeepsSizeBetween30And60Seconds) {
+  MustNext(Next("orders"));
+  clock_.Advance(absl::Seconds(45));
+  EXPECT_EQ(MustNext(Next("orders", 64, kStart, 32)), Pair(33, 96));
+}
+
+TEST_F(HiLoServiceTest, RangeHalvesAfter60Seconds) {
+  MustNext(Next("orders"));
+  clock_.Advance(absl::Seconds(61));
+  EXPECT_EQ(MustNext(Next("orders", 128, kStart, 32)), Pair(33, 96));
+}
+
+TEST_F(HiLoServiceTest, RangeSizeIsClampedToLimits) {
+  EXPECT_EQ(MustNext(Next("orders", int64_t{1} << 40, kStart)),
+            Pair(1, 1 << 20));
+  clock_.Advance(absl::Hours(1));
+  const int64_t base = 1 << 20;
+  EXPECT_EQ(MustNext(Next("orders", 32, kStart, base)),
+            Pair(base + 1, base + 32));
+}
+
+TEST_F(HiLoServiceTest, FutureLastRangeAtCountsAsNow) {
+  EXPECT_EQ(MustNext(Next("orders", 32, kStart + absl::Hours(3))),
+            Pair(1, 64));
+}
+
+TEST_F(HiLoServiceTest, LastMaxKeepsRangesFromGoingDown) {
+  // The client's previous range came from a node that is further ahead.
+  EXPECT_EQ(MustNext(Next("orders", 0, std::nullopt, 1000)),
+            Pair(1001, 1032));
+  EXPECT_EQ(MustNext(Next("orders", 0, std::nullopt, 10)), Pair(1033, 1064));
+}
+
+TEST_F(HiLoServiceTest, RangeAtEchoesServerClock) {
+  clock_.Advance(absl::Milliseconds(1500));
+  NextRangeResponse response;
+  ASSERT_TRUE(CallNext(Next("orders"), &response).ok());
+  EXPECT_EQ(response.range_at().seconds(), absl::ToUnixSeconds(kStart) + 1);
+  EXPECT_EQ(response.range_at().nanos(), 500'000'000);
+}
+
+// A request that must be refused with `code`, leaving "orders" (1-32 issued)
+// exactly as it was and creating no other row.
+struct BadCase {
+  std::string label;
+  std::function<grpc::Status(HiLoServiceTest*)> call;
+  grpc::StatusCode code;
+  std::string message_part;
+};
+
+std::string Invalid(const char* bytes, size_t n) { return {bytes, n}; }
+
+void PrintTo(const BadCase& c, std::ostream* os) { *os << c.label; }
+
+class HiLoServiceBadInputTest : public HiLoServiceTest,
+                                public ::testing::WithParamInterface<BadCase> {
+};
+
+TEST_P(HiLoServiceBadInputTest, IsRefusedAndChangesNothing) {
+  MustNext(Next("orders"));
+  const std::optional<CollectionState> before = Row("orders");
+  ASSERT_TRUE(before.has_value());
+  clock_.Advance(absl::Seconds(1));
+
+  const grpc::Status status = GetParam().call(this);
+  EXPECT_EQ(status.error_code(), GetParam().code) << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr(GetParam().message_part));
+
+  const std::optional<CollectionState> after = Row("orders");
+  ASSERT_TRUE(after.has_value());
+  EXPECT_EQ(after->max, before->max);
+  EXPECT_EQ(after->last_low, before->last_low);
+  EXPECT_EQ(after->updated_at, before->updated_at);
+  for (const char* other : {"", "x", "\x01", "orders\n"}) {
+    EXPECT_FALSE(Row(other).has_value()) << "row created for " << other;
+  }
+}
+
+grpc::Status NextOf(HiLoServiceTest* t, NextRangeRequest request) {
+  NextRangeResponse response;
+  return t->CallNext(request, &response);
+}
+
+grpc::Status ReturnOf(HiLoServiceTest* t, ReturnRangeRequest request) {
+  ReturnRangeResponse response;
+  return t->CallReturn(request, &response);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, HiLoServiceBadInputTest,
+    ::testing::Values(
+        BadCase{"NextEmptyName",
+                [](HiLoServiceTest* t) { return NextOf(t, Next("")); },
+                grpc::StatusCode::INVALID_ARGUMENT, "empty"},
+        BadCase{"Next257ByteName",
+                [](HiLoServiceTest* t) {
+                  return NextOf(t, Next(std::string(257, 'o')));
+                },
+                grpc::StatusCode::INVALID_ARGUMENT, "257 bytes"},
+        BadCase{"NextControlCharacter",
+                [](HiLoServiceTest* t) { return NextOf(t, Next("orders\n")); },
+                grpc::StatusCode::INVALID_ARGUMENT, "control character"},
+        BadCase{"NextNegativeLastSize",
+                [](HiLoServiceTest* t) {
+                  return NextOf(t, Next("orders", -1));
+                },
+                grpc::StatusCode::INVALID_ARGUMENT, "last_size"},
+        BadCase{"NextNegativeLastMax",
+                [](HiLoServiceTest* t) {
+                  return NextOf(t, Next("orders", 0, std::nullopt, -5));
+                },
+                grpc::StatusCode::INVALID_ARGUMENT, "last_max"},
+        BadCase{"NextInvalidTimestamp",
+                [](HiLoServiceTest* t) {
+                  NextRangeRequest r = Next("orders", 32, kStart);
+                  r.mutable_last_range_at()->set_nanos(-1);
+                  return NextOf(t, r);
+                },
+                grpc::StatusCode::INVALID_ARGUMENT, "last_range_at"},
+        BadCase{"NextLastMaxNearInt64Max",
+                [](HiLoServiceTest* t) {
+                  return NextOf(t, Next("orders", 0, std::nullopt,
+                                        INT64_MAX - 5));
+                },
+                grpc::StatusCode::OUT_OF_RANGE, "INT64_MAX"},
+        BadCase{"NextOversizedMessage",
+                [](HiLoServiceTest* t) {
+                  return NextOf(t, Next(std::string(100'000, 'o')));
+                },
+                grpc::StatusCode::RESOURCE_EXHAUSTED, ""},
+        BadCase{"ReturnEmptyName",
+                [](HiLoServiceTest* t) {
+                  return ReturnOf(t, Return("", 32, 1));
+                },
+                grpc::StatusCode::INVALID_ARGUMENT, "empty"},
+        BadCase{"ReturnLastAboveEnd",
+                [](HiLoServiceTest* t) {
+                  return ReturnOf(t, Return("orders", 32, 33));
+                },
+                grpc::StatusCode::INVALID_ARGUMENT, "above end"},
+        BadCase{"ReturnNegativeLast",
+                [](HiLoServiceTest* t) {
+                  return ReturnOf(t, Return("orders", 32, -1));
+                },
+                grpc::StatusCode::INVALID_ARGUMENT, "last is -1"},
+        BadCase{"ReturnNegativeEnd",
+                [](HiLoServiceTest* t) {
+                  return ReturnOf(t, Return("orders", -32, -40));
+                },
+                grpc::StatusCode::INVALID_ARGUMENT, "end is -32"},
+        BadCase{"ReturnZeroEnd",
+                [](HiLoServiceTest* t) {
+                  return ReturnOf(t, Return("orders", 0, 0));
+                },
+                grpc::StatusCode::INVALID_ARGUMENT, "end is 0"}),
+    [](const ::testing::TestParamInfo<BadCase>& info) {
+      return info.param.label;
+    });
+
+// Protobuf refuses a proto3 string that is not UTF-8 while parsing, before
+// the service sees it; gRPC then answers INTERNAL. Either way nothing changes.
+TEST_F(HiLoServiceTest, InvalidUtf8OnTheWireIsRefusedAndChangesNothing) {
+  MustNext(Next("orders"));
+  NextRangeResponse response;
+  grpc::Status next = CallNext(Next(Invalid("ord\xFF", 4)), &response);
+  EXPECT_EQ(next.error_code(), grpc::StatusCode::INTERNAL);
+  ReturnRangeResponse returned;
+  grpc::Status ret = CallReturn(Return(Invalid("\xC0\x80", 2), 32, 1),
+                                &returned);
+  EXPECT_EQ(ret.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_EQ(Row("orders")->max, 32);
+}
+
+// The service's own check, which any path that skips protobuf's meets.
+TEST(HiLoServiceDirectTest, InvalidUtf8NameIsInvalidArgument) {
+  TempDir dir;
+  SqliteRangeStoreOptions options;
+  options.path = dir.File("h.db");
+  auto store = SqliteRangeStore::Open(options);
+  ASSERT_TRUE(store.ok());
+  ManualClock clock(kStart);
+  HiLoService service(store->get(), RangeSizePolicy({}), "A", &clock);
+  NextRangeResponse next;
+  absl::Status s = service.DoNextRange(Next(Invalid("ord\xFF", 4)), &next);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("not valid UTF-8 at byte 3"));
+  ReturnRangeResponse returned;
+  s = service.DoReturnRange(Return(Invalid("\xC0\x80", 2), 32, 1),
+                            &returned);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE((*store)->Get(Invalid("ord\xFF", 4))->has_value());
+}
+
+}  // namespace
+}  // namespace hilo

@@ -1,0 +1,326 @@
+#include "service/sqlite_range_store.h"
+
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <atomic>
+#include <fstream>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/test_util.h"
+
+namespace hilo {
+namespace {
+
+using ::hilo::testing::TempDir;
+using ::testing::HasSubstr;
+
+constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+
+class SqliteRangeStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Reopen(); }
+
+  void Reopen(std::function<void()> before_commit = nullptr) {
+    store_.reset();
+    SqliteRangeStoreOptions options;
+    options.path = dir_.File("hilo.db");
+    options.clock = &clock_;
+    options.before_commit_for_testing = std::move(before_commit);
+    absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
+        SqliteRangeStore::Open(std::move(options));
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = *std::move(store);
+  }
+
+  Range MustAllocate(absl::string_view collection, int64_t size,
+                     int64_t floor = 0) {
+    absl::StatusOr<Range> range = store_->Allocate(collection, size, floor);
+    EXPECT_TRUE(range.ok()) << range.status();
+    return range.value_or(Range{});
+  }
+
+  int64_t StoredMax(absl::string_view collection) {
+    absl::StatusOr<std::optional<CollectionState>> state =
+        store_->Get(collection);
+    EXPECT_TRUE(state.ok()) << state.status();
+    return state.ok() && state->has_value() ? (*state)->max : -1;
+  }
+
+  TempDir dir_;
+  ManualClock clock_{absl::FromUnixSeconds(1'800'000'000)};
+  std::unique_ptr<SqliteRangeStore> store_;
+};
+
+TEST_F(SqliteRangeStoreTest, NewCollectionStartsAtOneAndContinues) {
+  EXPECT_EQ(MustAllocate("orders", 32), (Range{1, 32}));
+  EXPECT_EQ(MustAllocate("orders", 32), (Range{33, 64}));
+  EXPECT_EQ(MustAllocate("orders", 64), (Range{65, 128}));
+  EXPECT_EQ(MustAllocate("users", 32), (Range{1, 32}));
+}
+
+TEST_F(SqliteRangeStoreTest, RecordsMaxLastLowAndTimeOfChange) {
+  MustAllocate("orders", 32);
+  clock_.Advance(absl::Seconds(7));
+  MustAllocate("orders", 32);
+  absl::StatusOr<std::optional<CollectionState>> state = store_->Get("orders");
+  ASSERT_TRUE(state.ok() && state->has_value());
+  EXPECT_EQ((*state)->max, 64);
+  EXPECT_EQ((*state)->last_low, 33);
+  EXPECT_EQ((*state)->updated_at, clock_.Now());
+}
+
+TEST_F(SqliteRangeStoreTest, UnknownCollectionHasNoRow) {
+  absl::StatusOr<std::optional<CollectionState>> state = store_->Get("none");
+  ASSERT_TRUE(state.ok());
+  EXPECT_FALSE(state->has_value());
+}
+
+TEST_F(SqliteRangeStoreTest, FloorRaisesTheRangeButNeverLowersIt) {
+  EXPECT_EQ(MustAllocate("orders", 32, 100), (Range{101, 132}));
+  EXPECT_EQ(MustAllocate("orders", 32, 50), (Range{133, 164}));
+}
+
+TEST_F(SqliteRangeStoreTest, NamesAreComparedByteForByte) {
+  EXPECT_EQ(MustAllocate("orders", 32), (Range{1, 32}));
+  EXPECT_EQ(MustAllocate("Orders", 32), (Range{1, 32}));
+  EXPECT_EQ(MustAllocate("orders ", 32), (Range{1, 32}));
+  EXPECT_EQ(MustAllocate("\xC3\xA9", 32), (Range{1, 32}));   // precomposed
+  EXPECT_EQ(MustAllocate("e\xCC\x81", 32), (Range{1, 32}));  // decomposed
+}
+
+TEST_F(SqliteRangeStoreTest, ReturnOfUnusedTailLetsNextRangeContinue) {
+  EXPECT_EQ(MustAllocate("orders", 32), (Range{1, 32}));
+  absl::StatusOr<ReturnOutcome> outcome = store_->Return("orders", 32, 1);
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_TRUE(outcome->applied);
+  EXPECT_EQ(outcome->max, 1);
+  EXPECT_EQ(MustAllocate("orders", 32), (Range{2, 33}));
+}
+
+TEST_F(SqliteRangeStoreTest, ReturnOfWholeRangeIsApplied) {
+  MustAllocate("orders", 32);
+  absl::StatusOr<ReturnOutcome> outcome = store_->Return("orders", 32, 0);
+  ASSERT_TRUE(outcome.ok());
+  EXPECT_TRUE(outcome->applied);
+  EXPECT_EQ(outcome->max, 0);
+  EXPECT_EQ(MustAllocate("orders", 32), (Range{1, 32}));
+}
+
+TEST_F(SqliteRangeStoreTest, StaleReturnIsRefused) {
+  MustAllocate("orders", 32);
+  MustAllocate("orders", 32);  // another client took 33-64
+  absl::StatusOr<ReturnOutcome> outcome = store_->Return("orders", 32, 5);
+  ASSERT_TRUE(outcome.ok());
+  EXPECT_FALSE(outcome->applied);
+  EXPECT_EQ(outcome->max, 64);
+  EXPECT_EQ(StoredMax("orders"), 64);
+}
+
+TEST_F(SqliteRangeStoreTest, ReturnBelowLastIssuedLowIsRefused) {
+  MustAllocate("orders", 32);
+  MustAllocate("orders", 32);  // 33-64
+  absl::StatusOr<ReturnOutcome> below = store_->Return("orders", 64, 10);
+  ASSERT_TRUE(below.ok());
+  EXPECT_FALSE(below->applied);
+  EXPECT_EQ(below->max, 64);
+  absl::StatusOr<ReturnOutcome> edge = store_->Return("orders", 64, 32);
+  ASSERT_TRUE(edge.ok());
+  EXPECT_TRUE(edge->applied);
+  EXPECT_EQ(edge->max, 32);
+}
+
+TEST_F(SqliteRangeStoreTest, SecondReturnCannotMoveMaxLower) {
+  MustAllocate("orders", 32);
+  ASSERT_TRUE(store_->Return("orders", 32, 10)->applied);
+  absl::StatusOr<ReturnOutcome> again = store_->Return("orders", 10, 0);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->applied);
+  EXPECT_EQ(again->max, 10);
+  EXPECT_EQ(MustAllocate("orders", 32), (Range{11, 42}));
+}
+
+TEST_F(SqliteRangeStoreTest, ReturnOnUnknownCollectionCreatesNothing) {
+  absl::StatusOr<ReturnOutcome> outcome = store_->Return("ghost", 32, 0);
+  ASSERT_TRUE(outcome.ok());
+  EXPECT_FALSE(outcome->applied);
+  EXPECT_EQ(outcome->max, 0);
+  EXPECT_FALSE(store_->Get("ghost")->has_value());
+}
+
+TEST_F(SqliteRangeStoreTest, MalformedReturnIsInvalidArgument) {
+  MustAllocate("orders", 32);
+  EXPECT_EQ(store_->Return("orders", 32, 33).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->Return("orders", 32, -1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(StoredMax("orders"), 32);
+}
+
+TEST_F(SqliteRangeStoreTest, RangePastInt64MaxIsOutOfRangeAndChangesNothing) {
+  const CollectionState near_end{kMax - 10, kMax - 41, clock_.Now()};
+  ASSERT_TRUE(store_->PutForTesting("orders", near_end).ok());
+  absl::StatusOr<Range> range = store_->Allocate("orders", 32, 0);
+  EXPECT_EQ(range.status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(range.status().message(), HasSubstr("INT64_MAX"));
+  EXPECT_EQ(StoredMax("orders"), kMax - 10);
+  // The last ten numbers can still be handed out, exactly.
+  EXPECT_EQ(MustAllocate("orders", 10), (Range{kMax - 9, kMax}));
+  EXPECT_EQ(store_->Allocate("orders", 1, 0).status().code(),
+            absl::StatusCode::kOutOfRange);
+}
+
+TEST_F(SqliteRangeStoreTest, FloorNearInt64MaxIsOutOfRange) {
+  EXPECT_EQ(store_->Allocate("orders", 32, kMax - 5).status().code(),
+            absl::StatusCode::kOutOfRange);
+  EXPECT_FALSE(store_->Get("orders")->has_value());
+}
+
+TEST_F(SqliteRangeStoreTest, RestartContinuesAboveEveryIssuedRange) {
+  MustAllocate("orders", 32);
+  MustAllocate("orders", 64);
+  Reopen();
+  EXPECT_EQ(StoredMax("orders"), 96);
+  EXPECT_EQ(MustAllocate("orders", 32), (Range{97, 128}));
+}
+
+TEST_F(SqliteRangeStoreTest, FailingOperationDoesNotFailOthersInItsBatch) {
+  // Hold the first batch at its commit so the next operations queue up and
+  // are committed together in one second batch.
+  std::atomic<bool> armed{false};
+  absl::Notification in_hook, release;
+  Reopen([&] {
+    if (armed.exchange(false)) {
+      in_hook.Notify();
+      release.WaitForNotification();
+    }
+  });
+  ASSERT_TRUE(store_
+                  ->PutForTesting("full",
+                                  CollectionState{kMax - 5, 1, clock_.Now()})
+                  .ok());
+  const int64_t commits_before = store_->commits();
+  armed = true;
+
+  absl::StatusOr<Range> first, ok_before, failing, ok_after;
+  std::thread t0([&] { first = store_->Allocate("a", 32, 0); });
+  in_hook.WaitForNotification();
+  // t0 leads the first batch and waits in the hook; these three queue up.
+  std::thread t1([&] { ok_before = store_->Allocate("b", 32, 0); });
+  store_->WaitForPendingForTesting(1);
+  std::thread t2([&] { failing = store_->Allocate("full", 32, 0); });
+  store_->WaitForPendingForTesting(2);
+  std::thread t3([&] { ok_after = store_->Allocate("c", 32, 0); });
+  store_->WaitForPendingForTesting(3);
+  release.Notify();
+  for (std::thread* t : {&t0, &t1, &t2, &t3}) t->join();
+
+  EXPECT_EQ(store_->commits() - commits_before, 2);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(ok_before.ok()) << ok_before.status();
+  ASSERT_TRUE(ok_after.ok()) << ok_after.status();
+  EXPECT_EQ(failing.status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(*ok_before, (Range{1, 32}));
+  EXPECT_EQ(*ok_after, (Range{1, 32}));
+  Reopen();
+  EXPECT_EQ(StoredMax("b"), 32);
+  EXPECT_EQ(StoredMax("c"), 32);
+  EXPECT_EQ(StoredMax("full"), kMax - 5);
+}
+
+TEST_F(SqliteRangeStoreTest, ConcurrentAllocationsNeverOverlap) {
+  constexpr int kThreads = 8;
+  constexpr int kPerThread = 200;
+  std::vector<std::vector<Range>> got(kThreads * 2);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        const int c = i % 2;
+        absl::StatusOr<Range> r =
+            store_->Allocate(c == 0 ? "even" : "odd", 1 + (t + i) % 40, 0);
+        ASSERT_TRUE(r.ok()) << r.status();
+        got[t * 2 + c].push_back(*r);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int c = 0; c < 2; ++c) {
+    std::vector<Range> all;
+    for (int t = 0; t < kThreads; ++t) {
+      all.insert(all.end(), got[t * 2 + c].begin(), got[t * 2 + c].end());
+    }
+    std::sort(all.begin(), all.end(),
+              [](const Range& a, const Range& b) { return a.low < b.low; });
+    // Ranges tile 1..Max exactly: no overlap, no gap.
+    int64_t next = 1;
+    for (const Range& r : all) {
+      ASSERT_EQ(r.low, next);
+      next = r.high + 1;
+    }
+    EXPECT_EQ(StoredMax(c == 0 ? "even" : "odd"), next - 1);
+  }
+}
+
+TEST(SqliteRangeStoreOpenTest, FileThatIsNotSqliteIsFailedPrecondition) {
+  TempDir dir;
+  std::ofstream(dir.File("bad.db")) << "this is not a database, just text "
+                                    << std::string(4096, 'x');
+  SqliteRangeStoreOptions options;
+  options.path = dir.File("bad.db");
+  absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
+      SqliteRangeStore::Open(options);
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(store.status().message(), HasSubstr("bad.db"));
+  EXPECT_THAT(store.status().message(), HasSubstr("not a database"));
+}
+
+TEST(SqliteRangeStoreOpenTest, OtherApplicationsDatabaseIsFailedPrecondition) {
+  TempDir dir;
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(dir.File("other.db").c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE t(x)", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  SqliteRangeStoreOptions options;
+  options.path = dir.File("other.db");
+  absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
+      SqliteRangeStore::Open(options);
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(store.status().message(), HasSubstr("another application"));
+}
+
+TEST(SqliteRangeStoreOpenTest, CreatesMissingDirectories) {
+  TempDir dir;
+  SqliteRangeStoreOptions options;
+  options.path = dir.File("a/b/c/hilo.db");
+  absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
+      SqliteRangeStore::Open(options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ((*store)->Allocate("x", 32, 0)->high, 32);
+}
+
+TEST(SqliteRangeStoreOpenTest, PathUnderAFileIsUnavailable) {
+  TempDir dir;
+  std::ofstream(dir.File("plain")) << "x";
+  SqliteRangeStoreOptions options;
+  options.path = dir.File("plain/hilo.db");
+  absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
+      SqliteRangeStore::Open(options);
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(store.status().message(), HasSubstr("plain"));
+}
+
+TEST(SyncModeTest, ParsesFullAndNormalOnly) {
+  EXPECT_EQ(*ParseSyncMode("full"), SyncMode::kFull);
+  EXPECT_EQ(*ParseSyncMode("NORMAL"), SyncMode::kNormal);
+  EXPECT_EQ(ParseSyncMode("off").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace hilo

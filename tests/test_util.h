@@ -1,0 +1,43 @@
+// Helpers shared by the tests: scratch directories, in-process servers and
+// gRPC stubs bound to 127.0.0.1:0.
+#ifndef HILO_TESTS_TEST_UTIL_H_
+#define HILO_TESTS_TEST_UTIL_H_
+
+#include <memory>
+#include <string>
+
+#include "hilo/v1/hilo.grpc.pb.h"
+#include "service/server.h"
+
+namespace hilo::testing {
+
+// A fresh directory under $TMPDIR (or /tmp), removed with everything in it
+// when destroyed.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::string& path() const { return path_; }
+  std::string File(const std::string& name) const {
+    return path_ + "/" + name;
+  }
+
+ private:
+  std::string path_;
+};
+
+// Options for an in-process server on 127.0.0.1:0 with its database in
+// `dir`; fails the test if it does not start.
+ServerOptions TestServerOptions(const TempDir& dir,
+                                const std::string& node_tag = "A");
+std::unique_ptr<Server> StartServer(const ServerOptions& options);
+
+std::string Address(int port);
+std::unique_ptr<hilo::v1::HiLo::Stub> NewStub(int port);
+
+}  // namespace hilo::testing
+
+#endif  // HILO_TESTS_TEST_UTIL_H_

@@ -1,0 +1,106 @@
+#include "service/validation.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace hilo {
+namespace {
+
+struct NameCase {
+  std::string label;
+  std::string name;
+  absl::StatusCode code;
+  std::string message_part;
+};
+
+void PrintTo(const NameCase& c, std::ostream* os) { *os << c.label; }
+
+class CollectionNameTest : public ::testing::TestWithParam<NameCase> {};
+
+TEST_P(CollectionNameTest, AcceptsOrRejectsWithReason) {
+  const NameCase& c = GetParam();
+  const absl::Status status = ValidateCollectionName(c.name);
+  EXPECT_EQ(status.code(), c.code) << status;
+  EXPECT_NE(status.message().find(c.message_part), absl::string_view::npos)
+      << status;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, CollectionNameTest,
+    ::testing::Values(
+        NameCase{"Plain", "orders", absl::StatusCode::kOk, ""},
+        NameCase{"OneByte", "x", absl::StatusCode::kOk, ""},
+        NameCase{"Max256", std::string(256, 'a'), absl::StatusCode::kOk, ""},
+        NameCase{"Utf8", "b\xC3\xBC" "cher/\xE6\x97\xA5\xF0\x9F\x98\x80",
+                 absl::StatusCode::kOk, ""},
+        NameCase{"SpacesAndPunctuation", "my orders|2024 #1",
+                 absl::StatusCode::kOk, ""},
+        NameCase{"Empty", "", absl::StatusCode::kInvalidArgument, "empty"},
+        NameCase{"TooLong", std::string(257, 'a'),
+                 absl::StatusCode::kInvalidArgument,
+                 "257 bytes; the limit is 256"},
+        NameCase{"BadContinuation", "ab\xC3(",
+                 absl::StatusCode::kInvalidArgument,
+                 "not valid UTF-8 at byte 2"},
+        NameCase{"Truncated", "ab\xE6\x97", absl::StatusCode::kInvalidArgument,
+                 "not valid UTF-8"},
+        NameCase{"Overlong", "\xC0\xAF", absl::StatusCode::kInvalidArgument,
+                 "not valid UTF-8"},
+        NameCase{"Surrogate", "\xED\xA0\x80",
+                 absl::StatusCode::kInvalidArgument, "not valid UTF-8"},
+        NameCase{"BeyondUnicode", "\xF4\x90\x80\x80",
+                 absl::StatusCode::kInvalidArgument, "not valid UTF-8"},
+        NameCase{"LoneContinuation", "\x80",
+                 absl::StatusCode::kInvalidArgument, "not valid UTF-8"},
+        NameCase{"Nul", std::string("a\0b", 3),
+                 absl::StatusCode::kInvalidArgument,
+                 "control character U+0000 at byte 1"},
+        NameCase{"Newline", "a\nb", absl::StatusCode::kInvalidArgument,
+                 "U+000A"},
+        NameCase{"Delete", "a\x7F", absl::StatusCode::kInvalidArgument,
+                 "U+007F"},
+        NameCase{"C1Control", "a\xC2\x85", absl::StatusCode::kInvalidArgument,
+                 "U+0085"}),
+    [](const ::testing::TestParamInfo<NameCase>& info) {
+      return info.param.label;
+    });
+
+TEST(NodeTagTest, AcceptsOneToFourUppercaseLettersAndDigits) {
+  for (const char* tag : {"A", "Z", "B7", "NODE", "0000"}) {
+    EXPECT_TRUE(ValidateNodeTag(tag).ok()) << tag;
+  }
+}
+
+TEST(NodeTagTest, RejectsEmptyLongAndOtherCharacters) {
+  for (const char* tag : {"", "ABCDE", "a", "A-B", "A B", "\xC3\x84"}) {
+    EXPECT_EQ(ValidateNodeTag(tag).code(), absl::StatusCode::kInvalidArgument)
+        << tag;
+  }
+}
+
+TEST(NodeTagFromHostnameTest, MapsStatefulSetOrdinalsToLetters) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"hilo-0", "A"},   {"hilo-1", "B"},     {"hilo-2", "C"},
+      {"hilo-25", "Z"},  {"hilo-26", "AA"},   {"hilo-27", "AB"},
+      {"hilo-51", "AZ"}, {"hilo-52", "BA"},   {"hilo-701", "ZZ"},
+      {"hilo-702", "AAA"}, {"my-hilo-3", "D"}, {"hilo-475253", "ZZZZ"},
+  };
+  for (const auto& [host, tag] : cases) {
+    absl::StatusOr<std::string> got = NodeTagFromHostname(host);
+    ASSERT_TRUE(got.ok()) << host << ": " << got.status();
+    EXPECT_EQ(*got, tag) << host;
+  }
+}
+
+TEST(NodeTagFromHostnameTest, RejectsNamesWithoutOrdinal) {
+  for (const char* host : {"hilo", "hilo-", "hilo-x", "hilo-1a", "hilo-+1",
+                           "hilo-475254"}) {
+    EXPECT_EQ(NodeTagFromHostname(host).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << host;
+  }
+}
+
+}  // namespace
+}  // namespace hilo
