@@ -5,35 +5,10 @@
 
 #include "absl/strings/str_format.h"
 #include "service/grpc_status.h"
+#include "service/proto_time.h"
 #include "service/validation.h"
 
 namespace hilo {
-namespace {
-
-// google.protobuf.Timestamp's valid span: 0001-01-01 to 9999-12-31.
-constexpr int64_t kMinTimestampSeconds = -62135596800;
-constexpr int64_t kMaxTimestampSeconds = 253402300799;
-
-absl::StatusOr<absl::Time> FromProto(const google::protobuf::Timestamp& ts,
-                                     absl::string_view field) {
-  if (ts.seconds() < kMinTimestampSeconds ||
-      ts.seconds() > kMaxTimestampSeconds || ts.nanos() < 0 ||
-      ts.nanos() > 999999999) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s (seconds %d, nanos %d) is not a valid timestamp", field,
-        ts.seconds(), ts.nanos()));
-  }
-  return absl::FromUnixSeconds(ts.seconds()) + absl::Nanoseconds(ts.nanos());
-}
-
-void ToProto(absl::Time t, google::protobuf::Timestamp* ts) {
-  const int64_t seconds = absl::ToUnixSeconds(t);
-  ts->set_seconds(seconds);
-  ts->set_nanos(static_cast<int32_t>(
-      absl::ToInt64Nanoseconds(t - absl::FromUnixSeconds(seconds))));
-}
-
-}  // namespace
 
 HiLoService::HiLoService(RangeStore* store, RangeSizePolicy policy,
                          std::string node_tag, const Clock* clock,
@@ -60,7 +35,7 @@ absl::Status HiLoService::DoNextRange(const hilo::v1::NextRangeRequest& request,
   std::optional<absl::Time> last_range_at;
   if (request.has_last_range_at()) {
     absl::StatusOr<absl::Time> t =
-        FromProto(request.last_range_at(), "last_range_at");
+        FromProtoTime(request.last_range_at(), "last_range_at");
     if (!t.ok()) return t.status();
     last_range_at = *t;
   }
@@ -73,7 +48,7 @@ absl::Status HiLoService::DoNextRange(const hilo::v1::NextRangeRequest& request,
   response->set_low(range->low);
   response->set_high(range->high);
   response->set_node_tag(node_tag_);
-  ToProto(now, response->mutable_range_at());
+  ToProtoTime(now, response->mutable_range_at());
   return absl::OkStatus();
 }
 

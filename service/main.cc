@@ -47,6 +47,12 @@ ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "on SIGTERM, how long in-flight calls may run before they are "
           "cancelled");
 ABSL_FLAG(bool, reflection, true, "serve gRPC server reflection");
+ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
+          "address of the Prometheus /metrics endpoint (host:port); empty "
+          "turns metrics off");
+ABSL_FLAG(int, metrics_max_collections, hilo::kDefaultMetricsMaxCollections,
+          "collections that get their own metrics label; the rest share "
+          "\"_other\"");
 
 namespace {
 
@@ -105,6 +111,9 @@ int main(int argc, char** argv) {
   options.range_sizes.max_size = absl::GetFlag(FLAGS_max_range_size);
   options.max_batch = absl::GetFlag(FLAGS_max_batch);
   options.enable_reflection = absl::GetFlag(FLAGS_reflection);
+  options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  options.metrics_max_collections =
+      absl::GetFlag(FLAGS_metrics_max_collections);
   absl::StatusOr<hilo::SyncMode> sync =
       hilo::ParseSyncMode(absl::GetFlag(FLAGS_sync));
   if (!sync.ok()) return Fail(sync.status());
@@ -116,11 +125,15 @@ int main(int argc, char** argv) {
   grpc_logs_enabled.store(true);
   absl::FPrintF(stderr,
                 "hilo_server: serving node %s on port %d (listen %s, db %s, "
-                "sync %s, range sizes %d..%d, max batch %d, reflection %s)\n",
+                "sync %s, range sizes %d..%d, max batch %d, reflection %s, "
+                "metrics %s)\n",
                 options.node_tag, (*server)->port(), options.listen,
                 options.db_path, hilo::SyncModeName(options.sync),
                 options.range_sizes.min_size, options.range_sizes.max_size,
-                options.max_batch, options.enable_reflection ? "on" : "off");
+                options.max_batch, options.enable_reflection ? "on" : "off",
+                (*server)->metrics_port() > 0
+                    ? absl::StrCat("port ", (*server)->metrics_port())
+                    : std::string("off"));
 
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);

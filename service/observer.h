@@ -5,6 +5,8 @@
 #ifndef HILO_SERVICE_OBSERVER_H_
 #define HILO_SERVICE_OBSERVER_H_
 
+#include <vector>
+
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -28,6 +30,34 @@ class Observer {
                              const absl::Status& status,
                              const ReturnOutcome* outcome,
                              absl::Duration elapsed) = 0;
+};
+
+// Forwards each call to every observer in a list, in order.
+class ObserverList final : public Observer {
+ public:
+  // Null entries are skipped. The observers must outlive the list.
+  explicit ObserverList(std::vector<Observer*> observers) {
+    for (Observer* o : observers) {
+      if (o != nullptr) observers_.push_back(o);
+    }
+  }
+
+  void OnNextRange(absl::string_view collection, const absl::Status& status,
+                   const Range* range, absl::Duration elapsed) override {
+    for (Observer* o : observers_) {
+      o->OnNextRange(collection, status, range, elapsed);
+    }
+  }
+  void OnReturnRange(absl::string_view collection, const absl::Status& status,
+                     const ReturnOutcome* outcome,
+                     absl::Duration elapsed) override {
+    for (Observer* o : observers_) {
+      o->OnReturnRange(collection, status, outcome, elapsed);
+    }
+  }
+
+ private:
+  std::vector<Observer*> observers_;
 };
 
 }  // namespace hilo

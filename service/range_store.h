@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -33,6 +34,18 @@ struct CollectionState {
   int64_t max = 0;       // highest number handed out
   int64_t last_low = 0;  // low of the range last issued (raised by returns)
   absl::Time updated_at = absl::InfinitePast();  // time of the last change
+};
+
+// A stored collection and its name.
+struct NamedCollectionState {
+  std::string name;
+  CollectionState state;
+};
+
+// The outcome of a SetFloor.
+struct FloorOutcome {
+  bool raised = false;
+  int64_t max = 0;  // Max after the call
 };
 
 // The outcome of a Return.
@@ -68,6 +81,17 @@ class RangeStore {
   // The stored state, or nullopt if the collection has no row.
   virtual absl::StatusOr<std::optional<CollectionState>> Get(
       absl::string_view collection) = 0;
+
+  // Up to `limit` (>= 1) collections whose names sort after `after` (byte
+  // order), in that order.
+  virtual absl::StatusOr<std::vector<NamedCollectionState>> List(
+      absl::string_view after, int limit) = 0;
+
+  // Max = max(Max, floor), creating the row if needed; when Max moves,
+  // last_low becomes floor + 1 so no earlier range can be returned below
+  // the floor. Requires floor >= 0.
+  virtual absl::StatusOr<FloorOutcome> SetFloor(absl::string_view collection,
+                                                int64_t floor) = 0;
 };
 
 }  // namespace hilo

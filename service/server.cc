@@ -20,6 +20,11 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "max batch is %d; it must be at least 1", options.max_batch));
   }
+  if (options.metrics_max_collections < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "metrics max collections is %d; it must not be negative",
+        options.metrics_max_collections));
+  }
   if (options.listen.empty()) {
     return absl::InvalidArgumentError("listen address is empty");
   }
@@ -30,6 +35,10 @@ Server::Server(ServerOptions options) : options_(std::move(options)) {}
 
 Server::~Server() { Shutdown(absl::ZeroDuration()); }
 
+int Server::metrics_port() const {
+  return metrics_endpoint_ != nullptr ? metrics_endpoint_->port() : 0;
+}
+
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   if (absl::Status s = ValidateServerOptions(options); !s.ok()) return s;
   std::unique_ptr<Server> server(new Server(std::move(options)));
@@ -37,18 +46,42 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   const Clock* clock =
       opts.clock != nullptr ? opts.clock : SystemClock::Get();
 
+  MetricsOptions metrics_options;
+  metrics_options.node_tag = opts.node_tag;
+  metrics_options.version = HILO_VERSION;
+  metrics_options.max_collections = opts.metrics_max_collections;
+  server->metrics_ = std::make_unique<Metrics>(metrics_options);
+  server->observers_ = std::make_unique<ObserverList>(
+      std::vector<Observer*>{server->metrics_.get(), opts.observer});
+
   SqliteRangeStoreOptions store_options;
   store_options.path = opts.db_path;
   store_options.sync = opts.sync;
   store_options.max_batch = opts.max_batch;
   store_options.clock = clock;
+  Server* raw = server.get();
+  store_options.on_commit = [raw](absl::Duration elapsed, int operations) {
+    raw->metrics_->OnCommit(elapsed, operations,
+                            raw->store_->collection_count());
+  };
   absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
       SqliteRangeStore::Open(std::move(store_options));
   if (!store.ok()) return store.status();
   server->store_ = *std::move(store);
   server->service_ = std::make_unique<HiLoService>(
       server->store_.get(), RangeSizePolicy(opts.range_sizes), opts.node_tag,
-      clock, opts.observer);
+      clock, server->observers_.get());
+  server->admin_service_ =
+      std::make_unique<AdminService>(server->store_.get(), opts.node_tag);
+  server->metrics_->OnCommit(absl::ZeroDuration(), 0,
+                             server->store_->collection_count());
+  if (!opts.metrics_listen.empty()) {
+    absl::StatusOr<std::unique_ptr<MetricsEndpoint>> endpoint =
+        MetricsEndpoint::Start(opts.metrics_listen,
+                               server->metrics_->registry());
+    if (!endpoint.ok()) return endpoint.status();
+    server->metrics_endpoint_ = *std::move(endpoint);
+  }
 
   // Both are process-wide switches; they must precede the builder.
   grpc::EnableDefaultHealthCheckService(true);
@@ -65,6 +98,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
                                : grpc::InsecureServerCredentials(),
                            &server->port_);
   builder.RegisterService(server->service_.get());
+  builder.RegisterService(server->admin_service_.get());
   server->grpc_server_ = builder.BuildAndStart();
   if (server->grpc_server_ == nullptr || server->port_ == 0) {
     server->grpc_server_.reset();
@@ -86,7 +120,9 @@ void Server::Shutdown(absl::Duration grace) {
         absl::ToChronoMilliseconds(std::max(grace, absl::ZeroDuration())));
     grpc_server_->Wait();
   }
+  metrics_endpoint_.reset();
   service_.reset();
+  admin_service_.reset();
   store_.reset();
 }
 

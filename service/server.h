@@ -1,5 +1,6 @@
-// Server: a running hilo node — the store, the HiLo service, gRPC health and
-// reflection, bound to one address.
+// Server: a running hilo node: the store, the HiLo and HiLoAdmin services,
+// gRPC health and reflection on one address, and Prometheus metrics on
+// another.
 //
 // main() builds ServerOptions from flags and calls Start; tests call Start
 // in-process on "127.0.0.1:0" and read the bound port back.
@@ -22,8 +23,10 @@
 #include "absl/time/time.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
+#include "service/admin_service.h"
 #include "service/clock.h"
 #include "service/hilo_service.h"
+#include "service/metrics.h"
 #include "service/observer.h"
 #include "service/range_size_policy.h"
 #include "service/sqlite_range_store.h"
@@ -42,6 +45,10 @@ struct ServerOptions {
   SyncMode sync = SyncMode::kFull;
   int max_batch = 256;
   bool enable_reflection = true;
+  // Address of the Prometheus /metrics endpoint; empty serves none.
+  std::string metrics_listen;
+  // Collections with their own metrics label; the rest share "_other".
+  int metrics_max_collections = kDefaultMetricsMaxCollections;
   // Null means plaintext.
   std::shared_ptr<grpc::ServerCredentials> credentials;
   // Null means SystemClock.
@@ -62,6 +69,9 @@ class Server {
 
   // The bound TCP port (useful with port 0).
   int port() const { return port_; }
+  // The bound metrics port, or 0 if metrics are not served.
+  int metrics_port() const;
+  Metrics* metrics() { return metrics_.get(); }
   const ServerOptions& options() const { return options_; }
   SqliteRangeStore* store() { return store_.get(); }
 
@@ -75,8 +85,12 @@ class Server {
   explicit Server(ServerOptions options);
 
   const ServerOptions options_;
+  std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<MetricsEndpoint> metrics_endpoint_;
+  std::unique_ptr<ObserverList> observers_;
   std::unique_ptr<SqliteRangeStore> store_;
   std::unique_ptr<HiLoService> service_;
+  std::unique_ptr<AdminService> admin_service_;
   std::unique_ptr<grpc::Server> grpc_server_;
   int port_ = 0;
   bool shut_down_ = false;

@@ -59,10 +59,11 @@ absl::string_view SyncModeName(SyncMode mode) {
 
 // One operation waiting for, or running in, a batch.
 struct SqliteRangeStore::Op {
-  explicit Op(absl::FunctionRef<absl::Status()> f) : fn(f) {}
-  absl::FunctionRef<absl::Status()> fn;
+  explicit Op(absl::FunctionRef<absl::Status(bool*)> f) : fn(f) {}
+  absl::FunctionRef<absl::Status(bool*)> fn;
   absl::Status status;
   bool done = false;
+  bool created_row = false;  // set by fn when it inserted a row
 };
 
 // A prepared statement, reset and unbound after each use.
@@ -128,6 +129,7 @@ SqliteRangeStore::SqliteRangeStore(SqliteRangeStoreOptions options,
 SqliteRangeStore::~SqliteRangeStore() {
   select_.reset();
   upsert_.reset();
+  list_.reset();
   sqlite3_close(db_);
 }
 
@@ -254,6 +256,16 @@ absl::Status SqliteRangeStore::Init() {
       !s.ok()) {
     return s;
   }
+  if (absl::Status s = prepare(
+          "SELECT name, max, last_low, updated_at_us FROM collections "
+          "WHERE name > ?1 ORDER BY name LIMIT ?2",
+          &list_);
+      !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<int64_t> count = read_int("SELECT count(*) FROM collections");
+  if (!count.ok()) return count.status();
+  collection_count_.store(*count);
   return prepare(
       "INSERT INTO collections(name, max, last_low, updated_at_us) "
       "VALUES(?1, ?2, ?3, ?4) ON CONFLICT(name) DO UPDATE SET "
@@ -262,7 +274,8 @@ absl::Status SqliteRangeStore::Init() {
       &upsert_);
 }
 
-absl::Status SqliteRangeStore::Run(absl::FunctionRef<absl::Status()> fn) {
+absl::Status SqliteRangeStore::Run(
+    absl::FunctionRef<absl::Status(bool* created_row)> fn) {
   Op op(fn);
   absl::MutexLock lock(&mu_);
   pending_.push_back(&op);
@@ -298,7 +311,7 @@ void SqliteRangeStore::RunBatch(const std::vector<Op*>& batch) {
     Op* op = batch[i];
     absl::Status s = Exec("SAVEPOINT op");
     if (s.ok()) {
-      s = op->fn();
+      s = op->fn(&op->created_row);
       if (!s.ok()) {
         // Undo this operation alone. If SQLite already rolled back the
         // whole transaction (some I/O errors do), the batch is lost below.
@@ -327,7 +340,9 @@ void SqliteRangeStore::RunBatch(const std::vector<Op*>& batch) {
     op->status = s;
   }
   if (options_.before_commit_for_testing) options_.before_commit_for_testing();
+  const absl::Time commit_start = absl::Now();
   absl::Status commit = Exec("COMMIT");
+  const absl::Duration commit_time = absl::Now() - commit_start;
   if (!commit.ok()) {
     if (!sqlite3_get_autocommit(db_)) {
       sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
@@ -335,6 +350,15 @@ void SqliteRangeStore::RunBatch(const std::vector<Op*>& batch) {
     for (Op* op : batch) {
       if (op->status.ok()) op->status = commit;
     }
+    return;
+  }
+  int64_t created = 0;
+  for (Op* op : batch) {
+    if (op->status.ok() && op->created_row) ++created;
+  }
+  collection_count_.fetch_add(created, std::memory_order_relaxed);
+  if (options_.on_commit) {
+    options_.on_commit(commit_time, static_cast<int>(batch.size()));
   }
 }
 
@@ -382,7 +406,7 @@ absl::StatusOr<Range> SqliteRangeStore::Allocate(absl::string_view collection,
         floor));
   }
   Range range;
-  absl::Status s = Run([&]() -> absl::Status {
+  absl::Status s = Run([&](bool* created_row) -> absl::Status {
     absl::StatusOr<std::optional<CollectionState>> row = ReadRow(collection);
     if (!row.ok()) return row.status();
     const int64_t max = row->has_value() ? (*row)->max : 0;
@@ -393,6 +417,7 @@ absl::StatusOr<Range> SqliteRangeStore::Allocate(absl::string_view collection,
           collection, size, base));
     }
     range = Range{base + 1, base + size};
+    *created_row = !row->has_value();
     return WriteRow(collection, CollectionState{range.high, range.low,
                                                 clock_->Now()});
   });
@@ -407,7 +432,7 @@ absl::StatusOr<ReturnOutcome> SqliteRangeStore::Return(
         "return of (last %d, end %d] needs 0 <= last <= end", last, end));
   }
   ReturnOutcome outcome;
-  absl::Status s = Run([&]() -> absl::Status {
+  absl::Status s = Run([&](bool* created_row) -> absl::Status {
     absl::StatusOr<std::optional<CollectionState>> row = ReadRow(collection);
     if (!row.ok()) return row.status();
     if (!row->has_value()) {
@@ -430,7 +455,7 @@ absl::StatusOr<ReturnOutcome> SqliteRangeStore::Return(
 absl::StatusOr<std::optional<CollectionState>> SqliteRangeStore::Get(
     absl::string_view collection) {
   absl::StatusOr<std::optional<CollectionState>> result;
-  absl::Status s = Run([&]() -> absl::Status {
+  absl::Status s = Run([&](bool* created_row) -> absl::Status {
     result = ReadRow(collection);
     return result.status();
   });
@@ -438,9 +463,73 @@ absl::StatusOr<std::optional<CollectionState>> SqliteRangeStore::Get(
   return result;
 }
 
+absl::StatusOr<std::vector<NamedCollectionState>> SqliteRangeStore::List(
+    absl::string_view after, int limit) {
+  if (limit < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("list limit is %d; it must be at least 1", limit));
+  }
+  std::vector<NamedCollectionState> result;
+  absl::Status s = Run([&](bool*) -> absl::Status {
+    result.clear();
+    sqlite3_stmt* stmt = list_->get();
+    sqlite3_bind_text(stmt, 1, after.data(), static_cast<int>(after.size()),
+                      SQLITE_STATIC);
+    sqlite3_bind_int(stmt, 2, limit);
+    int rc;
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+      NamedCollectionState row;
+      row.name.assign(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)),
+                      sqlite3_column_bytes(stmt, 0));
+      row.state.max = sqlite3_column_int64(stmt, 1);
+      row.state.last_low = sqlite3_column_int64(stmt, 2);
+      row.state.updated_at =
+          absl::FromUnixMicros(sqlite3_column_int64(stmt, 3));
+      result.push_back(std::move(row));
+    }
+    list_->Reset();
+    if (rc != SQLITE_DONE) return Error(rc, "listing collections");
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  return result;
+}
+
+absl::StatusOr<FloorOutcome> SqliteRangeStore::SetFloor(
+    absl::string_view collection, int64_t floor) {
+  if (floor < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("floor is %d; it must not be negative", floor));
+  }
+  FloorOutcome outcome;
+  absl::Status s = Run([&](bool* created_row) -> absl::Status {
+    absl::StatusOr<std::optional<CollectionState>> row = ReadRow(collection);
+    if (!row.ok()) return row.status();
+    const int64_t max = row->has_value() ? (*row)->max : 0;
+    if (max >= floor && row->has_value()) {
+      outcome = FloorOutcome{false, max};
+      return absl::OkStatus();
+    }
+    outcome = FloorOutcome{max < floor, std::max(max, floor)};
+    *created_row = !row->has_value();
+    // floor + 1 cannot overflow a return check: last_low - 1 == floor.
+    const int64_t last_low =
+        floor == std::numeric_limits<int64_t>::max() ? floor : floor + 1;
+    return WriteRow(collection,
+                    CollectionState{outcome.max, last_low, clock_->Now()});
+  });
+  if (!s.ok()) return s;
+  return outcome;
+}
+
 absl::Status SqliteRangeStore::PutForTesting(absl::string_view collection,
                                              const CollectionState& state) {
-  return Run([&]() { return WriteRow(collection, state); });
+  return Run([&](bool* created_row) -> absl::Status {
+    absl::StatusOr<std::optional<CollectionState>> row = ReadRow(collection);
+    if (!row.ok()) return row.status();
+    *created_row = !row->has_value();
+    return WriteRow(collection, state);
+  });
 }
 
 int64_t SqliteRangeStore::commits() const {

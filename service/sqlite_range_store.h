@@ -18,6 +18,7 @@
 #ifndef HILO_SERVICE_SQLITE_RANGE_STORE_H_
 #define HILO_SERVICE_SQLITE_RANGE_STORE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -62,6 +63,9 @@ struct SqliteRangeStoreOptions {
   absl::Duration busy_timeout = absl::Seconds(2);
   // Source of updated_at. Null means SystemClock.
   const Clock* clock = nullptr;
+  // Told about each commit: how long COMMIT took and how many operations
+  // the transaction held. Runs on the committing thread; keep it quick.
+  std::function<void(absl::Duration commit, int operations)> on_commit;
   // Test hook: runs on the leader right before each COMMIT.
   std::function<void()> before_commit_for_testing;
 };
@@ -85,6 +89,15 @@ class SqliteRangeStore final : public RangeStore {
                                        int64_t end, int64_t last) override;
   absl::StatusOr<std::optional<CollectionState>> Get(
       absl::string_view collection) override;
+  absl::StatusOr<std::vector<NamedCollectionState>> List(
+      absl::string_view after, int limit) override;
+  absl::StatusOr<FloorOutcome> SetFloor(absl::string_view collection,
+                                        int64_t floor) override;
+
+  // Collections stored (rows), as of the last commit.
+  int64_t collection_count() const {
+    return collection_count_.load(std::memory_order_relaxed);
+  }
 
   // Transactions committed so far (each holds one or more operations).
   int64_t commits() const;
@@ -105,8 +118,9 @@ class SqliteRangeStore final : public RangeStore {
 
   absl::Status Init();
   // Queues `fn` for the next batch and returns its status once the batch is
-  // committed (or the commit's error if the commit failed).
-  absl::Status Run(absl::FunctionRef<absl::Status()> fn);
+  // committed (or the commit's error if the commit failed). `fn` sets
+  // *created_row when it inserted a row.
+  absl::Status Run(absl::FunctionRef<absl::Status(bool* created_row)> fn);
   // Runs one batch on the connection. Called by the leader without mu_.
   void RunBatch(const std::vector<Op*>& batch);
   absl::Status Exec(const char* sql);
@@ -123,6 +137,8 @@ class SqliteRangeStore final : public RangeStore {
   sqlite3* const db_;
   std::unique_ptr<Statement> select_;
   std::unique_ptr<Statement> upsert_;
+  std::unique_ptr<Statement> list_;
+  std::atomic<int64_t> collection_count_{0};
 
   mutable absl::Mutex mu_;
   std::vector<Op*> pending_ ABSL_GUARDED_BY(mu_);

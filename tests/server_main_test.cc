@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -36,6 +37,12 @@ class ServerProcess {
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
+    // Never the fixed default metrics port: tests run side by side.
+    if (std::none_of(args.begin(), args.end(), [](const std::string& a) {
+          return a.rfind("--metrics_listen=", 0) == 0;
+        })) {
+      args.push_back("--metrics_listen=127.0.0.1:0");
+    }
     std::vector<char*> argv;
     args.insert(args.begin(), HILO_SERVER_PATH);
     for (std::string& a : args) argv.push_back(a.data());
@@ -209,7 +216,10 @@ INSTANTIATE_TEST_SUITE_P(
                  "cannot create directory"},
         BadStart{"BadListenAddress",
                  {"--listen=256.1.1.1:99999"},
-                 "cannot listen on 256.1.1.1:99999"}),
+                 "cannot listen on 256.1.1.1:99999"},
+        BadStart{"BadMetricsAddress",
+                 {"--metrics_listen=nonsense"},
+                 "cannot serve metrics on nonsense"}),
     [](const ::testing::TestParamInfo<BadStart>& info) {
       return info.param.label;
     });

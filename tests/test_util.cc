@@ -1,6 +1,10 @@
 #include "tests/test_util.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <filesystem>
 
@@ -43,6 +47,39 @@ std::unique_ptr<Server> StartServer(const ServerOptions& options) {
 }
 
 std::string Address(int port) { return absl::StrCat("127.0.0.1:", port); }
+
+absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError("socket failed");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return absl::UnavailableError(absl::StrCat("connect to port ", port,
+                                               " failed"));
+  }
+  const std::string request = absl::StrCat(
+      "GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+  if (write(fd, request.data(), request.size()) !=
+      static_cast<ssize_t>(request.size())) {
+    close(fd);
+    return absl::UnavailableError("write failed");
+  }
+  std::string response;
+  char buffer[4096];
+  ssize_t n;
+  while ((n = read(fd, buffer, sizeof(buffer))) > 0) response.append(buffer, n);
+  close(fd);
+  const size_t body = response.find("\r\n\r\n");
+  if (response.rfind("HTTP/1.", 0) != 0 || body == std::string::npos ||
+      response.find(" 200 ") == std::string::npos) {
+    return absl::UnavailableError(
+        absl::StrCat("bad HTTP response: ", response.substr(0, 100)));
+  }
+  return response.substr(body + 4);
+}
 
 std::unique_ptr<hilo::v1::HiLo::Stub> NewStub(int port) {
   return hilo::v1::HiLo::NewStub(

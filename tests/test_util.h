@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "hilo/v1/hilo.grpc.pb.h"
 #include "service/server.h"
 
@@ -36,6 +37,9 @@ ServerOptions TestServerOptions(const TempDir& dir,
 std::unique_ptr<Server> StartServer(const ServerOptions& options);
 
 std::string Address(int port);
+
+// The body of http://127.0.0.1:<port><path>, or an error naming what failed.
+absl::StatusOr<std::string> HttpGet(int port, const std::string& path);
 std::unique_ptr<hilo::v1::HiLo::Stub> NewStub(int port);
 
 }  // namespace hilo::testing

@@ -1,0 +1,151 @@
+#include "service/metrics.h"
+
+#include <exception>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "prometheus/exposer.h"
+
+namespace hilo {
+namespace {
+
+prometheus::Histogram::BucketBoundaries PowersOfTwo(double from, double to) {
+  prometheus::Histogram::BucketBoundaries bounds;
+  for (double b = from; b <= to; b *= 2) bounds.push_back(b);
+  return bounds;
+}
+
+// 50 µs to about 1.6 s: a commit is one fsync, a request one commit.
+prometheus::Histogram::BucketBoundaries LatencyBuckets() {
+  return PowersOfTwo(0.00005, 2.0);
+}
+
+}  // namespace
+
+Metrics::Metrics(const MetricsOptions& options)
+    : max_collections_(options.max_collections),
+      registry_(std::make_shared<prometheus::Registry>()),
+      requests_(prometheus::BuildCounter()
+                    .Name("hilo_requests_total")
+                    .Help("Range requests finished, by RPC method and gRPC "
+                          "status code.")
+                    .Register(*registry_)),
+      ids_reserved_(prometheus::BuildCounter()
+                        .Name("hilo_ids_reserved_total")
+                        .Help("Numbers handed out in ranges (the sum of range "
+                              "sizes), by collection.")
+                        .Register(*registry_)),
+      range_size_(prometheus::BuildHistogram()
+                      .Name("hilo_range_size")
+                      .Help("Size of each range handed out.")
+                      .Register(*registry_)
+                      .Add({}, PowersOfTwo(32, 1 << 20))),
+      returns_(prometheus::BuildCounter()
+                   .Name("hilo_returns_total")
+                   .Help("ReturnRange calls that succeeded, by whether Max "
+                         "moved back (applied) or not (refused).")
+                   .Register(*registry_)),
+      durations_(prometheus::BuildHistogram()
+                     .Name("hilo_request_duration_seconds")
+                     .Help("Time to serve a request, by RPC method.")
+                     .Register(*registry_)),
+      returns_applied_(&returns_.Add({{"result", "applied"}})),
+      returns_refused_(&returns_.Add({{"result", "refused"}})),
+      next_duration_(
+          &durations_.Add({{"method", "NextRange"}}, LatencyBuckets())),
+      return_duration_(
+          &durations_.Add({{"method", "ReturnRange"}}, LatencyBuckets())),
+      commit_duration_(prometheus::BuildHistogram()
+                           .Name("hilo_store_commit_duration_seconds")
+                           .Help("Time of each durable store commit.")
+                           .Register(*registry_)
+                           .Add({}, LatencyBuckets())),
+      commit_operations_(prometheus::BuildHistogram()
+                             .Name("hilo_store_commit_operations")
+                             .Help("Operations made durable by one store "
+                                   "commit (group commit batch size).")
+                             .Register(*registry_)
+                             .Add({}, PowersOfTwo(1, 1024))),
+      collections_(prometheus::BuildGauge()
+                       .Name("hilo_collections")
+                       .Help("Collections stored on this node.")
+                       .Register(*registry_)
+                       .Add({})) {
+  prometheus::BuildGauge()
+      .Name("hilo_build_info")
+      .Help("Always 1; labels carry the version and node tag.")
+      .Register(*registry_)
+      .Add({{"version", options.version}, {"node_tag", options.node_tag}})
+      .Set(1);
+}
+
+prometheus::Counter& Metrics::IdsReserved(absl::string_view collection) {
+  absl::MutexLock lock(&mu_);
+  auto it = ids_by_collection_.find(collection);
+  if (it != ids_by_collection_.end()) return *it->second;
+  const bool own_label =
+      static_cast<int>(ids_by_collection_.size()) < max_collections_;
+  const std::string label = own_label ? std::string(collection)
+                                      : std::string(kOtherCollections);
+  prometheus::Counter* counter =
+      &ids_reserved_.Add({{"collection", label}});
+  if (own_label) ids_by_collection_.emplace(std::string(collection), counter);
+  return *counter;
+}
+
+void Metrics::OnNextRange(absl::string_view collection,
+                          const absl::Status& status, const Range* range,
+                          absl::Duration elapsed) {
+  requests_
+      .Add({{"method", "NextRange"},
+            {"code", absl::StatusCodeToString(status.code())}})
+      .Increment();
+  next_duration_->Observe(absl::ToDoubleSeconds(elapsed));
+  if (range != nullptr) {
+    IdsReserved(collection).Increment(static_cast<double>(range->size()));
+    range_size_.Observe(static_cast<double>(range->size()));
+  }
+}
+
+void Metrics::OnReturnRange(absl::string_view collection,
+                            const absl::Status& status,
+                            const ReturnOutcome* outcome,
+                            absl::Duration elapsed) {
+  requests_
+      .Add({{"method", "ReturnRange"},
+            {"code", absl::StatusCodeToString(status.code())}})
+      .Increment();
+  return_duration_->Observe(absl::ToDoubleSeconds(elapsed));
+  if (outcome != nullptr) {
+    (outcome->applied ? returns_applied_ : returns_refused_)->Increment();
+  }
+}
+
+void Metrics::OnCommit(absl::Duration elapsed, int operations,
+                       int64_t collections) {
+  commit_duration_.Observe(absl::ToDoubleSeconds(elapsed));
+  commit_operations_.Observe(operations);
+  collections_.Set(static_cast<double>(collections));
+}
+
+absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
+    const std::string& address,
+    std::shared_ptr<prometheus::Registry> registry) {
+  std::unique_ptr<MetricsEndpoint> endpoint(new MetricsEndpoint());
+  // prometheus-cpp reports bind failures by throwing; stop that here.
+  try {
+    endpoint->exposer_ = std::make_unique<prometheus::Exposer>(address, 2);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrFormat(
+        "cannot serve metrics on %s: %s", address, e.what()));
+  }
+  endpoint->registry_ = std::move(registry);
+  endpoint->exposer_->RegisterCollectable(endpoint->registry_);
+  const std::vector<int> ports = endpoint->exposer_->GetListeningPorts();
+  endpoint->port_ = ports.empty() ? 0 : ports.front();
+  return endpoint;
+}
+
+MetricsEndpoint::~MetricsEndpoint() = default;
+
+}  // namespace hilo

@@ -1,0 +1,107 @@
+// Metrics: Prometheus metrics of a hilo node, and the HTTP endpoint that
+// serves them.
+//
+// Metrics is an Observer of the HiLo service and a commit listener of the
+// store. Per-collection labels exist only for the first `max_collections`
+// collections seen; the rest share the label value "_other", so a client
+// sending random names cannot blow up the registry.
+//
+//   auto metrics = std::make_shared<hilo::Metrics>(hilo::MetricsOptions{...});
+//   auto endpoint = hilo::MetricsEndpoint::Start("127.0.0.1:9464",
+//                                                metrics->registry());
+//
+// Thread-safe.
+#ifndef HILO_SERVICE_METRICS_H_
+#define HILO_SERVICE_METRICS_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+#include "service/observer.h"
+
+namespace prometheus {
+class Exposer;
+}  // namespace prometheus
+
+namespace hilo {
+
+inline constexpr int kDefaultMetricsMaxCollections = 100;
+// The label value shared by collections beyond the per-collection limit.
+inline constexpr char kOtherCollections[] = "_other";
+
+struct MetricsOptions {
+  std::string node_tag;
+  std::string version;
+  int max_collections = kDefaultMetricsMaxCollections;
+};
+
+class Metrics final : public Observer {
+ public:
+  explicit Metrics(const MetricsOptions& options);
+
+  std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+
+  void OnNextRange(absl::string_view collection, const absl::Status& status,
+                   const Range* range, absl::Duration elapsed) override;
+  void OnReturnRange(absl::string_view collection, const absl::Status& status,
+                     const ReturnOutcome* outcome,
+                     absl::Duration elapsed) override;
+
+  // A store commit of `operations` operations took `elapsed`; the store now
+  // holds `collections` collections.
+  void OnCommit(absl::Duration elapsed, int operations, int64_t collections);
+
+ private:
+  prometheus::Counter& IdsReserved(absl::string_view collection);
+
+  const int max_collections_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>& requests_;
+  prometheus::Family<prometheus::Counter>& ids_reserved_;
+  prometheus::Histogram& range_size_;
+  prometheus::Family<prometheus::Counter>& returns_;
+  prometheus::Family<prometheus::Histogram>& durations_;
+  prometheus::Counter* returns_applied_;
+  prometheus::Counter* returns_refused_;
+  prometheus::Histogram* next_duration_;
+  prometheus::Histogram* return_duration_;
+  prometheus::Histogram& commit_duration_;
+  prometheus::Histogram& commit_operations_;
+  prometheus::Gauge& collections_;
+
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, prometheus::Counter*> ids_by_collection_
+      ABSL_GUARDED_BY(mu_);
+};
+
+// Serves a registry at http://<address>/metrics.
+class MetricsEndpoint {
+ public:
+  // UNAVAILABLE naming the address if it cannot be bound.
+  static absl::StatusOr<std::unique_ptr<MetricsEndpoint>> Start(
+      const std::string& address,
+      std::shared_ptr<prometheus::Registry> registry);
+  ~MetricsEndpoint();
+
+  // The bound TCP port (useful with port 0).
+  int port() const { return port_; }
+
+ private:
+  MetricsEndpoint() = default;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  int port_ = 0;
+};
+
+}  // namespace hilo
+
+#endif  // HILO_SERVICE_METRICS_H_

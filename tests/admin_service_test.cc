@@ -1,0 +1,188 @@
+// hilo.v1.HiLoAdmin over real gRPC: inspect, list, raise a floor.
+#include "service/admin_service.h"
+
+#include "gmock/gmock.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "gtest/gtest.h"
+#include "tests/test_util.h"
+
+namespace hilo {
+namespace {
+
+using ::hilo::testing::TempDir;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+class AdminServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ServerOptions options = testing::TestServerOptions(dir_, "C");
+    options.clock = &clock_;
+    server_ = testing::StartServer(options);
+    ASSERT_NE(server_, nullptr);
+    auto channel = grpc::CreateChannel(testing::Address(server_->port()),
+                                       grpc::InsecureChannelCredentials());
+    hilo_ = hilo::v1::HiLo::NewStub(channel);
+    admin_ = hilo::v1::HiLoAdmin::NewStub(channel);
+  }
+
+  hilo::v1::NextRangeResponse Next(const std::string& collection) {
+    grpc::ClientContext context;
+    hilo::v1::NextRangeRequest request;
+    request.set_collection(collection);
+    hilo::v1::NextRangeResponse response;
+    EXPECT_TRUE(hilo_->NextRange(&context, request, &response).ok());
+    return response;
+  }
+
+  grpc::Status Get(const std::string& collection,
+                   hilo::v1::GetCollectionResponse* response) {
+    grpc::ClientContext context;
+    hilo::v1::GetCollectionRequest request;
+    request.set_collection(collection);
+    return admin_->GetCollection(&context, request, response);
+  }
+
+  grpc::Status SetFloor(const std::string& collection, int64_t floor,
+                        hilo::v1::SetFloorResponse* response) {
+    grpc::ClientContext context;
+    hilo::v1::SetFloorRequest request;
+    request.set_collection(collection);
+    request.set_floor(floor);
+    return admin_->SetFloor(&context, request, response);
+  }
+
+  grpc::Status List(int page_size, const std::string& token,
+                    hilo::v1::ListCollectionsResponse* response) {
+    grpc::ClientContext context;
+    hilo::v1::ListCollectionsRequest request;
+    request.set_page_size(page_size);
+    request.set_page_token(token);
+    return admin_->ListCollections(&context, request, response);
+  }
+
+  TempDir dir_;
+  ManualClock clock_{absl::FromUnixSeconds(1'800'000'000)};
+  std::unique_ptr<Server> server_;
+  std::unique_ptr<hilo::v1::HiLo::Stub> hilo_;
+  std::unique_ptr<hilo::v1::HiLoAdmin::Stub> admin_;
+};
+
+TEST_F(AdminServiceTest, GetShowsMaxLastLowAndTimeOfLastChange) {
+  Next("orders");
+  clock_.Advance(absl::Seconds(5));
+  Next("orders");
+  hilo::v1::GetCollectionResponse response;
+  ASSERT_TRUE(Get("orders", &response).ok());
+  EXPECT_EQ(response.collection().name(), "orders");
+  EXPECT_EQ(response.collection().max(), 64);
+  EXPECT_EQ(response.collection().last_low(), 33);
+  EXPECT_EQ(response.collection().updated_at().seconds(), 1'800'000'005);
+  EXPECT_EQ(response.node_tag(), "C");
+}
+
+TEST_F(AdminServiceTest, GetOfUnknownCollectionIsNotFound) {
+  hilo::v1::GetCollectionResponse response;
+  const grpc::Status status = Get("nothing", &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(status.error_message(), HasSubstr("\"nothing\""));
+}
+
+TEST_F(AdminServiceTest, BadNameIsInvalidArgument) {
+  hilo::v1::GetCollectionResponse get;
+  EXPECT_EQ(Get("", &get).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  hilo::v1::SetFloorResponse floor;
+  EXPECT_EQ(SetFloor("a\tb", 5, &floor).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_FALSE(server_->store()->Get("a\tb")->has_value());
+}
+
+TEST_F(AdminServiceTest, ListPagesThroughCollectionsInByteOrder) {
+  for (const char* name : {"b", "a", "C", "aa", "\xC3\xA9"}) Next(name);
+  std::vector<std::string> names;
+  std::vector<int> page_sizes;
+  std::string token;
+  do {
+    hilo::v1::ListCollectionsResponse response;
+    ASSERT_TRUE(List(2, token, &response).ok());
+    page_sizes.push_back(response.collections_size());
+    for (const auto& c : response.collections()) {
+      names.push_back(c.name());
+      EXPECT_EQ(c.max(), 32);
+    }
+    EXPECT_EQ(response.node_tag(), "C");
+    token = response.next_page_token();
+  } while (!token.empty());
+  EXPECT_THAT(names, ElementsAre("C", "a", "aa", "b", "\xC3\xA9"));
+  EXPECT_THAT(page_sizes, ElementsAre(2, 2, 1));
+}
+
+TEST_F(AdminServiceTest, ListOfEmptyStoreHasNoPages) {
+  hilo::v1::ListCollectionsResponse response;
+  ASSERT_TRUE(List(0, "", &response).ok());
+  EXPECT_EQ(response.collections_size(), 0);
+  EXPECT_EQ(response.next_page_token(), "");
+}
+
+TEST_F(AdminServiceTest, ListRejectsBadPageSizeAndToken) {
+  hilo::v1::ListCollectionsResponse response;
+  EXPECT_EQ(List(-1, "", &response).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(List(1001, "", &response).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(List(10, "\n", &response).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(AdminServiceTest, SetFloorRaisesMaxAndNextRangeStartsAbove) {
+  Next("orders");
+  hilo::v1::SetFloorResponse response;
+  ASSERT_TRUE(SetFloor("orders", 5000, &response).ok());
+  EXPECT_TRUE(response.raised());
+  EXPECT_EQ(response.max(), 5000);
+  EXPECT_EQ(Next("orders").low(), 5001);
+}
+
+TEST_F(AdminServiceTest, SetFloorNeverLowers) {
+  Next("orders");
+  hilo::v1::SetFloorResponse response;
+  ASSERT_TRUE(SetFloor("orders", 10, &response).ok());
+  EXPECT_FALSE(response.raised());
+  EXPECT_EQ(response.max(), 32);
+  EXPECT_EQ(Next("orders").low(), 33);
+}
+
+TEST_F(AdminServiceTest, SetFloorCreatesAMissingCollection) {
+  hilo::v1::SetFloorResponse response;
+  ASSERT_TRUE(SetFloor("imported", 100, &response).ok());
+  EXPECT_TRUE(response.raised());
+  EXPECT_EQ(response.max(), 100);
+  EXPECT_EQ(Next("imported").low(), 101);
+}
+
+TEST_F(AdminServiceTest, SetFloorNegativeIsInvalidAndChangesNothing) {
+  Next("orders");
+  hilo::v1::SetFloorResponse response;
+  EXPECT_EQ(SetFloor("orders", -1, &response).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(server_->store()->Get("orders")->value().max, 32);
+}
+
+TEST_F(AdminServiceTest, ReturnOfARangeIssuedBeforeTheFloorIsRefused) {
+  Next("orders");  // 1-32, still held by a client
+  hilo::v1::SetFloorResponse floor;
+  ASSERT_TRUE(SetFloor("orders", 40, &floor).ok());
+  grpc::ClientContext context;
+  hilo::v1::ReturnRangeRequest request;
+  request.set_collection("orders");
+  request.set_end(40);
+  request.set_last(5);
+  hilo::v1::ReturnRangeResponse response;
+  ASSERT_TRUE(hilo_->ReturnRange(&context, request, &response).ok());
+  EXPECT_FALSE(response.applied());
+  EXPECT_EQ(response.max(), 40);
+}
+
+}  // namespace
+}  // namespace hilo

@@ -1,0 +1,180 @@
+// The Prometheus endpoint of a live server: what a scrape shows after
+// traffic, the per-collection label limit, and promtool's verdict.
+#include "service/metrics.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "grpcpp/client_context.h"
+#include "gtest/gtest.h"
+#include "tests/test_util.h"
+
+namespace hilo {
+namespace {
+
+using ::hilo::testing::TempDir;
+using ::testing::HasSubstr;
+
+// The value of the sample whose name and labels are exactly `series`, or
+// -1 if the scrape has no such line.
+double Sample(const std::string& scrape, const std::string& series) {
+  for (absl::string_view line : absl::StrSplit(scrape, '\n')) {
+    if (line.size() > series.size() && line.substr(0, series.size()) == series &&
+        line[series.size()] == ' ') {
+      double value = 0;
+      if (absl::SimpleAtod(line.substr(series.size() + 1), &value)) {
+        return value;
+      }
+    }
+  }
+  return -1;
+}
+
+class MetricsTest : public ::testing::Test {
+ protected:
+  void Start(int max_collections = kDefaultMetricsMaxCollections) {
+    ServerOptions options = testing::TestServerOptions(dir_, "B");
+    options.metrics_listen = "127.0.0.1:0";
+    options.metrics_max_collections = max_collections;
+    server_ = testing::StartServer(options);
+    ASSERT_NE(server_, nullptr);
+    ASSERT_GT(server_->metrics_port(), 0);
+    stub_ = testing::NewStub(server_->port());
+  }
+
+  grpc::StatusCode Next(const std::string& collection, int64_t last_size = 0) {
+    grpc::ClientContext context;
+    hilo::v1::NextRangeRequest request;
+    request.set_collection(collection);
+    request.set_last_size(last_size);
+    hilo::v1::NextRangeResponse response;
+    return stub_->NextRange(&context, request, &response).error_code();
+  }
+
+  grpc::StatusCode Return(const std::string& collection, int64_t end,
+                          int64_t last) {
+    grpc::ClientContext context;
+    hilo::v1::ReturnRangeRequest request;
+    request.set_collection(collection);
+    request.set_end(end);
+    request.set_last(last);
+    hilo::v1::ReturnRangeResponse response;
+    return stub_->ReturnRange(&context, request, &response).error_code();
+  }
+
+  std::string Scrape() {
+    absl::StatusOr<std::string> body =
+        testing::HttpGet(server_->metrics_port(), "/metrics");
+    EXPECT_TRUE(body.ok()) << body.status();
+    return body.value_or("");
+  }
+
+  TempDir dir_;
+  std::unique_ptr<Server> server_;
+  std::unique_ptr<hilo::v1::HiLo::Stub> stub_;
+};
+
+TEST_F(MetricsTest, ScrapeCountsRequestsIdsRangesAndReturns) {
+  Start();
+  ASSERT_EQ(Next("orders"), grpc::StatusCode::OK);       // 1-32
+  ASSERT_EQ(Next("orders", 64), grpc::StatusCode::OK);   // 33-96
+  ASSERT_EQ(Next("users"), grpc::StatusCode::OK);        // 1-32
+  ASSERT_EQ(Next(""), grpc::StatusCode::INVALID_ARGUMENT);
+  ASSERT_EQ(Return("orders", 96, 40), grpc::StatusCode::OK);  // applied
+  ASSERT_EQ(Return("orders", 96, 50), grpc::StatusCode::OK);  // refused
+  const std::string scrape = Scrape();
+
+  EXPECT_EQ(Sample(scrape,
+                   "hilo_requests_total{code=\"OK\",method=\"NextRange\"}"),
+            3);
+  EXPECT_EQ(Sample(scrape, "hilo_requests_total{code=\"INVALID_ARGUMENT\","
+                           "method=\"NextRange\"}"),
+            1);
+  EXPECT_EQ(Sample(scrape,
+                   "hilo_requests_total{code=\"OK\",method=\"ReturnRange\"}"),
+            2);
+  EXPECT_EQ(Sample(scrape, "hilo_ids_reserved_total{collection=\"orders\"}"),
+            96);
+  EXPECT_EQ(Sample(scrape, "hilo_ids_reserved_total{collection=\"users\"}"),
+            32);
+  EXPECT_EQ(Sample(scrape, "hilo_range_size_count"), 3);
+  EXPECT_EQ(Sample(scrape, "hilo_range_size_sum"), 128);
+  EXPECT_EQ(Sample(scrape, "hilo_range_size_bucket{le=\"32\"}"), 2);
+  EXPECT_EQ(Sample(scrape, "hilo_range_size_bucket{le=\"64\"}"), 3);
+  EXPECT_EQ(Sample(scrape, "hilo_returns_total{result=\"applied\"}"), 1);
+  EXPECT_EQ(Sample(scrape, "hilo_returns_total{result=\"refused\"}"), 1);
+  EXPECT_EQ(Sample(scrape, "hilo_collections"), 2);
+  EXPECT_EQ(Sample(scrape,
+                   "hilo_request_duration_seconds_count{method=\"NextRange\"}"),
+            4);
+  // Each successful call was its own commit (or shared one).
+  EXPECT_GE(Sample(scrape, "hilo_store_commit_duration_seconds_count"), 1);
+  EXPECT_EQ(Sample(scrape, "hilo_store_commit_operations_sum"), 5);
+  EXPECT_EQ(Sample(scrape,
+                   "hilo_build_info{node_tag=\"B\",version=\"0.1.0\"}"),
+            1);
+}
+
+TEST_F(MetricsTest, CollectionsBeyondTheLimitShareOneLabel) {
+  Start(/*max_collections=*/2);
+  for (const char* name : {"a", "b", "c", "d", "a", "c"}) {
+    ASSERT_EQ(Next(name), grpc::StatusCode::OK);
+  }
+  const std::string scrape = Scrape();
+  EXPECT_EQ(Sample(scrape, "hilo_ids_reserved_total{collection=\"a\"}"), 64);
+  EXPECT_EQ(Sample(scrape, "hilo_ids_reserved_total{collection=\"b\"}"), 32);
+  EXPECT_EQ(Sample(scrape, "hilo_ids_reserved_total{collection=\"_other\"}"),
+            96);
+  EXPECT_EQ(Sample(scrape, "hilo_ids_reserved_total{collection=\"c\"}"), -1);
+  EXPECT_EQ(Sample(scrape, "hilo_collections"), 4);
+}
+
+TEST_F(MetricsTest, CollectionCountSurvivesRestart) {
+  Start();
+  ASSERT_EQ(Next("a"), grpc::StatusCode::OK);
+  ASSERT_EQ(Next("b"), grpc::StatusCode::OK);
+  server_.reset();
+  Start();
+  EXPECT_EQ(Sample(Scrape(), "hilo_collections"), 2);
+}
+
+TEST_F(MetricsTest, PromtoolFindsNoProblemInAScrapeAfterTraffic) {
+  if (std::system("command -v promtool > /dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "promtool not installed (Debian package prometheus; "
+                    "scripts/install-deps.sh installs it)";
+  }
+  Start();
+  ASSERT_EQ(Next("orders"), grpc::StatusCode::OK);
+  ASSERT_EQ(Next("\x01"), grpc::StatusCode::INVALID_ARGUMENT);
+  ASSERT_EQ(Return("orders", 32, 3), grpc::StatusCode::OK);
+  const std::string path = dir_.File("scrape.txt");
+  std::ofstream(path) << Scrape();
+  const std::string out = dir_.File("promtool.txt");
+  const int rc = std::system(
+      absl::StrCat("promtool check metrics < ", path, " > ", out, " 2>&1")
+          .c_str());
+  std::stringstream printed;
+  printed << std::ifstream(out).rdbuf();
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(printed.str(), "");
+}
+
+TEST(MetricsEndpointTest, TakenPortIsUnavailableNamingTheAddress) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  absl::StatusOr<std::unique_ptr<MetricsEndpoint>> first =
+      MetricsEndpoint::Start("127.0.0.1:0", registry);
+  ASSERT_TRUE(first.ok()) << first.status();
+  const std::string address = testing::Address((*first)->port());
+  absl::StatusOr<std::unique_ptr<MetricsEndpoint>> second =
+      MetricsEndpoint::Start(address, registry);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(second.status().message(), HasSubstr(address));
+}
+
+}  // namespace
+}  // namespace hilo
