@@ -6,8 +6,9 @@ set -eu
 PACKAGES="
   cmake ninja-build g++ pkg-config git ca-certificates
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev libsqlite3-dev sqlite3
+  libabsl-dev libsqlite3-dev sqlite3 prometheus-cpp-dev
   libgtest-dev libgmock-dev
+  prometheus
 "
 
 SUDO=""
@@ -27,3 +28,6 @@ if [ -n "$missing" ]; then
 else
   echo "install-deps: all Debian packages present"
 fi
+
+# What the other-language examples and tests need (tests labelled "lang").
+"$(dirname "$0")/install-deps-languages.sh"

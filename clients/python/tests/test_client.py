@@ -1,0 +1,288 @@
+"""Tests of hilo_client.Client against a real hilo_server.
+
+    HILO_SERVER_BIN=.../hilo_server HILO_CPP_ID_DUMP=.../cpp_id_dump \
+    PYTHONPATH=build/gen/python:clients/python \
+    /usr/bin/python3 -m unittest discover -s clients/python/tests -v
+"""
+
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+import grpc
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from hilo.v1 import hilo_pb2, hilo_pb2_grpc  # noqa: E402
+from hilo_client import Client, HiloError, Id  # noqa: E402
+from server import HiloServer, unused_target  # noqa: E402
+
+
+def raw_next_range(target, collection):
+    """NextRange as a new client (no last_*): (low, high, node_tag)."""
+    with grpc.insecure_channel(target) as channel:
+        r = hilo_pb2_grpc.HiLoStub(channel).NextRange(
+            hilo_pb2.NextRangeRequest(collection=collection), timeout=10)
+    return r.low, r.high, r.node_tag
+
+
+def run_threads(n, fn):
+    """Runs fn(i) on n threads at once; returns their results in order and
+    re-raises the first exception."""
+    results = [None] * n
+    errors = []
+    start = threading.Barrier(n)
+
+    def body(i):
+        try:
+            start.wait()
+            results[i] = fn(i)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=body, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
+class ClientTest(unittest.TestCase):
+    def setUp(self):
+        self.server = HiloServer("A")
+        self.addCleanup(self.server.cleanup)
+        self.logs = []
+
+    def client(self, targets=None, **kw):
+        c = Client(targets or [self.server.target], log=self.logs.append, **kw)
+        self.addCleanup(c.close)
+        return c
+
+    def test_options_are_checked(self):
+        for bad in ([], [""], ["ok", ""]):
+            with self.assertRaises(ValueError):
+                Client(bad)
+        for sep in ("|", "", "ab"):
+            with self.assertRaises(ValueError):
+                Client(["x:1"], separator=sep)
+        for deadline in (0, -1):
+            with self.assertRaises(ValueError):
+                Client(["x:1"], rpc_deadline=deadline)
+        # Connecting is lazy: no server is needed to create a client.
+        Client(unused_target()).close()
+
+    def test_numbers_come_in_order_from_growing_ranges(self):
+        c = self.client()
+        ids = [c.next_id("orders") for _ in range(32 + 64 + 1)]
+        self.assertEqual(ids, [Id(n, "A") for n in range(1, 98)])
+        # Ranges 1-32, 33-96, 97-224: each request reported the previous
+        # range (size, range_at, high), so the size doubled each time.
+        self.assertEqual(raw_next_range(self.server.target, "orders"),
+                         (225, 256, "A"))
+
+    def test_document_ids(self):
+        c = self.client()
+        self.assertEqual(c.next_document_id("orders"), "orders/1-A")
+        self.assertEqual(c.next_document_id("orders"), "orders/2-A")
+        self.assertEqual(c.next_document_id("users"), "users/1-A")
+        self.assertEqual(c.next_document_id("café"), "café/1-A")
+        colon = self.client(separator=":")
+        self.assertEqual(colon.next_document_id("users"), "users:33-A")
+
+    def test_bad_collection_names_are_invalid_argument(self):
+        c = self.client()
+        for bad in ["", "bad\x01name", "bad\nname", "x\x7f", "x" * 257,
+                    "lone\ud800surrogate"]:
+            with self.subTest(bad=bad):
+                with self.assertRaises(HiloError) as cm:
+                    c.next_id(bad)
+                self.assertEqual(cm.exception.code,
+                                 grpc.StatusCode.INVALID_ARGUMENT)
+        with self.assertRaises(TypeError):
+            c.next_id(b"orders")
+        # 256 bytes is still fine, and the client stays usable.
+        self.assertEqual(c.next_id("y" * 256), Id(1, "A"))
+        self.assertEqual(c.next_id("orders"), Id(1, "A"))
+
+    def test_close_returns_the_unused_tail(self):
+        first = self.client()
+        self.assertEqual(first.next_document_id("orders"), "orders/1-A")
+        first.close()
+        with self.assertRaises(RuntimeError):
+            first.next_id("orders")
+        second = self.client()
+        self.assertEqual(second.next_document_id("orders"), "orders/2-A")
+        self.assertEqual(self.logs, [])
+
+    def test_with_block_returns_the_unused_tail(self):
+        with Client(self.server.target) as c:
+            self.assertEqual([c.next_id("o").number for _ in range(3)],
+                             [1, 2, 3])
+        self.assertEqual(raw_next_range(self.server.target, "o"),
+                         (4, 35, "A"))
+
+    def test_client_stays_usable_after_returning_ranges(self):
+        c = self.client()
+        self.assertEqual([c.next_id("orders").number for _ in range(5)],
+                         [1, 2, 3, 4, 5])
+        c.return_unused_ranges()
+        # Continues right after the numbers used; the request reported
+        # last_max = 5, and the size still doubles (6-69).
+        self.assertEqual(c.next_id("orders"), Id(6, "A"))
+        self.assertEqual(raw_next_range(self.server.target, "orders"),
+                         (70, 101, "A"))
+        c.return_unused_ranges()
+        c.return_unused_ranges()  # nothing left: no call, no error
+        self.assertEqual(self.logs, [])
+
+    def test_refused_return_reissues_nothing(self):
+        a = self.client()
+        b = self.client()
+        self.assertEqual(a.next_id("orders"), Id(1, "A"))   # holds 1-32
+        self.assertEqual(b.next_id("orders"), Id(33, "A"))  # holds 33-64
+        a.close()  # refused: 64 is Max, not 32
+        b.close()  # applied: Max goes back to 33
+        self.assertEqual(raw_next_range(self.server.target, "orders"),
+                         (34, 65, "A"))
+        self.assertEqual(self.logs, [])
+
+    def test_failed_return_is_logged_not_raised(self):
+        c = self.client(rpc_deadline=2)
+        self.assertEqual(c.next_id("orders"), Id(1, "A"))
+        self.assertEqual(self.server.stop(), 0)
+        c.close()
+        self.assertEqual(len(self.logs), 1, self.logs)
+        self.assertIn("returning numbers 2-32 of collection 'orders' failed",
+                      self.logs[0])
+
+    def test_threads_share_ranges_and_one_fetches_at_a_time(self):
+        c = self.client()
+        source = c._source
+        real_next = source.next
+        lock = threading.Lock()
+        in_flight = {}
+        most = {}
+        fetches = {}
+
+        def counting_next(collection, previous):
+            with lock:
+                in_flight[collection] = in_flight.get(collection, 0) + 1
+                most[collection] = max(most.get(collection, 0),
+                                       in_flight[collection])
+                fetches[collection] = fetches.get(collection, 0) + 1
+            try:
+                time.sleep(0.02)  # widen the window for a second fetcher
+                return real_next(collection, previous)
+            finally:
+                with lock:
+                    in_flight[collection] -= 1
+
+        source.next = counting_next
+        per_thread = 500
+        results = run_threads(
+            16, lambda i: [c.next_id("even" if i % 2 == 0 else "odd")
+                           for _ in range(per_thread)])
+        for parity, name in ((0, "even"), (1, "odd")):
+            got = [id_ for i, ids in enumerate(results) if i % 2 == parity
+                   for id_ in ids]
+            # Every number once, none skipped: one client's ranges follow
+            # each other and each is used up before the next is fetched.
+            self.assertEqual(sorted(got),
+                             [Id(n, "A") for n in range(1, 8 * per_thread + 1)])
+            self.assertEqual(most[name], 1)
+            # 4000 numbers: 32+64+...+2048 = 4064, so exactly 7 ranges.
+            self.assertEqual(fetches[name], 7)
+
+    def test_fail_over_keeps_each_number_with_its_tag(self):
+        b = HiloServer("B")
+        self.addCleanup(b.cleanup)
+        c = self.client([self.server.target, b.target], rpc_deadline=2)
+        self.assertEqual(c.next_id("x"), Id(1, "A"))
+        self.assertEqual(self.server.stop(), 0)
+        # The rest of A's range is still handed out, tagged A.
+        self.assertEqual([c.next_id("x") for _ in range(31)],
+                         [Id(n, "A") for n in range(2, 33)])
+        # Then B answers; its range starts above the last one (last_max).
+        self.assertEqual(c.next_id("x"), Id(33, "B"))
+        self.assertEqual(c.next_id("x"), Id(34, "B"))
+        self.assertEqual(c.next_document_id("x"), "x/35-B")
+        # The tail goes back to B, which issued it (A is down).
+        c.close()
+        self.assertEqual(self.logs, [])
+        self.assertEqual(raw_next_range(b.target, "x"), (36, 67, "B"))
+
+    def test_all_targets_unavailable(self):
+        dead = [unused_target(), unused_target()]
+        c = self.client(dead, rpc_deadline=1)
+        with self.assertRaises(HiloError) as cm:
+            c.next_id("orders")
+        self.assertEqual(cm.exception.code, grpc.StatusCode.UNAVAILABLE)
+        for target in dead:
+            self.assertIn(target, str(cm.exception))
+        # Waiting threads get the error too, and nobody hangs.
+        errors = run_threads(4, lambda i: self._code_of(c, "orders"))
+        self.assertEqual(errors, [grpc.StatusCode.UNAVAILABLE] * 4)
+
+    @staticmethod
+    def _code_of(c, collection):
+        try:
+            c.next_id(collection)
+        except HiloError as e:
+            return e.code
+        return grpc.StatusCode.OK
+
+    def test_fails_over_only_on_unavailable(self):
+        c = self.client([unused_target(), self.server.target], rpc_deadline=2)
+        self.assertEqual(c.next_id("orders"), Id(1, "A"))
+        with self.assertRaises(HiloError) as cm:
+            c.next_id("")
+        self.assertEqual(cm.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn(self.server.target, str(cm.exception))
+
+    def test_ids_never_collide_with_the_cpp_client(self):
+        dump = os.environ.get("HILO_CPP_ID_DUMP", "")
+        if not dump:
+            self.skipTest("HILO_CPP_ID_DUMP not set")
+        collection = "shared"
+        per_side = 6000
+        rounds = 6
+        py_threads = 4
+        # C++: 4 threads on one client, a new client each of 6 rounds (each
+        # hands its tail back), meanwhile the same from Python.
+        cpp = subprocess.Popen(
+            [dump, self.server.target, collection, str(per_side), "4",
+             str(rounds)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+        def python_side(i):
+            ids = []
+            for _ in range(rounds):
+                with Client(self.server.target) as c:
+                    for _ in range(per_side // (rounds * py_threads)):
+                        ids.append(c.next_document_id(collection))
+            return ids
+
+        py_ids = [x for ids in run_threads(py_threads, python_side)
+                  for x in ids]
+        out, err = cpp.communicate(timeout=120)
+        self.assertEqual(cpp.returncode, 0, err)
+        cpp_ids = out.split()
+        self.assertEqual(len(cpp_ids), per_side)
+        self.assertEqual(len(py_ids), per_side)
+        pattern = re.compile(r"^shared/[1-9][0-9]*-A$")
+        for id_ in cpp_ids + py_ids:
+            self.assertRegex(id_, pattern)
+        self.assertEqual(len(set(cpp_ids)), per_side)
+        self.assertEqual(len(set(py_ids)), per_side)
+        self.assertEqual(set(cpp_ids) & set(py_ids), set())
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,62 @@
+#!/bin/sh
+# Installs what the other-language stubs, examples and tests need (the tests
+# labelled "lang"), on top of scripts/install-deps.sh, and nothing that is
+# already there. Safe to run again. Uses sudo when not run as root.
+#
+#   Debian: protoc plugins and runtimes for Python, Go, Java and Ruby.
+#   npm:    buf, ts-proto, TypeScript, @grpc/grpc-js, into tools/node_modules
+#           as tools/package-lock.json pins them (never global).
+set -eu
+
+ROOT=$(CDPATH= cd -- "$(dirname -- "$0")/.." && pwd)
+
+# golang-github-golang-protobuf-1-5-dev: gRPC-Go also accepts the 1.3 API,
+# which cannot marshal messages from today's protoc-gen-go; ask for 1.5.
+PACKAGES="
+  protobuf-compiler protobuf-compiler-grpc
+  python3 python3-grpcio python3-protobuf
+  golang-go protoc-gen-go protoc-gen-go-grpc golang-google-grpc-dev
+  golang-google-protobuf-dev golang-github-golang-protobuf-1-5-dev
+  protobuf-compiler-grpc-java-plugin libgrpc-java libprotobuf-java
+  libnetty-java libperfmark-java libgoogle-gson-java libguava-java
+  libgeronimo-annotation-1.3-spec-java
+  ruby ruby-grpc ruby-google-protobuf
+"
+# A JDK and Node.js may come from elsewhere (the machine image); only
+# install Debian's when the command is missing.
+command -v javac >/dev/null 2>&1 || PACKAGES="$PACKAGES default-jdk-headless"
+command -v node >/dev/null 2>&1 || PACKAGES="$PACKAGES nodejs"
+command -v npm >/dev/null 2>&1 || PACKAGES="$PACKAGES npm"
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+missing=""
+for p in $PACKAGES; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
+    missing="$missing $p"
+  fi
+done
+
+if [ -n "$missing" ]; then
+  echo "install-deps-languages: installing:$missing"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q \
+    --no-install-recommends $missing
+else
+  echo "install-deps-languages: all Debian packages present"
+fi
+
+# npm packages, at the versions tools/package-lock.json pins; skipped when
+# tools/node_modules was installed from this very lockfile. (npm install, not
+# npm ci: the registry here lacks some of buf's optional per-platform
+# binaries, which npm ci insists on finding in the lockfile.)
+stamp="$ROOT/tools/node_modules/.hilo-lock-stamp"
+if [ -f "$stamp" ] && [ -x "$ROOT/tools/node_modules/.bin/buf" ] &&
+   cmp -s "$stamp" "$ROOT/tools/package-lock.json"; then
+  echo "install-deps-languages: tools/node_modules up to date"
+else
+  echo "install-deps-languages: npm install in tools/"
+  (cd "$ROOT/tools" && npm install --no-audit --no-fund)
+  cp "$ROOT/tools/package-lock.json" "$stamp"
+fi
