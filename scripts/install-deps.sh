@@ -31,3 +31,6 @@ fi
 
 # What the other-language examples and tests need (tests labelled "lang").
 "$(dirname "$0")/install-deps-languages.sh"
+
+# What the container image and Kubernetes tests need (tests labelled "deploy").
+"$(dirname "$0")/install-deps-deploy.sh"
