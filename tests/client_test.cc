@@ -98,6 +98,13 @@ class FakeSource final : public internal::RangeSource {
     };
     mu_.Await(absl::Condition(&enough));
   }
+  void WaitForCalls(int n) {
+    absl::MutexLock lock(&mu_);
+    auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return calls_ >= n;
+    };
+    mu_.Await(absl::Condition(&enough));
+  }
   void FailWith(absl::Status status) {
     absl::MutexLock lock(&mu_);
     fail_with_ = std::move(status);
@@ -140,11 +147,12 @@ struct TestClient {
 };
 
 TestClient MakeClient(int64_t size, std::vector<std::string> tags = {"A"},
-                      char separator = '/') {
+                      char separator = '/', double prefetch_at = 0) {
   auto source = std::make_unique<FakeSource>(size, std::move(tags));
   FakeSource* raw = source.get();
   ClientOptions options;
   options.separator = separator;
+  options.prefetch_at = prefetch_at;
   options.log = [](absl::string_view) {};
   return {raw, NewClientForTesting(std::move(options), std::move(source))};
 }
@@ -259,6 +267,7 @@ TEST(ClientTest, DestructorReturnsUnusedRanges) {
   auto log = std::make_shared<std::vector<std::string>>();
   source->set_return_log(log);
   ClientOptions options;
+  options.prefetch_at = 0;
   std::unique_ptr<Client> client =
       NewClientForTesting(options, std::move(source));
   ASSERT_TRUE(client->NextId("a").ok());
@@ -299,6 +308,73 @@ TEST(ClientTest, ManyThreadsNeverRepeatAndOnlyUseIssuedRanges) {
           return r.low <= number && number <= r.high && r.node_tag == tag;
         });
     ASSERT_TRUE(inside) << number << "-" << tag;
+  }
+}
+
+TEST(ClientPrefetchTest, NextRangeArrivesAheadSoCallersDoNotWait) {
+  TestClient t = MakeClient(10, {"A"}, '/', 0.2);
+  // The 2nd number of a 10-number range is its first fifth.
+  EXPECT_EQ(t.client->NextId("o")->number, 1);
+  EXPECT_EQ(t.client->NextId("o")->number, 2);
+  t.source->WaitForCalls(2);
+  for (int64_t want = 3; want <= 12; ++want) {
+    EXPECT_EQ(t.client->NextId("o")->number, want);
+  }
+  t.source->WaitForCalls(3);  // the 12th number asked for 21-30
+  for (int64_t want = 13; want <= 25; ++want) {
+    EXPECT_EQ(t.client->NextId("o")->number, want);
+  }
+  // Only the very first call waited on the network.
+  EXPECT_EQ(t.client->stats().calls_waited, 1);
+  const std::vector<PreviousRange> previous = t.source->previous();
+  ASSERT_GE(previous.size(), 3u);
+  EXPECT_EQ(previous[1].max, 10);  // the prefetch reported the range in use
+  EXPECT_EQ(previous[2].max, 20);
+}
+
+TEST(ClientPrefetchTest, ReturnGivesBackPrefetchedRangeWholeThenTheTail) {
+  TestClient t = MakeClient(10, {"A"}, '/', 0.2);
+  EXPECT_EQ(t.client->NextId("o")->number, 1);
+  EXPECT_EQ(t.client->NextId("o")->number, 2);
+  t.source->WaitForCalls(2);
+  t.client->ReturnUnusedRanges();
+  const std::vector<FakeSource::ReturnCall> returns = t.source->returns();
+  ASSERT_EQ(returns.size(), 2u);
+  EXPECT_EQ(returns[0].low, 11);  // newest first: the server only takes
+  EXPECT_EQ(returns[0].last, 10);  // back the range it issued last
+  EXPECT_EQ(returns[1].low, 1);
+  EXPECT_EQ(returns[1].last, 2);
+  EXPECT_EQ(t.client->NextId("o")->number, 3);
+}
+
+TEST(ClientPrefetchTest, FailedPrefetchIsRetriedByTheCallerThatRunsDry) {
+  TestClient t = MakeClient(5, {"A"}, '/', 0.2);
+  t.source->FailWith(absl::OkStatus());
+  EXPECT_EQ(t.client->NextId("o")->number, 1);  // offset 0 asks ahead
+  t.source->WaitForCalls(2);
+  // The prefetch got 6-10; now make the next one fail.
+  t.source->FailWith(absl::UnavailableError("down"));
+  for (int64_t want = 2; want <= 6; ++want) {
+    EXPECT_EQ(t.client->NextId("o")->number, want);
+  }
+  t.source->WaitForCalls(3);  // 6 started a prefetch, which failed
+  for (int64_t want = 7; want <= 10; ++want) {
+    EXPECT_EQ(t.client->NextId("o")->number, want);
+  }
+  EXPECT_EQ(t.client->NextId("o").status().code(),
+            absl::StatusCode::kUnavailable);
+  t.source->FailWith(absl::OkStatus());
+  EXPECT_EQ(t.client->NextId("o")->number, 11);
+}
+
+TEST(ClientCreateTest, RejectsPrefetchShareOutsideZeroToOne) {
+  for (double share : {-0.1, 1.0, 2.0}) {
+    ClientOptions options;
+    options.targets = {"127.0.0.1:1"};
+    options.prefetch_at = share;
+    EXPECT_EQ(Client::Create(options).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << share;
   }
 }
 

@@ -1,5 +1,10 @@
 // Real clients against real in-process servers on 127.0.0.1:0: uniqueness
 // under concurrency, failover between nodes, restarts.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <map>
@@ -94,8 +99,11 @@ TEST(EndToEndTest, ManyThreadsAndClientsNeverRepeatAndUseExactlyTheRanges) {
   }
   for (std::thread& t : threads) t.join();
   ASSERT_EQ(errors.load(), 0);
-
+  // Every range a number came from was recorded before its reply left.
+  // (A prefetch may still be in flight; it is not needed here.)
   const auto issued = observer.issued();
+  // Let prefetches land and unused tails go back (which may lower Max).
+  clients.clear();
   for (size_t k = 0; k < collections.size(); ++k) {
     SCOPED_TRACE(collections[k]);
     ASSERT_EQ(issued.count(collections[k]), 1u);
@@ -110,7 +118,7 @@ TEST(EndToEndTest, ManyThreadsAndClientsNeverRepeatAndUseExactlyTheRanges) {
         << "a number was handed out twice";
     // Each number lies in an issued range, and within each range the numbers
     // handed out are a prefix [low, k]; only the last range of each client
-    // can be partly used.
+    // and the one it prefetched can be partly used (or unused).
     std::map<const Range*, int64_t> used;
     for (int64_t n : all) {
       const Range* r = RangeOf(ranges, n);
@@ -127,9 +135,9 @@ TEST(EndToEndTest, ManyThreadsAndClientsNeverRepeatAndUseExactlyTheRanges) {
       }
       if (count < r.size()) ++partly_used;
     }
-    EXPECT_LE(partly_used, kClients);
-    EXPECT_EQ(server->store()->Get(collections[k]).value()->max,
-              ranges.back().high);
+    EXPECT_LE(partly_used, 2 * kClients);
+    // Returns may have moved Max back, but never below a number in use.
+    EXPECT_GE(server->store()->Get(collections[k]).value()->max, all.back());
   }
 }
 
@@ -152,21 +160,21 @@ TEST(EndToEndTest, FailoverMidStreamKeepsEveryIdUniqueAndTaggedByItsRange) {
   constexpr int kThreads = 4;
   constexpr int kPerThread = 5'000;
   std::atomic<int> drawn{0};
+  std::atomic<bool> a_down{false};
   std::vector<std::vector<Id>> ids(kThreads);
-  std::vector<int> failures(kThreads, 0);
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       while (ids[t].size() < kPerThread) {
+        const bool started_after_shutdown = a_down.load();
         absl::StatusOr<Id> id = client->NextId("orders");
         if (!id.ok()) {
-          // Only a call caught in the shutdown itself may fail, and only
-          // as cancelled or unavailable.
-          ++failures[t];
+          // Only calls caught in A's shutdown may fail, as cancelled or
+          // unavailable; once A is gone every call goes to B.
+          ASSERT_FALSE(started_after_shutdown) << id.status();
           ASSERT_TRUE(id.status().code() == absl::StatusCode::kCancelled ||
                       id.status().code() == absl::StatusCode::kUnavailable)
               << id.status();
-          ASSERT_LT(failures[t], 10) << id.status();
           continue;
         }
         ids[t].push_back(*id);
@@ -177,6 +185,7 @@ TEST(EndToEndTest, FailoverMidStreamKeepsEveryIdUniqueAndTaggedByItsRange) {
   // Stop node A once half the IDs are out.
   while (drawn.load() < kThreads * kPerThread / 2) std::this_thread::yield();
   a->Shutdown(absl::ZeroDuration());
+  a_down = true;
   for (std::thread& t : threads) t.join();
 
   const std::vector<Range> from_a =
@@ -242,24 +251,47 @@ TEST(EndToEndTest, RestartedServerContinuesAboveEveryIssuedRange) {
   EXPECT_EQ(seen.size(), 300u);
 }
 
+// A port of 127.0.0.1 held by a bound socket that does not listen, so
+// connections to it are refused and no other process takes it.
+class ReservedPort {
+ public:
+  ReservedPort() {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&addr), len), 0);
+    EXPECT_EQ(getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+    port_ = ntohs(addr.sin_port);
+  }
+  ~ReservedPort() { Release(); }
+  int port() const { return port_; }
+  void Release() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
 TEST(EndToEndTest, AllServersDownIsUnavailableNamingTargetsThenRecovers) {
   TempDir dir;
-  ServerOptions options = testing::TestServerOptions(dir);
-  std::unique_ptr<Server> server = testing::StartServer(options);
-  ASSERT_NE(server, nullptr);
-  const int port = server->port();
-  server->Shutdown(absl::ZeroDuration());
-  server.reset();
-
+  ReservedPort reserved;
+  const int port = reserved.port();
   std::unique_ptr<Client> client = NewClient({port}, absl::Seconds(2));
   absl::StatusOr<Id> id = client->NextId("orders");
   EXPECT_EQ(id.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(id.status().message(),
               ::testing::HasSubstr(testing::Address(port)));
 
+  ServerOptions options = testing::TestServerOptions(dir);
   options.listen = testing::Address(port);
-  server = testing::StartServer(options);
-  if (server == nullptr) GTEST_SKIP() << "port " << port << " was taken";
+  reserved.Release();
+  std::unique_ptr<Server> server = testing::StartServer(options);
+  ASSERT_NE(server, nullptr);
   // The channel reconnects by itself (backoff at most 1 s); calls fail fast
   // with UNAVAILABLE until then.
   absl::StatusOr<Id> again;

@@ -9,6 +9,7 @@
 #include "absl/synchronization/mutex.h"
 #include "client_cpp/src/client_testing.h"
 #include "client_cpp/src/grpc_range_source.h"
+#include "client_cpp/src/prefetcher.h"
 #include "client_cpp/src/range_cache.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -30,6 +31,10 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
   if (options.separator == '|') {
     return absl::InvalidArgumentError(
         "separator '|' is reserved; use any other character");
+  }
+  if (!(options.prefetch_at >= 0 && options.prefetch_at < 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prefetch_at is ", options.prefetch_at, "; use 0 (off) or (0, 1)"));
   }
   if (options.rpc_deadline <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
@@ -71,9 +76,25 @@ Client::Client(ClientOptions options,
                std::unique_ptr<internal::RangeSource> source)
     : options_(std::move(options)),
       source_(std::move(source)),
-      state_(std::make_unique<State>()) {}
+      state_(std::make_unique<State>()) {
+  if (options_.prefetch_at > 0) {
+    prefetcher_ = std::make_unique<internal::Prefetcher>();
+  }
+}
 
-Client::~Client() { ReturnUnusedRanges(); }
+Client::~Client() {
+  if (prefetcher_ != nullptr) prefetcher_->Stop();
+  ReturnUnusedRanges();
+}
+
+ClientStats Client::stats() const {
+  ClientStats stats;
+  absl::ReaderMutexLock lock(&state_->mu);
+  for (const auto& [name, cache] : state_->caches) {
+    stats.calls_waited += cache->waits();
+  }
+  return stats;
+}
 
 internal::RangeCache* Client::CacheFor(absl::string_view collection) {
   {
@@ -92,8 +113,15 @@ internal::RangeCache* Client::CacheFor(absl::string_view collection) {
                      line.data());
       };
     }
+    std::function<void(std::function<void()>)> schedule;
+    if (prefetcher_ != nullptr) {
+      schedule = [prefetcher = prefetcher_.get()](std::function<void()> task) {
+        prefetcher->Schedule(std::move(task));
+      };
+    }
     cache = std::make_unique<internal::RangeCache>(
-        std::string(collection), source_.get(), std::move(log));
+        std::string(collection), source_.get(), std::move(log),
+        options_.prefetch_at, std::move(schedule));
   }
   return cache.get();
 }

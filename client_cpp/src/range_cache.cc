@@ -1,6 +1,9 @@
 #include "client_cpp/src/range_cache.h"
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
+#include <vector>
 #include <cstring>
 #include <utility>
 
@@ -24,10 +27,14 @@ std::string UnpackTag(uint64_t packed) {
 }  // namespace
 
 RangeCache::RangeCache(std::string collection, RangeSource* source,
-                       std::function<void(absl::string_view)> log)
+                       std::function<void(absl::string_view)> log,
+                       double prefetch_at,
+                       std::function<void(std::function<void()>)> schedule)
     : collection_(std::move(collection)),
       source_(source),
-      log_(std::move(log)) {}
+      log_(std::move(log)),
+      prefetch_at_(schedule != nullptr ? prefetch_at : 0),
+      schedule_(std::move(schedule)) {}
 
 absl::StatusOr<Id> RangeCache::Next() {
   while (true) {
@@ -48,6 +55,8 @@ bool RangeCache::TryNext(Id* id, uint64_t* gen) {
   const int64_t low = slot.low.load(std::memory_order_relaxed);
   const int64_t size = slot.size.load(std::memory_order_relaxed);
   const uint64_t tag = slot.tag.load(std::memory_order_relaxed);
+  const int64_t prefetch_offset =
+      slot.prefetch_offset.load(std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_acquire);
   const uint64_t seq_after = slot.seq.load(std::memory_order_relaxed);
   if ((seq_before & 1) != 0 || seq_before != seq_after || slot_gen != *gen ||
@@ -56,10 +65,27 @@ bool RangeCache::TryNext(Id* id, uint64_t* gen) {
   }
   id->number = low + offset;
   id->node_tag = UnpackTag(tag);
+  // Exactly one caller takes this offset of this range.
+  if (offset == prefetch_offset) SchedulePrefetch();
   return true;
 }
 
-int64_t RangeCache::Publish(int64_t low, int64_t size, uint64_t tag) {
+void RangeCache::SchedulePrefetch() {
+  schedule_([this] { Prefetch(); });
+}
+
+int64_t RangeCache::Publish(const IssuedRange* range) {
+  int64_t low = 0, size = 0, prefetch_offset = -1;
+  uint64_t tag = 0;
+  if (range != nullptr) {
+    low = range->low;
+    size = std::min(range->high - range->low + 1, kMaxUsableSize);
+    tag = PackTag(range->node_tag);
+    if (prefetch_at_ > 0) {
+      prefetch_offset = std::max<int64_t>(
+          0, static_cast<int64_t>(std::ceil(prefetch_at_ * size)) - 1);
+    }
+  }
   const uint64_t next = gen_ + 1;
   Slot& slot = slots_[next % kSlots];
   const uint64_t seq = slot.seq.load(std::memory_order_relaxed);
@@ -69,28 +95,80 @@ int64_t RangeCache::Publish(int64_t low, int64_t size, uint64_t tag) {
   slot.low.store(low, std::memory_order_relaxed);
   slot.size.store(size, std::memory_order_relaxed);
   slot.tag.store(tag, std::memory_order_relaxed);
+  slot.prefetch_offset.store(prefetch_offset, std::memory_order_relaxed);
   slot.seq.store(seq + 2, std::memory_order_release);
   const uint64_t old =
       state_.exchange(next << kOffsetBits, std::memory_order_acq_rel);
   gen_ = next;
-  const int64_t taken = static_cast<int64_t>(old & kOffsetMask);
-  return has_range_ ? std::min(taken, range_usable_) : 0;
+  const int64_t taken =
+      has_range_ ? std::min(static_cast<int64_t>(old & kOffsetMask),
+                            range_usable_)
+                 : 0;
+  has_range_ = range != nullptr;
+  if (has_range_) {
+    range_ = *range;
+    range_usable_ = size;
+  }
+  return taken;
 }
 
 absl::Status RangeCache::Refill(uint64_t gen) {
   absl::MutexLock lock(&mu_);
+  bool waited = false;
   while (true) {
-    if (gen_ != gen) return absl::OkStatus();  // a newer range is out
-    if (!fetching_) break;
+    if (gen_ != gen) break;  // a newer range is out
+    if (has_next_) {
+      // The prefetched range takes over without a round trip.
+      has_next_ = false;
+      Publish(&next_);
+      break;
+    }
+    if (!fetching_) {
+      // This caller fetches; callers arriving meanwhile wait below.
+      waited = true;
+      fetching_ = true;
+      const PreviousRange previous = previous_;
+      mu_.Unlock();
+      absl::StatusOr<IssuedRange> range = source_->Next(collection_, previous);
+      mu_.Lock();
+      fetching_ = false;
+      ++fetches_;
+      if (!range.ok()) {
+        fetch_error_ = range.status();
+        // Failed callers keep bumping the offset; start it over long
+        // before it could carry into the generation bits.
+        if ((state_.load(std::memory_order_relaxed) & kOffsetMask) >
+            kOffsetMask / 2) {
+          Publish(nullptr);
+        }
+        waits_.fetch_add(1, std::memory_order_relaxed);
+        return fetch_error_;
+      }
+      fetch_error_ = absl::OkStatus();
+      previous_ = PreviousRange{range->high - range->low + 1, range->range_at,
+                                range->high};
+      Publish(&*range);
+      break;
+    }
+    // Another caller (or the prefetcher) is fetching: wait for it.
+    waited = true;
     const uint64_t fetches = fetches_;
     auto settled = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return gen_ != gen || fetches_ != fetches;
     };
     mu_.Await(absl::Condition(&settled));
-    if (gen_ == gen && !fetch_error_.ok()) return fetch_error_;
+    if (gen_ == gen && !has_next_ && !fetch_error_.ok()) {
+      waits_.fetch_add(1, std::memory_order_relaxed);
+      return fetch_error_;
+    }
   }
+  if (waited) waits_.fetch_add(1, std::memory_order_relaxed);
+  return absl::OkStatus();
+}
 
-  // This caller fetches; callers arriving meanwhile wait above.
+void RangeCache::Prefetch() {
+  absl::MutexLock lock(&mu_);
+  if (fetching_ || has_next_ || !has_range_) return;
   fetching_ = true;
   const PreviousRange previous = previous_;
   mu_.Unlock();
@@ -99,57 +177,59 @@ absl::Status RangeCache::Refill(uint64_t gen) {
   fetching_ = false;
   ++fetches_;
   if (!range.ok()) {
-    fetch_error_ = range.status();
-    // Failed callers keep bumping the offset; start it over long before it
-    // could carry into the generation bits.
-    if ((state_.load(std::memory_order_relaxed) & kOffsetMask) >
-        kOffsetMask / 2) {
-      Publish(0, 0, 0);
-      has_range_ = false;
-    }
-    return fetch_error_;
+    // Not worth a caller's error: the next refill fetches (and reports)
+    // by itself.
+    fetch_error_ = absl::OkStatus();
+    return;
   }
   fetch_error_ = absl::OkStatus();
-  const int64_t size = range->high - range->low + 1;
-  const int64_t usable = std::min(size, kMaxUsableSize);
-  Publish(range->low, usable, PackTag(range->node_tag));
-  has_range_ = true;
-  range_ = *range;
-  range_usable_ = usable;
-  previous_ = PreviousRange{size, range->range_at, range->high};
-  return absl::OkStatus();
+  next_ = *range;
+  has_next_ = true;
+  previous_ = PreviousRange{range->high - range->low + 1, range->range_at,
+                            range->high};
 }
 
 void RangeCache::ReturnUnused() {
   absl::MutexLock lock(&mu_);
   auto idle = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !fetching_; };
   mu_.Await(absl::Condition(&idle));
-  if (!has_range_) return;
-  const IssuedRange range = range_;
-  // Retire the range first: from here on no caller can take its numbers.
-  const int64_t taken = Publish(0, 0, 0);
-  has_range_ = false;
-  if (taken >= range.high - range.low + 1) return;  // nothing left
-  const int64_t last = range.low + taken - 1;
+  // Newest first: the server takes back only the range it issued last.
+  std::vector<std::pair<IssuedRange, int64_t>> returns;  // range, last used
+  if (has_next_) {
+    returns.emplace_back(next_, next_.low - 1);
+    has_next_ = false;
+  }
+  if (has_range_) {
+    const IssuedRange range = range_;
+    // Retire the range first: from here on no caller can take its numbers.
+    const int64_t taken = Publish(nullptr);
+    if (taken < range.high - range.low + 1) {
+      returns.emplace_back(range, range.low + taken - 1);
+    }
+  }
+  if (returns.empty()) return;
 
   fetching_ = true;
   mu_.Unlock();
-  absl::StatusOr<ReturnResult> result =
-      source_->Return(collection_, range, last);
+  std::optional<int64_t> applied_last;
+  for (const auto& [range, last] : returns) {
+    absl::StatusOr<ReturnResult> result =
+        source_->Return(collection_, range, last);
+    if (!result.ok()) {
+      log_(absl::StrFormat(
+          "hilo: returning numbers %d-%d of collection \"%s\" failed: %s",
+          last + 1, range.high, collection_, result.status().ToString()));
+      break;
+    }
+    if (!result->applied) break;  // an older range cannot be taken back now
+    applied_last = last;
+  }
   mu_.Lock();
   fetching_ = false;
   ++fetches_;
   fetch_error_ = absl::OkStatus();
-  if (!result.ok()) {
-    log_(absl::StrFormat(
-        "hilo: returning numbers %d-%d of collection \"%s\" failed: %s",
-        last + 1, range.high, collection_, result.status().ToString()));
-    return;
-  }
-  if (result->applied) {
-    // Our next range may start right after the numbers we used.
-    previous_.max = last;
-  }
+  // Our next range may start right after the numbers we used.
+  if (applied_last.has_value()) previous_.max = *applied_last;
 }
 
 }  // namespace hilo::internal

@@ -10,6 +10,11 @@
 // A number is only ever handed out together with the tag of the range it
 // belongs to; numbers skipped by a recycled slot are never handed out.
 //
+// Prefetch: the caller that takes the number at a set share of the range
+// (say one fifth) asks for the next range in the background; it is kept
+// aside and published the moment the current range runs dry, so callers
+// switch ranges without waiting on the network.
+//
 // Thread-safe.
 #ifndef HILO_CLIENT_CPP_SRC_RANGE_CACHE_H_
 #define HILO_CLIENT_CPP_SRC_RANGE_CACHE_H_
@@ -30,15 +35,28 @@ namespace hilo::internal {
 class RangeCache {
  public:
   // `source` must outlive the cache. `log` receives best-effort failures.
+  // `prefetch_at` in (0, 1) is the share of a range used before the next
+  // is fetched ahead through `schedule` (which runs the task it is given
+  // later, on another thread); 0 turns prefetching off.
   RangeCache(std::string collection, RangeSource* source,
-             std::function<void(absl::string_view)> log);
+             std::function<void(absl::string_view)> log,
+             double prefetch_at = 0,
+             std::function<void(std::function<void()>)> schedule = nullptr);
 
   // The next number and its tag; see Client::NextId for errors.
   absl::StatusOr<Id> Next();
 
   // Retires the current range and hands its unused tail back to the node
-  // that issued it. Best effort; failures go to the log.
+  // that issued it, and a prefetched range whole. Best effort; failures go
+  // to the log.
   void ReturnUnused();
+
+  // Fetches the next range ahead of need, unless one is already fetched or
+  // being fetched. Called on the prefetch thread.
+  void Prefetch();
+
+  // Calls that had to wait for a range to be fetched, so far.
+  int64_t waits() const { return waits_.load(std::memory_order_relaxed); }
 
   // Numbers one range may hold in this cache; a bigger range is used only
   // up to this many numbers (the rest is never handed out).
@@ -56,6 +74,7 @@ class RangeCache {
     std::atomic<int64_t> low{0};
     std::atomic<int64_t> size{0};
     std::atomic<uint64_t> tag{0};  // up to 8 bytes of node tag
+    std::atomic<int64_t> prefetch_offset{-1};  // taking it starts a prefetch
   };
 
   // Fast path. Returns false if the caller must take the slow path for
@@ -63,14 +82,18 @@ class RangeCache {
   bool TryNext(Id* id, uint64_t* gen);
   // Fetches or waits for a range newer than `gen`.
   absl::Status Refill(uint64_t gen);
-  // Publishes `range` as generation gen_ + 1 (size 0 for "no range").
-  // Returns how many numbers of the previous generation were taken.
-  int64_t Publish(int64_t low, int64_t size, uint64_t tag)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Publishes a range as generation gen_ + 1 and makes it the current one;
+  // with nullptr, retires the current range. Returns how many numbers of
+  // the previous generation were taken.
+  int64_t Publish(const IssuedRange* range) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SchedulePrefetch();
 
   const std::string collection_;
   RangeSource* const source_;
   const std::function<void(absl::string_view)> log_;
+  const double prefetch_at_;
+  const std::function<void(std::function<void()>)> schedule_;
+  std::atomic<int64_t> waits_{0};
 
   // (generation << kOffsetBits) | numbers taken from that generation.
   std::atomic<uint64_t> state_{0};
@@ -81,6 +104,8 @@ class RangeCache {
   bool fetching_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t fetches_ ABSL_GUARDED_BY(mu_) = 0;   // completed or failed
   absl::Status fetch_error_ ABSL_GUARDED_BY(mu_);  // of the last fetch
+  bool has_next_ ABSL_GUARDED_BY(mu_) = false;  // a prefetched range waits
+  IssuedRange next_ ABSL_GUARDED_BY(mu_);       // valid if has_next_
   bool has_range_ ABSL_GUARDED_BY(mu_) = false;
   IssuedRange range_ ABSL_GUARDED_BY(mu_);      // valid if has_range_
   int64_t range_usable_ ABSL_GUARDED_BY(mu_) = 0;

@@ -14,9 +14,10 @@
 //
 // A Client is safe for concurrent use by many threads without external
 // synchronization. While a collection's range lasts, NextId is one atomic
-// increment and takes no lock; when the range runs dry, exactly one caller
-// asks a server for the next one and the others of that collection wait for
-// it. Ranges grow while a collection is busy (the client reports its previous
+// increment and takes no lock. When a fifth of a range is used, the next one
+// is fetched in the background, so callers rarely wait; if a range does run
+// dry first, exactly one caller asks a server for the next one and the
+// others of that collection wait for it. Ranges grow while a collection is busy (the client reports its previous
 // range with each request) and never move down.
 #ifndef HILO_CLIENT_H_
 #define HILO_CLIENT_H_
@@ -35,6 +36,7 @@
 namespace hilo {
 
 namespace internal {
+class Prefetcher;
 class RangeCache;
 class RangeSource;
 }  // namespace internal
@@ -51,12 +53,25 @@ struct ClientOptions {
   // Deadline of each RPC attempt (each target is one attempt).
   absl::Duration rpc_deadline = absl::Seconds(5);
 
+  // Share of a range used before the next one is fetched in the
+  // background, so callers switch ranges without waiting on the network.
+  // 0 turns prefetching off; otherwise in (0, 1).
+  double prefetch_at = 0.2;
+
   // Channel credentials for every target; null means plaintext.
   std::shared_ptr<grpc::ChannelCredentials> credentials;
 
-  // Where best-effort failures (such as a refused ReturnRange) are reported;
-  // null means one line on stderr.
+  // Where best-effort failures (a ReturnRange that failed) are reported;
+  // null means one line on stderr. A refused return is normal and not
+  // reported.
   std::function<void(absl::string_view)> log;
+};
+
+// Counters of a client's behaviour since it was created.
+struct ClientStats {
+  // NextId calls that waited for a range to arrive from a server (or for
+  // the error of that attempt), rather than taking a cached number.
+  int64_t calls_waited = 0;
 };
 
 // One number and the tag of the node whose range it came from.
@@ -92,6 +107,8 @@ class Client {
   // usable; the next NextId fetches a new range.
   void ReturnUnusedRanges();
 
+  ClientStats stats() const;
+
  private:
   friend std::unique_ptr<Client> NewClientForTesting(
       ClientOptions options, std::unique_ptr<internal::RangeSource> source);
@@ -103,6 +120,8 @@ class Client {
   const ClientOptions options_;
   std::unique_ptr<internal::RangeSource> source_;
   std::unique_ptr<State> state_;
+  // Null when prefetching is off. Stopped before the caches go away.
+  std::unique_ptr<internal::Prefetcher> prefetcher_;
 };
 
 }  // namespace hilo
