@@ -16,9 +16,11 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "grpc/support/log.h"
 #include "service/server.h"
+#include "service/tls.h"
 #include "service/validation.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
@@ -46,7 +48,16 @@ ABSL_FLAG(int, max_batch, 256,
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "on SIGTERM, how long in-flight calls may run before they are "
           "cancelled");
+ABSL_FLAG(absl::Duration, drain_delay, absl::ZeroDuration(),
+          "on SIGTERM, how long to keep serving while health reports "
+          "NOT_SERVING, before new calls are refused");
 ABSL_FLAG(bool, reflection, true, "serve gRPC server reflection");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate chain; with --tls_key, the gRPC port speaks TLS");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls_cert");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA bundle; when set, clients must present a certificate "
+          "signed by it (mTLS)");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "address of the Prometheus /metrics endpoint (host:port); empty "
           "turns metrics off");
@@ -114,6 +125,16 @@ int main(int argc, char** argv) {
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.metrics_max_collections =
       absl::GetFlag(FLAGS_metrics_max_collections);
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      hilo::ServerCredentialsFromFiles({absl::GetFlag(FLAGS_tls_cert),
+                                        absl::GetFlag(FLAGS_tls_key),
+                                        absl::GetFlag(FLAGS_tls_client_ca)});
+  if (!credentials.ok()) return Fail(credentials.status());
+  options.credentials = *credentials;
+  const char* security = *credentials == nullptr ? "plaintext"
+                         : absl::GetFlag(FLAGS_tls_client_ca).empty()
+                             ? "tls"
+                             : "mtls";
   absl::StatusOr<hilo::SyncMode> sync =
       hilo::ParseSyncMode(absl::GetFlag(FLAGS_sync));
   if (!sync.ok()) return Fail(sync.status());
@@ -124,10 +145,10 @@ int main(int argc, char** argv) {
   if (!server.ok()) return Fail(server.status());
   grpc_logs_enabled.store(true);
   absl::FPrintF(stderr,
-                "hilo_server: serving node %s on port %d (listen %s, db %s, "
-                "sync %s, range sizes %d..%d, max batch %d, reflection %s, "
-                "metrics %s)\n",
-                options.node_tag, (*server)->port(), options.listen,
+                "hilo_server: serving node %s on port %d (listen %s, %s, "
+                "db %s, sync %s, range sizes %d..%d, max batch %d, "
+                "reflection %s, metrics %s)\n",
+                options.node_tag, (*server)->port(), options.listen, security,
                 options.db_path, hilo::SyncModeName(options.sync),
                 options.range_sizes.min_size, options.range_sizes.max_size,
                 options.max_batch, options.enable_reflection ? "on" : "off",
@@ -139,6 +160,8 @@ int main(int argc, char** argv) {
   sigwait(&stop_signals, &signal_number);
   std::fprintf(stderr, "hilo_server: %s received; draining\n",
                strsignal(signal_number));
+  (*server)->StartDraining();
+  absl::SleepFor(absl::GetFlag(FLAGS_drain_delay));
   (*server)->Shutdown(absl::GetFlag(FLAGS_shutdown_grace));
   std::fprintf(stderr, "hilo_server: stopped\n");
   // Calls are drained and the database is closed. Skip gRPC's global

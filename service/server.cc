@@ -110,6 +110,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   return server;
 }
 
+void Server::StartDraining() {
+  if (grpc_server_ != nullptr && !shut_down_) {
+    grpc_server_->GetHealthCheckService()->SetServingStatus(false);
+  }
+}
+
 void Server::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;

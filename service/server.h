@@ -75,6 +75,10 @@ class Server {
   const ServerOptions& options() const { return options_; }
   SqliteRangeStore* store() { return store_.get(); }
 
+  // Reports NOT_SERVING on the health service while still serving calls, so
+  // load balancers and readiness probes move traffic away first.
+  void StartDraining();
+
   // Reports NOT_SERVING on the health service, stops accepting calls, lets
   // in-flight calls finish for up to `grace` (then cancels them), and
   // returns when every call is done; then closes the database. Idempotent;

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "hilo/v1/hilo.grpc.pb.h"
@@ -37,6 +38,18 @@ ServerOptions TestServerOptions(const TempDir& dir,
 std::unique_ptr<Server> StartServer(const ServerOptions& options);
 
 std::string Address(int port);
+
+// What a finished command printed and how it ended.
+struct CommandResult {
+  int exit_code = -1;  // 128 + signal if killed
+  std::string out;
+  std::string err;
+};
+
+// Runs argv[0] (a path) with the arguments, waits for it, and returns what it
+// printed. stdin is empty.
+CommandResult RunCommand(const std::vector<std::string>& argv,
+                         const TempDir& scratch);
 
 // The body of http://127.0.0.1:<port><path>, or an error naming what failed.
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path);

@@ -1,0 +1,109 @@
+// The `hilo` command-line tool against a live in-process server: output as a
+// user and a script see it, and exit codes.
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/test_util.h"
+
+namespace hilo {
+namespace {
+
+using ::hilo::testing::CommandResult;
+using ::hilo::testing::TempDir;
+using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = testing::StartServer(testing::TestServerOptions(dir_, "B"));
+    ASSERT_NE(server_, nullptr);
+  }
+
+  CommandResult Hilo(std::vector<std::string> args) {
+    args.insert(args.begin(),
+                "--target=" + testing::Address(server_->port()));
+    args.insert(args.begin(), HILO_CLI_PATH);
+    return testing::RunCommand(args, dir_);
+  }
+
+  TempDir dir_;
+  std::unique_ptr<Server> server_;
+};
+
+TEST_F(CliTest, NextPrintsDocumentIdsAndReturnsTheRest) {
+  CommandResult r = Hilo({"next", "orders", "-n", "3"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "orders/1-B\norders/2-B\norders/3-B\n");
+  // The unused tail went back: the next run continues at 4.
+  r = Hilo({"--json", "next", "orders"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "{\"ids\":[\"orders/4-B\"]}\n");
+}
+
+TEST_F(CliTest, GetShowsTheStoredRow) {
+  ASSERT_EQ(Hilo({"next", "orders", "-n", "2"}).exit_code, 0);
+  CommandResult r = Hilo({"--json", "get", "orders"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, MatchesRegex(
+                         "\\{\"name\":\"orders\",\"max\":2,\"last_low\":3,"
+                         "\"updated_at\":\"[0-9T:.-]+Z\",\"node_tag\":\"B\"\\}\n"));
+  r = Hilo({"get", "orders"});
+  EXPECT_THAT(r.out, HasSubstr("orders\tmax 2\tlast_low 3\t"));
+}
+
+TEST_F(CliTest, ListShowsEveryCollection) {
+  ASSERT_EQ(Hilo({"next", "b"}).exit_code, 0);
+  ASSERT_EQ(Hilo({"next", "a"}).exit_code, 0);
+  CommandResult r = Hilo({"list"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, MatchesRegex("a\tmax 1\t.*\nb\tmax 1\t.*\n"));
+}
+
+TEST_F(CliTest, SetFloorRaisesAndNextContinuesAbove) {
+  CommandResult r = Hilo({"--json", "set-floor", "orders", "5000"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "{\"raised\":true,\"max\":5000}\n");
+  EXPECT_EQ(Hilo({"next", "orders"}).out, "orders/5001-B\n");
+  r = Hilo({"set-floor", "orders", "10"});
+  EXPECT_EQ(r.out, "orders: max 5001 (already at or above the floor)\n");
+}
+
+TEST_F(CliTest, HealthPrintsServing) {
+  CommandResult r = Hilo({"health"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "SERVING\n");
+  EXPECT_EQ(Hilo({"--json", "health"}).out, "{\"status\":\"SERVING\"}\n");
+}
+
+TEST_F(CliTest, ServerErrorsExitOneWithCodeAndMessage) {
+  CommandResult r = Hilo({"get", "missing"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("hilo: NOT_FOUND: "));
+  EXPECT_THAT(r.err, HasSubstr("\"missing\""));
+  r = Hilo({"next", ""});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("INVALID_ARGUMENT"));
+}
+
+TEST_F(CliTest, UnreachableServerExitsOneNamingIt) {
+  TempDir scratch;
+  CommandResult r = testing::RunCommand(
+      {HILO_CLI_PATH, "--target=127.0.0.1:1", "--timeout=2s", "health"},
+      scratch);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("UNAVAILABLE: 127.0.0.1:1"));
+}
+
+TEST_F(CliTest, BadUsageExitsTwo) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{
+           {}, {"frobnicate"}, {"get"}, {"set-floor", "x", "many"},
+           {"next", "orders", "-n", "0"}}) {
+    CommandResult r = Hilo(args);
+    EXPECT_EQ(r.exit_code, 2) << ::testing::PrintToString(args);
+    EXPECT_THAT(r.err, HasSubstr("usage: hilo"));
+  }
+}
+
+}  // namespace
+}  // namespace hilo

@@ -1,0 +1,169 @@
+// TLS and mTLS on the gRPC port, with a throwaway CA and certificates made by
+// openssl for each test run.
+#include "service/tls.h"
+
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "hilo/admin_client.h"
+#include "hilo/client.h"
+#include "tests/test_util.h"
+
+namespace hilo {
+namespace {
+
+using ::hilo::testing::TempDir;
+using ::testing::HasSubstr;
+
+class TlsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (std::system("command -v openssl > /dev/null") != 0) {
+      skip_ = "openssl is not installed";
+      return;
+    }
+    pki_ = new TempDir();
+    const std::string d = pki_->path();
+    // A CA, a server certificate for 127.0.0.1 signed by it, a client
+    // certificate signed by it, and a client certificate from another CA.
+    const std::string script = absl::StrCat(
+        "set -e; cd ", d, "\n",
+        "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > san.ext\n",
+        "for ca in ca other; do\n",
+        "  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
+        "-nodes -keyout $ca.key -out $ca.pem -days 2 -subj \"/CN=$ca test\"\n",
+        "done\n",
+        "sign() {  # name ca extfile\n",
+        "  openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+        "-keyout $1.key -out $1.csr -subj \"/CN=$1\"\n",
+        "  openssl x509 -req -in $1.csr -CA $2.pem -CAkey $2.key "
+        "-CAcreateserial -out $1.pem -days 2 $3\n",
+        "}\n",
+        "sign server ca '-extfile san.ext'\n",
+        "sign client ca ''\n",
+        "sign stranger other ''\n");
+    const std::string path = pki_->File("make.sh");
+    FILE* f = fopen(path.c_str(), "w");
+    fputs(script.c_str(), f);
+    fclose(f);
+    if (std::system(absl::StrCat("sh ", path, " > ", d, "/openssl.log 2>&1")
+                        .c_str()) != 0) {
+      skip_ = "openssl could not make the test certificates";
+    }
+  }
+  static void TearDownTestSuite() {
+    delete pki_;
+    pki_ = nullptr;
+  }
+
+  void SetUp() override {
+    if (!skip_.empty()) GTEST_SKIP() << skip_;
+  }
+
+  static std::string Pki(const std::string& name) { return pki_->File(name); }
+
+  // Starts a server; mtls also demands client certificates from our CA.
+  void StartServer(bool mtls) {
+    absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds =
+        ServerCredentialsFromFiles({Pki("server.pem"), Pki("server.key"),
+                                    mtls ? Pki("ca.pem") : ""});
+    ASSERT_TRUE(creds.ok()) << creds.status();
+    ServerOptions options = testing::TestServerOptions(dir_);
+    options.credentials = *creds;
+    server_ = testing::StartServer(options);
+    ASSERT_NE(server_, nullptr);
+  }
+
+  // NextId through a client with `creds` (null: plaintext).
+  absl::StatusOr<Id> NextIdWith(
+      std::shared_ptr<grpc::ChannelCredentials> creds) {
+    ClientOptions options;
+    options.targets = {testing::Address(server_->port())};
+    options.credentials = std::move(creds);
+    options.rpc_deadline = absl::Seconds(5);
+    options.log = [](absl::string_view) {};
+    absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(options);
+    if (!client.ok()) return client.status();
+    return (*client)->NextId("orders");
+  }
+
+  std::shared_ptr<grpc::ChannelCredentials> Tls(const std::string& cert = "",
+                                                const std::string& key = "") {
+    auto creds = TlsCredentialsFromFiles(
+        Pki("ca.pem"), cert.empty() ? "" : Pki(cert),
+        key.empty() ? "" : Pki(key));
+    EXPECT_TRUE(creds.ok()) << creds.status();
+    return creds.value_or(nullptr);
+  }
+
+  static inline TempDir* pki_ = nullptr;
+  static inline std::string skip_;
+  TempDir dir_;
+  std::unique_ptr<Server> server_;
+};
+
+TEST_F(TlsTest, ClientTrustingTheCaGetsIds) {
+  StartServer(/*mtls=*/false);
+  absl::StatusOr<Id> id = NextIdWith(Tls());
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(id->number, 1);
+}
+
+TEST_F(TlsTest, PlaintextClientIsRefusedByTlsServer) {
+  StartServer(/*mtls=*/false);
+  EXPECT_EQ(NextIdWith(nullptr).status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
+TEST_F(TlsTest, ClientNotTrustingTheServerRefusesIt) {
+  StartServer(/*mtls=*/false);
+  auto creds = TlsCredentialsFromFiles(Pki("other.pem"));
+  ASSERT_TRUE(creds.ok());
+  EXPECT_EQ(NextIdWith(*creds).status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
+TEST_F(TlsTest, MtlsServerAcceptsClientCertificateFromItsCa) {
+  StartServer(/*mtls=*/true);
+  absl::StatusOr<Id> id = NextIdWith(Tls("client.pem", "client.key"));
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(id->number, 1);
+}
+
+TEST_F(TlsTest, MtlsServerRefusesClientWithoutCertificate) {
+  StartServer(/*mtls=*/true);
+  EXPECT_EQ(NextIdWith(Tls()).status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
+TEST_F(TlsTest, MtlsServerRefusesCertificateFromAnotherCa) {
+  StartServer(/*mtls=*/true);
+  EXPECT_EQ(NextIdWith(Tls("stranger.pem", "stranger.key")).status().code(),
+            absl::StatusCode::kUnavailable);
+  // Nothing was handed out to the refused clients.
+  EXPECT_FALSE(server_->store()->Get("orders")->has_value());
+}
+
+TEST(ServerCredentialsFromFilesTest, NoFilesMeansPlaintext) {
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds =
+      ServerCredentialsFromFiles({});
+  ASSERT_TRUE(creds.ok());
+  EXPECT_EQ(*creds, nullptr);
+}
+
+TEST(ServerCredentialsFromFilesTest, BadCombinationsAndFilesAreNamed) {
+  EXPECT_EQ(ServerCredentialsFromFiles({"cert.pem", "", ""}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ServerCredentialsFromFiles({"", "", "ca.pem"}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> missing =
+      ServerCredentialsFromFiles({"/nonexistent/s.pem", "/nonexistent/s.key",
+                                  ""});
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(missing.status().message(), HasSubstr("/nonexistent/s.pem"));
+}
+
+}  // namespace
+}  // namespace hilo
