@@ -13,7 +13,7 @@
 #       messages and a @grpc/grpc-js client, made by ts-proto
 #   OUT_DIR/ruby/hilo/v1/hilo_pb.rb, hilo_services_pb.rb
 #   OUT_DIR/php/Hilo/V1/*.php, OUT_DIR/php/GPBMetadata/...
-#   OUT_DIR/csharp/Hilo.cs (messages only; see docs/languages.md)
+#   OUT_DIR/csharp/Hilo.cs (messages only; see "Use it from another language" in README.md)
 #
 # Every generator comes from Debian or from tools/node_modules; run
 # scripts/install-deps-languages.sh once first.
