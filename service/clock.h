@@ -9,7 +9,7 @@
 #define HILO_SERVICE_CLOCK_H_
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "hilo/base/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
@@ -35,20 +35,20 @@ class ManualClock final : public Clock {
   explicit ManualClock(absl::Time start) : now_(start) {}
 
   absl::Time Now() const override {
-    absl::MutexLock lock(&mu_);
+    base::MutexLock lock(&mu_);
     return now_;
   }
   void Set(absl::Time t) {
-    absl::MutexLock lock(&mu_);
+    base::MutexLock lock(&mu_);
     now_ = t;
   }
   void Advance(absl::Duration d) {
-    absl::MutexLock lock(&mu_);
+    base::MutexLock lock(&mu_);
     now_ += d;
   }
 
  private:
-  mutable absl::Mutex mu_;
+  mutable base::Mutex mu_;
   absl::Time now_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -80,7 +80,7 @@ Metrics::Metrics(const MetricsOptions& options)
 }
 
 prometheus::Counter& Metrics::IdsReserved(absl::string_view collection) {
-  absl::MutexLock lock(&mu_);
+  base::MutexLock lock(&mu_);
   auto it = ids_by_collection_.find(collection);
   if (it != ids_by_collection_.end()) return *it->second;
   const bool own_label =

@@ -20,7 +20,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "hilo/base/mutex.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
@@ -78,7 +78,7 @@ class Metrics final : public Observer {
   prometheus::Histogram& commit_operations_;
   prometheus::Gauge& collections_;
 
-  absl::Mutex mu_;
+  base::Mutex mu_;
   absl::flat_hash_map<std::string, prometheus::Counter*> ids_by_collection_
       ABSL_GUARDED_BY(mu_);
 };

@@ -277,13 +277,13 @@ absl::Status SqliteRangeStore::Init() {
 absl::Status SqliteRangeStore::Run(
     absl::FunctionRef<absl::Status(bool* created_row)> fn) {
   Op op(fn);
-  absl::MutexLock lock(&mu_);
+  base::MutexLock lock(&mu_);
   pending_.push_back(&op);
   while (true) {
     auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return op.done || !leader_active_;
     };
-    mu_.Await(absl::Condition(&ready));
+    mu_.Await(ready);
     if (op.done) return op.status;
     // No commit is in flight: lead the next batch, which includes `op`.
     leader_active_ = true;
@@ -533,16 +533,16 @@ absl::Status SqliteRangeStore::PutForTesting(absl::string_view collection,
 }
 
 int64_t SqliteRangeStore::commits() const {
-  absl::MutexLock lock(&mu_);
+  base::MutexLock lock(&mu_);
   return commits_;
 }
 
 void SqliteRangeStore::WaitForPendingForTesting(size_t n) {
-  absl::MutexLock lock(&mu_);
+  base::MutexLock lock(&mu_);
   auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return pending_.size() >= n;
   };
-  mu_.Await(absl::Condition(&enough));
+  mu_.Await(enough);
 }
 
 }  // namespace hilo

@@ -31,7 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
+#include "hilo/base/mutex.h"
 #include "service/clock.h"
 #include "service/range_store.h"
 
@@ -140,7 +140,7 @@ class SqliteRangeStore final : public RangeStore {
   std::unique_ptr<Statement> list_;
   std::atomic<int64_t> collection_count_{0};
 
-  mutable absl::Mutex mu_;
+  mutable base::Mutex mu_;
   std::vector<Op*> pending_ ABSL_GUARDED_BY(mu_);
   bool leader_active_ ABSL_GUARDED_BY(mu_) = false;
   int64_t commits_ ABSL_GUARDED_BY(mu_) = 0;

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
+#include "hilo/base/mutex.h"
 #include "service/observer.h"
 
 namespace hilo::testing {
@@ -17,19 +17,19 @@ class RecordingObserver final : public Observer {
   void OnNextRange(absl::string_view collection, const absl::Status& status,
                    const Range* range, absl::Duration) override {
     if (range == nullptr) return;
-    absl::MutexLock lock(&mu_);
+    base::MutexLock lock(&mu_);
     issued_[std::string(collection)].push_back(*range);
   }
   void OnReturnRange(absl::string_view, const absl::Status&,
                      const ReturnOutcome*, absl::Duration) override {}
 
   std::map<std::string, std::vector<Range>> issued() {
-    absl::MutexLock lock(&mu_);
+    base::MutexLock lock(&mu_);
     return issued_;
   }
 
  private:
-  absl::Mutex mu_;
+  base::Mutex mu_;
   std::map<std::string, std::vector<Range>> issued_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -8,7 +8,6 @@
 #include <thread>
 #include <vector>
 
-#include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
@@ -192,7 +191,7 @@ TEST_F(SqliteRangeStoreTest, FailingOperationDoesNotFailOthersInItsBatch) {
   // Hold the first batch at its commit so the next operations queue up and
   // are committed together in one second batch.
   std::atomic<bool> armed{false};
-  absl::Notification in_hook, release;
+  testing::Notification in_hook, release;
   Reopen([&] {
     if (armed.exchange(false)) {
       in_hook.Notify();

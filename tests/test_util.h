@@ -8,10 +8,29 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "hilo/base/mutex.h"
 #include "hilo/v1/hilo.grpc.pb.h"
 #include "service/server.h"
 
 namespace hilo::testing {
+
+// A one-shot event between threads, like absl::Notification, but visible to
+// ThreadSanitizer (see hilo/base/mutex.h).
+class Notification {
+ public:
+  void Notify() {
+    base::MutexLock lock(&mu_);
+    notified_ = true;
+  }
+  void WaitForNotification() {
+    base::MutexLock lock(&mu_);
+    mu_.Await([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return notified_; });
+  }
+
+ private:
+  base::Mutex mu_;
+  bool notified_ ABSL_GUARDED_BY(mu_) = false;
+};
 
 // A fresh directory under $TMPDIR (or /tmp), removed with everything in it
 // when destroyed.

@@ -9,13 +9,13 @@ Prefetcher::Prefetcher() : thread_([this] { Run(); }) {}
 Prefetcher::~Prefetcher() { Stop(); }
 
 void Prefetcher::Schedule(std::function<void()> task) {
-  absl::MutexLock lock(&mu_);
+  base::MutexLock lock(&mu_);
   if (!stopping_) tasks_.push_back(std::move(task));
 }
 
 void Prefetcher::Stop() {
   {
-    absl::MutexLock lock(&mu_);
+    base::MutexLock lock(&mu_);
     stopping_ = true;
     tasks_.clear();
   }
@@ -26,11 +26,11 @@ void Prefetcher::Run() {
   while (true) {
     std::function<void()> task;
     {
-      absl::MutexLock lock(&mu_);
+      base::MutexLock lock(&mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return stopping_ || !tasks_.empty();
       };
-      mu_.Await(absl::Condition(&ready));
+      mu_.Await(ready);
       if (stopping_) return;
       task = std::move(tasks_.front());
       tasks_.pop_front();

@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "hilo/base/mutex.h"
 
 namespace hilo::internal {
 
@@ -33,7 +33,7 @@ class Prefetcher {
  private:
   void Run();
 
-  absl::Mutex mu_;
+  base::Mutex mu_;
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;

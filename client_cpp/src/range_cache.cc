@@ -113,7 +113,7 @@ int64_t RangeCache::Publish(const IssuedRange* range) {
 }
 
 absl::Status RangeCache::Refill(uint64_t gen) {
-  absl::MutexLock lock(&mu_);
+  base::MutexLock lock(&mu_);
   bool waited = false;
   while (true) {
     if (gen_ != gen) break;  // a newer range is out
@@ -156,7 +156,7 @@ absl::Status RangeCache::Refill(uint64_t gen) {
     auto settled = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return gen_ != gen || fetches_ != fetches;
     };
-    mu_.Await(absl::Condition(&settled));
+    mu_.Await(settled);
     if (gen_ == gen && !has_next_ && !fetch_error_.ok()) {
       waits_.fetch_add(1, std::memory_order_relaxed);
       return fetch_error_;
@@ -167,7 +167,7 @@ absl::Status RangeCache::Refill(uint64_t gen) {
 }
 
 void RangeCache::Prefetch() {
-  absl::MutexLock lock(&mu_);
+  base::MutexLock lock(&mu_);
   if (fetching_ || has_next_ || !has_range_) return;
   fetching_ = true;
   const PreviousRange previous = previous_;
@@ -190,9 +190,9 @@ void RangeCache::Prefetch() {
 }
 
 void RangeCache::ReturnUnused() {
-  absl::MutexLock lock(&mu_);
+  base::MutexLock lock(&mu_);
   auto idle = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !fetching_; };
-  mu_.Await(absl::Condition(&idle));
+  mu_.Await(idle);
   // Newest first: the server takes back only the range it issued last.
   std::vector<std::pair<IssuedRange, int64_t>> returns;  // range, last used
   if (has_next_) {

@@ -26,7 +26,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "hilo/base/mutex.h"
 #include "client_cpp/src/range_source.h"
 #include "hilo/client.h"
 
@@ -99,7 +99,7 @@ class RangeCache {
   std::atomic<uint64_t> state_{0};
   Slot slots_[kSlots];
 
-  absl::Mutex mu_;
+  base::Mutex mu_;
   uint64_t gen_ ABSL_GUARDED_BY(mu_) = 0;
   bool fetching_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t fetches_ ABSL_GUARDED_BY(mu_) = 0;   // completed or failed

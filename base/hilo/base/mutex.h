@@ -1,0 +1,75 @@
+// hilo::base::Mutex: a mutex with absl::Mutex's Await, that ThreadSanitizer
+// can see.
+//
+// Debian's Abseil is built without TSan, so TSan cannot see absl::Mutex hand
+// data from thread to thread and reports races that are not there. This
+// mutex is std::mutex plus a condition variable, both visible to TSan, with
+// the part of absl::Mutex's interface hilo uses: Lock, Unlock, a scoped
+// MutexLock, and Await(predicate), which blocks until the predicate holds.
+// Every Unlock wakes the waiters to re-check their predicates, as absl does,
+// so code never signals by hand. It keeps Abseil's thread-safety annotations.
+//
+//   hilo::base::Mutex mu;
+//   bool ready ABSL_GUARDED_BY(mu) = false;
+//   ...
+//   hilo::base::MutexLock lock(&mu);
+//   mu.Await([&] { return ready; });
+#ifndef HILO_BASE_MUTEX_H_
+#define HILO_BASE_MUTEX_H_
+
+#include <condition_variable>
+#include <mutex>
+
+#include "absl/base/thread_annotations.h"
+
+namespace hilo::base {
+
+class ABSL_LOCKABLE Mutex {
+ public:
+  Mutex() = default;
+  Mutex(const Mutex&) = delete;
+  Mutex& operator=(const Mutex&) = delete;
+
+  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
+
+  void Unlock() ABSL_UNLOCK_FUNCTION() {
+    mu_.unlock();
+    // Cheap when nobody waits: no system call.
+    waiters_.notify_all();
+  }
+
+  // Releases the mutex until `predicate()` is true, then holds it again.
+  // `predicate` runs with the mutex held.
+  template <typename Predicate>
+  void Await(Predicate predicate) ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
+    if (predicate()) return;
+    // Waiting releases the mutex, which is an Unlock for everyone else:
+    // what this thread changed so far may be what they wait for.
+    waiters_.notify_all();
+    std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
+    waiters_.wait(lock, predicate);
+    lock.release();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable waiters_;
+};
+
+// Holds a Mutex for its lifetime.
+class ABSL_SCOPED_LOCKABLE MutexLock {
+ public:
+  explicit MutexLock(Mutex* mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu) : mu_(mu) {
+    mu_->Lock();
+  }
+  ~MutexLock() ABSL_UNLOCK_FUNCTION() { mu_->Unlock(); }
+  MutexLock(const MutexLock&) = delete;
+  MutexLock& operator=(const MutexLock&) = delete;
+
+ private:
+  Mutex* const mu_;
+};
+
+}  // namespace hilo::base
+
+#endif  // HILO_BASE_MUTEX_H_
