@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "absl/synchronization/mutex.h"
+#include "hilo/base/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "client_cpp/src/client_testing.h"
 #include "client_cpp/src/grpc_range_source.h"
@@ -43,12 +43,11 @@ class FakeSource final : public internal::RangeSource {
 
   absl::StatusOr<IssuedRange> Next(absl::string_view collection,
                                    const PreviousRange& previous) override {
-    absl::MutexLock lock(&mu_);
+    base::MutexLock lock(&mu_);
     ++in_flight_;
     ++calls_;
     previous_.push_back(previous);
-    mu_.Await(absl::Condition(
-        +[](bool* paused) { return !*paused; }, &paused_));
+    mu_.Await([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !paused_; });
     --in_flight_;
     if (!fail_with_.ok()) return fail_with_;
     IssuedRange range;
@@ -64,7 +63,7 @@ class FakeSource final : public internal::RangeSource {
   absl::StatusOr<ReturnResult> Return(absl::string_view collection,
                                       const IssuedRange& range,
                                       int64_t last) override {
-    absl::MutexLock lock(&mu_);
+    base::MutexLock lock(&mu_);
     returns_.push_back({std::string(collection), range.low, range.high, last,
                         range.node_tag});
     if (return_log_ != nullptr) {
@@ -80,56 +79,49 @@ class FakeSource final : public internal::RangeSource {
 
   // Also records returns in `log`, which may outlive the source.
   void set_return_log(std::shared_ptr<std::vector<std::string>> log) {
-    absl::MutexLock lock(&mu_);
+    base::MutexLock lock(&mu_);
     return_log_ = std::move(log);
   }
   void Pause() {
-    absl::MutexLock lock(&mu_);
+    base::MutexLock lock(&mu_);
     paused_ = true;
   }
   void Resume() {
-    absl::MutexLock lock(&mu_);
+    base::MutexLock lock(&mu_);
     paused_ = false;
   }
   void WaitForInFlight(int n) {
-    absl::MutexLock lock(&mu_);
+    base::MutexLock lock(&mu_);
     auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return in_flight_ >= n;
     };
-    mu_.Await(absl::Condition(&enough));
-  }
-  void WaitForCalls(int n) {
-    absl::MutexLock lock(&mu_);
-    auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return calls_ >= n;
-    };
-    mu_.Await(absl::Condition(&enough));
+    mu_.Await(enough);
   }
   void FailWith(absl::Status status) {
-    absl::MutexLock lock(&mu_);
+    base::MutexLock lock(&mu_);
     fail_with_ = std::move(status);
   }
   int calls() {
-    absl::MutexLock lock(&mu_);
+    base::MutexLock lock(&mu_);
     return calls_;
   }
   std::vector<PreviousRange> previous() {
-    absl::MutexLock lock(&mu_);
+    base::MutexLock lock(&mu_);
     return previous_;
   }
   std::vector<IssuedRange> issued() {
-    absl::MutexLock lock(&mu_);
+    base::MutexLock lock(&mu_);
     return issued_;
   }
   std::vector<ReturnCall> returns() {
-    absl::MutexLock lock(&mu_);
+    base::MutexLock lock(&mu_);
     return returns_;
   }
 
  private:
   const int64_t size_;
   const std::vector<std::string> tags_;
-  absl::Mutex mu_;
+  base::Mutex mu_;
   bool paused_ ABSL_GUARDED_BY(mu_) = false;
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   int calls_ ABSL_GUARDED_BY(mu_) = 0;
@@ -141,9 +133,33 @@ class FakeSource final : public internal::RangeSource {
   std::shared_ptr<std::vector<std::string>> return_log_ ABSL_GUARDED_BY(mu_);
 };
 
+// Holds prefetch tasks until the test runs them.
+class ManualScheduler {
+ public:
+  void Schedule(std::function<void()> task) {
+    base::MutexLock lock(&mu_);
+    tasks_.push_back(std::move(task));
+  }
+  // Runs the queued tasks on this thread; returns how many ran.
+  int RunAll() {
+    std::vector<std::function<void()>> tasks;
+    {
+      base::MutexLock lock(&mu_);
+      tasks.swap(tasks_);
+    }
+    for (auto& task : tasks) task();
+    return static_cast<int>(tasks.size());
+  }
+
+ private:
+  base::Mutex mu_;
+  std::vector<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
+};
+
 struct TestClient {
   FakeSource* source;
   std::unique_ptr<Client> client;
+  std::shared_ptr<ManualScheduler> scheduler;
 };
 
 TestClient MakeClient(int64_t size, std::vector<std::string> tags = {"A"},
@@ -154,7 +170,13 @@ TestClient MakeClient(int64_t size, std::vector<std::string> tags = {"A"},
   options.separator = separator;
   options.prefetch_at = prefetch_at;
   options.log = [](absl::string_view) {};
-  return {raw, NewClientForTesting(std::move(options), std::move(source))};
+  auto scheduler = std::make_shared<ManualScheduler>();
+  auto schedule = [scheduler](std::function<void()> task) {
+    scheduler->Schedule(std::move(task));
+  };
+  return {raw,
+          NewClientForTesting(std::move(options), std::move(source), schedule),
+          scheduler};
 }
 
 TEST(ClientTest, HandsOutItsRangeInOrderThenFetchesTheNext) {
@@ -315,12 +337,14 @@ TEST(ClientPrefetchTest, NextRangeArrivesAheadSoCallersDoNotWait) {
   TestClient t = MakeClient(10, {"A"}, '/', 0.2);
   // The 2nd number of a 10-number range is its first fifth.
   EXPECT_EQ(t.client->NextId("o")->number, 1);
+  EXPECT_EQ(t.scheduler->RunAll(), 0);
   EXPECT_EQ(t.client->NextId("o")->number, 2);
-  t.source->WaitForCalls(2);
+  EXPECT_EQ(t.scheduler->RunAll(), 1);  // fetches 11-20
+  EXPECT_EQ(t.source->calls(), 2);
   for (int64_t want = 3; want <= 12; ++want) {
     EXPECT_EQ(t.client->NextId("o")->number, want);
   }
-  t.source->WaitForCalls(3);  // the 12th number asked for 21-30
+  EXPECT_EQ(t.scheduler->RunAll(), 1);  // the 12th number asked for 21-30
   for (int64_t want = 13; want <= 25; ++want) {
     EXPECT_EQ(t.client->NextId("o")->number, want);
   }
@@ -336,7 +360,7 @@ TEST(ClientPrefetchTest, ReturnGivesBackPrefetchedRangeWholeThenTheTail) {
   TestClient t = MakeClient(10, {"A"}, '/', 0.2);
   EXPECT_EQ(t.client->NextId("o")->number, 1);
   EXPECT_EQ(t.client->NextId("o")->number, 2);
-  t.source->WaitForCalls(2);
+  EXPECT_EQ(t.scheduler->RunAll(), 1);
   t.client->ReturnUnusedRanges();
   const std::vector<FakeSource::ReturnCall> returns = t.source->returns();
   ASSERT_EQ(returns.size(), 2u);
@@ -351,13 +375,13 @@ TEST(ClientPrefetchTest, FailedPrefetchIsRetriedByTheCallerThatRunsDry) {
   TestClient t = MakeClient(5, {"A"}, '/', 0.2);
   t.source->FailWith(absl::OkStatus());
   EXPECT_EQ(t.client->NextId("o")->number, 1);  // offset 0 asks ahead
-  t.source->WaitForCalls(2);
-  // The prefetch got 6-10; now make the next one fail.
+  EXPECT_EQ(t.scheduler->RunAll(), 1);          // and gets 6-10
   t.source->FailWith(absl::UnavailableError("down"));
   for (int64_t want = 2; want <= 6; ++want) {
     EXPECT_EQ(t.client->NextId("o")->number, want);
   }
-  t.source->WaitForCalls(3);  // 6 started a prefetch, which failed
+  EXPECT_EQ(t.scheduler->RunAll(), 1);  // 6 asked ahead, which failed
+  EXPECT_EQ(t.source->calls(), 3);
   for (int64_t want = 7; want <= 10; ++want) {
     EXPECT_EQ(t.client->NextId("o")->number, want);
   }

@@ -1,12 +1,13 @@
 #include "hilo/client.h"
 
 #include <cstdio>
+#include <mutex>
+#include <shared_mutex>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/synchronization/mutex.h"
 #include "client_cpp/src/client_testing.h"
 #include "client_cpp/src/grpc_range_source.h"
 #include "client_cpp/src/prefetcher.h"
@@ -17,7 +18,7 @@
 namespace hilo {
 
 struct Client::State {
-  absl::Mutex mu;
+  std::shared_mutex mu;
   // Entries are never removed while the client lives, so a pointer taken
   // from here stays valid.
   absl::flat_hash_map<std::string, std::unique_ptr<internal::RangeCache>>
@@ -53,12 +54,14 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
     grpc::ChannelArguments args;
     // An ID service sits under every insert: come back within a second of
     // a server's return rather than after gRPC's default of up to 2 minutes.
+    // (Not GRPC_ARG_MIN_RECONNECT_BACKOFF_MS: gRPC also takes it as the
+    // connect timeout, and at 100 ms connection attempts to a restarted
+    // server were cut off before their handshake finished.)
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-    targets.push_back(
-        {target, hilo::v1::HiLo::NewStub(
-                     grpc::CreateCustomChannel(target, credentials, args))});
+    std::shared_ptr<grpc::Channel> channel =
+        grpc::CreateCustomChannel(target, credentials, args);
+    targets.push_back({target, hilo::v1::HiLo::NewStub(channel), channel});
   }
   auto source = std::make_unique<internal::GrpcRangeSource>(
       std::move(targets), options.rpc_deadline);
@@ -67,19 +70,26 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
 }
 
 std::unique_ptr<Client> NewClientForTesting(
-    ClientOptions options, std::unique_ptr<internal::RangeSource> source) {
+    ClientOptions options, std::unique_ptr<internal::RangeSource> source,
+    std::function<void(std::function<void()>)> schedule) {
   return std::unique_ptr<Client>(
-      new Client(std::move(options), std::move(source)));
+      new Client(std::move(options), std::move(source), std::move(schedule)));
 }
 
 Client::Client(ClientOptions options,
-               std::unique_ptr<internal::RangeSource> source)
+               std::unique_ptr<internal::RangeSource> source,
+               Scheduler schedule)
     : options_(std::move(options)),
       source_(std::move(source)),
-      state_(std::make_unique<State>()) {
-  if (options_.prefetch_at > 0) {
+      state_(std::make_unique<State>()),
+      schedule_(std::move(schedule)) {
+  if (options_.prefetch_at > 0 && schedule_ == nullptr) {
     prefetcher_ = std::make_unique<internal::Prefetcher>();
+    schedule_ = [prefetcher = prefetcher_.get()](std::function<void()> task) {
+      prefetcher->Schedule(std::move(task));
+    };
   }
+  if (options_.prefetch_at == 0) schedule_ = nullptr;
 }
 
 Client::~Client() {
@@ -89,7 +99,7 @@ Client::~Client() {
 
 ClientStats Client::stats() const {
   ClientStats stats;
-  absl::ReaderMutexLock lock(&state_->mu);
+  std::shared_lock<std::shared_mutex> lock(state_->mu);
   for (const auto& [name, cache] : state_->caches) {
     stats.calls_waited += cache->waits();
   }
@@ -98,11 +108,11 @@ ClientStats Client::stats() const {
 
 internal::RangeCache* Client::CacheFor(absl::string_view collection) {
   {
-    absl::ReaderMutexLock lock(&state_->mu);
+    std::shared_lock<std::shared_mutex> lock(state_->mu);
     auto it = state_->caches.find(collection);
     if (it != state_->caches.end()) return it->second.get();
   }
-  absl::MutexLock lock(&state_->mu);
+  std::unique_lock<std::shared_mutex> lock(state_->mu);
   std::unique_ptr<internal::RangeCache>& cache =
       state_->caches[collection];
   if (cache == nullptr) {
@@ -113,15 +123,9 @@ internal::RangeCache* Client::CacheFor(absl::string_view collection) {
                      line.data());
       };
     }
-    std::function<void(std::function<void()>)> schedule;
-    if (prefetcher_ != nullptr) {
-      schedule = [prefetcher = prefetcher_.get()](std::function<void()> task) {
-        prefetcher->Schedule(std::move(task));
-      };
-    }
     cache = std::make_unique<internal::RangeCache>(
         std::string(collection), source_.get(), std::move(log),
-        options_.prefetch_at, std::move(schedule));
+        options_.prefetch_at, schedule_);
   }
   return cache.get();
 }
@@ -141,7 +145,7 @@ absl::StatusOr<std::string> Client::NextDocumentId(
 void Client::ReturnUnusedRanges() {
   std::vector<internal::RangeCache*> caches;
   {
-    absl::ReaderMutexLock lock(&state_->mu);
+    std::shared_lock<std::shared_mutex> lock(state_->mu);
     for (const auto& [name, cache] : state_->caches) {
       caches.push_back(cache.get());
     }

@@ -1,5 +1,7 @@
 #include "client_cpp/src/grpc_range_source.h"
 
+#include <algorithm>
+#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -36,7 +38,45 @@ void ToProto(absl::Time t, google::protobuf::Timestamp* ts) {
 
 GrpcRangeSource::GrpcRangeSource(std::vector<Target> targets,
                                  absl::Duration rpc_deadline)
-    : targets_(std::move(targets)), rpc_deadline_(rpc_deadline) {}
+    : targets_(std::move(targets)), rpc_deadline_(rpc_deadline) {
+  const bool any_channel =
+      std::any_of(targets_.begin(), targets_.end(),
+                  [](const Target& t) { return t.channel != nullptr; });
+  if (any_channel) keeper_ = std::thread([this] { KeepConnected(); });
+}
+
+GrpcRangeSource::~GrpcRangeSource() {
+  {
+    std::lock_guard<std::mutex> lock(keeper_mu_);
+    stopping_ = true;
+  }
+  keeper_cv_.notify_all();
+  if (keeper_.joinable()) keeper_.join();
+}
+
+void GrpcRangeSource::KeepConnected() {
+  // Short slices, so the destructor never waits long.
+  constexpr auto kSlice = std::chrono::milliseconds(100);
+  while (true) {
+    bool all_ready = true;
+    for (const Target& target : targets_) {
+      if (target.channel == nullptr) continue;
+      const grpc_connectivity_state state =
+          target.channel->GetState(/*try_to_connect=*/true);
+      if (state == GRPC_CHANNEL_READY) continue;
+      all_ready = false;
+      // Waiting polls the channel, which is what moves its connection on.
+      target.channel->WaitForStateChange(
+          state, std::chrono::system_clock::now() + kSlice / 2);
+    }
+    std::unique_lock<std::mutex> lock(keeper_mu_);
+    if (stopping_) return;
+    if (all_ready) {
+      keeper_cv_.wait_for(lock, kSlice, [this] { return stopping_; });
+      if (stopping_) return;
+    }
+  }
+}
 
 std::string GrpcRangeSource::Describe() const {
   return absl::StrJoin(targets_, ", ", [](std::string* out, const Target& t) {

@@ -5,16 +5,26 @@
 // DEADLINE_EXCEEDED, each other target once; the target that answers becomes
 // the preferred one. Return goes to the target that issued the range.
 //
+// The sync API drives a channel's connection attempts only while a call
+// waits on it, and calls to a channel in backoff fail at once without
+// waiting; so after a server restart, callers that keep retrying could wait
+// for gRPC's 5 s backup poller. A keeper thread therefore watches every
+// channel that is not READY, which drives its reconnection.
+//
 // Thread-safe.
 #ifndef HILO_CLIENT_CPP_SRC_GRPC_RANGE_SOURCE_H_
 #define HILO_CLIENT_CPP_SRC_GRPC_RANGE_SOURCE_H_
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "client_cpp/src/range_source.h"
+#include "grpcpp/channel.h"
 #include "hilo/v1/hilo.grpc.pb.h"
 
 namespace hilo::internal {
@@ -24,10 +34,14 @@ class GrpcRangeSource final : public RangeSource {
   struct Target {
     std::string name;
     std::unique_ptr<hilo::v1::HiLo::StubInterface> stub;
+    // The stub's channel, kept connected; null (for mock stubs) means none.
+    std::shared_ptr<grpc::Channel> channel;
   };
 
   // `targets` must not be empty.
   GrpcRangeSource(std::vector<Target> targets, absl::Duration rpc_deadline);
+  // Stops the keeper thread (within about 100 ms).
+  ~GrpcRangeSource() override;
 
   absl::StatusOr<IssuedRange> Next(absl::string_view collection,
                                    const PreviousRange& previous) override;
@@ -37,9 +51,18 @@ class GrpcRangeSource final : public RangeSource {
   std::string Describe() const override;
 
  private:
+  // Body of the keeper thread: until stopped, waits on each channel that
+  // is not READY, asking it to connect.
+  void KeepConnected();
+
   std::vector<Target> targets_;
   const absl::Duration rpc_deadline_;
   std::atomic<size_t> preferred_{0};
+
+  std::mutex keeper_mu_;
+  std::condition_variable keeper_cv_;
+  bool stopping_ = false;  // guarded by keeper_mu_
+  std::thread keeper_;
 };
 
 }  // namespace hilo::internal

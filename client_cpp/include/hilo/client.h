@@ -110,10 +110,13 @@ class Client {
   ClientStats stats() const;
 
  private:
+  using Scheduler = std::function<void(std::function<void()>)>;
   friend std::unique_ptr<Client> NewClientForTesting(
-      ClientOptions options, std::unique_ptr<internal::RangeSource> source);
+      ClientOptions options, std::unique_ptr<internal::RangeSource> source,
+      Scheduler schedule);
 
-  Client(ClientOptions options, std::unique_ptr<internal::RangeSource> source);
+  Client(ClientOptions options, std::unique_ptr<internal::RangeSource> source,
+         Scheduler schedule = nullptr);
   internal::RangeCache* CacheFor(absl::string_view collection);
 
   struct State;
@@ -122,6 +125,8 @@ class Client {
   std::unique_ptr<State> state_;
   // Null when prefetching is off. Stopped before the caches go away.
   std::unique_ptr<internal::Prefetcher> prefetcher_;
+  // Runs prefetch tasks later, on another thread; null when off.
+  Scheduler schedule_;
 };
 
 }  // namespace hilo
