@@ -4,7 +4,7 @@
 set -eu
 
 PACKAGES="
-  cmake ninja-build g++ pkg-config git ca-certificates openssl
+  cmake ninja-build g++ pkg-config git ca-certificates openssl clang-format
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libsqlite3-dev sqlite3 prometheus-cpp-dev
   libgtest-dev libgmock-dev
