@@ -40,8 +40,7 @@ constexpr int kExitRpcError = 1;
 constexpr int kExitUsage = 2;
 
 int Usage(const std::string& problem) {
-  absl::FPrintF(stderr, "hilo: %s\n%s\n", problem,
-                absl::ProgramUsageMessage());
+  absl::FPrintF(stderr, "hilo: %s\n%s\n", problem, absl::ProgramUsageMessage());
   return kExitUsage;
 }
 
@@ -89,9 +88,8 @@ std::string CollectionJson(const hilo::CollectionInfo& c) {
 }
 
 std::string CollectionLine(const hilo::CollectionInfo& c) {
-  return absl::StrFormat("%s\tmax %d\tlast_low %d\tupdated %s\tnode %s",
-                         c.name, c.max, c.last_low, Rfc3339(c.updated_at),
-                         c.node_tag);
+  return absl::StrFormat("%s\tmax %d\tlast_low %d\tupdated %s\tnode %s", c.name,
+                         c.max, c.last_low, Rfc3339(c.updated_at), c.node_tag);
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials() {
@@ -179,8 +177,8 @@ int Admin(const std::vector<std::string>& args,
     absl::StatusOr<hilo::FloorResult> r = (*admin)->SetFloor(args[1], floor);
     if (!r.ok()) return Failed(r.status());
     if (json) {
-      absl::PrintF("{\"raised\":%s,\"max\":%d}\n",
-                   r->raised ? "true" : "false", r->max);
+      absl::PrintF("{\"raised\":%s,\"max\":%d}\n", r->raised ? "true" : "false",
+                   r->max);
     } else {
       absl::PrintF("%s: max %d (%s)\n", args[1], r->max,
                    r->raised ? "raised" : "already at or above the floor");

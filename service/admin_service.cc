@@ -34,9 +34,9 @@ absl::Status AdminService::DoGetCollection(
       store_->Get(request.collection());
   if (!state.ok()) return state.status();
   if (!state->has_value()) {
-    return absl::NotFoundError(absl::StrFormat(
-        "collection \"%s\" has no row on node %s", request.collection(),
-        node_tag_));
+    return absl::NotFoundError(
+        absl::StrFormat("collection \"%s\" has no row on node %s",
+                        request.collection(), node_tag_));
   }
   ToProto(request.collection(), **state, response->mutable_collection());
   response->set_node_tag(node_tag_);
@@ -48,16 +48,15 @@ absl::Status AdminService::DoListCollections(
     hilo::v1::ListCollectionsResponse* response) {
   if (request.page_size() < 0 || request.page_size() > kMaxListPageSize) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "page_size is %d; it must be 0 (default %d) to %d",
-        request.page_size(), kDefaultListPageSize, kMaxListPageSize));
+        "page_size is %d; it must be 0 (default %d) to %d", request.page_size(),
+        kDefaultListPageSize, kMaxListPageSize));
   }
   // The token is the last name of the previous page.
   if (!request.page_token().empty()) {
     if (absl::Status s = ValidateCollectionName(request.page_token());
         !s.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("page_token is not one this server issued: ",
-                       s.message()));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "page_token is not one this server issued: ", s.message()));
     }
   }
   const int page_size =

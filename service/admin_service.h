@@ -24,9 +24,10 @@ class AdminService final : public hilo::v1::HiLoAdmin::Service {
   // `store` must outlive the service.
   AdminService(RangeStore* store, std::string node_tag);
 
-  grpc::Status GetCollection(grpc::ServerContext* context,
-                             const hilo::v1::GetCollectionRequest* request,
-                             hilo::v1::GetCollectionResponse* response) override;
+  grpc::Status GetCollection(
+      grpc::ServerContext* context,
+      const hilo::v1::GetCollectionRequest* request,
+      hilo::v1::GetCollectionResponse* response) override;
   grpc::Status ListCollections(
       grpc::ServerContext* context,
       const hilo::v1::ListCollectionsRequest* request,

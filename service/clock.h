@@ -9,9 +9,9 @@
 #define HILO_SERVICE_CLOCK_H_
 
 #include "absl/base/thread_annotations.h"
-#include "hilo/base/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "hilo/base/mutex.h"
 
 namespace hilo {
 

@@ -63,8 +63,8 @@ absl::Status HiLoService::DoReturnRange(
         "end is %d; a range's high is at least 1", request.end()));
   }
   if (request.last() < 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "last is %d; it must not be negative", request.last()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("last is %d; it must not be negative", request.last()));
   }
   if (request.last() > request.end()) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -95,8 +95,7 @@ grpc::Status HiLoService::NextRange(grpc::ServerContext* context,
   if (observer_ != nullptr) {
     const Range range{response->low(), response->high()};
     observer_->OnNextRange(request->collection(), status,
-                           status.ok() ? &range : nullptr,
-                           absl::Now() - start);
+                           status.ok() ? &range : nullptr, absl::Now() - start);
   }
   return ToGrpcStatus(status);
 }

@@ -3,12 +3,11 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
-
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "absl/flags/flag.h"
@@ -132,9 +131,8 @@ int main(int argc, char** argv) {
   if (!credentials.ok()) return Fail(credentials.status());
   options.credentials = *credentials;
   const char* security = *credentials == nullptr ? "plaintext"
-                         : absl::GetFlag(FLAGS_tls_client_ca).empty()
-                             ? "tls"
-                             : "mtls";
+                         : absl::GetFlag(FLAGS_tls_client_ca).empty() ? "tls"
+                                                                      : "mtls";
   absl::StatusOr<hilo::SyncMode> sync =
       hilo::ParseSyncMode(absl::GetFlag(FLAGS_sync));
   if (!sync.ok()) return Fail(sync.status());

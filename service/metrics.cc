@@ -85,10 +85,9 @@ prometheus::Counter& Metrics::IdsReserved(absl::string_view collection) {
   if (it != ids_by_collection_.end()) return *it->second;
   const bool own_label =
       static_cast<int>(ids_by_collection_.size()) < max_collections_;
-  const std::string label = own_label ? std::string(collection)
-                                      : std::string(kOtherCollections);
-  prometheus::Counter* counter =
-      &ids_reserved_.Add({{"collection", label}});
+  const std::string label =
+      own_label ? std::string(collection) : std::string(kOtherCollections);
+  prometheus::Counter* counter = &ids_reserved_.Add({{"collection", label}});
   if (own_label) ids_by_collection_.emplace(std::string(collection), counter);
   return *counter;
 }
@@ -136,8 +135,8 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
   try {
     endpoint->exposer_ = std::make_unique<prometheus::Exposer>(address, 2);
   } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrFormat(
-        "cannot serve metrics on %s: %s", address, e.what()));
+    return absl::UnavailableError(
+        absl::StrFormat("cannot serve metrics on %s: %s", address, e.what()));
   }
   endpoint->registry_ = std::move(registry);
   endpoint->exposer_->RegisterCollectable(endpoint->registry_);

@@ -16,9 +16,9 @@ absl::StatusOr<absl::Time> FromProtoTime(const google::protobuf::Timestamp& ts,
   if (ts.seconds() < kMinTimestampSeconds ||
       ts.seconds() > kMaxTimestampSeconds || ts.nanos() < 0 ||
       ts.nanos() > 999999999) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s (seconds %d, nanos %d) is not a valid timestamp", field,
-        ts.seconds(), ts.nanos()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s (seconds %d, nanos %d) is not a valid timestamp",
+                        field, ts.seconds(), ts.nanos()));
   }
   return absl::FromUnixSeconds(ts.seconds()) + absl::Nanoseconds(ts.nanos());
 }

@@ -12,9 +12,9 @@ absl::Status ValidateRangeSizeLimits(const RangeSizeLimits& limits) {
         "min range size is %d; it must be at least 1", limits.min_size));
   }
   if (limits.max_size < limits.min_size) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "max range size %d is below min range size %d", limits.max_size,
-        limits.min_size));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("max range size %d is below min range size %d",
+                        limits.max_size, limits.min_size));
   }
   return absl::OkStatus();
 }

@@ -44,8 +44,7 @@ class RangeSizePolicy {
   // `last_size` numbers and was issued at `last_range_at` (nullopt if the
   // client has none). A `last_range_at` after `now` counts as `now`.
   // `last_size` may be any value; negative counts as 0.
-  int64_t NextSize(int64_t last_size,
-                   std::optional<absl::Time> last_range_at,
+  int64_t NextSize(int64_t last_size, std::optional<absl::Time> last_range_at,
                    absl::Time now) const;
 
   const RangeSizeLimits& limits() const { return limits_; }

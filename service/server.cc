@@ -43,8 +43,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   if (absl::Status s = ValidateServerOptions(options); !s.ok()) return s;
   std::unique_ptr<Server> server(new Server(std::move(options)));
   const ServerOptions& opts = server->options_;
-  const Clock* clock =
-      opts.clock != nullptr ? opts.clock : SystemClock::Get();
+  const Clock* clock = opts.clock != nullptr ? opts.clock : SystemClock::Get();
 
   MetricsOptions metrics_options;
   metrics_options.node_tag = opts.node_tag;
@@ -103,8 +102,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   if (server->grpc_server_ == nullptr || server->port_ == 0) {
     server->grpc_server_.reset();
     return absl::UnavailableError(absl::StrFormat(
-        "cannot listen on %s: the address is in use or invalid",
-        opts.listen));
+        "cannot listen on %s: the address is in use or invalid", opts.listen));
   }
   server->grpc_server_->GetHealthCheckService()->SetServingStatus(true);
   return server;

@@ -1,7 +1,10 @@
 #include "service/sqlite_range_store.h"
 
 #include <sqlite3.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <system_error>
@@ -59,8 +62,10 @@ absl::string_view SyncModeName(SyncMode mode) {
 
 // One operation waiting for, or running in, a batch.
 struct SqliteRangeStore::Op {
-  explicit Op(absl::FunctionRef<absl::Status(bool*)> f) : fn(f) {}
+  Op(absl::FunctionRef<absl::Status(bool*)> f, bool reads_only)
+      : fn(f), read_only(reads_only) {}
   absl::FunctionRef<absl::Status(bool*)> fn;
+  const bool read_only;  // fn writes nothing
   absl::Status status;
   bool done = false;
   bool created_row = false;  // set by fn when it inserted a row
@@ -102,26 +107,37 @@ absl::StatusOr<std::unique_ptr<SqliteRangeStore>> SqliteRangeStore::Open(
     }
   }
   sqlite3* db = nullptr;
-  const int rc = sqlite3_open_v2(
-      options.path.c_str(), &db,
-      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX |
-          SQLITE_OPEN_EXRESCODE,
-      nullptr);
+  const int rc =
+      sqlite3_open_v2(options.path.c_str(), &db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+                          SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE,
+                      nullptr);
   if (rc != SQLITE_OK) {
     const std::string message =
         db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
     sqlite3_close(db);
-    return absl::UnavailableError(absl::StrFormat(
-        "cannot open database %s: %s", options.path, message));
+    return absl::UnavailableError(
+        absl::StrFormat("cannot open database %s: %s", options.path, message));
   }
+  const std::string path = options.path;
   std::unique_ptr<SqliteRangeStore> store(
       new SqliteRangeStore(std::move(options), db));
-  if (absl::Status s = store->Init(); !s.ok()) return s;
+  if (absl::Status s = store->Init(); !s.ok()) {
+    // SQLite says only "unable to open database file"; say why if we can.
+    const std::string dir = parent.empty() ? "." : parent.string();
+    const bool exists = access(path.c_str(), F_OK) == 0;
+    const std::string& probe = exists ? path : dir;
+    if (s.code() == absl::StatusCode::kUnavailable &&
+        access(probe.c_str(), W_OK) != 0) {
+      return absl::UnavailableError(absl::StrCat(
+          s.message(), "; ", probe, " is not writable: ", strerror(errno)));
+    }
+    return s;
+  }
   return store;
 }
 
-SqliteRangeStore::SqliteRangeStore(SqliteRangeStoreOptions options,
-                                   sqlite3* db)
+SqliteRangeStore::SqliteRangeStore(SqliteRangeStoreOptions options, sqlite3* db)
     : options_(std::move(options)),
       clock_(options_.clock != nullptr ? options_.clock : SystemClock::Get()),
       db_(db) {}
@@ -149,17 +165,16 @@ absl::Status SqliteRangeStore::Exec(const char* sql) {
 }
 
 absl::Status SqliteRangeStore::Init() {
-  sqlite3_busy_timeout(db_,
-                       static_cast<int>(absl::ToInt64Milliseconds(
-                           options_.busy_timeout)));
+  sqlite3_busy_timeout(
+      db_, static_cast<int>(absl::ToInt64Milliseconds(options_.busy_timeout)));
   // The first read of the file: a file that is not SQLite fails here.
   auto not_hilo = [&](const absl::Status& s) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "database %s cannot be used: %s", options_.path, s.message()));
   };
   sqlite3_stmt* raw = nullptr;
-  int rc = sqlite3_prepare_v2(db_, "PRAGMA journal_mode=WAL", -1, &raw,
-                              nullptr);
+  int rc =
+      sqlite3_prepare_v2(db_, "PRAGMA journal_mode=WAL", -1, &raw, nullptr);
   if (rc == SQLITE_OK) {
     rc = sqlite3_step(raw);
     if (rc == SQLITE_ROW) {
@@ -182,9 +197,9 @@ absl::Status SqliteRangeStore::Init() {
     }
     return s;
   }
-  if (absl::Status s = Exec(options_.sync == SyncMode::kFull
-                                ? "PRAGMA synchronous=FULL"
-                                : "PRAGMA synchronous=NORMAL");
+  if (absl::Status s =
+          Exec(options_.sync == SyncMode::kFull ? "PRAGMA synchronous=FULL"
+                                                : "PRAGMA synchronous=NORMAL");
       !s.ok()) {
     return s;
   }
@@ -217,8 +232,7 @@ absl::Status SqliteRangeStore::Init() {
           !s.ok()) {
         return s;
       }
-      return Exec(
-          absl::StrCat("PRAGMA user_version=", kSchemaVersion).c_str());
+      return Exec(absl::StrCat("PRAGMA user_version=", kSchemaVersion).c_str());
     }
     if (*app_id != kApplicationId) {
       return absl::FailedPreconditionError(absl::StrFormat(
@@ -256,10 +270,10 @@ absl::Status SqliteRangeStore::Init() {
       !s.ok()) {
     return s;
   }
-  if (absl::Status s = prepare(
-          "SELECT name, max, last_low, updated_at_us FROM collections "
-          "WHERE name > ?1 ORDER BY name LIMIT ?2",
-          &list_);
+  if (absl::Status s =
+          prepare("SELECT name, max, last_low, updated_at_us FROM collections "
+                  "WHERE name > ?1 ORDER BY name LIMIT ?2",
+                  &list_);
       !s.ok()) {
     return s;
   }
@@ -275,8 +289,8 @@ absl::Status SqliteRangeStore::Init() {
 }
 
 absl::Status SqliteRangeStore::Run(
-    absl::FunctionRef<absl::Status(bool* created_row)> fn) {
-  Op op(fn);
+    absl::FunctionRef<absl::Status(bool* created_row)> fn, bool read_only) {
+  Op op(fn, read_only);
   base::MutexLock lock(&mu_);
   pending_.push_back(&op);
   while (true) {
@@ -302,10 +316,24 @@ absl::Status SqliteRangeStore::Run(
 }
 
 void SqliteRangeStore::RunBatch(const std::vector<Op*>& batch) {
+  if (!RunBatchInTransaction(batch)) {
+    // Nothing of the batch was applied. A read may have seen a write that
+    // was then rolled back, or failed only because the commit did (a full
+    // disk, say); reads need no disk space, so run them again, each on its
+    // own, against what is really stored.
+    for (Op* op : batch) {
+      if (!op->read_only) continue;
+      bool unused = false;
+      op->status = op->fn(&unused);
+    }
+  }
+}
+
+bool SqliteRangeStore::RunBatchInTransaction(const std::vector<Op*>& batch) {
   absl::Status begin = Exec("BEGIN IMMEDIATE");
   if (!begin.ok()) {
     for (Op* op : batch) op->status = begin;
-    return;
+    return false;
   }
   for (size_t i = 0; i < batch.size(); ++i) {
     Op* op = batch[i];
@@ -334,14 +362,17 @@ void SqliteRangeStore::RunBatch(const std::vector<Op*>& batch) {
           batch[j]->status = lost;
         }
       }
-      return;
+      return false;
     }
     if (absl::Status r = Exec("RELEASE op"); !r.ok() && s.ok()) s = r;
     op->status = s;
   }
-  if (options_.before_commit_for_testing) options_.before_commit_for_testing();
+  absl::Status commit;
+  if (options_.before_commit_for_testing) {
+    commit = options_.before_commit_for_testing();
+  }
   const absl::Time commit_start = absl::Now();
-  absl::Status commit = Exec("COMMIT");
+  if (commit.ok()) commit = Exec("COMMIT");
   const absl::Duration commit_time = absl::Now() - commit_start;
   if (!commit.ok()) {
     if (!sqlite3_get_autocommit(db_)) {
@@ -350,7 +381,7 @@ void SqliteRangeStore::RunBatch(const std::vector<Op*>& batch) {
     for (Op* op : batch) {
       if (op->status.ok()) op->status = commit;
     }
-    return;
+    return false;
   }
   int64_t created = 0;
   for (Op* op : batch) {
@@ -360,6 +391,7 @@ void SqliteRangeStore::RunBatch(const std::vector<Op*>& batch) {
   if (options_.on_commit) {
     options_.on_commit(commit_time, static_cast<int>(batch.size()));
   }
+  return true;
 }
 
 absl::StatusOr<std::optional<CollectionState>> SqliteRangeStore::ReadRow(
@@ -418,8 +450,8 @@ absl::StatusOr<Range> SqliteRangeStore::Allocate(absl::string_view collection,
     }
     range = Range{base + 1, base + size};
     *created_row = !row->has_value();
-    return WriteRow(collection, CollectionState{range.high, range.low,
-                                                clock_->Now()});
+    return WriteRow(collection,
+                    CollectionState{range.high, range.low, clock_->Now()});
   });
   if (!s.ok()) return s;
   return range;
@@ -445,8 +477,7 @@ absl::StatusOr<ReturnOutcome> SqliteRangeStore::Return(
       return absl::OkStatus();
     }
     outcome = ReturnOutcome{true, last};
-    return WriteRow(collection, CollectionState{last, last + 1,
-                                                clock_->Now()});
+    return WriteRow(collection, CollectionState{last, last + 1, clock_->Now()});
   });
   if (!s.ok()) return s;
   return outcome;
@@ -455,10 +486,12 @@ absl::StatusOr<ReturnOutcome> SqliteRangeStore::Return(
 absl::StatusOr<std::optional<CollectionState>> SqliteRangeStore::Get(
     absl::string_view collection) {
   absl::StatusOr<std::optional<CollectionState>> result;
-  absl::Status s = Run([&](bool* created_row) -> absl::Status {
-    result = ReadRow(collection);
-    return result.status();
-  });
+  absl::Status s = Run(
+      [&](bool*) -> absl::Status {
+        result = ReadRow(collection);
+        return result.status();
+      },
+      /*read_only=*/true);
   if (!s.ok()) return s;
   return result;
 }
@@ -470,7 +503,7 @@ absl::StatusOr<std::vector<NamedCollectionState>> SqliteRangeStore::List(
         absl::StrFormat("list limit is %d; it must be at least 1", limit));
   }
   std::vector<NamedCollectionState> result;
-  absl::Status s = Run([&](bool*) -> absl::Status {
+  auto list = [&](bool*) -> absl::Status {
     result.clear();
     sqlite3_stmt* stmt = list_->get();
     sqlite3_bind_text(stmt, 1, after.data(), static_cast<int>(after.size()),
@@ -479,8 +512,9 @@ absl::StatusOr<std::vector<NamedCollectionState>> SqliteRangeStore::List(
     int rc;
     while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
       NamedCollectionState row;
-      row.name.assign(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)),
-                      sqlite3_column_bytes(stmt, 0));
+      row.name.assign(
+          reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)),
+          sqlite3_column_bytes(stmt, 0));
       row.state.max = sqlite3_column_int64(stmt, 1);
       row.state.last_low = sqlite3_column_int64(stmt, 2);
       row.state.updated_at =
@@ -490,7 +524,8 @@ absl::StatusOr<std::vector<NamedCollectionState>> SqliteRangeStore::List(
     list_->Reset();
     if (rc != SQLITE_DONE) return Error(rc, "listing collections");
     return absl::OkStatus();
-  });
+  };
+  absl::Status s = Run(list, /*read_only=*/true);
   if (!s.ok()) return s;
   return result;
 }

@@ -66,8 +66,9 @@ struct SqliteRangeStoreOptions {
   // Told about each commit: how long COMMIT took and how many operations
   // the transaction held. Runs on the committing thread; keep it quick.
   std::function<void(absl::Duration commit, int operations)> on_commit;
-  // Test hook: runs on the leader right before each COMMIT.
-  std::function<void()> before_commit_for_testing;
+  // Test hook: runs on the leader right before each COMMIT; a status other
+  // than OK fails the commit with it, as a full disk would.
+  std::function<absl::Status()> before_commit_for_testing;
 };
 
 class SqliteRangeStore final : public RangeStore {
@@ -118,11 +119,15 @@ class SqliteRangeStore final : public RangeStore {
 
   absl::Status Init();
   // Queues `fn` for the next batch and returns its status once the batch is
-  // committed (or the commit's error if the commit failed). `fn` sets
-  // *created_row when it inserted a row.
-  absl::Status Run(absl::FunctionRef<absl::Status(bool* created_row)> fn);
+  // committed (or the commit's error if the commit failed and `fn` writes).
+  // `fn` sets *created_row when it inserted a row. A `read_only` fn
+  // succeeds even when its batch's commit fails.
+  absl::Status Run(absl::FunctionRef<absl::Status(bool* created_row)> fn,
+                   bool read_only = false);
   // Runs one batch on the connection. Called by the leader without mu_.
   void RunBatch(const std::vector<Op*>& batch);
+  // The transaction of RunBatch; false if nothing of it was applied.
+  bool RunBatchInTransaction(const std::vector<Op*>& batch);
   absl::Status Exec(const char* sql);
   absl::Status Error(int rc, absl::string_view what) const;
 

@@ -45,8 +45,7 @@ ServerCredentialsFromFiles(const TlsFiles& files) {
           ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
           : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
   if (!files.client_ca.empty()) {
-    absl::StatusOr<std::string> ca =
-        ReadFile(files.client_ca, "client CA");
+    absl::StatusOr<std::string> ca = ReadFile(files.client_ca, "client CA");
     if (!ca.ok()) return ca.status();
     options.pem_root_certs = *ca;
   }

@@ -57,8 +57,8 @@ absl::Status ValidateCollectionName(absl::string_view name) {
     const size_t at = pos;
     const int32_t cp = DecodeUtf8(name, &pos);
     if (cp < 0) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "collection name is not valid UTF-8 at byte %d", at));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("collection name is not valid UTF-8 at byte %d", at));
     }
     if (cp < 0x20 || (cp >= 0x7F && cp <= 0x9F)) {
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -70,9 +70,9 @@ absl::Status ValidateCollectionName(absl::string_view name) {
 
 absl::Status ValidateNodeTag(absl::string_view tag) {
   if (tag.empty() || tag.size() > kMaxNodeTagLength) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "node tag \"%s\" is %d characters; it must be 1 to %d", tag,
-        tag.size(), kMaxNodeTagLength));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("node tag \"%s\" is %d characters; it must be 1 to %d",
+                        tag, tag.size(), kMaxNodeTagLength));
   }
   for (char c : tag) {
     if (!((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))) {
@@ -91,8 +91,7 @@ absl::StatusOr<std::string> NodeTagFromHostname(absl::string_view hostname) {
       hostname.substr(dash + 1).find_first_not_of("0123456789") !=
           absl::string_view::npos) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "host name \"%s\" does not end in -<ordinal> like hilo-0",
-        hostname));
+        "host name \"%s\" does not end in -<ordinal> like hilo-0", hostname));
   }
   std::string tag;
   int64_t n = int64_t{ordinal} + 1;  // bijective base 26: A=1 ... Z=26

@@ -20,8 +20,7 @@ class CliTest : public ::testing::Test {
   }
 
   CommandResult Hilo(std::vector<std::string> args) {
-    args.insert(args.begin(),
-                "--target=" + testing::Address(server_->port()));
+    args.insert(args.begin(), "--target=" + testing::Address(server_->port()));
     args.insert(args.begin(), HILO_CLI_PATH);
     return testing::RunCommand(args, dir_);
   }
@@ -44,9 +43,10 @@ TEST_F(CliTest, GetShowsTheStoredRow) {
   ASSERT_EQ(Hilo({"next", "orders", "-n", "2"}).exit_code, 0);
   CommandResult r = Hilo({"--json", "get", "orders"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, MatchesRegex(
-                         "\\{\"name\":\"orders\",\"max\":2,\"last_low\":3,"
-                         "\"updated_at\":\"[0-9T:.-]+Z\",\"node_tag\":\"B\"\\}\n"));
+  EXPECT_THAT(
+      r.out,
+      MatchesRegex("\\{\"name\":\"orders\",\"max\":2,\"last_low\":3,"
+                   "\"updated_at\":\"[0-9T:.-]+Z\",\"node_tag\":\"B\"\\}\n"));
   r = Hilo({"get", "orders"});
   EXPECT_THAT(r.out, HasSubstr("orders\tmax 2\tlast_low 3\t"));
 }
@@ -96,9 +96,11 @@ TEST_F(CliTest, UnreachableServerExitsOneNamingIt) {
 
 TEST_F(CliTest, BadUsageExitsTwo) {
   for (const std::vector<std::string>& args :
-       std::vector<std::vector<std::string>>{
-           {}, {"frobnicate"}, {"get"}, {"set-floor", "x", "many"},
-           {"next", "orders", "-n", "0"}}) {
+       std::vector<std::vector<std::string>>{{},
+                                             {"frobnicate"},
+                                             {"get"},
+                                             {"set-floor", "x", "many"},
+                                             {"next", "orders", "-n", "0"}}) {
     CommandResult r = Hilo(args);
     EXPECT_EQ(r.exit_code, 2) << ::testing::PrintToString(args);
     EXPECT_THAT(r.err, HasSubstr("usage: hilo"));

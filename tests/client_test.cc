@@ -8,12 +8,12 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "hilo/base/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "client_cpp/src/client_testing.h"
 #include "client_cpp/src/grpc_range_source.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "hilo/base/mutex.h"
 #include "hilo/v1/hilo_mock.grpc.pb.h"
 
 namespace hilo {
@@ -64,8 +64,8 @@ class FakeSource final : public internal::RangeSource {
                                       const IssuedRange& range,
                                       int64_t last) override {
     base::MutexLock lock(&mu_);
-    returns_.push_back({std::string(collection), range.low, range.high, last,
-                        range.node_tag});
+    returns_.push_back(
+        {std::string(collection), range.low, range.high, last, range.node_tag});
     if (return_log_ != nullptr) {
       return_log_->push_back(absl::StrFormat("%s %d-%d last %d %s", collection,
                                              range.low, range.high, last,
@@ -222,9 +222,9 @@ TEST(ClientTest, EachNumberKeepsTheTagOfItsOwnRange) {
   TestClient t = MakeClient(3, {"A", "B", "C"});
   std::vector<std::string> ids;
   for (int i = 0; i < 9; ++i) ids.push_back(*t.client->NextDocumentId("o"));
-  EXPECT_THAT(ids, ::testing::ElementsAre("o/1-A", "o/2-A", "o/3-A", "o/4-B",
-                                          "o/5-B", "o/6-B", "o/7-C", "o/8-C",
-                                          "o/9-C"));
+  EXPECT_THAT(
+      ids, ::testing::ElementsAre("o/1-A", "o/2-A", "o/3-A", "o/4-B", "o/5-B",
+                                  "o/6-B", "o/7-C", "o/8-C", "o/9-C"));
 }
 
 TEST(ClientTest, OneFetchInFlightWhenManyThreadsRunDry) {
@@ -325,8 +325,8 @@ TEST(ClientTest, ManyThreadsNeverRepeatAndOnlyUseIssuedRanges) {
   // Every (number, tag) lies in a range issued with that tag.
   const std::vector<IssuedRange> issued = t.source->issued();
   for (const auto& [number, tag] : unique) {
-    const bool inside = std::any_of(
-        issued.begin(), issued.end(), [&](const IssuedRange& r) {
+    const bool inside =
+        std::any_of(issued.begin(), issued.end(), [&](const IssuedRange& r) {
           return r.low <= number && number <= r.high && r.node_tag == tag;
         });
     ASSERT_TRUE(inside) << number << "-" << tag;
@@ -364,7 +364,7 @@ TEST(ClientPrefetchTest, ReturnGivesBackPrefetchedRangeWholeThenTheTail) {
   t.client->ReturnUnusedRanges();
   const std::vector<FakeSource::ReturnCall> returns = t.source->returns();
   ASSERT_EQ(returns.size(), 2u);
-  EXPECT_EQ(returns[0].low, 11);  // newest first: the server only takes
+  EXPECT_EQ(returns[0].low, 11);   // newest first: the server only takes
   EXPECT_EQ(returns[0].last, 10);  // back the range it issued last
   EXPECT_EQ(returns[1].low, 1);
   EXPECT_EQ(returns[1].last, 2);
@@ -400,6 +400,44 @@ TEST(ClientCreateTest, RejectsPrefetchShareOutsideZeroToOne) {
               absl::StatusCode::kInvalidArgument)
         << share;
   }
+}
+
+TEST(ClientPrefetchTest, ManyThreadsWithBackgroundPrefetchNeverRepeat) {
+  auto source =
+      std::make_unique<FakeSource>(50, std::vector<std::string>{"A", "B", "C"});
+  FakeSource* raw = source.get();
+  ClientOptions options;
+  options.prefetch_at = 0.2;  // the real prefetch thread
+  std::unique_ptr<Client> client =
+      NewClientForTesting(options, std::move(source));
+  constexpr int kThreads = 6;
+  constexpr int kPerThread = 5'000;
+  std::vector<std::vector<Id>> got(kThreads);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      for (int n = 0; n < kPerThread; ++n) {
+        absl::StatusOr<Id> id = client->NextId(n % 2 == 0 ? "even" : "odd");
+        ASSERT_TRUE(id.ok()) << id.status();
+        got[i].push_back(*id);
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  const std::vector<IssuedRange> issued = raw->issued();
+  std::set<std::pair<int64_t, std::string>> unique;
+  for (const auto& ids : got) {
+    for (const Id& id : ids) {
+      unique.emplace(id.number, id.node_tag);
+      const bool inside =
+          std::any_of(issued.begin(), issued.end(), [&](const IssuedRange& r) {
+            return r.low <= id.number && id.number <= r.high &&
+                   r.node_tag == id.node_tag;
+          });
+      ASSERT_TRUE(inside) << id.number << "-" << id.node_tag;
+    }
+  }
+  EXPECT_EQ(unique.size(), size_t{kThreads} * kPerThread);
 }
 
 // GrpcRangeSource against mock stubs: failover and error mapping.
@@ -450,8 +488,8 @@ TEST(GrpcRangeSourceTest, FailsOverOnUnavailableAndStaysWithTheNewTarget) {
 TEST(GrpcRangeSourceTest, FailsOverOnDeadlineExceeded) {
   MockTargets m = MakeMockTargets();
   EXPECT_CALL(*m.a, NextRange(_, _, _))
-      .WillOnce(Return(
-          grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "slow")));
+      .WillOnce(
+          Return(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "slow")));
   EXPECT_CALL(*m.b, NextRange(_, _, _)).WillOnce(Reply(5, 9, "B"));
   EXPECT_EQ(m.source->Next("o", {})->low, 5);
 }
@@ -459,8 +497,8 @@ TEST(GrpcRangeSourceTest, FailsOverOnDeadlineExceeded) {
 TEST(GrpcRangeSourceTest, DoesNotFailOverOnInvalidArgument) {
   MockTargets m = MakeMockTargets();
   EXPECT_CALL(*m.a, NextRange(_, _, _))
-      .WillOnce(Return(
-          grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "bad name")));
+      .WillOnce(
+          Return(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "bad name")));
   EXPECT_CALL(*m.b, NextRange(_, _, _)).Times(0);
   absl::StatusOr<IssuedRange> r = m.source->Next("o", {});
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
@@ -472,8 +510,8 @@ TEST(GrpcRangeSourceTest, AllTargetsDownIsUnavailableNamingEachTarget) {
   EXPECT_CALL(*m.a, NextRange(_, _, _))
       .WillOnce(Return(grpc::Status(grpc::StatusCode::UNAVAILABLE, "down")));
   EXPECT_CALL(*m.b, NextRange(_, _, _))
-      .WillOnce(Return(
-          grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "timeout")));
+      .WillOnce(
+          Return(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "timeout")));
   absl::StatusOr<IssuedRange> r = m.source->Next("orders", {});
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(r.status().message(), HasSubstr("node-a:1"));

@@ -36,9 +36,9 @@ std::unique_ptr<Client> NewClient(std::vector<int> ports,
 
 // Finds the issued range holding `number`, or null.
 const Range* RangeOf(const std::vector<Range>& sorted, int64_t number) {
-  auto it = std::upper_bound(
-      sorted.begin(), sorted.end(), number,
-      [](int64_t n, const Range& r) { return n < r.low; });
+  auto it =
+      std::upper_bound(sorted.begin(), sorted.end(), number,
+                       [](int64_t n, const Range& r) { return n < r.low; });
   if (it == sorted.begin()) return nullptr;
   --it;
   return number <= it->high ? &*it : nullptr;

@@ -188,14 +188,12 @@ TEST_F(HiLoServiceTest, RangeSizeIsClampedToLimits) {
 }
 
 TEST_F(HiLoServiceTest, FutureLastRangeAtCountsAsNow) {
-  EXPECT_EQ(MustNext(Next("orders", 32, kStart + absl::Hours(3))),
-            Pair(1, 64));
+  EXPECT_EQ(MustNext(Next("orders", 32, kStart + absl::Hours(3))), Pair(1, 64));
 }
 
 TEST_F(HiLoServiceTest, LastMaxKeepsRangesFromGoingDown) {
   // The client's previous range came from a node that is further ahead.
-  EXPECT_EQ(MustNext(Next("orders", 0, std::nullopt, 1000)),
-            Pair(1001, 1032));
+  EXPECT_EQ(MustNext(Next("orders", 0, std::nullopt, 1000)), Pair(1001, 1032));
   EXPECT_EQ(MustNext(Next("orders", 0, std::nullopt, 10)), Pair(1033, 1064));
 }
 
@@ -268,11 +266,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"NextControlCharacter",
                 [](HiLoServiceTest* t) { return NextOf(t, Next("orders\n")); },
                 grpc::StatusCode::INVALID_ARGUMENT, "control character"},
-        BadCase{"NextNegativeLastSize",
-                [](HiLoServiceTest* t) {
-                  return NextOf(t, Next("orders", -1));
-                },
-                grpc::StatusCode::INVALID_ARGUMENT, "last_size"},
+        BadCase{
+            "NextNegativeLastSize",
+            [](HiLoServiceTest* t) { return NextOf(t, Next("orders", -1)); },
+            grpc::StatusCode::INVALID_ARGUMENT, "last_size"},
         BadCase{"NextNegativeLastMax",
                 [](HiLoServiceTest* t) {
                   return NextOf(t, Next("orders", 0, std::nullopt, -5));
@@ -287,8 +284,8 @@ INSTANTIATE_TEST_SUITE_P(
                 grpc::StatusCode::INVALID_ARGUMENT, "last_range_at"},
         BadCase{"NextLastMaxNearInt64Max",
                 [](HiLoServiceTest* t) {
-                  return NextOf(t, Next("orders", 0, std::nullopt,
-                                        INT64_MAX - 5));
+                  return NextOf(t,
+                                Next("orders", 0, std::nullopt, INT64_MAX - 5));
                 },
                 grpc::StatusCode::OUT_OF_RANGE, "INT64_MAX"},
         BadCase{"NextOversizedMessage",
@@ -296,11 +293,10 @@ INSTANTIATE_TEST_SUITE_P(
                   return NextOf(t, Next(std::string(100'000, 'o')));
                 },
                 grpc::StatusCode::RESOURCE_EXHAUSTED, ""},
-        BadCase{"ReturnEmptyName",
-                [](HiLoServiceTest* t) {
-                  return ReturnOf(t, Return("", 32, 1));
-                },
-                grpc::StatusCode::INVALID_ARGUMENT, "empty"},
+        BadCase{
+            "ReturnEmptyName",
+            [](HiLoServiceTest* t) { return ReturnOf(t, Return("", 32, 1)); },
+            grpc::StatusCode::INVALID_ARGUMENT, "empty"},
         BadCase{"ReturnLastAboveEnd",
                 [](HiLoServiceTest* t) {
                   return ReturnOf(t, Return("orders", 32, 33));
@@ -333,8 +329,8 @@ TEST_F(HiLoServiceTest, InvalidUtf8OnTheWireIsRefusedAndChangesNothing) {
   grpc::Status next = CallNext(Next(Invalid("ord\xFF", 4)), &response);
   EXPECT_EQ(next.error_code(), grpc::StatusCode::INTERNAL);
   ReturnRangeResponse returned;
-  grpc::Status ret = CallReturn(Return(Invalid("\xC0\x80", 2), 32, 1),
-                                &returned);
+  grpc::Status ret =
+      CallReturn(Return(Invalid("\xC0\x80", 2), 32, 1), &returned);
   EXPECT_EQ(ret.error_code(), grpc::StatusCode::INTERNAL);
   EXPECT_EQ(Row("orders")->max, 32);
 }
@@ -353,8 +349,7 @@ TEST(HiLoServiceDirectTest, InvalidUtf8NameIsInvalidArgument) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("not valid UTF-8 at byte 3"));
   ReturnRangeResponse returned;
-  s = service.DoReturnRange(Return(Invalid("\xC0\x80", 2), 32, 1),
-                            &returned);
+  s = service.DoReturnRange(Return(Invalid("\xC0\x80", 2), 32, 1), &returned);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE((*store)->Get(Invalid("ord\xFF", 4))->has_value());
 }

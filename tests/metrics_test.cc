@@ -24,8 +24,8 @@ using ::testing::HasSubstr;
 // -1 if the scrape has no such line.
 double Sample(const std::string& scrape, const std::string& series) {
   for (absl::string_view line : absl::StrSplit(scrape, '\n')) {
-    if (line.size() > series.size() && line.substr(0, series.size()) == series &&
-        line[series.size()] == ' ') {
+    if (line.size() > series.size() &&
+        line.substr(0, series.size()) == series && line[series.size()] == ' ') {
       double value = 0;
       if (absl::SimpleAtod(line.substr(series.size() + 1), &value)) {
         return value;
@@ -81,23 +81,24 @@ class MetricsTest : public ::testing::Test {
 
 TEST_F(MetricsTest, ScrapeCountsRequestsIdsRangesAndReturns) {
   Start();
-  ASSERT_EQ(Next("orders"), grpc::StatusCode::OK);       // 1-32
-  ASSERT_EQ(Next("orders", 64), grpc::StatusCode::OK);   // 33-96
-  ASSERT_EQ(Next("users"), grpc::StatusCode::OK);        // 1-32
+  ASSERT_EQ(Next("orders"), grpc::StatusCode::OK);      // 1-32
+  ASSERT_EQ(Next("orders", 64), grpc::StatusCode::OK);  // 33-96
+  ASSERT_EQ(Next("users"), grpc::StatusCode::OK);       // 1-32
   ASSERT_EQ(Next(""), grpc::StatusCode::INVALID_ARGUMENT);
   ASSERT_EQ(Return("orders", 96, 40), grpc::StatusCode::OK);  // applied
   ASSERT_EQ(Return("orders", 96, 50), grpc::StatusCode::OK);  // refused
   const std::string scrape = Scrape();
 
+  EXPECT_EQ(
+      Sample(scrape, "hilo_requests_total{code=\"OK\",method=\"NextRange\"}"),
+      3);
   EXPECT_EQ(Sample(scrape,
-                   "hilo_requests_total{code=\"OK\",method=\"NextRange\"}"),
-            3);
-  EXPECT_EQ(Sample(scrape, "hilo_requests_total{code=\"INVALID_ARGUMENT\","
-                           "method=\"NextRange\"}"),
+                   "hilo_requests_total{code=\"INVALID_ARGUMENT\","
+                   "method=\"NextRange\"}"),
             1);
-  EXPECT_EQ(Sample(scrape,
-                   "hilo_requests_total{code=\"OK\",method=\"ReturnRange\"}"),
-            2);
+  EXPECT_EQ(
+      Sample(scrape, "hilo_requests_total{code=\"OK\",method=\"ReturnRange\"}"),
+      2);
   EXPECT_EQ(Sample(scrape, "hilo_ids_reserved_total{collection=\"orders\"}"),
             96);
   EXPECT_EQ(Sample(scrape, "hilo_ids_reserved_total{collection=\"users\"}"),
@@ -115,8 +116,7 @@ TEST_F(MetricsTest, ScrapeCountsRequestsIdsRangesAndReturns) {
   // Each successful call was its own commit (or shared one).
   EXPECT_GE(Sample(scrape, "hilo_store_commit_duration_seconds_count"), 1);
   EXPECT_EQ(Sample(scrape, "hilo_store_commit_operations_sum"), 5);
-  EXPECT_EQ(Sample(scrape,
-                   "hilo_build_info{node_tag=\"B\",version=\"0.1.0\"}"),
+  EXPECT_EQ(Sample(scrape, "hilo_build_info{node_tag=\"B\",version=\"0.1.0\"}"),
             1);
 }
 

@@ -36,8 +36,7 @@ TEST(RangeSizePolicyTest, KeepsSizeBetween30And60Seconds) {
 
 TEST(RangeSizePolicyTest, HalvesAfter60Seconds) {
   RangeSizePolicy policy({32, 1 << 20});
-  EXPECT_EQ(policy.NextSize(256, kNow - absl::Milliseconds(60001), kNow),
-            128);
+  EXPECT_EQ(policy.NextSize(256, kNow - absl::Milliseconds(60001), kNow), 128);
   EXPECT_EQ(policy.NextSize(256, kNow - absl::Hours(24), kNow), 128);
 }
 

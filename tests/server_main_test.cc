@@ -88,8 +88,7 @@ class ServerProcess {
     int status = 0;
     waitpid(pid_, &status, 0);
     pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status)
-                             : 128 + WTERMSIG(status);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
 
   void Signal(int signal) { kill(pid_, signal); }
@@ -111,8 +110,8 @@ int PortFrom(const std::string& line) {
 
 TEST(ServerMainTest, ServesAfterOneStartLineAndExitsZeroOnSigterm) {
   TempDir dir;
-  ServerProcess server({"--listen=127.0.0.1:0", "--db=" + dir.File("d/h.db"),
-                        "--node_tag=Q7"});
+  ServerProcess server(
+      {"--listen=127.0.0.1:0", "--db=" + dir.File("d/h.db"), "--node_tag=Q7"});
   const std::string line = server.ReadLine();
   EXPECT_THAT(line, StartsWith("hilo_server: serving node Q7 on port "));
   EXPECT_THAT(line, HasSubstr("sync full"));
@@ -208,9 +207,7 @@ INSTANTIATE_TEST_SUITE_P(
                  "max range size 32 is below min range size 64"},
         BadStart{"ZeroMin", {"--min_range_size=0"}, "at least 1"},
         BadStart{"NotANumber", {"--max_batch=many"}, "max_batch"},
-        BadStart{"GarbageDatabase",
-                 {"--db=$DIR/garbage.db"},
-                 "not a database"},
+        BadStart{"GarbageDatabase", {"--db=$DIR/garbage.db"}, "not a database"},
         BadStart{"DatabaseUnderAFile",
                  {"--db=$DIR/file/hilo.db"},
                  "cannot create directory"},
@@ -229,13 +226,13 @@ TEST(ServerMainTest, PortInUseIsOneClearLineAndNonZeroExit) {
   ServerProcess first({"--listen=127.0.0.1:0", "--db=" + dir.File("a.db")});
   const int port = PortFrom(first.ReadLine());
   ASSERT_GT(port, 0);
-  ServerProcess second({"--listen=" + testing::Address(port),
-                        "--db=" + dir.File("b.db")});
+  ServerProcess second(
+      {"--listen=" + testing::Address(port), "--db=" + dir.File("b.db")});
   const std::vector<std::string> lines = second.ReadAllLines();
   EXPECT_NE(second.Wait(), 0);
   ASSERT_EQ(lines.size(), 1u) << ::testing::PrintToString(lines);
-  EXPECT_THAT(lines[0], HasSubstr("cannot listen on " +
-                                  testing::Address(port)));
+  EXPECT_THAT(lines[0],
+              HasSubstr("cannot listen on " + testing::Address(port)));
   first.Signal(SIGTERM);
   EXPECT_EQ(first.Wait(), 0);
 }

@@ -24,7 +24,7 @@ class SqliteRangeStoreTest : public ::testing::Test {
  protected:
   void SetUp() override { Reopen(); }
 
-  void Reopen(std::function<void()> before_commit = nullptr) {
+  void Reopen(std::function<absl::Status()> before_commit = nullptr) {
     store_.reset();
     SqliteRangeStoreOptions options;
     options.path = dir_.File("hilo.db");
@@ -197,11 +197,11 @@ TEST_F(SqliteRangeStoreTest, FailingOperationDoesNotFailOthersInItsBatch) {
       in_hook.Notify();
       release.WaitForNotification();
     }
+    return absl::OkStatus();
   });
-  ASSERT_TRUE(store_
-                  ->PutForTesting("full",
-                                  CollectionState{kMax - 5, 1, clock_.Now()})
-                  .ok());
+  ASSERT_TRUE(
+      store_->PutForTesting("full", CollectionState{kMax - 5, 1, clock_.Now()})
+          .ok());
   const int64_t commits_before = store_->commits();
   armed = true;
 
@@ -229,6 +229,89 @@ TEST_F(SqliteRangeStoreTest, FailingOperationDoesNotFailOthersInItsBatch) {
   EXPECT_EQ(StoredMax("b"), 32);
   EXPECT_EQ(StoredMax("c"), 32);
   EXPECT_EQ(StoredMax("full"), kMax - 5);
+}
+
+TEST_F(SqliteRangeStoreTest, FailedCommitFailsOnlyItsOwnBatch) {
+  std::atomic<bool> armed{false};
+  testing::Notification in_hook, release;
+  Reopen([&]() -> absl::Status {
+    if (!armed.exchange(false)) return absl::OkStatus();
+    in_hook.Notify();
+    release.WaitForNotification();
+    return absl::ResourceExhaustedError("disk is full (injected)");
+  });
+  ASSERT_EQ(MustAllocate("orders", 32), (Range{1, 32}));
+  armed = true;
+
+  absl::StatusOr<Range> first, write;
+  absl::StatusOr<std::optional<CollectionState>> read_after_write;
+  absl::StatusOr<std::vector<NamedCollectionState>> list;
+  std::thread t0([&] { first = store_->Allocate("a", 32, 0); });
+  in_hook.WaitForNotification();
+  std::thread t1([&] { write = store_->Allocate("orders", 32, 0); });
+  store_->WaitForPendingForTesting(1);
+  std::thread t2([&] { read_after_write = store_->Get("orders"); });
+  store_->WaitForPendingForTesting(2);
+  std::thread t3([&] { list = store_->List("", 10); });
+  store_->WaitForPendingForTesting(3);
+  release.Notify();  // the first batch's commit fails; the second is fine
+  for (std::thread* t : {&t0, &t1, &t2, &t3}) t->join();
+
+  EXPECT_EQ(first.status().code(), absl::StatusCode::kResourceExhausted);
+  // The second batch (write, read, list) committed normally.
+  ASSERT_TRUE(write.ok()) << write.status();
+  EXPECT_EQ(*write, (Range{33, 64}));
+  ASSERT_TRUE(read_after_write.ok()) << read_after_write.status();
+  EXPECT_EQ((*read_after_write)->max, 64);
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_EQ(list->size(), 1u);  // "a" never made it
+}
+
+TEST_F(SqliteRangeStoreTest, ReadsInABatchWhoseCommitFailsSeeOnlyWhatIsStored) {
+  std::atomic<bool> fail_next{false};
+  testing::Notification in_hook, release;
+  std::atomic<bool> hold{false};
+  Reopen([&]() -> absl::Status {
+    if (hold.exchange(false)) {
+      in_hook.Notify();
+      release.WaitForNotification();
+      return absl::OkStatus();
+    }
+    if (fail_next.exchange(false)) {
+      return absl::ResourceExhaustedError("disk is full (injected)");
+    }
+    return absl::OkStatus();
+  });
+  ASSERT_EQ(MustAllocate("orders", 32), (Range{1, 32}));
+  hold = true;
+
+  absl::StatusOr<Range> first, write;
+  absl::StatusOr<std::optional<CollectionState>> read_after_write;
+  absl::StatusOr<std::vector<NamedCollectionState>> list;
+  std::thread t0([&] { first = store_->Allocate("a", 32, 0); });
+  in_hook.WaitForNotification();
+  // Queue a write, then reads of the same row, into the next batch, and
+  // make that batch's commit fail.
+  std::thread t1([&] { write = store_->Allocate("orders", 32, 0); });
+  store_->WaitForPendingForTesting(1);
+  std::thread t2([&] { read_after_write = store_->Get("orders"); });
+  store_->WaitForPendingForTesting(2);
+  std::thread t3([&] { list = store_->List("", 10); });
+  store_->WaitForPendingForTesting(3);
+  fail_next = true;
+  release.Notify();
+  for (std::thread* t : {&t0, &t1, &t2, &t3}) t->join();
+
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(write.status().code(), absl::StatusCode::kResourceExhausted);
+  // The reads answer, with the stored state: not the rolled-back 64.
+  ASSERT_TRUE(read_after_write.ok()) << read_after_write.status();
+  EXPECT_EQ((*read_after_write)->max, 32);
+  ASSERT_TRUE(list.ok()) << list.status();
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ((*list)[0].name, "a");
+  EXPECT_EQ((*list)[1].state.max, 32);
+  EXPECT_EQ(StoredMax("orders"), 32);
 }
 
 TEST_F(SqliteRangeStoreTest, ConcurrentAllocationsNeverOverlap) {
@@ -267,8 +350,8 @@ TEST_F(SqliteRangeStoreTest, ConcurrentAllocationsNeverOverlap) {
 
 TEST(SqliteRangeStoreOpenTest, FileThatIsNotSqliteIsFailedPrecondition) {
   TempDir dir;
-  std::ofstream(dir.File("bad.db")) << "this is not a database, just text "
-                                    << std::string(4096, 'x');
+  std::ofstream(dir.File("bad.db"))
+      << "this is not a database, just text " << std::string(4096, 'x');
   SqliteRangeStoreOptions options;
   options.path = dir.File("bad.db");
   absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =

@@ -1,14 +1,13 @@
 #include "tests/test_util.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <spawn.h>
 #include <stdlib.h>
 #include <sys/socket.h>
-#include <unistd.h>
-
-#include <fcntl.h>
-#include <spawn.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -24,9 +23,8 @@ namespace hilo::testing {
 
 TempDir::TempDir() {
   const char* base = getenv("TMPDIR");
-  std::string pattern =
-      absl::StrCat(base != nullptr && *base != '\0' ? base : "/tmp",
-                   "/hilo-test-XXXXXX");
+  std::string pattern = absl::StrCat(
+      base != nullptr && *base != '\0' ? base : "/tmp", "/hilo-test-XXXXXX");
   if (mkdtemp(pattern.data()) == nullptr) {
     ADD_FAILURE() << "mkdtemp " << pattern << " failed";
   }
@@ -107,11 +105,11 @@ absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     close(fd);
-    return absl::UnavailableError(absl::StrCat("connect to port ", port,
-                                               " failed"));
+    return absl::UnavailableError(
+        absl::StrCat("connect to port ", port, " failed"));
   }
-  const std::string request = absl::StrCat(
-      "GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+  const std::string request =
+      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
   if (write(fd, request.data(), request.size()) !=
       static_cast<ssize_t>(request.size())) {
     close(fd);

@@ -24,7 +24,8 @@ class Notification {
   }
   void WaitForNotification() {
     base::MutexLock lock(&mu_);
-    mu_.Await([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return notified_; });
+    mu_.Await([this]()
+                  ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return notified_; });
   }
 
  private:
@@ -42,9 +43,7 @@ class TempDir {
   TempDir& operator=(const TempDir&) = delete;
 
   const std::string& path() const { return path_; }
-  std::string File(const std::string& name) const {
-    return path_ + "/" + name;
-  }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
 
  private:
   std::string path_;

@@ -34,22 +34,20 @@ class TlsTest : public ::testing::Test {
         "for ca in ca other; do\n",
         "  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
         "-nodes -keyout $ca.key -out $ca.pem -days 2 -subj \"/CN=$ca test\"\n",
-        "done\n",
-        "sign() {  # name ca extfile\n",
+        "done\n", "sign() {  # name ca extfile\n",
         "  openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
         "-keyout $1.key -out $1.csr -subj \"/CN=$1\"\n",
         "  openssl x509 -req -in $1.csr -CA $2.pem -CAkey $2.key "
         "-CAcreateserial -out $1.pem -days 2 $3\n",
-        "}\n",
-        "sign server ca '-extfile san.ext'\n",
-        "sign client ca ''\n",
+        "}\n", "sign server ca '-extfile san.ext'\n", "sign client ca ''\n",
         "sign stranger other ''\n");
     const std::string path = pki_->File("make.sh");
     FILE* f = fopen(path.c_str(), "w");
     fputs(script.c_str(), f);
     fclose(f);
-    if (std::system(absl::StrCat("sh ", path, " > ", d, "/openssl.log 2>&1")
-                        .c_str()) != 0) {
+    if (std::system(
+            absl::StrCat("sh ", path, " > ", d, "/openssl.log 2>&1").c_str()) !=
+        0) {
       skip_ = "openssl could not make the test certificates";
     }
   }
@@ -67,8 +65,8 @@ class TlsTest : public ::testing::Test {
   // Starts a server; mtls also demands client certificates from our CA.
   void StartServer(bool mtls) {
     absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds =
-        ServerCredentialsFromFiles({Pki("server.pem"), Pki("server.key"),
-                                    mtls ? Pki("ca.pem") : ""});
+        ServerCredentialsFromFiles(
+            {Pki("server.pem"), Pki("server.key"), mtls ? Pki("ca.pem") : ""});
     ASSERT_TRUE(creds.ok()) << creds.status();
     ServerOptions options = testing::TestServerOptions(dir_);
     options.credentials = *creds;
@@ -91,9 +89,9 @@ class TlsTest : public ::testing::Test {
 
   std::shared_ptr<grpc::ChannelCredentials> Tls(const std::string& cert = "",
                                                 const std::string& key = "") {
-    auto creds = TlsCredentialsFromFiles(
-        Pki("ca.pem"), cert.empty() ? "" : Pki(cert),
-        key.empty() ? "" : Pki(key));
+    auto creds =
+        TlsCredentialsFromFiles(Pki("ca.pem"), cert.empty() ? "" : Pki(cert),
+                                key.empty() ? "" : Pki(key));
     EXPECT_TRUE(creds.ok()) << creds.status();
     return creds.value_or(nullptr);
   }
@@ -121,8 +119,7 @@ TEST_F(TlsTest, ClientNotTrustingTheServerRefusesIt) {
   StartServer(/*mtls=*/false);
   auto creds = TlsCredentialsFromFiles(Pki("other.pem"));
   ASSERT_TRUE(creds.ok());
-  EXPECT_EQ(NextIdWith(*creds).status().code(),
-            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(NextIdWith(*creds).status().code(), absl::StatusCode::kUnavailable);
 }
 
 TEST_F(TlsTest, MtlsServerAcceptsClientCertificateFromItsCa) {
@@ -134,8 +131,7 @@ TEST_F(TlsTest, MtlsServerAcceptsClientCertificateFromItsCa) {
 
 TEST_F(TlsTest, MtlsServerRefusesClientWithoutCertificate) {
   StartServer(/*mtls=*/true);
-  EXPECT_EQ(NextIdWith(Tls()).status().code(),
-            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(NextIdWith(Tls()).status().code(), absl::StatusCode::kUnavailable);
 }
 
 TEST_F(TlsTest, MtlsServerRefusesCertificateFromAnotherCa) {
@@ -159,8 +155,8 @@ TEST(ServerCredentialsFromFilesTest, BadCombinationsAndFilesAreNamed) {
   EXPECT_EQ(ServerCredentialsFromFiles({"", "", "ca.pem"}).status().code(),
             absl::StatusCode::kInvalidArgument);
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> missing =
-      ServerCredentialsFromFiles({"/nonexistent/s.pem", "/nonexistent/s.key",
-                                  ""});
+      ServerCredentialsFromFiles(
+          {"/nonexistent/s.pem", "/nonexistent/s.key", ""});
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(missing.status().message(), HasSubstr("/nonexistent/s.pem"));
 }

@@ -32,7 +32,9 @@ INSTANTIATE_TEST_SUITE_P(
         NameCase{"Plain", "orders", absl::StatusCode::kOk, ""},
         NameCase{"OneByte", "x", absl::StatusCode::kOk, ""},
         NameCase{"Max256", std::string(256, 'a'), absl::StatusCode::kOk, ""},
-        NameCase{"Utf8", "b\xC3\xBC" "cher/\xE6\x97\xA5\xF0\x9F\x98\x80",
+        NameCase{"Utf8",
+                 "b\xC3\xBC"
+                 "cher/\xE6\x97\xA5\xF0\x9F\x98\x80",
                  absl::StatusCode::kOk, ""},
         NameCase{"SpacesAndPunctuation", "my orders|2024 #1",
                  absl::StatusCode::kOk, ""},
@@ -51,8 +53,8 @@ INSTANTIATE_TEST_SUITE_P(
                  absl::StatusCode::kInvalidArgument, "not valid UTF-8"},
         NameCase{"BeyondUnicode", "\xF4\x90\x80\x80",
                  absl::StatusCode::kInvalidArgument, "not valid UTF-8"},
-        NameCase{"LoneContinuation", "\x80",
-                 absl::StatusCode::kInvalidArgument, "not valid UTF-8"},
+        NameCase{"LoneContinuation", "\x80", absl::StatusCode::kInvalidArgument,
+                 "not valid UTF-8"},
         NameCase{"Nul", std::string("a\0b", 3),
                  absl::StatusCode::kInvalidArgument,
                  "control character U+0000 at byte 1"},
@@ -81,9 +83,9 @@ TEST(NodeTagTest, RejectsEmptyLongAndOtherCharacters) {
 
 TEST(NodeTagFromHostnameTest, MapsStatefulSetOrdinalsToLetters) {
   const std::pair<const char*, const char*> cases[] = {
-      {"hilo-0", "A"},   {"hilo-1", "B"},     {"hilo-2", "C"},
-      {"hilo-25", "Z"},  {"hilo-26", "AA"},   {"hilo-27", "AB"},
-      {"hilo-51", "AZ"}, {"hilo-52", "BA"},   {"hilo-701", "ZZ"},
+      {"hilo-0", "A"},     {"hilo-1", "B"},    {"hilo-2", "C"},
+      {"hilo-25", "Z"},    {"hilo-26", "AA"},  {"hilo-27", "AB"},
+      {"hilo-51", "AZ"},   {"hilo-52", "BA"},  {"hilo-701", "ZZ"},
       {"hilo-702", "AAA"}, {"my-hilo-3", "D"}, {"hilo-475253", "ZZZZ"},
   };
   for (const auto& [host, tag] : cases) {
@@ -94,8 +96,8 @@ TEST(NodeTagFromHostnameTest, MapsStatefulSetOrdinalsToLetters) {
 }
 
 TEST(NodeTagFromHostnameTest, RejectsNamesWithoutOrdinal) {
-  for (const char* host : {"hilo", "hilo-", "hilo-x", "hilo-1a", "hilo-+1",
-                           "hilo-475254"}) {
+  for (const char* host :
+       {"hilo", "hilo-", "hilo-x", "hilo-1a", "hilo-+1", "hilo-475254"}) {
     EXPECT_EQ(NodeTagFromHostname(host).status().code(),
               absl::StatusCode::kInvalidArgument)
         << host;

@@ -21,8 +21,8 @@ struct Client::State {
   std::shared_mutex mu;
   // Entries are never removed while the client lives, so a pointer taken
   // from here stays valid.
-  absl::flat_hash_map<std::string, std::unique_ptr<internal::RangeCache>>
-      caches ABSL_GUARDED_BY(mu);
+  absl::flat_hash_map<std::string, std::unique_ptr<internal::RangeCache>> caches
+      ABSL_GUARDED_BY(mu);
 };
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
@@ -38,10 +38,9 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
         "prefetch_at is ", options.prefetch_at, "; use 0 (off) or (0, 1)"));
   }
   if (options.rpc_deadline <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("rpc deadline is ", absl::FormatDuration(
-                                             options.rpc_deadline),
-                     "; it must be positive"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rpc deadline is ", absl::FormatDuration(options.rpc_deadline),
+        "; it must be positive"));
   }
   std::shared_ptr<grpc::ChannelCredentials> credentials =
       options.credentials != nullptr ? options.credentials
@@ -113,8 +112,7 @@ internal::RangeCache* Client::CacheFor(absl::string_view collection) {
     if (it != state_->caches.end()) return it->second.get();
   }
   std::unique_lock<std::shared_mutex> lock(state_->mu);
-  std::unique_ptr<internal::RangeCache>& cache =
-      state_->caches[collection];
+  std::unique_ptr<internal::RangeCache>& cache = state_->caches[collection];
   if (cache == nullptr) {
     std::function<void(absl::string_view)> log = options_.log;
     if (!log) {

@@ -109,19 +109,18 @@ absl::StatusOr<IssuedRange> GrpcRangeSource::Next(
           response.node_tag().find('\0') != std::string::npos) {
         return absl::InternalError(absl::StrFormat(
             "%s: NextRange replied with an invalid range [%d, %d] tag \"%s\"",
-            target.name, response.low(), response.high(),
-            response.node_tag()));
+            target.name, response.low(), response.high(), response.node_tag()));
       }
       preferred_.store(index, std::memory_order_relaxed);
       return IssuedRange{response.low(), response.high(), response.node_tag(),
                          FromProto(response.range_at()), index};
     }
     if (!ShouldFailOver(status)) return FromGrpc(status, target.name);
-    failures.push_back(absl::StrFormat(
-        "%s: %s: %s", target.name,
-        absl::StatusCodeToString(
-            static_cast<absl::StatusCode>(status.error_code())),
-        status.error_message()));
+    failures.push_back(
+        absl::StrFormat("%s: %s: %s", target.name,
+                        absl::StatusCodeToString(
+                            static_cast<absl::StatusCode>(status.error_code())),
+                        status.error_message()));
   }
   return absl::UnavailableError(
       absl::StrFormat("no hilo server answered NextRange for \"%s\": %s",

@@ -17,10 +17,10 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <mutex>
-#include <thread>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "client_cpp/src/range_source.h"

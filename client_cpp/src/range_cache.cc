@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <optional>
-#include <vector>
 #include <cstring>
+#include <optional>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 
@@ -101,9 +101,9 @@ int64_t RangeCache::Publish(const IssuedRange* range) {
       state_.exchange(next << kOffsetBits, std::memory_order_acq_rel);
   gen_ = next;
   const int64_t taken =
-      has_range_ ? std::min(static_cast<int64_t>(old & kOffsetMask),
-                            range_usable_)
-                 : 0;
+      has_range_
+          ? std::min(static_cast<int64_t>(old & kOffsetMask), range_usable_)
+          : 0;
   has_range_ = range != nullptr;
   if (has_range_) {
     range_ = *range;
@@ -185,8 +185,8 @@ void RangeCache::Prefetch() {
   fetch_error_ = absl::OkStatus();
   next_ = *range;
   has_next_ = true;
-  previous_ = PreviousRange{range->high - range->low + 1, range->range_at,
-                            range->high};
+  previous_ =
+      PreviousRange{range->high - range->low + 1, range->range_at, range->high};
 }
 
 void RangeCache::ReturnUnused() {

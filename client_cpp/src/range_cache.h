@@ -26,8 +26,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "hilo/base/mutex.h"
 #include "client_cpp/src/range_source.h"
+#include "hilo/base/mutex.h"
 #include "hilo/client.h"
 
 namespace hilo::internal {
@@ -39,8 +39,7 @@ class RangeCache {
   // is fetched ahead through `schedule` (which runs the task it is given
   // later, on another thread); 0 turns prefetching off.
   RangeCache(std::string collection, RangeSource* source,
-             std::function<void(absl::string_view)> log,
-             double prefetch_at = 0,
+             std::function<void(absl::string_view)> log, double prefetch_at = 0,
              std::function<void(std::function<void()>)> schedule = nullptr);
 
   // The next number and its tag; see Client::NextId for errors.
@@ -73,7 +72,7 @@ class RangeCache {
     std::atomic<uint64_t> gen{0};  // the generation it holds
     std::atomic<int64_t> low{0};
     std::atomic<int64_t> size{0};
-    std::atomic<uint64_t> tag{0};  // up to 8 bytes of node tag
+    std::atomic<uint64_t> tag{0};              // up to 8 bytes of node tag
     std::atomic<int64_t> prefetch_offset{-1};  // taking it starts a prefetch
   };
 
@@ -102,12 +101,12 @@ class RangeCache {
   base::Mutex mu_;
   uint64_t gen_ ABSL_GUARDED_BY(mu_) = 0;
   bool fetching_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t fetches_ ABSL_GUARDED_BY(mu_) = 0;   // completed or failed
+  uint64_t fetches_ ABSL_GUARDED_BY(mu_) = 0;      // completed or failed
   absl::Status fetch_error_ ABSL_GUARDED_BY(mu_);  // of the last fetch
-  bool has_next_ ABSL_GUARDED_BY(mu_) = false;  // a prefetched range waits
-  IssuedRange next_ ABSL_GUARDED_BY(mu_);       // valid if has_next_
+  bool has_next_ ABSL_GUARDED_BY(mu_) = false;     // a prefetched range waits
+  IssuedRange next_ ABSL_GUARDED_BY(mu_);          // valid if has_next_
   bool has_range_ ABSL_GUARDED_BY(mu_) = false;
-  IssuedRange range_ ABSL_GUARDED_BY(mu_);      // valid if has_range_
+  IssuedRange range_ ABSL_GUARDED_BY(mu_);  // valid if has_range_
   int64_t range_usable_ ABSL_GUARDED_BY(mu_) = 0;
   PreviousRange previous_ ABSL_GUARDED_BY(mu_);
 };

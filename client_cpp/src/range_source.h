@@ -17,10 +17,10 @@ namespace hilo::internal {
 
 // What the client tells the server about its previous range of a collection.
 struct PreviousRange {
-  int64_t size = 0;                        // 0 if none
-  std::optional<absl::Time> range_at;      // nullopt if none
-  int64_t max = 0;                         // its high (or the last number
-                                           // used, after a return); 0 if none
+  int64_t size = 0;                    // 0 if none
+  std::optional<absl::Time> range_at;  // nullopt if none
+  int64_t max = 0;                     // its high (or the last number
+                                       // used, after a return); 0 if none
 };
 
 // A range as a server issued it.

@@ -17,8 +17,9 @@
 // increment and takes no lock. When a fifth of a range is used, the next one
 // is fetched in the background, so callers rarely wait; if a range does run
 // dry first, exactly one caller asks a server for the next one and the
-// others of that collection wait for it. Ranges grow while a collection is busy (the client reports its previous
-// range with each request) and never move down.
+// others of that collection wait for it. Ranges grow while a collection is busy
+// (the client reports its previous range with each request) and never move
+// down.
 #ifndef HILO_CLIENT_H_
 #define HILO_CLIENT_H_
 
