@@ -39,8 +39,7 @@ int main(int argc, char** argv) {
   if ((argc != 5 && argc != 6) || !ParseCount(argv[3], 0, &count) ||
       !ParseCount(argv[4], 1, &threads) ||
       (argc == 6 && !ParseCount(argv[5], 1, &rounds))) {
-    std::fprintf(stderr,
-                 "usage: %s TARGET COLLECTION COUNT THREADS [ROUNDS]\n",
+    std::fprintf(stderr, "usage: %s TARGET COLLECTION COUNT THREADS [ROUNDS]\n",
                  argv[0]);
     return 2;
   }
@@ -52,8 +51,7 @@ int main(int argc, char** argv) {
   std::string error;
 
   for (int64_t round = 0; round < rounds; ++round) {
-    const int64_t in_round =
-        count / rounds + (round < count % rounds ? 1 : 0);
+    const int64_t in_round = count / rounds + (round < count % rounds ? 1 : 0);
     hilo::ClientOptions options;
     options.targets = {argv[1]};
     absl::StatusOr<std::unique_ptr<hilo::Client>> client =
@@ -65,7 +63,8 @@ int main(int argc, char** argv) {
     }
     std::vector<std::thread> workers;
     for (int64_t t = 0; t < threads; ++t) {
-      const int64_t share = in_round / threads + (t < in_round % threads ? 1 : 0);
+      const int64_t share =
+          in_round / threads + (t < in_round % threads ? 1 : 0);
       workers.emplace_back([&, share] {
         std::vector<std::string> mine;
         mine.reserve(static_cast<size_t>(share));
