@@ -13,32 +13,19 @@
 #     kustomizations (kubectl 1.21 or newer).
 # Uses sudo for apt when not run as root.
 set -eu
+. "$(dirname "$0")/apt-install-missing.sh"
 
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 PACKAGES="buildah python3-grpcio protobuf-compiler iproute2 util-linux binutils ca-certificates"
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   PACKAGES="$PACKAGES nodejs npm"
 fi
 
-missing=""
-for p in $PACKAGES; do
-  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
-    missing="$missing $p"
-  fi
-done
-if [ -n "$missing" ]; then
-  echo "install-deps-deploy: installing:$missing"
-  $SUDO apt-get update -q
-  # shellcheck disable=SC2086  # a list of package names
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $missing
-else
-  echo "install-deps-deploy: all Debian packages present"
-fi
+# shellcheck disable=SC2086  # a list of package names
+apt_install_missing install-deps-deploy $PACKAGES
 
 # npm: install from the lock file unless every pinned package is already
 # there at its pinned version.

@@ -7,6 +7,7 @@
 #   npm:    buf, ts-proto, TypeScript, @grpc/grpc-js, into tools/node_modules
 #           as tools/package-lock.json pins them (never global).
 set -eu
+. "$(dirname "$0")/apt-install-missing.sh"
 
 ROOT=$(CDPATH= cd -- "$(dirname -- "$0")/.." && pwd)
 
@@ -28,24 +29,9 @@ command -v javac >/dev/null 2>&1 || PACKAGES="$PACKAGES default-jdk-headless"
 command -v node >/dev/null 2>&1 || PACKAGES="$PACKAGES nodejs"
 command -v npm >/dev/null 2>&1 || PACKAGES="$PACKAGES npm"
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
-missing=""
-for p in $PACKAGES; do
-  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
-    missing="$missing $p"
-  fi
-done
-
-if [ -n "$missing" ]; then
-  echo "install-deps-languages: installing:$missing"
-  $SUDO apt-get update -q
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q \
-    --no-install-recommends $missing
-else
-  echo "install-deps-languages: all Debian packages present"
-fi
+# shellcheck disable=SC2086  # a list of package names
+apt_install_missing install-deps-languages $PACKAGES
 
 # npm packages, at the versions tools/package-lock.json pins; skipped when
 # tools/node_modules was installed from this very lockfile. (npm install, not

@@ -2,6 +2,7 @@
 # Installs what hilo needs to build and test on Debian 12, and nothing that is
 # already there. Safe to run again. Uses sudo when not run as root.
 set -eu
+. "$(dirname "$0")/apt-install-missing.sh"
 
 PACKAGES="
   cmake ninja-build g++ pkg-config git ca-certificates openssl clang-format
@@ -11,23 +12,9 @@ PACKAGES="
   prometheus
 "
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
-missing=""
-for p in $PACKAGES; do
-  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
-    missing="$missing $p"
-  fi
-done
-
-if [ -n "$missing" ]; then
-  echo "install-deps: installing:$missing"
-  $SUDO apt-get update -q
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $missing
-else
-  echo "install-deps: all Debian packages present"
-fi
+# shellcheck disable=SC2086  # a list of package names
+apt_install_missing install-deps $PACKAGES
 
 # What the other-language examples and tests need (tests labelled "lang").
 "$(dirname "$0")/install-deps-languages.sh"

@@ -1,32 +1,10 @@
 #include "service/tls.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/str_cat.h"
 #include "grpcpp/security/server_credentials.h"
+#include "hilo/base/file.h"
 
 namespace hilo {
-namespace {
-
-absl::StatusOr<std::string> ReadFile(const std::string& path,
-                                     absl::string_view what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot read ", what, " file ", path));
-  }
-  std::stringstream contents;
-  contents << in.rdbuf();
-  if (contents.str().empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " file ", path, " is empty"));
-  }
-  return contents.str();
-}
-
-}  // namespace
-
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>>
 ServerCredentialsFromFiles(const TlsFiles& files) {
   if (files.cert.empty() && files.key.empty() && files.client_ca.empty()) {
@@ -36,16 +14,18 @@ ServerCredentialsFromFiles(const TlsFiles& files) {
     return absl::InvalidArgumentError(
         "TLS needs both a certificate and a key (--tls_cert and --tls_key)");
   }
-  absl::StatusOr<std::string> cert = ReadFile(files.cert, "TLS certificate");
+  absl::StatusOr<std::string> cert =
+      base::ReadPemFile(files.cert, "TLS certificate");
   if (!cert.ok()) return cert.status();
-  absl::StatusOr<std::string> key = ReadFile(files.key, "TLS key");
+  absl::StatusOr<std::string> key = base::ReadPemFile(files.key, "TLS key");
   if (!key.ok()) return key.status();
   grpc::SslServerCredentialsOptions options(
       files.client_ca.empty()
           ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
           : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
   if (!files.client_ca.empty()) {
-    absl::StatusOr<std::string> ca = ReadFile(files.client_ca, "client CA");
+    absl::StatusOr<std::string> ca =
+        base::ReadPemFile(files.client_ca, "client CA");
     if (!ca.ok()) return ca.status();
     options.pem_root_certs = *ca;
   }

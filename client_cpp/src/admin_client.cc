@@ -1,7 +1,5 @@
 #include "hilo/admin_client.h"
 
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -9,6 +7,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/support/byte_buffer.h"
+#include "hilo/base/file.h"
 #include "hilo/v1/hilo.grpc.pb.h"
 
 namespace hilo {
@@ -30,18 +29,6 @@ CollectionInfo FromProto(const hilo::v1::Collection& c,
                     absl::Nanoseconds(c.updated_at().nanos());
   info.node_tag = node_tag;
   return info;
-}
-
-absl::StatusOr<std::string> ReadFile(const std::string& path,
-                                     absl::string_view what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot read ", what, " file ", path));
-  }
-  std::stringstream contents;
-  contents << in.rdbuf();
-  return contents.str();
 }
 
 }  // namespace
@@ -203,14 +190,15 @@ TlsCredentialsFromFiles(const std::string& ca, const std::string& cert,
   }
   grpc::SslCredentialsOptions options;
   if (!ca.empty()) {
-    absl::StatusOr<std::string> pem = ReadFile(ca, "CA");
+    absl::StatusOr<std::string> pem = base::ReadPemFile(ca, "CA");
     if (!pem.ok()) return pem.status();
     options.pem_root_certs = *pem;
   }
   if (!cert.empty()) {
-    absl::StatusOr<std::string> pem = ReadFile(cert, "client certificate");
+    absl::StatusOr<std::string> pem =
+        base::ReadPemFile(cert, "client certificate");
     if (!pem.ok()) return pem.status();
-    absl::StatusOr<std::string> pem_key = ReadFile(key, "client key");
+    absl::StatusOr<std::string> pem_key = base::ReadPemFile(key, "client key");
     if (!pem_key.ok()) return pem_key.status();
     options.pem_cert_chain = *pem;
     options.pem_private_key = *pem_key;

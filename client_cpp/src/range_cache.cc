@@ -126,13 +126,7 @@ absl::Status RangeCache::Refill(uint64_t gen) {
     if (!fetching_) {
       // This caller fetches; callers arriving meanwhile wait below.
       waited = true;
-      fetching_ = true;
-      const PreviousRange previous = previous_;
-      mu_.Unlock();
-      absl::StatusOr<IssuedRange> range = source_->Next(collection_, previous);
-      mu_.Lock();
-      fetching_ = false;
-      ++fetches_;
+      absl::StatusOr<IssuedRange> range = Fetch();
       if (!range.ok()) {
         fetch_error_ = range.status();
         // Failed callers keep bumping the offset; start it over long
@@ -145,8 +139,6 @@ absl::Status RangeCache::Refill(uint64_t gen) {
         return fetch_error_;
       }
       fetch_error_ = absl::OkStatus();
-      previous_ = PreviousRange{range->high - range->low + 1, range->range_at,
-                                range->high};
       Publish(&*range);
       break;
     }
@@ -166,9 +158,7 @@ absl::Status RangeCache::Refill(uint64_t gen) {
   return absl::OkStatus();
 }
 
-void RangeCache::Prefetch() {
-  base::MutexLock lock(&mu_);
-  if (fetching_ || has_next_ || !has_range_) return;
+absl::StatusOr<IssuedRange> RangeCache::Fetch() {
   fetching_ = true;
   const PreviousRange previous = previous_;
   mu_.Unlock();
@@ -176,6 +166,17 @@ void RangeCache::Prefetch() {
   mu_.Lock();
   fetching_ = false;
   ++fetches_;
+  if (range.ok()) {
+    previous_ = PreviousRange{range->high - range->low + 1, range->range_at,
+                              range->high};
+  }
+  return range;
+}
+
+void RangeCache::Prefetch() {
+  base::MutexLock lock(&mu_);
+  if (fetching_ || has_next_ || !has_range_) return;
+  absl::StatusOr<IssuedRange> range = Fetch();
   if (!range.ok()) {
     // Not worth a caller's error: the next refill fetches (and reports)
     // by itself.
@@ -185,8 +186,6 @@ void RangeCache::Prefetch() {
   fetch_error_ = absl::OkStatus();
   next_ = *range;
   has_next_ = true;
-  previous_ =
-      PreviousRange{range->high - range->low + 1, range->range_at, range->high};
 }
 
 void RangeCache::ReturnUnused() {

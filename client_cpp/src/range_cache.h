@@ -86,6 +86,10 @@ class RangeCache {
   // the previous generation were taken.
   int64_t Publish(const IssuedRange* range) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SchedulePrefetch();
+  // Asks the source for the next range with mu_ released (fetching_ set
+  // meanwhile, so other callers wait); on success the range becomes the
+  // one the next request reports as previous.
+  absl::StatusOr<IssuedRange> Fetch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string collection_;
   RangeSource* const source_;
