@@ -1,15 +1,39 @@
 #include "service/server.h"
 
+#include <algorithm>
+#include <memory>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/impl/server_builder_option.h"
+#include "grpcpp/impl/server_builder_plugin.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "service/validation.h"
 
 namespace hilo {
+namespace {
+
+// Linking gRPC's reflection library registers its plugin with every server
+// builder; this option takes it out again when reflection is off.
+class WithoutReflection final : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>*
+                         plugins) override {
+    plugins->erase(
+        std::remove_if(plugins->begin(), plugins->end(),
+                       [](const std::unique_ptr<grpc::ServerBuilderPlugin>& p) {
+                         return p->name() == "proto_server_reflection";
+                       }),
+        plugins->end());
+  }
+};
+
+}  // namespace
 
 absl::Status ValidateServerOptions(const ServerOptions& options) {
   if (absl::Status s = ValidateNodeTag(options.node_tag); !s.ok()) return s;
@@ -88,6 +112,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   }
   grpc::ServerBuilder builder;
+  if (!opts.enable_reflection) {
+    builder.SetOption(std::make_unique<WithoutReflection>());
+  }
   // Without this, a second server could silently share the port.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
