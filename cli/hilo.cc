@@ -81,15 +81,16 @@ std::string Rfc3339(absl::Time t) {
 
 std::string CollectionJson(const hilo::CollectionInfo& c) {
   return absl::StrFormat(
-      "{\"name\":%s,\"max\":%d,\"last_low\":%d,\"updated_at\":%s,"
+      "{\"name\":%s,\"max\":%d,\"return_floor\":%d,\"updated_at\":%s,"
       "\"node_tag\":%s}",
-      Quote(c.name), c.max, c.last_low, Quote(Rfc3339(c.updated_at)),
+      Quote(c.name), c.max, c.return_floor, Quote(Rfc3339(c.updated_at)),
       Quote(c.node_tag));
 }
 
 std::string CollectionLine(const hilo::CollectionInfo& c) {
-  return absl::StrFormat("%s\tmax %d\tlast_low %d\tupdated %s\tnode %s", c.name,
-                         c.max, c.last_low, Rfc3339(c.updated_at), c.node_tag);
+  return absl::StrFormat("%s\tmax %d\treturn_floor %d\tupdated %s\tnode %s",
+                         c.name, c.max, c.return_floor, Rfc3339(c.updated_at),
+                         c.node_tag);
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials() {

@@ -1,5 +1,7 @@
 #include "service/admin_service.h"
 
+#include <cstdint>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -15,7 +17,14 @@ void ToProto(absl::string_view name, const CollectionState& state,
              hilo::v1::Collection* out) {
   out->set_name(std::string(name));
   out->set_max(state.max);
-  out->set_last_low(state.last_low);
+  out->set_return_floor(state.return_floor);
+  // Still filled for readers of the deprecated field.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  out->set_last_low(state.return_floor == std::numeric_limits<int64_t>::max()
+                        ? state.return_floor
+                        : state.return_floor + 1);
+#pragma GCC diagnostic pop
   ToProtoTime(state.updated_at, out->mutable_updated_at());
 }
 

@@ -31,8 +31,10 @@ struct Range {
 
 // The stored row of one collection.
 struct CollectionState {
-  int64_t max = 0;       // highest number handed out
-  int64_t last_low = 0;  // low of the range last issued (raised by returns)
+  int64_t max = 0;  // highest number handed out
+  // The lowest `last` a return may carry: low - 1 of the range last issued,
+  // raised to `last` by an applied return and to the floor by SetFloor.
+  int64_t return_floor = 0;
   absl::Time updated_at = absl::InfinitePast();  // time of the last change
 };
 
@@ -66,14 +68,14 @@ class RangeStore {
   virtual ~RangeStore() = default;
 
   // Reserves `size` (>= 1) numbers: low = max(Max, floor) + 1,
-  // high = low + size - 1, then stores Max = high and last_low = low.
+  // high = low + size - 1, then stores Max = high and return_floor = low - 1.
   virtual absl::StatusOr<Range> Allocate(absl::string_view collection,
                                          int64_t size, int64_t floor) = 0;
 
   // Hands back the tail (last, end] of a range. Applied only if Max == end
-  // and last_low - 1 <= last <= Max; then Max = last and last_low = last + 1,
-  // so a second return cannot move Max lower still. Otherwise nothing
-  // changes and the outcome carries the current Max.
+  // and return_floor <= last; then Max = return_floor = last, so a second
+  // return cannot move Max lower still. Otherwise nothing changes and the
+  // outcome carries the current Max.
   // Requires 0 <= last <= end.
   virtual absl::StatusOr<ReturnOutcome> Return(absl::string_view collection,
                                                int64_t end, int64_t last) = 0;
@@ -88,7 +90,7 @@ class RangeStore {
       absl::string_view after, int limit) = 0;
 
   // Max = max(Max, floor), creating the row if needed; when Max moves,
-  // last_low becomes floor + 1 so no earlier range can be returned below
+  // return_floor becomes floor so no earlier range can be returned below
   // the floor. Requires floor >= 0.
   virtual absl::StatusOr<FloorOutcome> SetFloor(absl::string_view collection,
                                                 int64_t floor) = 0;

@@ -19,15 +19,32 @@ namespace {
 
 // Identifies a hilo database ("HiLo" in ASCII) and its schema version.
 constexpr int32_t kApplicationId = 0x48694c6f;
-constexpr int kSchemaVersion = 1;
+// Version 2 stores return_floor; version 1 stored last_low, which is
+// return_floor + 1 and so could not say "nothing may come back" at INT64_MAX.
+constexpr int kSchemaVersion = 2;
 
 constexpr char kSchema[] = R"sql(
 CREATE TABLE IF NOT EXISTS collections (
   name          TEXT    NOT NULL PRIMARY KEY,
   max           INTEGER NOT NULL,
-  last_low      INTEGER NOT NULL,
+  return_floor  INTEGER NOT NULL,
   updated_at_us INTEGER NOT NULL
 ) WITHOUT ROWID;
+)sql";
+
+// Version 1 to 2, in the start-up transaction. last_low - 1 is the floor,
+// except where version 1 could not hold it: a return at INT64_MAX wrapped
+// last_low to INT64_MIN, and a floor or one-number range at INT64_MAX left
+// last_low == max == INT64_MAX. Those rows get return_floor = max, which
+// refuses every return rather than trusting one.
+constexpr char kMigrateFrom1[] = R"sql(
+UPDATE collections SET last_low =
+  CASE WHEN last_low = -9223372036854775808
+         OR (last_low = 9223372036854775807 AND max = 9223372036854775807)
+       THEN max
+       ELSE last_low - 1 END;
+ALTER TABLE collections RENAME COLUMN last_low TO return_floor;
+PRAGMA user_version = 2;
 )sql";
 
 absl::StatusCode CodeForSqlite(int rc) {
@@ -240,6 +257,10 @@ absl::Status SqliteRangeStore::Init() {
           "(application_id %d)",
           options_.path, *app_id));
     }
+    if (*version == 1) {
+      if (absl::Status s = Exec(kMigrateFrom1); !s.ok()) return s;
+      *version = kSchemaVersion;
+    }
     if (*version != kSchemaVersion) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "database %s has schema version %d; this server understands %d",
@@ -264,16 +285,16 @@ absl::Status SqliteRangeStore::Init() {
     *out = std::make_unique<Statement>(stmt);
     return absl::OkStatus();
   };
-  if (absl::Status s = prepare(
-          "SELECT max, last_low, updated_at_us FROM collections WHERE name=?1",
-          &select_);
+  if (absl::Status s = prepare("SELECT max, return_floor, updated_at_us FROM "
+                               "collections WHERE name=?1",
+                               &select_);
       !s.ok()) {
     return s;
   }
-  if (absl::Status s =
-          prepare("SELECT name, max, last_low, updated_at_us FROM collections "
-                  "WHERE name > ?1 ORDER BY name LIMIT ?2",
-                  &list_);
+  if (absl::Status s = prepare(
+          "SELECT name, max, return_floor, updated_at_us FROM collections "
+          "WHERE name > ?1 ORDER BY name LIMIT ?2",
+          &list_);
       !s.ok()) {
     return s;
   }
@@ -281,9 +302,9 @@ absl::Status SqliteRangeStore::Init() {
   if (!count.ok()) return count.status();
   collection_count_.store(*count);
   return prepare(
-      "INSERT INTO collections(name, max, last_low, updated_at_us) "
+      "INSERT INTO collections(name, max, return_floor, updated_at_us) "
       "VALUES(?1, ?2, ?3, ?4) ON CONFLICT(name) DO UPDATE SET "
-      "max=excluded.max, last_low=excluded.last_low, "
+      "max=excluded.max, return_floor=excluded.return_floor, "
       "updated_at_us=excluded.updated_at_us",
       &upsert_);
 }
@@ -404,7 +425,7 @@ absl::StatusOr<std::optional<CollectionState>> SqliteRangeStore::ReadRow(
   if (rc == SQLITE_ROW) {
     state.emplace();
     state->max = sqlite3_column_int64(stmt, 0);
-    state->last_low = sqlite3_column_int64(stmt, 1);
+    state->return_floor = sqlite3_column_int64(stmt, 1);
     state->updated_at = absl::FromUnixMicros(sqlite3_column_int64(stmt, 2));
   }
   select_->Reset();
@@ -420,7 +441,7 @@ absl::Status SqliteRangeStore::WriteRow(absl::string_view collection,
   sqlite3_bind_text(stmt, 1, collection.data(),
                     static_cast<int>(collection.size()), SQLITE_STATIC);
   sqlite3_bind_int64(stmt, 2, state.max);
-  sqlite3_bind_int64(stmt, 3, state.last_low);
+  sqlite3_bind_int64(stmt, 3, state.return_floor);
   sqlite3_bind_int64(stmt, 4, absl::ToUnixMicros(state.updated_at));
   const int rc = sqlite3_step(stmt);
   upsert_->Reset();
@@ -451,7 +472,7 @@ absl::StatusOr<Range> SqliteRangeStore::Allocate(absl::string_view collection,
     range = Range{base + 1, base + size};
     *created_row = !row->has_value();
     return WriteRow(collection,
-                    CollectionState{range.high, range.low, clock_->Now()});
+                    CollectionState{range.high, base, clock_->Now()});
   });
   if (!s.ok()) return s;
   return range;
@@ -472,12 +493,13 @@ absl::StatusOr<ReturnOutcome> SqliteRangeStore::Return(
       return absl::OkStatus();
     }
     const CollectionState& state = **row;
-    if (state.max != end || last < state.last_low - 1 || last > state.max) {
+    // last <= end, so last <= Max too.
+    if (state.max != end || last < state.return_floor) {
       outcome = ReturnOutcome{false, state.max};
       return absl::OkStatus();
     }
     outcome = ReturnOutcome{true, last};
-    return WriteRow(collection, CollectionState{last, last + 1, clock_->Now()});
+    return WriteRow(collection, CollectionState{last, last, clock_->Now()});
   });
   if (!s.ok()) return s;
   return outcome;
@@ -516,7 +538,7 @@ absl::StatusOr<std::vector<NamedCollectionState>> SqliteRangeStore::List(
           reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)),
           sqlite3_column_bytes(stmt, 0));
       row.state.max = sqlite3_column_int64(stmt, 1);
-      row.state.last_low = sqlite3_column_int64(stmt, 2);
+      row.state.return_floor = sqlite3_column_int64(stmt, 2);
       row.state.updated_at =
           absl::FromUnixMicros(sqlite3_column_int64(stmt, 3));
       result.push_back(std::move(row));
@@ -547,11 +569,8 @@ absl::StatusOr<FloorOutcome> SqliteRangeStore::SetFloor(
     }
     outcome = FloorOutcome{max < floor, std::max(max, floor)};
     *created_row = !row->has_value();
-    // floor + 1 cannot overflow a return check: last_low - 1 == floor.
-    const int64_t last_low =
-        floor == std::numeric_limits<int64_t>::max() ? floor : floor + 1;
     return WriteRow(collection,
-                    CollectionState{outcome.max, last_low, clock_->Now()});
+                    CollectionState{outcome.max, floor, clock_->Now()});
   });
   if (!s.ok()) return s;
   return outcome;

@@ -52,7 +52,7 @@ TEST_F(AdminClientTest, GetListAndSetFloorRoundTrip) {
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_EQ(info->name, "orders");
   EXPECT_EQ(info->max, 70);
-  EXPECT_EQ(info->last_low, 71);
+  EXPECT_EQ(info->return_floor, 70);
   EXPECT_EQ(info->node_tag, "D");
   absl::StatusOr<CollectionPage> page = admin_->ListCollections(0, "");
   ASSERT_TRUE(page.ok());

@@ -69,7 +69,7 @@ class AdminServiceTest : public ::testing::Test {
   std::unique_ptr<hilo::v1::HiLoAdmin::Stub> admin_;
 };
 
-TEST_F(AdminServiceTest, GetShowsMaxLastLowAndTimeOfLastChange) {
+TEST_F(AdminServiceTest, GetShowsMaxReturnFloorAndTimeOfLastChange) {
   Next("orders");
   clock_.Advance(absl::Seconds(5));
   Next("orders");
@@ -77,7 +77,11 @@ TEST_F(AdminServiceTest, GetShowsMaxLastLowAndTimeOfLastChange) {
   ASSERT_TRUE(Get("orders", &response).ok());
   EXPECT_EQ(response.collection().name(), "orders");
   EXPECT_EQ(response.collection().max(), 64);
-  EXPECT_EQ(response.collection().last_low(), 33);
+  EXPECT_EQ(response.collection().return_floor(), 32);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  EXPECT_EQ(response.collection().last_low(), 33);  // still filled
+#pragma GCC diagnostic pop
   EXPECT_EQ(response.collection().updated_at().seconds(), 1'800'000'005);
   EXPECT_EQ(response.node_tag(), "C");
 }

@@ -45,10 +45,10 @@ TEST_F(CliTest, GetShowsTheStoredRow) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(
       r.out,
-      MatchesRegex("\\{\"name\":\"orders\",\"max\":2,\"last_low\":3,"
+      MatchesRegex("\\{\"name\":\"orders\",\"max\":2,\"return_floor\":2,"
                    "\"updated_at\":\"[0-9T:.-]+Z\",\"node_tag\":\"B\"\\}\n"));
   r = Hilo({"get", "orders"});
-  EXPECT_THAT(r.out, HasSubstr("orders\tmax 2\tlast_low 3\t"));
+  EXPECT_THAT(r.out, HasSubstr("orders\tmax 2\treturn_floor 2\t"));
 }
 
 TEST_F(CliTest, ListShowsEveryCollection) {

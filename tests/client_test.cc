@@ -452,8 +452,8 @@ MockTargets MakeMockTargets() {
   auto b = std::make_unique<hilo::v1::MockHiLoStub>();
   MockTargets m{a.get(), b.get(), nullptr};
   std::vector<internal::GrpcRangeSource::Target> targets;
-  targets.push_back({"node-a:1", std::move(a)});
-  targets.push_back({"node-b:2", std::move(b)});
+  targets.push_back({"node-a:1", std::move(a), /*channel=*/nullptr});
+  targets.push_back({"node-b:2", std::move(b), /*channel=*/nullptr});
   m.source = std::make_unique<internal::GrpcRangeSource>(std::move(targets),
                                                          absl::Seconds(1));
   return m;

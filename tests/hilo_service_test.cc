@@ -235,7 +235,7 @@ TEST_P(HiLoServiceBadInputTest, IsRefusedAndChangesNothing) {
   const std::optional<CollectionState> after = Row("orders");
   ASSERT_TRUE(after.has_value());
   EXPECT_EQ(after->max, before->max);
-  EXPECT_EQ(after->last_low, before->last_low);
+  EXPECT_EQ(after->return_floor, before->return_floor);
   EXPECT_EQ(after->updated_at, before->updated_at);
   for (const char* other : {"", "x", "\x01", "orders\n"}) {
     EXPECT_FALSE(Row(other).has_value()) << "row created for " << other;

@@ -62,14 +62,14 @@ TEST_F(SqliteRangeStoreTest, NewCollectionStartsAtOneAndContinues) {
   EXPECT_EQ(MustAllocate("users", 32), (Range{1, 32}));
 }
 
-TEST_F(SqliteRangeStoreTest, RecordsMaxLastLowAndTimeOfChange) {
+TEST_F(SqliteRangeStoreTest, RecordsMaxReturnFloorAndTimeOfChange) {
   MustAllocate("orders", 32);
   clock_.Advance(absl::Seconds(7));
   MustAllocate("orders", 32);
   absl::StatusOr<std::optional<CollectionState>> state = store_->Get("orders");
   ASSERT_TRUE(state.ok() && state->has_value());
   EXPECT_EQ((*state)->max, 64);
-  EXPECT_EQ((*state)->last_low, 33);
+  EXPECT_EQ((*state)->return_floor, 32);
   EXPECT_EQ((*state)->updated_at, clock_.Now());
 }
 
@@ -161,7 +161,7 @@ TEST_F(SqliteRangeStoreTest, MalformedReturnIsInvalidArgument) {
 }
 
 TEST_F(SqliteRangeStoreTest, RangePastInt64MaxIsOutOfRangeAndChangesNothing) {
-  const CollectionState near_end{kMax - 10, kMax - 41, clock_.Now()};
+  const CollectionState near_end{kMax - 10, kMax - 42, clock_.Now()};
   ASSERT_TRUE(store_->PutForTesting("orders", near_end).ok());
   absl::StatusOr<Range> range = store_->Allocate("orders", 32, 0);
   EXPECT_EQ(range.status().code(), absl::StatusCode::kOutOfRange);
@@ -171,6 +171,51 @@ TEST_F(SqliteRangeStoreTest, RangePastInt64MaxIsOutOfRangeAndChangesNothing) {
   EXPECT_EQ(MustAllocate("orders", 10), (Range{kMax - 9, kMax}));
   EXPECT_EQ(store_->Allocate("orders", 1, 0).status().code(),
             absl::StatusCode::kOutOfRange);
+}
+
+TEST_F(SqliteRangeStoreTest, ReturnAtInt64MaxSealsTheTopOfTheRange) {
+  ASSERT_TRUE(
+      store_->PutForTesting("orders", {kMax - 10, kMax - 42, clock_.Now()})
+          .ok());
+  ASSERT_EQ(MustAllocate("orders", 10), (Range{kMax - 9, kMax}));
+  // Every number used: nothing to hand back, and nothing may come back later.
+  absl::StatusOr<ReturnOutcome> all_used = store_->Return("orders", kMax, kMax);
+  ASSERT_TRUE(all_used.ok()) << all_used.status();
+  EXPECT_TRUE(all_used->applied);
+  EXPECT_EQ(all_used->max, kMax);
+  absl::StatusOr<ReturnOutcome> later =
+      store_->Return("orders", kMax, kMax - 1);
+  ASSERT_TRUE(later.ok());
+  EXPECT_FALSE(later->applied);
+  EXPECT_EQ(later->max, kMax);
+  absl::StatusOr<std::optional<CollectionState>> row = store_->Get("orders");
+  ASSERT_TRUE(row.ok() && row->has_value());
+  EXPECT_EQ((*row)->max, kMax);
+  EXPECT_EQ((*row)->return_floor, kMax);
+  EXPECT_EQ(store_->Allocate("orders", 1, 0).status().code(),
+            absl::StatusCode::kOutOfRange);
+}
+
+TEST_F(SqliteRangeStoreTest, FloorAtInt64MaxRefusesReturnsBelowIt) {
+  MustAllocate("orders", 32);
+  ASSERT_TRUE(store_->SetFloor("orders", kMax)->raised);
+  // No client holds a range ending at INT64_MAX; one claiming to must not
+  // reopen the number the floor covers.
+  absl::StatusOr<ReturnOutcome> forged =
+      store_->Return("orders", kMax, kMax - 1);
+  ASSERT_TRUE(forged.ok());
+  EXPECT_FALSE(forged->applied);
+  EXPECT_EQ(StoredMax("orders"), kMax);
+  EXPECT_EQ(store_->Allocate("orders", 1, 0).status().code(),
+            absl::StatusCode::kOutOfRange);
+}
+
+TEST_F(SqliteRangeStoreTest, FloorAlsoBoundsReturnsOfEarlierRanges) {
+  MustAllocate("orders", 32);  // 1-32, then raised past by the floor
+  ASSERT_TRUE(store_->SetFloor("orders", 100)->raised);
+  EXPECT_FALSE(store_->Return("orders", 100, 99)->applied);
+  EXPECT_TRUE(store_->Return("orders", 100, 100)->applied);
+  EXPECT_EQ(MustAllocate("orders", 32), (Range{101, 132}));
 }
 
 TEST_F(SqliteRangeStoreTest, FloorNearInt64MaxIsOutOfRange) {
@@ -374,6 +419,87 @@ TEST(SqliteRangeStoreOpenTest, OtherApplicationsDatabaseIsFailedPrecondition) {
       SqliteRangeStore::Open(options);
   EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(store.status().message(), HasSubstr("another application"));
+}
+
+// Writes a database as schema version 1 (column last_low) left it.
+void WriteSchemaOneDatabase(const std::string& path) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  const char* sql = R"sql(
+    CREATE TABLE collections (
+      name TEXT NOT NULL PRIMARY KEY, max INTEGER NOT NULL,
+      last_low INTEGER NOT NULL, updated_at_us INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    INSERT INTO collections VALUES
+      ('issued', 64, 33, 1), ('returned', 10, 11, 2),
+      ('wrapped', 9223372036854775807, -9223372036854775808, 3),
+      ('floor_at_top', 9223372036854775807, 9223372036854775807, 4);
+    PRAGMA application_id = 1214860399;
+    PRAGMA user_version = 1;
+  )sql";
+  char* error = nullptr;
+  EXPECT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, &error), SQLITE_OK)
+      << error;
+  sqlite3_free(error);
+  sqlite3_close(db);
+}
+
+TEST(SqliteRangeStoreOpenTest, SchemaOneIsMigratedToReturnFloors) {
+  TempDir dir;
+  WriteSchemaOneDatabase(dir.File("v1.db"));
+  SqliteRangeStoreOptions options;
+  options.path = dir.File("v1.db");
+  for (int open = 0; open < 2; ++open) {  // the second open finds version 2
+    absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
+        SqliteRangeStore::Open(options);
+    ASSERT_TRUE(store.ok()) << store.status();
+    absl::StatusOr<std::vector<NamedCollectionState>> rows =
+        (*store)->List("", 10);
+    ASSERT_TRUE(rows.ok()) << rows.status();
+    ASSERT_EQ(rows->size(), 4);
+    std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>> got;
+    for (const NamedCollectionState& row : *rows) {
+      got.push_back({row.name, {row.state.max, row.state.return_floor}});
+    }
+    EXPECT_THAT(got, ::testing::ElementsAre(
+                         std::pair{"floor_at_top", std::pair{kMax, kMax}},
+                         std::pair{"issued", std::pair{64, 32}},
+                         std::pair{"returned", std::pair{10, 10}},
+                         std::pair{"wrapped", std::pair{kMax, kMax}}));
+  }
+  absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
+      SqliteRangeStore::Open(options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_TRUE((*store)->Return("issued", 64, 32)->applied);
+  EXPECT_FALSE((*store)->Return("wrapped", kMax, kMax - 1)->applied);
+  store->reset();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(options.path.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &stmt, nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int(stmt, 0), 2);
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+}
+
+TEST(SqliteRangeStoreOpenTest, NewerSchemaIsFailedPrecondition) {
+  TempDir dir;
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(dir.File("new.db").c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "PRAGMA application_id = 1214860399;"
+                         "PRAGMA user_version = 99;",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  SqliteRangeStoreOptions options;
+  options.path = dir.File("new.db");
+  absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
+      SqliteRangeStore::Open(options);
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(store.status().message(), HasSubstr("schema version 99"));
 }
 
 TEST(SqliteRangeStoreOpenTest, CreatesMissingDirectories) {

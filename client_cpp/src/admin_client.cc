@@ -24,7 +24,7 @@ CollectionInfo FromProto(const hilo::v1::Collection& c,
   CollectionInfo info;
   info.name = c.name();
   info.max = c.max();
-  info.last_low = c.last_low();
+  info.return_floor = c.return_floor();
   info.updated_at = absl::FromUnixSeconds(c.updated_at().seconds()) +
                     absl::Nanoseconds(c.updated_at().nanos());
   info.node_tag = node_tag;

@@ -32,10 +32,10 @@ namespace hilo {
 // One collection as a node stores it.
 struct CollectionInfo {
   std::string name;
-  int64_t max = 0;        // highest number handed out (or raised to)
-  int64_t last_low = 0;   // low of the range last issued
-  absl::Time updated_at;  // time of the last change
-  std::string node_tag;   // the node that answered
+  int64_t max = 0;           // highest number handed out (or raised to)
+  int64_t return_floor = 0;  // lowest `last` a return may carry
+  absl::Time updated_at;     // time of the last change
+  std::string node_tag;      // the node that answered
 };
 
 struct CollectionPage {
