@@ -506,6 +506,30 @@ grpc::Status GetCollection(Node& node, const std::string& collection,
                           response);
 }
 
+// Max of every collection stored on `node`, read through ListCollections a
+// page at a time (thousands of collections take a few calls, not thousands).
+absl::StatusOr<std::map<std::string, int64_t>> ListStoredMax(Node& node) {
+  std::map<std::string, int64_t> maxes;
+  hilo::v1::ListCollectionsRequest request;
+  request.set_page_size(1000);
+  while (true) {
+    hilo::v1::ListCollectionsResponse response;
+    grpc::Status s = CallWithDeadline(
+        node.admin.get(), &hilo::v1::HiLoAdmin::Stub::ListCollections, request,
+        &response);
+    if (!s.ok()) {
+      return absl::UnavailableError(
+          absl::StrFormat("ListCollections on node %s: %s %s", node.tag,
+                          CodeName(s.error_code()), s.error_message()));
+    }
+    for (const hilo::v1::Collection& c : response.collections()) {
+      maxes[c.name()] = c.max();
+    }
+    if (response.next_page_token().empty()) return maxes;
+    request.set_page_token(response.next_page_token());
+  }
+}
+
 class Orchestrator {
  public:
   int Run();
@@ -530,12 +554,13 @@ class Orchestrator {
   }
   // Used ranges of every worker's log so far.
   std::vector<UsedRange> AllUsedRanges();
+  // The same, one list per worker, each in the order of its log.
+  std::vector<std::vector<UsedRange>> UsedRangesByWorker();
   // Checks `maxes` (stored Max by collection) of `node` against the floors
-  // of every range logged so far.
-  void CheckFloors(const Node& node,
-                   const std::map<std::string, int64_t>& maxes,
-                   const std::map<CollectionAndTag, int64_t>& floors,
-                   absl::string_view when);
+  // of every range logged so far; returns how many it checked.
+  int CheckFloors(const Node& node, const std::map<std::string, int64_t>& maxes,
+                  const std::map<CollectionAndTag, int64_t>& floors,
+                  absl::string_view when);
 
   std::string work_dir_;
   bool remove_work_dir_ = false;
@@ -552,6 +577,9 @@ class Orchestrator {
   int pauses_ = 0;
   int fills_ = 0;
   int stored_max_checks_ = 0;
+  // Kills after which stored Max was checked both in the file and through
+  // the restarted node.
+  int kills_checked_ = 0;
 };
 
 absl::Status Orchestrator::Setup() {
@@ -709,33 +737,47 @@ void Orchestrator::WaitUntil(absl::Time when) {
   }
 }
 
-std::vector<UsedRange> Orchestrator::AllUsedRanges() {
-  std::vector<UsedRange> all;
+std::vector<std::vector<UsedRange>> Orchestrator::UsedRangesByWorker() {
+  std::vector<std::vector<UsedRange>> by_worker;
   for (size_t i = 0; i < workers_.size(); ++i) {
     std::vector<std::string> bad;
-    std::vector<UsedRange> used =
-        UsedRanges(ReadWorkerLog(WorkerLog(work_dir_, i), &bad));
+    by_worker.push_back(
+        UsedRanges(ReadWorkerLog(WorkerLog(work_dir_, i), &bad)));
     for (std::string& b : bad) Problem(std::move(b));
+  }
+  return by_worker;
+}
+
+std::vector<UsedRange> Orchestrator::AllUsedRanges() {
+  std::vector<UsedRange> all;
+  for (const std::vector<UsedRange>& used : UsedRangesByWorker()) {
     all.insert(all.end(), used.begin(), used.end());
   }
   return all;
 }
 
-void Orchestrator::CheckFloors(
-    const Node& node, const std::map<std::string, int64_t>& maxes,
-    const std::map<CollectionAndTag, int64_t>& floors, absl::string_view when) {
+int Orchestrator::CheckFloors(const Node& node,
+                              const std::map<std::string, int64_t>& maxes,
+                              const std::map<CollectionAndTag, int64_t>& floors,
+                              absl::string_view when) {
+  int checked = 0;
   for (const auto& [key, floor] : floors) {
     if (key.second != node.tag) continue;
     ++stored_max_checks_;
+    ++checked;
     auto it = maxes.find(key.first);
-    const int64_t stored = it == maxes.end() ? -1 : it->second;
-    if (stored < floor) {
+    if (it == maxes.end()) {
+      Problem(absl::StrFormat(
+          "%s: node %s has no row for %s, though it replied with %d", when,
+          node.tag, key.first, floor));
+    } else if (it->second < floor) {
       Problem(absl::StrFormat(
           "%s: node %s stored Max of %s is %d, below %d, a number it "
           "replied with",
-          when, node.tag, key.first, stored, floor));
+          when, node.tag, key.first, it->second, floor));
     }
   }
+  return checked;
 }
 
 void Orchestrator::Kill(Node& node) {
@@ -747,41 +789,58 @@ void Orchestrator::Kill(Node& node) {
   const absl::Time killed = absl::Now();
   // The node is gone: every range it replied with that a worker logged so
   // far must be on disk.
-  const std::map<CollectionAndTag, int64_t> floors = Floors(AllUsedRanges());
+  const std::vector<std::vector<UsedRange>> at_kill = UsedRangesByWorker();
+  std::vector<UsedRange> all_at_kill;
+  for (const std::vector<UsedRange>& used : at_kill) {
+    all_at_kill.insert(all_at_kill.end(), used.begin(), used.end());
+  }
+  const std::map<CollectionAndTag, int64_t> floors = Floors(all_at_kill);
   absl::StatusOr<std::map<std::string, int64_t>> stored =
       ReadStoredMax(node.db_path);
+  int checked_in_file = 0;
   if (!stored.ok()) {
     Problem(stored.status().ToString());
   } else {
-    CheckFloors(node, *stored, floors,
-                absl::StrCat("after kill -9 #", kills_, " (file)"));
+    checked_in_file =
+        CheckFloors(node, *stored, floors,
+                    absl::StrCat("after kill -9 #", kills_, " (file)"));
   }
   if (absl::Status s = node.process->Restart(); !s.ok()) {
     Problem(absl::StrCat("restarting node ", node.tag, ": ", s.ToString()));
     return;
   }
+  const absl::Duration down = absl::Now() - killed;
   // After the restart, through the node itself, on a new connection.
   node.Connect();
-  std::map<std::string, int64_t> served;
-  for (const auto& [key, floor] : floors) {
-    if (key.second != node.tag) continue;
-    hilo::v1::GetCollectionResponse response;
-    grpc::Status s = GetCollection(node, key.first, &response);
-    if (!s.ok()) {
-      Problem(absl::StrFormat("GetCollection %s on restarted node %s: %s",
-                              key.first, node.tag, s.error_message()));
-      continue;
-    }
-    served[key.first] = response.collection().max();
+  absl::StatusOr<std::map<std::string, int64_t>> served = ListStoredMax(node);
+  if (!served.ok()) {
+    Problem(absl::StrCat("after restart #", kills_, ": ",
+                         served.status().message()));
+    return;
   }
-  CheckFloors(node, served, floors,
-              absl::StrCat("after restart #", kills_, " (GetCollection)"));
+  // The workers ran on meanwhile, and a return they sent to the restarted
+  // node may have lowered Max below a range held at the kill, rightly. So
+  // the floors here are those of the ranges replied before the kill (each
+  // worker's log only grows: they are the first of its ranges now), with
+  // every return logged by now; a return is logged before it is sent, so
+  // none applied before the reads above is missed.
+  const std::vector<std::vector<UsedRange>> now = UsedRangesByWorker();
+  std::vector<UsedRange> held_since_kill;
+  for (size_t i = 0; i < now.size() && i < at_kill.size(); ++i) {
+    const size_t n = std::min(now[i].size(), at_kill[i].size());
+    held_since_kill.insert(held_since_kill.end(), now[i].begin(),
+                           now[i].begin() + n);
+  }
+  const int checked_served = CheckFloors(
+      node, *served, Floors(held_since_kill),
+      absl::StrCat("after restart #", kills_, " (ListCollections)"));
+  if (checked_in_file > 0 && checked_served > 0) ++kills_checked_;
   Note(absl::StrFormat(
-      "kill -9 #%d of node %s: stored Max checked for %d collection(s); "
-      "back on port %d after %s",
-      kills_, node.tag, served.size(), node.process->port(),
-      absl::FormatDuration(
-          absl::Trunc(absl::Now() - killed, absl::Milliseconds(1)))));
+      "kill -9 #%d of node %s: back on port %d after %s; stored Max checked "
+      "for %d collection(s)",
+      kills_, node.tag, node.process->port(),
+      absl::FormatDuration(absl::Trunc(down, absl::Milliseconds(1))),
+      served->size()));
 }
 
 void Orchestrator::Pause(Node& node) {
@@ -1058,20 +1117,13 @@ void Orchestrator::CheckEverything() {
   const std::map<CollectionAndTag, int64_t> floors = Floors(used);
   std::map<CollectionAndTag, int64_t> maxes;
   for (Node& node : nodes_) {
-    std::map<std::string, int64_t> served;
-    for (const auto& [key, floor] : floors) {
-      if (key.second != node.tag) continue;
-      hilo::v1::GetCollectionResponse response;
-      grpc::Status s = GetCollection(node, key.first, &response);
-      if (!s.ok()) {
-        Problem(absl::StrFormat("final GetCollection %s on node %s: %s",
-                                key.first, node.tag, s.error_message()));
-        continue;
-      }
-      served[key.first] = response.collection().max();
-      maxes[key] = response.collection().max();
+    absl::StatusOr<std::map<std::string, int64_t>> served = ListStoredMax(node);
+    if (!served.ok()) {
+      Problem(absl::StrCat("at the end: ", served.status().message()));
+      continue;
     }
-    CheckFloors(node, served, floors, "at the end (GetCollection)");
+    for (const auto& [name, max] : *served) maxes[{name, node.tag}] = max;
+    CheckFloors(node, *served, floors, "at the end (ListCollections)");
   }
   if (absl::GetFlag(FLAGS_check_no_gaps)) {
     for (const std::string& g : FindGaps(used, maxes)) Problem(g);
@@ -1095,14 +1147,16 @@ void Orchestrator::CheckEverything() {
       "hilo_stress: %s ids=%d duplicates=%d outside_ranges=%d "
       "overlapping_ranges=%d ranges=%d errors=%s rpc_codes=%s "
       "return_codes=%s return_failures=%d ids_by_tag={%s} kills=%d "
-      "pauses=%d fills=%d stored_max_checks=%d processes=%d threads=%d "
+      "pauses=%d fills=%d stored_max_checks=%d kills_checked=%d processes=%d "
+      "threads=%d "
       "collections=%d nodes=%d seconds=%.1f problems=%d\n",
       problems_.empty() ? "PASS" : "FAIL", ids, duplicates, outside,
       overlaps.size(), used.size(), FormatCodes(errors), FormatCodes(rpc_next),
       FormatCodes(rpc_return), return_failures,
       absl::StrJoin(ids_by_tag, ",", absl::PairFormatter(":")), kills_, pauses_,
-      fills_, stored_max_checks_, absl::GetFlag(FLAGS_processes),
-      absl::GetFlag(FLAGS_threads), absl::GetFlag(FLAGS_collections),
+      fills_, stored_max_checks_, kills_checked_,
+      absl::GetFlag(FLAGS_processes), absl::GetFlag(FLAGS_threads),
+      absl::GetFlag(FLAGS_collections),
       nodes_.empty() ? static_cast<int>(targets_.size())
                      : static_cast<int>(nodes_.size()),
       seconds, problems_.size());
