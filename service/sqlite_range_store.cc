@@ -123,24 +123,10 @@ absl::StatusOr<std::unique_ptr<SqliteRangeStore>> SqliteRangeStore::Open(
                           parent.string(), options.path, ec.message()));
     }
   }
-  sqlite3* db = nullptr;
-  const int rc =
-      sqlite3_open_v2(options.path.c_str(), &db,
-                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-                          SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE,
-                      nullptr);
-  if (rc != SQLITE_OK) {
-    const std::string message =
-        db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
-    sqlite3_close(db);
-    return absl::UnavailableError(
-        absl::StrFormat("cannot open database %s: %s", options.path, message));
-  }
   const std::string path = options.path;
-  std::unique_ptr<SqliteRangeStore> store(
-      new SqliteRangeStore(std::move(options), db));
-  if (absl::Status s = store->Init(); !s.ok()) {
-    // SQLite says only "unable to open database file"; say why if we can.
+  // SQLite says only "unable to open database file"; say why if we can: the
+  // file, or the directory of a file yet to be made, is not writable.
+  auto explain = [&](absl::Status s) {
     const std::string dir = parent.empty() ? "." : parent.string();
     const bool exists = access(path.c_str(), F_OK) == 0;
     const std::string& probe = exists ? path : dir;
@@ -150,7 +136,23 @@ absl::StatusOr<std::unique_ptr<SqliteRangeStore>> SqliteRangeStore::Open(
           s.message(), "; ", probe, " is not writable: ", strerror(errno)));
     }
     return s;
+  };
+  sqlite3* db = nullptr;
+  const int rc =
+      sqlite3_open_v2(path.c_str(), &db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+                          SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE,
+                      nullptr);
+  if (rc != SQLITE_OK) {
+    const std::string message =
+        db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    sqlite3_close(db);
+    return explain(absl::UnavailableError(
+        absl::StrFormat("cannot open database %s: %s", path, message)));
   }
+  std::unique_ptr<SqliteRangeStore> store(
+      new SqliteRangeStore(std::move(options), db));
+  if (absl::Status s = store->Init(); !s.ok()) return explain(std::move(s));
   return store;
 }
 
