@@ -22,5 +22,8 @@ apt_install_missing install-deps $PACKAGES
 # What the container image and Kubernetes tests need (tests labelled "deploy").
 "$(dirname "$0")/install-deps-deploy.sh"
 
+# What the fault tests need (tests labelled "faults").
+"$(dirname "$0")/install-deps-faults.sh"
+
 # What the benchmarks need (tests labelled "bench").
 "$(dirname "$0")/install-deps-bench.sh"

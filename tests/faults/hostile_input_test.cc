@@ -1,0 +1,590 @@
+// Malformed and hostile requests over real gRPC against an in-process server:
+// each gets its exact status code, and no stored row changes unless the
+// request was valid (then exactly as the contract says). Also a flood of
+// distinct collection names, which must not blow up the metrics' labels.
+#include <functional>
+#include <limits>
+#include <map>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "gtest/gtest.h"
+#include "hilo/v1/hilo.grpc.pb.h"
+#include "service/clock.h"
+#include "stress/raw_call.h"
+#include "tests/test_util.h"
+
+namespace hilo {
+namespace {
+
+using ::hilo::testing::TempDir;
+using ::testing::HasSubstr;
+using Pair = std::pair<int64_t, int64_t>;
+
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min();
+constexpr int64_t kMaxRangeSize = 1 << 20;  // the server's default
+const absl::Time kStart = absl::FromUnixSeconds(1'800'000'000);
+
+// Bytes that are not UTF-8, or not a name, spelled out.
+std::string Bytes(const char* bytes, size_t n) { return {bytes, n}; }
+
+// Protobuf wire format, for requests no generated class can send.
+std::string Varint(uint64_t v) {
+  std::string out;
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>(v | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+  return out;
+}
+std::string VarintField(int field, uint64_t v) {
+  return Varint(uint64_t(field) << 3 | 0) + Varint(v);
+}
+std::string BytesField(int field, const std::string& bytes) {
+  return Varint(uint64_t(field) << 3 | 2) + Varint(bytes.size()) + bytes;
+}
+
+google::protobuf::Timestamp Ts(int64_t seconds, int32_t nanos = 0) {
+  google::protobuf::Timestamp ts;
+  ts.set_seconds(seconds);
+  ts.set_nanos(nanos);
+  return ts;
+}
+
+// What a call got back, as far as the checks need it.
+struct Outcome {
+  grpc::Status status;
+  std::optional<Pair> range;  // an OK NextRange
+  // An OK ReturnRange or SetFloor: (applied or raised, max).
+  std::optional<std::pair<bool, int64_t>> ret;
+};
+
+class HostileInputTest;
+
+// One request and what must come of it. Before it runs, "orders" has had
+// 1-32 issued, and the clock has moved on a second since.
+struct HostileCase {
+  std::string name;
+  std::function<Outcome(HostileInputTest*)> call;
+  grpc::StatusCode code;
+  // For a valid NextRange on "orders": the exact range, which must then be
+  // the row of "orders". Unset: every row stays exactly as it was.
+  std::optional<Pair> range = std::nullopt;
+  // For a ReturnRange or SetFloor answered OK: (applied or raised, max).
+  // When true, "orders" must then hold that Max as its max and return
+  // floor.
+  std::optional<std::pair<bool, int64_t>> ret = std::nullopt;
+  // Runs before the rows are taken as "before" (e.g. a row near INT64_MAX).
+  std::function<void(HostileInputTest*)> setup = nullptr;
+};
+
+void PrintTo(const HostileCase& c, std::ostream* os) { *os << c.name; }
+
+class HostileInputTest : public ::testing::Test {
+ public:
+  void SetUp() override {
+    ServerOptions options = testing::TestServerOptions(dir_, "A");
+    options.clock = &clock_;
+    // Only where needed: stopping the metrics endpoint takes seconds.
+    if (ServeMetrics()) options.metrics_listen = "127.0.0.1:0";
+    server_ = testing::StartServer(options);
+    ASSERT_NE(server_, nullptr);
+    channel_ = grpc::CreateChannel(testing::Address(server_->port()),
+                                   grpc::InsecureChannelCredentials());
+    hilo_ = hilo::v1::HiLo::NewStub(channel_);
+    admin_ = hilo::v1::HiLoAdmin::NewStub(channel_);
+  }
+
+  virtual bool ServeMetrics() const { return false; }
+
+  static std::unique_ptr<grpc::ClientContext> Context() {
+    auto context = std::make_unique<grpc::ClientContext>();
+    context->set_deadline(std::chrono::system_clock::now() +
+                          std::chrono::seconds(20));
+    return context;
+  }
+
+  Outcome Next(const hilo::v1::NextRangeRequest& request) {
+    hilo::v1::NextRangeResponse response;
+    Outcome out;
+    out.status = hilo_->NextRange(Context().get(), request, &response);
+    if (out.status.ok()) {
+      out.range = Pair(response.low(), response.high());
+      EXPECT_EQ(response.node_tag(), "A");
+    }
+    return out;
+  }
+  Outcome Next(const std::string& collection, int64_t last_size = 0,
+               int64_t last_max = 0) {
+    hilo::v1::NextRangeRequest request;
+    request.set_collection(collection);
+    request.set_last_size(last_size);
+    request.set_last_max(last_max);
+    return Next(request);
+  }
+
+  Outcome Return(const std::string& collection, int64_t end, int64_t last,
+                 const std::string& tag = "") {
+    hilo::v1::ReturnRangeRequest request;
+    request.set_collection(collection);
+    request.set_end(end);
+    request.set_last(last);
+    request.set_node_tag(tag);
+    hilo::v1::ReturnRangeResponse response;
+    Outcome out;
+    out.status = hilo_->ReturnRange(Context().get(), request, &response);
+    if (out.status.ok()) out.ret = {response.applied(), response.max()};
+    return out;
+  }
+
+  // `bytes` sent as the request of `method`, whatever they encode.
+  Outcome Raw(const std::string& method, const std::string& bytes) {
+    std::string reply;
+    Outcome out;
+    out.status = stress::RawUnaryCall(channel_, method, bytes, &reply,
+                                      absl::Seconds(20));
+    if (out.status.ok() && method == "/hilo.v1.HiLo/NextRange") {
+      hilo::v1::NextRangeResponse response;
+      EXPECT_TRUE(response.ParseFromString(reply));
+      out.range = Pair(response.low(), response.high());
+    }
+    if (out.status.ok() && method == "/hilo.v1.HiLo/ReturnRange") {
+      hilo::v1::ReturnRangeResponse response;
+      EXPECT_TRUE(response.ParseFromString(reply));
+      out.ret = {response.applied(), response.max()};
+    }
+    return out;
+  }
+
+  Outcome Get(const std::string& collection) {
+    hilo::v1::GetCollectionRequest request;
+    request.set_collection(collection);
+    hilo::v1::GetCollectionResponse response;
+    return Outcome{admin_->GetCollection(Context().get(), request, &response),
+                   std::nullopt, std::nullopt};
+  }
+  Outcome List(int32_t page_size, const std::string& token = "") {
+    hilo::v1::ListCollectionsRequest request;
+    request.set_page_size(page_size);
+    request.set_page_token(token);
+    hilo::v1::ListCollectionsResponse response;
+    return Outcome{admin_->ListCollections(Context().get(), request, &response),
+                   std::nullopt, std::nullopt};
+  }
+  Outcome Floor(const std::string& collection, int64_t floor) {
+    hilo::v1::SetFloorRequest request;
+    request.set_collection(collection);
+    request.set_floor(floor);
+    hilo::v1::SetFloorResponse response;
+    Outcome out;
+    out.status = admin_->SetFloor(Context().get(), request, &response);
+    if (out.status.ok()) out.ret = {response.raised(), response.max()};
+    return out;
+  }
+
+  // Every stored row, read straight from the store.
+  std::vector<NamedCollectionState> Rows() {
+    absl::StatusOr<std::vector<NamedCollectionState>> rows =
+        server_->store()->List("", 100'000);
+    EXPECT_TRUE(rows.ok()) << rows.status();
+    return rows.ok() ? *rows : std::vector<NamedCollectionState>{};
+  }
+
+  TempDir dir_;
+  ManualClock clock_{kStart};
+  std::unique_ptr<Server> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<hilo::v1::HiLo::Stub> hilo_;
+  std::unique_ptr<hilo::v1::HiLoAdmin::Stub> admin_;
+};
+
+class HostileInputTableTest
+    : public HostileInputTest,
+      public ::testing::WithParamInterface<HostileCase> {};
+
+TEST_P(HostileInputTableTest, ExactCodeAndOnlyTheContractsChange) {
+  const HostileCase& c = GetParam();
+  ASSERT_EQ(Next("orders").range, Pair(1, 32));
+  if (c.setup) c.setup(this);
+  const std::vector<NamedCollectionState> before = Rows();
+  clock_.Advance(absl::Seconds(1));
+
+  const Outcome out = c.call(this);
+  EXPECT_EQ(out.status.error_code(), c.code) << out.status.error_message();
+  if (c.range.has_value()) {
+    EXPECT_EQ(out.range, c.range);
+  }
+  if (c.ret.has_value()) {
+    EXPECT_EQ(out.ret, c.ret);
+  }
+
+  const std::vector<NamedCollectionState> after = Rows();
+  ASSERT_EQ(after.size(), before.size()) << "a row was created or removed";
+  for (size_t i = 0; i < after.size(); ++i) {
+    SCOPED_TRACE(after[i].name);
+    EXPECT_EQ(after[i].name, before[i].name);
+    if (c.range.has_value() && after[i].name == "orders") {
+      EXPECT_EQ(after[i].state.max, c.range->second);
+      EXPECT_EQ(after[i].state.return_floor, c.range->first - 1);
+      EXPECT_EQ(after[i].state.updated_at, clock_.Now());
+      continue;
+    }
+    if (c.ret.has_value() && c.ret->first && after[i].name == "orders") {
+      EXPECT_EQ(after[i].state.max, c.ret->second);
+      EXPECT_EQ(after[i].state.return_floor, c.ret->second);
+      EXPECT_EQ(after[i].state.updated_at, clock_.Now());
+      continue;
+    }
+    EXPECT_EQ(after[i].state.max, before[i].state.max);
+    EXPECT_EQ(after[i].state.return_floor, before[i].state.return_floor);
+    EXPECT_EQ(after[i].state.updated_at, before[i].state.updated_at);
+  }
+}
+
+const std::string k257 = std::string(257, 'o');
+const std::string kOversized = std::string(70 * 1024, 'o');
+const std::string kNext = "/hilo.v1.HiLo/NextRange";
+const std::string kReturn = "/hilo.v1.HiLo/ReturnRange";
+
+// A row whose Max is 10 below INT64_MAX, its last range of 32 outstanding.
+void PutEdge(HostileInputTest* t) {
+  ASSERT_TRUE(
+      t->server_->store()
+          ->PutForTesting(
+              "edge", CollectionState{kInt64Max - 10, kInt64Max - 42, kStart})
+          .ok());
+}
+
+using C = grpc::StatusCode;
+using T = HostileInputTest;
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, HostileInputTableTest,
+    ::testing::Values(
+        // ---- names
+        HostileCase{"NextEmptyName", [](T* t) { return t->Next(""); },
+                    C::INVALID_ARGUMENT},
+        HostileCase{"Next257ByteName", [](T* t) { return t->Next(k257); },
+                    C::INVALID_ARGUMENT},
+        HostileCase{
+            "Next257BytesEndingInTwoByteCharacter",
+            [](T* t) { return t->Next(std::string(255, 'o') + "\xC3\xA9"); },
+            C::INVALID_ARGUMENT},
+        HostileCase{"NextInvalidUtf8",
+                    [](T* t) { return t->Next(Bytes("ord\xFF", 4)); },
+                    C::INTERNAL},
+        HostileCase{"NextOverlongUtf8Nul",
+                    [](T* t) { return t->Next(Bytes("\xC0\x80", 2)); },
+                    C::INTERNAL},
+        HostileCase{"NextTruncatedUtf8",
+                    [](T* t) { return t->Next(Bytes("orders\xE2\x82", 8)); },
+                    C::INTERNAL},
+        HostileCase{"NextNulByte",
+                    [](T* t) { return t->Next(Bytes("ord\0ers", 7)); },
+                    C::INVALID_ARGUMENT},
+        HostileCase{"NextNewline", [](T* t) { return t->Next("orders\n"); },
+                    C::INVALID_ARGUMENT},
+        HostileCase{"NextTab", [](T* t) { return t->Next("or\tders"); },
+                    C::INVALID_ARGUMENT},
+        HostileCase{"NextEscapeSequence",
+                    [](T* t) { return t->Next("\x1b[2Jorders"); },
+                    C::INVALID_ARGUMENT},
+        HostileCase{"NextDelete", [](T* t) { return t->Next("orders\x7f"); },
+                    C::INVALID_ARGUMENT},
+        HostileCase{"NextC1Control",
+                    [](T* t) { return t->Next("orders\xC2\x85"); },
+                    C::INVALID_ARGUMENT},
+        // ---- numbers
+        HostileCase{"NextNegativeLastSize",
+                    [](T* t) { return t->Next("orders", -1); },
+                    C::INVALID_ARGUMENT},
+        HostileCase{"NextInt64MinLastSize",
+                    [](T* t) { return t->Next("orders", kInt64Min); },
+                    C::INVALID_ARGUMENT},
+        HostileCase{"NextNegativeLastMax",
+                    [](T* t) { return t->Next("orders", 0, -5); },
+                    C::INVALID_ARGUMENT},
+        HostileCase{"NextInt64MinLastMax",
+                    [](T* t) { return t->Next("orders", 32, kInt64Min); },
+                    C::INVALID_ARGUMENT},
+        HostileCase{"NextZeroLastSizeIsValid",
+                    [](T* t) { return t->Next("orders", 0); }, C::OK,
+                    Pair(33, 64)},
+        HostileCase{"NextInt64MaxLastSizeIsClamped",
+                    [](T* t) { return t->Next("orders", kInt64Max); }, C::OK,
+                    Pair(33, 32 + kMaxRangeSize)},
+        HostileCase{"NextLastMaxNearInt64Max",
+                    [](T* t) { return t->Next("orders", 0, kInt64Max - 5); },
+                    C::OUT_OF_RANGE},
+        HostileCase{"NextLastMaxInt64Max",
+                    [](T* t) { return t->Next("orders", 0, kInt64Max); },
+                    C::OUT_OF_RANGE},
+        HostileCase{
+            "NextHugeLastSizeAndLastMaxNearInt64Max",
+            [](T* t) { return t->Next("orders", kInt64Max, kInt64Max - 100); },
+            C::OUT_OF_RANGE},
+        HostileCase{"NextAtMaxTenBelowInt64Max",
+                    [](T* t) { return t->Next("edge"); }, C::OUT_OF_RANGE,
+                    std::nullopt, std::nullopt, PutEdge},
+        // ---- timestamps
+        HostileCase{"NextFutureLastRangeAtDoubles",
+                    [](T* t) {
+                      hilo::v1::NextRangeRequest r;
+                      r.set_collection("orders");
+                      r.set_last_size(32);
+                      *r.mutable_last_range_at() = Ts(253402300799);  // 9999
+                      return t->Next(r);
+                    },
+                    C::OK, Pair(33, 96)},
+        HostileCase{"NextTimestampSecondsBeyondYear9999",
+                    [](T* t) {
+                      hilo::v1::NextRangeRequest r;
+                      r.set_collection("orders");
+                      *r.mutable_last_range_at() = Ts(kInt64Max);
+                      return t->Next(r);
+                    },
+                    C::INVALID_ARGUMENT},
+        HostileCase{"NextTimestampNanosTooBig",
+                    [](T* t) {
+                      hilo::v1::NextRangeRequest r;
+                      r.set_collection("orders");
+                      *r.mutable_last_range_at() = Ts(1, 1'000'000'000);
+                      return t->Next(r);
+                    },
+                    C::INVALID_ARGUMENT},
+        // ---- encodings and sizes
+        HostileCase{"NextOver64KiB", [](T* t) { return t->Next(kOversized); },
+                    C::RESOURCE_EXHAUSTED},
+        HostileCase{"NextOver64KiBOfUnknownField",
+                    [](T* t) {
+                      return t->Raw(kNext, BytesField(1, "orders") +
+                                               BytesField(99, kOversized));
+                    },
+                    C::RESOURCE_EXHAUSTED},
+        HostileCase{"NextUnknownFieldsAreIgnored",
+                    [](T* t) {
+                      return t->Raw(kNext, BytesField(1, "orders") +
+                                               VarintField(99, 12345) +
+                                               BytesField(100, "junk") +
+                                               VarintField(2, 0));
+                    },
+                    C::OK, Pair(33, 64)},
+        HostileCase{"NextTruncatedMessage",
+                    [](T* t) {
+                      // Says 6 bytes of name follow; 3 do.
+                      return t->Raw(kNext,
+                                    BytesField(1, "orders").substr(0, 5));
+                    },
+                    C::INTERNAL},
+        HostileCase{"NextWrongWireTypeIsAnUnknownField",
+                    [](T* t) {
+                      // last_size (a varint) sent length-delimited: protobuf
+                      // keeps it as an unknown field, so last_size is 0.
+                      return t->Raw(
+                          kNext, BytesField(1, "orders") + BytesField(2, "xx"));
+                    },
+                    C::OK, Pair(33, 64)},
+        HostileCase{"NextTenByteVarintOfAllOnes",
+                    [](T* t) {
+                      // last_max = -1 in two's complement.
+                      return t->Raw(kNext, BytesField(1, "orders") +
+                                               VarintField(4, ~uint64_t{0}));
+                    },
+                    C::INVALID_ARGUMENT},
+        // ---- returns
+        HostileCase{"ReturnEmptyName",
+                    [](T* t) { return t->Return("", 32, 1); },
+                    C::INVALID_ARGUMENT},
+        HostileCase{"ReturnControlCharacterName",
+                    [](T* t) { return t->Return("orders\r", 32, 1); },
+                    C::INVALID_ARGUMENT},
+        HostileCase{"ReturnInvalidUtf8Name",
+                    [](T* t) { return t->Return(Bytes("\xFE", 1), 32, 1); },
+                    C::INTERNAL},
+        HostileCase{"ReturnLastAboveEnd",
+                    [](T* t) { return t->Return("orders", 32, 33); },
+                    C::INVALID_ARGUMENT},
+        HostileCase{"ReturnNegativeLast",
+                    [](T* t) { return t->Return("orders", 32, -1); },
+                    C::INVALID_ARGUMENT},
+        HostileCase{"ReturnInt64MinEnd",
+                    [](T* t) { return t->Return("orders", kInt64Min, 0); },
+                    C::INVALID_ARGUMENT},
+        HostileCase{"ReturnZeroEnd",
+                    [](T* t) { return t->Return("orders", 0, 0); },
+                    C::INVALID_ARGUMENT},
+        HostileCase{
+            "ReturnEndInt64Max",
+            [](T* t) { return t->Return("orders", kInt64Max, kInt64Max - 1); },
+            C::OK, std::nullopt, std::pair(false, int64_t{32})},
+        HostileCase{"ReturnForeignNodeTag",
+                    [](T* t) { return t->Return("orders", 32, 1, "B"); }, C::OK,
+                    std::nullopt, std::pair(false, int64_t{32})},
+        HostileCase{"ReturnGarbageNodeTag",
+                    [](T* t) { return t->Return("orders", 32, 1, "a\x01!"); },
+                    C::OK, std::nullopt, std::pair(false, int64_t{32})},
+        HostileCase{"ReturnToUnknownCollection",
+                    [](T* t) { return t->Return("nobody", 32, 1); }, C::OK,
+                    std::nullopt, std::pair(false, int64_t{0})},
+        HostileCase{
+            "ReturnAboveAnEdgeRow",
+            [](T* t) { return t->Return("edge", kInt64Max, kInt64Max - 20); },
+            C::OK, std::nullopt, std::pair(false, kInt64Max - 10), PutEdge},
+        HostileCase{"ReturnOver64KiB",
+                    [](T* t) { return t->Return(kOversized, 32, 1); },
+                    C::RESOURCE_EXHAUSTED},
+        HostileCase{"ReturnUnknownFieldsAreIgnored",
+                    [](T* t) {
+                      return t->Raw(kReturn, BytesField(1, "orders") +
+                                                 VarintField(2, 32) +
+                                                 VarintField(3, 5) +
+                                                 VarintField(77, 1) +
+                                                 BytesField(78, "junk"));
+                    },
+                    C::OK, std::nullopt, std::pair(true, int64_t{5})},
+        HostileCase{"ReturnOfTheWholeRangeApplies",
+                    [](T* t) { return t->Return("orders", 32, 0); }, C::OK,
+                    std::nullopt, std::pair(true, int64_t{0})},
+        HostileCase{"ReturnStaleEnd",
+                    [](T* t) { return t->Return("orders", 31, 1); }, C::OK,
+                    std::nullopt, std::pair(false, int64_t{32})},
+        // ---- admin
+        HostileCase{"GetCollection257ByteName",
+                    [](T* t) { return t->Get(k257); }, C::INVALID_ARGUMENT},
+        HostileCase{"GetCollectionUnknown",
+                    [](T* t) { return t->Get("nobody"); }, C::NOT_FOUND},
+        HostileCase{"ListNegativePageSize", [](T* t) { return t->List(-1); },
+                    C::INVALID_ARGUMENT},
+        HostileCase{"ListHugePageSize",
+                    [](T* t) { return t->List(2'000'000'000); },
+                    C::INVALID_ARGUMENT},
+        HostileCase{"ListControlCharacterPageToken",
+                    [](T* t) { return t->List(10, "\x01"); },
+                    C::INVALID_ARGUMENT},
+        HostileCase{"SetFloorNegative",
+                    [](T* t) { return t->Floor("orders", -1); },
+                    C::INVALID_ARGUMENT},
+        HostileCase{"SetFloorEmptyName", [](T* t) { return t->Floor("", 5); },
+                    C::INVALID_ARGUMENT},
+        HostileCase{"SetFloorBelowMaxChangesNothing",
+                    [](T* t) { return t->Floor("orders", 7); }, C::OK,
+                    std::nullopt, std::pair(false, int64_t{32})},
+        HostileCase{"SetFloorAboveMaxRaisesIt",
+                    [](T* t) { return t->Floor("orders", 1000); }, C::OK,
+                    std::nullopt, std::pair(true, int64_t{1000})}),
+    [](const ::testing::TestParamInfo<HostileCase>& info) {
+      return info.param.name;
+    });
+
+// A client may use a range up to INT64_MAX and hand back nothing of it: the
+// return applies without moving Max, the row's return floor becomes
+// INT64_MAX (not last + 1 wrapped around), and no later return moves Max
+// lower.
+TEST_F(HostileInputTest, ReturnOfAllOfARangeEndingAtInt64Max) {
+  EXPECT_EQ(Next("edge", 0, kInt64Max - 32).range,
+            Pair(kInt64Max - 31, kInt64Max));
+  const Outcome returned = Return("edge", kInt64Max, kInt64Max);
+  EXPECT_TRUE(returned.status.ok()) << returned.status.error_message();
+  EXPECT_EQ(returned.ret, std::pair(true, kInt64Max));
+  const std::vector<NamedCollectionState> rows = Rows();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].state.max, kInt64Max);
+  EXPECT_EQ(rows[0].state.return_floor, kInt64Max);
+  EXPECT_EQ(Return("edge", kInt64Max, kInt64Max - 1).ret,
+            std::pair(false, kInt64Max));
+  EXPECT_EQ(Next("edge").status.error_code(), C::OUT_OF_RANGE);
+}
+
+// A floor at INT64_MAX covers every number: a return claiming a range that
+// ends there (no client was given one) must not reopen INT64_MAX.
+TEST_F(HostileInputTest, ForgedReturnBelowAFloorAtInt64Max) {
+  ASSERT_TRUE(Floor("edge", kInt64Max).status.ok());
+  EXPECT_EQ(Return("edge", kInt64Max, kInt64Max - 1).ret,
+            std::pair(false, kInt64Max));
+  const std::vector<NamedCollectionState> rows = Rows();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].state.max, kInt64Max);
+  EXPECT_EQ(Next("edge").status.error_code(), C::OUT_OF_RANGE);
+}
+
+// Names are bound as parameters, never spliced into SQL.
+TEST_F(HostileInputTest, SqlInANameIsJustAName) {
+  const std::string name = "orders'); DROP TABLE collections; --";
+  EXPECT_EQ(Next(name).range, Pair(1, 32));
+  EXPECT_EQ(Next("orders").range, Pair(1, 32));
+  EXPECT_EQ(Next(name).range, Pair(33, 64));
+  EXPECT_TRUE(Get(name).status.ok());
+  EXPECT_EQ(Rows().size(), 2u);
+}
+
+// The value of every sample of `metric` in a Prometheus text scrape, by its
+// label set.
+std::map<std::string, double> Samples(const std::string& scrape,
+                                      const std::string& metric) {
+  std::map<std::string, double> samples;
+  for (absl::string_view line : absl::StrSplit(scrape, '\n')) {
+    if (!absl::StartsWith(line, metric + "{")) continue;
+    const size_t close = line.rfind('}');
+    if (close == absl::string_view::npos) continue;
+    double value = 0;
+    if (!absl::SimpleAtod(line.substr(close + 1), &value)) continue;
+    samples[std::string(
+        line.substr(metric.size(), close - metric.size() + 1))] = value;
+  }
+  return samples;
+}
+
+class HostileInputMetricsTest : public HostileInputTest {
+  bool ServeMetrics() const override { return true; }
+};
+
+TEST_F(HostileInputMetricsTest,
+       FloodOfDistinctNamesIsServedWithBoundedMetrics) {
+  constexpr int kNames = 5000;
+  constexpr int kThreads = 8;
+  std::vector<std::thread> threads;
+  std::vector<int> failures(kThreads, 0);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = t; i < kNames; i += kThreads) {
+        // Names a label printer must escape, too.
+        const Outcome out = Next(absl::StrCat("flood \"", i, "\"\\{}"));
+        if (!out.status.ok() || out.range != Pair(1, 32)) ++failures[t];
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(failures[t], 0) << t;
+  EXPECT_EQ(Rows().size(), static_cast<size_t>(kNames));
+  EXPECT_EQ(server_->store()->collection_count(), kNames);
+
+  absl::StatusOr<std::string> scrape =
+      testing::HttpGet(server_->metrics_port(), "/metrics");
+  ASSERT_TRUE(scrape.ok()) << scrape.status();
+  const std::map<std::string, double> reserved =
+      Samples(*scrape, "hilo_ids_reserved_total");
+  const int limit = server_->options().metrics_max_collections;
+  EXPECT_EQ(reserved.size(), static_cast<size_t>(limit) + 1);
+  double total = 0;
+  for (const auto& [labels, value] : reserved) total += value;
+  EXPECT_EQ(total, 32.0 * kNames);
+  ASSERT_EQ(reserved.count("{collection=\"_other\"}"), 1u);
+  EXPECT_EQ(reserved.at("{collection=\"_other\"}"), 32.0 * (kNames - limit));
+  EXPECT_THAT(*scrape, HasSubstr(absl::StrCat("hilo_collections ", kNames)));
+}
+
+}  // namespace
+}  // namespace hilo
