@@ -4,10 +4,12 @@
 //   BM_AtomicFetchAdd      a bare std::atomic<int64_t>::fetch_add, shared by
 //                          the threads (NextId's floor)
 //   BM_NextId              hilo::Client::NextId on one collection
+//   BM_HandleNextId        the same through a hilo::CollectionHandle
 //   BM_StrCatDocumentId    the same document-ID string ("orders/12345678-A")
 //                          built with absl::StrCat from a thread-local number
 //                          (NextDocumentId's floor)
 //   BM_NextDocumentId      hilo::Client::NextDocumentId
+//   BM_HandleNextDocumentId  the same through a hilo::CollectionHandle
 //   BM_UuidV4String        a random UUID v4 string from libuuid
 //                          (uuid_generate_random + uuid_unparse_lower), the
 //                          usual alternative to HiLo
@@ -79,6 +81,20 @@ void BM_NextId(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 
+// The same through a CollectionHandle: no lookup of the name per call.
+void BM_HandleNextId(benchmark::State& state) {
+  const hilo::CollectionHandle handle = g_client->Collection(kCollection);
+  for (auto _ : state) {
+    absl::StatusOr<hilo::Id> id = handle.NextId();
+    if (!id.ok()) {
+      state.SkipWithError(id.status().ToString().c_str());
+      break;
+    }
+    benchmark::DoNotOptimize(id);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
 void BM_StrCatDocumentId(benchmark::State& state) {
   // Numbers of the size NextDocumentId hands out here (8 digits).
   int64_t number = 10000000 + state.thread_index() * 1000000000LL;
@@ -103,6 +119,19 @@ void BM_NextDocumentId(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 
+void BM_HandleNextDocumentId(benchmark::State& state) {
+  const hilo::CollectionHandle handle = g_client->Collection(kCollection);
+  for (auto _ : state) {
+    absl::StatusOr<std::string> id = handle.NextDocumentId();
+    if (!id.ok()) {
+      state.SkipWithError(id.status().ToString().c_str());
+      break;
+    }
+    benchmark::DoNotOptimize(id);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
 void BM_UuidV4String(benchmark::State& state) {
   for (auto _ : state) {
     uuid_t uuid;
@@ -117,8 +146,10 @@ void BM_UuidV4String(benchmark::State& state) {
 
 BENCHMARK(BM_AtomicFetchAdd)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_NextId)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_HandleNextId)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_StrCatDocumentId)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_NextDocumentId)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_HandleNextDocumentId)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_UuidV4String)->Threads(1)->Threads(2)->UseRealTime();
 
 // Google Benchmark's console output, plus each result's calls per second
@@ -178,8 +209,10 @@ std::string Markdown(const SummaryReporter& r, const std::string& prefetch,
   const Row rows[] = {
       {"BM_AtomicFetchAdd", "bare `std::atomic<int64_t>::fetch_add`"},
       {"BM_NextId", "`Client::NextId`"},
+      {"BM_HandleNextId", "`CollectionHandle::NextId`"},
       {"BM_StrCatDocumentId", "document ID with `absl::StrCat`"},
       {"BM_NextDocumentId", "`Client::NextDocumentId`"},
+      {"BM_HandleNextDocumentId", "`CollectionHandle::NextDocumentId`"},
       {"BM_UuidV4String", "UUID v4 string (libuuid)"},
   };
   std::string md;
@@ -229,8 +262,17 @@ std::string Markdown(const SummaryReporter& r, const std::string& prefetch,
               threads, 1.5, true);
   }
   for (int threads : {1, 2}) {
+    ratio_row("handle `NextId` ÷ bare atomic", "BM_HandleNextId",
+              "BM_AtomicFetchAdd", threads, 1.5, true);
+  }
+  for (int threads : {1, 2}) {
     ratio_row("`NextDocumentId` ÷ StrCat document ID", "BM_NextDocumentId",
               "BM_StrCatDocumentId", threads, 1.5, true);
+  }
+  for (int threads : {1, 2}) {
+    ratio_row("handle `NextDocumentId` ÷ StrCat document ID",
+              "BM_HandleNextDocumentId", "BM_StrCatDocumentId", threads, 1.5,
+              true);
   }
   for (int threads : {1, 2}) {
     ratio_row("UUID v4 string ÷ `NextDocumentId` (speed-up)", "BM_UuidV4String",

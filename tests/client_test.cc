@@ -211,6 +211,19 @@ TEST(ClientTest, DocumentIdIsCollectionSeparatorNumberDashTag) {
   EXPECT_EQ(*colon.client->NextDocumentId("users"), "users:1-A");
 }
 
+TEST(ClientTest, CollectionHandleDrawsFromTheCollectionsOwnRange) {
+  TestClient t = MakeClient(32, {"A"}, ':');
+  const CollectionHandle orders = t.client->Collection("orders");
+  const CollectionHandle again = t.client->Collection("orders");
+  EXPECT_EQ(orders.name(), "orders");
+  EXPECT_EQ(t.client->NextId("orders")->number, 1);
+  EXPECT_EQ(orders.NextId()->number, 2);
+  EXPECT_EQ(*again.NextDocumentId(), "orders:3-A");
+  EXPECT_EQ(*t.client->Collection("users").NextDocumentId(), "users:33-A");
+  EXPECT_EQ(orders.NextId()->number, 4);
+  EXPECT_EQ(t.source->calls(), 2);  // one range each
+}
+
 TEST(ClientTest, CollectionsHaveSeparateRanges) {
   TestClient t = MakeClient(32);
   EXPECT_EQ(t.client->NextId("a")->number, 1);
@@ -302,6 +315,8 @@ TEST(ClientTest, DestructorReturnsUnusedRanges) {
 
 TEST(ClientTest, ManyThreadsNeverRepeatAndOnlyUseIssuedRanges) {
   TestClient t = MakeClient(100, {"A", "B"});
+  // Half the threads go through a shared handle, half by name.
+  const CollectionHandle handle = t.client->Collection("o");
   constexpr int kThreads = 8;
   constexpr int kPerThread = 10'000;
   std::vector<std::vector<Id>> got(kThreads);
@@ -310,7 +325,8 @@ TEST(ClientTest, ManyThreadsNeverRepeatAndOnlyUseIssuedRanges) {
     threads.emplace_back([&, i] {
       got[i].reserve(kPerThread);
       for (int n = 0; n < kPerThread; ++n) {
-        absl::StatusOr<Id> id = t.client->NextId("o");
+        absl::StatusOr<Id> id =
+            i % 2 == 0 ? handle.NextId() : t.client->NextId("o");
         ASSERT_TRUE(id.ok());
         got[i].push_back(*id);
       }

@@ -16,6 +16,15 @@
 #include "grpcpp/security/credentials.h"
 
 namespace hilo {
+namespace {
+
+std::string DocumentId(absl::string_view collection, char separator,
+                       const Id& id) {
+  return absl::StrCat(collection, absl::string_view(&separator, 1), id.number,
+                      "-", id.node_tag);
+}
+
+}  // namespace
 
 struct Client::State {
   std::shared_mutex mu;
@@ -136,8 +145,20 @@ absl::StatusOr<std::string> Client::NextDocumentId(
     absl::string_view collection) {
   absl::StatusOr<Id> id = NextId(collection);
   if (!id.ok()) return id.status();
-  return absl::StrCat(collection, absl::string_view(&options_.separator, 1),
-                      id->number, "-", id->node_tag);
+  return DocumentId(collection, options_.separator, *id);
+}
+
+CollectionHandle Client::Collection(absl::string_view collection) {
+  return CollectionHandle(CacheFor(collection), std::string(collection),
+                          options_.separator);
+}
+
+absl::StatusOr<Id> CollectionHandle::NextId() const { return cache_->Next(); }
+
+absl::StatusOr<std::string> CollectionHandle::NextDocumentId() const {
+  absl::StatusOr<Id> id = cache_->Next();
+  if (!id.ok()) return id.status();
+  return DocumentId(name_, separator_, *id);
 }
 
 void Client::ReturnUnusedRanges() {

@@ -13,13 +13,14 @@
 //   // *id == "orders/1-A"
 //
 // A Client is safe for concurrent use by many threads without external
-// synchronization. While a collection's range lasts, NextId is one atomic
-// increment and takes no lock. When a fifth of a range is used, the next one
-// is fetched in the background, so callers rarely wait; if a range does run
-// dry first, exactly one caller asks a server for the next one and the
-// others of that collection wait for it. Ranges grow while a collection is busy
-// (the client reports its previous range with each request) and never move
-// down.
+// synchronization. NextId finds the collection's cache under a shared lock;
+// a CollectionHandle (Client::Collection) finds it once, after which each
+// NextId is one atomic increment and takes no lock while the range lasts. When
+// a fifth of a range is used, the next one is fetched in the background, so
+// callers rarely wait; if a range does run dry first, exactly one caller asks a
+// server for the next one and the others of that collection wait for it. Ranges
+// grow while a collection is busy (the client reports its previous range with
+// each request) and never move down.
 #ifndef HILO_CLIENT_H_
 #define HILO_CLIENT_H_
 
@@ -81,6 +82,35 @@ struct Id {
   std::string node_tag;
 };
 
+class Client;
+
+// One collection of a Client, for callers that draw many IDs from it: the
+// name is looked up once, when the handle is made, so NextId is the range
+// cache's atomic increment alone. It draws from the same range as
+// Client::NextId on that collection. Cheap to copy, safe to share between
+// threads; must not outlive its Client.
+//
+//   hilo::CollectionHandle orders = client->Collection("orders");
+//   absl::StatusOr<std::string> id = orders.NextDocumentId();  // "orders/1-A"
+class CollectionHandle {
+ public:
+  // As Client::NextId and Client::NextDocumentId on this collection.
+  absl::StatusOr<Id> NextId() const;
+  absl::StatusOr<std::string> NextDocumentId() const;
+
+  const std::string& name() const { return name_; }
+
+ private:
+  friend class Client;
+  CollectionHandle(internal::RangeCache* cache, std::string name,
+                   char separator)
+      : cache_(cache), name_(std::move(name)), separator_(separator) {}
+
+  internal::RangeCache* cache_;
+  std::string name_;
+  char separator_;
+};
+
 class Client {
  public:
   // Checks the options and creates a channel per target. Connecting is lazy,
@@ -101,6 +131,10 @@ class Client {
 
   // "collection<separator>number-tag", e.g. "orders/10-A". Errors as NextId.
   absl::StatusOr<std::string> NextDocumentId(absl::string_view collection);
+
+  // A handle on `collection` (see CollectionHandle). Never fails; a bad
+  // name is reported by the handle's first NextId, as by NextId.
+  CollectionHandle Collection(absl::string_view collection);
 
   // Hands the unused tail of each collection's range back to the node that
   // issued it, so the next client continues there. Best effort within the
