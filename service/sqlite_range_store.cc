@@ -84,8 +84,14 @@ struct SqliteRangeStore::Op {
   absl::FunctionRef<absl::Status(bool*)> fn;
   const bool read_only;  // fn writes nothing
   absl::Status status;
-  bool done = false;
   bool created_row = false;  // set by fn when it inserted a row
+  // Under mu_: set when the op's batch is committed, or when the op is to
+  // lead the next batch; `wake` is signalled for either. One condition
+  // variable per op, so finishing a batch wakes exactly its callers and the
+  // next leader, not every thread waiting behind later commits.
+  bool done = false;
+  bool lead = false;
+  std::condition_variable wake;
 };
 
 // A prepared statement, reset and unbound after each use.
@@ -314,28 +320,41 @@ absl::Status SqliteRangeStore::Init() {
 absl::Status SqliteRangeStore::Run(
     absl::FunctionRef<absl::Status(bool* created_row)> fn, bool read_only) {
   Op op(fn, read_only);
-  base::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   pending_.push_back(&op);
-  while (true) {
-    auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return op.done || !leader_active_;
-    };
-    mu_.Await(ready);
-    if (op.done) return op.status;
-    // No commit is in flight: lead the next batch, which includes `op`.
+  pending_grew_.notify_all();  // for WaitForPendingForTesting only
+  // Invariant: with no leader, nothing is pending; so `op` is first in line.
+  if (!leader_active_) {
     leader_active_ = true;
-    std::vector<Op*> batch;
-    const size_t n =
-        std::min(pending_.size(), static_cast<size_t>(options_.max_batch));
-    batch.assign(pending_.begin(), pending_.begin() + n);
-    pending_.erase(pending_.begin(), pending_.begin() + n);
-    mu_.Unlock();
-    RunBatch(batch);
-    mu_.Lock();
-    ++commits_;
-    for (Op* done : batch) done->done = true;
-    leader_active_ = false;
+    op.lead = true;
   }
+  op.wake.wait(lock, [&] { return op.done || op.lead; });
+  if (op.done) return op.status;
+
+  // Lead the next batch: the longest-waiting ops, `op` first among them.
+  std::vector<Op*> batch;
+  const size_t n =
+      std::min(pending_.size(), static_cast<size_t>(options_.max_batch));
+  batch.assign(pending_.begin(), pending_.begin() + n);
+  pending_.erase(pending_.begin(), pending_.begin() + n);
+  lock.unlock();
+  RunBatch(batch);
+  lock.lock();
+  ++commits_;
+  for (Op* done : batch) {
+    done->done = true;
+    // Under the lock: the op (and its condition variable) lives until its
+    // caller, woken here, gets the lock and returns.
+    if (done != &op) done->wake.notify_one();
+  }
+  // Hand over to the first op that arrived during the commit, if any.
+  if (pending_.empty()) {
+    leader_active_ = false;
+  } else {
+    pending_.front()->lead = true;
+    pending_.front()->wake.notify_one();
+  }
+  return op.status;
 }
 
 void SqliteRangeStore::RunBatch(const std::vector<Op*>& batch) {
@@ -589,16 +608,13 @@ absl::Status SqliteRangeStore::PutForTesting(absl::string_view collection,
 }
 
 int64_t SqliteRangeStore::commits() const {
-  base::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return commits_;
 }
 
 void SqliteRangeStore::WaitForPendingForTesting(size_t n) {
-  base::MutexLock lock(&mu_);
-  auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return pending_.size() >= n;
-  };
-  mu_.Await(enough);
+  std::unique_lock<std::mutex> lock(mu_);
+  pending_grew_.wait(lock, [&] { return pending_.size() >= n; });
 }
 
 }  // namespace hilo
