@@ -17,6 +17,9 @@
 namespace hilo {
 namespace {
 
+// Sync-server threads kept polling between requests (see Start).
+constexpr int kMaxPollers = 512;
+
 // Linking gRPC's reflection library registers its plugin with every server
 // builder; this option takes it out again when reflection is off.
 class WithoutReflection final : public grpc::ServerBuilderOption {
@@ -118,6 +121,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   // Without this, a second server could silently share the port.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
+  // Each NextRange handler holds its thread until its group commit is
+  // durable, then dozens return at once; with gRPC's default of 2 pollers
+  // the sync server ends those threads and starts new ones for the next
+  // requests, thousands a second. Keep them instead.
+  builder.SetSyncServerOption(
+      grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, kMaxPollers);
   builder.AddListeningPort(opts.listen,
                            opts.credentials != nullptr
                                ? opts.credentials
