@@ -341,18 +341,20 @@ absl::Status SqliteRangeStore::Run(
   RunBatch(batch);
   lock.lock();
   ++commits_;
-  for (Op* done : batch) {
-    done->done = true;
-    // Under the lock: the op (and its condition variable) lives until its
-    // caller, woken here, gets the lock and returns.
-    if (done != &op) done->wake.notify_one();
-  }
-  // Hand over to the first op that arrived during the commit, if any.
+  // Hand over to the first op that arrived during the commit, if any. It is
+  // woken first, so the next commit need not wait behind this batch's
+  // wake-ups.
   if (pending_.empty()) {
     leader_active_ = false;
   } else {
     pending_.front()->lead = true;
     pending_.front()->wake.notify_one();
+  }
+  for (Op* done : batch) {
+    done->done = true;
+    // Under the lock: the op (and its condition variable) lives until its
+    // caller, woken here, gets the lock and returns.
+    if (done != &op) done->wake.notify_one();
   }
   return op.status;
 }

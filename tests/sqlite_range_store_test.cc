@@ -24,11 +24,13 @@ class SqliteRangeStoreTest : public ::testing::Test {
  protected:
   void SetUp() override { Reopen(); }
 
-  void Reopen(std::function<absl::Status()> before_commit = nullptr) {
+  void Reopen(std::function<absl::Status()> before_commit = nullptr,
+              int max_batch = SqliteRangeStoreOptions().max_batch) {
     store_.reset();
     SqliteRangeStoreOptions options;
     options.path = dir_.File("hilo.db");
     options.clock = &clock_;
+    options.max_batch = max_batch;
     options.before_commit_for_testing = std::move(before_commit);
     absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
         SqliteRangeStore::Open(std::move(options));
@@ -274,6 +276,45 @@ TEST_F(SqliteRangeStoreTest, FailingOperationDoesNotFailOthersInItsBatch) {
   EXPECT_EQ(StoredMax("b"), 32);
   EXPECT_EQ(StoredMax("c"), 32);
   EXPECT_EQ(StoredMax("full"), kMax - 5);
+}
+
+TEST_F(SqliteRangeStoreTest,
+       QueuedOpsCommitInArrivalOrderAtMostMaxBatchAtATime) {
+  std::atomic<bool> armed{false};
+  testing::Notification in_hook, release;
+  Reopen(
+      [&] {
+        if (armed.exchange(false)) {
+          in_hook.Notify();
+          release.WaitForNotification();
+        }
+        return absl::OkStatus();
+      },
+      /*max_batch=*/2);
+  armed = true;
+  const int64_t commits_before = store_->commits();
+  absl::StatusOr<Range> first;
+  std::thread leader([&] { first = store_->Allocate("q", 1, 0); });
+  in_hook.WaitForNotification();
+  constexpr int kQueued = 5;
+  std::vector<absl::StatusOr<Range>> queued(kQueued);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kQueued; ++i) {
+    threads.emplace_back([&, i] { queued[i] = store_->Allocate("q", 1, 0); });
+    store_->WaitForPendingForTesting(i + 1);
+  }
+  release.Notify();
+  leader.join();
+  for (std::thread& t : threads) t.join();
+
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(*first, (Range{1, 1}));
+  for (int i = 0; i < kQueued; ++i) {
+    ASSERT_TRUE(queued[i].ok()) << i << ": " << queued[i].status();
+    EXPECT_EQ(*queued[i], (Range{i + 2, i + 2})) << i;
+  }
+  // The held batch, then 2 + 2 + 1.
+  EXPECT_EQ(store_->commits() - commits_before, 4);
 }
 
 TEST_F(SqliteRangeStoreTest, FailedCommitFailsOnlyItsOwnBatch) {
