@@ -2,15 +2,17 @@
 # Builds the store's libFuzzer target with clang and runs it.
 #
 #   fuzz/run_fuzz.sh [SECONDS] [BUILD_DIR]     fuzz for SECONDS (default 60)
-#   fuzz/run_fuzz.sh --runs=N [BUILD_DIR]      N inputs, seed 1: the same
-#                                              inputs every time (the test)
+#   fuzz/run_fuzz.sh --runs=N [BUILD_DIR]      N inputs from seed 1 (the
+#                                              test): much the same inputs
+#                                              every time
 #
 # Configures fuzz/ into BUILD_DIR (default build/fuzz) with clang++ if it is
 # not configured yet and builds it (at most 2 jobs). Every run first replays
 # fuzz/corpus/, the committed seeds and the inputs of crashes found before
 # (regression cases). A timed run keeps what it learns in BUILD_DIR/corpus,
-# which grows from run to run; a --runs run starts from fuzz/corpus/ alone, so
-# it does the same work on every machine. A crash or a broken invariant stops
+# which grows from run to run; a --runs run starts from fuzz/corpus/ alone
+# with a fixed seed, so it does much the same work on every machine (not bit
+# for bit: SQLite's random WAL salts can steer libFuzzer's comparisons). A crash or a broken invariant stops
 # the run, leaves the input in BUILD_DIR/artifacts/ and exits 1; reproduce it
 # with
 #   BUILD_DIR/range_store_fuzzer BUILD_DIR/artifacts/crash-...

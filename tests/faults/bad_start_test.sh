@@ -16,7 +16,16 @@ if [ $# -eq 1 ]; then
   mnt=$(mktemp -d "${TMPDIR:-/tmp}/hilo-bad-start.XXXXXX") || exit 1
   child=""
   trap 'rm -rf "$mnt"' EXIT
-  trap '[ -n "$child" ] && kill -KILL "$child" 2>/dev/null; exit 130' INT TERM
+  # The child (unshare execs the inner script) stops its server on TERM.
+  on_signal() {
+    if [ -n "$child" ]; then
+      kill -TERM "$child" 2>/dev/null
+      wait "$child"
+    fi
+    exit "$1"
+  }
+  trap 'on_signal 130' INT
+  trap 'on_signal 143' TERM
   if ! probe=$(unshare --mount --propagation private -- \
     mount -t tmpfs -o size=16m hilo-faults "$mnt" 2>&1); then
     case "$probe" in
@@ -60,6 +69,7 @@ coproc SERVER {
 }
 # shellcheck disable=SC2153  # bash sets SERVER_PID with the coproc
 server_pid=$SERVER_PID
+trap 'kill -KILL "$server_pid" 2>/dev/null; exit 143' TERM INT
 if ! IFS= read -r -t 20 line <&"${SERVER[0]}"; then
   echo "bad_start_test: FAILED: no start-up line within 20 s"
   kill -KILL "$server_pid" 2>/dev/null

@@ -45,7 +45,16 @@ trap cleanup EXIT
 # Run in the background so that a signal kills hilo_stress (and with it, by
 # PR_SET_PDEATHSIG, its workers and servers) instead of waiting for it.
 child=""
-trap '[ -n "$child" ] && kill -TERM "$child" 2>/dev/null; exit 130' INT TERM
+# Waits for it before the EXIT trap removes the work directory it writes to.
+on_signal() {
+  if [ -n "$child" ]; then
+    kill -TERM "$child" 2>/dev/null
+    wait "$child"
+  fi
+  exit "$1"
+}
+trap 'on_signal 130' INT
+trap 'on_signal 143' TERM
 
 if [ -n "$tmpfs" ]; then
   mkdir -p "$work/db"
