@@ -20,6 +20,43 @@ using ::testing::HasSubstr;
 
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 
+// The store's before-commit hook for tests of batching: holds the next
+// commit until released, so operations started meanwhile queue up for the
+// batch after it, and can fail a commit as a full disk would.
+class CommitGate {
+ public:
+  std::function<absl::Status()> Hook() {
+    return [this]() -> absl::Status {
+      if (hold_.exchange(false)) {
+        held_.Notify();
+        release_.WaitForNotification();
+        return hold_status_;
+      }
+      if (fail_next_.exchange(false)) return fail_status_;
+      return absl::OkStatus();
+    };
+  }
+  // The next commit waits for Release, then answers `status`. Once.
+  void HoldNext(absl::Status status) {
+    hold_status_ = std::move(status);
+    hold_ = true;
+  }
+  void WaitUntilHeld() { held_.WaitForNotification(); }
+  // The commit after the held one answers `status`.
+  void FailNext(absl::Status status) {
+    fail_status_ = std::move(status);
+    fail_next_ = true;
+  }
+  void Release() { release_.Notify(); }
+
+ private:
+  std::atomic<bool> hold_{false};
+  std::atomic<bool> fail_next_{false};
+  absl::Status hold_status_;
+  absl::Status fail_status_;
+  testing::Notification held_, release_;
+};
+
 class SqliteRangeStoreTest : public ::testing::Test {
  protected:
   void SetUp() override { Reopen(); }
@@ -52,8 +89,28 @@ class SqliteRangeStoreTest : public ::testing::Test {
     return state.ok() && state->has_value() ? (*state)->max : -1;
   }
 
+  // Starts `fn` on a thread whose operation leads the next batch, and
+  // returns once that batch is held at its commit (by `gate`, armed here to
+  // hold once and then answer `status`).
+  void HoldFirstCommit(CommitGate& gate, std::vector<std::thread>& threads,
+                       std::function<void()> fn,
+                       absl::Status status = absl::OkStatus()) {
+    gate.HoldNext(std::move(status));
+    threads.emplace_back(std::move(fn));
+    gate.WaitUntilHeld();
+  }
+
+  // Starts `fn` on a thread and returns once its operation waits for the
+  // next batch, behind those queued before it.
+  void Queue(std::vector<std::thread>& threads, std::function<void()> fn) {
+    const size_t queued = ++queued_;
+    threads.emplace_back(std::move(fn));
+    store_->WaitForPendingForTesting(queued);
+  }
+
   TempDir dir_;
   ManualClock clock_{absl::FromUnixSeconds(1'800'000'000)};
+  size_t queued_ = 0;
   std::unique_ptr<SqliteRangeStore> store_;
 };
 
@@ -235,35 +292,21 @@ TEST_F(SqliteRangeStoreTest, RestartContinuesAboveEveryIssuedRange) {
 }
 
 TEST_F(SqliteRangeStoreTest, FailingOperationDoesNotFailOthersInItsBatch) {
-  // Hold the first batch at its commit so the next operations queue up and
-  // are committed together in one second batch.
-  std::atomic<bool> armed{false};
-  testing::Notification in_hook, release;
-  Reopen([&] {
-    if (armed.exchange(false)) {
-      in_hook.Notify();
-      release.WaitForNotification();
-    }
-    return absl::OkStatus();
-  });
+  CommitGate gate;
+  Reopen(gate.Hook());
   ASSERT_TRUE(
       store_->PutForTesting("full", CollectionState{kMax - 5, 1, clock_.Now()})
           .ok());
   const int64_t commits_before = store_->commits();
-  armed = true;
 
   absl::StatusOr<Range> first, ok_before, failing, ok_after;
-  std::thread t0([&] { first = store_->Allocate("a", 32, 0); });
-  in_hook.WaitForNotification();
-  // t0 leads the first batch and waits in the hook; these three queue up.
-  std::thread t1([&] { ok_before = store_->Allocate("b", 32, 0); });
-  store_->WaitForPendingForTesting(1);
-  std::thread t2([&] { failing = store_->Allocate("full", 32, 0); });
-  store_->WaitForPendingForTesting(2);
-  std::thread t3([&] { ok_after = store_->Allocate("c", 32, 0); });
-  store_->WaitForPendingForTesting(3);
-  release.Notify();
-  for (std::thread* t : {&t0, &t1, &t2, &t3}) t->join();
+  std::vector<std::thread> threads;
+  HoldFirstCommit(gate, threads, [&] { first = store_->Allocate("a", 32, 0); });
+  Queue(threads, [&] { ok_before = store_->Allocate("b", 32, 0); });
+  Queue(threads, [&] { failing = store_->Allocate("full", 32, 0); });
+  Queue(threads, [&] { ok_after = store_->Allocate("c", 32, 0); });
+  gate.Release();
+  for (std::thread& t : threads) t.join();
 
   EXPECT_EQ(store_->commits() - commits_before, 2);
   ASSERT_TRUE(first.ok()) << first.status();
@@ -280,31 +323,18 @@ TEST_F(SqliteRangeStoreTest, FailingOperationDoesNotFailOthersInItsBatch) {
 
 TEST_F(SqliteRangeStoreTest,
        QueuedOpsCommitInArrivalOrderAtMostMaxBatchAtATime) {
-  std::atomic<bool> armed{false};
-  testing::Notification in_hook, release;
-  Reopen(
-      [&] {
-        if (armed.exchange(false)) {
-          in_hook.Notify();
-          release.WaitForNotification();
-        }
-        return absl::OkStatus();
-      },
-      /*max_batch=*/2);
-  armed = true;
+  CommitGate gate;
+  Reopen(gate.Hook(), /*max_batch=*/2);
   const int64_t commits_before = store_->commits();
   absl::StatusOr<Range> first;
-  std::thread leader([&] { first = store_->Allocate("q", 1, 0); });
-  in_hook.WaitForNotification();
   constexpr int kQueued = 5;
   std::vector<absl::StatusOr<Range>> queued(kQueued);
   std::vector<std::thread> threads;
+  HoldFirstCommit(gate, threads, [&] { first = store_->Allocate("q", 1, 0); });
   for (int i = 0; i < kQueued; ++i) {
-    threads.emplace_back([&, i] { queued[i] = store_->Allocate("q", 1, 0); });
-    store_->WaitForPendingForTesting(i + 1);
+    Queue(threads, [&, i] { queued[i] = store_->Allocate("q", 1, 0); });
   }
-  release.Notify();
-  leader.join();
+  gate.Release();
   for (std::thread& t : threads) t.join();
 
   ASSERT_TRUE(first.ok()) << first.status();
@@ -317,86 +347,63 @@ TEST_F(SqliteRangeStoreTest,
   EXPECT_EQ(store_->commits() - commits_before, 4);
 }
 
-TEST_F(SqliteRangeStoreTest, FailedCommitFailsOnlyItsOwnBatch) {
-  std::atomic<bool> armed{false};
-  testing::Notification in_hook, release;
-  Reopen([&]() -> absl::Status {
-    if (!armed.exchange(false)) return absl::OkStatus();
-    in_hook.Notify();
-    release.WaitForNotification();
-    return absl::ResourceExhaustedError("disk is full (injected)");
-  });
-  ASSERT_EQ(MustAllocate("orders", 32), (Range{1, 32}));
-  armed = true;
-
+// The results of the two failed-commit tests below: a held first batch,
+// then a write and reads of the row it writes, queued into the next one.
+struct WriteThenReads {
   absl::StatusOr<Range> first, write;
   absl::StatusOr<std::optional<CollectionState>> read_after_write;
   absl::StatusOr<std::vector<NamedCollectionState>> list;
-  std::thread t0([&] { first = store_->Allocate("a", 32, 0); });
-  in_hook.WaitForNotification();
-  std::thread t1([&] { write = store_->Allocate("orders", 32, 0); });
-  store_->WaitForPendingForTesting(1);
-  std::thread t2([&] { read_after_write = store_->Get("orders"); });
-  store_->WaitForPendingForTesting(2);
-  std::thread t3([&] { list = store_->List("", 10); });
-  store_->WaitForPendingForTesting(3);
-  release.Notify();  // the first batch's commit fails; the second is fine
-  for (std::thread* t : {&t0, &t1, &t2, &t3}) t->join();
+};
 
-  EXPECT_EQ(first.status().code(), absl::StatusCode::kResourceExhausted);
+TEST_F(SqliteRangeStoreTest, FailedCommitFailsOnlyItsOwnBatch) {
+  CommitGate gate;
+  Reopen(gate.Hook());
+  ASSERT_EQ(MustAllocate("orders", 32), (Range{1, 32}));
+  WriteThenReads r;
+  std::vector<std::thread> threads;
+  HoldFirstCommit(
+      gate, threads, [&] { r.first = store_->Allocate("a", 32, 0); },
+      absl::ResourceExhaustedError("disk is full (injected)"));
+  Queue(threads, [&] { r.write = store_->Allocate("orders", 32, 0); });
+  Queue(threads, [&] { r.read_after_write = store_->Get("orders"); });
+  Queue(threads, [&] { r.list = store_->List("", 10); });
+  gate.Release();  // the first batch's commit fails; the second is fine
+  for (std::thread& t : threads) t.join();
+
+  EXPECT_EQ(r.first.status().code(), absl::StatusCode::kResourceExhausted);
   // The second batch (write, read, list) committed normally.
-  ASSERT_TRUE(write.ok()) << write.status();
-  EXPECT_EQ(*write, (Range{33, 64}));
-  ASSERT_TRUE(read_after_write.ok()) << read_after_write.status();
-  EXPECT_EQ((*read_after_write)->max, 64);
-  ASSERT_TRUE(list.ok()) << list.status();
-  EXPECT_EQ(list->size(), 1u);  // "a" never made it
+  ASSERT_TRUE(r.write.ok()) << r.write.status();
+  EXPECT_EQ(*r.write, (Range{33, 64}));
+  ASSERT_TRUE(r.read_after_write.ok()) << r.read_after_write.status();
+  EXPECT_EQ((*r.read_after_write)->max, 64);
+  ASSERT_TRUE(r.list.ok()) << r.list.status();
+  EXPECT_EQ(r.list->size(), 1u);  // "a" never made it
 }
 
 TEST_F(SqliteRangeStoreTest, ReadsInABatchWhoseCommitFailsSeeOnlyWhatIsStored) {
-  std::atomic<bool> fail_next{false};
-  testing::Notification in_hook, release;
-  std::atomic<bool> hold{false};
-  Reopen([&]() -> absl::Status {
-    if (hold.exchange(false)) {
-      in_hook.Notify();
-      release.WaitForNotification();
-      return absl::OkStatus();
-    }
-    if (fail_next.exchange(false)) {
-      return absl::ResourceExhaustedError("disk is full (injected)");
-    }
-    return absl::OkStatus();
-  });
+  CommitGate gate;
+  Reopen(gate.Hook());
   ASSERT_EQ(MustAllocate("orders", 32), (Range{1, 32}));
-  hold = true;
+  WriteThenReads r;
+  std::vector<std::thread> threads;
+  HoldFirstCommit(gate, threads,
+                  [&] { r.first = store_->Allocate("a", 32, 0); });
+  Queue(threads, [&] { r.write = store_->Allocate("orders", 32, 0); });
+  Queue(threads, [&] { r.read_after_write = store_->Get("orders"); });
+  Queue(threads, [&] { r.list = store_->List("", 10); });
+  gate.FailNext(absl::ResourceExhaustedError("disk is full (injected)"));
+  gate.Release();
+  for (std::thread& t : threads) t.join();
 
-  absl::StatusOr<Range> first, write;
-  absl::StatusOr<std::optional<CollectionState>> read_after_write;
-  absl::StatusOr<std::vector<NamedCollectionState>> list;
-  std::thread t0([&] { first = store_->Allocate("a", 32, 0); });
-  in_hook.WaitForNotification();
-  // Queue a write, then reads of the same row, into the next batch, and
-  // make that batch's commit fail.
-  std::thread t1([&] { write = store_->Allocate("orders", 32, 0); });
-  store_->WaitForPendingForTesting(1);
-  std::thread t2([&] { read_after_write = store_->Get("orders"); });
-  store_->WaitForPendingForTesting(2);
-  std::thread t3([&] { list = store_->List("", 10); });
-  store_->WaitForPendingForTesting(3);
-  fail_next = true;
-  release.Notify();
-  for (std::thread* t : {&t0, &t1, &t2, &t3}) t->join();
-
-  ASSERT_TRUE(first.ok()) << first.status();
-  EXPECT_EQ(write.status().code(), absl::StatusCode::kResourceExhausted);
+  ASSERT_TRUE(r.first.ok()) << r.first.status();
+  EXPECT_EQ(r.write.status().code(), absl::StatusCode::kResourceExhausted);
   // The reads answer, with the stored state: not the rolled-back 64.
-  ASSERT_TRUE(read_after_write.ok()) << read_after_write.status();
-  EXPECT_EQ((*read_after_write)->max, 32);
-  ASSERT_TRUE(list.ok()) << list.status();
-  ASSERT_EQ(list->size(), 2u);
-  EXPECT_EQ((*list)[0].name, "a");
-  EXPECT_EQ((*list)[1].state.max, 32);
+  ASSERT_TRUE(r.read_after_write.ok()) << r.read_after_write.status();
+  EXPECT_EQ((*r.read_after_write)->max, 32);
+  ASSERT_TRUE(r.list.ok()) << r.list.status();
+  ASSERT_EQ(r.list->size(), 2u);
+  EXPECT_EQ((*r.list)[0].name, "a");
+  EXPECT_EQ((*r.list)[1].state.max, 32);
   EXPECT_EQ(StoredMax("orders"), 32);
 }
 
