@@ -69,9 +69,11 @@ void BM_AtomicFetchAdd(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 
-void BM_NextId(benchmark::State& state) {
+// Times `next()` (an ID source returning absl::StatusOr) per iteration.
+template <typename Next>
+void DrawIds(benchmark::State& state, Next next) {
   for (auto _ : state) {
-    absl::StatusOr<hilo::Id> id = g_client->NextId(kCollection);
+    auto id = next();
     if (!id.ok()) {
       state.SkipWithError(id.status().ToString().c_str());
       break;
@@ -81,18 +83,14 @@ void BM_NextId(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 
+void BM_NextId(benchmark::State& state) {
+  DrawIds(state, [] { return g_client->NextId(kCollection); });
+}
+
 // The same through a CollectionHandle: no lookup of the name per call.
 void BM_HandleNextId(benchmark::State& state) {
   const hilo::CollectionHandle handle = g_client->Collection(kCollection);
-  for (auto _ : state) {
-    absl::StatusOr<hilo::Id> id = handle.NextId();
-    if (!id.ok()) {
-      state.SkipWithError(id.status().ToString().c_str());
-      break;
-    }
-    benchmark::DoNotOptimize(id);
-  }
-  state.SetItemsProcessed(state.iterations());
+  DrawIds(state, [&] { return handle.NextId(); });
 }
 
 void BM_StrCatDocumentId(benchmark::State& state) {
@@ -108,28 +106,12 @@ void BM_StrCatDocumentId(benchmark::State& state) {
 }
 
 void BM_NextDocumentId(benchmark::State& state) {
-  for (auto _ : state) {
-    absl::StatusOr<std::string> id = g_client->NextDocumentId(kCollection);
-    if (!id.ok()) {
-      state.SkipWithError(id.status().ToString().c_str());
-      break;
-    }
-    benchmark::DoNotOptimize(id);
-  }
-  state.SetItemsProcessed(state.iterations());
+  DrawIds(state, [] { return g_client->NextDocumentId(kCollection); });
 }
 
 void BM_HandleNextDocumentId(benchmark::State& state) {
   const hilo::CollectionHandle handle = g_client->Collection(kCollection);
-  for (auto _ : state) {
-    absl::StatusOr<std::string> id = handle.NextDocumentId();
-    if (!id.ok()) {
-      state.SkipWithError(id.status().ToString().c_str());
-      break;
-    }
-    benchmark::DoNotOptimize(id);
-  }
-  state.SetItemsProcessed(state.iterations());
+  DrawIds(state, [&] { return handle.NextDocumentId(); });
 }
 
 void BM_UuidV4String(benchmark::State& state) {
