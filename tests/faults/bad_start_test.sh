@@ -14,28 +14,11 @@ set -u
 if [ $# -eq 1 ]; then
   server=$1
   mnt=$(mktemp -d "${TMPDIR:-/tmp}/hilo-bad-start.XXXXXX") || exit 1
-  child=""
   trap 'rm -rf "$mnt"' EXIT
-  # The child (unshare execs the inner script) stops its server on TERM.
-  on_signal() {
-    if [ -n "$child" ]; then
-      kill -TERM "$child" 2>/dev/null
-      wait "$child"
-    fi
-    exit "$1"
-  }
-  trap 'on_signal 130' INT
-  trap 'on_signal 143' TERM
-  if ! probe=$(unshare --mount --propagation private -- \
-    mount -t tmpfs -o size=16m hilo-faults "$mnt" 2>&1); then
-    case "$probe" in
-      *"Operation not permitted"* | *"ermission denied"* | *superuser*)
-        echo "bad_start_test: SKIPPED: may not mount a tmpfs in a private mount namespace: $probe"
-        exit 77 ;;
-    esac
-    echo "bad_start_test: FAILED: cannot mount a tmpfs in a private mount namespace: $probe"
-    exit 1
-  fi
+  # on_signal stops the child (unshare execs the inner script, which stops
+  # its server on TERM).
+  . "$(dirname "$0")/faults_lib.sh"
+  require_private_tmpfs bad_start_test "$mnt" 16m
   unshare --mount --propagation private -- "$0" --inside-namespace "$server" "$mnt" &
   child=$!
   wait "$child"

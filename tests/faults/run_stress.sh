@@ -42,34 +42,14 @@ cleanup() {
   fi
 }
 trap cleanup EXIT
-# Run in the background so that a signal kills hilo_stress (and with it, by
-# PR_SET_PDEATHSIG, its workers and servers) instead of waiting for it.
-child=""
-# Waits for it before the EXIT trap removes the work directory it writes to.
-on_signal() {
-  if [ -n "$child" ]; then
-    kill -TERM "$child" 2>/dev/null
-    wait "$child"
-  fi
-  exit "$1"
-}
-trap 'on_signal 130' INT
-trap 'on_signal 143' TERM
+# hilo_stress runs in the background as $child, so that a signal stops it
+# (and with it, by PR_SET_PDEATHSIG, its workers and servers) instead of
+# waiting for it (faults_lib.sh's on_signal).
+. "$(dirname "$0")/faults_lib.sh"
 
 if [ -n "$tmpfs" ]; then
   mkdir -p "$work/db"
-  # The mount happens inside the new namespace; not being allowed to is a
-  # skip, any other failure a failure.
-  if ! probe=$(unshare --mount --propagation private -- \
-    mount -t tmpfs -o "size=$tmpfs" hilo-faults "$work/db" 2>&1); then
-    case "$probe" in
-      *"Operation not permitted"* | *"ermission denied"* | *superuser*)
-        echo "run_stress: SKIPPED: may not mount a tmpfs in a private mount namespace: $probe"
-        exit 77 ;;
-    esac
-    echo "run_stress: FAILED: cannot mount a tmpfs in a private mount namespace: $probe"
-    exit 1
-  fi
+  require_private_tmpfs run_stress "$work/db" "$tmpfs"
   # shellcheck disable=SC2016
   unshare --mount --propagation private -- /bin/sh -c '
     set -e
