@@ -266,7 +266,14 @@ absl::Status SqliteRangeStore::Init() {
           options_.path, *app_id));
     }
     if (*version == 1) {
-      if (absl::Status s = Exec(kMigrateFrom1); !s.ok()) return s;
+      // Rolled back with the start-up transaction if it fails: the file
+      // stays at version 1.
+      const int rc =
+          sqlite3_exec(db_, kMigrateFrom1, nullptr, nullptr, nullptr);
+      if (rc != SQLITE_OK) {
+        return Error(rc, absl::StrCat("migrating schema version 1 to ",
+                                      kSchemaVersion, " (nothing changed)"));
+      }
       *version = kSchemaVersion;
     }
     if (*version != kSchemaVersion) {

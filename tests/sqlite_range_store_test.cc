@@ -532,6 +532,39 @@ TEST(SqliteRangeStoreOpenTest, SchemaOneIsMigratedToReturnFloors) {
   sqlite3_close(db);
 }
 
+TEST(SqliteRangeStoreOpenTest, FailedMigrationNamesItselfAndChangesNothing) {
+  TempDir dir;
+  const std::string path = dir.File("bad-v1.db");
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  // Says version 1 but lacks its last_low column.
+  ASSERT_EQ(sqlite3_exec(db,
+                         "CREATE TABLE collections(name TEXT PRIMARY KEY, "
+                         "max INTEGER);"
+                         "PRAGMA application_id = 1214860399;"
+                         "PRAGMA user_version = 1;",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  SqliteRangeStoreOptions options;
+  options.path = path;
+  absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
+      SqliteRangeStore::Open(options);
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(store.status().message(),
+              HasSubstr("migrating schema version 1 to 2 (nothing changed)"));
+  EXPECT_THAT(store.status().message(), HasSubstr("bad-v1.db"));
+  EXPECT_THAT(store.status().message(), HasSubstr("last_low"));
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &stmt, nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int(stmt, 0), 1);
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+}
+
 TEST(SqliteRangeStoreOpenTest, NewerSchemaIsFailedPrecondition) {
   TempDir dir;
   sqlite3* db = nullptr;
