@@ -1,8 +1,10 @@
-// AdminService: the hilo.v1.HiLoAdmin gRPC service, for operators.
+// AdminService: what hilo.v1.HiLoAdmin does, for operators, without gRPC.
 //
 // Reads a collection's row, lists rows a page at a time, and raises a floor
 // (never lowers it). Same validation as HiLoService; an unknown collection is
-// NOT_FOUND.
+// NOT_FOUND. Like HiLoService, each call starts the store's work and
+// returns; `done` gets the outcome. GrpcAdminService (grpc_services.h)
+// serves it over gRPC.
 //
 // Thread-safe.
 #ifndef HILO_SERVICE_ADMIN_SERVICE_H_
@@ -11,7 +13,8 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "hilo/v1/hilo.grpc.pb.h"
+#include "hilo/v1/hilo.pb.h"
+#include "service/hilo_service.h"
 #include "service/range_store.h"
 
 namespace hilo {
@@ -19,23 +22,23 @@ namespace hilo {
 inline constexpr int kDefaultListPageSize = 100;
 inline constexpr int kMaxListPageSize = 1000;
 
-class AdminService final : public hilo::v1::HiLoAdmin::Service {
+class AdminService {
  public:
   // `store` must outlive the service.
   AdminService(RangeStore* store, std::string node_tag);
 
-  grpc::Status GetCollection(
-      grpc::ServerContext* context,
-      const hilo::v1::GetCollectionRequest* request,
-      hilo::v1::GetCollectionResponse* response) override;
-  grpc::Status ListCollections(
-      grpc::ServerContext* context,
-      const hilo::v1::ListCollectionsRequest* request,
-      hilo::v1::ListCollectionsResponse* response) override;
-  grpc::Status SetFloor(grpc::ServerContext* context,
-                        const hilo::v1::SetFloorRequest* request,
-                        hilo::v1::SetFloorResponse* response) override;
+  // Fill `response`, then call `done` exactly once. `request` and
+  // `response` must stay valid until then.
+  void GetCollection(const hilo::v1::GetCollectionRequest& request,
+                     hilo::v1::GetCollectionResponse* response,
+                     ServiceCallback done);
+  void ListCollections(const hilo::v1::ListCollectionsRequest& request,
+                       hilo::v1::ListCollectionsResponse* response,
+                       ServiceCallback done);
+  void SetFloor(const hilo::v1::SetFloorRequest& request,
+                hilo::v1::SetFloorResponse* response, ServiceCallback done);
 
+  // The same, waiting for the outcome.
   absl::Status DoGetCollection(const hilo::v1::GetCollectionRequest& request,
                                hilo::v1::GetCollectionResponse* response);
   absl::Status DoListCollections(

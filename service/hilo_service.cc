@@ -4,23 +4,17 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
-#include "service/grpc_status.h"
+#include "hilo/base/await.h"
 #include "service/proto_time.h"
+#include "service/range_token.h"
 #include "service/validation.h"
 
 namespace hilo {
+namespace {
 
-HiLoService::HiLoService(RangeStore* store, RangeSizePolicy policy,
-                         std::string node_tag, const Clock* clock,
-                         Observer* observer)
-    : store_(store),
-      policy_(policy),
-      node_tag_(std::move(node_tag)),
-      clock_(clock),
-      observer_(observer) {}
-
-absl::Status HiLoService::DoNextRange(const hilo::v1::NextRangeRequest& request,
-                                      hilo::v1::NextRangeResponse* response) {
+// The checks of NextRange that need no store; OK or INVALID_ARGUMENT.
+absl::Status ValidateNext(const hilo::v1::NextRangeRequest& request,
+                          std::optional<absl::Time>* last_range_at) {
   if (absl::Status s = ValidateCollectionName(request.collection()); !s.ok()) {
     return s;
   }
@@ -32,29 +26,17 @@ absl::Status HiLoService::DoNextRange(const hilo::v1::NextRangeRequest& request,
     return absl::InvalidArgumentError(absl::StrFormat(
         "last_max is %d; it must not be negative", request.last_max()));
   }
-  std::optional<absl::Time> last_range_at;
   if (request.has_last_range_at()) {
     absl::StatusOr<absl::Time> t =
         FromProtoTime(request.last_range_at(), "last_range_at");
     if (!t.ok()) return t.status();
-    last_range_at = *t;
+    *last_range_at = *t;
   }
-  const absl::Time now = clock_->Now();
-  const int64_t size =
-      policy_.NextSize(request.last_size(), last_range_at, now);
-  absl::StatusOr<Range> range =
-      store_->Allocate(request.collection(), size, request.last_max());
-  if (!range.ok()) return range.status();
-  response->set_low(range->low);
-  response->set_high(range->high);
-  response->set_node_tag(node_tag_);
-  ToProtoTime(now, response->mutable_range_at());
   return absl::OkStatus();
 }
 
-absl::Status HiLoService::DoReturnRange(
-    const hilo::v1::ReturnRangeRequest& request,
-    hilo::v1::ReturnRangeResponse* response) {
+absl::Status ValidateReturn(const hilo::v1::ReturnRangeRequest& request,
+                            bool allow_returns_without_token) {
   if (absl::Status s = ValidateCollectionName(request.collection()); !s.ok()) {
     return s;
   }
@@ -70,48 +52,124 @@ absl::Status HiLoService::DoReturnRange(
     return absl::InvalidArgumentError(absl::StrFormat(
         "last %d is above end %d", request.last(), request.end()));
   }
-  if (!request.node_tag().empty() && request.node_tag() != node_tag_) {
-    // Another node's range: its numbers are not ours to take back.
-    absl::StatusOr<std::optional<CollectionState>> state =
-        store_->Get(request.collection());
-    if (!state.ok()) return state.status();
-    response->set_applied(false);
-    response->set_max(state->has_value() ? (*state)->max : 0);
-    return absl::OkStatus();
+  if (request.range_token() == 0 && !allow_returns_without_token) {
+    return absl::FailedPreconditionError(
+        "ReturnRange carries no range_token; send the range_token NextRange "
+        "gave with the range (this server does not take returns without "
+        "one: they could apply twice or come from a caller that never held "
+        "the range)");
   }
-  absl::StatusOr<ReturnOutcome> outcome =
-      store_->Return(request.collection(), request.end(), request.last());
-  if (!outcome.ok()) return outcome.status();
-  response->set_applied(outcome->applied);
-  response->set_max(outcome->max);
   return absl::OkStatus();
 }
 
-grpc::Status HiLoService::NextRange(grpc::ServerContext* context,
-                                    const hilo::v1::NextRangeRequest* request,
-                                    hilo::v1::NextRangeResponse* response) {
+}  // namespace
+
+HiLoService::HiLoService(RangeStore* store, RangeSizePolicy policy,
+                         std::string node_tag, const Clock* clock,
+                         Observer* observer, bool allow_returns_without_token)
+    : store_(store),
+      policy_(policy),
+      node_tag_(std::move(node_tag)),
+      clock_(clock),
+      observer_(observer),
+      allow_returns_without_token_(allow_returns_without_token) {}
+
+void HiLoService::NextRange(const hilo::v1::NextRangeRequest& request,
+                            hilo::v1::NextRangeResponse* response,
+                            ServiceCallback done) {
   const absl::Time start = absl::Now();
-  const absl::Status status = DoNextRange(*request, response);
-  if (observer_ != nullptr) {
-    const Range range{response->low(), response->high()};
-    observer_->OnNextRange(request->collection(), status,
-                           status.ok() ? &range : nullptr, absl::Now() - start);
+  auto finish = [this, &request, response, start,
+                 done = std::move(done)](absl::Status status) mutable {
+    if (observer_ != nullptr) {
+      const Range range{response->low(), response->high()};
+      observer_->OnNextRange(request.collection(), status,
+                             status.ok() ? &range : nullptr,
+                             absl::Now() - start);
+    }
+    done(std::move(status));
+  };
+  std::optional<absl::Time> last_range_at;
+  if (absl::Status s = ValidateNext(request, &last_range_at); !s.ok()) {
+    finish(std::move(s));
+    return;
   }
-  return ToGrpcStatus(status);
+  const absl::Time now = clock_->Now();
+  const int64_t size =
+      policy_.NextSize(request.last_size(), last_range_at, now);
+  const uint64_t token = NewRangeToken();
+  store_->AllocateAsync(
+      request.collection(), size, request.last_max(), token,
+      [this, response, token, now,
+       finish = std::move(finish)](absl::StatusOr<Range> range) mutable {
+        if (range.ok()) {
+          response->set_low(range->low);
+          response->set_high(range->high);
+          response->set_node_tag(node_tag_);
+          response->set_range_token(token);
+          ToProtoTime(now, response->mutable_range_at());
+        }
+        finish(range.status());
+      });
 }
 
-grpc::Status HiLoService::ReturnRange(
-    grpc::ServerContext* context, const hilo::v1::ReturnRangeRequest* request,
-    hilo::v1::ReturnRangeResponse* response) {
+void HiLoService::ReturnRange(const hilo::v1::ReturnRangeRequest& request,
+                              hilo::v1::ReturnRangeResponse* response,
+                              ServiceCallback done) {
   const absl::Time start = absl::Now();
-  const absl::Status status = DoReturnRange(*request, response);
-  if (observer_ != nullptr) {
-    const ReturnOutcome outcome{response->applied(), response->max()};
-    observer_->OnReturnRange(request->collection(), status,
-                             status.ok() ? &outcome : nullptr,
-                             absl::Now() - start);
+  auto finish = [this, &request, response, start,
+                 done = std::move(done)](absl::Status status) mutable {
+    if (observer_ != nullptr) {
+      const ReturnOutcome outcome{response->applied(), response->max()};
+      observer_->OnReturnRange(request.collection(), status,
+                               status.ok() ? &outcome : nullptr,
+                               absl::Now() - start);
+    }
+    done(std::move(status));
+  };
+  if (absl::Status s = ValidateReturn(request, allow_returns_without_token_);
+      !s.ok()) {
+    finish(std::move(s));
+    return;
   }
-  return ToGrpcStatus(status);
+  if (!request.node_tag().empty() && request.node_tag() != node_tag_) {
+    // Another node's range: its numbers are not ours to take back.
+    store_->GetAsync(
+        request.collection(),
+        [response, finish = std::move(finish)](
+            absl::StatusOr<std::optional<CollectionState>> state) mutable {
+          if (state.ok()) {
+            response->set_applied(false);
+            response->set_max(state->has_value() ? (*state)->max : 0);
+          }
+          finish(state.status());
+        });
+    return;
+  }
+  store_->ReturnAsync(request.collection(), request.end(), request.last(),
+                      request.range_token(),
+                      [response, finish = std::move(finish)](
+                          absl::StatusOr<ReturnOutcome> outcome) mutable {
+                        if (outcome.ok()) {
+                          response->set_applied(outcome->applied);
+                          response->set_max(outcome->max);
+                        }
+                        finish(outcome.status());
+                      });
+}
+
+absl::Status HiLoService::DoNextRange(const hilo::v1::NextRangeRequest& request,
+                                      hilo::v1::NextRangeResponse* response) {
+  return base::Await<absl::Status>([&](ServiceCallback done) {
+    NextRange(request, response, std::move(done));
+  });
+}
+
+absl::Status HiLoService::DoReturnRange(
+    const hilo::v1::ReturnRangeRequest& request,
+    hilo::v1::ReturnRangeResponse* response) {
+  return base::Await<absl::Status>([&](ServiceCallback done) {
+    ReturnRange(request, response, std::move(done));
+  });
 }
 
 }  // namespace hilo

@@ -1,17 +1,23 @@
-// HiLoService: the hilo.v1.HiLo gRPC service.
+// HiLoService: what hilo.v1.HiLo does, without gRPC.
 //
-// Validates each request, applies the range-size rule and the node-tag check,
-// and leaves every durable decision to the RangeStore. The semantics are the
-// ones documented in proto/hilo/v1/hilo.proto.
+// Validates each request, applies the range-size rule and the node-tag
+// check, and leaves every durable decision to the RangeStore. The semantics
+// are the ones documented in proto/hilo/v1/hilo.proto. Each call starts the
+// store's work and returns; `done` receives the outcome once the store's
+// commit is durable (see RangeStore), so no thread waits for a commit.
+// GrpcHiLoService (grpc_services.h) serves it with gRPC's callback API.
 //
-// Thread-safe: gRPC calls it from many threads at once.
+//   service.NextRange(request, &response, [](absl::Status s) { ... });
+//
+// Thread-safe.
 #ifndef HILO_SERVICE_HILO_SERVICE_H_
 #define HILO_SERVICE_HILO_SERVICE_H_
 
 #include <string>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
-#include "hilo/v1/hilo.grpc.pb.h"
+#include "hilo/v1/hilo.pb.h"
 #include "service/clock.h"
 #include "service/observer.h"
 #include "service/range_size_policy.h"
@@ -19,21 +25,31 @@
 
 namespace hilo {
 
-class HiLoService final : public hilo::v1::HiLo::Service {
+// Receives the outcome of a service call.
+using ServiceCallback = absl::AnyInvocable<void(absl::Status)>;
+
+class HiLoService {
  public:
   // `store`, `clock` and `observer` (which may be null) must outlive the
-  // service. `node_tag` must be valid.
+  // service. `node_tag` must be valid. With `allow_returns_without_token`
+  // a ReturnRange without range_token is judged by Max and the return floor
+  // alone (for clients older than tokens; unsafe: such a return can apply
+  // twice, or come from a caller that never held the range); without it,
+  // such a return is FAILED_PRECONDITION.
   HiLoService(RangeStore* store, RangeSizePolicy policy, std::string node_tag,
-              const Clock* clock, Observer* observer = nullptr);
+              const Clock* clock, Observer* observer = nullptr,
+              bool allow_returns_without_token = false);
 
-  grpc::Status NextRange(grpc::ServerContext* context,
-                         const hilo::v1::NextRangeRequest* request,
-                         hilo::v1::NextRangeResponse* response) override;
-  grpc::Status ReturnRange(grpc::ServerContext* context,
-                           const hilo::v1::ReturnRangeRequest* request,
-                           hilo::v1::ReturnRangeResponse* response) override;
+  // Fill `response` and then call `done` exactly once with the outcome (an
+  // error leaves `response` unspecified). `request` and `response` must
+  // stay valid until `done` is called. The observer is told first.
+  void NextRange(const hilo::v1::NextRangeRequest& request,
+                 hilo::v1::NextRangeResponse* response, ServiceCallback done);
+  void ReturnRange(const hilo::v1::ReturnRangeRequest& request,
+                   hilo::v1::ReturnRangeResponse* response,
+                   ServiceCallback done);
 
-  // The same operations without gRPC, returning the store's error codes.
+  // The same, waiting for the outcome.
   absl::Status DoNextRange(const hilo::v1::NextRangeRequest& request,
                            hilo::v1::NextRangeResponse* response);
   absl::Status DoReturnRange(const hilo::v1::ReturnRangeRequest& request,
@@ -45,6 +61,7 @@ class HiLoService final : public hilo::v1::HiLo::Service {
   const std::string node_tag_;
   const Clock* const clock_;
   Observer* const observer_;
+  const bool allow_returns_without_token_;
 };
 
 }  // namespace hilo

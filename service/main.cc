@@ -51,6 +51,10 @@ ABSL_FLAG(absl::Duration, drain_delay, absl::ZeroDuration(),
           "on SIGTERM, how long to keep serving while health reports "
           "NOT_SERVING, before new calls are refused");
 ABSL_FLAG(bool, reflection, true, "serve gRPC server reflection");
+ABSL_FLAG(bool, allow_returns_without_token, false,
+          "UNSAFE: apply ReturnRange calls that carry no range_token (clients "
+          "older than tokens); such a return can be applied twice or by a "
+          "caller that never held the range");
 ABSL_FLAG(std::string, tls_cert, "",
           "PEM certificate chain; with --tls_key, the gRPC port speaks TLS");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls_cert");
@@ -120,6 +124,8 @@ int main(int argc, char** argv) {
   options.range_sizes.min_size = absl::GetFlag(FLAGS_min_range_size);
   options.range_sizes.max_size = absl::GetFlag(FLAGS_max_range_size);
   options.max_batch = absl::GetFlag(FLAGS_max_batch);
+  options.allow_returns_without_token =
+      absl::GetFlag(FLAGS_allow_returns_without_token);
   options.enable_reflection = absl::GetFlag(FLAGS_reflection);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.metrics_max_collections =

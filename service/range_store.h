@@ -1,9 +1,9 @@
 // RangeStore: the durable state of every collection.
 //
 // A collection's state is its Max (the highest number handed out; 0 if the
-// collection was never seen) and the low of the range last issued. Each
-// operation is atomic: it either applies completely and durably before it
-// returns OK, or changes nothing.
+// collection was never seen), the return floor, and the token of the range
+// last issued. Each operation is atomic: it either applies completely and
+// durably before it returns OK, or changes nothing.
 #ifndef HILO_SERVICE_RANGE_STORE_H_
 #define HILO_SERVICE_RANGE_STORE_H_
 
@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -35,6 +36,15 @@ struct CollectionState {
   // The lowest `last` a return may carry: low - 1 of the range last issued,
   // raised to `last` by an applied return and to the floor by SetFloor.
   int64_t return_floor = 0;
+  // Token of the range last issued; 0 once retired (by an applied return or
+  // a floor above Max), after which no tokened return applies.
+  uint64_t range_token = 0;
+  // The range issued just before it, when the last range was issued right
+  // above it (its low = that range's high + 1): that range's token and
+  // return floor, which a whole return of the last range restores. 0 and 0
+  // when there is none.
+  uint64_t previous_token = 0;
+  int64_t previous_return_floor = 0;
   absl::Time updated_at = absl::InfinitePast();  // time of the last change
 };
 
@@ -56,7 +66,18 @@ struct ReturnOutcome {
   int64_t max = 0;  // Max after the call
 };
 
+// Receives an operation's outcome.
+template <typename T>
+using StoreCallback = absl::AnyInvocable<void(absl::StatusOr<T>)>;
+
 // Implementations are safe for concurrent use by many threads.
+//
+// Each operation comes in two forms. The asynchronous one (…Async) returns
+// at once and calls `done` exactly once: after the operation is durable, or
+// has failed; on a thread of the store, or on the caller's thread before
+// returning for arguments refused up front. `done` must be quick and must
+// not call the store's synchronous forms (it may run on the thread they
+// would wait for). The synchronous form waits for the asynchronous one.
 //
 // Error codes: INVALID_ARGUMENT for arguments outside the documented
 // contract; OUT_OF_RANGE when a range would pass INT64_MAX; UNAVAILABLE when
@@ -68,32 +89,58 @@ class RangeStore {
   virtual ~RangeStore() = default;
 
   // Reserves `size` (>= 1) numbers: low = max(Max, floor) + 1,
-  // high = low + size - 1, then stores Max = high and return_floor = low - 1.
-  virtual absl::StatusOr<Range> Allocate(absl::string_view collection,
-                                         int64_t size, int64_t floor) = 0;
+  // high = low + size - 1, then stores Max = high, return_floor = low - 1
+  // and range_token = `token`. If low == Max + 1, the range issued before
+  // becomes the previous one (its token and return floor are kept);
+  // otherwise there is none. `token` (!= 0) is the caller's secret for
+  // returning the range: random, never a counter.
+  virtual void AllocateAsync(absl::string_view collection, int64_t size,
+                             int64_t floor, uint64_t token,
+                             StoreCallback<Range> done) = 0;
+  absl::StatusOr<Range> Allocate(absl::string_view collection, int64_t size,
+                                 int64_t floor, uint64_t token);
 
-  // Hands back the tail (last, end] of a range. Applied only if Max == end
-  // and return_floor <= last; then Max = return_floor = last, so a second
-  // return cannot move Max lower still. Otherwise nothing changes and the
-  // outcome carries the current Max.
-  // Requires 0 <= last <= end.
-  virtual absl::StatusOr<ReturnOutcome> Return(absl::string_view collection,
-                                               int64_t end, int64_t last) = 0;
+  // Hands back the tail (last, end] of a range. With a token (!= 0):
+  // applied only if token == range_token, Max == end and
+  // return_floor <= last. Then Max = last, and
+  //  - if last == return_floor (the whole range) and there is a previous
+  //    range: that range becomes the last issued again (its token and
+  //    return floor are restored);
+  //  - otherwise return_floor = last and the token is retired,
+  // so no return applies twice and none moves Max below a number another
+  // caller holds. Without a token (0, for old clients): applied if Max ==
+  // end and return_floor <= last; then Max = return_floor = last and the
+  // tokens are retired. Otherwise nothing changes and the outcome carries
+  // the current Max. Requires 0 <= last <= end.
+  virtual void ReturnAsync(absl::string_view collection, int64_t end,
+                           int64_t last, uint64_t token,
+                           StoreCallback<ReturnOutcome> done) = 0;
+  absl::StatusOr<ReturnOutcome> Return(absl::string_view collection,
+                                       int64_t end, int64_t last,
+                                       uint64_t token);
 
   // The stored state, or nullopt if the collection has no row.
-  virtual absl::StatusOr<std::optional<CollectionState>> Get(
-      absl::string_view collection) = 0;
+  virtual void GetAsync(absl::string_view collection,
+                        StoreCallback<std::optional<CollectionState>> done) = 0;
+  absl::StatusOr<std::optional<CollectionState>> Get(
+      absl::string_view collection);
 
   // Up to `limit` (>= 1) collections whose names sort after `after` (byte
   // order), in that order.
-  virtual absl::StatusOr<std::vector<NamedCollectionState>> List(
-      absl::string_view after, int limit) = 0;
+  virtual void ListAsync(
+      absl::string_view after, int limit,
+      StoreCallback<std::vector<NamedCollectionState>> done) = 0;
+  absl::StatusOr<std::vector<NamedCollectionState>> List(
+      absl::string_view after, int limit);
 
-  // Max = max(Max, floor), creating the row if needed; when Max moves,
-  // return_floor becomes floor so no earlier range can be returned below
-  // the floor. Requires floor >= 0.
-  virtual absl::StatusOr<FloorOutcome> SetFloor(absl::string_view collection,
-                                                int64_t floor) = 0;
+  // Max = max(Max, floor), creating the row if needed, and, whatever Max
+  // was, return_floor = max(return_floor, floor) (and the same for the
+  // previous range's), so no return can move Max below the floor. When Max
+  // moves, the tokens are retired. Requires floor >= 0.
+  virtual void SetFloorAsync(absl::string_view collection, int64_t floor,
+                             StoreCallback<FloorOutcome> done) = 0;
+  absl::StatusOr<FloorOutcome> SetFloor(absl::string_view collection,
+                                        int64_t floor);
 };
 
 }  // namespace hilo

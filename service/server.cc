@@ -17,9 +17,6 @@
 namespace hilo {
 namespace {
 
-// Sync-server threads kept polling between requests (see Start).
-constexpr int kMaxPollers = 512;
-
 // Linking gRPC's reflection library registers its plugin with every server
 // builder; this option takes it out again when reflection is off.
 class WithoutReflection final : public grpc::ServerBuilderOption {
@@ -96,7 +93,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   server->store_ = *std::move(store);
   server->service_ = std::make_unique<HiLoService>(
       server->store_.get(), RangeSizePolicy(opts.range_sizes), opts.node_tag,
-      clock, server->observers_.get());
+      clock, server->observers_.get(), opts.allow_returns_without_token);
   server->admin_service_ =
       std::make_unique<AdminService>(server->store_.get(), opts.node_tag);
   server->metrics_->OnCommit(absl::ZeroDuration(), 0,
@@ -121,19 +118,19 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   // Without this, a second server could silently share the port.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
-  // Each NextRange handler holds its thread until its group commit is
-  // durable, then dozens return at once; with gRPC's default of 2 pollers
-  // the sync server ends those threads and starts new ones for the next
-  // requests, thousands a second. Keep them instead.
-  builder.SetSyncServerOption(
-      grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, kMaxPollers);
   builder.AddListeningPort(opts.listen,
                            opts.credentials != nullptr
                                ? opts.credentials
                                : grpc::InsecureServerCredentials(),
                            &server->port_);
-  builder.RegisterService(server->service_.get());
-  builder.RegisterService(server->admin_service_.get());
+  // HiLo and HiLoAdmin are callback services: no thread waits for a
+  // commit. Health and reflection are gRPC's own (synchronous) services.
+  server->grpc_service_ =
+      std::make_unique<GrpcHiLoService>(server->service_.get());
+  server->grpc_admin_service_ =
+      std::make_unique<GrpcAdminService>(server->admin_service_.get());
+  builder.RegisterService(server->grpc_service_.get());
+  builder.RegisterService(server->grpc_admin_service_.get());
   server->grpc_server_ = builder.BuildAndStart();
   if (server->grpc_server_ == nullptr || server->port_ == 0) {
     server->grpc_server_.reset();
@@ -161,6 +158,8 @@ void Server::Shutdown(absl::Duration grace) {
     grpc_server_->Wait();
   }
   metrics_endpoint_.reset();
+  grpc_service_.reset();
+  grpc_admin_service_.reset();
   service_.reset();
   admin_service_.reset();
   store_.reset();

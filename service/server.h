@@ -25,6 +25,7 @@
 #include "grpcpp/server.h"
 #include "service/admin_service.h"
 #include "service/clock.h"
+#include "service/grpc_services.h"
 #include "service/hilo_service.h"
 #include "service/metrics.h"
 #include "service/observer.h"
@@ -44,6 +45,9 @@ struct ServerOptions {
   RangeSizeLimits range_sizes;
   SyncMode sync = SyncMode::kFull;
   int max_batch = 256;
+  // Take ReturnRange calls without a range_token (old clients); unsafe, see
+  // HiLoService.
+  bool allow_returns_without_token = false;
   bool enable_reflection = true;
   // Address of the Prometheus /metrics endpoint; empty serves none.
   std::string metrics_listen;
@@ -95,6 +99,8 @@ class Server {
   std::unique_ptr<SqliteRangeStore> store_;
   std::unique_ptr<HiLoService> service_;
   std::unique_ptr<AdminService> admin_service_;
+  std::unique_ptr<GrpcHiLoService> grpc_service_;
+  std::unique_ptr<GrpcAdminService> grpc_admin_service_;
   std::unique_ptr<grpc::Server> grpc_server_;
   int port_ = 0;
   bool shut_down_ = false;

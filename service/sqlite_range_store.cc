@@ -1,5 +1,6 @@
 #include "service/sqlite_range_store.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <unistd.h>
 
@@ -13,22 +14,29 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "service/collection_rules.h"
 
 namespace hilo {
 namespace {
 
 // Identifies a hilo database ("HiLo" in ASCII) and its schema version.
 constexpr int32_t kApplicationId = 0x48694c6f;
-// Version 2 stores return_floor; version 1 stored last_low, which is
-// return_floor + 1 and so could not say "nothing may come back" at INT64_MAX.
-constexpr int kSchemaVersion = 2;
+// Version 3 adds the range tokens; version 2 stores return_floor; version 1
+// stored last_low, which is return_floor + 1 and so could not say "nothing
+// may come back" at INT64_MAX.
+constexpr int kSchemaVersion = 3;
 
+// Tokens are unsigned 64-bit values stored in SQLite's signed INTEGER, bit
+// for bit.
 constexpr char kSchema[] = R"sql(
 CREATE TABLE IF NOT EXISTS collections (
-  name          TEXT    NOT NULL PRIMARY KEY,
-  max           INTEGER NOT NULL,
-  return_floor  INTEGER NOT NULL,
-  updated_at_us INTEGER NOT NULL
+  name                  TEXT    NOT NULL PRIMARY KEY,
+  max                   INTEGER NOT NULL,
+  return_floor          INTEGER NOT NULL,
+  updated_at_us         INTEGER NOT NULL,
+  range_token           INTEGER NOT NULL DEFAULT 0,
+  previous_token        INTEGER NOT NULL DEFAULT 0,
+  previous_return_floor INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
 )sql";
 
@@ -46,6 +54,61 @@ UPDATE collections SET last_low =
 ALTER TABLE collections RENAME COLUMN last_low TO return_floor;
 PRAGMA user_version = 2;
 )sql";
+
+// Version 2 to 3. Ranges issued before have no token: none of them can be
+// returned with one, and without one only where the server allows it.
+constexpr char kMigrateFrom2[] = R"sql(
+ALTER TABLE collections ADD COLUMN range_token INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE collections ADD COLUMN previous_token INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE collections ADD COLUMN previous_return_floor INTEGER NOT NULL
+  DEFAULT 0;
+PRAGMA user_version = 3;
+)sql";
+
+// Makes a directory entry durable: fsyncs `dir`, so that a file or
+// directory just created in it survives a power loss.
+absl::Status FsyncDirectory(const std::string& dir,
+                            const SqliteRangeStoreOptions& options) {
+  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0 || fsync(fd) != 0) {
+    const int err = errno;
+    if (fd >= 0) close(fd);
+    return absl::UnavailableError(absl::StrFormat(
+        "cannot flush directory %s to disk: %s", dir, strerror(err)));
+  }
+  close(fd);
+  if (options.directory_synced_for_testing) {
+    options.directory_synced_for_testing(dir);
+  }
+  return absl::OkStatus();
+}
+
+// Creates the missing directories of `dir` and makes each new entry
+// durable by flushing its parent.
+absl::Status CreateDirectoriesDurably(const std::filesystem::path& dir,
+                                      const SqliteRangeStoreOptions& options) {
+  std::vector<std::filesystem::path> missing;  // deepest first
+  std::error_code ec;
+  for (std::filesystem::path p = dir; !p.empty() && p != p.root_path();
+       p = p.parent_path()) {
+    if (std::filesystem::exists(p, ec)) break;
+    missing.push_back(p);
+  }
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return absl::UnavailableError(
+        absl::StrFormat("cannot create directory %s for database %s: %s",
+                        dir.string(), options.path, ec.message()));
+  }
+  for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
+    std::filesystem::path parent = it->parent_path();
+    if (parent.empty()) parent = ".";
+    if (absl::Status s = FsyncDirectory(parent.string(), options); !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusCode CodeForSqlite(int rc) {
   switch (rc & 0xff) {
@@ -77,23 +140,6 @@ absl::string_view SyncModeName(SyncMode mode) {
   return mode == SyncMode::kFull ? "full" : "normal";
 }
 
-// One operation waiting for, or running in, a batch.
-struct SqliteRangeStore::Op {
-  Op(absl::FunctionRef<absl::Status(bool*)> f, bool reads_only)
-      : fn(f), read_only(reads_only) {}
-  absl::FunctionRef<absl::Status(bool*)> fn;
-  const bool read_only;  // fn writes nothing
-  absl::Status status;
-  bool created_row = false;  // set by fn when it inserted a row
-  // Under mu_: set when the op's batch is committed, or when the op is to
-  // lead the next batch; `wake` is signalled for either. One condition
-  // variable per op, so finishing a batch wakes exactly its callers and the
-  // next leader, not every thread waiting behind later commits.
-  bool done = false;
-  bool lead = false;
-  std::condition_variable wake;
-};
-
 // A prepared statement, reset and unbound after each use.
 class SqliteRangeStore::Statement {
  public:
@@ -121,15 +167,12 @@ absl::StatusOr<std::unique_ptr<SqliteRangeStore>> SqliteRangeStore::Open(
   const std::filesystem::path parent =
       std::filesystem::path(options.path).parent_path();
   if (!parent.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(parent, ec);
-    if (ec) {
-      return absl::UnavailableError(
-          absl::StrFormat("cannot create directory %s for database %s: %s",
-                          parent.string(), options.path, ec.message()));
+    if (absl::Status s = CreateDirectoriesDurably(parent, options); !s.ok()) {
+      return s;
     }
   }
   const std::string path = options.path;
+  const bool is_new = access(path.c_str(), F_OK) != 0;
   // SQLite says only "unable to open database file"; say why if we can: the
   // file, or the directory of a file yet to be made, is not writable.
   auto explain = [&](absl::Status s) {
@@ -159,6 +202,21 @@ absl::StatusOr<std::unique_ptr<SqliteRangeStore>> SqliteRangeStore::Open(
   std::unique_ptr<SqliteRangeStore> store(
       new SqliteRangeStore(std::move(options), db));
   if (absl::Status s = store->Init(); !s.ok()) return explain(std::move(s));
+  SqliteRangeStore* raw = store.get();
+  store->queue_ = std::make_unique<GroupCommit>(
+      raw->options_.max_batch,
+      [raw](absl::Span<GroupCommit::Operation* const> batch) {
+        raw->RunBatch(batch);
+      });
+  if (is_new) {
+    // The new file's directory entry, or a restart could find no database
+    // and begin again at 1.
+    if (absl::Status s = FsyncDirectory(parent.empty() ? "." : parent.string(),
+                                        store->options_);
+        !s.ok()) {
+      return s;
+    }
+  }
   return store;
 }
 
@@ -168,6 +226,8 @@ SqliteRangeStore::SqliteRangeStore(SqliteRangeStoreOptions options, sqlite3* db)
       db_(db) {}
 
 SqliteRangeStore::~SqliteRangeStore() {
+  // Completes every queued operation before the statements go.
+  queue_.reset();
   select_.reset();
   upsert_.reset();
   list_.reset();
@@ -265,16 +325,19 @@ absl::Status SqliteRangeStore::Init() {
           "(application_id %d)",
           options_.path, *app_id));
     }
-    if (*version == 1) {
-      // Rolled back with the start-up transaction if it fails: the file
-      // stays at version 1.
+    // Each step is rolled back with the start-up transaction if a later one
+    // fails: the file stays at the version it had.
+    const char* const migrations[] = {nullptr, kMigrateFrom1, kMigrateFrom2};
+    for (int from = 1; from < kSchemaVersion; ++from) {
+      if (*version != from) continue;
       const int rc =
-          sqlite3_exec(db_, kMigrateFrom1, nullptr, nullptr, nullptr);
+          sqlite3_exec(db_, migrations[from], nullptr, nullptr, nullptr);
       if (rc != SQLITE_OK) {
-        return Error(rc, absl::StrCat("migrating schema version 1 to ",
-                                      kSchemaVersion, " (nothing changed)"));
+        return Error(rc, absl::StrFormat("migrating schema version %d to %d "
+                                         "(nothing changed)",
+                                         from, kSchemaVersion));
       }
-      *version = kSchemaVersion;
+      *version = from + 1;
     }
     if (*version != kSchemaVersion) {
       return absl::FailedPreconditionError(absl::StrFormat(
@@ -300,16 +363,19 @@ absl::Status SqliteRangeStore::Init() {
     *out = std::make_unique<Statement>(stmt);
     return absl::OkStatus();
   };
-  if (absl::Status s = prepare("SELECT max, return_floor, updated_at_us FROM "
-                               "collections WHERE name=?1",
-                               &select_);
+  if (absl::Status s =
+          prepare("SELECT max, return_floor, updated_at_us, range_token, "
+                  "previous_token, previous_return_floor FROM collections "
+                  "WHERE name=?1",
+                  &select_);
       !s.ok()) {
     return s;
   }
-  if (absl::Status s = prepare(
-          "SELECT name, max, return_floor, updated_at_us FROM collections "
-          "WHERE name > ?1 ORDER BY name LIMIT ?2",
-          &list_);
+  if (absl::Status s =
+          prepare("SELECT name, max, return_floor, updated_at_us, range_token, "
+                  "previous_token, previous_return_floor FROM collections "
+                  "WHERE name > ?1 ORDER BY name LIMIT ?2",
+                  &list_);
       !s.ok()) {
     return s;
   }
@@ -317,80 +383,43 @@ absl::Status SqliteRangeStore::Init() {
   if (!count.ok()) return count.status();
   collection_count_.store(*count);
   return prepare(
-      "INSERT INTO collections(name, max, return_floor, updated_at_us) "
-      "VALUES(?1, ?2, ?3, ?4) ON CONFLICT(name) DO UPDATE SET "
+      "INSERT INTO collections(name, max, return_floor, updated_at_us, "
+      "range_token, previous_token, previous_return_floor) "
+      "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT(name) DO UPDATE SET "
       "max=excluded.max, return_floor=excluded.return_floor, "
-      "updated_at_us=excluded.updated_at_us",
+      "updated_at_us=excluded.updated_at_us, "
+      "range_token=excluded.range_token, "
+      "previous_token=excluded.previous_token, "
+      "previous_return_floor=excluded.previous_return_floor",
       &upsert_);
 }
 
-absl::Status SqliteRangeStore::Run(
-    absl::FunctionRef<absl::Status(bool* created_row)> fn, bool read_only) {
-  Op op(fn, read_only);
-  std::unique_lock<std::mutex> lock(mu_);
-  pending_.push_back(&op);
-  pending_grew_.notify_all();  // for WaitForPendingForTesting only
-  // Invariant: with no leader, nothing is pending; so `op` is first in line.
-  if (!leader_active_) {
-    leader_active_ = true;
-    op.lead = true;
-  }
-  op.wake.wait(lock, [&] { return op.done || op.lead; });
-  if (op.done) return op.status;
-
-  // Lead the next batch: the longest-waiting ops, `op` first among them.
-  std::vector<Op*> batch;
-  const size_t n =
-      std::min(pending_.size(), static_cast<size_t>(options_.max_batch));
-  batch.assign(pending_.begin(), pending_.begin() + n);
-  pending_.erase(pending_.begin(), pending_.begin() + n);
-  lock.unlock();
-  RunBatch(batch);
-  lock.lock();
-  ++commits_;
-  // Hand over to the first op that arrived during the commit, if any. It is
-  // woken first, so the next commit need not wait behind this batch's
-  // wake-ups.
-  if (pending_.empty()) {
-    leader_active_ = false;
-  } else {
-    pending_.front()->lead = true;
-    pending_.front()->wake.notify_one();
-  }
-  for (Op* done : batch) {
-    done->done = true;
-    // Under the lock: the op (and its condition variable) lives until its
-    // caller, woken here, gets the lock and returns.
-    if (done != &op) done->wake.notify_one();
-  }
-  return op.status;
-}
-
-void SqliteRangeStore::RunBatch(const std::vector<Op*>& batch) {
+void SqliteRangeStore::RunBatch(
+    absl::Span<GroupCommit::Operation* const> batch) {
   if (!RunBatchInTransaction(batch)) {
     // Nothing of the batch was applied. A read may have seen a write that
     // was then rolled back, or failed only because the commit did (a full
     // disk, say); reads need no disk space, so run them again, each on its
     // own, against what is really stored.
-    for (Op* op : batch) {
-      if (!op->read_only) continue;
-      bool unused = false;
-      op->status = op->fn(&unused);
+    for (GroupCommit::Operation* op : batch) {
+      if (op->read_only) op->status = op->body(*op);
     }
   }
 }
 
-bool SqliteRangeStore::RunBatchInTransaction(const std::vector<Op*>& batch) {
+bool SqliteRangeStore::RunBatchInTransaction(
+    absl::Span<GroupCommit::Operation* const> batch) {
   absl::Status begin = Exec("BEGIN IMMEDIATE");
   if (!begin.ok()) {
-    for (Op* op : batch) op->status = begin;
+    for (GroupCommit::Operation* op : batch) op->status = begin;
     return false;
   }
+  bool released_failed = false;
   for (size_t i = 0; i < batch.size(); ++i) {
-    Op* op = batch[i];
+    GroupCommit::Operation* op = batch[i];
     absl::Status s = Exec("SAVEPOINT op");
     if (s.ok()) {
-      s = op->fn(&op->created_row);
+      s = op->body(*op);
       if (!s.ok()) {
         // Undo this operation alone. If SQLite already rolled back the
         // whole transaction (some I/O errors do), the batch is lost below.
@@ -415,7 +444,26 @@ bool SqliteRangeStore::RunBatchInTransaction(const std::vector<Op*>& batch) {
       }
       return false;
     }
-    if (absl::Status r = Exec("RELEASE op"); !r.ok() && s.ok()) s = r;
+    if (s.ok() && options_.before_release_for_testing) {
+      s = options_.before_release_for_testing();
+      if (!s.ok()) released_failed = true;
+    }
+    if (!released_failed) {
+      if (absl::Status r = Exec("RELEASE op"); !r.ok()) {
+        s = r;
+        released_failed = true;
+      }
+    }
+    if (released_failed) {
+      // Whether this operation's writes are still part of the transaction is
+      // unknown: fail the whole batch rather than report it failed and then
+      // commit it.
+      if (!sqlite3_get_autocommit(db_)) {
+        sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+      }
+      for (GroupCommit::Operation* each : batch) each->status = s;
+      return false;
+    }
     op->status = s;
   }
   absl::Status commit;
@@ -429,14 +477,14 @@ bool SqliteRangeStore::RunBatchInTransaction(const std::vector<Op*>& batch) {
     if (!sqlite3_get_autocommit(db_)) {
       sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     }
-    for (Op* op : batch) {
+    for (GroupCommit::Operation* op : batch) {
       if (op->status.ok()) op->status = commit;
     }
     return false;
   }
   int64_t created = 0;
-  for (Op* op : batch) {
-    if (op->status.ok() && op->created_row) ++created;
+  for (GroupCommit::Operation* op : batch) {
+    if (op->status.ok()) created += op->rows_created;
   }
   collection_count_.fetch_add(created, std::memory_order_relaxed);
   if (options_.on_commit) {
@@ -457,6 +505,10 @@ absl::StatusOr<std::optional<CollectionState>> SqliteRangeStore::ReadRow(
     state->max = sqlite3_column_int64(stmt, 0);
     state->return_floor = sqlite3_column_int64(stmt, 1);
     state->updated_at = absl::FromUnixMicros(sqlite3_column_int64(stmt, 2));
+    state->range_token = static_cast<uint64_t>(sqlite3_column_int64(stmt, 3));
+    state->previous_token =
+        static_cast<uint64_t>(sqlite3_column_int64(stmt, 4));
+    state->previous_return_floor = sqlite3_column_int64(stmt, 5);
   }
   select_->Reset();
   if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
@@ -473,6 +525,9 @@ absl::Status SqliteRangeStore::WriteRow(absl::string_view collection,
   sqlite3_bind_int64(stmt, 2, state.max);
   sqlite3_bind_int64(stmt, 3, state.return_floor);
   sqlite3_bind_int64(stmt, 4, absl::ToUnixMicros(state.updated_at));
+  sqlite3_bind_int64(stmt, 5, static_cast<int64_t>(state.range_token));
+  sqlite3_bind_int64(stmt, 6, static_cast<int64_t>(state.previous_token));
+  sqlite3_bind_int64(stmt, 7, state.previous_return_floor);
   const int rc = sqlite3_step(stmt);
   upsert_->Reset();
   if (rc != SQLITE_DONE) {
@@ -481,149 +536,182 @@ absl::Status SqliteRangeStore::WriteRow(absl::string_view collection,
   return absl::OkStatus();
 }
 
-absl::StatusOr<Range> SqliteRangeStore::Allocate(absl::string_view collection,
-                                                 int64_t size, int64_t floor) {
-  if (size < 1 || floor < 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "range size %d must be at least 1 and floor %d not negative", size,
-        floor));
-  }
-  Range range;
-  absl::Status s = Run([&](bool* created_row) -> absl::Status {
-    absl::StatusOr<std::optional<CollectionState>> row = ReadRow(collection);
-    if (!row.ok()) return row.status();
-    const int64_t max = row->has_value() ? (*row)->max : 0;
-    const int64_t base = std::max(max, floor);
-    if (base > std::numeric_limits<int64_t>::max() - size) {
-      return absl::OutOfRangeError(absl::StrFormat(
-          "collection \"%s\": a range of %d above %d would pass INT64_MAX",
-          collection, size, base));
-    }
-    range = Range{base + 1, base + size};
-    *created_row = !row->has_value();
-    return WriteRow(collection,
-                    CollectionState{range.high, base, clock_->Now()});
-  });
-  if (!s.ok()) return s;
-  return range;
-}
-
-absl::StatusOr<ReturnOutcome> SqliteRangeStore::Return(
-    absl::string_view collection, int64_t end, int64_t last) {
-  if (last < 0 || last > end) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "return of (last %d, end %d] needs 0 <= last <= end", last, end));
-  }
-  ReturnOutcome outcome;
-  absl::Status s = Run([&](bool* created_row) -> absl::Status {
-    absl::StatusOr<std::optional<CollectionState>> row = ReadRow(collection);
-    if (!row.ok()) return row.status();
-    if (!row->has_value()) {
-      outcome = ReturnOutcome{false, 0};
-      return absl::OkStatus();
-    }
-    const CollectionState& state = **row;
-    // last <= end, so last <= Max too.
-    if (state.max != end || last < state.return_floor) {
-      outcome = ReturnOutcome{false, state.max};
-      return absl::OkStatus();
-    }
-    outcome = ReturnOutcome{true, last};
-    return WriteRow(collection, CollectionState{last, last, clock_->Now()});
-  });
-  if (!s.ok()) return s;
-  return outcome;
-}
-
-absl::StatusOr<std::optional<CollectionState>> SqliteRangeStore::Get(
-    absl::string_view collection) {
-  absl::StatusOr<std::optional<CollectionState>> result;
-  absl::Status s = Run(
-      [&](bool*) -> absl::Status {
-        result = ReadRow(collection);
-        return result.status();
-      },
-      /*read_only=*/true);
-  if (!s.ok()) return s;
-  return result;
-}
-
-absl::StatusOr<std::vector<NamedCollectionState>> SqliteRangeStore::List(
-    absl::string_view after, int limit) {
-  if (limit < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("list limit is %d; it must be at least 1", limit));
-  }
-  std::vector<NamedCollectionState> result;
-  auto list = [&](bool*) -> absl::Status {
-    result.clear();
-    sqlite3_stmt* stmt = list_->get();
-    sqlite3_bind_text(stmt, 1, after.data(), static_cast<int>(after.size()),
-                      SQLITE_STATIC);
-    sqlite3_bind_int(stmt, 2, limit);
-    int rc;
-    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-      NamedCollectionState row;
-      row.name.assign(
-          reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)),
-          sqlite3_column_bytes(stmt, 0));
-      row.state.max = sqlite3_column_int64(stmt, 1);
-      row.state.return_floor = sqlite3_column_int64(stmt, 2);
-      row.state.updated_at =
-          absl::FromUnixMicros(sqlite3_column_int64(stmt, 3));
-      result.push_back(std::move(row));
-    }
-    list_->Reset();
-    if (rc != SQLITE_DONE) return Error(rc, "listing collections");
-    return absl::OkStatus();
+template <typename T>
+void SqliteRangeStore::Submit(
+    bool read_only,
+    absl::AnyInvocable<absl::Status(T* result, int64_t* rows_created)> body,
+    StoreCallback<T> done) {
+  // The result lives with the completion; the body, which runs first,
+  // writes it through a pointer.
+  auto result = std::make_unique<T>();
+  T* out = result.get();
+  auto op = std::make_unique<GroupCommit::Operation>();
+  op->read_only = read_only;
+  op->body = [out, body = std::move(body)](
+                 GroupCommit::Operation& self) mutable -> absl::Status {
+    self.rows_created = 0;
+    return body(out, &self.rows_created);
   };
-  absl::Status s = Run(list, /*read_only=*/true);
-  if (!s.ok()) return s;
-  return result;
+  op->done = [result = std::move(result),
+              done = std::move(done)](absl::Status status) mutable {
+    if (!status.ok()) {
+      done(std::move(status));
+    } else {
+      done(std::move(*result));
+    }
+  };
+  queue_->Submit(std::move(op));
 }
 
-absl::StatusOr<FloorOutcome> SqliteRangeStore::SetFloor(
-    absl::string_view collection, int64_t floor) {
-  if (floor < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("floor is %d; it must not be negative", floor));
+void SqliteRangeStore::AllocateAsync(absl::string_view collection, int64_t size,
+                                     int64_t floor, uint64_t token,
+                                     StoreCallback<Range> done) {
+  if (absl::Status s = CheckAllocateArguments(size, floor, token); !s.ok()) {
+    done(std::move(s));
+    return;
   }
-  FloorOutcome outcome;
-  absl::Status s = Run([&](bool* created_row) -> absl::Status {
-    absl::StatusOr<std::optional<CollectionState>> row = ReadRow(collection);
-    if (!row.ok()) return row.status();
-    const int64_t max = row->has_value() ? (*row)->max : 0;
-    if (max >= floor && row->has_value()) {
-      outcome = FloorOutcome{false, max};
-      return absl::OkStatus();
-    }
-    outcome = FloorOutcome{max < floor, std::max(max, floor)};
-    *created_row = !row->has_value();
-    return WriteRow(collection,
-                    CollectionState{outcome.max, floor, clock_->Now()});
-  });
-  if (!s.ok()) return s;
-  return outcome;
+  Submit<Range>(
+      /*read_only=*/false,
+      [this, name = std::string(collection), size, floor, token](
+          Range* range, int64_t* rows_created) -> absl::Status {
+        absl::StatusOr<std::optional<CollectionState>> row = ReadRow(name);
+        if (!row.ok()) return row.status();
+        absl::StatusOr<CollectionState> next =
+            ApplyAllocate(name, row->value_or(CollectionState{}), size, floor,
+                          token, clock_->Now(), range);
+        if (!next.ok()) return next.status();
+        *rows_created = row->has_value() ? 0 : 1;
+        return WriteRow(name, *next);
+      },
+      std::move(done));
+}
+
+void SqliteRangeStore::ReturnAsync(absl::string_view collection, int64_t end,
+                                   int64_t last, uint64_t token,
+                                   StoreCallback<ReturnOutcome> done) {
+  if (absl::Status s = CheckReturnArguments(end, last); !s.ok()) {
+    done(std::move(s));
+    return;
+  }
+  Submit<ReturnOutcome>(
+      /*read_only=*/false,
+      [this, name = std::string(collection), end, last, token](
+          ReturnOutcome* outcome, int64_t*) -> absl::Status {
+        absl::StatusOr<std::optional<CollectionState>> row = ReadRow(name);
+        if (!row.ok()) return row.status();
+        if (!row->has_value()) {
+          *outcome = ReturnOutcome{false, 0};
+          return absl::OkStatus();
+        }
+        std::optional<CollectionState> next =
+            ApplyReturn(**row, end, last, token, clock_->Now(), outcome);
+        if (!next.has_value()) return absl::OkStatus();
+        return WriteRow(name, *next);
+      },
+      std::move(done));
+}
+
+void SqliteRangeStore::GetAsync(
+    absl::string_view collection,
+    StoreCallback<std::optional<CollectionState>> done) {
+  Submit<std::optional<CollectionState>>(
+      /*read_only=*/true,
+      [this, name = std::string(collection)](
+          std::optional<CollectionState>* state, int64_t*) -> absl::Status {
+        absl::StatusOr<std::optional<CollectionState>> row = ReadRow(name);
+        if (!row.ok()) return row.status();
+        *state = *std::move(row);
+        return absl::OkStatus();
+      },
+      std::move(done));
+}
+
+void SqliteRangeStore::ListAsync(
+    absl::string_view after, int limit,
+    StoreCallback<std::vector<NamedCollectionState>> done) {
+  if (limit < 1) {
+    done(absl::InvalidArgumentError(
+        absl::StrFormat("list limit is %d; it must be at least 1", limit)));
+    return;
+  }
+  Submit<std::vector<NamedCollectionState>>(
+      /*read_only=*/true,
+      [this, after = std::string(after), limit](
+          std::vector<NamedCollectionState>* result, int64_t*) {
+        return ReadRows(after, limit, result);
+      },
+      std::move(done));
+}
+
+void SqliteRangeStore::SetFloorAsync(absl::string_view collection,
+                                     int64_t floor,
+                                     StoreCallback<FloorOutcome> done) {
+  if (absl::Status s = CheckFloorArgument(floor); !s.ok()) {
+    done(std::move(s));
+    return;
+  }
+  Submit<FloorOutcome>(
+      /*read_only=*/false,
+      [this, name = std::string(collection), floor](
+          FloorOutcome* outcome, int64_t* rows_created) -> absl::Status {
+        absl::StatusOr<std::optional<CollectionState>> row = ReadRow(name);
+        if (!row.ok()) return row.status();
+        const absl::Time now = clock_->Now();
+        std::optional<CollectionState> next = ApplySetFloor(
+            row->value_or(CollectionState{}), floor, now, outcome);
+        if (!next.has_value() && row->has_value()) return absl::OkStatus();
+        *rows_created = row->has_value() ? 0 : 1;
+        return WriteRow(name,
+                        next.value_or(CollectionState{.updated_at = now}));
+      },
+      std::move(done));
+}
+
+absl::Status SqliteRangeStore::ReadRows(
+    absl::string_view after, int limit,
+    std::vector<NamedCollectionState>* result) {
+  result->clear();
+  sqlite3_stmt* stmt = list_->get();
+  sqlite3_bind_text(stmt, 1, after.data(), static_cast<int>(after.size()),
+                    SQLITE_STATIC);
+  sqlite3_bind_int(stmt, 2, limit);
+  int rc;
+  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    NamedCollectionState row;
+    row.name.assign(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)),
+                    sqlite3_column_bytes(stmt, 0));
+    row.state.max = sqlite3_column_int64(stmt, 1);
+    row.state.return_floor = sqlite3_column_int64(stmt, 2);
+    row.state.updated_at = absl::FromUnixMicros(sqlite3_column_int64(stmt, 3));
+    row.state.range_token =
+        static_cast<uint64_t>(sqlite3_column_int64(stmt, 4));
+    row.state.previous_token =
+        static_cast<uint64_t>(sqlite3_column_int64(stmt, 5));
+    row.state.previous_return_floor = sqlite3_column_int64(stmt, 6);
+    result->push_back(std::move(row));
+  }
+  list_->Reset();
+  if (rc != SQLITE_DONE) return Error(rc, "listing collections");
+  return absl::OkStatus();
 }
 
 absl::Status SqliteRangeStore::PutForTesting(absl::string_view collection,
                                              const CollectionState& state) {
-  return Run([&](bool* created_row) -> absl::Status {
-    absl::StatusOr<std::optional<CollectionState>> row = ReadRow(collection);
-    if (!row.ok()) return row.status();
-    *created_row = !row->has_value();
-    return WriteRow(collection, state);
-  });
+  return queue_->Run(
+      [&](GroupCommit::Operation& op) -> absl::Status {
+        absl::StatusOr<std::optional<CollectionState>> row =
+            ReadRow(collection);
+        if (!row.ok()) return row.status();
+        op.rows_created = row->has_value() ? 0 : 1;
+        return WriteRow(collection, state);
+      },
+      /*read_only=*/false);
 }
 
-int64_t SqliteRangeStore::commits() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return commits_;
-}
+int64_t SqliteRangeStore::commits() const { return queue_->commits(); }
 
 void SqliteRangeStore::WaitForPendingForTesting(size_t n) {
-  std::unique_lock<std::mutex> lock(mu_);
-  pending_grew_.wait(lock, [&] { return pending_.size() >= n; });
+  queue_->WaitForPendingForTesting(n);
 }
 
 }  // namespace hilo

@@ -6,15 +6,17 @@
 // one disk flush makes many of them durable. No caller returns before the
 // commit that holds its operation is durable (WAL, synchronous=FULL by
 // default). A failing operation is rolled back alone; the others in its
-// batch still commit.
+// batch still commit; if an operation's savepoint cannot be released, the
+// whole batch fails. Database files and directories it creates are flushed
+// into their parent directories, so a power loss cannot lose them.
 //
 //   auto store = hilo::SqliteRangeStore::Open({.path = "hilo-data/hilo.db"});
 //   if (!store.ok()) return store.status();
 //   absl::StatusOr<hilo::Range> r = (*store)->Allocate("orders", 32, 0);
 //
-// Thread-safe: any number of threads may call concurrently. Whichever caller
-// finds no commit in flight becomes the leader and runs the next batch on the
-// single connection; the others wait for their results.
+// Thread-safe: any number of threads may call concurrently. A GroupCommit
+// queue runs the batches, one at a time, on its committer thread, the only
+// thread that uses the connection after Open.
 #ifndef HILO_SERVICE_SQLITE_RANGE_STORE_H_
 #define HILO_SERVICE_SQLITE_RANGE_STORE_H_
 
@@ -33,7 +35,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "service/clock.h"
+#include "service/group_commit.h"
 #include "service/range_store.h"
 
 struct sqlite3;
@@ -70,6 +74,11 @@ struct SqliteRangeStoreOptions {
   // Test hook: runs on the leader right before each COMMIT; a status other
   // than OK fails the commit with it, as a full disk would.
   std::function<absl::Status()> before_commit_for_testing;
+  // Test hook: runs on the leader before each operation's RELEASE; a status
+  // other than OK is taken as RELEASE failing with it.
+  std::function<absl::Status()> before_release_for_testing;
+  // Test hook: told each directory Open flushed to disk, in order.
+  std::function<void(const std::string& dir)> directory_synced_for_testing;
 };
 
 class SqliteRangeStore final : public RangeStore {
@@ -85,16 +94,17 @@ class SqliteRangeStore final : public RangeStore {
   SqliteRangeStore(const SqliteRangeStore&) = delete;
   SqliteRangeStore& operator=(const SqliteRangeStore&) = delete;
 
-  absl::StatusOr<Range> Allocate(absl::string_view collection, int64_t size,
-                                 int64_t floor) override;
-  absl::StatusOr<ReturnOutcome> Return(absl::string_view collection,
-                                       int64_t end, int64_t last) override;
-  absl::StatusOr<std::optional<CollectionState>> Get(
-      absl::string_view collection) override;
-  absl::StatusOr<std::vector<NamedCollectionState>> List(
-      absl::string_view after, int limit) override;
-  absl::StatusOr<FloorOutcome> SetFloor(absl::string_view collection,
-                                        int64_t floor) override;
+  void AllocateAsync(absl::string_view collection, int64_t size, int64_t floor,
+                     uint64_t token, StoreCallback<Range> done) override;
+  void ReturnAsync(absl::string_view collection, int64_t end, int64_t last,
+                   uint64_t token, StoreCallback<ReturnOutcome> done) override;
+  void GetAsync(absl::string_view collection,
+                StoreCallback<std::optional<CollectionState>> done) override;
+  void ListAsync(
+      absl::string_view after, int limit,
+      StoreCallback<std::vector<NamedCollectionState>> done) override;
+  void SetFloorAsync(absl::string_view collection, int64_t floor,
+                     StoreCallback<FloorOutcome> done) override;
 
   // Collections stored (rows), as of the last commit.
   int64_t collection_count() const {
@@ -104,7 +114,7 @@ class SqliteRangeStore final : public RangeStore {
   // Transactions committed so far (each holds one or more operations).
   int64_t commits() const;
 
-  // Blocks until at least `n` operations wait for the next batch.
+  // Blocks until at least `n` operations wait for a batch.
   void WaitForPendingForTesting(size_t n);
 
   // Sets a row directly, bypassing every rule; for tests that need a state
@@ -113,22 +123,24 @@ class SqliteRangeStore final : public RangeStore {
                              const CollectionState& state);
 
  private:
-  struct Op;
   class Statement;
 
   SqliteRangeStore(SqliteRangeStoreOptions options, sqlite3* db);
 
   absl::Status Init();
-  // Queues `fn` for the next batch and returns its status once the batch is
-  // committed (or the commit's error if the commit failed and `fn` writes).
-  // `fn` sets *created_row when it inserted a row. A `read_only` fn
-  // succeeds even when its batch's commit fails.
-  absl::Status Run(absl::FunctionRef<absl::Status(bool* created_row)> fn,
-                   bool read_only = false);
-  // Runs one batch on the connection. Called by the leader without mu_.
-  void RunBatch(const std::vector<Op*>& batch);
+  // Queues `body` for the next batch; `done` gets its result once the batch
+  // is committed (or the commit's error if the commit failed and the body
+  // writes). The body sets *rows_created when it inserted a row. A
+  // `read_only` body succeeds even when its batch's commit fails.
+  template <typename T>
+  void Submit(
+      bool read_only,
+      absl::AnyInvocable<absl::Status(T* result, int64_t* rows_created)> body,
+      StoreCallback<T> done);
+  // Runs one batch on the connection; on the committer thread.
+  void RunBatch(absl::Span<GroupCommit::Operation* const> batch);
   // The transaction of RunBatch; false if nothing of it was applied.
-  bool RunBatchInTransaction(const std::vector<Op*>& batch);
+  bool RunBatchInTransaction(absl::Span<GroupCommit::Operation* const> batch);
   absl::Status Exec(const char* sql);
   absl::Status Error(int rc, absl::string_view what) const;
 
@@ -136,24 +148,19 @@ class SqliteRangeStore final : public RangeStore {
       absl::string_view collection);
   absl::Status WriteRow(absl::string_view collection,
                         const CollectionState& state);
+  absl::Status ReadRows(absl::string_view after, int limit,
+                        std::vector<NamedCollectionState>* result);
 
   const SqliteRangeStoreOptions options_;
   const Clock* const clock_;
-  // Used only by the current leader (leader_active_ hands it over).
+  // Used only on the committer thread of queue_ once Open has returned.
   sqlite3* const db_;
   std::unique_ptr<Statement> select_;
   std::unique_ptr<Statement> upsert_;
   std::unique_ptr<Statement> list_;
   std::atomic<int64_t> collection_count_{0};
-
-  // A plain std::mutex with a condition variable per waiting op (see Op),
-  // not base::Mutex, whose every unlock wakes every waiter: with hundreds of
-  // requests waiting on commits that cost 40 % of throughput.
-  mutable std::mutex mu_;
-  std::vector<Op*> pending_ ABSL_GUARDED_BY(mu_);  // oldest first
-  std::condition_variable pending_grew_;
-  bool leader_active_ ABSL_GUARDED_BY(mu_) = false;
-  int64_t commits_ ABSL_GUARDED_BY(mu_) = 0;
+  // Batches operations into transactions; destroyed first.
+  std::unique_ptr<GroupCommit> queue_;
 };
 
 }  // namespace hilo

@@ -53,6 +53,22 @@ class AdminServiceTest : public ::testing::Test {
     return admin_->SetFloor(&context, request, response);
   }
 
+  // A return by the holder of `range` (the reply NextRange gave).
+  hilo::v1::ReturnRangeResponse Return(const std::string& collection,
+                                       const hilo::v1::NextRangeResponse& range,
+                                       int64_t last) {
+    grpc::ClientContext context;
+    hilo::v1::ReturnRangeRequest request;
+    request.set_collection(collection);
+    request.set_end(range.high());
+    request.set_last(last);
+    request.set_range_token(range.range_token());
+    hilo::v1::ReturnRangeResponse response;
+    grpc::Status status = hilo_->ReturnRange(&context, request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response;
+  }
+
   grpc::Status List(int page_size, const std::string& token,
                     hilo::v1::ListCollectionsResponse* response) {
     grpc::ClientContext context;
@@ -174,18 +190,46 @@ TEST_F(AdminServiceTest, SetFloorNegativeIsInvalidAndChangesNothing) {
 }
 
 TEST_F(AdminServiceTest, ReturnOfARangeIssuedBeforeTheFloorIsRefused) {
-  Next("orders");  // 1-32, still held by a client
+  const hilo::v1::NextRangeResponse held = Next("orders");  // 1-32, in use
   hilo::v1::SetFloorResponse floor;
   ASSERT_TRUE(SetFloor("orders", 40, &floor).ok());
-  grpc::ClientContext context;
-  hilo::v1::ReturnRangeRequest request;
-  request.set_collection("orders");
-  request.set_end(40);
-  request.set_last(5);
-  hilo::v1::ReturnRangeResponse response;
-  ASSERT_TRUE(hilo_->ReturnRange(&context, request, &response).ok());
+  hilo::v1::ReturnRangeResponse response = Return("orders", held, 5);
   EXPECT_FALSE(response.applied());
   EXPECT_EQ(response.max(), 40);
+  EXPECT_EQ(Next("orders").low(), 41);
+}
+
+// An import declares numbers taken while a range is still out: the floor
+// must bound that range's return too, although Max is already above it.
+TEST_F(AdminServiceTest, FloorBelowMaxBoundsTheReturnOfARangeStillOut) {
+  Next("orders");                                           // 1-32
+  const hilo::v1::NextRangeResponse held = Next("orders");  // 33-64
+  hilo::v1::SetFloorResponse floor;
+  ASSERT_TRUE(SetFloor("orders", 50, &floor).ok());
+  EXPECT_FALSE(floor.raised());
+  EXPECT_EQ(floor.max(), 64);
+  hilo::v1::GetCollectionResponse row;
+  ASSERT_TRUE(Get("orders", &row).ok());
+  EXPECT_EQ(row.collection().max(), 64);
+  EXPECT_EQ(row.collection().return_floor(), 50);
+  hilo::v1::ReturnRangeResponse below = Return("orders", held, 40);
+  EXPECT_FALSE(below.applied());
+  EXPECT_EQ(below.max(), 64);
+  const hilo::v1::NextRangeResponse next = Next("orders");
+  EXPECT_EQ(next.low(), 65);
+  EXPECT_EQ(next.high(), 96);
+}
+
+TEST_F(AdminServiceTest, FloorAtMaxKeepsAWholeReturnFromStartingOver) {
+  const hilo::v1::NextRangeResponse held = Next("orders");  // 1-32
+  hilo::v1::SetFloorResponse floor;
+  ASSERT_TRUE(SetFloor("orders", 32, &floor).ok());
+  EXPECT_FALSE(floor.raised());
+  EXPECT_EQ(floor.max(), 32);
+  hilo::v1::ReturnRangeResponse whole = Return("orders", held, 0);
+  EXPECT_FALSE(whole.applied());
+  EXPECT_EQ(whole.max(), 32);
+  EXPECT_EQ(Next("orders").low(), 33);
 }
 
 }  // namespace

@@ -3,7 +3,10 @@
 #include "service/hilo_service.h"
 
 #include <functional>
+#include <map>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
@@ -43,24 +46,40 @@ NextRangeRequest Next(const std::string& collection, int64_t last_size = 0,
   return request;
 }
 
-ReturnRangeRequest Return(const std::string& collection, int64_t end,
-                          int64_t last, const std::string& tag = "") {
+ReturnRangeRequest ReturnRequest(const std::string& collection, int64_t end,
+                                 int64_t last, const std::string& tag = "",
+                                 uint64_t token = 0) {
   ReturnRangeRequest request;
   request.set_collection(collection);
   request.set_end(end);
   request.set_last(last);
   request.set_node_tag(tag);
+  request.set_range_token(token);
   return request;
 }
 
 class HiLoServiceTest : public ::testing::Test {
  public:
-  void SetUp() override {
+  void SetUp() override { Start(/*allow_returns_without_token=*/false); }
+
+  void Start(bool allow_returns_without_token) {
+    stub_.reset();
+    server_.reset();
     ServerOptions options = testing::TestServerOptions(dir_, "A");
     options.clock = &clock_;
+    options.allow_returns_without_token = allow_returns_without_token;
     server_ = testing::StartServer(options);
     ASSERT_NE(server_, nullptr);
     stub_ = testing::NewStub(server_->port());
+  }
+
+  // A return by the holder of the range of `collection` ending at `end`:
+  // it carries the token NextRange gave with that range.
+  ReturnRangeRequest Return(const std::string& collection, int64_t end,
+                            int64_t last, const std::string& tag = "") {
+    auto it = tokens_.find({collection, end});
+    return ReturnRequest(collection, end, last, tag,
+                         it == tokens_.end() ? 0 : it->second);
   }
 
   grpc::Status CallNext(const NextRangeRequest& request,
@@ -68,7 +87,12 @@ class HiLoServiceTest : public ::testing::Test {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() +
                          std::chrono::seconds(10));
-    return stub_->NextRange(&context, request, response);
+    grpc::Status status = stub_->NextRange(&context, request, response);
+    if (status.ok()) {
+      tokens_[{request.collection(), response->high()}] =
+          response->range_token();
+    }
+    return status;
   }
   grpc::Status CallReturn(const ReturnRangeRequest& request,
                           ReturnRangeResponse* response) {
@@ -99,10 +123,20 @@ class HiLoServiceTest : public ::testing::Test {
     return row.ok() ? *row : std::nullopt;
   }
 
+  // Every stored row, in name order.
+  std::vector<NamedCollectionState> Rows() {
+    absl::StatusOr<std::vector<NamedCollectionState>> rows =
+        server_->store()->List("", 1000);
+    EXPECT_TRUE(rows.ok()) << rows.status();
+    return rows.value_or(std::vector<NamedCollectionState>{});
+  }
+
   TempDir dir_;
   ManualClock clock_{kStart};
   std::unique_ptr<Server> server_;
   std::unique_ptr<hilo::v1::HiLo::Stub> stub_;
+  // range_token of each range NextRange gave, by collection and high.
+  std::map<std::pair<std::string, int64_t>, uint64_t> tokens_;
 };
 
 using Pair = std::pair<int64_t, int64_t>;
@@ -155,6 +189,48 @@ TEST_F(HiLoServiceTest, ReturnWithAnotherNodesTagIsRefused) {
   EXPECT_FALSE(returned.applied());
   EXPECT_EQ(returned.max(), 32);
   EXPECT_EQ(Row("orders")->max, 32);
+}
+
+TEST_F(HiLoServiceTest, EveryRangeCarriesItsOwnNonZeroToken) {
+  std::set<uint64_t> seen;
+  for (int i = 0; i < 50; ++i) {
+    NextRangeResponse response;
+    ASSERT_TRUE(CallNext(Next(i % 2 == 0 ? "a" : "b"), &response).ok());
+    EXPECT_NE(response.range_token(), 0u);
+    seen.insert(response.range_token());
+  }
+  EXPECT_EQ(seen.size(), 50u);
+}
+
+TEST_F(HiLoServiceTest, SameReturnTwiceAppliesOnce) {
+  MustNext(Next("orders"));
+  EXPECT_TRUE(MustReturn(Return("orders", 32, 4)).applied());
+  ReturnRangeResponse again = MustReturn(Return("orders", 32, 4));
+  EXPECT_FALSE(again.applied());
+  EXPECT_EQ(again.max(), 4);
+  EXPECT_EQ(MustNext(Next("orders")), Pair(5, 36));
+}
+
+// Without tokens, any caller could hand back a live range it never held
+// (Max is visible in every refused return) and get it issued again.
+TEST_F(HiLoServiceTest, CallerWithoutTheTokenCannotHandBackALiveRange) {
+  MustNext(Next("orders"));  // held by another client
+  for (uint64_t guess = 1; guess != 0; guess <<= 1) {
+    ReturnRangeResponse stolen =
+        MustReturn(ReturnRequest("orders", 32, 0, "", guess));
+    EXPECT_FALSE(stolen.applied()) << guess;
+  }
+  EXPECT_EQ(MustNext(Next("orders")), Pair(33, 64));
+}
+
+TEST_F(HiLoServiceTest, ReturnWithoutTokenAppliesOnlyWhereAllowed) {
+  Start(/*allow_returns_without_token=*/true);
+  MustNext(Next("orders"));
+  ReturnRangeResponse returned =
+      MustReturn(ReturnRequest("orders", 32, 3));  // an old client
+  EXPECT_TRUE(returned.applied());
+  EXPECT_EQ(returned.max(), 3);
+  EXPECT_EQ(MustNext(Next("orders")), Pair(4, 35));
 }
 
 TEST_F(HiLoServiceTest, RangeDoublesWhenAskedAgainWithin30Seconds) {
@@ -236,10 +312,13 @@ TEST_P(HiLoServiceBadInputTest, IsRefusedAndChangesNothing) {
   ASSERT_TRUE(after.has_value());
   EXPECT_EQ(after->max, before->max);
   EXPECT_EQ(after->return_floor, before->return_floor);
+  EXPECT_EQ(after->range_token, before->range_token);
+  EXPECT_EQ(after->previous_token, before->previous_token);
   EXPECT_EQ(after->updated_at, before->updated_at);
-  for (const char* other : {"", "x", "\x01", "orders\n"}) {
-    EXPECT_FALSE(Row(other).has_value()) << "row created for " << other;
-  }
+  const std::vector<NamedCollectionState> rows = Rows();
+  ASSERT_EQ(rows.size(), 1u)
+      << "a refused request created a row: " << rows.back().name;
+  EXPECT_EQ(rows[0].name, "orders");
 }
 
 grpc::Status NextOf(HiLoServiceTest* t, NextRangeRequest request) {
@@ -293,28 +372,39 @@ INSTANTIATE_TEST_SUITE_P(
                   return NextOf(t, Next(std::string(100'000, 'o')));
                 },
                 grpc::StatusCode::RESOURCE_EXHAUSTED, ""},
-        BadCase{
-            "ReturnEmptyName",
-            [](HiLoServiceTest* t) { return ReturnOf(t, Return("", 32, 1)); },
-            grpc::StatusCode::INVALID_ARGUMENT, "empty"},
+        BadCase{"ReturnEmptyName",
+                [](HiLoServiceTest* t) {
+                  return ReturnOf(t, t->Return("", 32, 1));
+                },
+                grpc::StatusCode::INVALID_ARGUMENT, "empty"},
         BadCase{"ReturnLastAboveEnd",
                 [](HiLoServiceTest* t) {
-                  return ReturnOf(t, Return("orders", 32, 33));
+                  return ReturnOf(t, t->Return("orders", 32, 33));
                 },
                 grpc::StatusCode::INVALID_ARGUMENT, "above end"},
         BadCase{"ReturnNegativeLast",
                 [](HiLoServiceTest* t) {
-                  return ReturnOf(t, Return("orders", 32, -1));
+                  return ReturnOf(t, t->Return("orders", 32, -1));
                 },
                 grpc::StatusCode::INVALID_ARGUMENT, "last is -1"},
         BadCase{"ReturnNegativeEnd",
                 [](HiLoServiceTest* t) {
-                  return ReturnOf(t, Return("orders", -32, -40));
+                  return ReturnOf(t, t->Return("orders", -32, -40));
                 },
                 grpc::StatusCode::INVALID_ARGUMENT, "end is -32"},
+        BadCase{"ReturnWithoutToken",
+                [](HiLoServiceTest* t) {
+                  return ReturnOf(t, ReturnRequest("orders", 32, 1));
+                },
+                grpc::StatusCode::FAILED_PRECONDITION, "range_token"},
+        BadCase{"ReturnOfAnotherCollectionWithoutToken",
+                [](HiLoServiceTest* t) {
+                  return ReturnOf(t, ReturnRequest("other", 32, 0));
+                },
+                grpc::StatusCode::FAILED_PRECONDITION, "range_token"},
         BadCase{"ReturnZeroEnd",
                 [](HiLoServiceTest* t) {
-                  return ReturnOf(t, Return("orders", 0, 0));
+                  return ReturnOf(t, t->Return("orders", 0, 0));
                 },
                 grpc::StatusCode::INVALID_ARGUMENT, "end is 0"}),
     [](const ::testing::TestParamInfo<BadCase>& info) {
@@ -322,17 +412,20 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 // Protobuf refuses a proto3 string that is not UTF-8 while parsing, before
-// the service sees it; gRPC then answers INTERNAL. Either way nothing changes.
+// the service sees it; gRPC's callback server then answers UNIMPLEMENTED
+// (gRPC 1.51 fails any request it cannot parse that way). Either way
+// nothing changes.
 TEST_F(HiLoServiceTest, InvalidUtf8OnTheWireIsRefusedAndChangesNothing) {
   MustNext(Next("orders"));
   NextRangeResponse response;
   grpc::Status next = CallNext(Next(Invalid("ord\xFF", 4)), &response);
-  EXPECT_EQ(next.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_EQ(next.error_code(), grpc::StatusCode::UNIMPLEMENTED);
   ReturnRangeResponse returned;
   grpc::Status ret =
-      CallReturn(Return(Invalid("\xC0\x80", 2), 32, 1), &returned);
-  EXPECT_EQ(ret.error_code(), grpc::StatusCode::INTERNAL);
+      CallReturn(ReturnRequest(Invalid("\xC0\x80", 2), 32, 1), &returned);
+  EXPECT_EQ(ret.error_code(), grpc::StatusCode::UNIMPLEMENTED);
   EXPECT_EQ(Row("orders")->max, 32);
+  EXPECT_EQ(Rows().size(), 1u);
 }
 
 // The service's own check, which any path that skips protobuf's meets.
@@ -349,7 +442,8 @@ TEST(HiLoServiceDirectTest, InvalidUtf8NameIsInvalidArgument) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("not valid UTF-8 at byte 3"));
   ReturnRangeResponse returned;
-  s = service.DoReturnRange(Return(Invalid("\xC0\x80", 2), 32, 1), &returned);
+  s = service.DoReturnRange(ReturnRequest(Invalid("\xC0\x80", 2), 32, 1, "", 7),
+                            &returned);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE((*store)->Get(Invalid("ord\xFF", 4))->has_value());
 }

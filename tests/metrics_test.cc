@@ -4,7 +4,9 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <sstream>
+#include <string>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -53,7 +55,10 @@ class MetricsTest : public ::testing::Test {
     request.set_collection(collection);
     request.set_last_size(last_size);
     hilo::v1::NextRangeResponse response;
-    return stub_->NextRange(&context, request, &response).error_code();
+    grpc::Status status = stub_->NextRange(&context, request, &response);
+    if (status.ok())
+      tokens_[{collection, response.high()}] = response.range_token();
+    return status.error_code();
   }
 
   grpc::StatusCode Return(const std::string& collection, int64_t end,
@@ -63,6 +68,7 @@ class MetricsTest : public ::testing::Test {
     request.set_collection(collection);
     request.set_end(end);
     request.set_last(last);
+    request.set_range_token(tokens_[{collection, end}]);  // as its holder
     hilo::v1::ReturnRangeResponse response;
     return stub_->ReturnRange(&context, request, &response).error_code();
   }
@@ -77,6 +83,8 @@ class MetricsTest : public ::testing::Test {
   TempDir dir_;
   std::unique_ptr<Server> server_;
   std::unique_ptr<hilo::v1::HiLo::Stub> stub_;
+  // range_token of each range Next got, by collection and high.
+  std::map<std::pair<std::string, int64_t>, uint64_t> tokens_;
 };
 
 TEST_F(MetricsTest, ScrapeCountsRequestsIdsRangesAndReturns) {

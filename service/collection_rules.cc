@@ -1,0 +1,120 @@
+#include "service/collection_rules.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/strings/str_format.h"
+
+namespace hilo {
+
+absl::Status CheckAllocateArguments(int64_t size, int64_t floor,
+                                    uint64_t token) {
+  if (size < 1 || floor < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "range size %d must be at least 1 and floor %d not negative", size,
+        floor));
+  }
+  if (token == 0) {
+    return absl::InvalidArgumentError(
+        "range token is 0; a range needs a random non-zero token");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckReturnArguments(int64_t end, int64_t last) {
+  if (last < 0 || last > end) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "return of (last %d, end %d] needs 0 <= last <= end", last, end));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckFloorArgument(int64_t floor) {
+  if (floor < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("floor is %d; it must not be negative", floor));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CollectionState> ApplyAllocate(absl::string_view collection,
+                                              const CollectionState& row,
+                                              int64_t size, int64_t floor,
+                                              uint64_t token, absl::Time now,
+                                              Range* range) {
+  const int64_t base = std::max(row.max, floor);
+  if (base > std::numeric_limits<int64_t>::max() - size) {
+    return absl::OutOfRangeError(absl::StrFormat(
+        "collection \"%s\": a range of %d above %d would pass INT64_MAX",
+        collection, size, base));
+  }
+  *range = Range{base + 1, base + size};
+  CollectionState next;
+  next.max = range->high;
+  next.return_floor = base;
+  next.range_token = token;
+  // Only a range issued right above the last one can hand that one back
+  // its token: a whole return then leaves Max exactly at its high.
+  if (base == row.max && row.range_token != 0) {
+    next.previous_token = row.range_token;
+    next.previous_return_floor = row.return_floor;
+  }
+  next.updated_at = now;
+  return next;
+}
+
+std::optional<CollectionState> ApplyReturn(const CollectionState& row,
+                                           int64_t end, int64_t last,
+                                           uint64_t token, absl::Time now,
+                                           ReturnOutcome* outcome) {
+  // last <= end, so an applied return never raises Max.
+  const bool applies = row.max == end && last >= row.return_floor &&
+                       (token == 0 || token == row.range_token);
+  if (!applies) {
+    *outcome = ReturnOutcome{false, row.max};
+    return std::nullopt;
+  }
+  *outcome = ReturnOutcome{true, last};
+  CollectionState next;
+  next.max = last;
+  next.updated_at = now;
+  if (token != 0 && last == row.return_floor && row.previous_token != 0) {
+    // The whole range came back: the range issued before it is the last
+    // one again, with the token and floor it had.
+    next.return_floor = row.previous_return_floor;
+    next.range_token = row.previous_token;
+  } else {
+    // Part of it is in use, or nobody may return below it: retire the
+    // token so the same return cannot apply twice.
+    next.return_floor = last;
+  }
+  return next;
+}
+
+std::optional<CollectionState> ApplySetFloor(const CollectionState& row,
+                                             int64_t floor, absl::Time now,
+                                             FloorOutcome* outcome) {
+  *outcome = FloorOutcome{row.max < floor, std::max(row.max, floor)};
+  CollectionState next = row;
+  if (floor > row.max) {
+    // No range issued so far ends at the new Max: none may come back.
+    next.max = floor;
+    next.range_token = 0;
+    next.previous_token = 0;
+    next.previous_return_floor = 0;
+  }
+  next.return_floor = std::max(row.return_floor, floor);
+  if (next.previous_token != 0) {
+    next.previous_return_floor = std::max(row.previous_return_floor, floor);
+  }
+  if (next.max == row.max && next.return_floor == row.return_floor &&
+      next.range_token == row.range_token &&
+      next.previous_token == row.previous_token &&
+      next.previous_return_floor == row.previous_return_floor) {
+    return std::nullopt;
+  }
+  next.updated_at = now;
+  return next;
+}
+
+}  // namespace hilo

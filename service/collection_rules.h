@@ -1,0 +1,61 @@
+// The rules every RangeStore applies to a collection's row.
+//
+// A store reads the row, asks these functions what the row becomes, and
+// writes the result in the same transaction; how it reads and writes is its
+// own business, what the row becomes is decided here once, so that every
+// backend keeps exactly the contract of range_store.h. The functions are
+// pure: no I/O, no clock of their own, no randomness.
+//
+//   CollectionState row = ...;  // read inside the transaction
+//   Range range;
+//   absl::StatusOr<CollectionState> next =
+//       ApplyAllocate("orders", row, 32, 0, token, now, &range);
+//   if (next.ok()) ...;         // write *next, then reply with `range`
+#ifndef HILO_SERVICE_COLLECTION_RULES_H_
+#define HILO_SERVICE_COLLECTION_RULES_H_
+
+#include <cstdint>
+#include <optional>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "service/range_store.h"
+
+namespace hilo {
+
+// INVALID_ARGUMENT naming the bad argument, or OK. Stores check arguments
+// before they touch the row.
+absl::Status CheckAllocateArguments(int64_t size, int64_t floor,
+                                    uint64_t token);
+absl::Status CheckReturnArguments(int64_t end, int64_t last);
+absl::Status CheckFloorArgument(int64_t floor);
+
+// The row after allocating `size` numbers above max(row.max, floor) with
+// `token`, and the range in *range. A collection without a row is a
+// default CollectionState. OUT_OF_RANGE (naming `collection`) if the range
+// would pass INT64_MAX; the row must then stay as it was.
+absl::StatusOr<CollectionState> ApplyAllocate(absl::string_view collection,
+                                              const CollectionState& row,
+                                              int64_t size, int64_t floor,
+                                              uint64_t token, absl::Time now,
+                                              Range* range);
+
+// The row after a return of (last, end] with `token` (0: without one), or
+// nullopt if the return is refused and the row stays as it was. *outcome
+// is set either way.
+std::optional<CollectionState> ApplyReturn(const CollectionState& row,
+                                           int64_t end, int64_t last,
+                                           uint64_t token, absl::Time now,
+                                           ReturnOutcome* outcome);
+
+// The row after SetFloor(floor), or nullopt if nothing about it changes.
+// *outcome is set either way.
+std::optional<CollectionState> ApplySetFloor(const CollectionState& row,
+                                             int64_t floor, absl::Time now,
+                                             FloorOutcome* outcome);
+
+}  // namespace hilo
+
+#endif  // HILO_SERVICE_COLLECTION_RULES_H_

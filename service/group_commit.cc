@@ -1,0 +1,92 @@
+#include "service/group_commit.h"
+
+#include <utility>
+#include <vector>
+
+#include "hilo/base/await.h"
+
+namespace hilo {
+
+GroupCommit::GroupCommit(int max_batch, BatchRunner run_batch)
+    : max_batch_(max_batch < 1 ? 1 : static_cast<size_t>(max_batch)),
+      run_batch_(std::move(run_batch)),
+      committer_([this] { CommitLoop(); }) {}
+
+GroupCommit::~GroupCommit() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  committer_.join();
+}
+
+void GroupCommit::Submit(std::unique_ptr<Operation> op) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stopping_) {
+      pending_.push_back(std::move(op));
+      op = nullptr;
+    }
+  }
+  if (op != nullptr) {
+    op->done(absl::UnavailableError("the store is closing"));
+    return;
+  }
+  // notify_all: WaitForPendingForTesting waits on the same variable.
+  wake_.notify_all();
+}
+
+absl::Status GroupCommit::Run(absl::AnyInvocable<absl::Status(Operation&)> body,
+                              bool read_only) {
+  auto op = std::make_unique<Operation>();
+  op->body = std::move(body);
+  op->read_only = read_only;
+  return base::Await<absl::Status>(
+      [&](absl::AnyInvocable<void(absl::Status)> done) {
+        op->done = std::move(done);
+        Submit(std::move(op));
+      });
+}
+
+int64_t GroupCommit::commits() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return commits_;
+}
+
+void GroupCommit::WaitForPendingForTesting(size_t n) {
+  std::unique_lock<std::mutex> lock(mu_);
+  wake_.wait(lock, [&] { return pending_.size() >= n; });
+}
+
+void GroupCommit::CommitLoop() {
+  std::vector<std::unique_ptr<Operation>> batch;
+  std::vector<Operation*> view;
+  batch.reserve(max_batch_);
+  view.reserve(max_batch_);
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      wake_.wait(lock, [&] { return !pending_.empty() || stopping_; });
+      if (pending_.empty()) return;  // stopping, and nothing left to do
+      while (!pending_.empty() && batch.size() < max_batch_) {
+        batch.push_back(std::move(pending_.front()));
+        pending_.pop_front();
+      }
+    }
+    for (const std::unique_ptr<Operation>& op : batch) view.push_back(op.get());
+    run_batch_(absl::MakeConstSpan(view));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++commits_;
+    }
+    // The commit has returned: only now may anyone learn an outcome.
+    for (const std::unique_ptr<Operation>& op : batch) {
+      op->done(std::move(op->status));
+    }
+    batch.clear();
+    view.clear();
+  }
+}
+
+}  // namespace hilo

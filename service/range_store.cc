@@ -1,0 +1,56 @@
+#include "service/range_store.h"
+
+#include <utility>
+
+#include "hilo/base/await.h"
+
+namespace hilo {
+namespace {
+
+template <typename T, typename Start>
+absl::StatusOr<T> Wait(Start start) {
+  return base::Await<absl::StatusOr<T>>(start);
+}
+
+}  // namespace
+
+absl::StatusOr<Range> RangeStore::Allocate(absl::string_view collection,
+                                           int64_t size, int64_t floor,
+                                           uint64_t token) {
+  return Wait<Range>([&](StoreCallback<Range> done) {
+    AllocateAsync(collection, size, floor, token, std::move(done));
+  });
+}
+
+absl::StatusOr<ReturnOutcome> RangeStore::Return(absl::string_view collection,
+                                                 int64_t end, int64_t last,
+                                                 uint64_t token) {
+  return Wait<ReturnOutcome>([&](StoreCallback<ReturnOutcome> done) {
+    ReturnAsync(collection, end, last, token, std::move(done));
+  });
+}
+
+absl::StatusOr<std::optional<CollectionState>> RangeStore::Get(
+    absl::string_view collection) {
+  return Wait<std::optional<CollectionState>>(
+      [&](StoreCallback<std::optional<CollectionState>> done) {
+        GetAsync(collection, std::move(done));
+      });
+}
+
+absl::StatusOr<std::vector<NamedCollectionState>> RangeStore::List(
+    absl::string_view after, int limit) {
+  return Wait<std::vector<NamedCollectionState>>(
+      [&](StoreCallback<std::vector<NamedCollectionState>> done) {
+        ListAsync(after, limit, std::move(done));
+      });
+}
+
+absl::StatusOr<FloorOutcome> RangeStore::SetFloor(absl::string_view collection,
+                                                  int64_t floor) {
+  return Wait<FloorOutcome>([&](StoreCallback<FloorOutcome> done) {
+    SetFloorAsync(collection, floor, std::move(done));
+  });
+}
+
+}  // namespace hilo
