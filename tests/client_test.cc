@@ -1,8 +1,13 @@
-// The C++ client's caching, concurrency and return logic, against a fake
-// RangeSource; and its gRPC failover, against mock stubs.
+// The C++ client's caching, concurrency and return logic, against
+// in-process nodes (the real service and SQLite store, without the network);
+// and its gRPC failover, return retries and reply checks, against mock stubs.
 #include "hilo/client.h"
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <vector>
@@ -11,10 +16,16 @@
 #include "absl/synchronization/notification.h"
 #include "client_cpp/src/client_testing.h"
 #include "client_cpp/src/grpc_range_source.h"
+#include "client_cpp/src/range_cache.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "hilo/base/mutex.h"
 #include "hilo/v1/hilo_mock.grpc.pb.h"
+#include "service/clock.h"
+#include "service/hilo_service.h"
+#include "service/range_size_policy.h"
+#include "service/sqlite_range_store.h"
+#include "tests/test_util.h"
 
 namespace hilo {
 namespace {
@@ -22,24 +33,73 @@ namespace {
 using ::hilo::internal::IssuedRange;
 using ::hilo::internal::PreviousRange;
 using ::hilo::internal::ReturnResult;
+using ::hilo::testing::TempDir;
 using ::testing::_;
 using ::testing::HasSubstr;
 using ::testing::Return;
 
 const absl::Time kT0 = absl::FromUnixSeconds(1'800'000'000);
 
-// Issues consecutive ranges of `size` numbers; each range's tag is taken in
-// turn from `tags`. Can be paused and made to fail. Thread-safe.
+// One hilo node in-process, without the network: the real service over the
+// real SQLite store (in a directory of its own), so every range and every
+// return obeys exactly the rules a hilo_server applies, tokens included.
+// Ranges have a fixed size; range_at comes from a manual clock. Thread-safe.
+class FakeNode {
+ public:
+  FakeNode(std::string tag, int64_t size) : clock_(kT0) {
+    SqliteRangeStoreOptions options;
+    options.path = dir_.File("hilo.db");
+    options.sync = SyncMode::kNormal;  // a test survives no power loss
+    absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
+        SqliteRangeStore::Open(options);
+    EXPECT_TRUE(store.ok()) << store.status();
+    store_ = *std::move(store);
+    service_ = std::make_unique<HiLoService>(
+        store_.get(), RangeSizePolicy({.min_size = size, .max_size = size}),
+        std::move(tag), &clock_);
+  }
+
+  HiLoService& service() { return *service_; }
+  void SetTime(absl::Time t) { clock_.Set(t); }
+
+  // The collection's stored Max; 0 if it has no row.
+  int64_t Max(absl::string_view collection) {
+    absl::StatusOr<std::optional<CollectionState>> row =
+        store_->Get(collection);
+    EXPECT_TRUE(row.ok()) << row.status();
+    return row.ok() && row->has_value() ? (*row)->max : 0;
+  }
+
+ private:
+  TempDir dir_;
+  ManualClock clock_;
+  std::unique_ptr<SqliteRangeStore> store_;
+  std::unique_ptr<HiLoService> service_;
+};
+
+// A RangeSource over FakeNodes, as GrpcRangeSource is over servers: each
+// range comes from the next node in turn (so its tag too), and its return
+// goes to the node that issued it. Can be paused, made to fail, and made to
+// send wrong tokens. Thread-safe.
 class FakeSource final : public internal::RangeSource {
  public:
   struct ReturnCall {
     std::string collection;
     int64_t low, high, last;
     std::string tag;
+    bool applied;
+    int64_t max;
   };
 
-  explicit FakeSource(int64_t size, std::vector<std::string> tags = {"A"})
-      : size_(size), tags_(std::move(tags)) {}
+  // Nodes of its own, one per tag.
+  explicit FakeSource(int64_t size, std::vector<std::string> tags = {"A"}) {
+    for (std::string& tag : tags) {
+      nodes_.push_back(std::make_shared<FakeNode>(std::move(tag), size));
+    }
+  }
+  // Nodes shared with other sources (other clients of the same servers).
+  explicit FakeSource(std::vector<std::shared_ptr<FakeNode>> nodes)
+      : nodes_(std::move(nodes)) {}
 
   absl::StatusOr<IssuedRange> Next(absl::string_view collection,
                                    const PreviousRange& previous) override {
@@ -50,12 +110,33 @@ class FakeSource final : public internal::RangeSource {
     mu_.Await([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !paused_; });
     --in_flight_;
     if (!fail_with_.ok()) return fail_with_;
+    const size_t index = (calls_ - 1) % nodes_.size();
+    FakeNode& node = *nodes_[index];
+    node.SetTime(kT0 + absl::Seconds(calls_));
+    hilo::v1::NextRangeRequest request;
+    request.set_collection(std::string(collection));
+    request.set_last_size(previous.size);
+    request.set_last_max(previous.max);
+    if (previous.range_at.has_value()) {
+      const int64_t seconds = absl::ToUnixSeconds(*previous.range_at);
+      request.mutable_last_range_at()->set_seconds(seconds);
+      request.mutable_last_range_at()->set_nanos(
+          static_cast<int32_t>(absl::ToInt64Nanoseconds(
+              *previous.range_at - absl::FromUnixSeconds(seconds))));
+    }
+    hilo::v1::NextRangeResponse response;
+    if (absl::Status s = node.service().DoNextRange(request, &response);
+        !s.ok()) {
+      return s;
+    }
     IssuedRange range;
-    range.low = std::max(next_, previous.max + 1);
-    range.high = range.low + size_ - 1;
-    range.node_tag = tags_[(calls_ - 1) % tags_.size()];
-    range.range_at = kT0 + absl::Seconds(calls_);
-    next_ = range.high + 1;
+    range.low = response.low();
+    range.high = response.high();
+    range.node_tag = response.node_tag();
+    range.range_at = absl::FromUnixSeconds(response.range_at().seconds()) +
+                     absl::Nanoseconds(response.range_at().nanos());
+    range.source = index;
+    range.token = response.range_token();
     issued_.push_back(range);
     return range;
   }
@@ -64,23 +145,39 @@ class FakeSource final : public internal::RangeSource {
                                       const IssuedRange& range,
                                       int64_t last) override {
     base::MutexLock lock(&mu_);
-    returns_.push_back(
-        {std::string(collection), range.low, range.high, last, range.node_tag});
+    hilo::v1::ReturnRangeRequest request;
+    request.set_collection(std::string(collection));
+    request.set_end(range.high);
+    request.set_last(last);
+    request.set_node_tag(range.node_tag);
+    uint64_t token = range.token;
+    if (wrong_tokens_) token = token + 1 != 0 ? token + 1 : 1;  // not 0
+    request.set_range_token(token);
+    hilo::v1::ReturnRangeResponse response;
+    const absl::Status s =
+        nodes_[range.source]->service().DoReturnRange(request, &response);
+    if (!s.ok()) return s;
+    returns_.push_back({std::string(collection), range.low, range.high, last,
+                        range.node_tag, response.applied(), response.max()});
     if (return_log_ != nullptr) {
-      return_log_->push_back(absl::StrFormat("%s %d-%d last %d %s", collection,
-                                             range.low, range.high, last,
-                                             range.node_tag));
+      return_log_->push_back(absl::StrFormat(
+          "%s %d-%d last %d %s %s", collection, range.low, range.high, last,
+          range.node_tag, response.applied() ? "applied" : "refused"));
     }
-    if (range.high == next_ - 1) next_ = last + 1;
-    return ReturnResult{true, last};
+    return ReturnResult{response.applied(), response.max()};
   }
 
   std::string Describe() const override { return "fake"; }
 
+  std::shared_ptr<FakeNode> node(size_t i = 0) const { return nodes_[i]; }
   // Also records returns in `log`, which may outlive the source.
   void set_return_log(std::shared_ptr<std::vector<std::string>> log) {
     base::MutexLock lock(&mu_);
     return_log_ = std::move(log);
+  }
+  void SendWrongTokens() {
+    base::MutexLock lock(&mu_);
+    wrong_tokens_ = true;
   }
   void Pause() {
     base::MutexLock lock(&mu_);
@@ -119,13 +216,12 @@ class FakeSource final : public internal::RangeSource {
   }
 
  private:
-  const int64_t size_;
-  const std::vector<std::string> tags_;
+  std::vector<std::shared_ptr<FakeNode>> nodes_;  // set once
   base::Mutex mu_;
   bool paused_ ABSL_GUARDED_BY(mu_) = false;
+  bool wrong_tokens_ ABSL_GUARDED_BY(mu_) = false;
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   int calls_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t next_ ABSL_GUARDED_BY(mu_) = 1;
   absl::Status fail_with_ ABSL_GUARDED_BY(mu_);
   std::vector<PreviousRange> previous_ ABSL_GUARDED_BY(mu_);
   std::vector<IssuedRange> issued_ ABSL_GUARDED_BY(mu_);
@@ -156,27 +252,51 @@ class ManualScheduler {
   std::vector<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
 };
 
+// Lines a client logged. Thread-safe.
+class LogLines {
+ public:
+  void Add(absl::string_view line) {
+    base::MutexLock lock(&mu_);
+    lines_.emplace_back(line);
+  }
+  std::vector<std::string> lines() {
+    base::MutexLock lock(&mu_);
+    return lines_;
+  }
+
+ private:
+  base::Mutex mu_;
+  std::vector<std::string> lines_ ABSL_GUARDED_BY(mu_);
+};
+
 struct TestClient {
   FakeSource* source;
   std::unique_ptr<Client> client;
   std::shared_ptr<ManualScheduler> scheduler;
+  std::shared_ptr<LogLines> log;
 };
 
-TestClient MakeClient(int64_t size, std::vector<std::string> tags = {"A"},
-                      char separator = '/', double prefetch_at = 0) {
-  auto source = std::make_unique<FakeSource>(size, std::move(tags));
+TestClient MakeClient(std::unique_ptr<FakeSource> source, char separator = '/',
+                      double prefetch_at = 0) {
   FakeSource* raw = source.get();
+  auto log = std::make_shared<LogLines>();
   ClientOptions options;
   options.separator = separator;
   options.prefetch_at = prefetch_at;
-  options.log = [](absl::string_view) {};
+  options.log = [log](absl::string_view line) { log->Add(line); };
   auto scheduler = std::make_shared<ManualScheduler>();
   auto schedule = [scheduler](std::function<void()> task) {
     scheduler->Schedule(std::move(task));
   };
   return {raw,
           NewClientForTesting(std::move(options), std::move(source), schedule),
-          scheduler};
+          scheduler, log};
+}
+
+TestClient MakeClient(int64_t size, std::vector<std::string> tags = {"A"},
+                      char separator = '/', double prefetch_at = 0) {
+  return MakeClient(std::make_unique<FakeSource>(size, std::move(tags)),
+                    separator, prefetch_at);
 }
 
 TEST(ClientTest, HandsOutItsRangeInOrderThenFetchesTheNext) {
@@ -219,7 +339,7 @@ TEST(ClientTest, CollectionHandleDrawsFromTheCollectionsOwnRange) {
   EXPECT_EQ(t.client->NextId("orders")->number, 1);
   EXPECT_EQ(orders.NextId()->number, 2);
   EXPECT_EQ(*again.NextDocumentId(), "orders:3-A");
-  EXPECT_EQ(*t.client->Collection("users").NextDocumentId(), "users:33-A");
+  EXPECT_EQ(*t.client->Collection("users").NextDocumentId(), "users:1-A");
   EXPECT_EQ(orders.NextId()->number, 4);
   EXPECT_EQ(t.source->calls(), 2);  // one range each
 }
@@ -227,7 +347,7 @@ TEST(ClientTest, CollectionHandleDrawsFromTheCollectionsOwnRange) {
 TEST(ClientTest, CollectionsHaveSeparateRanges) {
   TestClient t = MakeClient(32);
   EXPECT_EQ(t.client->NextId("a")->number, 1);
-  EXPECT_EQ(t.client->NextId("b")->number, 33);  // the fake is global
+  EXPECT_EQ(t.client->NextId("b")->number, 1);  // each has its own Max
   EXPECT_EQ(t.client->NextId("a")->number, 2);
 }
 
@@ -269,9 +389,9 @@ TEST(ClientTest, FetchErrorIsReturnedAndClientRecovers) {
 
 TEST(ClientTest, ServerErrorCodeIsPassedThrough) {
   TestClient t = MakeClient(2);
-  t.source->FailWith(absl::InvalidArgumentError("collection name is empty"));
-  EXPECT_EQ(t.client->NextId("").status().code(),
-            absl::StatusCode::kInvalidArgument);
+  const absl::Status empty = t.client->NextId("").status();
+  EXPECT_EQ(empty.code(), absl::StatusCode::kInvalidArgument) << empty;
+  EXPECT_THAT(empty.message(), HasSubstr("collection name"));
 }
 
 TEST(ClientTest, ReturnUnusedRangesHandsBackTheTail) {
@@ -285,6 +405,8 @@ TEST(ClientTest, ReturnUnusedRangesHandsBackTheTail) {
   EXPECT_EQ(returns[0].high, 32);
   EXPECT_EQ(returns[0].last, 5);
   EXPECT_EQ(returns[0].tag, "Q");
+  EXPECT_TRUE(returns[0].applied);
+  EXPECT_EQ(t.source->node()->Max("orders"), 5);
   // The client stays usable and continues right after what it used.
   EXPECT_EQ(t.client->NextId("orders")->number, 6);
   EXPECT_EQ(t.source->previous().back().max, 5);
@@ -309,8 +431,8 @@ TEST(ClientTest, DestructorReturnsUnusedRanges) {
   ASSERT_TRUE(client->NextId("b").ok());
   ASSERT_TRUE(client->NextId("b").ok());
   client.reset();
-  EXPECT_THAT(*log, ::testing::UnorderedElementsAre("a 1-32 last 1 A",
-                                                    "b 33-64 last 34 A"));
+  EXPECT_THAT(*log, ::testing::UnorderedElementsAre("a 1-32 last 1 A applied",
+                                                    "b 1-32 last 2 A applied"));
 }
 
 TEST(ClientTest, ManyThreadsNeverRepeatAndOnlyUseIssuedRanges) {
@@ -376,15 +498,206 @@ TEST(ClientPrefetchTest, ReturnGivesBackPrefetchedRangeWholeThenTheTail) {
   TestClient t = MakeClient(10, {"A"}, '/', 0.2);
   EXPECT_EQ(t.client->NextId("o")->number, 1);
   EXPECT_EQ(t.client->NextId("o")->number, 2);
-  EXPECT_EQ(t.scheduler->RunAll(), 1);
+  EXPECT_EQ(t.scheduler->RunAll(), 1);  // 11-20 fetched ahead
   t.client->ReturnUnusedRanges();
   const std::vector<FakeSource::ReturnCall> returns = t.source->returns();
   ASSERT_EQ(returns.size(), 2u);
-  EXPECT_EQ(returns[0].low, 11);   // newest first: the server only takes
-  EXPECT_EQ(returns[0].last, 10);  // back the range it issued last
+  // Newest first and whole: the node takes back only the range it issued
+  // last, and a whole return of 11-20 makes 1-10 the last issued again.
+  EXPECT_EQ(returns[0].low, 11);
+  EXPECT_EQ(returns[0].last, 10);
+  EXPECT_TRUE(returns[0].applied);
   EXPECT_EQ(returns[1].low, 1);
   EXPECT_EQ(returns[1].last, 2);
+  EXPECT_TRUE(returns[1].applied);
+  EXPECT_EQ(t.source->node()->Max("o"), 2);
   EXPECT_EQ(t.client->NextId("o")->number, 3);
+  EXPECT_EQ(t.source->previous().back().max, 2);
+  EXPECT_THAT(t.log->lines(), ::testing::IsEmpty());
+}
+
+// A client that stops leaves the node's Max at the last number it handed
+// out, with or without a range fetched ahead, so the next client continues
+// right after it.
+struct StopCase {
+  const char* name;
+  double prefetch_at;
+  int used;             // IDs drawn before the client stops
+  bool run_prefetches;  // prefetch tasks run as they are scheduled
+};
+
+void PrintTo(const StopCase& c, std::ostream* os) { *os << c.name; }
+
+class ClientStopTest : public ::testing::TestWithParam<StopCase> {};
+
+TEST_P(ClientStopTest, NextClientContinuesRightAfterTheLastNumberUsed) {
+  const StopCase& c = GetParam();
+  auto node = std::make_shared<FakeNode>("A", 32);
+  {
+    TestClient first =
+        MakeClient(std::make_unique<FakeSource>(
+                       std::vector<std::shared_ptr<FakeNode>>{node}),
+                   '/', c.prefetch_at);
+    for (int i = 1; i <= c.used; ++i) {
+      ASSERT_EQ(first.client->NextId("orders")->number, i);
+      if (c.run_prefetches) first.scheduler->RunAll();
+    }
+    first.client.reset();  // hands the unused numbers back
+    EXPECT_THAT(first.log->lines(), ::testing::IsEmpty());
+  }
+  EXPECT_EQ(node->Max("orders"), c.used);
+  TestClient second = MakeClient(std::make_unique<FakeSource>(
+      std::vector<std::shared_ptr<FakeNode>>{node}));
+  EXPECT_EQ(second.client->NextId("orders")->number, c.used + 1);
+  const std::vector<IssuedRange> issued = second.source->issued();
+  ASSERT_EQ(issued.size(), 1u);
+  EXPECT_EQ(issued[0].high, c.used + 32);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Stops, ClientStopTest,
+    ::testing::Values(
+        // The seed example: one number used, the next client gets 2-33.
+        StopCase{"OneUsed", 0, 1, false},
+        StopCase{"OneUsedPrefetchNotYetAsked", 0.2, 1, true},
+        StopCase{"SevenUsedNextRangeFetchedAhead", 0.2, 7, true},
+        StopCase{"PrefetchAskedButNotYetRun", 0.2, 7, false},
+        StopCase{"WholeRangeUsedNextRangeFetchedAhead", 0.2, 32, true},
+        StopCase{"IntoTheSecondRangeAndItsPrefetch", 0.2, 40, true},
+        StopCase{"EveryNumberOfTwoRanges", 0, 64, false}),
+    [](const ::testing::TestParamInfo<StopCase>& info) {
+      return std::string(info.param.name);
+    });
+
+TEST(ClientReturnTest, StaleReturnAfterAnotherClientTookARangeIsRefused) {
+  auto node = std::make_shared<FakeNode>("A", 32);
+  const std::vector<std::shared_ptr<FakeNode>> nodes = {node};
+  TestClient first = MakeClient(std::make_unique<FakeSource>(nodes));
+  TestClient second = MakeClient(std::make_unique<FakeSource>(nodes));
+  EXPECT_EQ(first.client->NextId("o")->number, 1);    // holds 1-32
+  EXPECT_EQ(second.client->NextId("o")->number, 33);  // holds 33-64
+  first.client->ReturnUnusedRanges();
+  const std::vector<FakeSource::ReturnCall> returns = first.source->returns();
+  ASSERT_EQ(returns.size(), 1u);
+  EXPECT_FALSE(returns[0].applied);
+  EXPECT_EQ(returns[0].max, 64);
+  EXPECT_EQ(node->Max("o"), 64);
+  EXPECT_THAT(first.log->lines(), ::testing::IsEmpty());  // normal, not news
+  // Nobody gets 2-32 again, and each client goes on above what it held.
+  EXPECT_EQ(second.client->NextId("o")->number, 34);
+  EXPECT_EQ(first.client->NextId("o")->number, 65);
+  EXPECT_EQ(first.source->previous().back().max, 32);
+}
+
+TEST(ClientReturnTest, ReturnWithAnotherRangesTokenIsRefused) {
+  for (const double prefetch_at : {0.0, 0.2}) {
+    SCOPED_TRACE(prefetch_at);
+    TestClient t =
+        MakeClient(std::make_unique<FakeSource>(32), '/', prefetch_at);
+    t.source->SendWrongTokens();
+    for (int i = 0; i < 7; ++i) {
+      ASSERT_TRUE(t.client->NextId("o").ok());
+      t.scheduler->RunAll();
+    }
+    const int64_t max = prefetch_at > 0 ? 64 : 32;
+    t.client->ReturnUnusedRanges();
+    const std::vector<FakeSource::ReturnCall> returns = t.source->returns();
+    // After the first refusal the client sends nothing more.
+    ASSERT_EQ(returns.size(), 1u);
+    EXPECT_FALSE(returns[0].applied);
+    EXPECT_EQ(returns[0].max, max);
+    EXPECT_EQ(t.source->node()->Max("o"), max);
+    EXPECT_EQ(t.client->NextId("o")->number, max + 1);
+  }
+}
+
+TEST(ClientReturnTest, DuplicateReturnIsRefusedAndMovesNothing) {
+  FakeSource source(32);
+  absl::StatusOr<IssuedRange> range = source.Next("o", {});
+  ASSERT_TRUE(range.ok()) << range.status();
+  absl::StatusOr<ReturnResult> once = source.Return("o", *range, 5);
+  ASSERT_TRUE(once.ok()) << once.status();
+  EXPECT_TRUE(once->applied);
+  // Copies, as a retry after a lost reply sends them: refused, even one
+  // reaching lower.
+  for (const int64_t last : {5, 3}) {
+    absl::StatusOr<ReturnResult> again = source.Return("o", *range, last);
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_FALSE(again->applied) << last;
+    EXPECT_EQ(again->max, 5) << last;
+  }
+  absl::StatusOr<IssuedRange> next = source.Next("o", {32, kT0, 5});
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(next->low, 6);
+  // A late copy after the numbers went out again takes none of them back.
+  absl::StatusOr<ReturnResult> late = source.Return("o", *range, 5);
+  ASSERT_TRUE(late.ok()) << late.status();
+  EXPECT_FALSE(late->applied);
+  EXPECT_EQ(source.node()->Max("o"), next->high);
+}
+
+TEST(ClientTest, RangeWithMalformedTagIsInternalNeverHandedOut) {
+  for (const char* tag : {"ABCDE", "a", "A-B", ""}) {
+    SCOPED_TRACE(tag);
+    TestClient t = MakeClient(32, {tag});
+    for (int i = 0; i < 2; ++i) {
+      absl::StatusOr<Id> id = t.client->NextId("o");
+      ASSERT_FALSE(id.ok()) << id->number << "-" << id->node_tag;
+      EXPECT_EQ(id.status().code(), absl::StatusCode::kInternal);
+      EXPECT_THAT(id.status().message(), HasSubstr("node tag"));
+    }
+  }
+}
+
+// Runs `draw` on a thread of its own and waits up to `limit` for it. On
+// time-out the test fails and the thread is left behind (it owns what it
+// uses), so a hang shows as a failure, not as a test that never ends.
+bool FinishesWithin(absl::Duration limit, std::function<void()> draw) {
+  struct Done {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+  };
+  auto done = std::make_shared<Done>();
+  std::thread thread([done, draw = std::move(draw)] {
+    draw();
+    std::lock_guard<std::mutex> lock(done->mu);
+    done->done = true;
+    done->cv.notify_all();
+  });
+  std::unique_lock<std::mutex> lock(done->mu);
+  const bool finished = done->cv.wait_for(
+      lock, absl::ToChronoMilliseconds(limit), [&] { return done->done; });
+  lock.unlock();
+  if (finished) {
+    thread.join();
+  } else {
+    thread.detach();
+  }
+  return finished;
+}
+
+TEST(RangeCacheTest, GenerationWrapsAtItsPackedWidthWithoutSpinning) {
+  using internal::RangeCache;
+  // One-number ranges: every Next publishes a new generation.
+  auto source = std::make_shared<FakeSource>(1);
+  auto cache =
+      std::make_shared<RangeCache>("o", source.get(), [](absl::string_view) {});
+  cache->StartAtGenerationForTesting(RangeCache::kGenerationMask - 3);
+  constexpr int kDraws = 8;  // generations 2^24 - 3 ... 2^24 + 4
+  auto got = std::make_shared<std::vector<absl::StatusOr<Id>>>();
+  const bool finished = FinishesWithin(absl::Seconds(20), [source, cache, got] {
+    for (int i = 0; i < kDraws; ++i) got->push_back(cache->Next());
+  });
+  ASSERT_TRUE(finished) << "Next() did not return within 20 s: it spins at "
+                           "the generation wrap";
+  ASSERT_EQ(got->size(), size_t{kDraws});
+  for (int i = 0; i < kDraws; ++i) {
+    ASSERT_TRUE((*got)[i].ok()) << (*got)[i].status();
+    EXPECT_EQ((*got)[i]->number, i + 1);
+    EXPECT_EQ((*got)[i]->node_tag, "A");
+  }
+  EXPECT_EQ(source->calls(), kDraws);  // one fetch per range, none lost
 }
 
 TEST(ClientPrefetchTest, FailedPrefetchIsRetriedByTheCallerThatRunsDry) {
@@ -456,33 +769,65 @@ TEST(ClientPrefetchTest, ManyThreadsWithBackgroundPrefetchNeverRepeat) {
   EXPECT_EQ(unique.size(), size_t{kThreads} * kPerThread);
 }
 
-// GrpcRangeSource against mock stubs: failover and error mapping.
+// GrpcRangeSource against mock stubs: failover, reply checks, tokens and
+// return retries.
 struct MockTargets {
   hilo::v1::MockHiLoStub* a;
   hilo::v1::MockHiLoStub* b;
   std::unique_ptr<internal::GrpcRangeSource> source;
 };
 
-MockTargets MakeMockTargets() {
+// Two targets, or one (then `b` is null). Retried returns do not wait.
+MockTargets MakeMockTargets(int count = 2,
+                            absl::Duration rpc_deadline = absl::Seconds(1),
+                            internal::ReturnRetryPolicy retry = {
+                                .attempts = 3,
+                                .backoff = absl::ZeroDuration()}) {
   auto a = std::make_unique<hilo::v1::MockHiLoStub>();
   auto b = std::make_unique<hilo::v1::MockHiLoStub>();
-  MockTargets m{a.get(), b.get(), nullptr};
+  MockTargets m{a.get(), count > 1 ? b.get() : nullptr, nullptr};
   std::vector<internal::GrpcRangeSource::Target> targets;
   targets.push_back({"node-a:1", std::move(a), /*channel=*/nullptr});
-  targets.push_back({"node-b:2", std::move(b), /*channel=*/nullptr});
+  if (count > 1) targets.push_back({"node-b:2", std::move(b), nullptr});
   m.source = std::make_unique<internal::GrpcRangeSource>(std::move(targets),
-                                                         absl::Seconds(1));
+                                                         rpc_deadline, retry);
   return m;
 }
 
-auto Reply(int64_t low, int64_t high, const std::string& tag) {
+auto Reply(int64_t low, int64_t high, const std::string& tag,
+           uint64_t token = 0) {
   return [=](grpc::ClientContext*, const hilo::v1::NextRangeRequest&,
              hilo::v1::NextRangeResponse* response) {
     response->set_low(low);
     response->set_high(high);
     response->set_node_tag(tag);
+    response->set_range_token(token);
     return grpc::Status::OK;
   };
+}
+
+auto Returned(bool applied, int64_t max) {
+  return [=](grpc::ClientContext*, const hilo::v1::ReturnRangeRequest&,
+             hilo::v1::ReturnRangeResponse* response) {
+    response->set_applied(applied);
+    response->set_max(max);
+    return grpc::Status::OK;
+  };
+}
+
+// What a server sends for `status`.
+grpc::Status ToGrpc(const absl::Status& status) {
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                      std::string(status.message()));
+}
+
+IssuedRange TokenedRange(uint64_t token = 0x5eed'0000'0000'0001) {
+  IssuedRange range;
+  range.low = 1;
+  range.high = 32;
+  range.node_tag = "A";
+  range.token = token;
+  return range;
 }
 
 TEST(GrpcRangeSourceTest, FailsOverOnUnavailableAndStaysWithTheNewTarget) {
@@ -535,11 +880,83 @@ TEST(GrpcRangeSourceTest, AllTargetsDownIsUnavailableNamingEachTarget) {
   EXPECT_THAT(r.status().message(), HasSubstr("orders"));
 }
 
-TEST(GrpcRangeSourceTest, InvalidRangeFromServerIsInternal) {
+// Replies that break the contract: never used; INTERNAL when no target gives
+// a usable range.
+struct BadReply {
+  const char* name;
+  int64_t low, high;
+  std::string tag;
+};
+
+void PrintTo(const BadReply& r, std::ostream* os) { *os << r.name; }
+
+class GrpcRangeSourceBadReplyTest : public ::testing::TestWithParam<BadReply> {
+};
+
+TEST_P(GrpcRangeSourceBadReplyTest, IsInternalFromTheOnlyTarget) {
+  const BadReply& bad = GetParam();
+  MockTargets m = MakeMockTargets(1);
+  EXPECT_CALL(*m.a, NextRange(_, _, _))
+      .WillOnce(Reply(bad.low, bad.high, bad.tag, 7));
+  absl::StatusOr<IssuedRange> r = m.source->Next("o", {});
+  ASSERT_FALSE(r.ok()) << r->low << "-" << r->high << " " << r->node_tag;
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(r.status().message(), HasSubstr("node-a:1"));
+}
+
+TEST_P(GrpcRangeSourceBadReplyTest, FailsOverToATargetThatBehaves) {
+  const BadReply& bad = GetParam();
   MockTargets m = MakeMockTargets();
-  EXPECT_CALL(*m.a, NextRange(_, _, _)).WillOnce(Reply(0, 31, "A"));
-  EXPECT_EQ(m.source->Next("o", {}).status().code(),
-            absl::StatusCode::kInternal);
+  EXPECT_CALL(*m.a, NextRange(_, _, _))
+      .WillOnce(Reply(bad.low, bad.high, bad.tag, 7));
+  EXPECT_CALL(*m.b, NextRange(_, _, _))
+      .WillOnce(Reply(1, 32, "B", 8))
+      .WillOnce(Reply(33, 64, "B", 9));
+  absl::StatusOr<IssuedRange> r = m.source->Next("o", {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->node_tag, "B");
+  EXPECT_EQ(r->source, 1u);
+  EXPECT_EQ(m.source->Next("o", {})->low, 33);  // stays with b
+}
+
+TEST_P(GrpcRangeSourceBadReplyTest, IsInternalNamingEveryTargetWhenAllFail) {
+  const BadReply& bad = GetParam();
+  MockTargets m = MakeMockTargets();
+  EXPECT_CALL(*m.a, NextRange(_, _, _))
+      .WillOnce(Reply(bad.low, bad.high, bad.tag, 7));
+  EXPECT_CALL(*m.b, NextRange(_, _, _))
+      .WillOnce(Return(grpc::Status(grpc::StatusCode::UNAVAILABLE, "down")));
+  absl::StatusOr<IssuedRange> r = m.source->Next("orders", {});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(r.status().message(), HasSubstr("node-a:1"));
+  EXPECT_THAT(r.status().message(), HasSubstr("node-b:2: UNAVAILABLE: down"));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Replies, GrpcRangeSourceBadReplyTest,
+    ::testing::Values(BadReply{"LowZero", 0, 31, "A"},
+                      BadReply{"LowNegative", -5, 3, "A"},
+                      BadReply{"HighBelowLow", 10, 9, "A"},
+                      BadReply{"TagEmpty", 1, 32, ""},
+                      BadReply{"TagOfFive", 1, 32, "ABCDE"},
+                      BadReply{"TagOfEight", 1, 32, "ABCDEFGH"},
+                      BadReply{"TagLowerCase", 1, 32, "a"},
+                      BadReply{"TagWithDash", 1, 32, "A-"},
+                      BadReply{"TagWithSpace", 1, 32, "A B"},
+                      BadReply{"TagWithNul", 1, 32, std::string("A\0B", 3)},
+                      BadReply{"TagNotAscii", 1, 32, "\xC3\x84"}),
+    [](const ::testing::TestParamInfo<BadReply>& info) {
+      return std::string(info.param.name);
+    });
+
+TEST(GrpcRangeSourceTest, TagsOfOneToFourOfAToZAndDigitsAreAccepted) {
+  for (const char* tag : {"A", "Z", "0", "9", "Z9", "AB12", "ZZZZ"}) {
+    MockTargets m = MakeMockTargets(1);
+    EXPECT_CALL(*m.a, NextRange(_, _, _)).WillOnce(Reply(1, 32, tag, 7));
+    absl::StatusOr<IssuedRange> r = m.source->Next("o", {});
+    ASSERT_TRUE(r.ok()) << tag << ": " << r.status();
+    EXPECT_EQ(r->node_tag, tag);
+  }
 }
 
 TEST(GrpcRangeSourceTest, SendsPreviousRangeAndReturnsToIssuingTarget) {
@@ -556,20 +973,25 @@ TEST(GrpcRangeSourceTest, SendsPreviousRangeAndReturnsToIssuingTarget) {
         response->set_low(641);
         response->set_high(768);
         response->set_node_tag("A");
+        response->set_range_token(0xfeed'beef'0000'0042);
         return grpc::Status::OK;
       });
   absl::StatusOr<IssuedRange> range = m.source->Next("o", previous);
   ASSERT_TRUE(range.ok());
+  EXPECT_EQ(range->token, 0xfeed'beef'0000'0042);
   IssuedRange from_b = *range;
   from_b.source = 1;
   from_b.node_tag = "B";
+  EXPECT_CALL(*m.a, ReturnRange(_, _, _)).Times(0);
   EXPECT_CALL(*m.b, ReturnRange(_, _, _))
       .WillOnce([](grpc::ClientContext*,
                    const hilo::v1::ReturnRangeRequest& request,
                    hilo::v1::ReturnRangeResponse* response) {
+        EXPECT_EQ(request.collection(), "o");
         EXPECT_EQ(request.end(), 768);
         EXPECT_EQ(request.last(), 700);
         EXPECT_EQ(request.node_tag(), "B");
+        EXPECT_EQ(request.range_token(), 0xfeed'beef'0000'0042);
         response->set_applied(true);
         response->set_max(700);
         return grpc::Status::OK;
@@ -577,6 +999,140 @@ TEST(GrpcRangeSourceTest, SendsPreviousRangeAndReturnsToIssuingTarget) {
   absl::StatusOr<ReturnResult> returned = m.source->Return("o", from_b, 700);
   ASSERT_TRUE(returned.ok());
   EXPECT_TRUE(returned->applied);
+  EXPECT_EQ(returned->max, 700);
+}
+
+class GrpcRangeSourceReturnRetryTest
+    : public ::testing::TestWithParam<grpc::StatusCode> {};
+
+TEST_P(GrpcRangeSourceReturnRetryTest, RetriesToTheSameTarget) {
+  MockTargets m = MakeMockTargets();
+  EXPECT_CALL(*m.b, ReturnRange(_, _, _)).Times(0);
+  EXPECT_CALL(*m.a, ReturnRange(_, _, _))
+      .WillOnce(Return(grpc::Status(GetParam(), "blip")))
+      .WillOnce(Return(grpc::Status(GetParam(), "blip")))
+      .WillOnce(Returned(true, 5));
+  absl::StatusOr<ReturnResult> r = m.source->Return("o", TokenedRange(), 5);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->applied);
+}
+
+TEST_P(GrpcRangeSourceReturnRetryTest, GivesUpAfterItsAttempts) {
+  MockTargets m = MakeMockTargets();
+  EXPECT_CALL(*m.b, ReturnRange(_, _, _)).Times(0);
+  EXPECT_CALL(*m.a, ReturnRange(_, _, _))
+      .Times(3)
+      .WillRepeatedly(Return(grpc::Status(GetParam(), "down")));
+  absl::StatusOr<ReturnResult> r = m.source->Return("o", TokenedRange(), 5);
+  EXPECT_EQ(r.status().code(), static_cast<absl::StatusCode>(GetParam()));
+  EXPECT_THAT(r.status().message(), HasSubstr("node-a:1"));
+  EXPECT_THAT(r.status().message(), HasSubstr("3 times"));
+}
+
+TEST_P(GrpcRangeSourceReturnRetryTest, ReturnWithoutTokenIsSentOnce) {
+  // A range from a server older than tokens: a copy of its return could
+  // apply after the numbers were issued again.
+  MockTargets m = MakeMockTargets();
+  EXPECT_CALL(*m.a, ReturnRange(_, _, _))
+      .WillOnce(Return(grpc::Status(GetParam(), "down")));
+  absl::StatusOr<ReturnResult> r =
+      m.source->Return("o", TokenedRange(/*token=*/0), 5);
+  EXPECT_EQ(r.status().code(), static_cast<absl::StatusCode>(GetParam()));
+}
+
+TEST_P(GrpcRangeSourceReturnRetryTest, NoRetryThatCannotFinishWithinDeadline) {
+  // The backoff alone would pass rpc_deadline: nothing is slept, and no
+  // second call is made.
+  MockTargets m = MakeMockTargets(
+      1, absl::Seconds(1), {.attempts = 3, .backoff = absl::Seconds(30)});
+  EXPECT_CALL(*m.a, ReturnRange(_, _, _))
+      .WillOnce(Return(grpc::Status(GetParam(), "down")));
+  const absl::Time start = absl::Now();
+  absl::StatusOr<ReturnResult> r = m.source->Return("o", TokenedRange(), 5);
+  EXPECT_EQ(r.status().code(), static_cast<absl::StatusCode>(GetParam()));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+}
+
+INSTANTIATE_TEST_SUITE_P(Codes, GrpcRangeSourceReturnRetryTest,
+                         ::testing::Values(grpc::StatusCode::UNAVAILABLE,
+                                           grpc::StatusCode::DEADLINE_EXCEEDED),
+                         [](const auto& info) {
+                           return info.param == grpc::StatusCode::UNAVAILABLE
+                                      ? "Unavailable"
+                                      : "DeadlineExceeded";
+                         });
+
+TEST(GrpcRangeSourceTest, ReturnIsNotRetriedOnOtherErrors) {
+  for (const grpc::StatusCode code :
+       {grpc::StatusCode::FAILED_PRECONDITION,
+        grpc::StatusCode::INVALID_ARGUMENT,
+        grpc::StatusCode::RESOURCE_EXHAUSTED, grpc::StatusCode::INTERNAL}) {
+    MockTargets m = MakeMockTargets();
+    EXPECT_CALL(*m.a, ReturnRange(_, _, _))
+        .WillOnce(Return(grpc::Status(code, "no")));
+    absl::StatusOr<ReturnResult> r = m.source->Return("o", TokenedRange(), 5);
+    EXPECT_EQ(r.status().code(), static_cast<absl::StatusCode>(code));
+  }
+}
+
+// The client over GrpcRangeSource over the real service and store: the
+// reply of the first return (the range fetched ahead, whole) is lost after
+// the node applied it. The retried copy is refused, with Max already where
+// the client wanted it, so the client goes on and hands the tail of its
+// current range back too.
+TEST(ClientReturnTest, LostReplyOfAnAppliedReturnIsRetriedAndTheTailFollows) {
+  FakeNode node("A", 10);
+  auto stub = std::make_unique<hilo::v1::MockHiLoStub>();
+  EXPECT_CALL(*stub, NextRange(_, _, _))
+      .WillRepeatedly([&node](grpc::ClientContext*,
+                              const hilo::v1::NextRangeRequest& request,
+                              hilo::v1::NextRangeResponse* response) {
+        return ToGrpc(node.service().DoNextRange(request, response));
+      });
+  std::vector<std::string> calls;
+  EXPECT_CALL(*stub, ReturnRange(_, _, _))
+      .WillRepeatedly(
+          [&node, &calls](grpc::ClientContext*,
+                          const hilo::v1::ReturnRangeRequest& request,
+                          hilo::v1::ReturnRangeResponse* response) {
+            const grpc::Status status =
+                ToGrpc(node.service().DoReturnRange(request, response));
+            calls.push_back(absl::StrFormat("end %d last %d %s", request.end(),
+                                            request.last(),
+                                            !status.ok()          ? "error"
+                                            : response->applied() ? "applied"
+                                                                  : "refused"));
+            if (calls.size() == 1) {
+              return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                  "connection reset");
+            }
+            return status;
+          });
+  std::vector<internal::GrpcRangeSource::Target> targets;
+  targets.push_back({"node-a:1", std::move(stub), /*channel=*/nullptr});
+  auto source = std::make_unique<internal::GrpcRangeSource>(
+      std::move(targets), absl::Seconds(5),
+      internal::ReturnRetryPolicy{.attempts = 3,
+                                  .backoff = absl::ZeroDuration()});
+  auto log = std::make_shared<LogLines>();
+  auto scheduler = std::make_shared<ManualScheduler>();
+  ClientOptions options;
+  options.prefetch_at = 0.2;
+  options.log = [log](absl::string_view line) { log->Add(line); };
+  std::unique_ptr<Client> client = NewClientForTesting(
+      options, std::move(source), [scheduler](std::function<void()> task) {
+        scheduler->Schedule(std::move(task));
+      });
+  EXPECT_EQ(client->NextId("o")->number, 1);
+  EXPECT_EQ(client->NextId("o")->number, 2);
+  EXPECT_EQ(scheduler->RunAll(), 1);  // 11-20 fetched ahead
+  client->ReturnUnusedRanges();
+  EXPECT_THAT(calls, ::testing::ElementsAre("end 20 last 10 applied",
+                                            "end 20 last 10 refused",
+                                            "end 10 last 2 applied"));
+  EXPECT_EQ(node.Max("o"), 2);
+  EXPECT_THAT(log->lines(), ::testing::IsEmpty());
+  EXPECT_EQ(client->NextId("o")->number, 3);
 }
 
 TEST(ClientCreateTest, RejectsBadOptions) {

@@ -4,9 +4,11 @@
 #include <chrono>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "grpcpp/client_context.h"
 
 namespace hilo::internal {
@@ -18,13 +20,37 @@ absl::Status FromGrpc(const grpc::Status& status, absl::string_view target) {
                       absl::StrCat(target, ": ", status.error_message()));
 }
 
-bool ShouldFailOver(const grpc::Status& status) {
+// The call may succeed on another target, or on the same one a little later.
+bool IsTransient(const grpc::Status& status) {
   return status.error_code() == grpc::StatusCode::UNAVAILABLE ||
          status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
 }
 
 absl::Time FromProto(const google::protobuf::Timestamp& ts) {
   return absl::FromUnixSeconds(ts.seconds()) + absl::Nanoseconds(ts.nanos());
+}
+
+// OK, or what is wrong with a NextRange reply.
+absl::Status CheckReply(const hilo::v1::NextRangeResponse& response) {
+  if (response.low() < 1 || response.high() < response.low()) {
+    return absl::InternalError(
+        absl::StrFormat("NextRange replied with the invalid range [%d, %d]",
+                        response.low(), response.high()));
+  }
+  if (!IsValidNodeTag(response.node_tag())) {
+    return absl::InternalError(absl::StrFormat(
+        "NextRange replied with node tag \"%s\", which is not 1-%d "
+        "characters of A-Z and 0-9",
+        absl::CHexEscape(response.node_tag()), kMaxNodeTagSize));
+  }
+  return absl::OkStatus();
+}
+
+std::string DescribeStatus(const grpc::Status& status) {
+  return absl::StrFormat("%s: %s",
+                         absl::StatusCodeToString(static_cast<absl::StatusCode>(
+                             status.error_code())),
+                         status.error_message());
 }
 
 void ToProto(absl::Time t, google::protobuf::Timestamp* ts) {
@@ -37,8 +63,11 @@ void ToProto(absl::Time t, google::protobuf::Timestamp* ts) {
 }  // namespace
 
 GrpcRangeSource::GrpcRangeSource(std::vector<Target> targets,
-                                 absl::Duration rpc_deadline)
-    : targets_(std::move(targets)), rpc_deadline_(rpc_deadline) {
+                                 absl::Duration rpc_deadline,
+                                 ReturnRetryPolicy return_retry)
+    : targets_(std::move(targets)),
+      rpc_deadline_(rpc_deadline),
+      return_retry_(return_retry) {
   const bool any_channel =
       std::any_of(targets_.begin(), targets_.end(),
                   [](const Target& t) { return t.channel != nullptr; });
@@ -94,6 +123,7 @@ absl::StatusOr<IssuedRange> GrpcRangeSource::Next(
     ToProto(*previous.range_at, request.mutable_last_range_at());
   }
   std::vector<std::string> failures;
+  bool any_invalid = false;
   const size_t first = preferred_.load(std::memory_order_relaxed);
   for (size_t i = 0; i < targets_.size(); ++i) {
     const size_t index = (first + i) % targets_.size();
@@ -104,23 +134,28 @@ absl::StatusOr<IssuedRange> GrpcRangeSource::Next(
     const grpc::Status status =
         target.stub->NextRange(&context, request, &response);
     if (status.ok()) {
-      if (response.low() < 1 || response.high() < response.low() ||
-          response.node_tag().empty() || response.node_tag().size() > 8 ||
-          response.node_tag().find('\0') != std::string::npos) {
-        return absl::InternalError(absl::StrFormat(
-            "%s: NextRange replied with an invalid range [%d, %d] tag \"%s\"",
-            target.name, response.low(), response.high(), response.node_tag()));
+      const absl::Status valid = CheckReply(response);
+      if (valid.ok()) {
+        preferred_.store(index, std::memory_order_relaxed);
+        return IssuedRange{response.low(),
+                           response.high(),
+                           response.node_tag(),
+                           FromProto(response.range_at()),
+                           index,
+                           response.range_token()};
       }
-      preferred_.store(index, std::memory_order_relaxed);
-      return IssuedRange{response.low(), response.high(), response.node_tag(),
-                         FromProto(response.range_at()), index};
+      // A misbehaving server: its range is skipped, the next one is asked.
+      any_invalid = true;
+      failures.push_back(absl::StrCat(target.name, ": ", valid.message()));
+      continue;
     }
-    if (!ShouldFailOver(status)) return FromGrpc(status, target.name);
-    failures.push_back(
-        absl::StrFormat("%s: %s: %s", target.name,
-                        absl::StatusCodeToString(
-                            static_cast<absl::StatusCode>(status.error_code())),
-                        status.error_message()));
+    if (!IsTransient(status)) return FromGrpc(status, target.name);
+    failures.push_back(absl::StrCat(target.name, ": ", DescribeStatus(status)));
+  }
+  if (any_invalid) {
+    return absl::InternalError(
+        absl::StrFormat("no hilo server gave a usable range of \"%s\": %s",
+                        collection, absl::StrJoin(failures, "; ")));
   }
   return absl::UnavailableError(
       absl::StrFormat("no hilo server answered NextRange for \"%s\": %s",
@@ -135,13 +170,36 @@ absl::StatusOr<ReturnResult> GrpcRangeSource::Return(
   request.set_end(range.high);
   request.set_last(last);
   request.set_node_tag(range.node_tag);
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + rpc_deadline_));
-  hilo::v1::ReturnRangeResponse response;
-  const grpc::Status status =
-      target.stub->ReturnRange(&context, request, &response);
-  if (!status.ok()) return FromGrpc(status, target.name);
-  return ReturnResult{response.applied(), response.max()};
+  request.set_range_token(range.token);
+  // Without a token a late copy could apply after the numbers were issued
+  // again: such a return is sent once.
+  const int attempts =
+      range.token != 0 ? std::max(1, return_retry_.attempts) : 1;
+  const absl::Time deadline = absl::Now() + rpc_deadline_;
+  absl::Duration backoff = return_retry_.backoff;
+  std::vector<std::string> failures;
+  for (int attempt = 1;; ++attempt) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(deadline));
+    hilo::v1::ReturnRangeResponse response;
+    const grpc::Status status =
+        target.stub->ReturnRange(&context, request, &response);
+    if (status.ok()) return ReturnResult{response.applied(), response.max()};
+    failures.push_back(DescribeStatus(status));
+    const bool retry = IsTransient(status) && attempt < attempts &&
+                       absl::Now() + backoff < deadline;
+    if (!retry) {
+      if (attempt == 1) return FromGrpc(status, target.name);
+      return absl::Status(
+          static_cast<absl::StatusCode>(status.error_code()),
+          absl::StrFormat("%s: ReturnRange failed %d times within %s: %s",
+                          target.name, attempt,
+                          absl::FormatDuration(rpc_deadline_),
+                          absl::StrJoin(failures, "; ")));
+    }
+    absl::SleepFor(backoff);
+    backoff *= 2;
+  }
 }
 
 }  // namespace hilo::internal

@@ -3,7 +3,18 @@
 // The only place in the client where a grpc::Status becomes an absl::Status.
 // Next tries the preferred target first and, on UNAVAILABLE or
 // DEADLINE_EXCEEDED, each other target once; the target that answers becomes
-// the preferred one. Return goes to the target that issued the range.
+// the preferred one. A reply that breaks the contract (a range outside
+// [1, INT64_MAX], a node tag that is not 1-4 characters of A-Z and 0-9)
+// counts as that target failing: the next target is tried, and if none gives
+// a usable range the error is INTERNAL (not UNAVAILABLE: a misbehaving server
+// does not get better by retrying), naming every target and what it did.
+//
+// Return goes to the target that issued the range, with the range's token.
+// A tokened return applies at most once on the server, so on UNAVAILABLE or
+// DEADLINE_EXCEEDED it is sent again to that same target, up to
+// ReturnRetryPolicy::attempts calls with a short backoff between them, all
+// within one rpc_deadline. A return without a token (a range from a server
+// older than tokens) could apply twice and is sent once.
 //
 // The sync API drives a channel's connection attempts only while a call
 // waits on it, and calls to a channel in backoff fail at once without
@@ -29,6 +40,12 @@
 
 namespace hilo::internal {
 
+// How a failed return is retried (see above).
+struct ReturnRetryPolicy {
+  int attempts = 3;                                 // calls in all, at least 1
+  absl::Duration backoff = absl::Milliseconds(50);  // before the 2nd, doubling
+};
+
 class GrpcRangeSource final : public RangeSource {
  public:
   struct Target {
@@ -39,7 +56,8 @@ class GrpcRangeSource final : public RangeSource {
   };
 
   // `targets` must not be empty.
-  GrpcRangeSource(std::vector<Target> targets, absl::Duration rpc_deadline);
+  GrpcRangeSource(std::vector<Target> targets, absl::Duration rpc_deadline,
+                  ReturnRetryPolicy return_retry = {});
   // Stops the keeper thread (within about 100 ms).
   ~GrpcRangeSource() override;
 
@@ -57,6 +75,7 @@ class GrpcRangeSource final : public RangeSource {
 
   std::vector<Target> targets_;
   const absl::Duration rpc_deadline_;
+  const ReturnRetryPolicy return_retry_;
   std::atomic<size_t> preferred_{0};
 
   std::mutex keeper_mu_;

@@ -7,18 +7,22 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_format.h"
 
 namespace hilo::internal {
 namespace {
 
-uint64_t PackTag(absl::string_view tag) {
-  uint64_t packed = 0;
+// A valid tag (IsValidNodeTag) fits in 32 bits; NUL bytes pad it.
+static_assert(kMaxNodeTagSize <= sizeof(uint32_t));
+
+uint32_t PackTag(absl::string_view tag) {
+  uint32_t packed = 0;
   std::memcpy(&packed, tag.data(), std::min(tag.size(), sizeof(packed)));
   return packed;
 }
 
-std::string UnpackTag(uint64_t packed) {
+std::string UnpackTag(uint32_t packed) {
   char bytes[sizeof(packed)];
   std::memcpy(bytes, &packed, sizeof(packed));
   return std::string(bytes, strnlen(bytes, sizeof(bytes)));
@@ -54,7 +58,7 @@ bool RangeCache::TryNext(Id* id, uint64_t* gen) {
   const uint64_t slot_gen = slot.gen.load(std::memory_order_relaxed);
   const int64_t low = slot.low.load(std::memory_order_relaxed);
   const int64_t size = slot.size.load(std::memory_order_relaxed);
-  const uint64_t tag = slot.tag.load(std::memory_order_relaxed);
+  const uint32_t tag = slot.tag.load(std::memory_order_relaxed);
   const int64_t prefetch_offset =
       slot.prefetch_offset.load(std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_acquire);
@@ -76,7 +80,7 @@ void RangeCache::SchedulePrefetch() {
 
 int64_t RangeCache::Publish(const IssuedRange* range) {
   int64_t low = 0, size = 0, prefetch_offset = -1;
-  uint64_t tag = 0;
+  uint32_t tag = 0;
   if (range != nullptr) {
     low = range->low;
     size = std::min(range->high - range->low + 1, kMaxUsableSize);
@@ -86,7 +90,7 @@ int64_t RangeCache::Publish(const IssuedRange* range) {
           0, static_cast<int64_t>(std::ceil(prefetch_at_ * size)) - 1);
     }
   }
-  const uint64_t next = gen_ + 1;
+  const uint64_t next = (gen_ + 1) & kGenerationMask;
   Slot& slot = slots_[next % kSlots];
   const uint64_t seq = slot.seq.load(std::memory_order_relaxed);
   slot.seq.store(seq + 1, std::memory_order_relaxed);
@@ -166,11 +170,26 @@ absl::StatusOr<IssuedRange> RangeCache::Fetch() {
   mu_.Lock();
   fetching_ = false;
   ++fetches_;
-  if (range.ok()) {
-    previous_ = PreviousRange{range->high - range->low + 1, range->range_at,
-                              range->high};
+  if (!range.ok()) return range;
+  // The server has moved past this range whatever we do with it.
+  previous_ =
+      PreviousRange{range->high - range->low + 1, range->range_at, range->high};
+  if (!IsValidNodeTag(range->node_tag)) {
+    // The packed tag holds only a valid one; never hand out a number with
+    // a tag other than its range's.
+    return absl::InternalError(absl::StrFormat(
+        "%s: range %d-%d of \"%s\" came with node tag \"%s\", which is not "
+        "1-%d characters of A-Z and 0-9",
+        source_->Describe(), range->low, range->high, collection_,
+        absl::CHexEscape(range->node_tag), kMaxNodeTagSize));
   }
   return range;
+}
+
+void RangeCache::StartAtGenerationForTesting(uint64_t gen) {
+  base::MutexLock lock(&mu_);
+  gen_ = gen & kGenerationMask;
+  state_.store(gen_ << kOffsetBits, std::memory_order_relaxed);
 }
 
 void RangeCache::Prefetch() {
@@ -192,7 +211,10 @@ void RangeCache::ReturnUnused() {
   base::MutexLock lock(&mu_);
   auto idle = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !fetching_; };
   mu_.Await(idle);
-  // Newest first: the server takes back only the range it issued last.
+  // Newest first: the server takes back only the range it issued last. The
+  // prefetched range goes back whole (last = low - 1), which makes the
+  // current range, issued right below it, the last issued again, with its
+  // token: then its tail can come back too.
   std::vector<std::pair<IssuedRange, int64_t>> returns;  // range, last used
   if (has_next_) {
     returns.emplace_back(next_, next_.low - 1);
@@ -210,7 +232,7 @@ void RangeCache::ReturnUnused() {
 
   fetching_ = true;
   mu_.Unlock();
-  std::optional<int64_t> applied_last;
+  std::optional<int64_t> back_to;  // Max after the last return that applied
   for (const auto& [range, last] : returns) {
     absl::StatusOr<ReturnResult> result =
         source_->Return(collection_, range, last);
@@ -220,15 +242,19 @@ void RangeCache::ReturnUnused() {
           last + 1, range.high, collection_, result.status().ToString()));
       break;
     }
-    if (!result->applied) break;  // an older range cannot be taken back now
-    applied_last = last;
+    // A refusal with Max already at `last` is a retried copy of a return
+    // that applied (its reply was lost): the numbers are back all the same.
+    if (!result->applied && result->max != last) {
+      break;  // an older range cannot be taken back now
+    }
+    back_to = last;
   }
   mu_.Lock();
   fetching_ = false;
   ++fetches_;
   fetch_error_ = absl::OkStatus();
   // Our next range may start right after the numbers we used.
-  if (applied_last.has_value()) previous_.max = *applied_last;
+  if (back_to.has_value()) previous_.max = *back_to;
 }
 
 }  // namespace hilo::internal

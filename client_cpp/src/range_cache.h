@@ -10,6 +10,12 @@
 // A number is only ever handed out together with the tag of the range it
 // belongs to; numbers skipped by a recycled slot are never handed out.
 //
+// Generations are counted modulo 2^kGenerationBits, the width they have in
+// the packed word, and compared in that width everywhere (the word, the
+// slots, gen_), so the count wraps from 2^24 - 1 to 0 like any other step.
+// (A reader would have to stall between its fetch_add and its read of the
+// slot for 2^24 range fetches to meet its generation's number again.)
+//
 // Prefetch: the caller that takes the number at a set share of the range
 // (say one fifth) asks for the next range in the background; it is kept
 // aside and published the moment the current range runs dry, so callers
@@ -45,9 +51,14 @@ class RangeCache {
   // The next number and its tag; see Client::NextId for errors.
   absl::StatusOr<Id> Next();
 
-  // Retires the current range and hands its unused tail back to the node
-  // that issued it, and a prefetched range whole. Best effort; failures go
-  // to the log.
+  // Retires the current range and a prefetched one and hands back what is
+  // unused: the prefetched range whole first (the server takes back only
+  // the range it issued last; a whole return of a range issued right above
+  // the current one makes the current one the last issued again), then the
+  // current range's unused tail, each with its own token. When they apply,
+  // the collection's Max ends at the last number this cache handed out, and
+  // so does the `last_max` of its next request. Best effort; failures go to
+  // the log, refusals are normal.
   void ReturnUnused();
 
   // Fetches the next range ahead of need, unless one is already fetched or
@@ -61,18 +72,29 @@ class RangeCache {
   // up to this many numbers (the rest is never handed out).
   static constexpr int kOffsetBits = 40;
   static constexpr int64_t kMaxUsableSize = int64_t{1} << (kOffsetBits - 1);
+  // Width of a generation in the packed word; generations wrap at 2^24.
+  static constexpr int kGenerationBits = 64 - kOffsetBits;
+  static constexpr uint64_t kGenerationMask =
+      (uint64_t{1} << kGenerationBits) - 1;
+
+  // Test hook: the next range published is generation `gen` + 1 (modulo
+  // 2^kGenerationBits), so a test can cross the wrap in a few steps. Only
+  // before the first Next.
+  void StartAtGenerationForTesting(uint64_t gen);
 
  private:
   static constexpr int kSlots = 4;
+  // Generation g lives in slots_[g % kSlots], also across the wrap to 0.
+  static_assert((kGenerationMask + 1) % kSlots == 0);
   static constexpr uint64_t kOffsetMask = (uint64_t{1} << kOffsetBits) - 1;
 
   // One published range. Written only under mu_, read without locks.
   struct Slot {
     std::atomic<uint64_t> seq{0};  // odd while being written
-    std::atomic<uint64_t> gen{0};  // the generation it holds
+    std::atomic<uint64_t> gen{0};  // the generation it holds (masked)
     std::atomic<int64_t> low{0};
     std::atomic<int64_t> size{0};
-    std::atomic<uint64_t> tag{0};              // up to 8 bytes of node tag
+    std::atomic<uint32_t> tag{0};              // the node tag's 1-4 bytes
     std::atomic<int64_t> prefetch_offset{-1};  // taking it starts a prefetch
   };
 
@@ -81,14 +103,15 @@ class RangeCache {
   bool TryNext(Id* id, uint64_t* gen);
   // Fetches or waits for a range newer than `gen`.
   absl::Status Refill(uint64_t gen);
-  // Publishes a range as generation gen_ + 1 and makes it the current one;
-  // with nullptr, retires the current range. Returns how many numbers of
-  // the previous generation were taken.
+  // Publishes a range as generation gen_ + 1 (modulo 2^kGenerationBits) and
+  // makes it the current one; with nullptr, retires the current range.
+  // Returns how many numbers of the previous generation were taken.
   int64_t Publish(const IssuedRange* range) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SchedulePrefetch();
   // Asks the source for the next range with mu_ released (fetching_ set
   // meanwhile, so other callers wait); on success the range becomes the
-  // one the next request reports as previous.
+  // one the next request reports as previous. A range whose tag breaks
+  // IsValidNodeTag is INTERNAL and never used.
   absl::StatusOr<IssuedRange> Fetch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string collection_;
@@ -100,10 +123,10 @@ class RangeCache {
 
   // (generation << kOffsetBits) | numbers taken from that generation.
   std::atomic<uint64_t> state_{0};
-  Slot slots_[kSlots];
+  Slot slots_[kSlots];  // generation g lives in slots_[g % kSlots]
 
   base::Mutex mu_;
-  uint64_t gen_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t gen_ ABSL_GUARDED_BY(mu_) = 0;  // current one, < 2^kGenerationBits
   bool fetching_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t fetches_ ABSL_GUARDED_BY(mu_) = 0;      // completed or failed
   absl::Status fetch_error_ ABSL_GUARDED_BY(mu_);  // of the last fetch

@@ -15,6 +15,19 @@
 
 namespace hilo::internal {
 
+// The longest node tag (proto: NextRangeResponse.node_tag).
+inline constexpr size_t kMaxNodeTagSize = 4;
+
+// The client's one rule for a node tag: 1-4 characters, each A-Z or 0-9.
+// A range whose tag breaks it is never handed out.
+inline bool IsValidNodeTag(absl::string_view tag) {
+  if (tag.empty() || tag.size() > kMaxNodeTagSize) return false;
+  for (const char c : tag) {
+    if (!((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))) return false;
+  }
+  return true;
+}
+
 // What the client tells the server about its previous range of a collection.
 struct PreviousRange {
   int64_t size = 0;                    // 0 if none
@@ -27,14 +40,16 @@ struct PreviousRange {
 struct IssuedRange {
   int64_t low = 0;
   int64_t high = 0;
-  std::string node_tag;
+  std::string node_tag;  // IsValidNodeTag
   absl::Time range_at;
-  size_t source = 0;  // which target issued it; returns go there
+  size_t source = 0;   // which target issued it; returns go there
+  uint64_t token = 0;  // the range's secret, sent with its return; 0 from a
+                       // server older than tokens
 };
 
 struct ReturnResult {
   bool applied = false;
-  int64_t max = 0;
+  int64_t max = 0;  // the collection's Max after the call
 };
 
 // Implementations are thread-safe.
@@ -46,7 +61,9 @@ class RangeSource {
   virtual absl::StatusOr<IssuedRange> Next(absl::string_view collection,
                                            const PreviousRange& previous) = 0;
 
-  // Hands back (last, range.high] of `range` to the node that issued it.
+  // Hands back (last, range.high] of `range` to the node that issued it,
+  // with the range's token. A refusal (applied = false) is an answer, not
+  // an error.
   virtual absl::StatusOr<ReturnResult> Return(absl::string_view collection,
                                               const IssuedRange& range,
                                               int64_t last) = 0;

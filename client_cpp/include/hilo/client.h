@@ -20,7 +20,9 @@
 // callers rarely wait; if a range does run dry first, exactly one caller asks a
 // server for the next one and the others of that collection wait for it. Ranges
 // grow while a collection is busy (the client reports its previous range with
-// each request) and never move down.
+// each request) and never move down. When the client stops, it hands the
+// numbers it did not use back, so the next client continues right after the
+// last number this one handed out.
 #ifndef HILO_CLIENT_H_
 #define HILO_CLIENT_H_
 
@@ -46,13 +48,16 @@ class RangeSource;
 struct ClientOptions {
   // Server addresses in gRPC target syntax ("host:port", "dns:///name:port").
   // At least one. On UNAVAILABLE or DEADLINE_EXCEEDED the client tries the
-  // next, and stays with the one that answered.
+  // next, and stays with the one that answered. A reply that breaks the
+  // contract (a range below 1, a node tag that is not 1-4 characters of A-Z
+  // and 0-9) is never used: that target is skipped the same way.
   std::vector<std::string> targets;
 
   // Between collection and number in a document ID. Any character but '|'.
   char separator = '/';
 
-  // Deadline of each RPC attempt (each target is one attempt).
+  // Deadline of each NextRange attempt (each target is one attempt), and of
+  // each return with all its retries.
   absl::Duration rpc_deadline = absl::Seconds(5);
 
   // Share of a range used before the next one is fetched in the
@@ -63,9 +68,9 @@ struct ClientOptions {
   // Channel credentials for every target; null means plaintext.
   std::shared_ptr<grpc::ChannelCredentials> credentials;
 
-  // Where best-effort failures (a ReturnRange that failed) are reported;
-  // null means one line on stderr. A refused return is normal and not
-  // reported.
+  // Where best-effort failures (a ReturnRange that still failed after its
+  // retries) are reported; null means one line on stderr. A refused return
+  // is normal and not reported.
   std::function<void(absl::string_view)> log;
 };
 
@@ -126,7 +131,9 @@ class Client {
   // The next number of `collection` and its node tag. Errors:
   // INVALID_ARGUMENT for a bad collection name (from the server);
   // UNAVAILABLE, naming every target, when no server answered within its
-  // deadline; otherwise the server's status.
+  // deadline; INTERNAL, naming every target, when a server replied with a
+  // range that breaks the contract (e.g. a malformed node tag) and no other
+  // target gave a usable one; otherwise the server's status.
   absl::StatusOr<Id> NextId(absl::string_view collection);
 
   // "collection<separator>number-tag", e.g. "orders/10-A". Errors as NextId.
@@ -136,10 +143,16 @@ class Client {
   // name is reported by the handle's first NextId, as by NextId.
   CollectionHandle Collection(absl::string_view collection);
 
-  // Hands the unused tail of each collection's range back to the node that
-  // issued it, so the next client continues there. Best effort within the
-  // RPC deadline: failures are logged, never returned. The client stays
-  // usable; the next NextId fetches a new range.
+  // Hands the unused numbers of each collection back to the node that
+  // issued them, so the next client continues right after the last number
+  // this one handed out: a range fetched ahead goes back whole, then the
+  // unused tail of the current range, each with the token the node gave
+  // with it. A node applies each return at most once and only while nobody
+  // took a range since (otherwise it refuses it, which is normal), so a
+  // return that failed with UNAVAILABLE or DEADLINE_EXCEEDED is sent again
+  // to the same node, a few times within rpc_deadline. Best effort:
+  // failures are logged, never returned. The client stays usable; the next
+  // NextId fetches a new range.
   void ReturnUnusedRanges();
 
   ClientStats stats() const;
