@@ -6,7 +6,10 @@
 // Uses a new collection (a unique name unless one is given), so the ranges
 // are exact: 1-32, then 33-64 for a second client, 65-128 for a client that
 // reports its previous range, and after handing back all of that range but
-// its first number, 66-97. A bad collection name must fail with
+// its first number, 66-97. Each range carries a range_token (never 0); the
+// return sends it and is applied, the same return sent again is refused (a
+// node applies a return at most once), and a return without a token fails
+// with FAILED_PRECONDITION. A bad collection name must fail with
 // INVALID_ARGUMENT. Exits 1 on any difference.
 package main
 
@@ -86,20 +89,44 @@ func main() {
 	})
 	check("third range (size doubled)", bounds(third), [2]int64{65, 128})
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	returned, err := client.ReturnRange(ctx, &hilov1.ReturnRangeRequest{
+	check("range_token set", third.GetRangeToken() != 0, true)
+
+	returnRange := func(req *hilov1.ReturnRangeRequest) (*hilov1.ReturnRangeResponse, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return client.ReturnRange(ctx, req)
+	}
+	mustReturn := func(req *hilov1.ReturnRangeRequest) *hilov1.ReturnRangeResponse {
+		resp, err := returnRange(req)
+		if err != nil {
+			fmt.Println("FAIL ReturnRange:", err)
+			os.Exit(1)
+		}
+		return resp
+	}
+
+	// Used only 65: hand back 66-128, with the range's token.
+	tail := &hilov1.ReturnRangeRequest{
+		Collection: collection,
+		End:        third.GetHigh(),
+		Last:       third.GetLow(),
+		NodeTag:    third.GetNodeTag(),
+		RangeToken: third.GetRangeToken(),
+	}
+	returned := mustReturn(tail)
+	check("return of the unused tail applied", returned.GetApplied(), true)
+	check("max after the return", returned.GetMax(), int64(65))
+	// The token is spent: a retried or duplicated return changes nothing.
+	again := mustReturn(tail)
+	check("the same return again is refused",
+		[]interface{}{again.GetApplied(), again.GetMax()}, []interface{}{false, int64(65)})
+	_, err = returnRange(&hilov1.ReturnRangeRequest{
 		Collection: collection,
 		End:        third.GetHigh(),
 		Last:       third.GetLow(),
 		NodeTag:    third.GetNodeTag(),
 	})
-	cancel()
-	if err != nil {
-		fmt.Println("FAIL ReturnRange:", err)
-		os.Exit(1)
-	}
-	check("return of the unused tail applied", returned.GetApplied(), true)
-	check("max after the return", returned.GetMax(), int64(65))
+	check("return without a range_token", status.Code(err), codes.FailedPrecondition)
 	check("next range continues after the return",
 		bounds(next(&hilov1.NextRangeRequest{Collection: collection})),
 		[2]int64{66, 97})

@@ -8,7 +8,10 @@
 // Uses a new collection (a unique name unless one is given), so the ranges
 // are exact: 1-32, then 33-64 for a second client, 65-128 for a client that
 // reports its previous range, and after handing back all of that range but
-// its first number, 66-97. A bad collection name must fail with
+// its first number, 66-97. Each range carries a range_token (never 0); the
+// return sends it and is applied, the same return sent again is refused (a
+// node applies a return at most once), and a return without a token fails
+// with FAILED_PRECONDITION. A bad collection name must fail with
 // INVALID_ARGUMENT. Exits 1 on any difference.
 
 import io.grpc.ManagedChannel;
@@ -76,17 +79,37 @@ public final class HiloExample {
                       .build());
       check("third range (size doubled)", bounds(third), List.of(65L, 128L));
 
+      // fixed64: Java holds it in a long, so half of all tokens are negative.
+      check("range_token set", third.getRangeToken() != 0, true);
+
+      // Used only 65: hand back 66-128, with the range's token.
+      ReturnRangeRequest withoutToken =
+          ReturnRangeRequest.newBuilder()
+              .setCollection(collection)
+              .setEnd(third.getHigh())
+              .setLast(third.getLow())
+              .setNodeTag(third.getNodeTag())
+              .build();
+      ReturnRangeRequest tail =
+          withoutToken.toBuilder().setRangeToken(third.getRangeToken()).build();
       ReturnRangeResponse returned =
-          stub.withDeadlineAfter(10, TimeUnit.SECONDS)
-              .returnRange(
-                  ReturnRangeRequest.newBuilder()
-                      .setCollection(collection)
-                      .setEnd(third.getHigh())
-                      .setLast(third.getLow())
-                      .setNodeTag(third.getNodeTag())
-                      .build());
+          stub.withDeadlineAfter(10, TimeUnit.SECONDS).returnRange(tail);
       check("return of the unused tail applied", returned.getApplied(), true);
       check("max after the return", returned.getMax(), 65L);
+      // The token is spent: a retried or duplicated return changes nothing.
+      ReturnRangeResponse again =
+          stub.withDeadlineAfter(10, TimeUnit.SECONDS).returnRange(tail);
+      check(
+          "the same return again is refused",
+          List.of(again.getApplied(), again.getMax()),
+          List.of(false, 65L));
+      Status.Code noToken = Status.Code.OK;
+      try {
+        stub.withDeadlineAfter(10, TimeUnit.SECONDS).returnRange(withoutToken);
+      } catch (StatusRuntimeException e) {
+        noToken = e.getStatus().getCode();
+      }
+      check("return without a range_token", noToken, Status.Code.FAILED_PRECONDITION);
       NextRangeResponse fourth =
           stub.withDeadlineAfter(10, TimeUnit.SECONDS)
               .nextRange(NextRangeRequest.newBuilder().setCollection(collection).build());

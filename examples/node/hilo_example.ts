@@ -8,7 +8,10 @@
 // ./gen beside it. Uses a new collection (a unique name unless one is given),
 // so the ranges are exact: 1-32, then 33-64 for a second client, 65-128 for a
 // client that reports its previous range, and after handing back all of that
-// range but its first number, 66-97. A bad collection name must fail with
+// range but its first number, 66-97. Each range carries a range_token (never
+// 0); the return sends it and is applied, the same return sent again is
+// refused (a node applies a return at most once), and a return without a
+// token fails with FAILED_PRECONDITION. A bad collection name must fail with
 // INVALID_ARGUMENT. Exits 1 on any difference.
 import { credentials, Metadata, ServiceError, status } from "@grpc/grpc-js";
 import { isDeepStrictEqual, inspect } from "node:util";
@@ -84,14 +87,30 @@ async function main(): Promise<void> {
     );
     check("third range (size doubled)", bounds(third), [65n, 128n]);
 
-    const returned = await returnRange(client, {
+    // fixed64 as bigint: every token fits, and 0n means "none".
+    check("range_token set", third.rangeToken !== 0n, true);
+
+    // Used only 65: hand back 66-128, with the range's token.
+    const tail: ReturnRangeRequest = {
       collection,
       end: third.high,
       last: third.low,
       nodeTag: third.nodeTag,
-    });
+      rangeToken: third.rangeToken,
+    };
+    const returned = await returnRange(client, tail);
     check("return of the unused tail applied", returned.applied, true);
     check("max after the return", returned.max, 65n);
+    // The token is spent: a retried or duplicated return changes nothing.
+    const again = await returnRange(client, tail);
+    check("the same return again is refused", [again.applied, again.max], [false, 65n]);
+    let noToken: status = status.OK;
+    try {
+      await returnRange(client, { ...tail, rangeToken: 0n });
+    } catch (err) {
+      noToken = (err as ServiceError).code;
+    }
+    check("return without a range_token", status[noToken], "FAILED_PRECONDITION");
     check("next range continues after the return", bounds(await nextRange(client, request())), [66n, 97n]);
 
     for (const bad of ["", "bad\ncollection", "x".repeat(257)]) {

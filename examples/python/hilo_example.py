@@ -6,8 +6,11 @@
 Uses a new collection (a unique name unless one is given), so the ranges are
 exact: 1-32, then 33-64 for a second client, 65-128 for a client that reports
 its previous range, and after handing back all of that range but its first
-number, 66-97. A bad collection name must fail with INVALID_ARGUMENT. Exits 1
-on any difference.
+number, 66-97. Each range carries a range_token (never 0); the return sends
+it and is applied, the same return sent again is refused (a node applies a
+return at most once), and a return without a token fails with
+FAILED_PRECONDITION. A bad collection name must fail with INVALID_ARGUMENT.
+Exits 1 on any difference.
 """
 
 import os
@@ -59,14 +62,31 @@ def main(argv):
         check("third range (size doubled)", (third.low, third.high),
               (65, 128))
 
-        # Used only 65: hand back 66-128.
-        returned = stub.ReturnRange(
-            hilo_pb2.ReturnRangeRequest(collection=collection,
-                                        end=third.high, last=third.low,
-                                        node_tag=third.node_tag),
-            timeout=10)
+        check("range_token set", third.range_token != 0, True)
+
+        def return_range(**kw):
+            return stub.ReturnRange(
+                hilo_pb2.ReturnRangeRequest(collection=collection, **kw),
+                timeout=10)
+
+        # Used only 65: hand back 66-128, with the range's token.
+        tail = dict(end=third.high, last=third.low, node_tag=third.node_tag,
+                    range_token=third.range_token)
+        returned = return_range(**tail)
         check("return of the unused tail applied", returned.applied, True)
         check("max after the return", returned.max, 65)
+        # The token is spent: a retried or duplicated return changes nothing.
+        again = return_range(**tail)
+        check("the same return again is refused",
+              (again.applied, again.max), (False, 65))
+        try:
+            return_range(end=third.high, last=third.low,
+                         node_tag=third.node_tag)
+            code = grpc.StatusCode.OK
+        except grpc.RpcError as e:
+            code = e.code()
+        check("return without a range_token", code,
+              grpc.StatusCode.FAILED_PRECONDITION)
         check("next range continues after the return",
               (lambda r: (r.low, r.high))(next_range()), (66, 97))
 

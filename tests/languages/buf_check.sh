@@ -47,12 +47,14 @@ fi
 "$BUF" breaking --against "$against"
 echo "ok   buf breaking against $against"
 
-# The check must have teeth: renumber NextRangeResponse.low in a copy.
+# The check must have teeth: renumber NextRangeResponse.low in a copy, to a
+# number far above any field's (a number in use would make the copy fail to
+# compile, not fail the check).
 mkdir -p "$tmp/ws"
 cp buf.yaml "$tmp/ws/"
 cp -R proto "$tmp/ws/proto"
-sed -i 's/int64 low = 1;/int64 low = 5;/' "$tmp/ws/proto/hilo/v1/hilo.proto"
-if ! grep -q 'int64 low = 5;' "$tmp/ws/proto/hilo/v1/hilo.proto"; then
+sed -i 's/int64 low = 1;/int64 low = 1000;/' "$tmp/ws/proto/hilo/v1/hilo.proto"
+if ! grep -q 'int64 low = 1000;' "$tmp/ws/proto/hilo/v1/hilo.proto"; then
   echo "FAIL could not make the incompatible copy (field low not found)"
   exit 1
 fi

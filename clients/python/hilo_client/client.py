@@ -18,12 +18,26 @@ reports its previous range with each request) and never move down.
 close() (or leaving a ``with`` block) hands the unused tail of every range
 back to the node that issued it, so the next client continues there. Nothing
 is returned from a destructor: call close().
+
+Each range comes with a range_token, a random secret of the node that issued
+it. The client keeps it with the range and sends it with the range's
+ReturnRange; the node applies a tokened return at most once (and only for
+the range it issued last), so the client retries a return that failed with
+UNAVAILABLE or DEADLINE_EXCEEDED, on the same node, within one RPC deadline.
+A client holds one range per collection at a time (it fetches nothing
+ahead), so it never has two adjacent ranges to hand back.
+
+Replies that break the contract are refused with INTERNAL: a range that is
+empty or starts below 1, and a node tag that is not 1-4 characters of A-Z
+and 0-9 (IDs built with it could collide or fail to parse).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import threading
+import time
 from typing import Callable, List, NamedTuple, Optional, Sequence, Union
 
 import grpc
@@ -39,8 +53,17 @@ __all__ = ["Client", "Id", "HiloError"]
 
 _logger = logging.getLogger("hilo_client")
 
-# Codes on which the client tries the next target, as the C++ client does.
+# Codes on which the client tries the next target, as the C++ client does,
+# and on which it tries a tokened return again.
 _FAIL_OVER = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+
+# A node tag: 1-4 characters, each A-Z or 0-9 (hilo.proto, node_tag).
+_NODE_TAG = re.compile(r"[A-Z0-9]{1,4}")
+
+# Attempts of one tokened return (all within one RPC deadline), and the pause
+# before the second attempt, doubled before each later one.
+_RETURN_ATTEMPTS = 3
+_RETURN_BACKOFF = 0.05
 
 
 class Id(NamedTuple):
@@ -54,7 +77,8 @@ class HiloError(Exception):
     """A failed call: ``code`` is the grpc.StatusCode, as the C++ client's
     absl::Status code. INVALID_ARGUMENT for a bad collection name (from the
     server); UNAVAILABLE, naming every target, when no server answered within
-    its deadline; otherwise the server's code."""
+    its deadline; INTERNAL for a reply that breaks the contract (an invalid
+    range or node tag); otherwise the server's code."""
 
     def __init__(self, code: grpc.StatusCode, message: str):
         super().__init__(f"{code.name}: {message}")
@@ -78,6 +102,7 @@ class _Issued(NamedTuple):
     node_tag: str
     range_at: object  # google.protobuf.Timestamp
     source: int  # index of the target that issued it; returns go there
+    token: int  # range_token: sent with the return; 0 from servers without
 
 
 class _Target(NamedTuple):
@@ -87,7 +112,8 @@ class _Target(NamedTuple):
 
 
 class _GrpcRangeSource:
-    """Talks to the targets: NextRange with fail-over, ReturnRange to the
+    """Talks to the targets: NextRange with fail-over, ReturnRange (with the
+    range's token, retried on UNAVAILABLE or DEADLINE_EXCEEDED) to the
     target that issued the range. Thread-safe."""
 
     def __init__(self, targets: List[_Target], rpc_deadline: float):
@@ -115,30 +141,71 @@ class _GrpcRangeSource:
                     raise HiloError(code, f"{target.name}: {e.details()}")
                 failures.append(f"{target.name}: {code.name}: {e.details()}")
                 continue
-            if (response.low < 1 or response.high < response.low or
-                    not response.node_tag or "\0" in response.node_tag):
+            if response.low < 1 or response.high < response.low:
                 raise HiloError(
                     grpc.StatusCode.INTERNAL,
                     f"{target.name}: NextRange replied with an invalid range "
-                    f"[{response.low}, {response.high}] tag "
-                    f"{response.node_tag!r}")
+                    f"[{response.low}, {response.high}]")
+            if not _NODE_TAG.fullmatch(response.node_tag):
+                raise HiloError(
+                    grpc.StatusCode.INTERNAL,
+                    f"{target.name}: NextRange replied with node tag "
+                    f"{response.node_tag!r}; a tag is 1-4 characters of A-Z "
+                    f"and 0-9")
             self._preferred = index
             return _Issued(response.low, response.high, response.node_tag,
-                           response.range_at, index)
+                           response.range_at, index, response.range_token)
         raise HiloError(
             grpc.StatusCode.UNAVAILABLE,
             f"no hilo server answered NextRange for {collection!r}: "
             + "; ".join(failures))
 
     def return_(self, collection: str, issued: _Issued, last: int):
+        """Hands (last, issued.high] back to the target that issued it, with
+        the range's token; the ReturnRangeResponse (applied is False when
+        the node refused it, which is normal). Raises HiloError.
+
+        A tokened return applies at most once, so one that failed with
+        UNAVAILABLE or DEADLINE_EXCEEDED is sent again, to the same target,
+        up to _RETURN_ATTEMPTS times in all, every attempt within one RPC
+        deadline counted from the first (each attempt may take an equal
+        share of what is left, so a timed-out attempt leaves time for the
+        next). If an earlier attempt was applied and only its reply was
+        lost, the retry is refused (applied False); the numbers are back
+        either way. A range without a token (from a server older than
+        tokens) is returned without one and never retried: such a return
+        could be applied twice."""
         target = self._targets[issued.source]
         request = hilo_pb2.ReturnRangeRequest(
             collection=collection, end=issued.high, last=last,
-            node_tag=issued.node_tag)
-        try:
-            return target.stub.ReturnRange(request, timeout=self._deadline)
-        except grpc.RpcError as e:
-            raise HiloError(e.code(), f"{target.name}: {e.details()}") from None
+            node_tag=issued.node_tag, range_token=issued.token)
+        attempts = _RETURN_ATTEMPTS if issued.token != 0 else 1
+        give_up_at = time.monotonic() + self._deadline
+        backoff = _RETURN_BACKOFF
+        code = grpc.StatusCode.DEADLINE_EXCEEDED
+        failures = 0
+        last_failure = ""
+        for attempt in range(attempts):
+            left = give_up_at - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                return target.stub.ReturnRange(
+                    request, timeout=left / (attempts - attempt))
+            except grpc.RpcError as e:
+                code = e.code()
+                if code not in _FAIL_OVER:
+                    raise HiloError(
+                        code, f"{target.name}: {e.details()}") from None
+                failures += 1
+                last_failure = f"{code.name}: {e.details()}"
+            if attempt + 1 < attempts:
+                time.sleep(max(0.0, min(backoff,
+                                        give_up_at - time.monotonic())))
+                backoff *= 2
+        raise HiloError(
+            code, f"{target.name}: ReturnRange failed {failures} time(s) "
+            f"within {self._deadline:g} s; the last time: {last_failure}")
 
     def close(self):
         for target in self._targets:
@@ -242,12 +309,13 @@ class Client:
         that answered.
     separator: between collection and number in a document ID; one
         character, anything but '|'.
-    rpc_deadline: seconds each RPC attempt may take (each target is one
-        attempt).
+    rpc_deadline: seconds each NextRange attempt may take (each target is
+        one attempt), and all attempts of one ReturnRange together.
     credentials: grpc.ChannelCredentials for every target; None means
         plaintext.
-    log: receives best-effort failures (such as a failed ReturnRange) as one
-        line; None means the "hilo_client" logger at WARNING.
+    log: receives best-effort failures (such as a ReturnRange that failed
+        on every attempt, or that the node refused with FAILED_PRECONDITION)
+        as one line; None means the "hilo_client" logger at WARNING.
 
     Connecting is lazy, so creating a Client succeeds with no server running.
     Bad options raise ValueError.
@@ -300,7 +368,8 @@ class Client:
 
     def next_id(self, collection: str) -> Id:
         """The next number of `collection` and its node tag. Raises
-        HiloError (see there)."""
+        HiloError (see there); INTERNAL if a server replied with a range
+        that breaks the contract (see the module docstring)."""
         if not isinstance(collection, str):
             raise TypeError(f"collection must be str, not "
                             f"{type(collection).__name__}")
@@ -321,9 +390,13 @@ class Client:
 
     def return_unused_ranges(self) -> None:
         """Hands the unused tail of each collection's range back to the node
-        that issued it, so the next client continues there. Best effort
-        within the RPC deadline: failures are logged, never raised. The
-        client stays usable; the next next_id fetches a new range."""
+        that issued it, with the range's token, so the next client continues
+        there. Best effort within the RPC deadline per collection (a return
+        that failed with UNAVAILABLE or DEADLINE_EXCEEDED is tried again on
+        that node; see the module docstring): failures are logged, never
+        raised, and a refused return (the node has issued a later range, or
+        already took this one back) is normal and silent. The client stays
+        usable; the next next_id fetches a new range."""
         with self._lock:
             caches = list(self._caches.values())
         for cache in caches:

@@ -26,7 +26,9 @@ def server_binary() -> str:
 class HiloServer:
     """Starts on construction; stop() (or the context manager) ends it."""
 
-    def __init__(self, tag: str = "A", db_dir: str = None):
+    def __init__(self, tag: str = "A", db_dir: str = None, flags=()):
+        """flags: more hilo_server flags, e.g.
+        ["--allow_returns_without_token"]."""
         self.tag = tag
         self._own_dir = db_dir is None
         self.dir = db_dir or tempfile.mkdtemp(prefix="hilo-pytest.")
@@ -35,7 +37,8 @@ class HiloServer:
         self.process = subprocess.Popen(
             [server_binary(), "--listen=127.0.0.1:0",
              "--metrics_listen=127.0.0.1:0",
-             f"--db={os.path.join(self.dir, 'hilo.db')}", f"--node_tag={tag}"],
+             f"--db={os.path.join(self.dir, 'hilo.db')}", f"--node_tag={tag}",
+             *flags],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=self._log)
         self.port = self._wait_for_port()

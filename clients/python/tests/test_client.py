@@ -30,6 +30,92 @@ def raw_next_range(target, collection):
     return r.low, r.high, r.node_tag
 
 
+def raw_stub(target):
+    """A channel and a HiLoStub for calls the client would not make."""
+    channel = grpc.insecure_channel(target)
+    return channel, hilo_pb2_grpc.HiLoStub(channel)
+
+
+def raw_return(target, **fields):
+    """ReturnRange with exactly `fields`: (applied, max)."""
+    with grpc.insecure_channel(target) as channel:
+        r = hilo_pb2_grpc.HiLoStub(channel).ReturnRange(
+            hilo_pb2.ReturnRangeRequest(**fields), timeout=10)
+    return r.applied, r.max
+
+
+def stored(target, collection):
+    """(max, return_floor, updated_at in µs) of `collection` on the node,
+    from HiLoAdmin.GetCollection."""
+    with grpc.insecure_channel(target) as channel:
+        r = hilo_pb2_grpc.HiLoAdminStub(channel).GetCollection(
+            hilo_pb2.GetCollectionRequest(collection=collection), timeout=10)
+    c = r.collection
+    return c.max, c.return_floor, c.updated_at.ToMicroseconds()
+
+
+class FakeRpcError(grpc.RpcError):
+    """What a failed call raises, for a connection lost on purpose."""
+
+    def __init__(self, code, details):
+        super().__init__(details)
+        self._code = code
+        self._details = details
+
+    def code(self):
+        return self._code
+
+    def details(self):
+        return self._details
+
+
+class StubSpy:
+    """Sits between a client and the real stub of one of its targets.
+
+    Keeps every NextRange reply (next_replies) and every ReturnRange attempt
+    (returns: [request, reply or None]). Optionally rewrites replies
+    (node_tag, range_token) and makes ReturnRange attempts fail with
+    UNAVAILABLE as a lost connection would: fail_returns[i] is None (pass),
+    "before" (the request never reaches the server) or "after" (the server
+    serves it, the reply is lost)."""
+
+    def __init__(self, client, index=0):
+        self._stub = client._source._targets[index].stub
+        self._next_range = self._stub.NextRange
+        self._return_range = self._stub.ReturnRange
+        self.next_replies = []
+        self.returns = []
+        self.fail_returns = []
+        self.node_tag = None
+        self.range_token = None
+        self._stub.NextRange = self._next
+        self._stub.ReturnRange = self._return
+
+    def _next(self, request, timeout=None):
+        reply = self._next_range(request, timeout=timeout)
+        if self.node_tag is not None:
+            reply.node_tag = self.node_tag
+        if self.range_token is not None:
+            reply.range_token = self.range_token
+        self.next_replies.append(reply)
+        return reply
+
+    def _return(self, request, timeout=None):
+        attempt = len(self.returns)
+        fail = (self.fail_returns[attempt]
+                if attempt < len(self.fail_returns) else None)
+        copy = hilo_pb2.ReturnRangeRequest()
+        copy.CopyFrom(request)
+        self.returns.append([copy, None])
+        if fail == "before":
+            raise FakeRpcError(grpc.StatusCode.UNAVAILABLE, "dropped before")
+        reply = self._return_range(request, timeout=timeout)
+        if fail == "after":
+            raise FakeRpcError(grpc.StatusCode.UNAVAILABLE, "reply lost")
+        self.returns[-1][1] = reply
+        return reply
+
+
 def run_threads(n, fn):
     """Runs fn(i) on n threads at once; returns their results in order and
     re-raises the first exception."""
@@ -121,6 +207,215 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(second.next_document_id("orders"), "orders/2-A")
         self.assertEqual(self.logs, [])
 
+    def test_next_client_gets_2_to_33_after_one_number_and_close(self):
+        first = self.client()
+        self.assertEqual(first.next_id("orders"), Id(1, "A"))
+        first.close()
+        second = self.client()
+        spy = StubSpy(second)
+        self.assertEqual([second.next_id("orders") for _ in range(32)],
+                         [Id(n, "A") for n in range(2, 34)])
+        self.assertEqual(
+            [(r.low, r.high, r.node_tag) for r in spy.next_replies],
+            [(2, 33, "A")])
+        self.assertEqual(self.logs, [])
+
+    def test_return_carries_the_range_token_and_is_applied(self):
+        c = self.client()
+        spy = StubSpy(c)
+        self.assertEqual([c.next_id("orders") for _ in range(2)],
+                         [Id(1, "A"), Id(2, "A")])
+        c.close()
+        self.assertEqual(len(spy.next_replies), 1)
+        token = spy.next_replies[0].range_token
+        self.assertNotEqual(token, 0)
+        self.assertEqual(len(spy.returns), 1)
+        request, reply = spy.returns[0]
+        self.assertEqual(
+            (request.collection, request.end, request.last, request.node_tag,
+             request.range_token),
+            ("orders", 32, 2, "A", token))
+        self.assertEqual((reply.applied, reply.max), (True, 2))
+        self.assertEqual(stored(self.server.target, "orders")[:2], (2, 2))
+        self.assertEqual(raw_next_range(self.server.target, "orders"),
+                         (3, 34, "A"))
+        self.assertEqual(self.logs, [])
+
+    def test_same_return_sent_twice_applies_once(self):
+        c = self.client()
+        spy = StubSpy(c)
+        self.assertEqual(c.next_id("orders"), Id(1, "A"))
+        c.close()
+        request, reply = spy.returns[0]
+        self.assertEqual((reply.applied, reply.max), (True, 1))
+        before = stored(self.server.target, "orders")
+        self.assertEqual(before[:2], (1, 1))
+        # The very same request again: the token was retired by the first.
+        again = {f.name: v for f, v in request.ListFields()}
+        self.assertEqual(raw_return(self.server.target, **again), (False, 1))
+        self.assertEqual(stored(self.server.target, "orders"), before)
+        self.assertEqual(raw_next_range(self.server.target, "orders"),
+                         (2, 33, "A"))
+
+    def test_return_with_a_wrong_token_is_refused(self):
+        channel, stub = raw_stub(self.server.target)
+        self.addCleanup(channel.close)
+        issued = stub.NextRange(
+            hilo_pb2.NextRangeRequest(collection="orders"), timeout=10)
+        self.assertEqual((issued.low, issued.high), (1, 32))
+        token = issued.range_token
+        self.assertNotEqual(token, 0)
+        before = stored(self.server.target, "orders")
+        self.assertEqual(before[:2], (32, 0))
+        for guess in (token ^ 1, (token + 1) % 2**64, token ^ (1 << 63),
+                      0x5EED5EED5EED5EED, 2**64 - 1):
+            with self.subTest(guess=guess):
+                self.assertEqual(
+                    raw_return(self.server.target, collection="orders",
+                               end=32, last=1, node_tag="A",
+                               range_token=guess),
+                    (False, 32))
+                self.assertEqual(stored(self.server.target, "orders"),
+                                 before)
+        # The wrong tokens did not retire the right one.
+        self.assertEqual(
+            raw_return(self.server.target, collection="orders", end=32,
+                       last=1, node_tag="A", range_token=token),
+            (True, 1))
+        self.assertEqual(raw_next_range(self.server.target, "orders"),
+                         (2, 33, "A"))
+
+    def test_return_without_a_token_is_failed_precondition(self):
+        channel, stub = raw_stub(self.server.target)
+        self.addCleanup(channel.close)
+        issued = stub.NextRange(
+            hilo_pb2.NextRangeRequest(collection="orders"), timeout=10)
+        self.assertEqual((issued.low, issued.high), (1, 32))
+        before = stored(self.server.target, "orders")
+        for fields in ({"node_tag": "A"}, {"node_tag": ""},
+                       {"node_tag": "A", "range_token": 0}):
+            with self.subTest(fields=fields):
+                with self.assertRaises(grpc.RpcError) as cm:
+                    stub.ReturnRange(hilo_pb2.ReturnRangeRequest(
+                        collection="orders", end=32, last=1, **fields),
+                        timeout=10)
+                self.assertEqual(cm.exception.code(),
+                                 grpc.StatusCode.FAILED_PRECONDITION)
+                self.assertIn("range_token", cm.exception.details())
+                self.assertEqual(stored(self.server.target, "orders"),
+                                 before)
+        self.assertEqual(raw_next_range(self.server.target, "orders"),
+                         (33, 64, "A"))
+
+    def test_failed_return_is_retried_on_the_same_node(self):
+        c = self.client()
+        spy = StubSpy(c)
+        spy.fail_returns = ["before", "before"]
+        self.assertEqual(c.next_id("orders"), Id(1, "A"))
+        c.close()
+        token = spy.next_replies[0].range_token
+        self.assertEqual(len(spy.returns), 3)
+        for request, _ in spy.returns:
+            self.assertEqual((request.end, request.last, request.range_token),
+                             (32, 1, token))
+        reply = spy.returns[2][1]
+        self.assertEqual((reply.applied, reply.max), (True, 1))
+        self.assertEqual(self.logs, [])
+        self.assertEqual(raw_next_range(self.server.target, "orders"),
+                         (2, 33, "A"))
+
+    def test_retry_after_a_lost_reply_is_refused_and_reissues_nothing(self):
+        c = self.client()
+        spy = StubSpy(c)
+        spy.fail_returns = ["after"]  # applied, but the client never hears
+        self.assertEqual(c.next_id("orders"), Id(1, "A"))
+        c.return_unused_ranges()
+        self.assertEqual(len(spy.returns), 2)
+        reply = spy.returns[1][1]
+        self.assertEqual((reply.applied, reply.max), (False, 1))
+        self.assertEqual(self.logs, [])
+        self.assertEqual(stored(self.server.target, "orders")[:2], (1, 1))
+        self.assertEqual(raw_next_range(self.server.target, "orders"),
+                         (2, 33, "A"))
+        # The client did not see its return applied: it asks above its old
+        # range (last_max 32), above 33 here, and its size doubles.
+        self.assertEqual(c.next_id("orders"), Id(34, "A"))
+        self.assertEqual((spy.next_replies[1].low, spy.next_replies[1].high),
+                         (34, 97))
+
+    def test_return_gives_up_after_three_attempts(self):
+        c = self.client(rpc_deadline=2)
+        spy = StubSpy(c)
+        spy.fail_returns = ["before"] * 5
+        self.assertEqual(c.next_id("orders"), Id(1, "A"))
+        c.close()
+        self.assertEqual(len(spy.returns), 3)
+        self.assertEqual(len(self.logs), 1, self.logs)
+        self.assertIn("returning numbers 2-32 of collection 'orders' failed: "
+                      "UNAVAILABLE: ", self.logs[0])
+        self.assertIn("ReturnRange failed 3 time(s) within 2 s",
+                      self.logs[0])
+        self.assertEqual(stored(self.server.target, "orders")[:2], (32, 0))
+        self.assertEqual(raw_next_range(self.server.target, "orders"),
+                         (33, 64, "A"))
+
+    def test_range_without_a_token_is_returned_once_never_retried(self):
+        # A server older than tokens: replies carry none, returns need none.
+        old = HiloServer("B", flags=["--allow_returns_without_token"])
+        self.addCleanup(old.cleanup)
+        c = self.client([old.target])
+        spy = StubSpy(c)
+        spy.range_token = 0
+        self.assertEqual(c.next_id("orders"), Id(1, "B"))
+        c.return_unused_ranges()
+        self.assertEqual(len(spy.returns), 1)
+        request, reply = spy.returns[0]
+        self.assertEqual((request.last, request.range_token), (1, 0))
+        self.assertEqual((reply.applied, reply.max), (True, 1))
+        # Lost on the way: not sent again, since it could apply twice.
+        spy.fail_returns = [None, "before"]
+        self.assertEqual(c.next_id("orders"), Id(2, "B"))
+        c.close()
+        self.assertEqual(len(spy.returns), 2)
+        self.assertEqual(len(self.logs), 1, self.logs)
+        self.assertIn("failed 1 time(s)", self.logs[0])
+
+    def test_node_tags_that_break_the_rule_are_refused(self):
+        for tag in ["", "a", "ABCDE", "A-", "A B", "\u00c4", "A\n", "A\0",
+                    "\uff21"]:
+            with self.subTest(tag=tag):
+                # A client of its own: one that took a range would hand out
+                # its numbers without asking again.
+                c = self.client()
+                spy = StubSpy(c)
+                spy.node_tag = tag
+                for _ in range(2):  # and it keeps refusing
+                    with self.assertRaises(HiloError) as cm:
+                        c.next_id("orders")
+                    self.assertEqual(cm.exception.code,
+                                     grpc.StatusCode.INTERNAL)
+                    self.assertIn(f"node tag {tag!r}; a tag is 1-4 "
+                                  "characters of A-Z and 0-9",
+                                  cm.exception.message)
+                # Nothing was handed out: a good reply starts a new range.
+                spy.node_tag = None
+                self.assertEqual(c.next_id("orders").node_tag, "A")
+                c.close()
+        # Each client: two refused ranges of 32, then one of which it used
+        # the first number and handed the rest back, so Max rose by 65.
+        self.assertEqual(raw_next_range(self.server.target, "orders"),
+                         (9 * 65 + 1, 9 * 65 + 32, "A"))
+        self.assertEqual(self.logs, [])
+
+    def test_four_character_tags_are_fine(self):
+        node = HiloServer("AB12")
+        self.addCleanup(node.cleanup)
+        c = self.client([node.target])
+        self.assertEqual(c.next_document_id("orders"), "orders/1-AB12")
+        c.close()
+        self.assertEqual(raw_next_range(node.target, "orders"),
+                         (2, 33, "AB12"))
+
     def test_with_block_returns_the_unused_tail(self):
         with Client(self.server.target) as c:
             self.assertEqual([c.next_id("o").number for _ in range(3)],
@@ -159,8 +454,9 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(self.server.stop(), 0)
         c.close()
         self.assertEqual(len(self.logs), 1, self.logs)
-        self.assertIn("returning numbers 2-32 of collection 'orders' failed",
-                      self.logs[0])
+        self.assertIn("returning numbers 2-32 of collection 'orders' failed: "
+                      "UNAVAILABLE: ", self.logs[0])
+        self.assertIn("ReturnRange failed 3 time(s)", self.logs[0])
 
     def test_threads_share_ranges_and_one_fetches_at_a_time(self):
         c = self.client()
