@@ -10,6 +10,8 @@
 //     or across workers;
 //   - every ID lies in a range its own client was given (and below the
 //     `last` of any return it sent for that range);
+//   - every range came with a range_token, and every return carried the
+//     token of the range it hands back;
 //   - ranges one node replied with for one collection never overlap;
 //   - each node's stored Max is at least every number it replied with and
 //     still counts as handed out;
@@ -1109,6 +1111,20 @@ void Orchestrator::CheckEverything() {
     }
   }
   if (ids == 0) Problem("no ID was handed out at all");
+
+  // Tokens: every range came with one, and every return carried its own.
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    std::vector<std::string> bad;
+    const std::vector<std::string> token_problems =
+        FindTokenProblems(ReadWorkerLog(WorkerLog(work_dir_, i), &bad));
+    for (size_t k = 0; k < token_problems.size() && k < 5; ++k) {
+      Problem(absl::StrFormat("worker %d: %s", i, token_problems[k]));
+    }
+    if (token_problems.size() > 5) {
+      Problem(absl::StrFormat("worker %d: %d more such token problems", i,
+                              token_problems.size() - 5));
+    }
+  }
 
   // Ranges: replies of one node never overlap; stored Max above them all.
   const std::vector<UsedRange> used = AllUsedRanges();

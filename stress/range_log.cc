@@ -11,27 +11,28 @@
 namespace hilo::stress {
 
 RangeEvent RangeEvent::Range(std::string collection, std::string tag,
-                             int64_t low, int64_t high) {
+                             int64_t low, int64_t high, uint64_t token) {
   RangeEvent e;
   e.kind = Kind::kRange;
   e.collection = std::move(collection);
   e.node_tag = std::move(tag);
   e.a = low;
   e.b = high;
+  e.token = token;
   return e;
 }
 
 RangeEvent RangeEvent::ReturnIntent(std::string collection, std::string tag,
-                                    int64_t end, int64_t last) {
-  RangeEvent e = Range(std::move(collection), std::move(tag), end, last);
+                                    int64_t end, int64_t last, uint64_t token) {
+  RangeEvent e = Range(std::move(collection), std::move(tag), end, last, token);
   e.kind = Kind::kReturnIntent;
   return e;
 }
 
 RangeEvent RangeEvent::ReturnOutcome(std::string collection, std::string tag,
-                                     int64_t end, int64_t last, int code,
-                                     bool applied) {
-  RangeEvent e = Range(std::move(collection), std::move(tag), end, last);
+                                     int64_t end, int64_t last, uint64_t token,
+                                     int code, bool applied) {
+  RangeEvent e = Range(std::move(collection), std::move(tag), end, last, token);
   e.kind = Kind::kReturnOutcome;
   e.code = code;
   e.applied = applied;
@@ -43,7 +44,7 @@ std::string FormatEvent(const RangeEvent& e) {
   const std::string tag = e.node_tag.empty() ? "-" : e.node_tag;
   std::string line =
       absl::StrCat(std::string(1, static_cast<char>(e.kind)), " ", e.collection,
-                   " ", tag, " ", e.a, " ", e.b);
+                   " ", tag, " ", e.a, " ", e.b, " ", e.token);
   if (e.kind == RangeEvent::Kind::kReturnOutcome) {
     absl::StrAppend(&line, " ", e.code, " ", e.applied ? 1 : 0);
   }
@@ -58,23 +59,24 @@ absl::StatusOr<RangeEvent> ParseEvent(absl::string_view line) {
     return absl::InvalidArgumentError(
         absl::StrCat("not a range log line: \"", line, "\""));
   };
-  if (f.size() < 5 || f[0].size() != 1) return bad();
+  if (f.size() < 6 || f[0].size() != 1) return bad();
   RangeEvent e;
   e.kind = static_cast<RangeEvent::Kind>(f[0][0]);
   e.collection = std::string(f[1]);
   e.node_tag = f[2] == "-" ? "" : std::string(f[2]);
-  if (!absl::SimpleAtoi(f[3], &e.a) || !absl::SimpleAtoi(f[4], &e.b)) {
+  if (!absl::SimpleAtoi(f[3], &e.a) || !absl::SimpleAtoi(f[4], &e.b) ||
+      !absl::SimpleAtoi(f[5], &e.token)) {
     return bad();
   }
   switch (e.kind) {
     case RangeEvent::Kind::kRange:
     case RangeEvent::Kind::kReturnIntent:
-      if (f.size() != 5) return bad();
+      if (f.size() != 6) return bad();
       return e;
     case RangeEvent::Kind::kReturnOutcome: {
       int applied = 0;
-      if (f.size() != 7 || !absl::SimpleAtoi(f[5], &e.code) ||
-          !absl::SimpleAtoi(f[6], &applied)) {
+      if (f.size() != 8 || !absl::SimpleAtoi(f[6], &e.code) ||
+          !absl::SimpleAtoi(f[7], &applied)) {
         return bad();
       }
       e.applied = applied != 0;
@@ -86,16 +88,26 @@ absl::StatusOr<RangeEvent> ParseEvent(absl::string_view line) {
 
 std::vector<UsedRange> UsedRanges(const std::vector<RangeEvent>& events) {
   std::vector<UsedRange> ranges;
-  // The range each return is about: the latest one of its collection with
-  // that high that has no return yet (a client returns each range once).
-  std::vector<bool> returned;
+  // Per range: a return was sent; one of its copies failed with an RPC
+  // error (and so may have applied); one was answered applied.
+  struct Returns {
+    bool sent = false;
+    bool failed = false;
+    bool applied = false;
+  };
+  std::vector<Returns> returns;
   auto find = [&](const RangeEvent& e,
                   bool was_returned) -> std::optional<size_t> {
     for (size_t i = ranges.size(); i-- > 0;) {
       const UsedRange& r = ranges[i];
+      if (e.token != 0) {
+        // The token names the range, retries of its return included.
+        if (r.token == e.token) return i;
+        continue;
+      }
       if (r.collection == e.collection && r.high == e.a &&
           (e.node_tag.empty() || r.node_tag == e.node_tag) &&
-          returned[i] == was_returned) {
+          returns[i].sent == was_returned) {
         return i;
       }
     }
@@ -104,32 +116,84 @@ std::vector<UsedRange> UsedRanges(const std::vector<RangeEvent>& events) {
   for (const RangeEvent& e : events) {
     switch (e.kind) {
       case RangeEvent::Kind::kRange:
-        ranges.push_back(
-            UsedRange{e.collection, e.node_tag, e.a, e.b, e.b, e.b, false});
-        returned.push_back(false);
+        ranges.push_back(UsedRange{e.collection, e.node_tag, e.a, e.b, e.token,
+                                   e.b, e.b, false});
+        returns.emplace_back();
         break;
       case RangeEvent::Kind::kReturnIntent: {
         std::optional<size_t> i = find(e, false);
         if (!i.has_value()) break;  // checked by the caller's ID coverage
         ranges[*i].used_high = std::min(ranges[*i].used_high, e.b);
         ranges[*i].held_high = std::min(ranges[*i].held_high, e.b);
-        ranges[*i].return_unknown = true;
-        returned[*i] = true;
+        if (!returns[*i].applied) ranges[*i].return_unknown = true;
+        returns[*i].sent = true;
         break;
       }
       case RangeEvent::Kind::kReturnOutcome: {
         std::optional<size_t> i = find(e, true);
         if (!i.has_value()) break;
-        // OK says for sure whether it applied; an error leaves it unknown.
-        if (e.code == 0) {
+        Returns& r = returns[*i];
+        if (e.code != 0) {
+          r.failed = true;  // may have applied: stays unknown
+        } else if (e.applied) {
+          r.applied = true;
           ranges[*i].return_unknown = false;
-          if (!e.applied) ranges[*i].held_high = ranges[*i].high;
+        } else if (!r.failed && !r.applied) {
+          // Refused, and no earlier copy can have applied.
+          ranges[*i].return_unknown = false;
+          ranges[*i].held_high = ranges[*i].high;
         }
         break;
       }
     }
   }
   return ranges;
+}
+
+std::vector<std::string> FindTokenProblems(
+    const std::vector<RangeEvent>& events) {
+  std::vector<std::string> problems;
+  std::vector<const RangeEvent*> ranges;
+  for (const RangeEvent& e : events) {
+    switch (e.kind) {
+      case RangeEvent::Kind::kRange:
+        if (e.token == 0) {
+          problems.push_back(
+              absl::StrFormat("node %s replied %s %d-%d without a range_token",
+                              e.node_tag, e.collection, e.a, e.b));
+        }
+        ranges.push_back(&e);
+        break;
+      case RangeEvent::Kind::kReturnIntent: {
+        if (e.token == 0) {
+          problems.push_back(absl::StrFormat(
+              "a return of %s (%d, %d] was sent without a range_token",
+              e.collection, e.b, e.a));
+          break;
+        }
+        auto it = std::find_if(
+            ranges.rbegin(), ranges.rend(),
+            [&](const RangeEvent* r) { return r->token == e.token; });
+        if (it == ranges.rend()) {
+          problems.push_back(absl::StrFormat(
+              "a return of %s (%d, %d] carries a token of no range this "
+              "client was given",
+              e.collection, e.b, e.a));
+        } else if ((*it)->collection != e.collection || (*it)->b != e.a ||
+                   (!e.node_tag.empty() && (*it)->node_tag != e.node_tag)) {
+          problems.push_back(absl::StrFormat(
+              "a return of %s (%d, %d] node %s carries the token of %s %d-%d "
+              "node %s",
+              e.collection, e.b, e.a, e.node_tag, (*it)->collection, (*it)->a,
+              (*it)->b, (*it)->node_tag));
+        }
+        break;
+      }
+      case RangeEvent::Kind::kReturnOutcome:
+        break;
+    }
+  }
+  return problems;
 }
 
 namespace {

@@ -59,7 +59,8 @@ class RecordingInterceptor final : public grpc::experimental::Interceptor {
           // Before the request leaves: an applied return is always logged.
           recorder_->Add(RangeEvent::ReturnIntent(
               return_request_->collection(), return_request_->node_tag(),
-              return_request_->end(), return_request_->last()));
+              return_request_->end(), return_request_->last(),
+              return_request_->range_token()));
         }
       }
     }
@@ -83,14 +84,16 @@ class RecordingInterceptor final : public grpc::experimental::Interceptor {
             next_response_.has_value()) {
           recorder_->Add(RangeEvent::Range(
               next_request_->collection(), next_response_->node_tag(),
-              next_response_->low(), next_response_->high()));
+              next_response_->low(), next_response_->high(),
+              next_response_->range_token()));
         }
       } else {
         recorder_->CountReturnRange(code);
         if (return_request_.has_value()) {
           recorder_->Add(RangeEvent::ReturnOutcome(
               return_request_->collection(), return_request_->node_tag(),
-              return_request_->end(), return_request_->last(), code,
+              return_request_->end(), return_request_->last(),
+              return_request_->range_token(), code,
               code == 0 && return_response_.has_value() &&
                   return_response_->applied()));
         }

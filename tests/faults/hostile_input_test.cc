@@ -1,7 +1,9 @@
 // Malformed and hostile requests over real gRPC against an in-process server:
 // each gets its exact status code, and no stored row changes unless the
-// request was valid (then exactly as the contract says). Also a flood of
-// distinct collection names, which must not blow up the metrics' labels.
+// request was valid (then exactly as the contract says). Also returns that
+// must never apply (without a token, with a guessed, stale or duplicated
+// one, under a floor), and a flood of distinct collection names, which must
+// not blow up the metrics' labels.
 #include <functional>
 #include <limits>
 #include <map>
@@ -56,6 +58,11 @@ std::string VarintField(int field, uint64_t v) {
 std::string BytesField(int field, const std::string& bytes) {
   return Varint(uint64_t(field) << 3 | 2) + Varint(bytes.size()) + bytes;
 }
+std::string Fixed64Field(int field, uint64_t v) {
+  std::string out = Varint(uint64_t(field) << 3 | 1);
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
+  return out;
+}
 
 google::protobuf::Timestamp Ts(int64_t seconds, int32_t nanos = 0) {
   google::protobuf::Timestamp ts;
@@ -70,12 +77,34 @@ struct Outcome {
   std::optional<Pair> range;  // an OK NextRange
   // An OK ReturnRange or SetFloor: (applied or raised, max).
   std::optional<std::pair<bool, int64_t>> ret;
+  uint64_t token = 0;  // range_token of an OK NextRange
 };
+
+// A collection's row as GetCollection shows it.
+struct Row {
+  int64_t max = 0;
+  int64_t return_floor = 0;
+  absl::Time updated_at;
+
+  friend bool operator==(const Row& a, const Row& b) {
+    return a.max == b.max && a.return_floor == b.return_floor &&
+           a.updated_at == b.updated_at;
+  }
+};
+
+void PrintTo(const Row& r, std::ostream* os) {
+  *os << "{max " << r.max << ", return_floor " << r.return_floor
+      << ", updated_at " << absl::FormatTime(r.updated_at) << "}";
+}
+
+// A token no range of these tests was given.
+constexpr uint64_t kEdgeToken = 0x5EED5EED5EED5EEDull;
 
 class HostileInputTest;
 
 // One request and what must come of it. Before it runs, "orders" has had
-// 1-32 issued, and the clock has moved on a second since.
+// 1-32 issued (its token is HostileInputTest::token_), and the clock has
+// moved on a second since.
 struct HostileCase {
   std::string name;
   std::function<Outcome(HostileInputTest*)> call;
@@ -85,10 +114,13 @@ struct HostileCase {
   std::optional<Pair> range = std::nullopt;
   // For a ReturnRange or SetFloor answered OK: (applied or raised, max).
   // When true, "orders" must then hold that Max as its max and return
-  // floor.
+  // floor, and no live token.
   std::optional<std::pair<bool, int64_t>> ret = std::nullopt;
   // Runs before the rows are taken as "before" (e.g. a row near INT64_MAX).
   std::function<void(HostileInputTest*)> setup = nullptr;
+  // For a SetFloor at or below Max: the return floor "orders" must then
+  // have, all else of it unchanged but updated_at.
+  std::optional<int64_t> return_floor = std::nullopt;
 };
 
 void PrintTo(const HostileCase& c, std::ostream* os) { *os << c.name; }
@@ -98,6 +130,7 @@ class HostileInputTest : public ::testing::Test {
   void SetUp() override {
     ServerOptions options = testing::TestServerOptions(dir_, "A");
     options.clock = &clock_;
+    options.allow_returns_without_token = AllowReturnsWithoutToken();
     // Only where needed: stopping the metrics endpoint takes seconds.
     if (ServeMetrics()) options.metrics_listen = "127.0.0.1:0";
     server_ = testing::StartServer(options);
@@ -109,6 +142,7 @@ class HostileInputTest : public ::testing::Test {
   }
 
   virtual bool ServeMetrics() const { return false; }
+  virtual bool AllowReturnsWithoutToken() const { return false; }
 
   static std::unique_ptr<grpc::ClientContext> Context() {
     auto context = std::make_unique<grpc::ClientContext>();
@@ -123,7 +157,9 @@ class HostileInputTest : public ::testing::Test {
     out.status = hilo_->NextRange(Context().get(), request, &response);
     if (out.status.ok()) {
       out.range = Pair(response.low(), response.high());
+      out.token = response.range_token();
       EXPECT_EQ(response.node_tag(), "A");
+      EXPECT_NE(response.range_token(), 0u);
     }
     return out;
   }
@@ -136,13 +172,15 @@ class HostileInputTest : public ::testing::Test {
     return Next(request);
   }
 
+  // A ReturnRange with `token` as its range_token (0: none).
   Outcome Return(const std::string& collection, int64_t end, int64_t last,
-                 const std::string& tag = "") {
+                 uint64_t token, const std::string& tag = "") {
     hilo::v1::ReturnRangeRequest request;
     request.set_collection(collection);
     request.set_end(end);
     request.set_last(last);
     request.set_node_tag(tag);
+    request.set_range_token(token);
     hilo::v1::ReturnRangeResponse response;
     Outcome out;
     out.status = hilo_->ReturnRange(Context().get(), request, &response);
@@ -160,6 +198,7 @@ class HostileInputTest : public ::testing::Test {
       hilo::v1::NextRangeResponse response;
       EXPECT_TRUE(response.ParseFromString(reply));
       out.range = Pair(response.low(), response.high());
+      out.token = response.range_token();
     }
     if (out.status.ok() && method == "/hilo.v1.HiLo/ReturnRange") {
       hilo::v1::ReturnRangeResponse response;
@@ -195,6 +234,30 @@ class HostileInputTest : public ::testing::Test {
     return out;
   }
 
+  // The row of `collection` through GetCollection; nullopt if NOT_FOUND.
+  std::optional<Row> GetRow(const std::string& collection) {
+    hilo::v1::GetCollectionRequest request;
+    request.set_collection(collection);
+    hilo::v1::GetCollectionResponse response;
+    const grpc::Status status =
+        admin_->GetCollection(Context().get(), request, &response);
+    if (status.error_code() == grpc::StatusCode::NOT_FOUND) return std::nullopt;
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    const hilo::v1::Collection& c = response.collection();
+    EXPECT_EQ(c.name(), collection);
+    return Row{c.max(), c.return_floor(),
+               absl::FromUnixSeconds(c.updated_at().seconds()) +
+                   absl::Nanoseconds(c.updated_at().nanos())};
+  }
+
+  // The stored token of the range last issued (0: retired).
+  uint64_t StoredToken(const std::string& collection) {
+    absl::StatusOr<std::optional<CollectionState>> row =
+        server_->store()->Get(collection);
+    EXPECT_TRUE(row.ok()) << row.status();
+    return row.ok() && row->has_value() ? (*row)->range_token : 0;
+  }
+
   // Every stored row, read straight from the store.
   std::vector<NamedCollectionState> Rows() {
     absl::StatusOr<std::vector<NamedCollectionState>> rows =
@@ -205,6 +268,8 @@ class HostileInputTest : public ::testing::Test {
 
   TempDir dir_;
   ManualClock clock_{kStart};
+  uint64_t token_ = 0;        // the table's: of "orders" 1-32
+  uint64_t other_token_ = 0;  // set by a case's setup
   std::unique_ptr<Server> server_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<hilo::v1::HiLo::Stub> hilo_;
@@ -217,7 +282,9 @@ class HostileInputTableTest
 
 TEST_P(HostileInputTableTest, ExactCodeAndOnlyTheContractsChange) {
   const HostileCase& c = GetParam();
-  ASSERT_EQ(Next("orders").range, Pair(1, 32));
+  const Outcome first = Next("orders");
+  ASSERT_EQ(first.range, Pair(1, 32));
+  token_ = first.token;
   if (c.setup) c.setup(this);
   const std::vector<NamedCollectionState> before = Rows();
   clock_.Advance(absl::Seconds(1));
@@ -226,9 +293,13 @@ TEST_P(HostileInputTableTest, ExactCodeAndOnlyTheContractsChange) {
   EXPECT_EQ(out.status.error_code(), c.code) << out.status.error_message();
   if (c.range.has_value()) {
     EXPECT_EQ(out.range, c.range);
+  } else {
+    EXPECT_EQ(out.range, std::nullopt);
   }
   if (c.ret.has_value()) {
     EXPECT_EQ(out.ret, c.ret);
+  } else {
+    EXPECT_EQ(out.ret, std::nullopt);
   }
 
   const std::vector<NamedCollectionState> after = Rows();
@@ -236,21 +307,49 @@ TEST_P(HostileInputTableTest, ExactCodeAndOnlyTheContractsChange) {
   for (size_t i = 0; i < after.size(); ++i) {
     SCOPED_TRACE(after[i].name);
     EXPECT_EQ(after[i].name, before[i].name);
+    const CollectionState& was = before[i].state;
+    const CollectionState& is = after[i].state;
     if (c.range.has_value() && after[i].name == "orders") {
-      EXPECT_EQ(after[i].state.max, c.range->second);
-      EXPECT_EQ(after[i].state.return_floor, c.range->first - 1);
-      EXPECT_EQ(after[i].state.updated_at, clock_.Now());
+      EXPECT_EQ(is.max, c.range->second);
+      EXPECT_EQ(is.return_floor, c.range->first - 1);
+      EXPECT_EQ(is.range_token, out.token);
+      // Right above the last range: that one is the previous range now.
+      const bool adjacent = c.range->first == was.max + 1;
+      EXPECT_EQ(is.previous_token, adjacent ? was.range_token : 0u);
+      EXPECT_EQ(is.previous_return_floor, adjacent ? was.return_floor : 0);
+      EXPECT_EQ(is.updated_at, clock_.Now());
+      continue;
+    }
+    if (c.return_floor.has_value() && after[i].name == "orders") {
+      EXPECT_EQ(is.max, was.max);
+      EXPECT_EQ(is.return_floor, *c.return_floor);
+      EXPECT_EQ(is.range_token, was.range_token);
+      EXPECT_EQ(is.previous_token, was.previous_token);
+      EXPECT_EQ(is.updated_at, clock_.Now());
       continue;
     }
     if (c.ret.has_value() && c.ret->first && after[i].name == "orders") {
-      EXPECT_EQ(after[i].state.max, c.ret->second);
-      EXPECT_EQ(after[i].state.return_floor, c.ret->second);
-      EXPECT_EQ(after[i].state.updated_at, clock_.Now());
+      EXPECT_EQ(is.max, c.ret->second);
+      EXPECT_EQ(is.return_floor, c.ret->second);
+      EXPECT_EQ(is.range_token, 0u)
+          << "an applied return and a raised floor retire the token";
+      EXPECT_EQ(is.updated_at, clock_.Now());
       continue;
     }
-    EXPECT_EQ(after[i].state.max, before[i].state.max);
-    EXPECT_EQ(after[i].state.return_floor, before[i].state.return_floor);
-    EXPECT_EQ(after[i].state.updated_at, before[i].state.updated_at);
+    EXPECT_EQ(is.max, was.max);
+    EXPECT_EQ(is.return_floor, was.return_floor);
+    EXPECT_EQ(is.range_token, was.range_token);
+    EXPECT_EQ(is.previous_token, was.previous_token);
+    EXPECT_EQ(is.previous_return_floor, was.previous_return_floor);
+    EXPECT_EQ(is.updated_at, was.updated_at);
+  }
+  // The same through the admin API.
+  const std::optional<Row> orders = GetRow("orders");
+  ASSERT_TRUE(orders.has_value());
+  for (const NamedCollectionState& row : after) {
+    if (row.name != "orders") continue;
+    EXPECT_EQ(*orders, (Row{row.state.max, row.state.return_floor,
+                            row.state.updated_at}));
   }
 }
 
@@ -259,13 +358,23 @@ const std::string kOversized = std::string(70 * 1024, 'o');
 const std::string kNext = "/hilo.v1.HiLo/NextRange";
 const std::string kReturn = "/hilo.v1.HiLo/ReturnRange";
 
-// A row whose Max is 10 below INT64_MAX, its last range of 32 outstanding.
+// A row whose Max is 10 below INT64_MAX, its last range of 32 outstanding
+// with kEdgeToken.
 void PutEdge(HostileInputTest* t) {
-  ASSERT_TRUE(
-      t->server_->store()
-          ->PutForTesting(
-              "edge", CollectionState{kInt64Max - 10, kInt64Max - 42, kStart})
-          .ok());
+  ASSERT_TRUE(t->server_->store()
+                  ->PutForTesting(
+                      "edge", CollectionState{.max = kInt64Max - 10,
+                                              .return_floor = kInt64Max - 42,
+                                              .range_token = kEdgeToken,
+                                              .updated_at = kStart})
+                  .ok());
+}
+
+// Another collection's range, whose token is then other_token_.
+void NextOther(HostileInputTest* t) {
+  const Outcome other = t->Next("other");
+  ASSERT_EQ(other.range, Pair(1, 32));
+  t->other_token_ = other.token;
 }
 
 using C = grpc::StatusCode;
@@ -285,13 +394,13 @@ INSTANTIATE_TEST_SUITE_P(
             C::INVALID_ARGUMENT},
         HostileCase{"NextInvalidUtf8",
                     [](T* t) { return t->Next(Bytes("ord\xFF", 4)); },
-                    C::INTERNAL},
+                    C::UNIMPLEMENTED},
         HostileCase{"NextOverlongUtf8Nul",
                     [](T* t) { return t->Next(Bytes("\xC0\x80", 2)); },
-                    C::INTERNAL},
+                    C::UNIMPLEMENTED},
         HostileCase{"NextTruncatedUtf8",
                     [](T* t) { return t->Next(Bytes("orders\xE2\x82", 8)); },
-                    C::INTERNAL},
+                    C::UNIMPLEMENTED},
         HostileCase{"NextNulByte",
                     [](T* t) { return t->Next(Bytes("ord\0ers", 7)); },
                     C::INVALID_ARGUMENT},
@@ -388,7 +497,7 @@ INSTANTIATE_TEST_SUITE_P(
                       return t->Raw(kNext,
                                     BytesField(1, "orders").substr(0, 5));
                     },
-                    C::INTERNAL},
+                    C::UNIMPLEMENTED},
         HostileCase{"NextWrongWireTypeIsAnUnknownField",
                     [](T* t) {
                       // last_size (a varint) sent length-delimited: protobuf
@@ -404,63 +513,129 @@ INSTANTIATE_TEST_SUITE_P(
                                                VarintField(4, ~uint64_t{0}));
                     },
                     C::INVALID_ARGUMENT},
-        // ---- returns
+        // ---- returns (with the token of 1-32 unless the case is about
+        //      the token, so the one fault is the one named)
         HostileCase{"ReturnEmptyName",
-                    [](T* t) { return t->Return("", 32, 1); },
+                    [](T* t) { return t->Return("", 32, 1, t->token_); },
                     C::INVALID_ARGUMENT},
-        HostileCase{"ReturnControlCharacterName",
-                    [](T* t) { return t->Return("orders\r", 32, 1); },
-                    C::INVALID_ARGUMENT},
-        HostileCase{"ReturnInvalidUtf8Name",
-                    [](T* t) { return t->Return(Bytes("\xFE", 1), 32, 1); },
-                    C::INTERNAL},
+        HostileCase{
+            "ReturnControlCharacterName",
+            [](T* t) { return t->Return("orders\r", 32, 1, t->token_); },
+            C::INVALID_ARGUMENT},
+        HostileCase{
+            "ReturnInvalidUtf8Name",
+            [](T* t) { return t->Return(Bytes("\xFE", 1), 32, 1, t->token_); },
+            C::UNIMPLEMENTED},
         HostileCase{"ReturnLastAboveEnd",
-                    [](T* t) { return t->Return("orders", 32, 33); },
+                    [](T* t) { return t->Return("orders", 32, 33, t->token_); },
                     C::INVALID_ARGUMENT},
         HostileCase{"ReturnNegativeLast",
-                    [](T* t) { return t->Return("orders", 32, -1); },
-                    C::INVALID_ARGUMENT},
-        HostileCase{"ReturnInt64MinEnd",
-                    [](T* t) { return t->Return("orders", kInt64Min, 0); },
-                    C::INVALID_ARGUMENT},
-        HostileCase{"ReturnZeroEnd",
-                    [](T* t) { return t->Return("orders", 0, 0); },
+                    [](T* t) { return t->Return("orders", 32, -1, t->token_); },
                     C::INVALID_ARGUMENT},
         HostileCase{
-            "ReturnEndInt64Max",
-            [](T* t) { return t->Return("orders", kInt64Max, kInt64Max - 1); },
+            "ReturnInt64MinEnd",
+            [](T* t) { return t->Return("orders", kInt64Min, 0, t->token_); },
+            C::INVALID_ARGUMENT},
+        HostileCase{"ReturnZeroEnd",
+                    [](T* t) { return t->Return("orders", 0, 0, t->token_); },
+                    C::INVALID_ARGUMENT},
+        HostileCase{"ReturnEndInt64Max",
+                    [](T* t) {
+                      return t->Return("orders", kInt64Max, kInt64Max - 1,
+                                       t->token_);
+                    },
+                    C::OK, std::nullopt, std::pair(false, int64_t{32})},
+        HostileCase{
+            "ReturnForeignNodeTag",
+            [](T* t) { return t->Return("orders", 32, 1, t->token_, "B"); },
             C::OK, std::nullopt, std::pair(false, int64_t{32})},
-        HostileCase{"ReturnForeignNodeTag",
-                    [](T* t) { return t->Return("orders", 32, 1, "B"); }, C::OK,
-                    std::nullopt, std::pair(false, int64_t{32})},
         HostileCase{"ReturnGarbageNodeTag",
-                    [](T* t) { return t->Return("orders", 32, 1, "a\x01!"); },
+                    [](T* t) {
+                      return t->Return("orders", 32, 1, t->token_, "a\x01!");
+                    },
                     C::OK, std::nullopt, std::pair(false, int64_t{32})},
         HostileCase{"ReturnToUnknownCollection",
-                    [](T* t) { return t->Return("nobody", 32, 1); }, C::OK,
-                    std::nullopt, std::pair(false, int64_t{0})},
+                    [](T* t) { return t->Return("nobody", 32, 1, t->token_); },
+                    C::OK, std::nullopt, std::pair(false, int64_t{0})},
         HostileCase{
             "ReturnAboveAnEdgeRow",
-            [](T* t) { return t->Return("edge", kInt64Max, kInt64Max - 20); },
+            [](T* t) {
+              return t->Return("edge", kInt64Max, kInt64Max - 20, kEdgeToken);
+            },
             C::OK, std::nullopt, std::pair(false, kInt64Max - 10), PutEdge},
-        HostileCase{"ReturnOver64KiB",
-                    [](T* t) { return t->Return(kOversized, 32, 1); },
-                    C::RESOURCE_EXHAUSTED},
+        HostileCase{
+            "ReturnOver64KiB",
+            [](T* t) { return t->Return(kOversized, 32, 1, t->token_); },
+            C::RESOURCE_EXHAUSTED},
         HostileCase{"ReturnUnknownFieldsAreIgnored",
                     [](T* t) {
-                      return t->Raw(kReturn, BytesField(1, "orders") +
-                                                 VarintField(2, 32) +
-                                                 VarintField(3, 5) +
-                                                 VarintField(77, 1) +
-                                                 BytesField(78, "junk"));
+                      return t->Raw(
+                          kReturn,
+                          BytesField(1, "orders") + VarintField(2, 32) +
+                              VarintField(3, 5) + Fixed64Field(5, t->token_) +
+                              VarintField(77, 1) + BytesField(78, "junk"));
                     },
                     C::OK, std::nullopt, std::pair(true, int64_t{5})},
         HostileCase{"ReturnOfTheWholeRangeApplies",
-                    [](T* t) { return t->Return("orders", 32, 0); }, C::OK,
-                    std::nullopt, std::pair(true, int64_t{0})},
+                    [](T* t) { return t->Return("orders", 32, 0, t->token_); },
+                    C::OK, std::nullopt, std::pair(true, int64_t{0})},
         HostileCase{"ReturnStaleEnd",
-                    [](T* t) { return t->Return("orders", 31, 1); }, C::OK,
+                    [](T* t) { return t->Return("orders", 31, 1, t->token_); },
+                    C::OK, std::nullopt, std::pair(false, int64_t{32})},
+        // ---- range tokens
+        HostileCase{"ReturnWithoutToken",
+                    [](T* t) { return t->Return("orders", 32, 1, 0); },
+                    C::FAILED_PRECONDITION},
+        HostileCase{"ReturnOfTheWholeRangeWithoutToken",
+                    [](T* t) { return t->Return("orders", 32, 0, 0); },
+                    C::FAILED_PRECONDITION},
+        HostileCase{"ReturnWithoutTokenToUnknownCollection",
+                    [](T* t) { return t->Return("nobody", 32, 1, 0); },
+                    C::FAILED_PRECONDITION},
+        HostileCase{"ReturnWithoutTokenAndForeignNodeTag",
+                    [](T* t) { return t->Return("orders", 32, 1, 0, "B"); },
+                    C::FAILED_PRECONDITION},
+        HostileCase{"ReturnTokenZeroSentExplicitly",
+                    [](T* t) {
+                      return t->Raw(kReturn, BytesField(1, "orders") +
+                                                 VarintField(2, 32) +
+                                                 VarintField(3, 1) +
+                                                 Fixed64Field(5, 0));
+                    },
+                    C::FAILED_PRECONDITION},
+        HostileCase{"ReturnTokenAsVarintIsAnUnknownField",
+                    [](T* t) {
+                      // The right token with the wrong wire type: protobuf
+                      // keeps it as an unknown field, so there is none.
+                      return t->Raw(kReturn, BytesField(1, "orders") +
+                                                 VarintField(2, 32) +
+                                                 VarintField(3, 1) +
+                                                 VarintField(5, t->token_));
+                    },
+                    C::FAILED_PRECONDITION},
+        HostileCase{"ReturnGuessedTokenOne",
+                    [](T* t) { return t->Return("orders", 32, 1, 1); }, C::OK,
                     std::nullopt, std::pair(false, int64_t{32})},
+        HostileCase{
+            "ReturnTokenPlusOne",
+            [](T* t) { return t->Return("orders", 32, 1, t->token_ + 1); },
+            C::OK, std::nullopt, std::pair(false, int64_t{32})},
+        HostileCase{
+            "ReturnTokenWithLowBitFlipped",
+            [](T* t) { return t->Return("orders", 32, 0, t->token_ ^ 1); },
+            C::OK, std::nullopt, std::pair(false, int64_t{32})},
+        HostileCase{
+            "ReturnTokenAllOnes",
+            [](T* t) { return t->Return("orders", 32, 0, ~uint64_t{0}); },
+            C::OK, std::nullopt, std::pair(false, int64_t{32})},
+        HostileCase{
+            "ReturnTokenOfAnotherCollection",
+            [](T* t) { return t->Return("orders", 32, 0, t->other_token_); },
+            C::OK, std::nullopt, std::pair(false, int64_t{32}), NextOther},
+        HostileCase{"ReturnTokenOfARowPutWithoutTheRange",
+                    [](T* t) { return t->Return("orders", 32, 0, kEdgeToken); },
+                    C::OK, std::nullopt, std::pair(false, int64_t{32}),
+                    PutEdge},
         // ---- admin
         HostileCase{"GetCollection257ByteName",
                     [](T* t) { return t->Get(k257); }, C::INVALID_ARGUMENT},
@@ -479,8 +654,16 @@ INSTANTIATE_TEST_SUITE_P(
                     C::INVALID_ARGUMENT},
         HostileCase{"SetFloorEmptyName", [](T* t) { return t->Floor("", 5); },
                     C::INVALID_ARGUMENT},
-        HostileCase{"SetFloorBelowMaxChangesNothing",
+        HostileCase{"SetFloorBelowMaxRaisesOnlyTheReturnFloor",
                     [](T* t) { return t->Floor("orders", 7); }, C::OK,
+                    std::nullopt, std::pair(false, int64_t{32}), nullptr,
+                    int64_t{7}},
+        HostileCase{"SetFloorAtMaxRaisesOnlyTheReturnFloor",
+                    [](T* t) { return t->Floor("orders", 32); }, C::OK,
+                    std::nullopt, std::pair(false, int64_t{32}), nullptr,
+                    int64_t{32}},
+        HostileCase{"SetFloorAtTheReturnFloorChangesNothing",
+                    [](T* t) { return t->Floor("orders", 0); }, C::OK,
                     std::nullopt, std::pair(false, int64_t{32})},
         HostileCase{"SetFloorAboveMaxRaisesIt",
                     [](T* t) { return t->Floor("orders", 1000); }, C::OK,
@@ -494,16 +677,16 @@ INSTANTIATE_TEST_SUITE_P(
 // INT64_MAX (not last + 1 wrapped around), and no later return moves Max
 // lower.
 TEST_F(HostileInputTest, ReturnOfAllOfARangeEndingAtInt64Max) {
-  EXPECT_EQ(Next("edge", 0, kInt64Max - 32).range,
-            Pair(kInt64Max - 31, kInt64Max));
-  const Outcome returned = Return("edge", kInt64Max, kInt64Max);
+  const Outcome range = Next("edge", 0, kInt64Max - 32);
+  EXPECT_EQ(range.range, Pair(kInt64Max - 31, kInt64Max));
+  const Outcome returned = Return("edge", kInt64Max, kInt64Max, range.token);
   EXPECT_TRUE(returned.status.ok()) << returned.status.error_message();
   EXPECT_EQ(returned.ret, std::pair(true, kInt64Max));
   const std::vector<NamedCollectionState> rows = Rows();
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].state.max, kInt64Max);
   EXPECT_EQ(rows[0].state.return_floor, kInt64Max);
-  EXPECT_EQ(Return("edge", kInt64Max, kInt64Max - 1).ret,
+  EXPECT_EQ(Return("edge", kInt64Max, kInt64Max - 1, range.token).ret,
             std::pair(false, kInt64Max));
   EXPECT_EQ(Next("edge").status.error_code(), C::OUT_OF_RANGE);
 }
@@ -512,12 +695,260 @@ TEST_F(HostileInputTest, ReturnOfAllOfARangeEndingAtInt64Max) {
 // ends there (no client was given one) must not reopen INT64_MAX.
 TEST_F(HostileInputTest, ForgedReturnBelowAFloorAtInt64Max) {
   ASSERT_TRUE(Floor("edge", kInt64Max).status.ok());
-  EXPECT_EQ(Return("edge", kInt64Max, kInt64Max - 1).ret,
+  EXPECT_EQ(Return("edge", kInt64Max, kInt64Max - 1, 1).ret,
             std::pair(false, kInt64Max));
+  EXPECT_EQ(Return("edge", kInt64Max, kInt64Max - 1, 0).status.error_code(),
+            C::FAILED_PRECONDITION);
   const std::vector<NamedCollectionState> rows = Rows();
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].state.max, kInt64Max);
   EXPECT_EQ(Next("edge").status.error_code(), C::OUT_OF_RANGE);
+}
+
+// ---- Returns that must not apply, step by step. Each call gets its exact
+// code and reply, and the row (GetCollection) is checked after each; the
+// clock moves a second before each call, so updated_at shows whether the
+// call changed the row.
+
+// The bug the floor fix closed: a floor below Max did not raise the return
+// floor, so the holder of 33-64 could hand back 41-64 and 41-50, which the
+// import behind the floor uses, went out again.
+TEST_F(HostileInputTest, FloorBelowMaxRefusesAReturnReachingUnderIt) {
+  ASSERT_EQ(Next("orders").range, Pair(1, 32));
+  const Outcome held = Next("orders");
+  ASSERT_EQ(held.range, Pair(33, 64));
+
+  clock_.Advance(absl::Seconds(1));
+  const Outcome floor = Floor("orders", 50);
+  EXPECT_EQ(floor.status.error_code(), C::OK);
+  EXPECT_EQ(floor.ret, std::pair(false, int64_t{64}));
+  const absl::Time floored = clock_.Now();
+  EXPECT_EQ(GetRow("orders"), (Row{64, 50, floored}));
+  EXPECT_EQ(StoredToken("orders"), held.token) << "a floor below Max retires "
+                                                  "no token";
+
+  clock_.Advance(absl::Seconds(1));
+  const Outcome returned = Return("orders", 64, 40, held.token);
+  EXPECT_EQ(returned.status.error_code(), C::OK);
+  EXPECT_EQ(returned.ret, std::pair(false, int64_t{64}));
+  EXPECT_EQ(GetRow("orders"), (Row{64, 50, floored}));
+
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_EQ(Next("orders").range, Pair(65, 96));
+}
+
+// The same floor does not stop the holder handing back what lies above it.
+TEST_F(HostileInputTest, FloorBelowMaxStillTakesAReturnAboveIt) {
+  ASSERT_EQ(Next("orders").range, Pair(1, 32));
+  const Outcome held = Next("orders");
+  ASSERT_EQ(held.range, Pair(33, 64));
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_EQ(Floor("orders", 50).ret, std::pair(false, int64_t{64}));
+
+  clock_.Advance(absl::Seconds(1));
+  const Outcome returned = Return("orders", 64, 55, held.token);
+  EXPECT_EQ(returned.status.error_code(), C::OK);
+  EXPECT_EQ(returned.ret, std::pair(true, int64_t{55}));
+  EXPECT_EQ(GetRow("orders"), (Row{55, 55, clock_.Now()}));
+  EXPECT_EQ(StoredToken("orders"), 0u);
+
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_EQ(Next("orders").range, Pair(56, 87));
+}
+
+// A floor equal to Max: the old code changed nothing, and a return of the
+// whole range then restarted the collection at 1.
+TEST_F(HostileInputTest, FloorAtMaxRefusesAReturnBelowIt) {
+  const Outcome held = Next("orders");
+  ASSERT_EQ(held.range, Pair(1, 32));
+
+  clock_.Advance(absl::Seconds(1));
+  const Outcome floor = Floor("orders", 32);
+  EXPECT_EQ(floor.status.error_code(), C::OK);
+  EXPECT_EQ(floor.ret, std::pair(false, int64_t{32}));
+  const absl::Time floored = clock_.Now();
+  EXPECT_EQ(GetRow("orders"), (Row{32, 32, floored}));
+
+  clock_.Advance(absl::Seconds(1));
+  const Outcome returned = Return("orders", 32, 0, held.token);
+  EXPECT_EQ(returned.status.error_code(), C::OK);
+  EXPECT_EQ(returned.ret, std::pair(false, int64_t{32}));
+  EXPECT_EQ(GetRow("orders"), (Row{32, 32, floored}));
+
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_EQ(Next("orders").range, Pair(33, 64));
+}
+
+// The same return delivered twice (a retry, a duplicated packet) applies
+// once, also when it hands back nothing and so leaves Max where the second
+// copy's `end` still matches it.
+TEST_F(HostileInputTest, DuplicatedReturnAppliesOnce) {
+  for (const int64_t last : {int64_t{10}, int64_t{32}}) {
+    SCOPED_TRACE(absl::StrCat("last ", last));
+    const std::string name = absl::StrCat("orders-", last);
+    const Outcome held = Next(name);
+    ASSERT_EQ(held.range, Pair(1, 32));
+
+    clock_.Advance(absl::Seconds(1));
+    const Outcome first = Return(name, 32, last, held.token);
+    EXPECT_EQ(first.status.error_code(), C::OK);
+    EXPECT_EQ(first.ret, std::pair(true, last));
+    const absl::Time returned = clock_.Now();
+    EXPECT_EQ(GetRow(name), (Row{last, last, returned}));
+    EXPECT_EQ(StoredToken(name), 0u);
+
+    clock_.Advance(absl::Seconds(1));
+    const Outcome second = Return(name, 32, last, held.token);
+    EXPECT_EQ(second.status.error_code(), C::OK);
+    EXPECT_EQ(second.ret, std::pair(false, last));
+    EXPECT_EQ(GetRow(name), (Row{last, last, returned}));
+
+    clock_.Advance(absl::Seconds(1));
+    EXPECT_EQ(Next(name).range, Pair(last + 1, last + 32));
+  }
+}
+
+// A copy of a return that arrives after its numbers went out again (to
+// another client, whose range ends at the same Max) is refused: without
+// tokens it would apply and let 1-32 out a third time.
+TEST_F(HostileInputTest, StaleCopyAfterTheNumbersWereIssuedAgainIsRefused) {
+  const Outcome a = Next("orders");
+  ASSERT_EQ(a.range, Pair(1, 32));
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_EQ(Return("orders", 32, 0, a.token).ret, std::pair(true, int64_t{0}));
+
+  clock_.Advance(absl::Seconds(1));
+  const Outcome b = Next("orders");
+  ASSERT_EQ(b.range, Pair(1, 32));
+  const absl::Time reissued = clock_.Now();
+  EXPECT_NE(b.token, a.token);
+
+  clock_.Advance(absl::Seconds(1));
+  const Outcome stale = Return("orders", 32, 0, a.token);
+  EXPECT_EQ(stale.status.error_code(), C::OK);
+  EXPECT_EQ(stale.ret, std::pair(false, int64_t{32}));
+  EXPECT_EQ(GetRow("orders"), (Row{32, 0, reissued}));
+  EXPECT_EQ(StoredToken("orders"), b.token);
+
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_EQ(Next("orders").range, Pair(33, 64));
+}
+
+// Client B does not hold 1-32 and guesses A's token, one bit at a time:
+// never applied, nothing changes, and A can still hand its tail back.
+TEST_F(HostileInputTest, GuessingATokenBitByBitNeverApplies) {
+  const Outcome a = Next("orders");
+  ASSERT_EQ(a.range, Pair(1, 32));
+  const std::optional<Row> before = GetRow("orders");
+  ASSERT_EQ(before, (Row{32, 0, kStart}));
+
+  int guesses = 0;
+  for (int bit = 0; bit < 64; ++bit) {
+    const uint64_t guess = uint64_t{1} << bit;
+    for (const uint64_t token : {guess, ~guess, a.token ^ guess}) {
+      clock_.Advance(absl::Seconds(1));
+      const Outcome stolen = Return("orders", 32, 0, token);
+      SCOPED_TRACE(absl::StrCat("token ", token));
+      ASSERT_EQ(stolen.status.error_code(), C::OK);
+      ASSERT_EQ(stolen.ret, std::pair(false, int64_t{32}));
+      ++guesses;
+    }
+  }
+  EXPECT_EQ(guesses, 3 * 64);
+  EXPECT_EQ(GetRow("orders"), before);
+  EXPECT_EQ(StoredToken("orders"), a.token);
+
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_EQ(Return("orders", 32, 5, a.token).ret, std::pair(true, int64_t{5}));
+  EXPECT_EQ(GetRow("orders"), (Row{5, 5, clock_.Now()}));
+}
+
+// A client that fetched ahead returns its later range whole, then the tail
+// of the earlier one: Max ends at the last number it used; copies of either
+// return are refused after it applied.
+TEST_F(HostileInputTest, AdjacentRangesComeBackWholeThenTheTail) {
+  const Outcome current = Next("orders");
+  ASSERT_EQ(current.range, Pair(1, 32));
+  const Outcome ahead = Next("orders");
+  ASSERT_EQ(ahead.range, Pair(33, 64));
+
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_EQ(Return("orders", 64, 32, ahead.token).ret,
+            std::pair(true, int64_t{32}));
+  const absl::Time whole = clock_.Now();
+  EXPECT_EQ(GetRow("orders"), (Row{32, 0, whole}));
+  EXPECT_EQ(StoredToken("orders"), current.token);
+
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_EQ(Return("orders", 64, 32, ahead.token).ret,
+            std::pair(false, int64_t{32}));
+  EXPECT_EQ(Return("orders", 32, 32, ahead.token).ret,
+            std::pair(false, int64_t{32}));
+  EXPECT_EQ(GetRow("orders"), (Row{32, 0, whole}));
+
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_EQ(Return("orders", 32, 7, current.token).ret,
+            std::pair(true, int64_t{7}));
+  const absl::Time tail = clock_.Now();
+  EXPECT_EQ(GetRow("orders"), (Row{7, 7, tail}));
+
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_EQ(Return("orders", 32, 7, current.token).ret,
+            std::pair(false, int64_t{7}));
+  EXPECT_EQ(Return("orders", 7, 7, current.token).ret,
+            std::pair(false, int64_t{7}));
+  EXPECT_EQ(GetRow("orders"), (Row{7, 7, tail}));
+  EXPECT_EQ(Next("orders").range, Pair(8, 39));
+}
+
+// A floor below Max also binds the earlier range a whole return brings
+// back: its tail comes back only down to the floor.
+TEST_F(HostileInputTest, FloorAlsoBindsTheRangeAWholeReturnBringsBack) {
+  const Outcome current = Next("orders");
+  ASSERT_EQ(current.range, Pair(1, 32));
+  const Outcome ahead = Next("orders");
+  ASSERT_EQ(ahead.range, Pair(33, 64));
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_EQ(Floor("orders", 10).ret, std::pair(false, int64_t{64}));
+  const std::optional<Row> floored = GetRow("orders");
+  ASSERT_TRUE(floored.has_value());
+  EXPECT_EQ(floored->max, 64);
+  EXPECT_EQ(floored->return_floor, 32);
+
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_EQ(Return("orders", 64, 32, ahead.token).ret,
+            std::pair(true, int64_t{32}));
+  const absl::Time whole = clock_.Now();
+  EXPECT_EQ(GetRow("orders"), (Row{32, 10, whole}));
+
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_EQ(Return("orders", 32, 5, current.token).ret,
+            std::pair(false, int64_t{32}));
+  EXPECT_EQ(GetRow("orders"), (Row{32, 10, whole}));
+  EXPECT_EQ(Return("orders", 32, 12, current.token).ret,
+            std::pair(true, int64_t{12}));
+  EXPECT_EQ(GetRow("orders"), (Row{12, 12, clock_.Now()}));
+  EXPECT_EQ(Next("orders").range, Pair(13, 44));
+}
+
+// With --allow_returns_without_token a return without one is judged by the
+// old rule (Max and the return floor alone) and retires the token.
+class HostileInputLegacyReturnsTest : public HostileInputTest {
+  bool AllowReturnsWithoutToken() const override { return true; }
+};
+
+TEST_F(HostileInputLegacyReturnsTest, ReturnWithoutTokenTakesTheOldRule) {
+  const Outcome held = Next("orders");
+  ASSERT_EQ(held.range, Pair(1, 32));
+  clock_.Advance(absl::Seconds(1));
+  const Outcome returned = Return("orders", 32, 5, 0);
+  EXPECT_EQ(returned.status.error_code(), C::OK);
+  EXPECT_EQ(returned.ret, std::pair(true, int64_t{5}));
+  EXPECT_EQ(GetRow("orders"), (Row{5, 5, clock_.Now()}));
+  EXPECT_EQ(StoredToken("orders"), 0u);
+  EXPECT_EQ(Return("orders", 32, 5, held.token).ret,
+            std::pair(false, int64_t{5}));
+  EXPECT_EQ(Next("orders").range, Pair(6, 37));
 }
 
 // Names are bound as parameters, never spliced into SQL.
