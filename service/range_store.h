@@ -103,9 +103,11 @@ class RangeStore {
   // Hands back the tail (last, end] of a range. With a token (!= 0):
   // applied only if token == range_token, Max == end and
   // return_floor <= last. Then Max = last, and
-  //  - if last == return_floor (the whole range) and there is a previous
-  //    range: that range becomes the last issued again (its token and
-  //    return floor are restored);
+  //  - if last == return_floor (the whole range, or all of it above a floor
+  //    SetFloor raised into it) and there is a previous range: that range
+  //    becomes the last issued again (its token and return floor are
+  //    restored; a floor above its high leaves its returns refused by
+  //    Max == end);
   //  - otherwise return_floor = last and the token is retired,
   // so no return applies twice and none moves Max below a number another
   // caller holds. Without a token (0, for old clients): applied if Max ==

@@ -83,9 +83,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   store_options.max_batch = opts.max_batch;
   store_options.clock = clock;
   Server* raw = server.get();
-  store_options.on_commit = [raw](absl::Duration elapsed, int operations) {
-    raw->metrics_->OnCommit(elapsed, operations,
-                            raw->store_->collection_count());
+  // Told the row count by the store itself: this may run while the store
+  // drains at shutdown, when store_ no longer points at it.
+  store_options.on_commit = [raw](absl::Duration elapsed, int operations,
+                                  int64_t collections) {
+    raw->metrics_->OnCommit(elapsed, operations, collections);
   };
   absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
       SqliteRangeStore::Open(std::move(store_options));

@@ -409,6 +409,12 @@ void SqliteRangeStore::RunBatch(
 
 bool SqliteRangeStore::RunBatchInTransaction(
     absl::Span<GroupCommit::Operation* const> batch) {
+  if (!sqlite3_get_autocommit(db_)) {
+    // A ROLLBACK of an earlier batch failed and left its transaction open:
+    // nothing of it was reported applied; end it before starting anew, or
+    // every later batch would fail, and reads would see its writes.
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
   absl::Status begin = Exec("BEGIN IMMEDIATE");
   if (!begin.ok()) {
     for (GroupCommit::Operation* op : batch) op->status = begin;
@@ -488,7 +494,8 @@ bool SqliteRangeStore::RunBatchInTransaction(
   }
   collection_count_.fetch_add(created, std::memory_order_relaxed);
   if (options_.on_commit) {
-    options_.on_commit(commit_time, static_cast<int>(batch.size()));
+    options_.on_commit(commit_time, static_cast<int>(batch.size()),
+                       collection_count_.load(std::memory_order_relaxed));
   }
   return true;
 }

@@ -12,7 +12,8 @@
 //
 //   auto store = hilo::SqliteRangeStore::Open({.path = "hilo-data/hilo.db"});
 //   if (!store.ok()) return store.status();
-//   absl::StatusOr<hilo::Range> r = (*store)->Allocate("orders", 32, 0);
+//   absl::StatusOr<hilo::Range> r =
+//       (*store)->Allocate("orders", 32, /*floor=*/0, hilo::NewRangeToken());
 //
 // Thread-safe: any number of threads may call concurrently. A GroupCommit
 // queue runs the batches, one at a time, on its committer thread, the only
@@ -70,12 +71,15 @@ struct SqliteRangeStoreOptions {
   const Clock* clock = nullptr;
   // Told about each commit: how long COMMIT took and how many operations
   // the transaction held. Runs on the committing thread; keep it quick.
-  std::function<void(absl::Duration commit, int operations)> on_commit;
-  // Test hook: runs on the leader right before each COMMIT; a status other
-  // than OK fails the commit with it, as a full disk would.
+  // `collections` is the number of rows after the commit.
+  std::function<void(absl::Duration commit, int operations,
+                     int64_t collections)>
+      on_commit;
+  // Test hook: runs on the committer thread right before each COMMIT; a
+  // status other than OK fails the commit with it, as a full disk would.
   std::function<absl::Status()> before_commit_for_testing;
-  // Test hook: runs on the leader before each operation's RELEASE; a status
-  // other than OK is taken as RELEASE failing with it.
+  // Test hook: runs on the committer thread before each operation's
+  // RELEASE; a status other than OK is taken as RELEASE failing with it.
   std::function<absl::Status()> before_release_for_testing;
   // Test hook: told each directory Open flushed to disk, in order.
   std::function<void(const std::string& dir)> directory_synced_for_testing;

@@ -569,6 +569,33 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(info.param.name);
     });
 
+// The current range and the one fetched ahead came from different nodes:
+// a refusal of the second must not keep the first's tail from going back.
+TEST(ClientReturnTest, RangesOfTwoNodesGoBackEachOnItsOwn) {
+  auto a = std::make_shared<FakeNode>("A", 32);
+  auto b = std::make_shared<FakeNode>("B", 32);
+  TestClient t = MakeClient(std::make_unique<FakeSource>(
+                                std::vector<std::shared_ptr<FakeNode>>{a, b}),
+                            '/', 0.2);
+  for (int i = 1; i <= 7; ++i) {
+    ASSERT_EQ(t.client->NextId("o")->number, i);  // 1-32 from A
+    t.scheduler->RunAll();                        // 33-64 from B, ahead
+  }
+  // Another client of B takes the range after ours: B refuses ours now.
+  TestClient other = MakeClient(
+      std::make_unique<FakeSource>(std::vector<std::shared_ptr<FakeNode>>{b}));
+  EXPECT_EQ(other.client->NextId("o")->number, 65);
+  t.client->ReturnUnusedRanges();
+  const std::vector<FakeSource::ReturnCall> returns = t.source->returns();
+  ASSERT_EQ(returns.size(), 2u);
+  EXPECT_EQ(returns[0].tag, "B");
+  EXPECT_FALSE(returns[0].applied);
+  EXPECT_EQ(returns[1].tag, "A");
+  EXPECT_TRUE(returns[1].applied);
+  EXPECT_EQ(a->Max("o"), 7);
+  EXPECT_EQ(b->Max("o"), 96);
+}
+
 TEST(ClientReturnTest, StaleReturnAfterAnotherClientTookARangeIsRefused) {
   auto node = std::make_shared<FakeNode>("A", 32);
   const std::vector<std::shared_ptr<FakeNode>> nodes = {node};
@@ -1027,6 +1054,30 @@ TEST_P(GrpcRangeSourceReturnRetryTest, GivesUpAfterItsAttempts) {
   EXPECT_EQ(r.status().code(), static_cast<absl::StatusCode>(GetParam()));
   EXPECT_THAT(r.status().message(), HasSubstr("node-a:1"));
   EXPECT_THAT(r.status().message(), HasSubstr("3 times"));
+}
+
+// An attempt that times out must leave time for the next: each gets an
+// equal share of what is left of rpc_deadline.
+TEST_P(GrpcRangeSourceReturnRetryTest, EachAttemptGetsAShareOfTheDeadline) {
+  MockTargets m = MakeMockTargets(
+      1, absl::Seconds(30), {.attempts = 3, .backoff = absl::ZeroDuration()});
+  std::vector<absl::Duration> budgets;
+  EXPECT_CALL(*m.a, ReturnRange(_, _, _))
+      .Times(3)
+      .WillRepeatedly([&](grpc::ClientContext* context,
+                          const hilo::v1::ReturnRangeRequest&,
+                          hilo::v1::ReturnRangeResponse*) {
+        budgets.push_back(absl::FromChrono(context->deadline()) - absl::Now());
+        return grpc::Status(GetParam(), "down");
+      });
+  EXPECT_FALSE(m.source->Return("o", TokenedRange(), 5).ok());
+  ASSERT_EQ(budgets.size(), 3u);
+  // The mock answers at once, so nearly all 30 s are left each time.
+  EXPECT_LE(budgets[0], absl::Seconds(10));  // a third
+  EXPECT_GT(budgets[0], absl::Seconds(9));
+  EXPECT_LE(budgets[1], absl::Seconds(15));  // half
+  EXPECT_GT(budgets[1], absl::Seconds(14));
+  EXPECT_GT(budgets[2], absl::Seconds(29));  // the rest
 }
 
 TEST_P(GrpcRangeSourceReturnRetryTest, ReturnWithoutTokenIsSentOnce) {

@@ -95,7 +95,7 @@ class AllocatingChild {
     store_options.path = options_.path;
     store_options.sync = options_.sync;
     store_options.before_commit_for_testing = [this] { return BeforeCommit(); };
-    store_options.on_commit = [this](absl::Duration, int operations) {
+    store_options.on_commit = [this](absl::Duration, int operations, int64_t) {
       std::lock_guard<std::mutex> lock(mu_);
       committed_ += operations;
     };

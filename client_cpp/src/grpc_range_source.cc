@@ -180,7 +180,11 @@ absl::StatusOr<ReturnResult> GrpcRangeSource::Return(
   std::vector<std::string> failures;
   for (int attempt = 1;; ++attempt) {
     grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(deadline));
+    // Each attempt gets an equal share of the time left, so one that times
+    // out still leaves room for the next.
+    const absl::Duration left = deadline - absl::Now();
+    context.set_deadline(
+        absl::ToChronoTime(absl::Now() + left / (attempts - attempt + 1)));
     hilo::v1::ReturnRangeResponse response;
     const grpc::Status status =
         target.stub->ReturnRange(&context, request, &response);

@@ -212,20 +212,26 @@ void RangeCache::ReturnUnused() {
   auto idle = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !fetching_; };
   mu_.Await(idle);
   // Newest first: the server takes back only the range it issued last. The
-  // prefetched range goes back whole (last = low - 1), which makes the
-  // current range, issued right below it, the last issued again, with its
-  // token: then its tail can come back too.
+  // prefetched range goes back whole (last = low - 1); if it was issued by
+  // the same node right above the current range, that makes the current
+  // range the last issued again, with its token: then its tail can come
+  // back too. Ranges of different nodes go back each on its own.
   std::vector<std::pair<IssuedRange, int64_t>> returns;  // range, last used
+  bool chained = false;    // the second return needs the first applied
+  int64_t used_up_to = 0;  // the last number handed out, 0 if none
   if (has_next_) {
     returns.emplace_back(next_, next_.low - 1);
+    chained = has_range_ && next_.source == range_.source &&
+              next_.low == range_.high + 1;
     has_next_ = false;
   }
   if (has_range_) {
     const IssuedRange range = range_;
     // Retire the range first: from here on no caller can take its numbers.
     const int64_t taken = Publish(nullptr);
+    used_up_to = range.low + taken - 1;
     if (taken < range.high - range.low + 1) {
-      returns.emplace_back(range, range.low + taken - 1);
+      returns.emplace_back(range, used_up_to);
     }
   }
   if (returns.empty()) return;
@@ -233,19 +239,22 @@ void RangeCache::ReturnUnused() {
   fetching_ = true;
   mu_.Unlock();
   std::optional<int64_t> back_to;  // Max after the last return that applied
-  for (const auto& [range, last] : returns) {
+  for (size_t i = 0; i < returns.size(); ++i) {
+    const auto& [range, last] = returns[i];
     absl::StatusOr<ReturnResult> result =
         source_->Return(collection_, range, last);
     if (!result.ok()) {
       log_(absl::StrFormat(
           "hilo: returning numbers %d-%d of collection \"%s\" failed: %s",
           last + 1, range.high, collection_, result.status().ToString()));
-      break;
+      if (chained && i == 0) break;  // the tail cannot apply without it
+      continue;
     }
     // A refusal with Max already at `last` is a retried copy of a return
     // that applied (its reply was lost): the numbers are back all the same.
     if (!result->applied && result->max != last) {
-      break;  // an older range cannot be taken back now
+      if (chained && i == 0) break;  // the current range stays covered
+      continue;
     }
     back_to = last;
   }
@@ -253,8 +262,9 @@ void RangeCache::ReturnUnused() {
   fetching_ = false;
   ++fetches_;
   fetch_error_ = absl::OkStatus();
-  // Our next range may start right after the numbers we used.
-  if (back_to.has_value()) previous_.max = *back_to;
+  // Our next range may start right after the numbers we used, never below
+  // one we handed out (last_max keeps a client's ranges from going down).
+  if (back_to.has_value()) previous_.max = std::max(*back_to, used_up_to);
 }
 
 }  // namespace hilo::internal
