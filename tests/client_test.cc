@@ -596,6 +596,29 @@ TEST(ClientReturnTest, RangesOfTwoNodesGoBackEachOnItsOwn) {
   EXPECT_EQ(b->Max("o"), 96);
 }
 
+// A range fetched ahead above another client's range goes back whole and
+// gives that client its token back; when it then hands back its own tail,
+// the first client must not skip those numbers by reporting the high of
+// the range it no longer holds.
+TEST(ClientReturnTest, NextRangeStartsAboveTheLastNumberUsedNotAboveReturns) {
+  auto node = std::make_shared<FakeNode>("A", 32);
+  const std::vector<std::shared_ptr<FakeNode>> nodes = {node};
+  TestClient x = MakeClient(std::make_unique<FakeSource>(nodes), '/', 0.2);
+  TestClient y = MakeClient(std::make_unique<FakeSource>(nodes));
+  EXPECT_EQ(x.client->NextId("o")->number, 1);   // x holds 1-32
+  EXPECT_EQ(y.client->NextId("o")->number, 33);  // y holds 33-64
+  for (int i = 2; i <= 7; ++i) {
+    ASSERT_EQ(x.client->NextId("o")->number, i);
+    x.scheduler->RunAll();  // 65-96 fetched ahead, right above y's range
+  }
+  x.client->ReturnUnusedRanges();  // 65-96 back whole: 33-64 is last again
+  EXPECT_EQ(node->Max("o"), 64);
+  y.client->ReturnUnusedRanges();  // y used 33 only
+  EXPECT_EQ(node->Max("o"), 33);
+  EXPECT_EQ(x.client->NextId("o")->number, 34);  // nothing skipped
+  EXPECT_EQ(x.source->previous().back().max, 7);
+}
+
 TEST(ClientReturnTest, StaleReturnAfterAnotherClientTookARangeIsRefused) {
   auto node = std::make_shared<FakeNode>("A", 32);
   const std::vector<std::shared_ptr<FakeNode>> nodes = {node};
@@ -613,7 +636,7 @@ TEST(ClientReturnTest, StaleReturnAfterAnotherClientTookARangeIsRefused) {
   // Nobody gets 2-32 again, and each client goes on above what it held.
   EXPECT_EQ(second.client->NextId("o")->number, 34);
   EXPECT_EQ(first.client->NextId("o")->number, 65);
-  EXPECT_EQ(first.source->previous().back().max, 32);
+  EXPECT_EQ(first.source->previous().back().max, 1);  // the last it used
 }
 
 TEST(ClientReturnTest, ReturnWithAnotherRangesTokenIsRefused) {

@@ -217,8 +217,9 @@ void RangeCache::ReturnUnused() {
   // range the last issued again, with its token: then its tail can come
   // back too. Ranges of different nodes go back each on its own.
   std::vector<std::pair<IssuedRange, int64_t>> returns;  // range, last used
-  bool chained = false;    // the second return needs the first applied
-  int64_t used_up_to = 0;  // the last number handed out, 0 if none
+  bool chained = false;  // the second return needs the first applied
+  const bool had_range = has_range_;
+  int64_t used_up_to = 0;  // the last number handed out, if had_range
   if (has_next_) {
     returns.emplace_back(next_, next_.low - 1);
     chained = has_range_ && next_.source == range_.source &&
@@ -238,7 +239,6 @@ void RangeCache::ReturnUnused() {
 
   fetching_ = true;
   mu_.Unlock();
-  std::optional<int64_t> back_to;  // Max after the last return that applied
   for (size_t i = 0; i < returns.size(); ++i) {
     const auto& [range, last] = returns[i];
     absl::StatusOr<ReturnResult> result =
@@ -256,15 +256,17 @@ void RangeCache::ReturnUnused() {
       if (chained && i == 0) break;  // the current range stays covered
       continue;
     }
-    back_to = last;
   }
   mu_.Lock();
   fetching_ = false;
   ++fetches_;
   fetch_error_ = absl::OkStatus();
-  // Our next range may start right after the numbers we used, never below
-  // one we handed out (last_max keeps a client's ranges from going down).
-  if (back_to.has_value()) previous_.max = std::max(*back_to, used_up_to);
+  // Our next range may start right after the last number we handed out:
+  // last_max keeps a client's ranges from going down, and the numbers above
+  // it are no longer ours, whether they went back or not. Reporting the
+  // high of a range handed back whole would make the node skip numbers
+  // another client may have handed back in the meantime.
+  if (had_range) previous_.max = used_up_to;
 }
 
 }  // namespace hilo::internal
