@@ -3,6 +3,8 @@
 // and its gRPC failover, return retries and reply checks, against mock stubs.
 #include "hilo/client.h"
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -138,6 +140,7 @@ class FakeSource final : public internal::RangeSource {
     range.source = index;
     range.token = response.range_token();
     issued_.push_back(range);
+    issued_collections_.emplace_back(collection);
     return range;
   }
 
@@ -210,6 +213,15 @@ class FakeSource final : public internal::RangeSource {
     base::MutexLock lock(&mu_);
     return issued_;
   }
+  // The ranges issued for one collection (each node counts per collection).
+  std::vector<IssuedRange> IssuedFor(absl::string_view collection) {
+    base::MutexLock lock(&mu_);
+    std::vector<IssuedRange> ranges;
+    for (size_t i = 0; i < issued_.size(); ++i) {
+      if (issued_collections_[i] == collection) ranges.push_back(issued_[i]);
+    }
+    return ranges;
+  }
   std::vector<ReturnCall> returns() {
     base::MutexLock lock(&mu_);
     return returns_;
@@ -225,6 +237,7 @@ class FakeSource final : public internal::RangeSource {
   absl::Status fail_with_ ABSL_GUARDED_BY(mu_);
   std::vector<PreviousRange> previous_ ABSL_GUARDED_BY(mu_);
   std::vector<IssuedRange> issued_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> issued_collections_ ABSL_GUARDED_BY(mu_);
   std::vector<ReturnCall> returns_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<std::vector<std::string>> return_log_ ABSL_GUARDED_BY(mu_);
 };
@@ -791,32 +804,43 @@ TEST(ClientPrefetchTest, ManyThreadsWithBackgroundPrefetchNeverRepeat) {
       NewClientForTesting(options, std::move(source));
   constexpr int kThreads = 6;
   constexpr int kPerThread = 5'000;
-  std::vector<std::vector<Id>> got(kThreads);
+  const std::string kCollections[2] = {"even", "odd"};
+  // got[i][c]: what thread i took from collection c.
+  std::vector<std::array<std::vector<Id>, 2>> got(kThreads);
   std::vector<std::thread> threads;
   for (int i = 0; i < kThreads; ++i) {
     threads.emplace_back([&, i] {
       for (int n = 0; n < kPerThread; ++n) {
-        absl::StatusOr<Id> id = client->NextId(n % 2 == 0 ? "even" : "odd");
+        absl::StatusOr<Id> id = client->NextId(kCollections[n % 2]);
         ASSERT_TRUE(id.ok()) << id.status();
-        got[i].push_back(*id);
+        got[i][n % 2].push_back(*id);
       }
     });
   }
   for (std::thread& th : threads) th.join();
-  const std::vector<IssuedRange> issued = raw->issued();
-  std::set<std::pair<int64_t, std::string>> unique;
-  for (const auto& ids : got) {
-    for (const Id& id : ids) {
-      unique.emplace(id.number, id.node_tag);
-      const bool inside =
-          std::any_of(issued.begin(), issued.end(), [&](const IssuedRange& r) {
-            return r.low <= id.number && id.number <= r.high &&
-                   r.node_tag == id.node_tag;
-          });
-      ASSERT_TRUE(inside) << id.number << "-" << id.node_tag;
+  // An ID is collection/number-tag: each collection counts on its own on
+  // every node, so uniqueness is per collection.
+  size_t total = 0;
+  for (int c = 0; c < 2; ++c) {
+    const std::vector<IssuedRange> issued = raw->IssuedFor(kCollections[c]);
+    std::set<std::pair<int64_t, std::string>> unique;
+    for (const auto& per_thread : got) {
+      for (const Id& id : per_thread[c]) {
+        ++total;
+        EXPECT_TRUE(unique.emplace(id.number, id.node_tag).second)
+            << kCollections[c] << "/" << id.number << "-" << id.node_tag
+            << " handed out twice";
+        const bool inside = std::any_of(
+            issued.begin(), issued.end(), [&](const IssuedRange& r) {
+              return r.low <= id.number && id.number <= r.high &&
+                     r.node_tag == id.node_tag;
+            });
+        ASSERT_TRUE(inside) << kCollections[c] << "/" << id.number << "-"
+                            << id.node_tag << " is in no range issued for it";
+      }
     }
   }
-  EXPECT_EQ(unique.size(), size_t{kThreads} * kPerThread);
+  EXPECT_EQ(total, size_t{kThreads} * kPerThread);
 }
 
 // GrpcRangeSource against mock stubs: failover, reply checks, tokens and
