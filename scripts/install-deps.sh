@@ -7,8 +7,9 @@ set -eu
 PACKAGES="
   cmake ninja-build g++ pkg-config git ca-certificates openssl clang-format
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev libsqlite3-dev sqlite3 prometheus-cpp-dev
+  libabsl-dev libsqlite3-dev sqlite3 prometheus-cpp-dev libpq-dev
   libgtest-dev libgmock-dev python3-grpcio
+  postgresql
   prometheus
 "
 

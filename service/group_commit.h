@@ -43,7 +43,10 @@ namespace hilo {
 
 class GroupCommit {
  public:
+  // A store may derive its own operations from it, carrying what its
+  // BatchRunner needs.
   struct Operation {
+    virtual ~Operation() = default;
     // Runs on the committer thread inside the batch's transaction, as the
     // BatchRunner arranges.
     absl::AnyInvocable<absl::Status(Operation&)> body;

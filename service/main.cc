@@ -8,11 +8,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -27,6 +30,14 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
           "loopback is an explicit choice");
 ABSL_FLAG(std::string, db, "./hilo-data/hilo.db",
           "SQLite database file; missing directories are created");
+ABSL_FLAG(std::string, store, "",
+          "the shared store: a PostgreSQL connection URI "
+          "(postgresql://user@host:port/db?sslmode=...); every server on the "
+          "database draws from the same rows. Empty uses the SQLite file "
+          "--db");
+ABSL_FLAG(std::string, store_file, "",
+          "read --store from this file (its first line), so no password "
+          "shows in ps or a pod spec");
 ABSL_FLAG(std::string, node_tag, "A",
           "this node's tag, 1-4 characters of A-Z and 0-9; every node that "
           "serves the same collections needs its own");
@@ -84,12 +95,42 @@ int Fail(const absl::Status& status) {
   return EXIT_FAILURE;
 }
 
+// The PostgreSQL connection URI of --store or --store_file (at most one), or
+// "" for the SQLite store.
+absl::StatusOr<std::string> StoreUriFromFlags(const std::string& store,
+                                              const std::string& store_file) {
+  std::string uri = store;
+  if (!store_file.empty()) {
+    if (!store.empty()) {
+      return absl::InvalidArgumentError(
+          "--store and --store_file are both set; use one");
+    }
+    std::ifstream in(store_file);
+    if (!in || !std::getline(in, uri)) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("--store_file %s cannot be read: %s", store_file,
+                          in.eof() ? "it is empty" : strerror(errno)));
+    }
+    uri = std::string(absl::StripAsciiWhitespace(uri));
+  }
+  if (!uri.empty() && !absl::StartsWith(uri, "postgresql://") &&
+      !absl::StartsWith(uri, "postgres://")) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--store must be a PostgreSQL connection URI "
+                        "(postgresql://...), not \"%s\"",
+                        uri.substr(0, uri.find(':'))));
+  }
+  return uri;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "Serves the hilo.v1.HiLo gRPC service from an SQLite database.\n"
-      "Usage: hilo_server [--listen=127.0.0.1:50051] [--db=PATH] "
+      "Serves the hilo.v1.HiLo gRPC service from an SQLite database or a "
+      "shared PostgreSQL one.\n"
+      "Usage: hilo_server [--listen=127.0.0.1:50051] [--db=PATH | "
+      "--store=postgresql://...] "
       "[--node_tag=A] ...");
   std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
   if (rest.size() > 1) {
@@ -110,6 +151,10 @@ int main(int argc, char** argv) {
   hilo::ServerOptions options;
   options.listen = absl::GetFlag(FLAGS_listen);
   options.db_path = absl::GetFlag(FLAGS_db);
+  absl::StatusOr<std::string> store = StoreUriFromFlags(
+      absl::GetFlag(FLAGS_store), absl::GetFlag(FLAGS_store_file));
+  if (!store.ok()) return Fail(store.status());
+  options.postgres_uri = *store;
   options.node_tag = absl::GetFlag(FLAGS_node_tag);
   if (absl::GetFlag(FLAGS_node_tag_from_hostname)) {
     char hostname[256] = {};
@@ -153,9 +198,13 @@ int main(int argc, char** argv) {
                 "db %s, sync %s, range sizes %d..%d, max batch %d, "
                 "reflection %s, metrics %s)\n",
                 options.node_tag, (*server)->port(), options.listen, security,
-                options.db_path, hilo::SyncModeName(options.sync),
-                options.range_sizes.min_size, options.range_sizes.max_size,
-                options.max_batch, options.enable_reflection ? "on" : "off",
+                options.postgres_uri.empty()
+                    ? options.db_path
+                    : hilo::DescribePostgresConnection(options.postgres_uri)
+                          .value_or("postgresql"),
+                hilo::SyncModeName(options.sync), options.range_sizes.min_size,
+                options.range_sizes.max_size, options.max_batch,
+                options.enable_reflection ? "on" : "off",
                 (*server)->metrics_port() > 0
                     ? absl::StrCat("port ", (*server)->metrics_port())
                     : std::string("off"));

@@ -143,6 +143,14 @@ class RangeStore {
                              StoreCallback<FloorOutcome> done) = 0;
   absl::StatusOr<FloorOutcome> SetFloor(absl::string_view collection,
                                         int64_t floor);
+
+  // Collections stored (rows) as this store last learned it.
+  virtual int64_t collection_count() const = 0;
+
+  // Sets a row directly, bypassing every rule; for tests that need a state
+  // such as Max near INT64_MAX.
+  virtual absl::Status PutForTesting(absl::string_view collection,
+                                     const CollectionState& state) = 0;
 };
 
 }  // namespace hilo

@@ -77,22 +77,42 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   server->observers_ = std::make_unique<ObserverList>(
       std::vector<Observer*>{server->metrics_.get(), opts.observer});
 
-  SqliteRangeStoreOptions store_options;
-  store_options.path = opts.db_path;
-  store_options.sync = opts.sync;
-  store_options.max_batch = opts.max_batch;
-  store_options.clock = clock;
   Server* raw = server.get();
   // Told the row count by the store itself: this may run while the store
   // drains at shutdown, when store_ no longer points at it.
-  store_options.on_commit = [raw](absl::Duration elapsed, int operations,
-                                  int64_t collections) {
+  auto on_commit = [raw](absl::Duration elapsed, int operations,
+                         int64_t collections) {
     raw->metrics_->OnCommit(elapsed, operations, collections);
   };
-  absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
-      SqliteRangeStore::Open(std::move(store_options));
-  if (!store.ok()) return store.status();
-  server->store_ = *std::move(store);
+  if (!opts.postgres_uri.empty()) {
+    PostgresRangeStoreOptions store_options;
+    store_options.uri = opts.postgres_uri;
+    store_options.max_batch = opts.max_batch;
+    store_options.clock = clock;
+    store_options.on_commit = on_commit;
+    store_options.on_reachability = [raw](bool reachable) {
+      {
+        std::lock_guard<std::mutex> lock(raw->health_mu_);
+        raw->store_reachable_ = reachable;
+      }
+      raw->UpdateHealth();
+    };
+    absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
+        PostgresRangeStore::Open(std::move(store_options));
+    if (!store.ok()) return store.status();
+    server->store_ = *std::move(store);
+  } else {
+    SqliteRangeStoreOptions store_options;
+    store_options.path = opts.db_path;
+    store_options.sync = opts.sync;
+    store_options.max_batch = opts.max_batch;
+    store_options.clock = clock;
+    store_options.on_commit = on_commit;
+    absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
+        SqliteRangeStore::Open(std::move(store_options));
+    if (!store.ok()) return store.status();
+    server->store_ = *std::move(store);
+  }
   server->service_ = std::make_unique<HiLoService>(
       server->store_.get(), RangeSizePolicy(opts.range_sizes), opts.node_tag,
       clock, server->observers_.get(), opts.allow_returns_without_token);
@@ -133,27 +153,42 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
       std::make_unique<GrpcAdminService>(server->admin_service_.get());
   builder.RegisterService(server->grpc_service_.get());
   builder.RegisterService(server->grpc_admin_service_.get());
-  server->grpc_server_ = builder.BuildAndStart();
-  if (server->grpc_server_ == nullptr || server->port_ == 0) {
-    server->grpc_server_.reset();
+  std::unique_ptr<grpc::Server> built = builder.BuildAndStart();
+  if (built == nullptr || server->port_ == 0) {
     return absl::UnavailableError(absl::StrFormat(
         "cannot listen on %s: the address is in use or invalid", opts.listen));
   }
-  server->grpc_server_->GetHealthCheckService()->SetServingStatus(true);
+  {
+    // The store may report its health from its own thread meanwhile.
+    std::lock_guard<std::mutex> lock(server->health_mu_);
+    server->grpc_server_ = std::move(built);
+  }
+  server->UpdateHealth();
   return server;
 }
 
-void Server::StartDraining() {
-  if (grpc_server_ != nullptr && !shut_down_) {
-    grpc_server_->GetHealthCheckService()->SetServingStatus(false);
+void Server::UpdateHealth() {
+  std::lock_guard<std::mutex> lock(health_mu_);
+  // Also keeps a late report of the store from undoing a drain.
+  if (grpc_server_ != nullptr) {
+    grpc_server_->GetHealthCheckService()->SetServingStatus(!draining_ &&
+                                                            store_reachable_);
   }
+}
+
+void Server::StartDraining() {
+  {
+    std::lock_guard<std::mutex> lock(health_mu_);
+    draining_ = true;
+  }
+  UpdateHealth();
 }
 
 void Server::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
+  StartDraining();
   if (grpc_server_ != nullptr) {
-    grpc_server_->GetHealthCheckService()->SetServingStatus(false);
     grpc_server_->Shutdown(
         std::chrono::system_clock::now() +
         absl::ToChronoMilliseconds(std::max(grace, absl::ZeroDuration())));

@@ -17,6 +17,7 @@
 #define HILO_SERVICE_SERVER_H_
 
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -29,7 +30,9 @@
 #include "service/hilo_service.h"
 #include "service/metrics.h"
 #include "service/observer.h"
+#include "service/postgres_range_store.h"
 #include "service/range_size_policy.h"
+#include "service/range_store.h"
 #include "service/sqlite_range_store.h"
 
 namespace hilo {
@@ -40,7 +43,11 @@ inline constexpr int kMaxRequestBytes = 64 * 1024;
 
 struct ServerOptions {
   std::string listen = "127.0.0.1:50051";
+  // The embedded store: an SQLite file, used unless postgres_uri is set.
   std::string db_path = "./hilo-data/hilo.db";
+  // The shared store: a libpq connection string (postgresql://...). Every
+  // server on the database draws from the same rows.
+  std::string postgres_uri;
   std::string node_tag = "A";
   RangeSizeLimits range_sizes;
   SyncMode sync = SyncMode::kFull;
@@ -77,10 +84,12 @@ class Server {
   int metrics_port() const;
   Metrics* metrics() { return metrics_.get(); }
   const ServerOptions& options() const { return options_; }
-  SqliteRangeStore* store() { return store_.get(); }
+  RangeStore* store() { return store_.get(); }
 
   // Reports NOT_SERVING on the health service while still serving calls, so
-  // load balancers and readiness probes move traffic away first.
+  // load balancers and readiness probes move traffic away first. Health
+  // also reports NOT_SERVING while a shared store cannot reach its
+  // database.
   void StartDraining();
 
   // Reports NOT_SERVING on the health service, stops accepting calls, lets
@@ -96,7 +105,10 @@ class Server {
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<MetricsEndpoint> metrics_endpoint_;
   std::unique_ptr<ObserverList> observers_;
-  std::unique_ptr<SqliteRangeStore> store_;
+  // Reports health: SERVING unless draining or the store is unreachable.
+  void UpdateHealth();
+
+  std::unique_ptr<RangeStore> store_;
   std::unique_ptr<HiLoService> service_;
   std::unique_ptr<AdminService> admin_service_;
   std::unique_ptr<GrpcHiLoService> grpc_service_;
@@ -104,6 +116,9 @@ class Server {
   std::unique_ptr<grpc::Server> grpc_server_;
   int port_ = 0;
   bool shut_down_ = false;
+  std::mutex health_mu_;
+  bool draining_ ABSL_GUARDED_BY(health_mu_) = false;
+  bool store_reachable_ ABSL_GUARDED_BY(health_mu_) = true;
 };
 
 // Rejects options main() would otherwise pass on: a bad node tag, range-size

@@ -110,8 +110,8 @@ class SqliteRangeStore final : public RangeStore {
   void SetFloorAsync(absl::string_view collection, int64_t floor,
                      StoreCallback<FloorOutcome> done) override;
 
-  // Collections stored (rows), as of the last commit.
-  int64_t collection_count() const {
+  // As of the last commit.
+  int64_t collection_count() const override {
     return collection_count_.load(std::memory_order_relaxed);
   }
 
@@ -121,10 +121,8 @@ class SqliteRangeStore final : public RangeStore {
   // Blocks until at least `n` operations wait for a batch.
   void WaitForPendingForTesting(size_t n);
 
-  // Sets a row directly, bypassing every rule; for tests that need a state
-  // such as Max near INT64_MAX.
   absl::Status PutForTesting(absl::string_view collection,
-                             const CollectionState& state);
+                             const CollectionState& state) override;
 
  private:
   class Statement;

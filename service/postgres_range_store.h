@@ -1,0 +1,181 @@
+// PostgresRangeStore: a RangeStore in a PostgreSQL database shared by any
+// number of hilo servers.
+//
+// Each collection is one row of table `hilo_collections`; every server on
+// the database draws from the same row, so numbers are unique across the
+// fleet whatever the node tags. A server keeps nothing of its own: any of
+// them can be lost, replaced or added.
+//
+// Group commit, as for SQLite: operations that queue while a transaction is
+// in flight go into the next one. A batch costs two round trips whatever
+// its size (libpq's pipeline mode): the first begins the transaction and
+// locks and reads every row the batch writes (SELECT ... FOR UPDATE, in name
+// order so servers never deadlock); the rows then change in memory by the
+// rules of collection_rules.h, one operation after another, so an operation
+// the rules refuse changes nothing and fails alone; the second writes the
+// changed rows and commits. With synchronous_commit on (set per session),
+// no operation completes before COMMIT has returned. Two servers creating
+// the same collection at once collide on its primary key, and the loser
+// runs its batch again; serialization failures and deadlocks are retried
+// the same way.
+//
+// Faults: a lost connection fails the batch with UNAVAILABLE, and the next
+// batch connects again. A connection lost during COMMIT leaves the outcome
+// unknown: every write of the batch fails with UNAVAILABLE (none is ever
+// reported applied), and since every batch reads the rows it changes, the
+// next allocation starts above whatever that COMMIT did store. A probe
+// keeps `reachable()` current while the store is idle.
+//
+//   auto store = hilo::PostgresRangeStore::Open(
+//       {.uri = "postgresql://hilo@db.internal/hilo"});
+//   if (!store.ok()) return store.status();
+//   absl::StatusOr<hilo::Range> r =
+//       (*store)->Allocate("orders", 32, /*floor=*/0, hilo::NewRangeToken());
+//
+// Thread-safe. The connection is used by the GroupCommit committer thread
+// only, once Open has returned.
+#ifndef HILO_SERVICE_POSTGRES_RANGE_STORE_H_
+#define HILO_SERVICE_POSTGRES_RANGE_STORE_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "service/clock.h"
+#include "service/group_commit.h"
+#include "service/range_store.h"
+
+namespace hilo {
+
+struct PostgresRangeStoreOptions {
+  // A libpq connection string: a URI (postgresql://user@host:port/db?...)
+  // or key=value pairs. Parameters it leaves out take libpq's defaults and
+  // environment (PGPASSWORD, PGSSLMODE, ~/.pgpass, ...).
+  std::string uri;
+  // Most operations folded into one transaction; 1 commits each alone.
+  int max_batch = 256;
+  // Unless the connection string sets connect_timeout.
+  absl::Duration connect_timeout = absl::Seconds(5);
+  // Longest a statement may run (waiting for a row lock included) before
+  // the batch fails with UNAVAILABLE.
+  absl::Duration statement_timeout = absl::Seconds(10);
+  // How often an idle store checks that the database answers.
+  absl::Duration probe_interval = absl::Seconds(1);
+  // Runs of one batch that may end in a serialization failure, a deadlock
+  // or a collision on a new collection before it fails with UNAVAILABLE.
+  int max_attempts = 8;
+  // Source of updated_at. Null means SystemClock.
+  const Clock* clock = nullptr;
+  // As SqliteRangeStoreOptions::on_commit; `collections` counts the rows
+  // this server created or saw at start and at each probe.
+  std::function<void(absl::Duration commit, int operations,
+                     int64_t collections)>
+      on_commit;
+  // Told when the database stops or starts answering (a connection fails
+  // or succeeds); on the store's thread. Keep it quick.
+  std::function<void(bool reachable)> on_reachability;
+  // Test hook: runs on the committer thread once a batch's writes and
+  // COMMIT are sent, before their results are read, with the connection's
+  // socket (so a test can cut it, as a network failure during COMMIT would).
+  std::function<void(int socket)> after_commit_sent_for_testing;
+};
+
+class PostgresRangeStore final : public RangeStore {
+ public:
+  // Connects, then creates or checks the schema under an advisory lock, so
+  // that servers starting together create it once. Errors: UNAVAILABLE if
+  // the database cannot be reached; FAILED_PRECONDITION if it holds another
+  // application's tables, or a newer hilo schema; INVALID_ARGUMENT for bad
+  // options (including a connection string libpq cannot parse).
+  static absl::StatusOr<std::unique_ptr<PostgresRangeStore>> Open(
+      PostgresRangeStoreOptions options);
+  ~PostgresRangeStore() override;
+
+  PostgresRangeStore(const PostgresRangeStore&) = delete;
+  PostgresRangeStore& operator=(const PostgresRangeStore&) = delete;
+
+  void AllocateAsync(absl::string_view collection, int64_t size, int64_t floor,
+                     uint64_t token, StoreCallback<Range> done) override;
+  void ReturnAsync(absl::string_view collection, int64_t end, int64_t last,
+                   uint64_t token, StoreCallback<ReturnOutcome> done) override;
+  void GetAsync(absl::string_view collection,
+                StoreCallback<std::optional<CollectionState>> done) override;
+  void ListAsync(
+      absl::string_view after, int limit,
+      StoreCallback<std::vector<NamedCollectionState>> done) override;
+  void SetFloorAsync(absl::string_view collection, int64_t floor,
+                     StoreCallback<FloorOutcome> done) override;
+  int64_t collection_count() const override {
+    return collection_count_.load(std::memory_order_relaxed);
+  }
+  absl::Status PutForTesting(absl::string_view collection,
+                             const CollectionState& state) override;
+
+  // Whether the last attempt to use the database reached it.
+  bool reachable() const { return reachable_.load(); }
+  // "postgresql://user@host:port/db", without password or options; what
+  // errors and logs name.
+  const std::string& description() const { return description_; }
+
+ private:
+  class Connection;
+  struct Request;
+  enum class Attempt { kDone, kRetry };
+
+  PostgresRangeStore(PostgresRangeStoreOptions options,
+                     std::string description);
+  // Queues `request`; `done` gets its `result` once the batch committed.
+  template <typename T>
+  void Submit(std::unique_ptr<Request> request, StoreCallback<T> done,
+              T Request::*result);
+  // The BatchRunner of queue_.
+  void RunBatch(absl::Span<GroupCommit::Operation* const> batch);
+  Attempt RunBatchOnce(absl::Span<Request* const> batch);
+  // Connects if there is no healthy connection; on the committer thread.
+  absl::Status EnsureConnected();
+  // Drops the connection and records the database as unreachable.
+  void LostConnection();
+  void SetReachable(bool reachable);
+  void ProbeLoop();
+
+  const PostgresRangeStoreOptions options_;
+  const std::string description_;
+  const Clock* const clock_;
+  std::atomic<int64_t> collection_count_{0};
+  std::atomic<bool> reachable_{true};
+  // Used only on the committer thread of queue_ once Open has returned.
+  std::unique_ptr<Connection> connection_;
+  // The connection failed (or could not be rolled back): the next batch
+  // connects anew.
+  bool connection_broken_ = false;
+
+  std::mutex probe_mu_;
+  std::condition_variable probe_wake_;
+  bool stopping_ ABSL_GUARDED_BY(probe_mu_) = false;
+  bool probe_pending_ ABSL_GUARDED_BY(probe_mu_) = false;
+
+  // Batches operations into transactions; destroyed before the connection.
+  std::unique_ptr<GroupCommit> queue_;
+  std::thread prober_;  // started last, stopped first
+};
+
+// "postgresql://user@host:port/db" for a libpq connection string, without
+// its password or options; INVALID_ARGUMENT if libpq cannot parse it.
+absl::StatusOr<std::string> DescribePostgresConnection(absl::string_view uri);
+
+}  // namespace hilo
+
+#endif  // HILO_SERVICE_POSTGRES_RANGE_STORE_H_
