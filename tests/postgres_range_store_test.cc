@@ -1,0 +1,228 @@
+// The PostgreSQL store's own behaviour, on a real server: many stores (as
+// many hilo servers) on one database, schema checks, and the faults a
+// network database brings. What every store does is in
+// range_store_contract_test.cc.
+#include "service/postgres_range_store.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/postgres_instance.h"
+#include "tests/range_store_fixture.h"
+#include "tests/test_util.h"
+
+namespace hilo {
+namespace {
+
+using ::hilo::testing::NextToken;
+using ::hilo::testing::PostgresInstance;
+using ::testing::HasSubstr;
+
+absl::StatusOr<std::unique_ptr<PostgresRangeStore>> OpenOn(
+    const std::string& uri) {
+  PostgresRangeStoreOptions options;
+  options.uri = uri;
+  return PostgresRangeStore::Open(std::move(options));
+}
+
+class PostgresRangeStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<PostgresInstance*> postgres = PostgresInstance::Shared();
+    ASSERT_TRUE(postgres.ok()) << postgres.status();
+    absl::StatusOr<std::string> uri = (*postgres)->NewSchema();
+    ASSERT_TRUE(uri.ok()) << uri.status();
+    uri_ = *uri;
+  }
+
+  std::string uri_;  // a schema of this test's own
+};
+
+// Two servers on one database share every collection's row: their ranges
+// tile 1..Max, including those of collections both create at once.
+TEST_F(PostgresRangeStoreTest, ServersOnOneDatabaseNeverOverlap) {
+  constexpr int kServers = 3;
+  constexpr int kThreadsEach = 3;
+  constexpr int kPerThread = 60;
+  constexpr int kCollections = 5;
+  std::vector<std::unique_ptr<PostgresRangeStore>> servers;
+  for (int i = 0; i < kServers; ++i) {
+    absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = OpenOn(uri_);
+    ASSERT_TRUE(store.ok()) << store.status();
+    servers.push_back(*std::move(store));
+  }
+  std::vector<std::vector<std::pair<int, Range>>> got(kServers * kThreadsEach);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kServers * kThreadsEach; ++t) {
+    threads.emplace_back([&, t] {
+      PostgresRangeStore& store = *servers[t % kServers];
+      for (int i = 0; i < kPerThread; ++i) {
+        const int c = (t + i) % kCollections;
+        absl::StatusOr<Range> r = store.Allocate(
+            absl::StrCat("c", c), 1 + (t * 7 + i) % 40, 0, NextToken());
+        ASSERT_TRUE(r.ok()) << r.status();
+        got[t].push_back({c, *r});
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int c = 0; c < kCollections; ++c) {
+    std::vector<Range> all;
+    for (const auto& per_thread : got) {
+      for (const auto& [collection, range] : per_thread) {
+        if (collection == c) all.push_back(range);
+      }
+    }
+    std::sort(all.begin(), all.end(),
+              [](const Range& a, const Range& b) { return a.low < b.low; });
+    int64_t next = 1;
+    for (const Range& r : all) {
+      ASSERT_EQ(r.low, next) << "collection c" << c;
+      next = r.high + 1;
+    }
+    absl::StatusOr<std::optional<CollectionState>> stored =
+        servers[0]->Get(absl::StrCat("c", c));
+    ASSERT_TRUE(stored.ok() && stored->has_value()) << stored.status();
+    EXPECT_EQ((*stored)->max, next - 1);
+  }
+}
+
+TEST_F(PostgresRangeStoreTest, ServersStartingTogetherCreateTheSchemaOnce) {
+  constexpr int kServers = 4;
+  std::vector<absl::Status> opened(kServers);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kServers; ++i) {
+    threads.emplace_back([&, i] { opened[i] = OpenOn(uri_).status(); });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const absl::Status& s : opened) EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST_F(PostgresRangeStoreTest, OtherApplicationsSchemaIsFailedPrecondition) {
+  ASSERT_TRUE(
+      PostgresInstance::Execute(uri_, "CREATE TABLE orders (id BIGINT)").ok());
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = OpenOn(uri_);
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(store.status().message(),
+              HasSubstr("holds 1 tables of another application"));
+  // Nothing was created beside it.
+  ASSERT_TRUE(PostgresInstance::Execute(
+                  uri_,
+                  "DO $$ BEGIN IF to_regclass('hilo_meta') IS NOT NULL "
+                  "THEN RAISE 'created'; END IF; END $$")
+                  .ok());
+}
+
+TEST_F(PostgresRangeStoreTest, NewerSchemaIsFailedPrecondition) {
+  ASSERT_TRUE(OpenOn(uri_).ok());
+  ASSERT_TRUE(
+      PostgresInstance::Execute(uri_,
+                                "UPDATE hilo_meta SET value = '2' WHERE key = "
+                                "'schema_version'")
+          .ok());
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = OpenOn(uri_);
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(
+      store.status().message(),
+      HasSubstr("has hilo schema version 2; this server understands 1"));
+}
+
+TEST_F(PostgresRangeStoreTest, BadConnectionStringsAreClearErrors) {
+  EXPECT_EQ(OpenOn("postgresql://host:notaport/db?bogus=1").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // Nothing listens on port 1.
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
+      OpenOn("postgresql://hilo@127.0.0.1:1/hilo?password=secret");
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(
+      store.status().message(),
+      HasSubstr("cannot connect to PostgreSQL at postgresql://hilo@127.0.0.1:1/"
+                "hilo"));
+  EXPECT_THAT(store.status().message(), ::testing::Not(HasSubstr("secret")));
+}
+
+// The connection breaks after COMMIT was sent and committed, before its
+// result is read: the writes are not reported applied, and the next
+// allocation starts above what that COMMIT stored.
+TEST_F(PostgresRangeStoreTest, CommitWithUnknownOutcomeIsNeverReportedApplied) {
+  std::atomic<bool> cut{false};
+  PostgresRangeStoreOptions options;
+  options.uri = uri_;
+  options.after_commit_sent_for_testing = [&](int socket) {
+    if (!cut.exchange(false)) return;
+    // Wait until the COMMIT is visible to another session, then cut the
+    // connection before its reply is read.
+    const std::string probe =
+        "DO $$ BEGIN IF (SELECT max FROM hilo_collections WHERE name = "
+        "'orders'::bytea) IS DISTINCT FROM 64 THEN RAISE 'not yet'; END IF; "
+        "END $$";
+    while (!PostgresInstance::Execute(uri_, probe).ok()) {
+      std::this_thread::yield();
+    }
+    // The reply may already wait in the socket's buffer: swap the socket
+    // for /dev/null, so libpq reads end-of-file (the number stays libpq's,
+    // which closes it later).
+    const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(null_fd, 0);
+    ASSERT_EQ(dup2(null_fd, socket), socket);
+    close(null_fd);
+  };
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
+      PostgresRangeStore::Open(std::move(options));
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{1, 32}));
+  cut = true;
+  absl::StatusOr<Range> lost = (*store)->Allocate("orders", 32, 0, NextToken());
+  EXPECT_EQ(lost.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(lost.status().message(), HasSubstr("outcome of the commit"));
+  // It did commit 33-64; the next range starts above it.
+  EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{65, 96}));
+}
+
+// A database of the test's own: stopped and started again.
+TEST(PostgresRangeStoreFaultTest, StoppedDatabaseIsUnavailableThenRecovers) {
+  absl::StatusOr<std::unique_ptr<PostgresInstance>> postgres =
+      PostgresInstance::Start();
+  ASSERT_TRUE(postgres.ok()) << postgres.status();
+  std::atomic<int> downs{0}, ups{0};
+  PostgresRangeStoreOptions options;
+  options.uri = (*postgres)->uri();
+  options.on_reachability = [&](bool reachable) {
+    ++(reachable ? ups : downs);
+  };
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
+      PostgresRangeStore::Open(std::move(options));
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{1, 32}));
+
+  ASSERT_TRUE((*postgres)->Stop("immediate").ok());
+  for (int i = 0; i < 2; ++i) {  // the broken connection, then a refused one
+    absl::StatusOr<Range> r = (*store)->Allocate("orders", 32, 0, NextToken());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << i;
+    EXPECT_THAT(r.status().message(), HasSubstr("PostgreSQL at postgresql://"));
+  }
+  EXPECT_FALSE((*store)->reachable());
+  EXPECT_EQ(downs.load(), 1);
+
+  ASSERT_TRUE((*postgres)->Restart().ok());
+  EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{33, 64}));
+  EXPECT_TRUE((*store)->reachable());
+  EXPECT_EQ(ups.load(), 1);
+}
+
+}  // namespace
+}  // namespace hilo

@@ -1,0 +1,482 @@
+// The RangeStore contract (range_store.h), run against every backend: the
+// embedded SQLite store and the shared PostgreSQL one (a real server, see
+// postgres_instance.h). A test here says what any store must do; what one
+// backend does beyond it lives in that backend's own test.
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "service/postgres_range_store.h"
+#include "service/range_store.h"
+#include "service/sqlite_range_store.h"
+#include "tests/postgres_instance.h"
+#include "tests/range_store_fixture.h"
+#include "tests/test_util.h"
+
+namespace hilo {
+namespace {
+
+using ::hilo::testing::kMax;
+using ::hilo::testing::kNeverIssued;
+using ::hilo::testing::NextToken;
+using ::hilo::testing::PostgresInstance;
+using ::hilo::testing::TempDir;
+using ::testing::HasSubstr;
+
+enum class Backend { kSqlite, kPostgres };
+
+void PrintTo(Backend backend, std::ostream* os) {
+  *os << (backend == Backend::kSqlite ? "SQLite" : "PostgreSQL");
+}
+
+std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
+  return info.param == Backend::kSqlite ? "Sqlite" : "Postgres";
+}
+
+class RangeStoreContractTest : public ::testing::TestWithParam<Backend>,
+                               public testing::RangeStoreFixture {
+ protected:
+  void SetUp() override {
+    if (GetParam() == Backend::kPostgres) {
+      absl::StatusOr<PostgresInstance*> postgres = PostgresInstance::Shared();
+      ASSERT_TRUE(postgres.ok()) << postgres.status();
+      absl::StatusOr<std::string> uri = (*postgres)->NewSchema();
+      ASSERT_TRUE(uri.ok()) << uri.status();
+      uri_ = *uri;
+    }
+    Reopen();
+  }
+
+  // A new store object on the same data, as after a restart.
+  void Reopen() {
+    store_.reset();
+    if (GetParam() == Backend::kSqlite) {
+      SqliteRangeStoreOptions options;
+      options.path = dir_.File("hilo.db");
+      options.clock = &clock_;
+      absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
+          SqliteRangeStore::Open(std::move(options));
+      ASSERT_TRUE(store.ok()) << store.status();
+      store_ = *std::move(store);
+    } else {
+      PostgresRangeStoreOptions options;
+      options.uri = uri_;
+      options.clock = &clock_;
+      absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
+          PostgresRangeStore::Open(std::move(options));
+      ASSERT_TRUE(store.ok()) << store.status();
+      store_ = *std::move(store);
+    }
+  }
+
+  TempDir dir_;
+  std::string uri_;  // Postgres: a schema of this test's own
+};
+
+INSTANTIATE_TEST_SUITE_P(Backends, RangeStoreContractTest,
+                         ::testing::Values(Backend::kSqlite,
+                                           Backend::kPostgres),
+                         BackendName);
+
+TEST_P(RangeStoreContractTest, NewCollectionStartsAtOneAndContinues) {
+  EXPECT_EQ(MustAllocate("orders", 32), (Range{1, 32}));
+  EXPECT_EQ(MustAllocate("orders", 32), (Range{33, 64}));
+  EXPECT_EQ(MustAllocate("orders", 64), (Range{65, 128}));
+  EXPECT_EQ(MustAllocate("users", 32), (Range{1, 32}));
+}
+
+TEST_P(RangeStoreContractTest, RecordsMaxReturnFloorAndTimeOfChange) {
+  MustAllocate("orders", 32);
+  clock_.Advance(absl::Seconds(7));
+  MustAllocate("orders", 32);
+  absl::StatusOr<std::optional<CollectionState>> state = store_->Get("orders");
+  ASSERT_TRUE(state.ok() && state->has_value());
+  EXPECT_EQ((*state)->max, 64);
+  EXPECT_EQ((*state)->return_floor, 32);
+  EXPECT_EQ((*state)->updated_at, clock_.Now());
+}
+
+TEST_P(RangeStoreContractTest, UnknownCollectionHasNoRow) {
+  absl::StatusOr<std::optional<CollectionState>> state = store_->Get("none");
+  ASSERT_TRUE(state.ok());
+  EXPECT_FALSE(state->has_value());
+}
+
+TEST_P(RangeStoreContractTest, FloorRaisesTheRangeButNeverLowersIt) {
+  EXPECT_EQ(MustAllocate("orders", 32, 100), (Range{101, 132}));
+  EXPECT_EQ(MustAllocate("orders", 32, 50), (Range{133, 164}));
+}
+
+TEST_P(RangeStoreContractTest, NamesAreComparedByteForByte) {
+  EXPECT_EQ(MustAllocate("orders", 32), (Range{1, 32}));
+  EXPECT_EQ(MustAllocate("Orders", 32), (Range{1, 32}));
+  EXPECT_EQ(MustAllocate("orders ", 32), (Range{1, 32}));
+  EXPECT_EQ(MustAllocate("\xC3\xA9", 32), (Range{1, 32}));   // precomposed
+  EXPECT_EQ(MustAllocate("e\xCC\x81", 32), (Range{1, 32}));  // decomposed
+}
+
+TEST_P(RangeStoreContractTest, ReturnOfUnusedTailLetsNextRangeContinue) {
+  EXPECT_EQ(MustAllocate("orders", 32), (Range{1, 32}));
+  absl::StatusOr<ReturnOutcome> outcome = Return("orders", 32, 1);
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_TRUE(outcome->applied);
+  EXPECT_EQ(outcome->max, 1);
+  EXPECT_EQ(MustAllocate("orders", 32), (Range{2, 33}));
+}
+
+TEST_P(RangeStoreContractTest, ReturnOfWholeRangeIsApplied) {
+  MustAllocate("orders", 32);
+  absl::StatusOr<ReturnOutcome> outcome = Return("orders", 32, 0);
+  ASSERT_TRUE(outcome.ok());
+  EXPECT_TRUE(outcome->applied);
+  EXPECT_EQ(outcome->max, 0);
+  EXPECT_EQ(MustAllocate("orders", 32), (Range{1, 32}));
+}
+
+TEST_P(RangeStoreContractTest, StaleReturnIsRefused) {
+  MustAllocate("orders", 32);
+  MustAllocate("orders", 32);  // another client took 33-64
+  absl::StatusOr<ReturnOutcome> outcome = Return("orders", 32, 5);
+  ASSERT_TRUE(outcome.ok());
+  EXPECT_FALSE(outcome->applied);
+  EXPECT_EQ(outcome->max, 64);
+  EXPECT_EQ(StoredMax("orders"), 64);
+}
+
+TEST_P(RangeStoreContractTest, ReturnBelowLastIssuedLowIsRefused) {
+  MustAllocate("orders", 32);
+  MustAllocate("orders", 32);  // 33-64
+  absl::StatusOr<ReturnOutcome> below = Return("orders", 64, 10);
+  ASSERT_TRUE(below.ok());
+  EXPECT_FALSE(below->applied);
+  EXPECT_EQ(below->max, 64);
+  absl::StatusOr<ReturnOutcome> edge = Return("orders", 64, 32);
+  ASSERT_TRUE(edge.ok());
+  EXPECT_TRUE(edge->applied);
+  EXPECT_EQ(edge->max, 32);
+}
+
+TEST_P(RangeStoreContractTest, SecondReturnCannotMoveMaxLower) {
+  MustAllocate("orders", 32);
+  ASSERT_TRUE(Return("orders", 32, 10)->applied);
+  absl::StatusOr<ReturnOutcome> again = Return("orders", 10, 0);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->applied);
+  EXPECT_EQ(again->max, 10);
+  EXPECT_EQ(MustAllocate("orders", 32), (Range{11, 42}));
+}
+
+TEST_P(RangeStoreContractTest, ReturnOnUnknownCollectionCreatesNothing) {
+  absl::StatusOr<ReturnOutcome> outcome = Return("ghost", 32, 0);
+  ASSERT_TRUE(outcome.ok());
+  EXPECT_FALSE(outcome->applied);
+  EXPECT_EQ(outcome->max, 0);
+  EXPECT_FALSE(store_->Get("ghost")->has_value());
+}
+
+TEST_P(RangeStoreContractTest, MalformedReturnIsInvalidArgument) {
+  MustAllocate("orders", 32);
+  EXPECT_EQ(Return("orders", 32, 33).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Return("orders", 32, -1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(StoredMax("orders"), 32);
+}
+
+TEST_P(RangeStoreContractTest, RangePastInt64MaxIsOutOfRangeAndChangesNothing) {
+  const CollectionState near_end{
+      .max = kMax - 10, .return_floor = kMax - 42, .updated_at = clock_.Now()};
+  ASSERT_TRUE(store_->PutForTesting("orders", near_end).ok());
+  absl::StatusOr<Range> range = store_->Allocate("orders", 32, 0, NextToken());
+  EXPECT_EQ(range.status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(range.status().message(), HasSubstr("INT64_MAX"));
+  EXPECT_EQ(StoredMax("orders"), kMax - 10);
+  // The last ten numbers can still be handed out, exactly.
+  EXPECT_EQ(MustAllocate("orders", 10), (Range{kMax - 9, kMax}));
+  EXPECT_EQ(store_->Allocate("orders", 1, 0, NextToken()).status().code(),
+            absl::StatusCode::kOutOfRange);
+}
+
+TEST_P(RangeStoreContractTest, ReturnAtInt64MaxSealsTheTopOfTheRange) {
+  ASSERT_TRUE(store_
+                  ->PutForTesting("orders", {.max = kMax - 10,
+                                             .return_floor = kMax - 42,
+                                             .updated_at = clock_.Now()})
+                  .ok());
+  ASSERT_EQ(MustAllocate("orders", 10), (Range{kMax - 9, kMax}));
+  // Every number used: nothing to hand back, and nothing may come back later.
+  absl::StatusOr<ReturnOutcome> all_used = Return("orders", kMax, kMax);
+  ASSERT_TRUE(all_used.ok()) << all_used.status();
+  EXPECT_TRUE(all_used->applied);
+  EXPECT_EQ(all_used->max, kMax);
+  absl::StatusOr<ReturnOutcome> later = Return("orders", kMax, kMax - 1);
+  ASSERT_TRUE(later.ok());
+  EXPECT_FALSE(later->applied);
+  EXPECT_EQ(later->max, kMax);
+  absl::StatusOr<std::optional<CollectionState>> row = store_->Get("orders");
+  ASSERT_TRUE(row.ok() && row->has_value());
+  EXPECT_EQ((*row)->max, kMax);
+  EXPECT_EQ((*row)->return_floor, kMax);
+  EXPECT_EQ(store_->Allocate("orders", 1, 0, NextToken()).status().code(),
+            absl::StatusCode::kOutOfRange);
+}
+
+TEST_P(RangeStoreContractTest, FloorAtInt64MaxRefusesReturnsBelowIt) {
+  MustAllocate("orders", 32);
+  ASSERT_TRUE(store_->SetFloor("orders", kMax)->raised);
+  // No client holds a range ending at INT64_MAX; one claiming to must not
+  // reopen the number the floor covers.
+  absl::StatusOr<ReturnOutcome> forged = Return("orders", kMax, kMax - 1);
+  ASSERT_TRUE(forged.ok());
+  EXPECT_FALSE(forged->applied);
+  EXPECT_EQ(StoredMax("orders"), kMax);
+  EXPECT_EQ(store_->Allocate("orders", 1, 0, NextToken()).status().code(),
+            absl::StatusCode::kOutOfRange);
+}
+
+TEST_P(RangeStoreContractTest, FloorAlsoBoundsReturnsOfEarlierRanges) {
+  MustAllocate("orders", 32);  // 1-32, then raised past by the floor
+  ASSERT_TRUE(store_->SetFloor("orders", 100)->raised);
+  // No range ends at 100 and the token of 1-32 is retired: even a return
+  // without a token (as an old client, where the server allows it) may not
+  // reach below the floor.
+  EXPECT_FALSE(store_->Return("orders", 100, 99, 0)->applied);
+  EXPECT_FALSE(Return("orders", 32, 0)->applied);
+  EXPECT_TRUE(store_->Return("orders", 100, 100, 0)->applied);
+  EXPECT_EQ(MustAllocate("orders", 32), (Range{101, 132}));
+}
+
+// The floor bounds returns whatever Max was: an operator who declares
+// 1-50 taken while 33-64 is still out must not see 41-50 issued again.
+TEST_P(RangeStoreContractTest, FloorBelowMaxBoundsLaterReturns) {
+  MustAllocate("orders", 32);  // 1-32
+  ASSERT_EQ(MustAllocate("orders", 32), (Range{33, 64}));
+  absl::StatusOr<FloorOutcome> floor = store_->SetFloor("orders", 50);
+  ASSERT_TRUE(floor.ok()) << floor.status();
+  EXPECT_FALSE(floor->raised);
+  EXPECT_EQ(floor->max, 64);
+  EXPECT_EQ(MustGet("orders").return_floor, 50);
+  absl::StatusOr<ReturnOutcome> below = Return("orders", 64, 40);
+  ASSERT_TRUE(below.ok()) << below.status();
+  EXPECT_FALSE(below->applied);
+  EXPECT_EQ(below->max, 64);
+  EXPECT_EQ(MustAllocate("orders", 32), (Range{65, 96}));
+}
+
+TEST_P(RangeStoreContractTest, FloorBelowMaxStillLetsTheHolderReturnAboveIt) {
+  MustAllocate("orders", 32);
+  MustAllocate("orders", 32);  // 33-64
+  ASSERT_TRUE(store_->SetFloor("orders", 50).ok());
+  absl::StatusOr<ReturnOutcome> above = Return("orders", 64, 50);
+  ASSERT_TRUE(above.ok()) << above.status();
+  EXPECT_TRUE(above->applied);
+  EXPECT_EQ(above->max, 50);
+  EXPECT_EQ(MustAllocate("orders", 32), (Range{51, 82}));
+}
+
+TEST_P(RangeStoreContractTest, FloorAtMaxRefusesAWholeReturn) {
+  ASSERT_EQ(MustAllocate("orders", 32), (Range{1, 32}));
+  absl::StatusOr<FloorOutcome> floor = store_->SetFloor("orders", 32);
+  ASSERT_TRUE(floor.ok()) << floor.status();
+  EXPECT_FALSE(floor->raised);
+  EXPECT_EQ(floor->max, 32);
+  absl::StatusOr<ReturnOutcome> whole = Return("orders", 32, 0);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_FALSE(whole->applied);
+  EXPECT_EQ(MustAllocate("orders", 32), (Range{33, 64}));
+}
+
+TEST_P(RangeStoreContractTest, FloorAboveMaxRetiresTheOutstandingToken) {
+  MustAllocate("orders", 32);
+  ASSERT_TRUE(store_->SetFloor("orders", 100)->raised);
+  const CollectionState row = MustGet("orders");
+  EXPECT_EQ(row.max, 100);
+  EXPECT_EQ(row.return_floor, 100);
+  EXPECT_EQ(row.range_token, 0u);
+  EXPECT_EQ(row.previous_token, 0u);
+}
+
+TEST_P(RangeStoreContractTest, ReturnWithAnotherTokenIsRefused) {
+  MustAllocate("orders", 32);
+  const CollectionState before = MustGet("orders");
+  for (uint64_t guess : {uint64_t{1}, TokenOf("orders", 32) + 1,
+                         TokenOf("orders", 32) ^ (uint64_t{1} << 63)}) {
+    absl::StatusOr<ReturnOutcome> outcome =
+        store_->Return("orders", 32, 0, guess);
+    ASSERT_TRUE(outcome.ok()) << outcome.status();
+    EXPECT_FALSE(outcome->applied) << guess;
+    EXPECT_EQ(outcome->max, 32);
+  }
+  EXPECT_EQ(MustGet("orders").range_token, before.range_token);
+  EXPECT_EQ(MustAllocate("orders", 32), (Range{33, 64}));
+}
+
+TEST_P(RangeStoreContractTest, SameReturnTwiceAppliesOnce) {
+  MustAllocate("orders", 32);
+  ASSERT_TRUE(Return("orders", 32, 10)->applied);
+  // A retry of the same return, after the first was applied.
+  absl::StatusOr<ReturnOutcome> again = Return("orders", 32, 10);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(again->applied);
+  EXPECT_EQ(again->max, 10);
+  const CollectionState row = MustGet("orders");
+  EXPECT_EQ(row.max, 10);
+  EXPECT_EQ(row.return_floor, 10);
+  EXPECT_EQ(row.range_token, 0u);
+}
+
+// The case the token exists for: without it, a late copy of a whole return
+// matches a range of the same size issued again, and its numbers come back.
+TEST_P(RangeStoreContractTest, StaleCopyOfAReturnAfterReissueIsRefused) {
+  MustAllocate("orders", 32);
+  const uint64_t first = TokenOf("orders", 32);
+  ASSERT_TRUE(Return("orders", 32, 0)->applied);          // Max 0
+  ASSERT_EQ(MustAllocate("orders", 32), (Range{1, 32}));  // a new holder
+  absl::StatusOr<ReturnOutcome> stale = store_->Return("orders", 32, 0, first);
+  ASSERT_TRUE(stale.ok()) << stale.status();
+  EXPECT_FALSE(stale->applied);
+  EXPECT_EQ(stale->max, 32);
+  EXPECT_EQ(MustAllocate("orders", 32), (Range{33, 64}));
+}
+
+// A client holding its current range and the next one, fetched ahead,
+// hands back the later one whole and then its unused tail of the first.
+TEST_P(RangeStoreContractTest, WholeReturnOfAdjacentRangeRestoresThePrevious) {
+  ASSERT_EQ(MustAllocate("orders", 32), (Range{1, 32}));
+  ASSERT_EQ(MustAllocate("orders", 32), (Range{33, 64}));
+  absl::StatusOr<ReturnOutcome> later = Return("orders", 64, 32);
+  ASSERT_TRUE(later.ok()) << later.status();
+  EXPECT_TRUE(later->applied);
+  EXPECT_EQ(later->max, 32);
+  CollectionState row = MustGet("orders");
+  EXPECT_EQ(row.return_floor, 0);
+  EXPECT_EQ(row.range_token, TokenOf("orders", 32));
+  EXPECT_EQ(row.previous_token, 0u);
+  absl::StatusOr<ReturnOutcome> tail = Return("orders", 32, 5);
+  ASSERT_TRUE(tail.ok()) << tail.status();
+  EXPECT_TRUE(tail->applied);
+  EXPECT_EQ(tail->max, 5);
+  // Each applies once.
+  EXPECT_FALSE(Return("orders", 32, 5)->applied);
+  EXPECT_FALSE(store_->Return("orders", 5, 5, TokenOf("orders", 64))->applied);
+  EXPECT_EQ(MustAllocate("orders", 32), (Range{6, 37}));
+}
+
+TEST_P(RangeStoreContractTest, PartialReturnOfTheLaterRangeRestoresNothing) {
+  MustAllocate("orders", 32);
+  MustAllocate("orders", 32);  // 33-64
+  ASSERT_TRUE(Return("orders", 64, 40)->applied);
+  absl::StatusOr<ReturnOutcome> earlier = Return("orders", 32, 5);
+  ASSERT_TRUE(earlier.ok());
+  EXPECT_FALSE(earlier->applied);
+  EXPECT_EQ(earlier->max, 40);
+}
+
+TEST_P(RangeStoreContractTest, RangeAboveAGapHasNoPreviousToRestore) {
+  MustAllocate("orders", 32);                                     // 1-32
+  ASSERT_EQ(MustAllocate("orders", 32, 100), (Range{101, 132}));  // last_max
+  EXPECT_EQ(MustGet("orders").previous_token, 0u);
+  ASSERT_TRUE(Return("orders", 132, 100)->applied);
+  absl::StatusOr<ReturnOutcome> earlier = Return("orders", 32, 5);
+  ASSERT_TRUE(earlier.ok());
+  EXPECT_FALSE(earlier->applied);
+  EXPECT_EQ(earlier->max, 100);
+}
+
+TEST_P(RangeStoreContractTest, FloorAlsoBoundsTheRangeAWholeReturnRestores) {
+  MustAllocate("orders", 32);
+  MustAllocate("orders", 32);  // 33-64
+  ASSERT_FALSE(store_->SetFloor("orders", 20)->raised);
+  ASSERT_TRUE(Return("orders", 64, 32)->applied);
+  EXPECT_EQ(MustGet("orders").return_floor, 20);
+  EXPECT_FALSE(Return("orders", 32, 10)->applied);
+  absl::StatusOr<ReturnOutcome> above = Return("orders", 32, 25);
+  ASSERT_TRUE(above.ok());
+  EXPECT_TRUE(above->applied);
+  EXPECT_EQ(MustAllocate("orders", 32), (Range{26, 57}));
+}
+
+TEST_P(RangeStoreContractTest, ReturnWithoutTokenFollowsMaxAndFloorAndRetires) {
+  MustAllocate("orders", 32);
+  absl::StatusOr<ReturnOutcome> legacy = store_->Return("orders", 32, 10, 0);
+  ASSERT_TRUE(legacy.ok()) << legacy.status();
+  EXPECT_TRUE(legacy->applied);
+  const CollectionState row = MustGet("orders");
+  EXPECT_EQ(row.max, 10);
+  EXPECT_EQ(row.return_floor, 10);
+  EXPECT_EQ(row.range_token, 0u);
+  EXPECT_FALSE(store_->Return("orders", 10, 0, 0)->applied);
+}
+
+TEST_P(RangeStoreContractTest, AllocateWithoutTokenIsInvalidArgument) {
+  absl::StatusOr<Range> range = store_->Allocate("orders", 32, 0, 0);
+  EXPECT_EQ(range.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(range.status().message(), HasSubstr("token"));
+  EXPECT_FALSE(store_->Get("orders")->has_value());
+}
+
+TEST_P(RangeStoreContractTest, TokensSurviveARestart) {
+  MustAllocate("orders", 32);
+  MustAllocate("orders", 32);  // 33-64
+  Reopen();
+  ASSERT_TRUE(Return("orders", 64, 32)->applied);
+  ASSERT_TRUE(Return("orders", 32, 7)->applied);
+  Reopen();
+  EXPECT_EQ(MustAllocate("orders", 32), (Range{8, 39}));
+}
+
+TEST_P(RangeStoreContractTest, FloorNearInt64MaxIsOutOfRange) {
+  EXPECT_EQ(
+      store_->Allocate("orders", 32, kMax - 5, NextToken()).status().code(),
+      absl::StatusCode::kOutOfRange);
+  EXPECT_FALSE(store_->Get("orders")->has_value());
+}
+
+TEST_P(RangeStoreContractTest, RestartContinuesAboveEveryIssuedRange) {
+  MustAllocate("orders", 32);
+  MustAllocate("orders", 64);
+  Reopen();
+  EXPECT_EQ(StoredMax("orders"), 96);
+  EXPECT_EQ(MustAllocate("orders", 32), (Range{97, 128}));
+}
+
+TEST_P(RangeStoreContractTest, ConcurrentAllocationsNeverOverlap) {
+  constexpr int kThreads = 8;
+  constexpr int kPerThread = 200;
+  std::vector<std::vector<Range>> got(kThreads * 2);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        const int c = i % 2;
+        absl::StatusOr<Range> r = store_->Allocate(
+            c == 0 ? "even" : "odd", 1 + (t + i) % 40, 0, NextToken());
+        ASSERT_TRUE(r.ok()) << r.status();
+        got[t * 2 + c].push_back(*r);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int c = 0; c < 2; ++c) {
+    std::vector<Range> all;
+    for (int t = 0; t < kThreads; ++t) {
+      all.insert(all.end(), got[t * 2 + c].begin(), got[t * 2 + c].end());
+    }
+    std::sort(all.begin(), all.end(),
+              [](const Range& a, const Range& b) { return a.low < b.low; });
+    // Ranges tile 1..Max exactly: no overlap, no gap.
+    int64_t next = 1;
+    for (const Range& r : all) {
+      ASSERT_EQ(r.low, next);
+      next = r.high + 1;
+    }
+    EXPECT_EQ(StoredMax(c == 0 ? "even" : "odd"), next - 1);
+  }
+}
+
+}  // namespace
+}  // namespace hilo
