@@ -23,8 +23,12 @@
 // admin RPC after the restart), --pause (SIGSTOP for --pause_for, then
 // SIGCONT) and --fill (fill the filesystem of --db_dir, probe the node
 // while it is full, free the space, and check that allocation resumes with
-// no number lost). It prints one summary line and exits 0 only if every
-// check held:
+// no number lost). With --store the started servers share one PostgreSQL
+// database: then every node draws from the same counter, so the checks
+// above hold across nodes with tags ignored, and --store_restarts runs
+// --store_restart_command (say, an immediate stop and start of the
+// database) during the load. It prints one summary line and exits 0 only if
+// every check held:
 //
 //   hilo_stress: PASS ids=1234567 duplicates=0 outside_ranges=0 ...
 //
@@ -87,6 +91,14 @@ ABSL_FLAG(int64_t, server_max_range_size, 4096,
           "clients ask often (0: the server's default)");
 ABSL_FLAG(std::string, server_args, "",
           "comma-separated extra flags for the started servers");
+ABSL_FLAG(std::string, store, "",
+          "a PostgreSQL URI the started servers share (--store of "
+          "hilo_server) instead of a database file each; numbers are then "
+          "checked per collection across nodes, tags ignored");
+ABSL_FLAG(int, store_restarts, 0,
+          "run --store_restart_command this many times during the load");
+ABSL_FLAG(std::string, store_restart_command, "",
+          "a shell command that stops and starts the shared database");
 ABSL_FLAG(std::string, work_dir, "",
           "where workers write their logs and results; default a new "
           "directory under $TMPDIR, removed at the end");
@@ -180,6 +192,19 @@ std::string WorkerResult(const std::string& dir, int index) {
 std::atomic<bool> stop_requested{false};
 
 void OnStopSignal(int) { stop_requested.store(true); }
+
+// The counter a node tag draws from: its own, or with a shared store (the
+// servers' --store) the one every node shares.
+std::string CounterOf(absl::string_view node_tag) {
+  return absl::GetFlag(FLAGS_store).empty() ? std::string(node_tag) : "*";
+}
+
+// The used ranges of `events`, each under the counter it drew from.
+std::vector<UsedRange> CountedRanges(const std::vector<RangeEvent>& events) {
+  std::vector<UsedRange> used = UsedRanges(events);
+  for (UsedRange& r : used) r.node_tag = CounterOf(r.node_tag);
+  return used;
+}
 
 // Numbers of `runs` that no used range of the same (collection, tag)
 // covers; appends up to a few descriptions to `examples`.
@@ -285,7 +310,9 @@ int RunWorker(int index) {
               fresh.empty() ? names[(t + i) % collections] : fresh;
           absl::StatusOr<Id> id = (*client)->NextId(name);
           if (id.ok()) {
-            if (!ledger.Add(name, id->node_tag, id->number)) ++s.duplicates;
+            if (!ledger.Add(name, CounterOf(id->node_tag), id->number)) {
+              ++s.duplicates;
+            }
             ++s.ids;
             s.last_ok = absl::Now();
           } else {
@@ -308,7 +335,7 @@ int RunWorker(int index) {
   for (std::thread& t : pool) t.join();
   client->reset();  // hands every unused tail back
 
-  const std::vector<UsedRange> used = UsedRanges(recorder->Events());
+  const std::vector<UsedRange> used = CountedRanges(recorder->Events());
   const std::vector<IdLedger::Run> runs = ledger.Runs();
   std::vector<std::string> examples;
   const int64_t outside = CountOutside(runs, used, &examples);
@@ -545,6 +572,8 @@ class Orchestrator {
   void Kill(Node& node);
   void Pause(Node& node);
   void Fill(Node& node);
+  // Runs --store_restart_command.
+  void RestartStore();
   void StopWorkers();
   void CheckEverything();
   void Problem(std::string text) {
@@ -578,6 +607,7 @@ class Orchestrator {
   int kills_ = 0;
   int pauses_ = 0;
   int fills_ = 0;
+  int store_restarts_ = 0;
   int stored_max_checks_ = 0;
   // Kills after which stored Max was checked both in the file and through
   // the restarted node.
@@ -617,9 +647,19 @@ absl::Status Orchestrator::Setup() {
     if (!code.ok()) return code.status();
     expected_rpc_codes_.push_back(*code);
   }
-  const bool faults = absl::GetFlag(FLAGS_kill9) > 0 ||
-                      absl::GetFlag(FLAGS_pause) > 0 ||
-                      absl::GetFlag(FLAGS_fill);
+  const bool faults =
+      absl::GetFlag(FLAGS_kill9) > 0 || absl::GetFlag(FLAGS_pause) > 0 ||
+      absl::GetFlag(FLAGS_fill) || absl::GetFlag(FLAGS_store_restarts) > 0;
+  if (absl::GetFlag(FLAGS_store_restarts) > 0 &&
+      (absl::GetFlag(FLAGS_store).empty() ||
+       absl::GetFlag(FLAGS_store_restart_command).empty())) {
+    return absl::InvalidArgumentError(
+        "--store_restarts needs --store and --store_restart_command");
+  }
+  if (!absl::GetFlag(FLAGS_store).empty() && absl::GetFlag(FLAGS_fill)) {
+    return absl::InvalidArgumentError(
+        "--fill fills the servers' own disk; with --store they have none");
+  }
   if (absl::GetFlag(FLAGS_server).empty()) {
     targets_ = SplitList(absl::GetFlag(FLAGS_targets));
     if (targets_.empty()) {
@@ -665,8 +705,10 @@ absl::Status Orchestrator::StartNodes() {
     Node node;
     node.tag = std::string(1, static_cast<char>('A' + i));
     node.db_path = absl::StrCat(db_dir_, "/node-", node.tag, "/hilo.db");
-    std::vector<std::string> flags = {"--db=" + node.db_path,
-                                      "--node_tag=" + node.tag};
+    const std::string store = absl::GetFlag(FLAGS_store);
+    std::vector<std::string> flags = {
+        store.empty() ? "--db=" + node.db_path : "--store=" + store,
+        "--node_tag=" + node.tag};
     if (const int64_t max = absl::GetFlag(FLAGS_server_max_range_size);
         max > 0) {
       flags.push_back(absl::StrCat("--max_range_size=", max));
@@ -704,6 +746,8 @@ absl::Status Orchestrator::StartWorkers() {
         absl::StrCat("--return_every=", absl::GetFlag(FLAGS_return_every)),
         absl::StrCat("--new_collection_every=",
                      absl::GetFlag(FLAGS_new_collection_every)),
+        // Workers count with tags ignored when the servers share a store.
+        absl::StrCat("--store=", absl::GetFlag(FLAGS_store)),
     };
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
@@ -744,7 +788,7 @@ std::vector<std::vector<UsedRange>> Orchestrator::UsedRangesByWorker() {
   for (size_t i = 0; i < workers_.size(); ++i) {
     std::vector<std::string> bad;
     by_worker.push_back(
-        UsedRanges(ReadWorkerLog(WorkerLog(work_dir_, i), &bad)));
+        CountedRanges(ReadWorkerLog(WorkerLog(work_dir_, i), &bad)));
     for (std::string& b : bad) Problem(std::move(b));
   }
   return by_worker;
@@ -764,7 +808,7 @@ int Orchestrator::CheckFloors(const Node& node,
                               absl::string_view when) {
   int checked = 0;
   for (const auto& [key, floor] : floors) {
-    if (key.second != node.tag) continue;
+    if (key.second != CounterOf(node.tag)) continue;
     ++stored_max_checks_;
     ++checked;
     auto it = maxes.find(key.first);
@@ -797,10 +841,14 @@ void Orchestrator::Kill(Node& node) {
     all_at_kill.insert(all_at_kill.end(), used.begin(), used.end());
   }
   const std::map<CollectionAndTag, int64_t> floors = Floors(all_at_kill);
+  const bool shared = !absl::GetFlag(FLAGS_store).empty();
+  // A shared store outlives the node: it is read through the restarted
+  // node (or any other) below.
   absl::StatusOr<std::map<std::string, int64_t>> stored =
-      ReadStoredMax(node.db_path);
+      shared ? std::map<std::string, int64_t>() : ReadStoredMax(node.db_path);
   int checked_in_file = 0;
-  if (!stored.ok()) {
+  if (shared) {
+  } else if (!stored.ok()) {
     Problem(stored.status().ToString());
   } else {
     checked_in_file =
@@ -836,13 +884,29 @@ void Orchestrator::Kill(Node& node) {
   const int checked_served = CheckFloors(
       node, *served, Floors(held_since_kill),
       absl::StrCat("after restart #", kills_, " (ListCollections)"));
-  if (checked_in_file > 0 && checked_served > 0) ++kills_checked_;
+  if ((shared || checked_in_file > 0) && checked_served > 0) ++kills_checked_;
   Note(absl::StrFormat(
       "kill -9 #%d of node %s: back on port %d after %s; stored Max checked "
       "for %d collection(s)",
       kills_, node.tag, node.process->port(),
       absl::FormatDuration(absl::Trunc(down, absl::Milliseconds(1))),
       served->size()));
+}
+
+void Orchestrator::RestartStore() {
+  ++store_restarts_;
+  const absl::Time start = absl::Now();
+  const std::string command = absl::GetFlag(FLAGS_store_restart_command);
+  const int status = std::system(command.c_str());
+  if (status != 0) {
+    Problem(absl::StrFormat("store restart command \"%s\" failed (status %d)",
+                            command, status));
+    return;
+  }
+  Note(absl::StrFormat("store restart #%d: \"%s\" took %s", store_restarts_,
+                       command,
+                       absl::FormatDuration(absl::Trunc(
+                           absl::Now() - start, absl::Milliseconds(1)))));
 }
 
 void Orchestrator::Pause(Node& node) {
@@ -1138,7 +1202,9 @@ void Orchestrator::CheckEverything() {
       Problem(absl::StrCat("at the end: ", served.status().message()));
       continue;
     }
-    for (const auto& [name, max] : *served) maxes[{name, node.tag}] = max;
+    for (const auto& [name, max] : *served) {
+      maxes[{name, CounterOf(node.tag)}] = max;
+    }
     CheckFloors(node, *served, floors, "at the end (ListCollections)");
   }
   if (absl::GetFlag(FLAGS_check_no_gaps)) {
@@ -1163,14 +1229,15 @@ void Orchestrator::CheckEverything() {
       "hilo_stress: %s ids=%d duplicates=%d outside_ranges=%d "
       "overlapping_ranges=%d ranges=%d errors=%s rpc_codes=%s "
       "return_codes=%s return_failures=%d ids_by_tag={%s} kills=%d "
-      "pauses=%d fills=%d stored_max_checks=%d kills_checked=%d processes=%d "
+      "pauses=%d fills=%d store_restarts=%d stored_max_checks=%d "
+      "kills_checked=%d processes=%d "
       "threads=%d "
       "collections=%d nodes=%d seconds=%.1f problems=%d\n",
       problems_.empty() ? "PASS" : "FAIL", ids, duplicates, outside,
       overlaps.size(), used.size(), FormatCodes(errors), FormatCodes(rpc_next),
       FormatCodes(rpc_return), return_failures,
       absl::StrJoin(ids_by_tag, ",", absl::PairFormatter(":")), kills_, pauses_,
-      fills_, stored_max_checks_, kills_checked_,
+      fills_, store_restarts_, stored_max_checks_, kills_checked_,
       absl::GetFlag(FLAGS_processes), absl::GetFlag(FLAGS_threads),
       absl::GetFlag(FLAGS_collections),
       nodes_.empty() ? static_cast<int>(targets_.size())
@@ -1199,7 +1266,7 @@ int Orchestrator::Run() {
   }
 
   // The faults, spread over the middle of the run, nodes in turn.
-  enum class Fault { kKill, kPause, kFill };
+  enum class Fault { kKill, kPause, kFill, kRestartStore };
   std::vector<Fault> faults;
   for (int i = 0; i < absl::GetFlag(FLAGS_kill9); ++i) {
     faults.push_back(Fault::kKill);
@@ -1208,6 +1275,9 @@ int Orchestrator::Run() {
     faults.push_back(Fault::kPause);
   }
   if (absl::GetFlag(FLAGS_fill)) faults.push_back(Fault::kFill);
+  for (int i = 0; i < absl::GetFlag(FLAGS_store_restarts); ++i) {
+    faults.push_back(Fault::kRestartStore);
+  }
   const absl::Duration duration = absl::GetFlag(FLAGS_duration);
   int kill_turn = 0, pause_turn = 0;
   for (size_t i = 0; i < faults.size(); ++i) {
@@ -1221,6 +1291,9 @@ int Orchestrator::Run() {
         break;
       case Fault::kFill:
         Fill(nodes_[0]);
+        break;
+      case Fault::kRestartStore:
+        RestartStore();
         break;
     }
     last_fault_end_ = absl::Now();

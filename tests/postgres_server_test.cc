@@ -1,0 +1,83 @@
+// A hilo server on a PostgreSQL store whose database goes away and comes
+// back: NextRange answers UNAVAILABLE within its deadline, health turns
+// NOT_SERVING, and both recover by themselves once the database is back.
+#include <memory>
+#include <string>
+
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "grpcpp/client_context.h"
+#include "gtest/gtest.h"
+#include "hilo/admin_client.h"
+#include "service/range_token.h"
+#include "tests/postgres_instance.h"
+#include "tests/test_util.h"
+
+namespace hilo {
+namespace {
+
+using ::hilo::testing::PostgresInstance;
+
+grpc::Status NextRange(hilo::v1::HiLo::Stub& stub, absl::Duration deadline,
+                       hilo::v1::NextRangeResponse* response) {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+  hilo::v1::NextRangeRequest request;
+  request.set_collection("orders");
+  return stub.NextRange(&context, request, response);
+}
+
+// Health as seen through the server's port, polled until it reads `want`
+// or `limit` passes (the store notices a database coming back at its next
+// probe, within a second).
+ServingStatus HealthBecomes(AdminClient& admin, ServingStatus want,
+                            absl::Duration limit) {
+  const absl::Time deadline = absl::Now() + limit;
+  ServingStatus seen = ServingStatus::kUnknown;
+  while (absl::Now() < deadline) {
+    absl::StatusOr<ServingStatus> status = admin.CheckHealth();
+    if (status.ok()) seen = *status;
+    if (seen == want) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  return seen;
+}
+
+TEST(PostgresServerTest, DatabaseDownIsUnavailableAndNotServingThenRecovers) {
+  absl::StatusOr<std::unique_ptr<PostgresInstance>> postgres =
+      PostgresInstance::Start();
+  ASSERT_TRUE(postgres.ok()) << postgres.status();
+  testing::TempDir dir;
+  ServerOptions options = testing::TestServerOptions(dir);
+  options.postgres_uri = (*postgres)->uri();
+  std::unique_ptr<Server> server = testing::StartServer(options);
+  ASSERT_NE(server, nullptr);
+  std::unique_ptr<hilo::v1::HiLo::Stub> stub = testing::NewStub(server->port());
+  absl::StatusOr<std::unique_ptr<AdminClient>> admin =
+      AdminClient::Create(testing::Address(server->port()));
+  ASSERT_TRUE(admin.ok()) << admin.status();
+
+  hilo::v1::NextRangeResponse range;
+  ASSERT_TRUE(NextRange(*stub, absl::Seconds(5), &range).ok());
+  EXPECT_EQ(range.low(), 1);
+  const int64_t high = range.high();
+  EXPECT_EQ(*(*admin)->CheckHealth(), ServingStatus::kServing);
+
+  ASSERT_TRUE((*postgres)->Stop("immediate").ok());
+  grpc::Status down = NextRange(*stub, absl::Seconds(5), &range);
+  EXPECT_EQ(down.error_code(), grpc::StatusCode::UNAVAILABLE)
+      << down.error_message();
+  EXPECT_THAT(down.error_message(), ::testing::HasSubstr("PostgreSQL at"));
+  EXPECT_EQ(
+      HealthBecomes(**admin, ServingStatus::kNotServing, absl::Seconds(10)),
+      ServingStatus::kNotServing);
+
+  ASSERT_TRUE((*postgres)->Restart().ok());
+  EXPECT_EQ(HealthBecomes(**admin, ServingStatus::kServing, absl::Seconds(10)),
+            ServingStatus::kServing);
+  ASSERT_TRUE(NextRange(*stub, absl::Seconds(5), &range).ok());
+  EXPECT_EQ(range.low(), high + 1);
+}
+
+}  // namespace
+}  // namespace hilo
