@@ -44,6 +44,10 @@ ABSL_FLAG(std::string, node_tag, "A",
 ABSL_FLAG(bool, node_tag_from_hostname, false,
           "derive the node tag from this host's name, as a StatefulSet pod: "
           "hilo-0 -> A, hilo-1 -> B, ..., hilo-26 -> AA; overrides --node_tag");
+ABSL_FLAG(bool, node_tag_hashed_from_hostname, false,
+          "with --store only: a 4-character tag hashed from this host's "
+          "name, for pods of a Deployment; two pods may share one, which a "
+          "shared store makes harmless; overrides --node_tag");
 ABSL_FLAG(int64_t, min_range_size, hilo::kDefaultMinRangeSize,
           "smallest range handed out");
 ABSL_FLAG(int64_t, max_range_size, hilo::kDefaultMaxRangeSize,
@@ -93,6 +97,15 @@ void ForwardGrpcLog(gpr_log_func_args* args) {
 int Fail(const absl::Status& status) {
   absl::FPrintF(stderr, "hilo_server: %s\n", status.message());
   return EXIT_FAILURE;
+}
+
+absl::StatusOr<std::string> HostName() {
+  char hostname[256] = {};
+  if (gethostname(hostname, sizeof(hostname) - 1) != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot read the host name: ", strerror(errno)));
+  }
+  return std::string(hostname);
 }
 
 // The PostgreSQL connection URI of --store or --store_file (at most one), or
@@ -157,14 +170,21 @@ int main(int argc, char** argv) {
   options.postgres_uri = *store;
   options.node_tag = absl::GetFlag(FLAGS_node_tag);
   if (absl::GetFlag(FLAGS_node_tag_from_hostname)) {
-    char hostname[256] = {};
-    if (gethostname(hostname, sizeof(hostname) - 1) != 0) {
-      return Fail(absl::UnavailableError(
-          absl::StrCat("cannot read the host name: ", strerror(errno))));
-    }
-    absl::StatusOr<std::string> tag = hilo::NodeTagFromHostname(hostname);
+    absl::StatusOr<std::string> hostname = HostName();
+    if (!hostname.ok()) return Fail(hostname.status());
+    absl::StatusOr<std::string> tag = hilo::NodeTagFromHostname(*hostname);
     if (!tag.ok()) return Fail(tag.status());
     options.node_tag = *tag;
+  }
+  if (absl::GetFlag(FLAGS_node_tag_hashed_from_hostname)) {
+    if (options.postgres_uri.empty()) {
+      return Fail(absl::InvalidArgumentError(
+          "--node_tag_hashed_from_hostname needs --store: with a database "
+          "per node, two nodes with one tag would hand out the same IDs"));
+    }
+    absl::StatusOr<std::string> hostname = HostName();
+    if (!hostname.ok()) return Fail(hostname.status());
+    options.node_tag = hilo::NodeTagHashedFromHostname(*hostname);
   }
   options.range_sizes.min_size = absl::GetFlag(FLAGS_min_range_size);
   options.range_sizes.max_size = absl::GetFlag(FLAGS_max_range_size);

@@ -108,4 +108,21 @@ absl::StatusOr<std::string> NodeTagFromHostname(absl::string_view hostname) {
   return tag;
 }
 
+std::string NodeTagHashedFromHostname(absl::string_view hostname) {
+  // FNV-1a, 64 bits: stable across versions and platforms, unlike
+  // std::hash.
+  uint64_t hash = 0xcbf29ce484222325;
+  for (const char c : hostname) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 0x100000001b3;
+  }
+  constexpr char kDigits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  std::string tag;
+  for (size_t i = 0; i < kMaxNodeTagLength; ++i) {
+    tag.push_back(kDigits[hash % 36]);
+    hash /= 36;
+  }
+  return tag;
+}
+
 }  // namespace hilo

@@ -31,6 +31,12 @@ absl::Status ValidateNodeTag(absl::string_view tag);
 // if the name has no such ordinal or the ordinal needs more than 4 letters.
 absl::StatusOr<std::string> NodeTagFromHostname(absl::string_view hostname);
 
+// A 4-character tag (A-Z, 0-9) hashed from any host name, as a Deployment's
+// pods get (hilo-7c9d5b8f4-x2x7q). Two hosts may share a tag: fine with a
+// shared store, where numbers are unique across all nodes and the tag only
+// says which node issued a range; never with a store per node.
+std::string NodeTagHashedFromHostname(absl::string_view hostname);
+
 }  // namespace hilo
 
 #endif  // HILO_SERVICE_VALIDATION_H_

@@ -1,5 +1,6 @@
 #include "service/validation.h"
 
+#include <set>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -93,6 +94,20 @@ TEST(NodeTagFromHostnameTest, MapsStatefulSetOrdinalsToLetters) {
     ASSERT_TRUE(got.ok()) << host << ": " << got.status();
     EXPECT_EQ(*got, tag) << host;
   }
+}
+
+TEST(NodeTagHashedFromHostnameTest, IsAValidTagAndTheSameForTheSameName) {
+  const std::string tag = NodeTagHashedFromHostname("hilo-7c9d5b8f4-x2x7q");
+  EXPECT_TRUE(ValidateNodeTag(tag).ok()) << tag;
+  EXPECT_EQ(tag.size(), 4u);
+  EXPECT_EQ(NodeTagHashedFromHostname("hilo-7c9d5b8f4-x2x7q"), tag);
+  // Pods of one ReplicaSet differ in their last five characters.
+  std::set<std::string> tags;
+  for (const char* pod : {"hilo-7c9d5b8f4-x2x7q", "hilo-7c9d5b8f4-x2x7r",
+                          "hilo-7c9d5b8f4-q8n4k", "hilo-7c9d5b8f4-bbm2w"}) {
+    tags.insert(NodeTagHashedFromHostname(pod));
+  }
+  EXPECT_EQ(tags.size(), 4u);
 }
 
 TEST(NodeTagFromHostnameTest, RejectsNamesWithoutOrdinal) {
