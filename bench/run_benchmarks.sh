@@ -18,7 +18,8 @@
 #   --smoke          seconds-long runs, for the test suite
 #
 # Needs scripts/install-deps.sh and scripts/install-deps-bench.sh (gnuplot,
-# Google Benchmark, libuuid). Scratch databases go to $TMPDIR or /tmp, which
+# Google Benchmark, libuuid; PostgreSQL and pgbench for the PostgreSQL
+# series, bench/postgresql_bench.sh). Scratch databases go to $TMPDIR or /tmp, which
 # decides the disk that is measured. Servers bind 127.0.0.1:0 only.
 set -eu
 
@@ -106,6 +107,10 @@ smoke_flag=""
   exit 1
 }
 
+echo "run_benchmarks: NextRange on PostgreSQL beside UPDATE ... RETURNING" >&2
+"$repo/bench/postgresql_bench.sh" "$hilo_bench" "$out/throughput.tsv" \
+  "$out/postgresql.md" $smoke_flag
+
 echo "run_benchmarks: client_benchmark (log in $out/client_benchmark.log)" >&2
 if [ "$smoke" = 1 ]; then
   client_flags="--smoke"
@@ -149,10 +154,13 @@ gnuplot -e "data='$out/throughput.tsv'; out='$out/throughput.png'; subtitle='$su
   echo
   echo "![Requests per second against requests in flight](bench/throughput.png)"
   echo
+  cat "$out/postgresql.md"
+  echo
   cat "$out/client.md"
 } >"$out/report.md"
 
 for table in "### Server throughput" "### Targets at 64 in flight" \
+    "### NextRange on PostgreSQL" \
     "### Client with" "### Memory" "### Client fast path" "### Client targets"; do
   grep -q "^$table" "$out/report.md" || {
     echo "run_benchmarks: report.md lacks \"$table\"" >&2

@@ -9,6 +9,8 @@
 #   temp_postgres.sh stop DIR [MODE]     # MODE: fast (default) or immediate
 #   temp_postgres.sh destroy DIR         # stops it (immediate), removes DIR
 #
+# $HILO_PG_OPTIONS adds server options to start, e.g. "-c max_connections=300".
+#
 # As root, the server runs as the unprivileged user postgres (PostgreSQL
 # refuses to run as root): DIR is given to that user, and its parent made
 # searchable by it. The C++ tests
@@ -17,7 +19,7 @@ set -eu
 
 cmd=${1:-}
 dir=${2:-}
-[ -n "$cmd" ] && [ -n "$dir" ] || { sed -n '2,14p' "$0" >&2; exit 2; }
+[ -n "$cmd" ] && [ -n "$dir" ] || { sed -n '2,16p' "$0" >&2; exit 2; }
 bin=${HILO_PG_BIN:-/usr/lib/postgresql/15/bin}
 
 as_owner() {
@@ -61,7 +63,8 @@ case "$cmd" in
     [ -f "$dir/port" ] || free_port >"$dir/port"
     port=$(cat "$dir/port")
     # The port was free a moment ago; another process may take it first.
-    if ! pg_ctl_in -w -t 60 -o "-p $port -k $dir -c listen_addresses=127.0.0.1" \
+    if ! pg_ctl_in -w -t 60 \
+        -o "-p $port -k $dir -c listen_addresses=127.0.0.1 ${HILO_PG_OPTIONS:-}" \
         start >/dev/null; then
       tail -n 20 "$dir/postgres.log" >&2
       exit 1
