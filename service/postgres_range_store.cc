@@ -53,6 +53,8 @@ constexpr char kColumns[] =
     "name, max, return_floor, updated_at_us, range_token, previous_token, "
     "previous_return_floor";
 
+constexpr int kMaxBatch = 4096;
+
 // Type OIDs of the parameters sent (pg_type.h is not in libpq-dev).
 constexpr Oid kInt8Oid = 20;
 constexpr Oid kInt4Oid = 23;
@@ -205,11 +207,21 @@ class PostgresRangeStore::Connection {
       const std::string& description) {
     const std::string timeout = absl::StrCat(
         std::max<int64_t>(1, absl::ToInt64Seconds(options.connect_timeout)));
-    // Earlier keywords are defaults the connection string overrides.
-    const char* keywords[] = {"connect_timeout", "application_name", "dbname",
+    // Earlier keywords are defaults the connection string overrides. The
+    // keepalives and TCP timeout notice a database that went silent (a
+    // partition) in about ten seconds, not TCP's many minutes.
+    const char* keywords[] = {"connect_timeout",
+                              "application_name",
+                              "keepalives",
+                              "keepalives_idle",
+                              "keepalives_interval",
+                              "keepalives_count",
+                              "tcp_user_timeout",
+                              "dbname",
                               nullptr};
-    const char* values[] = {timeout.c_str(), "hilo", options.uri.c_str(),
-                            nullptr};
+    const char* values[] = {
+        timeout.c_str(),     "hilo", "1", "5", "2", "3", "10000",
+        options.uri.c_str(), nullptr};
     PGconn* conn = PQconnectdbParams(keywords, values, /*expand_dbname=*/1);
     std::unique_ptr<Connection> connection(new Connection(conn, description));
     if (conn == nullptr || PQstatus(conn) != CONNECTION_OK) {
@@ -229,6 +241,9 @@ class PostgresRangeStore::Connection {
   }
 
   ~Connection() { PQfinish(conn_); }
+
+  // The first warning the server sent since the last call, or "".
+  std::string TakeWarning() { return std::exchange(warning_, ""); }
 
   bool ok() const { return PQstatus(conn_) == CONNECTION_OK; }
 
@@ -319,7 +334,20 @@ class PostgresRangeStore::Connection {
 
  private:
   Connection(PGconn* conn, std::string description)
-      : conn_(conn), description_(std::move(description)) {}
+      : conn_(conn), description_(std::move(description)) {
+    if (conn_ != nullptr)
+      PQsetNoticeReceiver(conn_, &Connection::OnNotice, this);
+  }
+
+  static void OnNotice(void* self, const PGresult* notice) {
+    auto* c = static_cast<Connection*>(self);
+    const char* severity =
+        PQresultErrorField(notice, PG_DIAG_SEVERITY_NONLOCALIZED);
+    if (severity != nullptr && std::strcmp(severity, "WARNING") == 0 &&
+        c->warning_.empty()) {
+      c->warning_ = Trimmed(PQresultErrorMessage(notice));
+    }
+  }
 
   absl::Status Broken(absl::string_view what) {
     return absl::UnavailableError(absl::StrFormat(
@@ -329,6 +357,7 @@ class PostgresRangeStore::Connection {
 
   PGconn* const conn_;
   const std::string description_;
+  std::string warning_;
 };
 
 // One operation of a batch: what it asks and, once run, what it got.
@@ -360,9 +389,11 @@ absl::StatusOr<std::unique_ptr<PostgresRangeStore>> PostgresRangeStore::Open(
   if (options.uri.empty()) {
     return absl::InvalidArgumentError("PostgreSQL connection string is empty");
   }
-  if (options.max_batch < 1) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "max batch is %d; it must be at least 1", options.max_batch));
+  // A statement takes at most 65,535 parameters: 7 per row written.
+  if (options.max_batch < 1 || options.max_batch > kMaxBatch) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("max batch is %d; on PostgreSQL it must be 1 to %d",
+                        options.max_batch, kMaxBatch));
   }
   if (options.max_attempts < 1) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -496,11 +527,8 @@ void PostgresRangeStore::ProbeLoop() {
     auto probe = std::make_unique<Request>();
     probe->kind = Request::Kind::kProbe;
     probe->read_only = true;
-    Request* raw = probe.get();
-    probe->done = [this, raw](absl::Status status) {
-      if (status.ok()) {
-        collection_count_.store(raw->count, std::memory_order_relaxed);
-      }
+    probe->done = [this](absl::Status) {
+      // The batch counted the rows (collection_count_) if it could.
       std::lock_guard<std::mutex> lock(probe_mu_);
       probe_pending_ = false;
     };
@@ -577,7 +605,16 @@ void PostgresRangeStore::RunBatch(
 PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
     absl::Span<Request* const> batch) {
   Connection& c = *connection_;
-  for (Request* r : batch) r->status = absl::OkStatus();
+  // Each attempt starts from nothing: no result of an earlier one survives.
+  for (Request* r : batch) {
+    r->status = absl::OkStatus();
+    r->range = Range{};
+    r->returned = ReturnOutcome{};
+    r->floored = FloorOutcome{};
+    r->state.reset();
+    r->rows.clear();
+    r->count = 0;
+  }
   // Fails every request (or only the writes) with `s`, ending the
   // transaction; a failure the database may clear by itself is retried.
   // Filled once the rows are read.
@@ -588,8 +625,9 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
   };
   std::map<std::string, Row> rows;
   auto fail = [&](absl::Status s, bool writes_only) -> Attempt {
-    if (!c.ok() ||
-        (c.InTransaction() && !c.Exec("ROLLBACK", "rolling back").ok())) {
+    if (!connection_broken_ &&
+        (!c.ok() ||
+         (c.InTransaction() && !c.Exec("ROLLBACK", "rolling back").ok()))) {
       LostConnection();
     }
     for (Request* r : batch) {
@@ -602,6 +640,18 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
       }
     }
     return Attempt::kDone;
+  };
+  // A conflict another attempt may clear: ends the transaction and runs the
+  // batch again, unless that cost the connection; then everything fails
+  // with `s` (nothing was committed).
+  auto retry = [&](const absl::Status& conflict) -> Attempt {
+    fail(absl::UnavailableError(absl::StrFormat(
+             "PostgreSQL at %s: a transaction rolled back on a conflict (%s) "
+             "could not run again, the connection failed; nothing was "
+             "committed",
+             description_, conflict.message())),
+         /*writes_only=*/false);
+    return connection_broken_ ? Attempt::kDone : Attempt::kRetry;
   };
   auto retryable = [](const PGresult* r) {
     const char* state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
@@ -674,14 +724,15 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
 
   std::vector<Result> results;
   if (absl::Status s = c.Pipeline(first, &results); !s.ok()) {
+    // Results may be left unread: the connection is out of step for good.
+    LostConnection();
     return fail(s, /*writes_only=*/false);
   }
   for (size_t i = 0; i < results.size(); ++i) {
     const ExecStatusType status = PQresultStatus(results[i].get());
     if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) continue;
     if (retryable(results[i].get())) {
-      fail(absl::OkStatus(), false);
-      return connection_broken_ ? Attempt::kDone : Attempt::kRetry;
+      return retry(c.Error(results[i].get(), "reading collections"));
     }
     return fail(c.Error(results[i].get(), i == 0 ? "beginning a transaction"
                                                  : "reading collections"),
@@ -689,6 +740,8 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
   }
   SetReachable(true);
 
+  // Rows in the table before this batch, if a probe counted them.
+  std::optional<int64_t> counted;
   // The rows as stored, then as the batch leaves them.
   for (int at : {locked_at, read_at}) {
     if (at < 0) continue;
@@ -705,6 +758,7 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
       const PGresult* result = results[list_at[i]].get();
       if (r->kind == Request::Kind::kProbe) {
         r->count = ReadInt64(result, 0, 0);
+        counted = r->count;
         continue;
       }
       r->rows.clear();
@@ -765,6 +819,10 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
     }
   }
 
+  if (!any_write && counted.has_value()) {
+    collection_count_.store(*counted, std::memory_order_relaxed);
+  }
+
   // Phase two: write what changed and commit.
   Statement insert, update;
   std::string inserted, updated;
@@ -798,13 +856,21 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
         "previous_return_floor = excluded.previous_return_floor");
     second.push_back(std::move(update));
   }
-  if (any_write) second.push_back({"COMMIT", {}});
+  if (any_write) {
+    // A COMMIT cancelled while it waits for a synchronous standby (by a
+    // timeout, say) still answers COMMIT, with only a warning that it may
+    // not be replicated: no timeout for it, and a warning fails the writes.
+    second.push_back({"SET LOCAL statement_timeout = 0", {}});
+    second.push_back({"COMMIT", {}});
+  }
 
   if (!second.empty()) {
     const absl::Time commit_start = absl::Now();
+    c.TakeWarning();
     absl::Status sent =
         c.Pipeline(second, &results, options_.after_commit_sent_for_testing);
     if (!sent.ok()) {
+      LostConnection();
       // Perhaps during COMMIT: whether it applied is unknown, so nothing
       // may be reported applied. Reads were answered before it.
       return fail(absl::UnavailableError(absl::StrCat(
@@ -823,8 +889,7 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
         continue;
       }
       if (status == PGRES_FATAL_ERROR && retryable(r)) {
-        fail(absl::OkStatus(), false);
-        return connection_broken_ ? Attempt::kDone : Attempt::kRetry;
+        return retry(c.Error(r, "writing collections"));
       }
       return fail(
           status == PGRES_FATAL_ERROR
@@ -835,8 +900,20 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
                     description_)),
           /*writes_only=*/true);
     }
+    if (std::string warning = c.TakeWarning(); !warning.empty()) {
+      return fail(absl::UnavailableError(absl::StrFormat(
+                      "committing on PostgreSQL at %s: %s; the commit may be "
+                      "lost if the database fails over, so nothing is "
+                      "reported applied",
+                      description_, warning)),
+                  /*writes_only=*/true);
+    }
     const absl::Duration commit_time = absl::Now() - commit_start;
-    collection_count_.fetch_add(created, std::memory_order_relaxed);
+    if (counted.has_value()) {
+      collection_count_.store(*counted + created, std::memory_order_relaxed);
+    } else {
+      collection_count_.fetch_add(created, std::memory_order_relaxed);
+    }
     if (options_.on_commit) {
       options_.on_commit(commit_time, static_cast<int>(batch.size()),
                          collection_count_.load(std::memory_order_relaxed));

@@ -23,8 +23,14 @@
 // batch connects again. A connection lost during COMMIT leaves the outcome
 // unknown: every write of the batch fails with UNAVAILABLE (none is ever
 // reported applied), and since every batch reads the rows it changes, the
-// next allocation starts above whatever that COMMIT did store. A probe
-// keeps `reachable()` current while the store is idle.
+// next allocation starts above whatever that COMMIT did store. COMMIT runs
+// without a statement timeout, and a warning during it (a wait for a
+// synchronous standby cancelled, which leaves the commit local only) fails
+// the writes the same way. A conflict retried after its rollback lost the
+// connection fails too. TCP keepalives and tcp_user_timeout (defaults the
+// connection string may override) notice a silent database in seconds. A probe
+// runs every probe_interval, so `reachable()` is current even when no
+// request comes; it also recounts the collections.
 //
 //   auto store = hilo::PostgresRangeStore::Open(
 //       {.uri = "postgresql://hilo@db.internal/hilo"});
@@ -65,7 +71,8 @@ struct PostgresRangeStoreOptions {
   // or key=value pairs. Parameters it leaves out take libpq's defaults and
   // environment (PGPASSWORD, PGSSLMODE, ~/.pgpass, ...).
   std::string uri;
-  // Most operations folded into one transaction; 1 commits each alone.
+  // Most operations folded into one transaction; 1 commits each alone,
+  // 4096 at most.
   int max_batch = 256;
   // Unless the connection string sets connect_timeout.
   absl::Duration connect_timeout = absl::Seconds(5);

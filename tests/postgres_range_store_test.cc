@@ -5,6 +5,7 @@
 #include "service/postgres_range_store.h"
 
 #include <fcntl.h>
+#include <libpq-fe.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -189,6 +190,73 @@ TEST_F(PostgresRangeStoreTest, CommitWithUnknownOutcomeIsNeverReportedApplied) {
   // It did commit 33-64; the next range starts above it.
   EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
             (Range{65, 96}));
+}
+
+// A session of the test's own, outside any store.
+class Session {
+ public:
+  explicit Session(const std::string& uri) : conn_(PQconnectdb(uri.c_str())) {
+    EXPECT_EQ(PQstatus(conn_), CONNECTION_OK) << PQerrorMessage(conn_);
+  }
+  ~Session() { PQfinish(conn_); }
+  // The first column of the first row, or "" (and a test failure).
+  std::string Query(const std::string& sql) {
+    PGresult* r = PQexec(conn_, sql.c_str());
+    const ExecStatusType s = PQresultStatus(r);
+    std::string value;
+    if (s == PGRES_TUPLES_OK && PQntuples(r) > 0) {
+      value = PQgetvalue(r, 0, 0);
+    } else if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
+      ADD_FAILURE() << sql << ": " << PQresultErrorMessage(r);
+    }
+    PQclear(r);
+    return value;
+  }
+
+ private:
+  PGconn* const conn_;
+};
+
+// Another server creates the collection while this one's batch would; the
+// batch must run again, and if ending the failed transaction costs the
+// connection, fail: its range was never stored.
+TEST_F(PostgresRangeStoreTest,
+       ConflictWhoseRollbackFailsIsNeverReportedApplied) {
+  // The store's sessions carry a name of their own, to be found below.
+  const std::string name = absl::StrCat("hilo_test_", getpid());
+  const std::string uri = absl::StrCat(uri_, "&application_name=", name);
+  ASSERT_TRUE(OpenOn(uri_).ok());  // the schema
+  Session other(uri_);
+  Session watcher(uri_);
+  // The other server's row, not committed yet: invisible to the store's
+  // reads, but its INSERT waits for it, then collides.
+  other.Query("BEGIN");
+  other.Query(
+      "INSERT INTO hilo_collections VALUES ('x'::bytea, 100, 68, 0, 7, 0, 0)");
+  std::atomic<bool> armed{true};
+  PostgresRangeStoreOptions options;
+  options.uri = uri;
+  options.after_commit_sent_for_testing = [&](int) {
+    if (!armed.exchange(false)) return;
+    other.Query("COMMIT");
+    // Once the store's transaction has failed on the key, end its session
+    // before it can roll back (its results are already on their way).
+    const std::string pid = absl::StrCat(
+        "SELECT pid FROM pg_stat_activity WHERE application_name = '", name,
+        "' AND state = 'idle in transaction (aborted)'");
+    std::string found;
+    while ((found = watcher.Query(pid)).empty()) std::this_thread::yield();
+    watcher.Query(absl::StrCat("SELECT pg_terminate_backend(", found, ")"));
+  };
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
+      PostgresRangeStore::Open(std::move(options));
+  ASSERT_TRUE(store.ok()) << store.status();
+  absl::StatusOr<Range> lost = (*store)->Allocate("x", 32, 0, NextToken());
+  EXPECT_EQ(lost.status().code(), absl::StatusCode::kUnavailable)
+      << (lost.ok() ? absl::StrCat("handed out ", lost->low, "-", lost->high)
+                    : lost.status().ToString());
+  EXPECT_EQ((*store)->Allocate("x", 32, 0, NextToken()).value(),
+            (Range{101, 132}));
 }
 
 // A database of the test's own: stopped and started again.
