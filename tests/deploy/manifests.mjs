@@ -1,14 +1,18 @@
 // Offline checks of hilo's rendered Kubernetes manifests (deploy/k8s).
 //
-//   node manifests.mjs validate --src SRC --variant base|prometheus-operator FILE
+//   node manifests.mjs validate --src SRC --variant VARIANT [--base BASE] FILE
+//       VARIANT is base, prometheus-operator (a StatefulSet with a volume per
+//       pod) or postgresql (a Deployment on a shared database; with --base,
+//       the rendered base, its pod must otherwise equal the StatefulSet's).
 //       Every object must (1) pass the JSON-schema validation of the
 //       Kubernetes API models (npm kubernetes-models, and
 //       @kubernetes-models/prometheus-operator for ServiceMonitor), (2) type-
 //       check as an object literal against the same models' TypeScript
 //       interfaces, which rejects any field the API does not know (the JSON
 //       schemas allow unknown fields), and (3) pass the checks below of what
-//       a schema cannot see: probes on the gRPC port, the volume under --db,
-//       the image tag, the security context, the drain timing, and so on.
+//       a schema cannot see: probes on the gRPC port, the volume under --db
+//       (or the Secret under --store_file), the image tag, the security
+//       context, the drain timing, and so on.
 //   node manifests.mjs pod-spec FILE
 //       Prints, as JSON, what a test needs to start the server exactly as the
 //       StatefulSet does: command, args, ports, the data mount.
@@ -108,20 +112,23 @@ function containerfile() {
     entrypoint: entrypoint ? JSON.parse(entrypoint[1]) : [],
   };
 }
-function findStatefulSet() {
-  const sets = objects.filter((o) => o.kind === 'StatefulSet');
+// The one workload of `kind` (StatefulSet or Deployment) among `from` and its
+// container "hilo"; exits if there is not exactly one.
+function findWorkload(kind, from = objects) {
+  const sets = from.filter((o) => o.kind === kind);
   if (sets.length !== 1) {
-    console.error(`manifests.mjs: expected one StatefulSet, found ${sets.length}`);
+    console.error(`manifests.mjs: expected one ${kind}, found ${sets.length}`);
     process.exit(1);
   }
   const sts = sets[0];
   const container = (sts.spec?.template?.spec?.containers ?? []).find((c) => c.name === 'hilo');
   if (!container) {
-    console.error('manifests.mjs: the StatefulSet has no container named "hilo"');
+    console.error(`manifests.mjs: the ${kind} has no container named "hilo"`);
     process.exit(1);
   }
   return { sts, container };
 }
+function findStatefulSet() { return findWorkload('StatefulSet'); }
 // The mount that holds `file`: the deepest volumeMount whose path contains it.
 function mountFor(container, file) {
   return (container.volumeMounts ?? [])
@@ -154,7 +161,13 @@ if (command === 'pod-spec') {
 }
 if (command !== 'validate') usage(`unknown command "${command}" (validate or pod-spec)`);
 const variant = options.variant ?? 'base';
-if (!['base', 'prometheus-operator'].includes(variant)) usage(`unknown --variant ${variant}`);
+if (!['base', 'prometheus-operator', 'postgresql'].includes(variant)) usage(`unknown --variant ${variant}`);
+// The StatefulSet variants keep a SQLite database per pod; postgresql runs a
+// Deployment of stateless servers on one shared database.
+const shared = variant === 'postgresql';
+// The name and key of the Secret holding the connection URI, as documented.
+const secretName = 'hilo-postgresql';
+const secretKey = 'uri';
 
 // ------------------------------------------------- 1. JSON-schema validation
 // The npm module of an apiVersion's models, e.g. kubernetes-models/apps/v1.
@@ -210,7 +223,8 @@ for (const [i, o] of objects.entries()) {
 }
 
 // ------------------------------------- 3. what the schemas cannot see
-const { sts, container } = findStatefulSet();
+const workloadKind = shared ? 'Deployment' : 'StatefulSet';
+const { sts, container } = findWorkload(workloadKind);
 const podSpec = sts.spec.template.spec;
 const podLabels = sts.spec.template.metadata?.labels ?? {};
 const annotations = sts.spec.template.metadata?.annotations ?? {};
@@ -221,9 +235,13 @@ const pdbs = objects.filter((o) => o.kind === 'PodDisruptionBudget');
 const image = containerfile();
 const version = projectVersion();
 
-const expectedKinds = variant === 'base'
-  ? ['PodDisruptionBudget', 'Service', 'Service', 'StatefulSet']
-  : ['PodDisruptionBudget', 'Service', 'Service', 'ServiceMonitor', 'StatefulSet'];
+const expectedKinds = {
+  base: ['PodDisruptionBudget', 'Service', 'Service', 'StatefulSet'],
+  'prometheus-operator': ['PodDisruptionBudget', 'Service', 'Service', 'ServiceMonitor', 'StatefulSet'],
+  // No StatefulSet, no PersistentVolumeClaim, and no Secret: the user creates
+  // that, so no password is ever in the repository.
+  postgresql: ['Deployment', 'PodDisruptionBudget', 'Service', 'Service'],
+}[variant];
 check(JSON.stringify(objects.map((o) => o.kind).sort()) === JSON.stringify(expectedKinds),
   `objects are ${objects.map((o) => o.kind).sort()}, expected ${expectedKinds}`);
 for (const o of objects) {
@@ -231,15 +249,30 @@ for (const o of objects) {
     `${o.kind} ${o.metadata?.name} sets a namespace; the namespace is chosen at apply time (-n)`);
 }
 
-// StatefulSet shape.
-check(sts.spec.replicas === 3, `replicas is ${sts.spec.replicas}, expected 3`);
-check(isSubset(sts.spec.selector?.matchLabels, podLabels), 'StatefulSet selector does not match its pod labels');
-check(headless !== undefined && sts.spec.serviceName === headless.metadata.name,
-  `serviceName "${sts.spec.serviceName}" is not the headless Service`);
-check((sts.spec.ordinals?.start ?? 0) === 0, 'ordinals must start at 0 so that hilo-0 serves tag A');
-check(sts.spec.persistentVolumeClaimRetentionPolicy?.whenDeleted !== 'Delete' &&
-  sts.spec.persistentVolumeClaimRetentionPolicy?.whenScaled !== 'Delete',
-  'PVCs must be retained: a new empty database under an old tag would reissue IDs');
+if (!shared) {
+  // StatefulSet shape.
+  check(sts.spec.replicas === 3, `replicas is ${sts.spec.replicas}, expected 3`);
+  check(isSubset(sts.spec.selector?.matchLabels, podLabels), 'StatefulSet selector does not match its pod labels');
+  check(headless !== undefined && sts.spec.serviceName === headless.metadata.name,
+    `serviceName "${sts.spec.serviceName}" is not the headless Service`);
+  check((sts.spec.ordinals?.start ?? 0) === 0, 'ordinals must start at 0 so that hilo-0 serves tag A');
+  check(sts.spec.persistentVolumeClaimRetentionPolicy?.whenDeleted !== 'Delete' &&
+    sts.spec.persistentVolumeClaimRetentionPolicy?.whenScaled !== 'Delete',
+    'PVCs must be retained: a new empty database under an old tag would reissue IDs');
+} else {
+  // Deployment shape: stateless pods, nothing persistent anywhere.
+  check(Number.isInteger(sts.spec.replicas) && sts.spec.replicas >= 2,
+    `replicas is ${sts.spec.replicas}, expected at least 2 so that losing a pod leaves one serving`);
+  check(isSubset(sts.spec.selector?.matchLabels, podLabels), 'Deployment selector does not match its pod labels');
+  check(!objects.some((o) => o.kind === 'StatefulSet'), 'the StatefulSet of the base must be gone');
+  check(!objects.some((o) => o.kind === 'PersistentVolumeClaim' || o.spec?.volumeClaimTemplates !== undefined),
+    'no PersistentVolumeClaim or volumeClaimTemplates: the database holds all state');
+  check(!(podSpec.volumes ?? []).some((v) => v.persistentVolumeClaim || v.ephemeral || v.hostPath),
+    'the pod must mount no persistent, ephemeral-claim or host volume');
+  check(sts.spec.strategy?.type !== 'Recreate', 'a Recreate strategy takes every pod down at once');
+  check(!objects.some((o) => o.kind === 'Secret'), 'the Secret must not be part of the manifests (no password in the repository)');
+  check(!/postgres(?:ql)?:\/\/[^\s'"@/]*:[^\s'"@/]*@/.test(text), 'the rendered manifests contain a connection URI with a password');
+}
 check(podSpec.containers.length === 1, 'expected one container per pod');
 
 // Command and flags.
@@ -250,12 +283,26 @@ const listen = hostPort(flags.get('listen'));
 const metricsListen = hostPort(flags.get('metrics_listen'));
 check(listen?.host === '0.0.0.0', `--listen=${flags.get('listen')} must bind 0.0.0.0 in a pod`);
 check(metricsListen?.host === '0.0.0.0', `--metrics_listen=${flags.get('metrics_listen')} must bind 0.0.0.0 in a pod`);
-check(flags.get('node_tag_from_hostname') === 'true', '--node_tag_from_hostname must be set: each pod its own tag');
 check(!flags.has('node_tag'), '--node_tag must not be set: every pod would share it');
-check(flags.get('sync') === undefined || flags.get('sync') === 'full',
-  '--sync must be full: a node that loses commits could reissue IDs');
 const db = flags.get('db') ?? '';
-check(db.startsWith('/'), `--db=${db} must be an absolute path`);
+const storeFile = flags.get('store_file') ?? '';
+if (!shared) {
+  check(flags.get('node_tag_from_hostname') === 'true', '--node_tag_from_hostname must be set: each pod its own tag');
+  check(flags.get('sync') === undefined || flags.get('sync') === 'full',
+    '--sync must be full: a node that loses commits could reissue IDs');
+  check(db.startsWith('/'), `--db=${db} must be an absolute path`);
+  check(!flags.has('store') && !flags.has('store_file') && !flags.has('node_tag_hashed_from_hostname'),
+    'a StatefulSet with a volume per pod takes no --store, --store_file or --node_tag_hashed_from_hostname');
+} else {
+  check(flags.get('node_tag_hashed_from_hostname') === 'true',
+    '--node_tag_hashed_from_hostname must be set: a Deployment\'s pods have no ordinal');
+  check(!flags.has('node_tag_from_hostname'),
+    '--node_tag_from_hostname must not be set: a Deployment\'s pod names are not hilo-N');
+  check(!flags.has('db'), `--db=${db} must not be set: the database is PostgreSQL (--store_file), not a file in the pod`);
+  check(!flags.has('sync'), '--sync is SQLite\'s; PostgreSQL commits are durable by hilo\'s synchronous_commit');
+  check(!flags.has('store'), '--store must not be set: the URI and its password would show in the pod spec and ps');
+  check(storeFile.startsWith('/'), `--store_file=${storeFile} must be an absolute path`);
+}
 const grace = durationSeconds(flags.get('shutdown_grace'));
 check(Number.isFinite(grace) && grace > 0, `--shutdown_grace=${flags.get('shutdown_grace')} must be a positive duration`);
 
@@ -268,22 +315,60 @@ for (const name of ['startupProbe', 'readinessProbe', 'livenessProbe']) {
   const probe = container[name];
   if (name === 'startupProbe' && probe === undefined) continue;
   if (!check(probe !== undefined, `${name} is missing`)) continue;
+  if (shared && name === 'livenessProbe') {
+    // Health turns NOT_SERVING while PostgreSQL is away; a liveness probe on
+    // it would restart every pod during a database outage, into a crash loop
+    // (the server exits at start without its database). Only the port.
+    const port = probe.tcpSocket?.port;
+    check(probe.tcpSocket !== undefined && !probe.grpc && !probe.httpGet && !probe.exec,
+      'livenessProbe must be a tcpSocket probe: the gRPC health status follows the database');
+    check(listen && (port === listen.port || port === 'grpc'), `livenessProbe asks port ${port}, not the gRPC port ${listen?.port}`);
+    continue;
+  }
   check(probe.grpc !== undefined && !probe.httpGet && !probe.tcpSocket && !probe.exec,
     `${name} must be a native gRPC probe`);
   check(listen && probe.grpc?.port === listen.port, `${name} asks port ${probe.grpc?.port}, not the gRPC port ${listen?.port}`);
   check((probe.grpc?.service ?? '') === '', `${name} must ask the server-wide health status (service "")`);
 }
 
-// Storage: --db lies on the pod's own PersistentVolumeClaim.
-const mount = mountFor(container, db);
-const claim = (sts.spec.volumeClaimTemplates ?? []).find((t) => t.metadata?.name === mount?.name);
-check(mount !== undefined, `no volumeMount holds --db=${db}`);
-check(claim !== undefined, `the volume "${mount?.name}" mounted at ${mount?.mountPath} is not a volumeClaimTemplate`);
-check(!(podSpec.volumes ?? []).some((v) => v.name === mount?.name), `the data volume "${mount?.name}" is shadowed by a pod volume`);
-check(mount?.readOnly !== true, 'the data volume is mounted read-only');
-check(JSON.stringify(claim?.spec?.accessModes) === '["ReadWriteOnce"]' || JSON.stringify(claim?.spec?.accessModes) === '["ReadWriteOncePod"]',
-  'the data claim must be ReadWriteOnce: one SQLite writer per volume');
-check(quantity(claim?.spec?.resources?.requests?.storage) > 0, 'the data claim requests no storage');
+if (!shared) {
+  // Storage: --db lies on the pod's own PersistentVolumeClaim.
+  const mount = mountFor(container, db);
+  const claim = (sts.spec.volumeClaimTemplates ?? []).find((t) => t.metadata?.name === mount?.name);
+  check(mount !== undefined, `no volumeMount holds --db=${db}`);
+  check(claim !== undefined, `the volume "${mount?.name}" mounted at ${mount?.mountPath} is not a volumeClaimTemplate`);
+  check(!(podSpec.volumes ?? []).some((v) => v.name === mount?.name), `the data volume "${mount?.name}" is shadowed by a pod volume`);
+  check(mount?.readOnly !== true, 'the data volume is mounted read-only');
+  check(JSON.stringify(claim?.spec?.accessModes) === '["ReadWriteOnce"]' || JSON.stringify(claim?.spec?.accessModes) === '["ReadWriteOncePod"]',
+    'the data claim must be ReadWriteOnce: one SQLite writer per volume');
+  check(quantity(claim?.spec?.resources?.requests?.storage) > 0, 'the data claim requests no storage');
+} else {
+  // The URI: --store_file is the key "uri" of the Secret hilo-postgresql,
+  // mounted read-only, readable by the pod's group (fsGroup).
+  const mount = mountFor(container, storeFile);
+  const volume = (podSpec.volumes ?? []).find((v) => v.name === mount?.name);
+  const secret = volume?.secret;
+  check(mount !== undefined, `no volumeMount holds --store_file=${storeFile}`);
+  check(mount?.readOnly === true, `the volume "${mount?.name}" holding --store_file must be mounted readOnly`);
+  check(mount?.subPath === undefined && mount?.subPathExpr === undefined,
+    'mount the Secret as a folder, not by subPath (a subPath mount misses Secret updates)');
+  check(secret !== undefined, `the volume "${mount?.name}" holding --store_file is not a Secret volume`);
+  check(secret?.secretName === secretName, `the Secret is "${secret?.secretName}", documented as "${secretName}"`);
+  check(secret?.optional !== true, 'the Secret must not be optional: without it the server cannot start');
+  const relative = mount ? storeFile.slice(mount.mountPath.replace(/\/$/, '').length + 1) : '';
+  const item = (secret?.items ?? []).find((i) => i.path === relative);
+  check(secret?.items === undefined ? relative === secretKey : item?.key === secretKey,
+    `--store_file=${storeFile} is not the Secret's key "${secretKey}"`);
+  const mode = item?.mode ?? secret?.defaultMode ?? 0o644;
+  check((mode & 0o004) !== 0 || ((mode & 0o040) !== 0 && podSpec.securityContext?.fsGroup === image.gid),
+    `the URI file (mode ${mode.toString(8)}) must be readable by the pod's user`);
+  check((mode & 0o222) === 0, `the URI file (mode ${mode.toString(8)}) must not be writable`);
+  // The README's `kubectl create secret` must create this Secret and key.
+  const readme = fs.readFileSync(path.join(src, 'deploy', 'README.md'), 'utf8');
+  const documented = /kubectl create secret generic ([\w.-]+)[\s\\]+(?:-n \S+[\s\\]+)?--from-literal=([\w.-]+)=/.exec(readme);
+  check(documented?.[1] === secretName && documented?.[2] === secretKey,
+    `deploy/README.md must document \`kubectl create secret generic ${secretName} --from-literal=${secretKey}=...\``);
+}
 
 // Image.
 const imageRef = container.image ?? '';
@@ -300,7 +385,7 @@ const eff = (key) => csc[key] ?? psc[key];
 check(eff('runAsNonRoot') === true, 'runAsNonRoot must be true');
 check(eff('runAsUser') === image.uid && image.uid > 0, `runAsUser ${eff('runAsUser')} is not the image's non-root user ${image.uid}`);
 check(eff('runAsGroup') === image.gid, `runAsGroup ${eff('runAsGroup')} is not the image's group ${image.gid}`);
-check(psc.fsGroup === image.gid, `fsGroup ${psc.fsGroup} must be ${image.gid} so the volume is writable`);
+check(psc.fsGroup === image.gid, `fsGroup ${psc.fsGroup} must be ${image.gid} so the volume is ${shared ? 'readable' : 'writable'}`);
 check(csc.readOnlyRootFilesystem === true, 'readOnlyRootFilesystem must be true');
 check(csc.allowPrivilegeEscalation === false, 'allowPrivilegeEscalation must be false');
 check(csc.privileged !== true, 'the container must not be privileged');
@@ -352,7 +437,7 @@ check(pdb.maxUnavailable === 1 || (Number.isInteger(pdb.minAvailable) && pdb.min
   'the PodDisruptionBudget should let exactly one pod go at a time');
 
 // Prometheus.
-check(annotations['prometheus.io/scrape'] === (variant === 'base' ? 'true' : 'false'),
+check(annotations['prometheus.io/scrape'] === (variant === 'prometheus-operator' ? 'false' : 'true'),
   `prometheus.io/scrape is "${annotations['prometheus.io/scrape']}" in the ${variant} variant`);
 check(annotations['prometheus.io/port'] === String(metricsListen?.port),
   `prometheus.io/port "${annotations['prometheus.io/port']}" is not the --metrics_listen port`);
@@ -366,6 +451,39 @@ if (variant === 'prometheus-operator') {
   check(monitor?.spec?.endpoints?.length === 1 && endpoint?.port === headlessMetrics?.name,
     'the ServiceMonitor endpoint must use the headless Service\'s metrics port');
   check(endpoint?.path === annotations['prometheus.io/path'], 'the ServiceMonitor path differs from the annotation');
+}
+
+// ------------------------ 4. postgresql: the base's pod, but for the store
+// The Deployment's pod is written out in full (kustomize cannot turn a
+// StatefulSet into a Deployment); this keeps it from drifting from the base.
+if (shared && check(options.base !== undefined, 'the postgresql variant needs --base, the rendered base')) {
+  const baseObjects = YAML.parseAllDocuments(fs.readFileSync(options.base, 'utf8'))
+    .map((doc) => doc.toJS()).filter((o) => o !== null);
+  const { sts: baseSts, container: baseContainer } = findWorkload('StatefulSet', baseObjects);
+  const same = (a, b, what) => check(JSON.stringify(a) === JSON.stringify(b),
+    `${what} differs from the base's: ${JSON.stringify(a)} vs ${JSON.stringify(b)}`);
+  const basePod = baseSts.spec.template;
+  same(sts.spec.selector, baseSts.spec.selector, 'the selector');
+  same(sts.spec.template.metadata, basePod.metadata, 'the pod template metadata (labels, annotations)');
+  for (const key of ['terminationGracePeriodSeconds', 'automountServiceAccountToken', 'enableServiceLinks',
+    'securityContext', 'topologySpreadConstraints', 'affinity', 'nodeSelector', 'tolerations',
+    'priorityClassName', 'serviceAccountName']) {
+    same(podSpec[key], basePod.spec[key], `pod ${key}`);
+  }
+  for (const key of ['image', 'imagePullPolicy', 'command', 'ports', 'startupProbe', 'readinessProbe',
+    'lifecycle', 'resources', 'securityContext', 'env', 'envFrom']) {
+    same(container[key], baseContainer[key], `container ${key}`);
+  }
+  // Liveness: the same timing, only the TCP port instead of the health status.
+  const { grpc: _g, ...liveTiming } = baseContainer.livenessProbe ?? {};
+  const { tcpSocket: _t, ...ownTiming } = container.livenessProbe ?? {};
+  same(ownTiming, liveTiming, 'the livenessProbe timing');
+  // Arguments: the base's, less the SQLite ones, plus the store's.
+  const baseFlags = parseFlags(baseContainer.args ?? []);
+  for (const drop of ['db', 'sync', 'node_tag_from_hostname']) baseFlags.delete(drop);
+  baseFlags.set('store_file', flags.get('store_file'));
+  baseFlags.set('node_tag_hashed_from_hostname', 'true');
+  same(Object.fromEntries([...flags].sort()), Object.fromEntries([...baseFlags].sort()), 'the flags (less --db/--sync/--node_tag_from_hostname)');
 }
 
 // ---------------------------------------------------------------- report

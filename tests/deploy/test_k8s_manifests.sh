@@ -2,8 +2,9 @@
 # deploy.k8s_manifests: deploy/k8s and each overlay render with kustomize, and
 # every rendered object validates offline against the Kubernetes schemas and
 # types, plus the checks of manifests.mjs (probes on the gRPC port, the volume
-# under --db, the image tag = project version, the security context, drain
-# timing, Services, PodDisruptionBudget, Prometheus scraping).
+# under --db or, for overlays/postgresql, the Secret under --store_file and the
+# pod otherwise the base's, the image tag = project version, the security
+# context, drain timing, Services, PodDisruptionBudget, Prometheus scraping).
 #   test_k8s_manifests.sh SOURCE_DIR
 set -euo pipefail
 TEST_NAME=deploy.k8s_manifests  # used by common.sh
@@ -26,7 +27,7 @@ overlays=0
 for dir in "$src"/deploy/k8s/overlays/*/; do
   name=$(basename "$dir")
   render "$dir" "$work/$name.yaml"
-  node "$here/manifests.mjs" validate --src "$src" --variant "$name" "$work/$name.yaml"
+  node "$here/manifests.mjs" validate --src "$src" --variant "$name" --base "$work/base.yaml" "$work/$name.yaml"
   overlays=$((overlays + 1))
 done
 [ "$overlays" -ge 1 ] || fail "no overlay under deploy/k8s/overlays"
