@@ -336,7 +336,7 @@ int Main(int argc, char** argv) {
                      id.status().ToString().c_str());
         return 1;
       }
-      g_node_tag = id->node_tag;
+      g_node_tag = std::string(id->node_tag);
     }
 
     SummaryReporter reporter;

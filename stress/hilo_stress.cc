@@ -285,7 +285,8 @@ int RunWorker(int index) {
               fresh.empty() ? names[(t + i) % collections] : fresh;
           absl::StatusOr<Id> id = (*client)->NextId(name);
           if (id.ok()) {
-            if (!ledger.Add(name, id->node_tag, id->number)) ++s.duplicates;
+            if (!ledger.Add(name, id->node_tag.view(), id->number))
+              ++s.duplicates;
             ++s.ids;
             s.last_ok = absl::Now();
           } else {

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -355,6 +356,41 @@ TEST(ClientTest, CollectionHandleDrawsFromTheCollectionsOwnRange) {
   EXPECT_EQ(*t.client->Collection("users").NextDocumentId(), "users:1-A");
   EXPECT_EQ(orders.NextId()->number, 4);
   EXPECT_EQ(t.source->calls(), 2);  // one range each
+}
+
+TEST(NodeTagTest, HoldsUpToFourCharactersAndComparesAsText) {
+  constexpr NodeTag kEmpty;
+  EXPECT_TRUE(kEmpty.empty());
+  EXPECT_EQ(kEmpty.view(), "");
+  const NodeTag b7("B7");
+  EXPECT_EQ(b7.size(), 2u);
+  EXPECT_EQ(b7.view(), "B7");
+  EXPECT_EQ(std::string(b7), "B7");
+  EXPECT_TRUE(b7 == "B7");
+  EXPECT_TRUE("B7" == b7);
+  EXPECT_TRUE(b7 == std::string("B7"));
+  EXPECT_FALSE(b7 == "B");
+  EXPECT_FALSE(b7 == "B77");
+  EXPECT_TRUE(b7 == NodeTag("B7"));
+  EXPECT_FALSE(b7 == NodeTag("B8"));
+  EXPECT_TRUE(NodeTag("B") < b7);
+  EXPECT_TRUE(b7 < NodeTag("C"));
+  EXPECT_EQ(NodeTag("ABCDE").view(), "ABCD");  // the first four
+  std::ostringstream os;
+  os << NodeTag("Q9");
+  EXPECT_EQ(os.str(), "Q9");
+}
+
+// The range cache packs a tag into 32 bits with NUL padding; each length
+// and the characters at both ends must come back as they went in.
+TEST(NodeTagTest, EveryTagLengthSurvivesTheRangeCache) {
+  for (const std::string tag : {"A", "Z9", "0AZ", "9ZZ0"}) {
+    TestClient t = MakeClient(4, {tag});
+    absl::StatusOr<Id> id = t.client->NextId("o");
+    ASSERT_TRUE(id.ok()) << id.status();
+    EXPECT_EQ(id->node_tag, tag);
+    EXPECT_EQ(id->node_tag.size(), tag.size());
+  }
 }
 
 TEST(ClientTest, CollectionsHaveSeparateRanges) {

@@ -21,7 +21,7 @@ namespace {
 std::string DocumentId(absl::string_view collection, char separator,
                        const Id& id) {
   return absl::StrCat(collection, absl::string_view(&separator, 1), id.number,
-                      "-", id.node_tag);
+                      "-", id.node_tag.view());
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "client_cpp/src/range_cache.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -22,10 +23,17 @@ uint32_t PackTag(absl::string_view tag) {
   return packed;
 }
 
-std::string UnpackTag(uint32_t packed) {
+static_assert(kMaxNodeTagSize == NodeTag::kMaxSize);
+
+// The tag PackTag packed; its size is where the NUL padding starts, found
+// from the highest (on a big-endian machine, lowest) non-zero byte.
+NodeTag UnpackTag(uint32_t packed) {
   char bytes[sizeof(packed)];
   std::memcpy(bytes, &packed, sizeof(packed));
-  return std::string(bytes, strnlen(bytes, sizeof(bytes)));
+  const int bits = std::endian::native == std::endian::little
+                       ? std::bit_width(packed)
+                       : 32 - std::countr_zero(packed);
+  return NodeTag(absl::string_view(bytes, static_cast<size_t>(bits + 7) / 8));
 }
 
 }  // namespace

@@ -26,10 +26,14 @@
 #ifndef HILO_CLIENT_H_
 #define HILO_CLIENT_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <ostream>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -81,11 +85,65 @@ struct ClientStats {
   int64_t calls_waited = 0;
 };
 
+// The tag of the node that issued a range: 1-4 characters of A-Z and 0-9
+// (the client never hands out a number whose range came with any other).
+// A small value held in place, never on the heap, so Ids are copied without
+// allocating:
+//
+//   hilo::NodeTag tag = id->node_tag;
+//   if (tag == "A") ...;
+//   absl::string_view text = tag.view();  // valid while `tag` lives
+//   std::string owned(tag);
+class NodeTag {
+ public:
+  static constexpr size_t kMaxSize = 4;
+
+  // The empty tag (what a default-constructed Id holds).
+  constexpr NodeTag() = default;
+  // The first kMaxSize characters of `tag`.
+  constexpr explicit NodeTag(absl::string_view tag)
+      : size_(static_cast<uint8_t>(tag.size() < kMaxSize ? tag.size()
+                                                         : kMaxSize)) {
+    for (size_t i = 0; i < size_; ++i) chars_[i] = tag[i];
+  }
+
+  // The characters, valid as long as this NodeTag.
+  constexpr absl::string_view view() const {
+    return absl::string_view(chars_, size_);
+  }
+  constexpr size_t size() const { return size_; }
+  constexpr bool empty() const { return size_ == 0; }
+  explicit operator std::string() const { return std::string(view()); }
+
+  friend constexpr bool operator==(const NodeTag& a, const NodeTag& b) {
+    return a.view() == b.view();
+  }
+  friend constexpr bool operator==(const NodeTag& a, absl::string_view b) {
+    return a.view() == b;
+  }
+  friend constexpr bool operator<(const NodeTag& a, const NodeTag& b) {
+    return a.view() < b.view();
+  }
+  friend std::ostream& operator<<(std::ostream& os, const NodeTag& tag) {
+    return os << tag.view();
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const NodeTag& tag) {
+    return H::combine(std::move(h), tag.view());
+  }
+
+ private:
+  char chars_[kMaxSize] = {};
+  uint8_t size_ = 0;
+};
+static_assert(std::is_trivially_copyable_v<NodeTag>);
+
 // One number and the tag of the node whose range it came from.
 struct Id {
   int64_t number = 0;
-  std::string node_tag;
+  NodeTag node_tag;
 };
+static_assert(std::is_trivially_copyable_v<Id>);
 
 class Client;
 
