@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
 #include "client_cpp/src/client_testing.h"
@@ -356,6 +357,49 @@ TEST(ClientTest, CollectionHandleDrawsFromTheCollectionsOwnRange) {
   EXPECT_EQ(*t.client->Collection("users").NextDocumentId(), "users:1-A");
   EXPECT_EQ(orders.NextId()->number, 4);
   EXPECT_EQ(t.source->calls(), 2);  // one range each
+}
+
+TEST(ClientTest, AppendDocumentIdAppendsWhatNextDocumentIdReturns) {
+  TestClient t = MakeClient(32, {"B7"}, ':');
+  const CollectionHandle orders = t.client->Collection("orders");
+  std::string out = "prefix ";
+  ASSERT_TRUE(orders.AppendDocumentId(&out).ok());
+  EXPECT_EQ(out, "prefix orders:1-B7");
+  ASSERT_TRUE(orders.AppendDocumentId(&out).ok());
+  EXPECT_EQ(out, "prefix orders:1-B7orders:2-B7");
+  EXPECT_EQ(*orders.NextDocumentId(), "orders:3-B7");
+  out.clear();
+  ASSERT_TRUE(orders.AppendDocumentId(&out).ok());
+  EXPECT_EQ(out, "orders:4-B7");
+}
+
+TEST(ClientTest, AppendDocumentIdReusesTheBuffersCapacity) {
+  TestClient t = MakeClient(1000);
+  // IDs longer than std::string's inline buffer, so a copy would allocate.
+  const CollectionHandle orders = t.client->Collection("purchase-orders");
+  std::string out;
+  out.reserve(64);
+  const char* const data = out.data();
+  for (int i = 1; i <= 100; ++i) {
+    out.clear();
+    ASSERT_TRUE(orders.AppendDocumentId(&out).ok());
+    ASSERT_EQ(out, absl::StrCat("purchase-orders/", i, "-A"));
+    ASSERT_EQ(out.data(), data) << "reallocated at call " << i;
+    ASSERT_EQ(out.capacity(), 64u);
+  }
+}
+
+TEST(ClientTest, AppendDocumentIdLeavesTheBufferAsItWasOnError) {
+  TestClient t = MakeClient(2);
+  t.source->FailWith(absl::UnavailableError("no server"));
+  std::string out = "kept";
+  const absl::Status failed = t.client->Collection("o").AppendDocumentId(&out);
+  EXPECT_EQ(failed.code(), absl::StatusCode::kUnavailable) << failed;
+  EXPECT_EQ(out, "kept");
+  t.source->FailWith(absl::OkStatus());
+  const absl::Status bad = t.client->Collection("").AppendDocumentId(&out);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument) << bad;
+  EXPECT_EQ(out, "kept");
 }
 
 TEST(NodeTagTest, HoldsUpToFourCharactersAndComparesAsText) {
@@ -938,6 +982,27 @@ IssuedRange TokenedRange(uint64_t token = 0x5eed'0000'0000'0001) {
   range.node_tag = "A";
   range.token = token;
   return range;
+}
+
+// Numbers of every digit count print in full (a digit loop that stops
+// early or drops a zero shows here). The ranges come from a mock server,
+// which can start them anywhere.
+TEST(ClientTest, AppendDocumentIdPrintsEveryDigit) {
+  const int64_t kLows[] = {
+      1, 9, 10, 99, 100, 1000000007, 123456789012345678, INT64_MAX - 1};
+  for (const int64_t low : kLows) {
+    MockTargets m = MakeMockTargets(1);
+    EXPECT_CALL(*m.a, NextRange(_, _, _)).WillOnce(Reply(low, low + 1, "Z9"));
+    EXPECT_CALL(*m.a, ReturnRange(_, _, _))
+        .WillOnce(Returned(/*applied=*/true, low));
+    ClientOptions options;
+    options.prefetch_at = 0;
+    std::unique_ptr<Client> client =
+        NewClientForTesting(options, std::move(m.source));
+    std::string out;
+    ASSERT_TRUE(client->Collection("c").AppendDocumentId(&out).ok());
+    EXPECT_EQ(out, absl::StrCat("c/", low, "-Z9"));
+  }
 }
 
 TEST(GrpcRangeSourceTest, FailsOverOnUnavailableAndStaysWithTheNewTarget) {

@@ -18,10 +18,38 @@
 namespace hilo {
 namespace {
 
+// Appends "collection<separator>number-tag" to *out, growing it at most once.
+void AppendDocumentId(absl::string_view collection, char separator,
+                      const Id& id, std::string* out) {
+  // The number's decimal digits, written backwards from the end of `digits`
+  // (a range never holds a number below 1, but any int64 prints right).
+  char digits[20];
+  char* const end = digits + sizeof(digits);
+  char* first = end;
+  const bool negative = id.number < 0;
+  uint64_t n = negative ? 0 - static_cast<uint64_t>(id.number)
+                        : static_cast<uint64_t>(id.number);
+  do {
+    *--first = static_cast<char>('0' + n % 10);
+    n /= 10;
+  } while (n != 0);
+  const absl::string_view tag = id.node_tag.view();
+  const size_t size = out->size() + collection.size() + 1 + negative +
+                      static_cast<size_t>(end - first) + 1 + tag.size();
+  if (out->capacity() < size) out->reserve(size);
+  out->append(collection.data(), collection.size());
+  out->push_back(separator);
+  if (negative) out->push_back('-');
+  out->append(first, end);
+  out->push_back('-');
+  out->append(tag.data(), tag.size());
+}
+
 std::string DocumentId(absl::string_view collection, char separator,
                        const Id& id) {
-  return absl::StrCat(collection, absl::string_view(&separator, 1), id.number,
-                      "-", id.node_tag.view());
+  std::string out;
+  AppendDocumentId(collection, separator, id, &out);
+  return out;
 }
 
 }  // namespace
@@ -159,6 +187,13 @@ absl::StatusOr<std::string> CollectionHandle::NextDocumentId() const {
   absl::StatusOr<Id> id = cache_->Next();
   if (!id.ok()) return id.status();
   return DocumentId(name_, separator_, *id);
+}
+
+absl::Status CollectionHandle::AppendDocumentId(std::string* out) const {
+  absl::StatusOr<Id> id = cache_->Next();
+  if (!id.ok()) return id.status();
+  hilo::AppendDocumentId(name_, separator_, *id, out);
+  return absl::OkStatus();
 }
 
 void Client::ReturnUnusedRanges() {

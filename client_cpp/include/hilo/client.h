@@ -161,6 +161,20 @@ class CollectionHandle {
   absl::StatusOr<Id> NextId() const;
   absl::StatusOr<std::string> NextDocumentId() const;
 
+  // Appends the next document ID (as NextDocumentId makes it) to *out, for
+  // hot loops: a buffer cleared and reused from call to call is never
+  // reallocated once its capacity holds an ID, so no call allocates.
+  //
+  //   std::string id;
+  //   for (...) {
+  //     id.clear();
+  //     if (absl::Status s = orders.AppendDocumentId(&id); !s.ok()) ...;
+  //     Insert(id);  // "orders/12-A"
+  //   }
+  //
+  // Errors as Client::NextId; on error *out is left as it was.
+  absl::Status AppendDocumentId(std::string* out) const;
+
   const std::string& name() const { return name_; }
 
  private:
