@@ -1,9 +1,14 @@
 #include "hilo/client.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <mutex>
 #include <shared_mutex>
+#include <system_error>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -52,9 +57,21 @@ std::string DocumentId(absl::string_view collection, char separator,
   return out;
 }
 
+// Threads (this one included) that hand collections back at once in
+// ReturnUnusedRanges: at most this many returns are in flight. Against a
+// local server, 10,000 collections closed in 15 s on 1 thread, 2.1 s on 32,
+// 1.6 s on 64, 1.4 s on 128 and 1.7 s on 256 (2 busy cores; from 64 on the
+// machine's CPU, not the waiting, is what limits it).
+constexpr size_t kReturnThreads = 64;
+
 }  // namespace
 
 struct Client::State {
+  // ClientOptions::log (or the stderr default), called one line at a time:
+  // collections are handed back on several threads at once.
+  std::mutex log_mu;
+  std::function<void(absl::string_view)> log ABSL_GUARDED_BY(log_mu);
+
   std::shared_mutex mu;
   // Entries are never removed while the client lives, so a pointer taken
   // from here stays valid.
@@ -126,6 +143,14 @@ Client::Client(ClientOptions options,
     };
   }
   if (options_.prefetch_at == 0) schedule_ = nullptr;
+  std::lock_guard<std::mutex> lock(state_->log_mu);
+  state_->log = options_.log;
+  if (!state_->log) {
+    state_->log = [](absl::string_view line) {
+      std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()),
+                   line.data());
+    };
+  }
 }
 
 Client::~Client() {
@@ -151,13 +176,10 @@ internal::RangeCache* Client::CacheFor(absl::string_view collection) {
   std::unique_lock<std::shared_mutex> lock(state_->mu);
   std::unique_ptr<internal::RangeCache>& cache = state_->caches[collection];
   if (cache == nullptr) {
-    std::function<void(absl::string_view)> log = options_.log;
-    if (!log) {
-      log = [](absl::string_view line) {
-        std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()),
-                     line.data());
-      };
-    }
+    auto log = [state = state_.get()](absl::string_view line) {
+      std::lock_guard<std::mutex> lock(state->log_mu);
+      state->log(line);
+    };
     cache = std::make_unique<internal::RangeCache>(
         std::string(collection), source_.get(), std::move(log),
         options_.prefetch_at, schedule_);
@@ -204,7 +226,30 @@ void Client::ReturnUnusedRanges() {
       caches.push_back(cache.get());
     }
   }
-  for (internal::RangeCache* cache : caches) cache->ReturnUnused();
+  // A collection's returns are chained (the tail goes back only if the
+  // range fetched ahead went back first), so each collection is handed back
+  // whole by one thread, in RangeCache::ReturnUnused's order; collections
+  // do not depend on one another, so up to kReturnThreads go at once.
+  std::atomic<size_t> next{0};
+  auto work = [&caches, &next] {
+    for (size_t i = next.fetch_add(1, std::memory_order_relaxed);
+         i < caches.size(); i = next.fetch_add(1, std::memory_order_relaxed)) {
+      caches[i]->ReturnUnused();
+    }
+  };
+  if (caches.empty()) return;
+  const size_t helpers = std::min(kReturnThreads, caches.size()) - 1;
+  std::vector<std::thread> threads;
+  threads.reserve(helpers);
+  for (size_t i = 0; i < helpers; ++i) {
+    try {
+      threads.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // out of threads: the ones running (and this one) do it all
+    }
+  }
+  work();
+  for (std::thread& thread : threads) thread.join();
 }
 
 }  // namespace hilo

@@ -74,7 +74,8 @@ struct ClientOptions {
 
   // Where best-effort failures (a ReturnRange that still failed after its
   // retries) are reported; null means one line on stderr. A refused return
-  // is normal and not reported.
+  // is normal and not reported. Called with one line at a time, never from
+  // two threads at once.
   std::function<void(absl::string_view)> log;
 };
 
@@ -224,7 +225,9 @@ class Client {
   // return that failed with UNAVAILABLE or DEADLINE_EXCEEDED is sent again
   // to the same node, a few times within rpc_deadline. Best effort:
   // failures are logged, never returned. The client stays usable; the next
-  // NextId fetches a new range.
+  // NextId fetches a new range. Collections go back concurrently, up to 64
+  // at a time (each collection's returns in the order above, one after
+  // another), on threads that live only for this call.
   void ReturnUnusedRanges();
 
   ClientStats stats() const;
