@@ -1,8 +1,10 @@
 #include "hilo/client.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <shared_mutex>
 #include <system_error>
@@ -23,31 +25,59 @@
 namespace hilo {
 namespace {
 
-// Appends "collection<separator>number-tag" to *out, growing it at most once.
+// "00" "01" ... "99": two digits at a time.
+constexpr std::array<char, 200> kDigitPairs = [] {
+  std::array<char, 200> pairs{};
+  for (int i = 0; i < 100; ++i) {
+    pairs[2 * i] = static_cast<char>('0' + i / 10);
+    pairs[2 * i + 1] = static_cast<char>('0' + i % 10);
+  }
+  return pairs;
+}();
+
+// Writes the decimal digits of `n` so that they end just before `end`;
+// returns where they start. Needs 20 chars before `end`.
+char* WriteDigitsBackward(uint64_t n, char* end) {
+  while (n >= 100) {
+    end -= 2;
+    std::memcpy(end, &kDigitPairs[2 * (n % 100)], 2);
+    n /= 100;
+  }
+  if (n >= 10) {
+    end -= 2;
+    std::memcpy(end, &kDigitPairs[2 * n], 2);
+  } else {
+    *--end = static_cast<char>('0' + n);
+  }
+  return end;
+}
+
+// Appends "collection<separator>number-tag" to *out, growing it at most
+// once: the size is known before anything is written, so the pieces are
+// copied straight into the string (as absl::StrAppend does).
 void AppendDocumentId(absl::string_view collection, char separator,
                       const Id& id, std::string* out) {
-  // The number's decimal digits, written backwards from the end of `digits`
-  // (a range never holds a number below 1, but any int64 prints right).
-  char digits[20];
-  char* const end = digits + sizeof(digits);
-  char* first = end;
+  // A range never holds a number below 1, but any int64 prints right.
+  char digits[21];
+  char* const digits_end = digits + sizeof(digits);
   const bool negative = id.number < 0;
-  uint64_t n = negative ? 0 - static_cast<uint64_t>(id.number)
-                        : static_cast<uint64_t>(id.number);
-  do {
-    *--first = static_cast<char>('0' + n % 10);
-    n /= 10;
-  } while (n != 0);
+  char* first =
+      WriteDigitsBackward(negative ? 0 - static_cast<uint64_t>(id.number)
+                                   : static_cast<uint64_t>(id.number),
+                          digits_end);
+  if (negative) *--first = '-';
+  const size_t digits_size = static_cast<size_t>(digits_end - first);
   const absl::string_view tag = id.node_tag.view();
-  const size_t size = out->size() + collection.size() + 1 + negative +
-                      static_cast<size_t>(end - first) + 1 + tag.size();
-  if (out->capacity() < size) out->reserve(size);
-  out->append(collection.data(), collection.size());
-  out->push_back(separator);
-  if (negative) out->push_back('-');
-  out->append(first, end);
-  out->push_back('-');
-  out->append(tag.data(), tag.size());
+  const size_t old_size = out->size();
+  out->resize(old_size + collection.size() + 1 + digits_size + 1 + tag.size());
+  char* p = out->data() + old_size;
+  std::memcpy(p, collection.data(), collection.size());
+  p += collection.size();
+  *p++ = separator;
+  std::memcpy(p, first, digits_size);
+  p += digits_size;
+  *p++ = '-';
+  std::memcpy(p, tag.data(), tag.size());
 }
 
 std::string DocumentId(absl::string_view collection, char separator,

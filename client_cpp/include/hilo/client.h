@@ -28,6 +28,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <ostream>
@@ -134,6 +135,17 @@ class NodeTag {
   }
 
  private:
+  friend class internal::RangeCache;
+  // The range cache's packed form: the characters as one NUL-padded word.
+  // One store, where the string_view constructor copies byte by byte.
+  static NodeTag FromPacked(uint32_t chars, size_t size) {
+    static_assert(sizeof(chars) == kMaxSize);
+    NodeTag tag;
+    std::memcpy(tag.chars_, &chars, sizeof(chars));
+    tag.size_ = static_cast<uint8_t>(size);
+    return tag;
+  }
+
   char chars_[kMaxSize] = {};
   uint8_t size_ = 0;
 };
