@@ -609,6 +609,30 @@ TEST(ClientPrefetchTest, ReturnGivesBackPrefetchedRangeWholeThenTheTail) {
   EXPECT_THAT(t.log->lines(), ::testing::IsEmpty());
 }
 
+// ReturnUnusedRanges hands collections back on several threads; each
+// collection's own returns still go in order (the range fetched ahead
+// whole, then the tail), so every Max ends at that collection's last
+// number used.
+TEST(ClientPrefetchTest, ReturnUnusedRangesHandsBackEveryCollectionInOrder) {
+  constexpr int kCollections = 300;
+  TestClient t = MakeClient(10, {"A"}, '/', 0.2);
+  auto name = [](int i) { return absl::StrCat("c", i); };
+  for (int i = 0; i < kCollections; ++i) {
+    // 2 to 4 IDs: the second starts the prefetch.
+    for (int d = 0; d < 2 + i % 3; ++d) {
+      ASSERT_TRUE(t.client->NextId(name(i)).ok());
+    }
+  }
+  // Every collection has a range fetched ahead (11-20).
+  EXPECT_EQ(t.scheduler->RunAll(), kCollections);
+  t.client->ReturnUnusedRanges();
+  EXPECT_EQ(t.source->returns().size(), size_t{2} * kCollections);
+  for (int i = 0; i < kCollections; ++i) {
+    ASSERT_EQ(t.source->node()->Max(name(i)), 2 + i % 3) << name(i);
+  }
+  EXPECT_THAT(t.log->lines(), ::testing::IsEmpty());
+}
+
 // A client that stops leaves the node's Max at the last number it handed
 // out, with or without a range fetched ahead, so the next client continues
 // right after it.
