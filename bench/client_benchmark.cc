@@ -10,9 +10,17 @@
 //                          (NextDocumentId's floor)
 //   BM_NextDocumentId      hilo::Client::NextDocumentId
 //   BM_HandleNextDocumentId  the same through a hilo::CollectionHandle
+//   BM_HandleAppendDocumentId  CollectionHandle::AppendDocumentId into a
+//                          buffer each thread clears and reuses (no
+//                          allocation)
+//   BM_UuidV7String        a UUID v7 string (RFC 9562: 48-bit Unix
+//                          milliseconds, version 7, variant 10, 74 random
+//                          bits from a per-thread absl::BitGen), formatted
+//                          8-4-4-4-12 in lowercase hex into a new std::string
+//   BM_UuidV7Buffer        the same UUID written into a reused buffer (no
+//                          allocation), beside AppendDocumentId
 //   BM_UuidV4String        a random UUID v4 string from libuuid
-//                          (uuid_generate_random + uuid_unparse_lower), the
-//                          usual alternative to HiLo
+//                          (uuid_generate_random + uuid_unparse_lower)
 //
 // The client talks to an in-process hilo::Server on 127.0.0.1:0 (defaults:
 // sync=full, max_batch=256) whose database lives in a scratch directory under
@@ -20,17 +28,26 @@
 // have grown to the server's largest size; refills that happen during a
 // benchmark (an RPC and a durable commit) are part of its time.
 //
+// Then, against the same server, a new client draws one ID from each of
+// --close_collections collections (default 10,000) and is destroyed; the
+// destructor hands every collection's unused tail back, and its wall time is
+// the close figure (median of --close_runs runs).
+//
 // After Google Benchmark's own console output, prints a Markdown table of the
-// results and the ratios against the targets (NextId within 1.5x of the
-// atomic, NextDocumentId within 1.5x of StrCat and at least 5x faster than
-// the UUID). Own flags: --smoke (a seconds-long run for the test suite) and
-// --out_md=FILE (also write the Markdown there); the rest go to Google
-// Benchmark (e.g. --benchmark_repetitions=3).
+// results and the ratios against the targets (through a handle, NextId within
+// 1.5x of the atomic and NextDocumentId within 1.5x of StrCat;
+// AppendDocumentId at least 4x faster than a UUID v7 string; closing 10,000
+// collections under 0.5 s). Own flags: --smoke (a seconds-long run for the
+// test suite), --out_md=FILE (also write the Markdown there),
+// --close_collections=N and --close_runs=N; the rest go to Google Benchmark
+// (e.g. --benchmark_repetitions=3).
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <uuid/uuid.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -39,10 +56,13 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/random/random.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
@@ -114,6 +134,108 @@ void BM_HandleNextDocumentId(benchmark::State& state) {
   DrawIds(state, [&] { return handle.NextDocumentId(); });
 }
 
+void BM_HandleAppendDocumentId(benchmark::State& state) {
+  const hilo::CollectionHandle handle = g_client->Collection(kCollection);
+  std::string id;
+  for (auto _ : state) {
+    id.clear();
+    if (absl::Status s = handle.AppendDocumentId(&id); !s.ok()) {
+      state.SkipWithError(s.ToString().c_str());
+      break;
+    }
+    benchmark::DoNotOptimize(id.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+// Unix time in milliseconds, from the system clock.
+uint64_t NowMillis() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::system_clock::now().time_since_epoch())
+          .count());
+}
+
+// Writes a UUID v7 (RFC 9562, section 5.7) made from the clock and `gen` to
+// out[0, 36): unix_ts_ms (48 bits, big-endian), ver = 7, rand_a (12 bits),
+// var = 0b10, rand_b (62 bits); formatted 8-4-4-4-12 in lowercase hex.
+void WriteUuidV7(absl::BitGen& gen, char* out) {
+  const uint64_t ms = NowMillis();
+  const uint64_t random_a = absl::Uniform<uint64_t>(gen);
+  const uint64_t random_b = absl::Uniform<uint64_t>(gen);
+  // The 128 bits as two big-endian halves.
+  const uint64_t high =
+      (ms & 0xffff'ffff'ffffULL) << 16 | 0x7000 | (random_a & 0x0fff);
+  const uint64_t low = 0x8000'0000'0000'0000ULL | (random_b >> 2);
+  static constexpr char kHex[] = "0123456789abcdef";
+  int pos = 0;
+  auto put = [&](uint64_t word, int nibbles) {
+    for (int i = nibbles - 1; i >= 0; --i) {
+      out[pos++] = kHex[(word >> (4 * i)) & 0xf];
+    }
+  };
+  put(high >> 32, 8);
+  out[pos++] = '-';
+  put(high >> 16, 4);
+  out[pos++] = '-';
+  put(high, 4);
+  out[pos++] = '-';
+  put(low >> 48, 4);
+  out[pos++] = '-';
+  put(low, 12);
+}
+
+// OK if `text` is laid out as a UUID v7 made within [from_ms, to_ms].
+absl::Status CheckUuidV7(absl::string_view text, uint64_t from_ms,
+                         uint64_t to_ms) {
+  auto bad = [&](absl::string_view why) {
+    return absl::InternalError(absl::StrCat("UUID v7 \"", text, "\": ", why));
+  };
+  if (text.size() != 36) return bad("not 36 characters");
+  for (size_t i = 0; i < text.size(); ++i) {
+    const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    const char c = text[i];
+    if (dash != (c == '-')) return bad("dashes not at 8-4-4-4-12");
+    if (!dash && !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+      return bad("not lowercase hex");
+    }
+  }
+  if (text[14] != '7') return bad("version is not 7");
+  if (absl::string_view("89ab").find(text[19]) == absl::string_view::npos) {
+    return bad("variant is not 10");
+  }
+  uint64_t ms = 0;
+  for (const char c : absl::StrCat(text.substr(0, 8), text.substr(9, 4))) {
+    ms = ms * 16 + static_cast<uint64_t>(c <= '9' ? c - '0' : c - 'a' + 10);
+  }
+  if (ms < from_ms || ms > to_ms) return bad("timestamp is not now");
+  return absl::OkStatus();
+}
+
+void BM_UuidV7String(benchmark::State& state) {
+  absl::BitGen gen;  // one per thread, as a fast generator would keep it
+  for (auto _ : state) {
+    char text[36];
+    WriteUuidV7(gen, text);
+    std::string id(text, sizeof(text));
+    benchmark::DoNotOptimize(id);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+void BM_UuidV7Buffer(benchmark::State& state) {
+  absl::BitGen gen;
+  std::string id;
+  for (auto _ : state) {
+    id.resize(36);
+    WriteUuidV7(gen, id.data());
+    benchmark::DoNotOptimize(id.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
 void BM_UuidV4String(benchmark::State& state) {
   for (auto _ : state) {
     uuid_t uuid;
@@ -132,6 +254,9 @@ BENCHMARK(BM_HandleNextId)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_StrCatDocumentId)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_NextDocumentId)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_HandleNextDocumentId)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_HandleAppendDocumentId)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_UuidV7String)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_UuidV7Buffer)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_UuidV4String)->Threads(1)->Threads(2)->UseRealTime();
 
 // Google Benchmark's console output, plus each result's calls per second
@@ -182,8 +307,92 @@ class SummaryReporter : public benchmark::ConsoleReporter {
   std::vector<std::string> errors_;
 };
 
+// How long closing a client with many collections took (see TimeClose).
+struct CloseTiming {
+  int collections = 0;  // 0: not measured
+  int runs = 0;
+  double seconds = 0;      // median
+  double cpu_seconds = 0;  // median; this process: client and server
+};
+
+// CPU time this process used so far, all threads.
+double ProcessCpuSeconds() {
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+// Times the destructor of a client (defaults) that drew one ID from each of
+// `collections` new collections, `runs` times, each run on collections of
+// its own. Checks afterwards that the tails went back: a new client's next
+// ID of every 100th collection is 2.
+absl::StatusOr<CloseTiming> TimeClose(int port, int collections, int runs) {
+  constexpr int kThreads = 8;  // to draw the first IDs; not timed
+  CloseTiming timing{collections, runs, 0};
+  std::vector<double> seconds, cpu_seconds;
+  hilo::ClientOptions options;
+  options.targets = {absl::StrCat("127.0.0.1:", port)};
+  std::atomic<int> logged{0};
+  options.log = [&logged](absl::string_view line) {
+    if (logged.fetch_add(1) < 5) {
+      std::fprintf(stderr, "client_benchmark: close: %.*s\n",
+                   static_cast<int>(line.size()), line.data());
+    }
+  };
+  for (int run = 0; run < runs; ++run) {
+    auto name = [run](int i) {
+      return absl::StrFormat("close-%d-%06d", run, i);
+    };
+    absl::StatusOr<std::unique_ptr<hilo::Client>> client =
+        hilo::Client::Create(options);
+    if (!client.ok()) return client.status();
+    std::atomic<int> errors{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = t; i < collections; i += kThreads) {
+          if (!(*client)->NextId(name(i)).ok()) errors.fetch_add(1);
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    if (errors.load() > 0) {
+      return absl::InternalError(
+          absl::StrCat(errors.load(), " NextId calls failed before closing"));
+    }
+    const auto start = std::chrono::steady_clock::now();
+    const double cpu_before = ProcessCpuSeconds();
+    client->reset();
+    seconds.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count());
+    cpu_seconds.push_back(ProcessCpuSeconds() - cpu_before);
+    absl::StatusOr<std::unique_ptr<hilo::Client>> next =
+        hilo::Client::Create(options);
+    if (!next.ok()) return next.status();
+    for (int i = 0; i < collections; i += 100) {
+      absl::StatusOr<hilo::Id> id = (*next)->NextId(name(i));
+      if (!id.ok()) return id.status();
+      if (id->number != 2) {
+        return absl::InternalError(absl::StrFormat(
+            "after closing, %s continues at %d, not 2", name(i), id->number));
+      }
+    }
+  }
+  if (logged.load() > 0) {
+    return absl::InternalError(
+        absl::StrCat(logged.load(), " returns failed while closing"));
+  }
+  std::sort(seconds.begin(), seconds.end());
+  std::sort(cpu_seconds.begin(), cpu_seconds.end());
+  timing.seconds = seconds[seconds.size() / 2];
+  timing.cpu_seconds = cpu_seconds[cpu_seconds.size() / 2];
+  return timing;
+}
+
 std::string Markdown(const SummaryReporter& r, const std::string& prefetch,
-                     bool smoke) {
+                     const CloseTiming& close, bool smoke) {
   struct Row {
     const char* name;
     const char* label;
@@ -195,6 +404,10 @@ std::string Markdown(const SummaryReporter& r, const std::string& prefetch,
       {"BM_StrCatDocumentId", "document ID with `absl::StrCat`"},
       {"BM_NextDocumentId", "`Client::NextDocumentId`"},
       {"BM_HandleNextDocumentId", "`CollectionHandle::NextDocumentId`"},
+      {"BM_HandleAppendDocumentId",
+       "`CollectionHandle::AppendDocumentId` (reused buffer)"},
+      {"BM_UuidV7String", "UUID v7 string (`absl::BitGen`, RFC 9562)"},
+      {"BM_UuidV7Buffer", "UUID v7 into a reused buffer"},
       {"BM_UuidV4String", "UUID v4 string (libuuid)"},
   };
   std::string md;
@@ -221,44 +434,73 @@ std::string Markdown(const SummaryReporter& r, const std::string& prefetch,
   }
   md +=
       "\n### Client targets\n\n"
+      "Each ratio is of time per call (per thread on 2 threads), beside its "
+      "target. Rows without a target are shown for comparison.\n\n"
       "| ratio (time per call) | threads | measured | target | met |\n"
       "|---|---:|---:|---:|:---:|\n";
   // One row: time(a) / time(b) on `threads` threads against `target`
-  // (at most `target` if `at_most`, else at least).
+  // (at most `target` if `at_most`, else at least; none if target is 0).
   auto ratio_row = [&](const char* label, const char* a, const char* b,
                        int threads, double target, bool at_most) {
     const double pa = r.PerSecond(a, threads), pb = r.PerSecond(b, threads);
+    const std::string want =
+        target > 0 ? absl::StrFormat("%s %.2f", at_most ? "≤" : "≥", target)
+                   : "—";
     if (pa <= 0 || pb <= 0) {
-      absl::StrAppendFormat(&md, "| %s | %d | | %s %.2f | not run |\n", label,
-                            threads, at_most ? "≤" : "≥", target);
+      absl::StrAppendFormat(&md, "| %s | %d | | %s | not run |\n", label,
+                            threads, want);
       return;
     }
     const double ratio = pb / pa;
     const bool met = at_most ? ratio <= target : ratio >= target;
-    absl::StrAppendFormat(&md, "| %s | %d | %.2f | %s %.2f | %s |\n", label,
-                          threads, ratio, at_most ? "≤" : "≥", target,
-                          met ? "yes" : "**no**");
+    absl::StrAppendFormat(&md, "| %s | %d | %.2f | %s | %s |\n", label, threads,
+                          ratio, want,
+                          target <= 0 ? "—"
+                          : met       ? "yes"
+                                      : "**no**");
   };
-  for (int threads : {1, 2}) {
-    ratio_row("`NextId` ÷ bare atomic", "BM_NextId", "BM_AtomicFetchAdd",
-              threads, 1.5, true);
+  struct Ratio {
+    const char* label;
+    const char* a;
+    const char* b;
+    double target;  // 0: none
+    bool at_most;
+  };
+  const Ratio ratios[] = {
+      {"handle `NextId` ÷ bare atomic", "BM_HandleNextId", "BM_AtomicFetchAdd",
+       1.5, true},
+      {"`Client::NextId` (by name) ÷ bare atomic", "BM_NextId",
+       "BM_AtomicFetchAdd", 0, true},
+      {"handle `NextDocumentId` ÷ StrCat document ID",
+       "BM_HandleNextDocumentId", "BM_StrCatDocumentId", 1.5, true},
+      {"`Client::NextDocumentId` (by name) ÷ StrCat document ID",
+       "BM_NextDocumentId", "BM_StrCatDocumentId", 0, true},
+      {"UUID v7 string ÷ `AppendDocumentId` (speed-up)", "BM_UuidV7String",
+       "BM_HandleAppendDocumentId", 4, false},
+      {"UUID v4 string ÷ `AppendDocumentId` (speed-up)", "BM_UuidV4String",
+       "BM_HandleAppendDocumentId", 4, false},
+      {"UUID v7 into a reused buffer ÷ `AppendDocumentId` (speed-up)",
+       "BM_UuidV7Buffer", "BM_HandleAppendDocumentId", 0, false},
+  };
+  for (const Ratio& ratio : ratios) {
+    for (int threads : {1, 2}) {
+      ratio_row(ratio.label, ratio.a, ratio.b, threads, ratio.target,
+                ratio.at_most);
+    }
   }
-  for (int threads : {1, 2}) {
-    ratio_row("handle `NextId` ÷ bare atomic", "BM_HandleNextId",
-              "BM_AtomicFetchAdd", threads, 1.5, true);
-  }
-  for (int threads : {1, 2}) {
-    ratio_row("`NextDocumentId` ÷ StrCat document ID", "BM_NextDocumentId",
-              "BM_StrCatDocumentId", threads, 1.5, true);
-  }
-  for (int threads : {1, 2}) {
-    ratio_row("handle `NextDocumentId` ÷ StrCat document ID",
-              "BM_HandleNextDocumentId", "BM_StrCatDocumentId", threads, 1.5,
-              true);
-  }
-  for (int threads : {1, 2}) {
-    ratio_row("UUID v4 string ÷ `NextDocumentId` (speed-up)", "BM_UuidV4String",
-              "BM_NextDocumentId", threads, 5, false);
+  if (close.collections > 0) {
+    const double seconds = close.seconds;
+    absl::StrAppendFormat(
+        &md,
+        "\n| closing a client (medians of %d) | collections | wall time | "
+        "CPU (client + server) | target | met |\n"
+        "|---|---:|---:|---:|---:|:---:|\n"
+        "| destructor hands every tail back | %d | %.3f s | %.3f s | "
+        "< 0.5 s | %s |\n",
+        close.runs, close.collections, seconds, close.cpu_seconds,
+        close.collections < 10000 ? "— (fewer collections)"
+        : seconds < 0.5           ? "yes"
+                                  : "**no**");
   }
   return md;
 }
@@ -266,6 +508,8 @@ std::string Markdown(const SummaryReporter& r, const std::string& prefetch,
 int Main(int argc, char** argv) {
   bool smoke = false;
   std::string out_md;
+  int close_collections = -1;  // -1: the default, 10,000 (200 when smoke)
+  int close_runs = 3;
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
     const absl::string_view arg = argv[i];
@@ -273,6 +517,19 @@ int Main(int argc, char** argv) {
       smoke = true;
     } else if (absl::StartsWith(arg, "--out_md=")) {
       out_md = std::string(arg.substr(strlen("--out_md=")));
+    } else if (absl::StartsWith(arg, "--close_collections=")) {
+      if (!absl::SimpleAtoi(arg.substr(strlen("--close_collections=")),
+                            &close_collections) ||
+          close_collections < 0) {
+        std::fprintf(stderr, "client_benchmark: bad %s\n", argv[i]);
+        return 2;
+      }
+    } else if (absl::StartsWith(arg, "--close_runs=")) {
+      if (!absl::SimpleAtoi(arg.substr(strlen("--close_runs=")), &close_runs) ||
+          close_runs < 1) {
+        std::fprintf(stderr, "client_benchmark: bad %s\n", argv[i]);
+        return 2;
+      }
     } else {
       args.push_back(argv[i]);
     }
@@ -283,10 +540,24 @@ int Main(int argc, char** argv) {
     args.push_back(kSmokeMinTime);
     args.push_back(kSmokeRepetitions);
   }
+  if (close_collections < 0) close_collections = smoke ? 200 : 10000;
+  if (smoke) close_runs = 1;
   int n = static_cast<int>(args.size());
   args.push_back(nullptr);
   benchmark::Initialize(&n, args.data());
   if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 2;
+  {
+    absl::BitGen gen;
+    char text[36];
+    const uint64_t from = NowMillis();
+    WriteUuidV7(gen, text);
+    const absl::Status uuid =
+        CheckUuidV7(absl::string_view(text, sizeof(text)), from, NowMillis());
+    if (!uuid.ok()) {
+      std::fprintf(stderr, "client_benchmark: %s\n", uuid.ToString().c_str());
+      return 1;
+    }
+  }
   gpr_set_log_verbosity(GPR_LOG_SEVERITY_ERROR);
 
   const char* tmp = getenv("TMPDIR");
@@ -336,12 +607,29 @@ int Main(int argc, char** argv) {
                      id.status().ToString().c_str());
         return 1;
       }
-      g_node_tag = id->node_tag;
+      g_node_tag = std::string(id->node_tag);
     }
 
     SummaryReporter reporter;
     benchmark::RunSpecifiedBenchmarks(&reporter);
-    const std::string md = Markdown(reporter, prefetch, smoke);
+    CloseTiming close;
+    if (close_collections > 0) {
+      absl::StatusOr<CloseTiming> timed =
+          TimeClose((*server)->port(), close_collections, close_runs);
+      if (timed.ok()) {
+        close = *timed;
+        std::fprintf(stderr,
+                     "client_benchmark: closing a client with %d "
+                     "collections took %.3f s, %.3f CPU-s (medians of %d)\n",
+                     close.collections, close.seconds, close.cpu_seconds,
+                     close.runs);
+      } else {
+        std::fprintf(stderr, "client_benchmark: close: %s\n",
+                     timed.status().ToString().c_str());
+        exit_code = 1;
+      }
+    }
+    const std::string md = Markdown(reporter, prefetch, close, smoke);
     std::printf("\n%s", md.c_str());
     std::fflush(stdout);
     if (!out_md.empty()) {

@@ -1075,7 +1075,7 @@ absl::Status Bench::Memory() {
       "`NextId` on each of %s new collections from %d threads (client "
       "defaults, prefetch_at = %g); "
       "destroying that client then took %s (it hands back each collection's "
-      "unused tail, one ReturnRange after another).\n",
+      "unused tail, up to 64 collections at once).\n",
       Bytes(rss_peak), Thousands(n), Bytes(rss_start), Bytes(rss_after),
       n > 0 ? static_cast<double>(rss_after - rss_start) / n : 0.0,
       Thousands(n), Bytes(db_bytes),

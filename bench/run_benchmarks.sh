@@ -115,7 +115,9 @@ echo "run_benchmarks: client_benchmark (log in $out/client_benchmark.log)" >&2
 if [ "$smoke" = 1 ]; then
   client_flags="--smoke"
 else
-  client_flags="--benchmark_repetitions=5 --benchmark_min_time=0.3"
+  # Interleaved, so a burst of other load on the machine is spread over
+  # all benchmarks rather than landing on one.
+  client_flags="--benchmark_repetitions=5 --benchmark_min_time=0.3 --benchmark_enable_random_interleaving=true"
 fi
 # shellcheck disable=SC2086
 "$client_benchmark" $client_flags --benchmark_color=false \

@@ -310,7 +310,7 @@ int RunWorker(int index) {
               fresh.empty() ? names[(t + i) % collections] : fresh;
           absl::StatusOr<Id> id = (*client)->NextId(name);
           if (id.ok()) {
-            if (!ledger.Add(name, CounterOf(id->node_tag), id->number)) {
+            if (!ledger.Add(name, CounterOf(id->node_tag.view()), id->number)) {
               ++s.duplicates;
             }
             ++s.ids;

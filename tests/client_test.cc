@@ -11,9 +11,11 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
 #include "client_cpp/src/client_testing.h"
@@ -357,6 +359,84 @@ TEST(ClientTest, CollectionHandleDrawsFromTheCollectionsOwnRange) {
   EXPECT_EQ(t.source->calls(), 2);  // one range each
 }
 
+TEST(ClientTest, AppendDocumentIdAppendsWhatNextDocumentIdReturns) {
+  TestClient t = MakeClient(32, {"B7"}, ':');
+  const CollectionHandle orders = t.client->Collection("orders");
+  std::string out = "prefix ";
+  ASSERT_TRUE(orders.AppendDocumentId(&out).ok());
+  EXPECT_EQ(out, "prefix orders:1-B7");
+  ASSERT_TRUE(orders.AppendDocumentId(&out).ok());
+  EXPECT_EQ(out, "prefix orders:1-B7orders:2-B7");
+  EXPECT_EQ(*orders.NextDocumentId(), "orders:3-B7");
+  out.clear();
+  ASSERT_TRUE(orders.AppendDocumentId(&out).ok());
+  EXPECT_EQ(out, "orders:4-B7");
+}
+
+TEST(ClientTest, AppendDocumentIdReusesTheBuffersCapacity) {
+  TestClient t = MakeClient(1000);
+  // IDs longer than std::string's inline buffer, so a copy would allocate.
+  const CollectionHandle orders = t.client->Collection("purchase-orders");
+  std::string out;
+  out.reserve(64);
+  const char* const data = out.data();
+  for (int i = 1; i <= 100; ++i) {
+    out.clear();
+    ASSERT_TRUE(orders.AppendDocumentId(&out).ok());
+    ASSERT_EQ(out, absl::StrCat("purchase-orders/", i, "-A"));
+    ASSERT_EQ(out.data(), data) << "reallocated at call " << i;
+    ASSERT_EQ(out.capacity(), 64u);
+  }
+}
+
+TEST(ClientTest, AppendDocumentIdLeavesTheBufferAsItWasOnError) {
+  TestClient t = MakeClient(2);
+  t.source->FailWith(absl::UnavailableError("no server"));
+  std::string out = "kept";
+  const absl::Status failed = t.client->Collection("o").AppendDocumentId(&out);
+  EXPECT_EQ(failed.code(), absl::StatusCode::kUnavailable) << failed;
+  EXPECT_EQ(out, "kept");
+  t.source->FailWith(absl::OkStatus());
+  const absl::Status bad = t.client->Collection("").AppendDocumentId(&out);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument) << bad;
+  EXPECT_EQ(out, "kept");
+}
+
+TEST(NodeTagTest, HoldsUpToFourCharactersAndComparesAsText) {
+  constexpr NodeTag kEmpty;
+  EXPECT_TRUE(kEmpty.empty());
+  EXPECT_EQ(kEmpty.view(), "");
+  const NodeTag b7("B7");
+  EXPECT_EQ(b7.size(), 2u);
+  EXPECT_EQ(b7.view(), "B7");
+  EXPECT_EQ(std::string(b7), "B7");
+  EXPECT_TRUE(b7 == "B7");
+  EXPECT_TRUE("B7" == b7);
+  EXPECT_TRUE(b7 == std::string("B7"));
+  EXPECT_FALSE(b7 == "B");
+  EXPECT_FALSE(b7 == "B77");
+  EXPECT_TRUE(b7 == NodeTag("B7"));
+  EXPECT_FALSE(b7 == NodeTag("B8"));
+  EXPECT_TRUE(NodeTag("B") < b7);
+  EXPECT_TRUE(b7 < NodeTag("C"));
+  EXPECT_EQ(NodeTag("ABCDE").view(), "ABCD");  // the first four
+  std::ostringstream os;
+  os << NodeTag("Q9");
+  EXPECT_EQ(os.str(), "Q9");
+}
+
+// The range cache packs a tag into 32 bits with NUL padding; each length
+// and the characters at both ends must come back as they went in.
+TEST(NodeTagTest, EveryTagLengthSurvivesTheRangeCache) {
+  for (const std::string tag : {"A", "Z9", "0AZ", "9ZZ0"}) {
+    TestClient t = MakeClient(4, {tag});
+    absl::StatusOr<Id> id = t.client->NextId("o");
+    ASSERT_TRUE(id.ok()) << id.status();
+    EXPECT_EQ(id->node_tag, tag);
+    EXPECT_EQ(id->node_tag.size(), tag.size());
+  }
+}
+
 TEST(ClientTest, CollectionsHaveSeparateRanges) {
   TestClient t = MakeClient(32);
   EXPECT_EQ(t.client->NextId("a")->number, 1);
@@ -526,6 +606,30 @@ TEST(ClientPrefetchTest, ReturnGivesBackPrefetchedRangeWholeThenTheTail) {
   EXPECT_EQ(t.source->node()->Max("o"), 2);
   EXPECT_EQ(t.client->NextId("o")->number, 3);
   EXPECT_EQ(t.source->previous().back().max, 2);
+  EXPECT_THAT(t.log->lines(), ::testing::IsEmpty());
+}
+
+// ReturnUnusedRanges hands collections back on several threads; each
+// collection's own returns still go in order (the range fetched ahead
+// whole, then the tail), so every Max ends at that collection's last
+// number used.
+TEST(ClientPrefetchTest, ReturnUnusedRangesHandsBackEveryCollectionInOrder) {
+  constexpr int kCollections = 300;
+  TestClient t = MakeClient(10, {"A"}, '/', 0.2);
+  auto name = [](int i) { return absl::StrCat("c", i); };
+  for (int i = 0; i < kCollections; ++i) {
+    // 2 to 4 IDs: the second starts the prefetch.
+    for (int d = 0; d < 2 + i % 3; ++d) {
+      ASSERT_TRUE(t.client->NextId(name(i)).ok());
+    }
+  }
+  // Every collection has a range fetched ahead (11-20).
+  EXPECT_EQ(t.scheduler->RunAll(), kCollections);
+  t.client->ReturnUnusedRanges();
+  EXPECT_EQ(t.source->returns().size(), size_t{2} * kCollections);
+  for (int i = 0; i < kCollections; ++i) {
+    ASSERT_EQ(t.source->node()->Max(name(i)), 2 + i % 3) << name(i);
+  }
   EXPECT_THAT(t.log->lines(), ::testing::IsEmpty());
 }
 
@@ -902,6 +1006,27 @@ IssuedRange TokenedRange(uint64_t token = 0x5eed'0000'0000'0001) {
   range.node_tag = "A";
   range.token = token;
   return range;
+}
+
+// Numbers of every digit count print in full (a digit loop that stops
+// early or drops a zero shows here). The ranges come from a mock server,
+// which can start them anywhere.
+TEST(ClientTest, AppendDocumentIdPrintsEveryDigit) {
+  const int64_t kLows[] = {
+      1, 9, 10, 99, 100, 1000000007, 123456789012345678, INT64_MAX - 1};
+  for (const int64_t low : kLows) {
+    MockTargets m = MakeMockTargets(1);
+    EXPECT_CALL(*m.a, NextRange(_, _, _)).WillOnce(Reply(low, low + 1, "Z9"));
+    EXPECT_CALL(*m.a, ReturnRange(_, _, _))
+        .WillOnce(Returned(/*applied=*/true, low));
+    ClientOptions options;
+    options.prefetch_at = 0;
+    std::unique_ptr<Client> client =
+        NewClientForTesting(options, std::move(m.source));
+    std::string out;
+    ASSERT_TRUE(client->Collection("c").AppendDocumentId(&out).ok());
+    EXPECT_EQ(out, absl::StrCat("c/", low, "-Z9"));
+  }
 }
 
 TEST(GrpcRangeSourceTest, FailsOverOnUnavailableAndStaysWithTheNewTarget) {

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "hilo/client.h"
@@ -228,6 +229,49 @@ TEST(EndToEndTest, UnusedTailReturnedByOneClientIsUsedByTheNext) {
   }  // the destructor hands 2-32 back
   std::unique_ptr<Client> second = NewClient({server->port()});
   EXPECT_EQ(*second->NextDocumentId("orders"), "orders/2-A");
+}
+
+// Closing a client hands many collections back at once; each collection's
+// returns (the range fetched ahead whole, then the tail) must still apply in
+// order, so the next client continues right after the last number used in
+// every one of them.
+TEST(EndToEndTest, ClosingManyCollectionsHandsEveryTailBack) {
+  constexpr int kCollections = 2000;
+  TempDir dir;
+  ServerOptions options = testing::TestServerOptions(dir);
+  options.sync = SyncMode::kNormal;  // a test survives no power loss
+  std::unique_ptr<Server> server = testing::StartServer(options);
+  ASSERT_NE(server, nullptr);
+  auto name = [](int i) { return absl::StrCat("c", i); };
+  // 1 to 50 IDs each: the first range holds 32 (so some collections are on
+  // their second range), and prefetch (at a fifth) fetches the next range
+  // ahead in most of them.
+  auto draws = [](int i) { return 1 + i % 50; };
+  std::vector<int64_t> last(kCollections);
+  {
+    std::unique_ptr<Client> first = NewClient({server->port()});
+    ASSERT_NE(first, nullptr);
+    for (int i = 0; i < kCollections; ++i) {
+      for (int d = 0; d < draws(i); ++d) {
+        absl::StatusOr<Id> id = first->NextId(name(i));
+        ASSERT_TRUE(id.ok()) << id.status();
+        last[i] = id->number;
+      }
+    }
+  }  // the destructor hands everything unused back
+  std::unique_ptr<Client> second = NewClient({server->port()});
+  ASSERT_NE(second, nullptr);
+  int wrong = 0;
+  for (int i = 0; i < kCollections; ++i) {
+    absl::StatusOr<Id> id = second->NextId(name(i));
+    ASSERT_TRUE(id.ok()) << id.status();
+    EXPECT_EQ(last[i], draws(i));  // one client: numbers from 1 in order
+    if (id->number != last[i] + 1 && ++wrong <= 10) {
+      ADD_FAILURE() << name(i) << ": last used " << last[i]
+                    << ", next client starts at " << id->number;
+    }
+  }
+  EXPECT_EQ(wrong, 0);
 }
 
 TEST(EndToEndTest, RestartedServerContinuesAboveEveryIssuedRange) {

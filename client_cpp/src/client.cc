@@ -1,9 +1,16 @@
 #include "hilo/client.h"
 
+#include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <shared_mutex>
+#include <system_error>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -18,15 +25,83 @@
 namespace hilo {
 namespace {
 
+// "00" "01" ... "99": two digits at a time.
+constexpr std::array<char, 200> kDigitPairs = [] {
+  std::array<char, 200> pairs{};
+  for (int i = 0; i < 100; ++i) {
+    pairs[2 * i] = static_cast<char>('0' + i / 10);
+    pairs[2 * i + 1] = static_cast<char>('0' + i % 10);
+  }
+  return pairs;
+}();
+
+// Writes the decimal digits of `n` so that they end just before `end`;
+// returns where they start. Needs 20 chars before `end`.
+char* WriteDigitsBackward(uint64_t n, char* end) {
+  while (n >= 100) {
+    end -= 2;
+    std::memcpy(end, &kDigitPairs[2 * (n % 100)], 2);
+    n /= 100;
+  }
+  if (n >= 10) {
+    end -= 2;
+    std::memcpy(end, &kDigitPairs[2 * n], 2);
+  } else {
+    *--end = static_cast<char>('0' + n);
+  }
+  return end;
+}
+
+// Appends "collection<separator>number-tag" to *out, growing it at most
+// once: the size is known before anything is written, so the pieces are
+// copied straight into the string (as absl::StrAppend does).
+void AppendDocumentId(absl::string_view collection, char separator,
+                      const Id& id, std::string* out) {
+  // A range never holds a number below 1, but any int64 prints right.
+  char digits[21];
+  char* const digits_end = digits + sizeof(digits);
+  const bool negative = id.number < 0;
+  char* first =
+      WriteDigitsBackward(negative ? 0 - static_cast<uint64_t>(id.number)
+                                   : static_cast<uint64_t>(id.number),
+                          digits_end);
+  if (negative) *--first = '-';
+  const size_t digits_size = static_cast<size_t>(digits_end - first);
+  const absl::string_view tag = id.node_tag.view();
+  const size_t old_size = out->size();
+  out->resize(old_size + collection.size() + 1 + digits_size + 1 + tag.size());
+  char* p = out->data() + old_size;
+  std::memcpy(p, collection.data(), collection.size());
+  p += collection.size();
+  *p++ = separator;
+  std::memcpy(p, first, digits_size);
+  p += digits_size;
+  *p++ = '-';
+  std::memcpy(p, tag.data(), tag.size());
+}
+
 std::string DocumentId(absl::string_view collection, char separator,
                        const Id& id) {
-  return absl::StrCat(collection, absl::string_view(&separator, 1), id.number,
-                      "-", id.node_tag);
+  std::string out;
+  AppendDocumentId(collection, separator, id, &out);
+  return out;
 }
+
+// Threads (this one included) that hand collections back at once in
+// ReturnUnusedRanges: at most this many returns are in flight. Against a
+// local server, 10,000 collections closed in 15 s on 1 thread, 2.1 s on 32,
+// 1.6 s on 64, 1.4 s on 128 and 1.7 s on 256 (2 busy cores; from 64 on the
+// machine's CPU, not the waiting, is what limits it).
+constexpr size_t kReturnThreads = 64;
 
 }  // namespace
 
 struct Client::State {
+  // ClientOptions::log (or the stderr default), called one line at a time:
+  // collections are handed back on several threads at once.
+  std::mutex log_mu;
+  std::function<void(absl::string_view)> log ABSL_GUARDED_BY(log_mu);
+
   std::shared_mutex mu;
   // Entries are never removed while the client lives, so a pointer taken
   // from here stays valid.
@@ -98,6 +173,14 @@ Client::Client(ClientOptions options,
     };
   }
   if (options_.prefetch_at == 0) schedule_ = nullptr;
+  std::lock_guard<std::mutex> lock(state_->log_mu);
+  state_->log = options_.log;
+  if (!state_->log) {
+    state_->log = [](absl::string_view line) {
+      std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()),
+                   line.data());
+    };
+  }
 }
 
 Client::~Client() {
@@ -123,13 +206,10 @@ internal::RangeCache* Client::CacheFor(absl::string_view collection) {
   std::unique_lock<std::shared_mutex> lock(state_->mu);
   std::unique_ptr<internal::RangeCache>& cache = state_->caches[collection];
   if (cache == nullptr) {
-    std::function<void(absl::string_view)> log = options_.log;
-    if (!log) {
-      log = [](absl::string_view line) {
-        std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()),
-                     line.data());
-      };
-    }
+    auto log = [state = state_.get()](absl::string_view line) {
+      std::lock_guard<std::mutex> lock(state->log_mu);
+      state->log(line);
+    };
     cache = std::make_unique<internal::RangeCache>(
         std::string(collection), source_.get(), std::move(log),
         options_.prefetch_at, schedule_);
@@ -161,6 +241,13 @@ absl::StatusOr<std::string> CollectionHandle::NextDocumentId() const {
   return DocumentId(name_, separator_, *id);
 }
 
+absl::Status CollectionHandle::AppendDocumentId(std::string* out) const {
+  absl::StatusOr<Id> id = cache_->Next();
+  if (!id.ok()) return id.status();
+  hilo::AppendDocumentId(name_, separator_, *id, out);
+  return absl::OkStatus();
+}
+
 void Client::ReturnUnusedRanges() {
   std::vector<internal::RangeCache*> caches;
   {
@@ -169,7 +256,30 @@ void Client::ReturnUnusedRanges() {
       caches.push_back(cache.get());
     }
   }
-  for (internal::RangeCache* cache : caches) cache->ReturnUnused();
+  // A collection's returns are chained (the tail goes back only if the
+  // range fetched ahead went back first), so each collection is handed back
+  // whole by one thread, in RangeCache::ReturnUnused's order; collections
+  // do not depend on one another, so up to kReturnThreads go at once.
+  std::atomic<size_t> next{0};
+  auto work = [&caches, &next] {
+    for (size_t i = next.fetch_add(1, std::memory_order_relaxed);
+         i < caches.size(); i = next.fetch_add(1, std::memory_order_relaxed)) {
+      caches[i]->ReturnUnused();
+    }
+  };
+  if (caches.empty()) return;
+  const size_t helpers = std::min(kReturnThreads, caches.size()) - 1;
+  std::vector<std::thread> threads;
+  threads.reserve(helpers);
+  for (size_t i = 0; i < helpers; ++i) {
+    try {
+      threads.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // out of threads: the ones running (and this one) do it all
+    }
+  }
+  work();
+  for (std::thread& thread : threads) thread.join();
 }
 
 }  // namespace hilo

@@ -13,19 +13,14 @@
 namespace hilo::internal {
 namespace {
 
-// A valid tag (IsValidNodeTag) fits in 32 bits; NUL bytes pad it.
+// A valid tag (IsValidNodeTag) fits in 32 bits; NUL bytes pad it (see
+// RangeCache::UnpackTag).
 static_assert(kMaxNodeTagSize <= sizeof(uint32_t));
 
 uint32_t PackTag(absl::string_view tag) {
   uint32_t packed = 0;
   std::memcpy(&packed, tag.data(), std::min(tag.size(), sizeof(packed)));
   return packed;
-}
-
-std::string UnpackTag(uint32_t packed) {
-  char bytes[sizeof(packed)];
-  std::memcpy(bytes, &packed, sizeof(packed));
-  return std::string(bytes, strnlen(bytes, sizeof(bytes)));
 }
 
 }  // namespace
@@ -40,38 +35,12 @@ RangeCache::RangeCache(std::string collection, RangeSource* source,
       prefetch_at_(schedule != nullptr ? prefetch_at : 0),
       schedule_(std::move(schedule)) {}
 
-absl::StatusOr<Id> RangeCache::Next() {
+absl::StatusOr<Id> RangeCache::NextAfterRefill(uint64_t gen) {
   while (true) {
-    Id id;
-    uint64_t gen;
-    if (TryNext(&id, &gen)) return id;
     if (absl::Status s = Refill(gen); !s.ok()) return s;
+    Id id;
+    if (TryNext(&id, &gen)) return id;
   }
-}
-
-bool RangeCache::TryNext(Id* id, uint64_t* gen) {
-  const uint64_t state = state_.fetch_add(1, std::memory_order_acquire);
-  *gen = state >> kOffsetBits;
-  const int64_t offset = static_cast<int64_t>(state & kOffsetMask);
-  const Slot& slot = slots_[*gen % kSlots];
-  const uint64_t seq_before = slot.seq.load(std::memory_order_acquire);
-  const uint64_t slot_gen = slot.gen.load(std::memory_order_relaxed);
-  const int64_t low = slot.low.load(std::memory_order_relaxed);
-  const int64_t size = slot.size.load(std::memory_order_relaxed);
-  const uint32_t tag = slot.tag.load(std::memory_order_relaxed);
-  const int64_t prefetch_offset =
-      slot.prefetch_offset.load(std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_acquire);
-  const uint64_t seq_after = slot.seq.load(std::memory_order_relaxed);
-  if ((seq_before & 1) != 0 || seq_before != seq_after || slot_gen != *gen ||
-      offset >= size) {
-    return false;
-  }
-  id->number = low + offset;
-  id->node_tag = UnpackTag(tag);
-  // Exactly one caller takes this offset of this range.
-  if (offset == prefetch_offset) SchedulePrefetch();
-  return true;
 }
 
 void RangeCache::SchedulePrefetch() {

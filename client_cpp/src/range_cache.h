@@ -26,10 +26,13 @@
 #define HILO_CLIENT_CPP_SRC_RANGE_CACHE_H_
 
 #include <atomic>
+#include <bit>
 #include <cstdint>
 #include <functional>
 #include <string>
 
+#include "absl/base/attributes.h"
+#include "absl/base/optimization.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "client_cpp/src/range_source.h"
@@ -48,7 +51,8 @@ class RangeCache {
              std::function<void(absl::string_view)> log, double prefetch_at = 0,
              std::function<void(std::function<void()>)> schedule = nullptr);
 
-  // The next number and its tag; see Client::NextId for errors.
+  // The next number and its tag; see Client::NextId for errors. Inline:
+  // while the range lasts this is the fast path alone, in the caller.
   absl::StatusOr<Id> Next();
 
   // Retires the current range and a prefetched one and hands back what is
@@ -101,6 +105,13 @@ class RangeCache {
   // Fast path. Returns false if the caller must take the slow path for
   // generation *gen.
   bool TryNext(Id* id, uint64_t* gen);
+  // The tag a slot packs into 32 bits (NUL-padded, see PackTag); its size
+  // is where the padding starts, found from the highest (on a big-endian
+  // machine, lowest) non-zero byte.
+  static NodeTag UnpackTag(uint32_t packed);
+  // Slow path of Next: refills from generation `gen`, then takes a number
+  // (refilling again if others took the new range first).
+  absl::StatusOr<Id> NextAfterRefill(uint64_t gen);
   // Fetches or waits for a range newer than `gen`.
   absl::Status Refill(uint64_t gen);
   // Publishes a range as generation gen_ + 1 (modulo 2^kGenerationBits) and
@@ -137,6 +148,49 @@ class RangeCache {
   int64_t range_usable_ ABSL_GUARDED_BY(mu_) = 0;
   PreviousRange previous_ ABSL_GUARDED_BY(mu_);
 };
+
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline NodeTag RangeCache::UnpackTag(
+    uint32_t packed) {
+  static_assert(kMaxNodeTagSize == NodeTag::kMaxSize);
+  static_assert(kMaxNodeTagSize == sizeof(packed));
+  const int bits = std::endian::native == std::endian::little
+                       ? std::bit_width(packed)
+                       : 32 - std::countr_zero(packed);
+  return NodeTag::FromPacked(packed, static_cast<size_t>(bits + 7) / 8);
+}
+
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::StatusOr<Id> RangeCache::Next() {
+  Id id;
+  uint64_t gen;
+  if (ABSL_PREDICT_TRUE(TryNext(&id, &gen))) return id;
+  return NextAfterRefill(gen);
+}
+
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool RangeCache::TryNext(Id* id,
+                                                             uint64_t* gen) {
+  const uint64_t state = state_.fetch_add(1, std::memory_order_acquire);
+  *gen = state >> kOffsetBits;
+  const int64_t offset = static_cast<int64_t>(state & kOffsetMask);
+  const Slot& slot = slots_[*gen % kSlots];
+  const uint64_t seq_before = slot.seq.load(std::memory_order_acquire);
+  const uint64_t slot_gen = slot.gen.load(std::memory_order_relaxed);
+  const int64_t low = slot.low.load(std::memory_order_relaxed);
+  const int64_t size = slot.size.load(std::memory_order_relaxed);
+  const uint32_t tag = slot.tag.load(std::memory_order_relaxed);
+  const int64_t prefetch_offset =
+      slot.prefetch_offset.load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  const uint64_t seq_after = slot.seq.load(std::memory_order_relaxed);
+  if ((seq_before & 1) != 0 || seq_before != seq_after || slot_gen != *gen ||
+      offset >= size) {
+    return false;
+  }
+  id->number = low + offset;
+  id->node_tag = UnpackTag(tag);
+  // Exactly one caller takes this offset of this range.
+  if (ABSL_PREDICT_FALSE(offset == prefetch_offset)) SchedulePrefetch();
+  return true;
+}
 
 }  // namespace hilo::internal
 

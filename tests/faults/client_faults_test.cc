@@ -72,7 +72,9 @@ std::vector<std::string> OutsideRanges(const std::string& collection,
           return r.collection == collection && r.node_tag == id.node_tag &&
                  r.low <= id.number && id.number <= r.used_high;
         });
-    if (!inside) outside.push_back(absl::StrCat(id.number, "-", id.node_tag));
+    if (!inside) {
+      outside.push_back(absl::StrCat(id.number, "-", id.node_tag.view()));
+    }
   }
   return outside;
 }

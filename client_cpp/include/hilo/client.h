@@ -26,10 +26,15 @@
 #ifndef HILO_CLIENT_H_
 #define HILO_CLIENT_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
+#include <ostream>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -70,7 +75,8 @@ struct ClientOptions {
 
   // Where best-effort failures (a ReturnRange that still failed after its
   // retries) are reported; null means one line on stderr. A refused return
-  // is normal and not reported.
+  // is normal and not reported. Called with one line at a time, never from
+  // two threads at once.
   std::function<void(absl::string_view)> log;
 };
 
@@ -81,11 +87,76 @@ struct ClientStats {
   int64_t calls_waited = 0;
 };
 
+// The tag of the node that issued a range: 1-4 characters of A-Z and 0-9
+// (the client never hands out a number whose range came with any other).
+// A small value held in place, never on the heap, so Ids are copied without
+// allocating:
+//
+//   hilo::NodeTag tag = id->node_tag;
+//   if (tag == "A") ...;
+//   absl::string_view text = tag.view();  // valid while `tag` lives
+//   std::string owned(tag);
+class NodeTag {
+ public:
+  static constexpr size_t kMaxSize = 4;
+
+  // The empty tag (what a default-constructed Id holds).
+  constexpr NodeTag() = default;
+  // The first kMaxSize characters of `tag`.
+  constexpr explicit NodeTag(absl::string_view tag)
+      : size_(static_cast<uint8_t>(tag.size() < kMaxSize ? tag.size()
+                                                         : kMaxSize)) {
+    for (size_t i = 0; i < size_; ++i) chars_[i] = tag[i];
+  }
+
+  // The characters, valid as long as this NodeTag.
+  constexpr absl::string_view view() const {
+    return absl::string_view(chars_, size_);
+  }
+  constexpr size_t size() const { return size_; }
+  constexpr bool empty() const { return size_ == 0; }
+  explicit operator std::string() const { return std::string(view()); }
+
+  friend constexpr bool operator==(const NodeTag& a, const NodeTag& b) {
+    return a.view() == b.view();
+  }
+  friend constexpr bool operator==(const NodeTag& a, absl::string_view b) {
+    return a.view() == b;
+  }
+  friend constexpr bool operator<(const NodeTag& a, const NodeTag& b) {
+    return a.view() < b.view();
+  }
+  friend std::ostream& operator<<(std::ostream& os, const NodeTag& tag) {
+    return os << tag.view();
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const NodeTag& tag) {
+    return H::combine(std::move(h), tag.view());
+  }
+
+ private:
+  friend class internal::RangeCache;
+  // The range cache's packed form: the characters as one NUL-padded word.
+  // One store, where the string_view constructor copies byte by byte.
+  static NodeTag FromPacked(uint32_t chars, size_t size) {
+    static_assert(sizeof(chars) == kMaxSize);
+    NodeTag tag;
+    std::memcpy(tag.chars_, &chars, sizeof(chars));
+    tag.size_ = static_cast<uint8_t>(size);
+    return tag;
+  }
+
+  char chars_[kMaxSize] = {};
+  uint8_t size_ = 0;
+};
+static_assert(std::is_trivially_copyable_v<NodeTag>);
+
 // One number and the tag of the node whose range it came from.
 struct Id {
   int64_t number = 0;
-  std::string node_tag;
+  NodeTag node_tag;
 };
+static_assert(std::is_trivially_copyable_v<Id>);
 
 class Client;
 
@@ -102,6 +173,20 @@ class CollectionHandle {
   // As Client::NextId and Client::NextDocumentId on this collection.
   absl::StatusOr<Id> NextId() const;
   absl::StatusOr<std::string> NextDocumentId() const;
+
+  // Appends the next document ID (as NextDocumentId makes it) to *out, for
+  // hot loops: a buffer cleared and reused from call to call is never
+  // reallocated once its capacity holds an ID, so no call allocates.
+  //
+  //   std::string id;
+  //   for (...) {
+  //     id.clear();
+  //     if (absl::Status s = orders.AppendDocumentId(&id); !s.ok()) ...;
+  //     Insert(id);  // "orders/12-A"
+  //   }
+  //
+  // Errors as Client::NextId; on error *out is left as it was.
+  absl::Status AppendDocumentId(std::string* out) const;
 
   const std::string& name() const { return name_; }
 
@@ -152,7 +237,9 @@ class Client {
   // return that failed with UNAVAILABLE or DEADLINE_EXCEEDED is sent again
   // to the same node, a few times within rpc_deadline. Best effort:
   // failures are logged, never returned. The client stays usable; the next
-  // NextId fetches a new range.
+  // NextId fetches a new range. Collections go back concurrently, up to 64
+  // at a time (each collection's returns in the order above, one after
+  // another), on threads that live only for this call.
   void ReturnUnusedRanges();
 
   ClientStats stats() const;
