@@ -22,9 +22,10 @@ absl::Status ValidateNext(const hilo::v1::NextRangeRequest& request,
     return absl::InvalidArgumentError(absl::StrFormat(
         "last_size is %d; it must not be negative", request.last_size()));
   }
-  if (request.last_max() < 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "last_max is %d; it must not be negative", request.last_max()));
+  if (absl::Status s =
+          ValidateFloor("last_max", request.last_max(), request.collection());
+      !s.ok()) {
+    return s;
   }
   if (request.has_last_range_at()) {
     absl::StatusOr<absl::Time> t =

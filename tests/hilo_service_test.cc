@@ -361,12 +361,22 @@ INSTANTIATE_TEST_SUITE_P(
                   return NextOf(t, r);
                 },
                 grpc::StatusCode::INVALID_ARGUMENT, "last_range_at"},
+        // The guard rail: no request may move Max past 2^62, where one
+        // call could leave the collection OUT_OF_RANGE for good.
         BadCase{"NextLastMaxNearInt64Max",
                 [](HiLoServiceTest* t) {
                   return NextOf(t,
                                 Next("orders", 0, std::nullopt, INT64_MAX - 5));
                 },
-                grpc::StatusCode::OUT_OF_RANGE, "INT64_MAX"},
+                grpc::StatusCode::INVALID_ARGUMENT,
+                "above the limit 4611686018427387904"},
+        BadCase{"NextLastMaxJustAboveTheLimit",
+                [](HiLoServiceTest* t) {
+                  return NextOf(t, Next("orders", 0, std::nullopt,
+                                        (int64_t{1} << 62) + 1));
+                },
+                grpc::StatusCode::INVALID_ARGUMENT,
+                "last_max 4611686018427387905 for collection \"orders\""},
         BadCase{"NextOversizedMessage",
                 [](HiLoServiceTest* t) {
                   return NextOf(t, Next(std::string(100'000, 'o')));
