@@ -149,10 +149,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
       SqliteRangeStore::Open(std::move(store_options));
   if (!store.ok()) return store.status();
   server->store_ = *std::move(store);
-  absl::StatusOr<int64_t> collections = CountCollections(server->store_.get());
-  if (!collections.ok()) return collections.status();
-  server->collection_limit_ =
-      std::make_unique<CollectionLimit>(opts.max_collections, *collections);
+  // SQLite counted its rows when it opened the file; a store that does not
+  // would be counted with CountCollections (a List a page at a time: store
+  // work that the commit metrics would show).
+  server->collection_limit_ = std::make_unique<CollectionLimit>(
+      opts.max_collections, server->store_->collection_count());
   server->service_ = std::make_unique<HiLoService>(
       server->store_.get(), RangeSizePolicy(opts.range_sizes), opts.node_tag,
       clock, server->observers_.get(), opts.allow_returns_without_token,
