@@ -26,5 +26,8 @@ apt_install_missing install-deps $PACKAGES
 # What the fault tests need (tests labelled "faults").
 "$(dirname "$0")/install-deps-faults.sh"
 
+# What the abuse tests need (tests labelled "abuse").
+"$(dirname "$0")/install-deps-abuse.sh"
+
 # What the benchmarks need (tests labelled "bench").
 "$(dirname "$0")/install-deps-bench.sh"

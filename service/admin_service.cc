@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "hilo/base/await.h"
+#include "service/collection_limit.h"
 #include "service/proto_time.h"
 #include "service/validation.h"
 
@@ -30,8 +31,13 @@ void ToProto(absl::string_view name, const CollectionState& state,
 
 }  // namespace
 
-AdminService::AdminService(RangeStore* store, std::string node_tag)
-    : store_(store), node_tag_(std::move(node_tag)) {}
+AdminService::AdminService(RangeStore* store, std::string node_tag,
+                           int max_list_reply_bytes,
+                           CollectionLimit* collections)
+    : store_(store),
+      node_tag_(std::move(node_tag)),
+      max_list_reply_bytes_(max_list_reply_bytes),
+      collections_(collections) {}
 
 void AdminService::GetCollection(const hilo::v1::GetCollectionRequest& request,
                                  hilo::v1::GetCollectionResponse* response,
@@ -80,10 +86,21 @@ void AdminService::ListCollections(
       [this, page_size, response, done = std::move(done)](
           absl::StatusOr<std::vector<NamedCollectionState>> rows) mutable {
         if (!rows.ok()) return done(rows.status());
-        const bool more = static_cast<int>(rows->size()) > page_size;
+        bool more = static_cast<int>(rows->size()) > page_size;
         if (more) rows->pop_back();
-        for (const NamedCollectionState& row : *rows) {
-          ToProto(row.name, row.state, response->add_collections());
+        size_t bytes = 0;
+        for (size_t i = 0; i < rows->size(); ++i) {
+          hilo::v1::Collection row;
+          ToProto((*rows)[i].name, (*rows)[i].state, &row);
+          bytes += row.ByteSizeLong() + 3;  // with its tag and length
+          // The page ends before the row that would pass the bound; the
+          // first row always fits.
+          if (i > 0 && bytes > static_cast<size_t>(max_list_reply_bytes_)) {
+            rows->resize(i);
+            more = true;
+            break;
+          }
+          *response->add_collections() = std::move(row);
         }
         if (more) response->set_next_page_token(rows->back().name);
         response->set_node_tag(node_tag_);
@@ -97,18 +114,39 @@ void AdminService::SetFloor(const hilo::v1::SetFloorRequest& request,
   if (absl::Status s = ValidateCollectionName(request.collection()); !s.ok()) {
     return done(std::move(s));
   }
-  if (request.floor() < 0) {
-    return done(absl::InvalidArgumentError(absl::StrFormat(
-        "floor is %d; it must not be negative", request.floor())));
+  if (absl::Status s =
+          ValidateFloor("floor", request.floor(), request.collection());
+      !s.ok()) {
+    return done(std::move(s));
   }
-  store_->SetFloorAsync(request.collection(), request.floor(),
-                        [response, done = std::move(done)](
-                            absl::StatusOr<FloorOutcome> outcome) mutable {
-                          if (!outcome.ok()) return done(outcome.status());
-                          response->set_raised(outcome->raised);
-                          response->set_max(outcome->max);
-                          done(absl::OkStatus());
-                        });
+  auto set_floor = [this, &request, response](bool reserved,
+                                              ServiceCallback done) {
+    store_->SetFloorAsync(
+        request.collection(), request.floor(),
+        [this, response, reserved,
+         done = std::move(done)](absl::StatusOr<FloorOutcome> outcome) mutable {
+          if (reserved) {
+            collections_->Release(outcome.ok() && outcome->created);
+          }
+          if (!outcome.ok()) return done(outcome.status());
+          response->set_raised(outcome->raised);
+          response->set_max(outcome->max);
+          done(absl::OkStatus());
+        });
+  };
+  if (collections_ == nullptr) return set_floor(false, std::move(done));
+  if (collections_->TryReserve()) return set_floor(true, std::move(done));
+  // At the collection limit: only a collection that has a row may go on.
+  store_->GetAsync(
+      request.collection(),
+      [this, &request, set_floor, done = std::move(done)](
+          absl::StatusOr<std::optional<CollectionState>> row) mutable {
+        if (!row.ok()) return done(row.status());
+        if (!row->has_value()) {
+          return done(collections_->RefuseNewCollection(request.collection()));
+        }
+        set_floor(false, std::move(done));
+      });
 }
 
 absl::Status AdminService::DoGetCollection(

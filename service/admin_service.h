@@ -21,11 +21,23 @@ namespace hilo {
 
 inline constexpr int kDefaultListPageSize = 100;
 inline constexpr int kMaxListPageSize = 1000;
+// A ListCollections reply stops adding collections once it holds this many
+// bytes of them (at least one collection always fits): about 200 rows of
+// 256-byte names, so replies a client never reads cannot pile up server
+// memory 300 KB at a time.
+inline constexpr int kDefaultMaxListReplyBytes = 64 * 1024;
+
+class CollectionLimit;
 
 class AdminService {
  public:
-  // `store` must outlive the service.
-  AdminService(RangeStore* store, std::string node_tag);
+  // `store` must outlive the service, and so must `collections` (null: no
+  // limit), which bounds the collections a SetFloor may create
+  // (RESOURCE_EXHAUSTED past it). A ListCollections page ends early, with a
+  // next_page_token, once it holds `max_list_reply_bytes` of collections.
+  AdminService(RangeStore* store, std::string node_tag,
+               int max_list_reply_bytes = kDefaultMaxListReplyBytes,
+               CollectionLimit* collections = nullptr);
 
   // Fill `response`, then call `done` exactly once. `request` and
   // `response` must stay valid until then.
@@ -50,6 +62,8 @@ class AdminService {
  private:
   RangeStore* const store_;
   const std::string node_tag_;
+  const int max_list_reply_bytes_;
+  CollectionLimit* const collections_;
 };
 
 }  // namespace hilo

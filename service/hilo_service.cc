@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_format.h"
 #include "hilo/base/await.h"
+#include "service/collection_limit.h"
 #include "service/proto_time.h"
 #include "service/range_token.h"
 #include "service/validation.h"
@@ -22,9 +23,10 @@ absl::Status ValidateNext(const hilo::v1::NextRangeRequest& request,
     return absl::InvalidArgumentError(absl::StrFormat(
         "last_size is %d; it must not be negative", request.last_size()));
   }
-  if (request.last_max() < 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "last_max is %d; it must not be negative", request.last_max()));
+  if (absl::Status s =
+          ValidateFloor("last_max", request.last_max(), request.collection());
+      !s.ok()) {
+    return s;
   }
   if (request.has_last_range_at()) {
     absl::StatusOr<absl::Time> t =
@@ -66,13 +68,15 @@ absl::Status ValidateReturn(const hilo::v1::ReturnRangeRequest& request,
 
 HiLoService::HiLoService(RangeStore* store, RangeSizePolicy policy,
                          std::string node_tag, const Clock* clock,
-                         Observer* observer, bool allow_returns_without_token)
+                         Observer* observer, bool allow_returns_without_token,
+                         CollectionLimit* collections)
     : store_(store),
       policy_(policy),
       node_tag_(std::move(node_tag)),
       clock_(clock),
       observer_(observer),
-      allow_returns_without_token_(allow_returns_without_token) {}
+      allow_returns_without_token_(allow_returns_without_token),
+      collections_(collections) {}
 
 void HiLoService::NextRange(const hilo::v1::NextRangeRequest& request,
                             hilo::v1::NextRangeResponse* response,
@@ -97,18 +101,39 @@ void HiLoService::NextRange(const hilo::v1::NextRangeRequest& request,
   const int64_t size =
       policy_.NextSize(request.last_size(), last_range_at, now);
   const uint64_t token = NewRangeToken();
-  store_->AllocateAsync(
-      request.collection(), size, request.last_max(), token,
-      [this, response, token, now,
-       finish = std::move(finish)](absl::StatusOr<Range> range) mutable {
-        if (range.ok()) {
-          response->set_low(range->low);
-          response->set_high(range->high);
-          response->set_node_tag(node_tag_);
-          response->set_range_token(token);
-          ToProtoTime(now, response->mutable_range_at());
+  // Allocates; `reserved` if the collection limit reserved a row for it.
+  auto allocate = [this, &request, response, size, token, now](
+                      bool reserved, ServiceCallback finish) {
+    store_->AllocateAsync(
+        request.collection(), size, request.last_max(), token,
+        [this, response, token, now, reserved, finish = std::move(finish)](
+            absl::StatusOr<Allocation> allocation) mutable {
+          if (reserved) {
+            collections_->Release(allocation.ok() && allocation->created);
+          }
+          if (allocation.ok()) {
+            response->set_low(allocation->range.low);
+            response->set_high(allocation->range.high);
+            response->set_node_tag(node_tag_);
+            response->set_range_token(token);
+            ToProtoTime(now, response->mutable_range_at());
+          }
+          finish(allocation.status());
+        });
+  };
+  if (collections_ == nullptr) return allocate(false, std::move(finish));
+  if (collections_->TryReserve()) return allocate(true, std::move(finish));
+  // At the collection limit: only a collection that has a row may go on.
+  store_->GetAsync(
+      request.collection(),
+      [this, &request, allocate, finish = ServiceCallback(std::move(finish))](
+          absl::StatusOr<std::optional<CollectionState>> row) mutable {
+        if (!row.ok()) return finish(row.status());
+        if (!row->has_value()) {
+          return finish(
+              collections_->RefuseNewCollection(request.collection()));
         }
-        finish(range.status());
+        allocate(false, std::move(finish));
       });
 }
 

@@ -28,6 +28,8 @@ namespace hilo {
 // Receives the outcome of a service call.
 using ServiceCallback = absl::AnyInvocable<void(absl::Status)>;
 
+class CollectionLimit;
+
 class HiLoService {
  public:
   // `store`, `clock` and `observer` (which may be null) must outlive the
@@ -35,10 +37,13 @@ class HiLoService {
   // a ReturnRange without range_token is judged by Max and the return floor
   // alone (for clients older than tokens; unsafe: such a return can apply
   // twice, or come from a caller that never held the range); without it,
-  // such a return is FAILED_PRECONDITION.
+  // such a return is FAILED_PRECONDITION. `collections` (null: no limit;
+  // else it must outlive the service) bounds the collections a NextRange
+  // may create: past it, a NextRange on a new one is RESOURCE_EXHAUSTED.
   HiLoService(RangeStore* store, RangeSizePolicy policy, std::string node_tag,
               const Clock* clock, Observer* observer = nullptr,
-              bool allow_returns_without_token = false);
+              bool allow_returns_without_token = false,
+              CollectionLimit* collections = nullptr);
 
   // Fill `response` and then call `done` exactly once with the outcome (an
   // error leaves `response` unspecified). `request` and `response` must
@@ -62,6 +67,7 @@ class HiLoService {
   const Clock* const clock_;
   Observer* const observer_;
   const bool allow_returns_without_token_;
+  CollectionLimit* const collections_;
 };
 
 }  // namespace hilo

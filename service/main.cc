@@ -1,6 +1,7 @@
 // hilo_server: parses flags, starts a hilo node, and drains it on SIGINT or
 // SIGTERM. Everything else lives in the hilo_service library.
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -9,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <string>
 
 #include "absl/flags/flag.h"
@@ -21,6 +23,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "grpc/support/log.h"
+#include "service/log_limiter.h"
 #include "service/server.h"
 #include "service/tls.h"
 #include "service/validation.h"
@@ -65,7 +68,44 @@ ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
 ABSL_FLAG(absl::Duration, drain_delay, absl::ZeroDuration(),
           "on SIGTERM, how long to keep serving while health reports "
           "NOT_SERVING, before new calls are refused");
-ABSL_FLAG(bool, reflection, true, "serve gRPC server reflection");
+ABSL_FLAG(bool, enable_reflection, false,
+          "serve gRPC server reflection (off by default: it lists every "
+          "method to anyone who connects)");
+ABSL_FLAG(int, max_concurrent_streams, hilo::kDefaultMaxConcurrentStreams,
+          "most calls one connection may have open at once");
+ABSL_FLAG(int64_t, max_memory_mb, hilo::kDefaultMaxMemoryBytes >> 20,
+          "MiB gRPC's buffers may hold for all connections together (its "
+          "resource quota)");
+ABSL_FLAG(int, max_threads, hilo::kDefaultMaxThreads,
+          "most threads gRPC's synchronous services (health, reflection) may "
+          "run");
+ABSL_FLAG(absl::Duration, max_connection_idle, absl::Minutes(5),
+          "close a connection that had no call for this long");
+ABSL_FLAG(absl::Duration, max_connection_age, absl::Minutes(30),
+          "close every connection after this long (clients reconnect)");
+ABSL_FLAG(absl::Duration, max_connection_age_grace, absl::Seconds(10),
+          "how long a connection closed for its age may finish its calls");
+ABSL_FLAG(absl::Duration, keepalive_time, absl::Minutes(1),
+          "ping a connection idle for this long");
+ABSL_FLAG(absl::Duration, keepalive_timeout, absl::Seconds(20),
+          "close a connection whose ping is not answered within this");
+ABSL_FLAG(int, max_list_reply_bytes, hilo::kDefaultMaxListReplyBytes,
+          "most bytes of collections in one ListCollections reply; a page "
+          "ends early past it");
+ABSL_FLAG(int64_t, max_collections, hilo::kDefaultMaxCollections,
+          "most collections this node stores; a NextRange or SetFloor that "
+          "would create one more is RESOURCE_EXHAUSTED (0: no limit)");
+ABSL_FLAG(int, metrics_threads, hilo::kDefaultMetricsThreads,
+          "worker threads of the metrics endpoint");
+ABSL_FLAG(absl::Duration, metrics_request_timeout, absl::Seconds(2),
+          "drop a metrics request whose bytes do not arrive within this");
+ABSL_FLAG(absl::Duration, listener_probe_interval, absl::Seconds(5),
+          "how often the server connects to its own gRPC port to check that "
+          "it still accepts connections; 0 turns the probe off");
+ABSL_FLAG(int, listener_probe_failures, 3,
+          "consecutive failed probes after which the server turns health "
+          "NOT_SERVING and exits with status 3, for its supervisor to "
+          "restart it");
 ABSL_FLAG(bool, allow_returns_without_token, false,
           "UNSAFE: apply ReturnRange calls that carry no range_token (clients "
           "older than tokens); such a return can be applied twice or by a "
@@ -85,13 +125,37 @@ ABSL_FLAG(int, metrics_max_collections, hilo::kDefaultMetricsMaxCollections,
 
 namespace {
 
+// The exit status when the gRPC listener went deaf (see ListenerProbe).
+constexpr int kExitListenerDeaf = 3;
+
+// Raises the soft limit on open files to the hard limit: every connection
+// is a descriptor, and gRPC 1.51's listener stops for good when it runs out.
+void RaiseFileLimit() {
+  rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 &&
+      limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
 // gRPC's own log lines are noise while we report start-up errors ourselves.
 std::atomic<bool> grpc_logs_enabled{false};
 
+// Malformed requests make gRPC log; a flood of them must not flood stderr:
+// at most 10 lines a second, each cut to 256 bytes.
+hilo::LogLimiter& GrpcLogLimiter() {
+  static hilo::LogLimiter* limiter =
+      new hilo::LogLimiter(10, 256, hilo::SystemClock::Get());
+  return *limiter;
+}
+
 void ForwardGrpcLog(gpr_log_func_args* args) {
   if (!grpc_logs_enabled.load(std::memory_order_relaxed)) return;
+  std::optional<std::string> line = GrpcLogLimiter().Admit(args->message);
+  if (!line.has_value()) return;
   std::fprintf(stderr, "hilo_server: grpc %s: %s\n",
-               gpr_log_severity_string(args->severity), args->message);
+               gpr_log_severity_string(args->severity), line->c_str());
 }
 
 int Fail(const absl::Status& status) {
@@ -150,6 +214,7 @@ int main(int argc, char** argv) {
     return Fail(absl::InvalidArgumentError(absl::StrFormat(
         "unexpected argument \"%s\"; every setting is a --flag", rest[1])));
   }
+  RaiseFileLimit();
   gpr_set_log_verbosity(GPR_LOG_SEVERITY_ERROR);
   gpr_set_log_function(ForwardGrpcLog);
 
@@ -191,7 +256,34 @@ int main(int argc, char** argv) {
   options.max_batch = absl::GetFlag(FLAGS_max_batch);
   options.allow_returns_without_token =
       absl::GetFlag(FLAGS_allow_returns_without_token);
-  options.enable_reflection = absl::GetFlag(FLAGS_reflection);
+  options.enable_reflection = absl::GetFlag(FLAGS_enable_reflection);
+  options.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
+  options.max_memory_bytes = absl::GetFlag(FLAGS_max_memory_mb) << 20;
+  options.max_threads = absl::GetFlag(FLAGS_max_threads);
+  options.max_connection_idle = absl::GetFlag(FLAGS_max_connection_idle);
+  options.max_connection_age = absl::GetFlag(FLAGS_max_connection_age);
+  options.max_connection_age_grace =
+      absl::GetFlag(FLAGS_max_connection_age_grace);
+  options.keepalive_time = absl::GetFlag(FLAGS_keepalive_time);
+  options.keepalive_timeout = absl::GetFlag(FLAGS_keepalive_timeout);
+  options.max_list_reply_bytes = absl::GetFlag(FLAGS_max_list_reply_bytes);
+  options.max_collections = absl::GetFlag(FLAGS_max_collections);
+  options.metrics_threads = absl::GetFlag(FLAGS_metrics_threads);
+  options.metrics_request_timeout =
+      absl::GetFlag(FLAGS_metrics_request_timeout);
+  options.listener_probe_interval =
+      absl::GetFlag(FLAGS_listener_probe_interval);
+  options.listener_probe_failures =
+      absl::GetFlag(FLAGS_listener_probe_failures);
+  options.on_listener_deaf = [](const absl::Status& status) {
+    absl::FPrintF(stderr,
+                  "hilo_server: the gRPC port no longer accepts connections "
+                  "(%s); health is NOT_SERVING; exiting with status %d for "
+                  "the supervisor to restart the server\n",
+                  status.message(), kExitListenerDeaf);
+    std::fflush(nullptr);
+    std::_Exit(kExitListenerDeaf);
+  };
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.metrics_max_collections =
       absl::GetFlag(FLAGS_metrics_max_collections);

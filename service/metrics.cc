@@ -1,7 +1,9 @@
 #include "service/metrics.h"
 
 #include <exception>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "prometheus/exposer.h"
@@ -128,12 +130,24 @@ void Metrics::OnCommit(absl::Duration elapsed, int operations,
 }
 
 absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
-    const std::string& address,
-    std::shared_ptr<prometheus::Registry> registry) {
+    const std::string& address, std::shared_ptr<prometheus::Registry> registry,
+    int threads, absl::Duration request_timeout) {
   std::unique_ptr<MetricsEndpoint> endpoint(new MetricsEndpoint());
+  // CivetWeb's options. A worker waits at most request_timeout_ms for a
+  // request's bytes (and to send a reply); a closed keep-alive costs none.
+  std::vector<std::string> options = {
+      "listening_ports",
+      address,
+      "num_threads",
+      std::to_string(threads),
+      "request_timeout_ms",
+      std::to_string(absl::ToInt64Milliseconds(request_timeout)),
+      "enable_keep_alive",
+      "no",
+  };
   // prometheus-cpp reports bind failures by throwing; stop that here.
   try {
-    endpoint->exposer_ = std::make_unique<prometheus::Exposer>(address, 2);
+    endpoint->exposer_ = std::make_unique<prometheus::Exposer>(options);
   } catch (const std::exception& e) {
     return absl::UnavailableError(
         absl::StrFormat("cannot serve metrics on %s: %s", address, e.what()));

@@ -20,6 +20,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "hilo/base/mutex.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
@@ -87,9 +88,12 @@ class Metrics final : public Observer {
 class MetricsEndpoint {
  public:
   // UNAVAILABLE naming the address if it cannot be bound.
+  // `threads` workers serve requests; one whose bytes do not all arrive
+  // within `request_timeout` is dropped, so slow clients cannot hold them.
   static absl::StatusOr<std::unique_ptr<MetricsEndpoint>> Start(
       const std::string& address,
-      std::shared_ptr<prometheus::Registry> registry);
+      std::shared_ptr<prometheus::Registry> registry, int threads = 8,
+      absl::Duration request_timeout = absl::Seconds(2));
   ~MetricsEndpoint();
 
   // The bound TCP port (useful with port 0).

@@ -376,7 +376,7 @@ struct PostgresRangeStore::Request : GroupCommit::Operation {
   }
 
   // Results.
-  Range range;
+  Allocation allocation;
   ReturnOutcome returned;
   FloorOutcome floored;
   std::optional<CollectionState> state;
@@ -608,7 +608,7 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
   // Each attempt starts from nothing: no result of an earlier one survives.
   for (Request* r : batch) {
     r->status = absl::OkStatus();
-    r->range = Range{};
+    r->allocation = Allocation{};
     r->returned = ReturnOutcome{};
     r->floored = FloorOutcome{};
     r->state.reset();
@@ -779,11 +779,12 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
       case Request::Kind::kAllocate: {
         absl::StatusOr<CollectionState> next =
             ApplyAllocate(r->name, row.now.value_or(CollectionState{}), r->size,
-                          r->floor, r->token, now, &r->range);
+                          r->floor, r->token, now, &r->allocation.range);
         if (!next.ok()) {
           r->status = next.status();
           break;
         }
+        r->allocation.created = !row.now.has_value();
         row.now = *next;
         row.dirty = true;
         break;
@@ -805,6 +806,7 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
         std::optional<CollectionState> next = ApplySetFloor(
             row.now.value_or(CollectionState{}), r->floor, now, &r->floored);
         if (next.has_value() || !row.now.has_value()) {
+          r->floored.created = !row.now.has_value();
           row.now = next.value_or(CollectionState{.updated_at = now});
           row.dirty = true;
         }
@@ -925,7 +927,7 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
 void PostgresRangeStore::AllocateAsync(absl::string_view collection,
                                        int64_t size, int64_t floor,
                                        uint64_t token,
-                                       StoreCallback<Range> done) {
+                                       StoreCallback<Allocation> done) {
   if (absl::Status s = CheckAllocateArguments(size, floor, token); !s.ok()) {
     done(std::move(s));
     return;
@@ -936,7 +938,7 @@ void PostgresRangeStore::AllocateAsync(absl::string_view collection,
   r->size = size;
   r->floor = floor;
   r->token = token;
-  Submit(std::move(r), std::move(done), &Request::range);
+  Submit(std::move(r), std::move(done), &Request::allocation);
 }
 
 void PostgresRangeStore::ReturnAsync(absl::string_view collection, int64_t end,

@@ -17,9 +17,12 @@ absl::StatusOr<T> Wait(Start start) {
 absl::StatusOr<Range> RangeStore::Allocate(absl::string_view collection,
                                            int64_t size, int64_t floor,
                                            uint64_t token) {
-  return Wait<Range>([&](StoreCallback<Range> done) {
-    AllocateAsync(collection, size, floor, token, std::move(done));
-  });
+  absl::StatusOr<Allocation> allocation =
+      Wait<Allocation>([&](StoreCallback<Allocation> done) {
+        AllocateAsync(collection, size, floor, token, std::move(done));
+      });
+  if (!allocation.ok()) return allocation.status();
+  return allocation->range;
 }
 
 absl::StatusOr<ReturnOutcome> RangeStore::Return(absl::string_view collection,

@@ -54,10 +54,17 @@ struct NamedCollectionState {
   CollectionState state;
 };
 
+// The outcome of an Allocate.
+struct Allocation {
+  Range range;
+  bool created = false;  // the call stored the collection's first row
+};
+
 // The outcome of a SetFloor.
 struct FloorOutcome {
   bool raised = false;
-  int64_t max = 0;  // Max after the call
+  int64_t max = 0;       // Max after the call
+  bool created = false;  // the call stored the collection's first row
 };
 
 // The outcome of a Return.
@@ -93,10 +100,12 @@ class RangeStore {
   // and range_token = `token`. If low == Max + 1, the range issued before
   // becomes the previous one (its token and return floor are kept);
   // otherwise there is none. `token` (!= 0) is the caller's secret for
-  // returning the range: random, never a counter.
+  // returning the range: random, never a counter. The outcome says whether
+  // the collection's row was created (the services count rows by it: see
+  // CollectionLimit); the synchronous form gives the range alone.
   virtual void AllocateAsync(absl::string_view collection, int64_t size,
                              int64_t floor, uint64_t token,
-                             StoreCallback<Range> done) = 0;
+                             StoreCallback<Allocation> done) = 0;
   absl::StatusOr<Range> Allocate(absl::string_view collection, int64_t size,
                                  int64_t floor, uint64_t token);
 

@@ -1,6 +1,8 @@
 #include "service/server.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -10,6 +12,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/impl/server_builder_option.h"
 #include "grpcpp/impl/server_builder_plugin.h"
+#include "grpcpp/resource_quota.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "service/validation.h"
@@ -48,6 +51,59 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "metrics max collections is %d; it must not be negative",
         options.metrics_max_collections));
+  }
+  if (options.max_concurrent_streams < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("max concurrent streams is %d; it must be at least 1",
+                        options.max_concurrent_streams));
+  }
+  if (options.max_memory_bytes < (1 << 20)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("max memory is %d bytes; it must be at least 1 MiB",
+                        options.max_memory_bytes));
+  }
+  if (options.max_threads < 2) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "max threads is %d; it must be at least 2", options.max_threads));
+  }
+  if (options.max_list_reply_bytes < 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "max ListCollections reply bytes is %d; it must be at least 1",
+        options.max_list_reply_bytes));
+  }
+  if (options.max_collections < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "max collections is %d; it must not be negative (0: no limit)",
+        options.max_collections));
+  }
+  if (options.listener_probe_interval < absl::ZeroDuration() ||
+      options.listener_probe_timeout <= absl::ZeroDuration() ||
+      options.listener_probe_failures < 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "listener probe every %s, timeout %s, %d failures: the interval must "
+        "not be negative, the timeout must be positive and failures at "
+        "least 1",
+        absl::FormatDuration(options.listener_probe_interval),
+        absl::FormatDuration(options.listener_probe_timeout),
+        options.listener_probe_failures));
+  }
+  if (options.metrics_threads < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("metrics threads is %d; it must be at least 1",
+                        options.metrics_threads));
+  }
+  for (const auto& [name, d] :
+       {std::pair{"max connection idle", options.max_connection_idle},
+        std::pair{"max connection age", options.max_connection_age},
+        std::pair{"max connection age grace", options.max_connection_age_grace},
+        std::pair{"keepalive time", options.keepalive_time},
+        std::pair{"keepalive timeout", options.keepalive_timeout},
+        std::pair{"metrics request timeout",
+                  options.metrics_request_timeout}}) {
+    if (d <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s is %s; it must be positive", name, absl::FormatDuration(d)));
+    }
   }
   if (options.listen.empty()) {
     return absl::InvalidArgumentError("listen address is empty");
@@ -113,17 +169,23 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
     if (!store.ok()) return store.status();
     server->store_ = *std::move(store);
   }
+  // Both stores counted their rows when they opened.
+  server->collection_limit_ = std::make_unique<CollectionLimit>(
+      opts.max_collections, server->store_->collection_count());
   server->service_ = std::make_unique<HiLoService>(
       server->store_.get(), RangeSizePolicy(opts.range_sizes), opts.node_tag,
-      clock, server->observers_.get(), opts.allow_returns_without_token);
-  server->admin_service_ =
-      std::make_unique<AdminService>(server->store_.get(), opts.node_tag);
+      clock, server->observers_.get(), opts.allow_returns_without_token,
+      server->collection_limit_.get());
+  server->admin_service_ = std::make_unique<AdminService>(
+      server->store_.get(), opts.node_tag, opts.max_list_reply_bytes,
+      server->collection_limit_.get());
   server->metrics_->OnCommit(absl::ZeroDuration(), 0,
                              server->store_->collection_count());
   if (!opts.metrics_listen.empty()) {
     absl::StatusOr<std::unique_ptr<MetricsEndpoint>> endpoint =
-        MetricsEndpoint::Start(opts.metrics_listen,
-                               server->metrics_->registry());
+        MetricsEndpoint::Start(
+            opts.metrics_listen, server->metrics_->registry(),
+            opts.metrics_threads, opts.metrics_request_timeout);
     if (!endpoint.ok()) return endpoint.status();
     server->metrics_endpoint_ = *std::move(endpoint);
   }
@@ -140,6 +202,28 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   // Without this, a second server could silently share the port.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
+  // What one client may hold: streams per connection, and, for all
+  // connections together, gRPC's buffers and threads.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             opts.max_concurrent_streams);
+  grpc::ResourceQuota quota("hilo_server");
+  quota.Resize(static_cast<size_t>(opts.max_memory_bytes));
+  quota.SetMaxThreads(opts.max_threads);
+  builder.SetResourceQuota(quota);
+  const auto ms = [](absl::Duration d) {
+    return static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(d),
+                                              std::numeric_limits<int>::max()));
+  };
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                             ms(opts.max_connection_idle));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
+                             ms(opts.max_connection_age));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+                             ms(opts.max_connection_age_grace));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
+                             ms(opts.keepalive_time));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                             ms(opts.keepalive_timeout));
   builder.AddListeningPort(opts.listen,
                            opts.credentials != nullptr
                                ? opts.credentials
@@ -164,6 +248,22 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
     server->grpc_server_ = std::move(built);
   }
   server->UpdateHealth();
+  if (opts.listener_probe_interval > absl::ZeroDuration()) {
+    ListenerProbeOptions probe;
+    probe.host = ListenHost(opts.listen);
+    probe.port = server->port_;
+    probe.interval = opts.listener_probe_interval;
+    probe.timeout = opts.listener_probe_timeout;
+    probe.failures = opts.listener_probe_failures;
+    probe.on_deaf = [raw](const absl::Status& status) {
+      // NOT_SERVING for good: the process is about to exit.
+      raw->StartDraining();
+      if (raw->options_.on_listener_deaf) {
+        raw->options_.on_listener_deaf(status);
+      }
+    };
+    server->listener_probe_ = ListenerProbe::Start(std::move(probe));
+  }
   return server;
 }
 
@@ -187,6 +287,7 @@ void Server::StartDraining() {
 void Server::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
+  listener_probe_.reset();
   StartDraining();
   if (grpc_server_ != nullptr) {
     grpc_server_->Shutdown(
@@ -200,6 +301,7 @@ void Server::Shutdown(absl::Duration grace) {
   service_.reset();
   admin_service_.reset();
   store_.reset();
+  collection_limit_.reset();
 }
 
 }  // namespace hilo

@@ -16,6 +16,7 @@
 #ifndef HILO_SERVICE_SERVER_H_
 #define HILO_SERVICE_SERVER_H_
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -26,8 +27,10 @@
 #include "grpcpp/server.h"
 #include "service/admin_service.h"
 #include "service/clock.h"
+#include "service/collection_limit.h"
 #include "service/grpc_services.h"
 #include "service/hilo_service.h"
+#include "service/listener_probe.h"
 #include "service/metrics.h"
 #include "service/observer.h"
 #include "service/postgres_range_store.h"
@@ -40,6 +43,12 @@ namespace hilo {
 // Requests are a few hundred bytes; anything bigger is refused by gRPC with
 // RESOURCE_EXHAUSTED before it reaches the service.
 inline constexpr int kMaxRequestBytes = 64 * 1024;
+
+// The defaults of the limits below; README "Security" says what each costs.
+inline constexpr int kDefaultMaxConcurrentStreams = 100;
+inline constexpr int64_t kDefaultMaxMemoryBytes = 256 << 20;
+inline constexpr int kDefaultMaxThreads = 32;
+inline constexpr int kDefaultMetricsThreads = 8;
 
 struct ServerOptions {
   std::string listen = "127.0.0.1:50051";
@@ -55,11 +64,51 @@ struct ServerOptions {
   // Take ReturnRange calls without a range_token (old clients); unsafe, see
   // HiLoService.
   bool allow_returns_without_token = false;
-  bool enable_reflection = true;
+  // Serve gRPC server reflection (off: it tells a stranger every method).
+  bool enable_reflection = false;
+
+  // Limits that keep one client from taking the node's threads, memory and
+  // connections (see README "Security"). Streams a client may have open at
+  // once on one connection; more wait in the client (gRPC's own clients) or
+  // are refused (REFUSED_STREAM).
+  int max_concurrent_streams = kDefaultMaxConcurrentStreams;
+  // gRPC's resource quota: bytes its buffers may hold for all connections
+  // together, and threads its synchronous services (health, reflection) may
+  // run. Above the memory bound new reads wait and connections are refused.
+  int64_t max_memory_bytes = kDefaultMaxMemoryBytes;
+  int max_threads = kDefaultMaxThreads;
+  // A connection with no call for this long is closed (GOAWAY; clients
+  // reconnect when they next call). Every connection is closed after
+  // max_connection_age, its calls given max_connection_age_grace to finish.
+  absl::Duration max_connection_idle = absl::Minutes(5);
+  absl::Duration max_connection_age = absl::Minutes(30);
+  absl::Duration max_connection_age_grace = absl::Seconds(10);
+  // The server pings a connection idle for this long and closes it when
+  // the ping is not answered within keepalive_timeout (a vanished peer).
+  absl::Duration keepalive_time = absl::Minutes(1);
+  absl::Duration keepalive_timeout = absl::Seconds(20);
+  // Most bytes of collections one ListCollections reply carries; a page
+  // that would pass it ends early (with a next_page_token).
+  int max_list_reply_bytes = kDefaultMaxListReplyBytes;
+  // Every listener_probe_interval (zero: never) the server connects to its
+  // own gRPC port (ListenerProbe); after listener_probe_failures probes in
+  // a row go unanswered, health turns NOT_SERVING and on_listener_deaf (if
+  // set) runs on the probe's thread: hilo_server logs and exits non-zero.
+  absl::Duration listener_probe_interval = absl::Seconds(5);
+  absl::Duration listener_probe_timeout = absl::Seconds(2);
+  int listener_probe_failures = 3;
+  std::function<void(const absl::Status&)> on_listener_deaf;
+  // Most collections the node stores; a NextRange or SetFloor that would
+  // create one more is RESOURCE_EXHAUSTED. 0: no limit.
+  int64_t max_collections = kDefaultMaxCollections;
   // Address of the Prometheus /metrics endpoint; empty serves none.
   std::string metrics_listen;
   // Collections with their own metrics label; the rest share "_other".
   int metrics_max_collections = kDefaultMetricsMaxCollections;
+  // Workers of the metrics endpoint, and how long one may wait for a
+  // request's bytes, so slow or half-sent requests cannot hold them all.
+  int metrics_threads = kDefaultMetricsThreads;
+  absl::Duration metrics_request_timeout = absl::Seconds(2);
   // Null means plaintext.
   std::shared_ptr<grpc::ServerCredentials> credentials;
   // Null means SystemClock.
@@ -109,11 +158,13 @@ class Server {
   void UpdateHealth();
 
   std::unique_ptr<RangeStore> store_;
+  std::unique_ptr<CollectionLimit> collection_limit_;
   std::unique_ptr<HiLoService> service_;
   std::unique_ptr<AdminService> admin_service_;
   std::unique_ptr<GrpcHiLoService> grpc_service_;
   std::unique_ptr<GrpcAdminService> grpc_admin_service_;
   std::unique_ptr<grpc::Server> grpc_server_;
+  std::unique_ptr<ListenerProbe> listener_probe_;
   int port_ = 0;
   bool shut_down_ = false;
   std::mutex health_mu_;

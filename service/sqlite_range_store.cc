@@ -572,22 +572,23 @@ void SqliteRangeStore::Submit(
 
 void SqliteRangeStore::AllocateAsync(absl::string_view collection, int64_t size,
                                      int64_t floor, uint64_t token,
-                                     StoreCallback<Range> done) {
+                                     StoreCallback<Allocation> done) {
   if (absl::Status s = CheckAllocateArguments(size, floor, token); !s.ok()) {
     done(std::move(s));
     return;
   }
-  Submit<Range>(
+  Submit<Allocation>(
       /*read_only=*/false,
       [this, name = std::string(collection), size, floor, token](
-          Range* range, int64_t* rows_created) -> absl::Status {
+          Allocation* allocation, int64_t* rows_created) -> absl::Status {
         absl::StatusOr<std::optional<CollectionState>> row = ReadRow(name);
         if (!row.ok()) return row.status();
         absl::StatusOr<CollectionState> next =
             ApplyAllocate(name, row->value_or(CollectionState{}), size, floor,
-                          token, clock_->Now(), range);
+                          token, clock_->Now(), &allocation->range);
         if (!next.ok()) return next.status();
         *rows_created = row->has_value() ? 0 : 1;
+        allocation->created = !row->has_value();
         return WriteRow(name, *next);
       },
       std::move(done));
@@ -668,6 +669,7 @@ void SqliteRangeStore::SetFloorAsync(absl::string_view collection,
             row->value_or(CollectionState{}), floor, now, outcome);
         if (!next.has_value() && row->has_value()) return absl::OkStatus();
         *rows_created = row->has_value() ? 0 : 1;
+        outcome->created = !row->has_value();
         return WriteRow(name,
                         next.value_or(CollectionState{.updated_at = now}));
       },

@@ -68,6 +68,22 @@ absl::Status ValidateCollectionName(absl::string_view name) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateFloor(absl::string_view field, int64_t value,
+                           absl::string_view collection) {
+  if (value < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s is %d; it must not be negative", field, value));
+  }
+  if (value > kMaxFloor) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s %d for collection \"%s\" is above the limit %d (2^62): no "
+        "request may move a collection's Max that close to INT64_MAX; "
+        "nothing was changed",
+        field, value, collection, kMaxFloor));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateNodeTag(absl::string_view tag) {
   if (tag.empty() || tag.size() > kMaxNodeTagLength) {
     return absl::InvalidArgumentError(

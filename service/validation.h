@@ -6,6 +6,7 @@
 #define HILO_SERVICE_VALIDATION_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -17,10 +18,22 @@ namespace hilo {
 inline constexpr size_t kMaxCollectionNameBytes = 256;
 inline constexpr size_t kMaxNodeTagLength = 4;
 
+// The highest number a caller may name as a floor: NextRange's last_max or
+// SetFloor's floor. Max then stays at least 2^62 (4.6e18) below INT64_MAX, so
+// no single request can push a collection to the end of the int64 space
+// and leave every later NextRange OUT_OF_RANGE for good; reaching it by
+// ranges alone takes over 4 billion ranges of the largest size.
+inline constexpr int64_t kMaxFloor = int64_t{1} << 62;
+
 // A collection name is 1-256 bytes of valid UTF-8 (no overlong forms, no
 // surrogates, nothing past U+10FFFF) with no control characters (C0, DEL or
 // C1). Names are compared byte for byte; no normalization is applied.
 absl::Status ValidateCollectionName(absl::string_view name);
+
+// A floor named by a request (`field` is "last_max" or "floor") is 0 to
+// kMaxFloor. INVALID_ARGUMENT naming the field, `collection` and the limit.
+absl::Status ValidateFloor(absl::string_view field, int64_t value,
+                           absl::string_view collection);
 
 // A node tag is 1-4 characters of A-Z and 0-9.
 absl::Status ValidateNodeTag(absl::string_view tag);

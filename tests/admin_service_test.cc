@@ -1,10 +1,18 @@
 // hilo.v1.HiLoAdmin over real gRPC: inspect, list, raise a floor.
 #include "service/admin_service.h"
 
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
+#include "service/validation.h"
 #include "tests/test_util.h"
 
 namespace hilo {
@@ -17,8 +25,18 @@ using ::testing::HasSubstr;
 class AdminServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    Start([](ServerOptions&) {});
+  }
+
+  // (Re)starts the server on the same database, with options changed by
+  // `change`.
+  void Start(const std::function<void(ServerOptions&)>& change) {
+    hilo_.reset();
+    admin_.reset();
+    server_.reset();
     ServerOptions options = testing::TestServerOptions(dir_, "C");
     options.clock = &clock_;
+    change(options);
     server_ = testing::StartServer(options);
     ASSERT_NE(server_, nullptr);
     auto channel = grpc::CreateChannel(testing::Address(server_->port()),
@@ -230,6 +248,85 @@ TEST_F(AdminServiceTest, FloorAtMaxKeepsAWholeReturnFromStartingOver) {
   EXPECT_FALSE(whole.applied());
   EXPECT_EQ(whole.max(), 32);
   EXPECT_EQ(Next("orders").low(), 33);
+}
+
+}  // namespace
+}  // namespace hilo
+
+namespace hilo {
+namespace {
+
+// 256-byte names: the reply of a 1000-row page would be over 280 KB.
+std::string LongName(int i) {
+  return absl::StrFormat("%03d", i) + std::string(253, 'n');
+}
+
+TEST_F(AdminServiceTest, ListReplyStopsAtItsByteBoundAndPagesOn) {
+  Start([](ServerOptions& o) { o.max_list_reply_bytes = 1000; });
+  for (int i = 0; i < 10; ++i) Next(LongName(i));
+  std::vector<std::string> names;
+  std::string token;
+  int pages = 0;
+  do {
+    hilo::v1::ListCollectionsResponse page;
+    ASSERT_TRUE(List(1000, token, &page).ok());
+    // Each collection is about 280 bytes: 4 of them pass 1000 bytes.
+    EXPECT_LE(page.collections_size(), 3);
+    EXPECT_LE(page.ByteSizeLong(), 1000u + 300);  // + node tag and token
+    EXPECT_GE(page.collections_size(), 1);
+    for (const hilo::v1::Collection& c : page.collections()) {
+      names.push_back(c.name());
+    }
+    token = page.next_page_token();
+    ++pages;
+  } while (!token.empty() && pages < 20);
+  ASSERT_EQ(names.size(), 10u);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(names[i], LongName(i));
+  EXPECT_GE(pages, 3);
+}
+
+TEST_F(AdminServiceTest, ListReplyOfTheDefaultBoundHoldsAtMost64KiB) {
+  for (int i = 0; i < 300; ++i) Next(LongName(i));
+  hilo::v1::ListCollectionsResponse page;
+  ASSERT_TRUE(List(1000, "", &page).ok());
+  EXPECT_LE(page.ByteSizeLong(), 64u * 1024 + 300);  // + node tag and token
+  EXPECT_LT(page.collections_size(), 300);
+  EXPECT_FALSE(page.next_page_token().empty());
+}
+
+TEST_F(AdminServiceTest, SetFloorAboveTheGuardRailIsRefusedAndChangesNothing) {
+  Next("orders");
+  hilo::v1::SetFloorResponse response;
+  for (int64_t floor : {std::numeric_limits<int64_t>::max(), kMaxFloor + 1}) {
+    const grpc::Status status = SetFloor("orders", floor, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(status.error_message(),
+                HasSubstr("floor " + std::to_string(floor) +
+                          " for collection \"orders\" is above the limit "
+                          "4611686018427387904"));
+  }
+  hilo::v1::GetCollectionResponse row;
+  ASSERT_TRUE(Get("orders", &row).ok());
+  EXPECT_EQ(row.collection().max(), 32);
+  ASSERT_TRUE(SetFloor("orders", kMaxFloor, &response).ok());
+  EXPECT_EQ(response.max(), kMaxFloor);
+}
+
+TEST_F(AdminServiceTest, SetFloorCreatesNoCollectionBeyondMaxCollections) {
+  Start([](ServerOptions& o) { o.max_collections = 2; });
+  hilo::v1::SetFloorResponse response;
+  ASSERT_TRUE(SetFloor("a", 10, &response).ok());
+  ASSERT_TRUE(SetFloor("b", 10, &response).ok());
+  const grpc::Status status = SetFloor("c", 10, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("collection \"c\" would be new, and this node "
+                        "already stores its limit of 2 collections"));
+  // Existing collections keep working.
+  ASSERT_TRUE(SetFloor("a", 20, &response).ok());
+  EXPECT_EQ(response.max(), 20);
+  hilo::v1::GetCollectionResponse row;
+  EXPECT_EQ(Get("c", &row).error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
 }  // namespace

@@ -2,12 +2,15 @@
 // server on 127.0.0.1:0 with a manual clock.
 #include "service/hilo_service.h"
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
@@ -62,12 +65,14 @@ class HiLoServiceTest : public ::testing::Test {
  public:
   void SetUp() override { Start(/*allow_returns_without_token=*/false); }
 
-  void Start(bool allow_returns_without_token) {
+  void Start(bool allow_returns_without_token,
+             int64_t max_collections = kDefaultMaxCollections) {
     stub_.reset();
     server_.reset();
     ServerOptions options = testing::TestServerOptions(dir_, "A");
     options.clock = &clock_;
     options.allow_returns_without_token = allow_returns_without_token;
+    options.max_collections = max_collections;
     server_ = testing::StartServer(options);
     ASSERT_NE(server_, nullptr);
     stub_ = testing::NewStub(server_->port());
@@ -149,6 +154,54 @@ TEST_F(HiLoServiceTest, NewCollectionGivesOneTo32ThenSecondClient33To64) {
   EXPECT_EQ(first.node_tag(), "A");
   EXPECT_EQ(first.range_at().seconds(), absl::ToUnixSeconds(kStart));
   EXPECT_EQ(MustNext(Next("orders")), Pair(33, 64));
+}
+
+// --max_collections: a NextRange that would create one collection more is
+// RESOURCE_EXHAUSTED naming the collection and the limit; existing
+// collections keep working, and the count survives a restart (it is read
+// from the store at start).
+TEST_F(HiLoServiceTest, NoNewCollectionBeyondMaxCollections) {
+  Start(/*allow_returns_without_token=*/false, /*max_collections=*/3);
+  for (const char* name : {"a", "b", "c"}) MustNext(Next(name));
+  for (int restart = 0; restart < 2; ++restart) {
+    NextRangeResponse response;
+    const grpc::Status status = CallNext(Next("d"), &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+    EXPECT_THAT(status.error_message(),
+                HasSubstr("collection \"d\" would be new, and this node "
+                          "already stores its limit of 3 collections"));
+    EXPECT_EQ(MustNext(Next("a")).first, 32 * (restart + 1) + 1);
+    EXPECT_EQ(Rows().size(), 3u);
+    Start(/*allow_returns_without_token=*/false, /*max_collections=*/3);
+  }
+}
+
+// Many new collections at once, none of them told to wait: the limit holds
+// exactly, however the calls race.
+TEST_F(HiLoServiceTest, RacingNewCollectionsStopAtMaxCollections) {
+  Start(/*allow_returns_without_token=*/false, /*max_collections=*/10);
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  std::atomic<int> exhausted{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      auto stub = testing::NewStub(server_->port());
+      for (int i = 0; i < 5; ++i) {
+        grpc::ClientContext context;
+        NextRangeResponse response;
+        const grpc::Status status = stub->NextRange(
+            &context, Next(absl::StrCat("c", t, "-", i)), &response);
+        if (status.ok()) ++ok;
+        if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+          ++exhausted;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 10);
+  EXPECT_EQ(exhausted.load(), 30);
+  EXPECT_EQ(Rows().size(), 10u);
 }
 
 TEST_F(HiLoServiceTest, ReturnedTailIsHandedOutNext) {
@@ -361,12 +414,22 @@ INSTANTIATE_TEST_SUITE_P(
                   return NextOf(t, r);
                 },
                 grpc::StatusCode::INVALID_ARGUMENT, "last_range_at"},
+        // The guard rail: no request may move Max past 2^62, where one
+        // call could leave the collection OUT_OF_RANGE for good.
         BadCase{"NextLastMaxNearInt64Max",
                 [](HiLoServiceTest* t) {
                   return NextOf(t,
                                 Next("orders", 0, std::nullopt, INT64_MAX - 5));
                 },
-                grpc::StatusCode::OUT_OF_RANGE, "INT64_MAX"},
+                grpc::StatusCode::INVALID_ARGUMENT,
+                "above the limit 4611686018427387904"},
+        BadCase{"NextLastMaxJustAboveTheLimit",
+                [](HiLoServiceTest* t) {
+                  return NextOf(t, Next("orders", 0, std::nullopt,
+                                        (int64_t{1} << 62) + 1));
+                },
+                grpc::StatusCode::INVALID_ARGUMENT,
+                "last_max 4611686018427387905 for collection \"orders\""},
         BadCase{"NextOversizedMessage",
                 [](HiLoServiceTest* t) {
                   return NextOf(t, Next(std::string(100'000, 'o')));

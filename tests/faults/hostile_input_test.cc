@@ -24,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "hilo/v1/hilo.grpc.pb.h"
 #include "service/clock.h"
+#include "service/validation.h"
 #include "stress/raw_call.h"
 #include "tests/test_util.h"
 
@@ -435,16 +436,28 @@ INSTANTIATE_TEST_SUITE_P(
         HostileCase{"NextInt64MaxLastSizeIsClamped",
                     [](T* t) { return t->Next("orders", kInt64Max); }, C::OK,
                     Pair(33, 32 + kMaxRangeSize)},
+        // The guard rail (kMaxFloor = 2^62): a last_max that would move Max
+        // to the end of the int64 space, burning the collection for every
+        // other client, is refused and changes nothing.
         HostileCase{"NextLastMaxNearInt64Max",
                     [](T* t) { return t->Next("orders", 0, kInt64Max - 5); },
-                    C::OUT_OF_RANGE},
+                    C::INVALID_ARGUMENT},
         HostileCase{"NextLastMaxInt64Max",
                     [](T* t) { return t->Next("orders", 0, kInt64Max); },
-                    C::OUT_OF_RANGE},
+                    C::INVALID_ARGUMENT},
+        HostileCase{"NextLastMaxTwoPow63Minus40",
+                    [](T* t) { return t->Next("orders", 0, kInt64Max - 39); },
+                    C::INVALID_ARGUMENT},
+        HostileCase{"NextLastMaxJustAboveTheGuardRail",
+                    [](T* t) { return t->Next("orders", 0, kMaxFloor + 1); },
+                    C::INVALID_ARGUMENT},
+        HostileCase{"NextLastMaxAtTheGuardRailIsServed",
+                    [](T* t) { return t->Next("orders", 0, kMaxFloor); }, C::OK,
+                    Pair(kMaxFloor + 1, kMaxFloor + 32)},
         HostileCase{
             "NextHugeLastSizeAndLastMaxNearInt64Max",
             [](T* t) { return t->Next("orders", kInt64Max, kInt64Max - 100); },
-            C::OUT_OF_RANGE},
+            C::INVALID_ARGUMENT},
         HostileCase{"NextAtMaxTenBelowInt64Max",
                     [](T* t) { return t->Next("edge"); }, C::OUT_OF_RANGE,
                     std::nullopt, std::nullopt, PutEdge},
@@ -665,6 +678,12 @@ INSTANTIATE_TEST_SUITE_P(
         HostileCase{"SetFloorAtTheReturnFloorChangesNothing",
                     [](T* t) { return t->Floor("orders", 0); }, C::OK,
                     std::nullopt, std::pair(false, int64_t{32})},
+        HostileCase{"SetFloorInt64Max",
+                    [](T* t) { return t->Floor("orders", kInt64Max); },
+                    C::INVALID_ARGUMENT},
+        HostileCase{"SetFloorJustAboveTheGuardRail",
+                    [](T* t) { return t->Floor("orders", kMaxFloor + 1); },
+                    C::INVALID_ARGUMENT},
         HostileCase{"SetFloorAboveMaxRaisesIt",
                     [](T* t) { return t->Floor("orders", 1000); }, C::OK,
                     std::nullopt, std::pair(true, int64_t{1000})}),
@@ -677,7 +696,14 @@ INSTANTIATE_TEST_SUITE_P(
 // INT64_MAX (not last + 1 wrapped around), and no later return moves Max
 // lower.
 TEST_F(HostileInputTest, ReturnOfAllOfARangeEndingAtInt64Max) {
-  const Outcome range = Next("edge", 0, kInt64Max - 32);
+  // No request may take Max there (the guard rail); a row may be there.
+  ASSERT_TRUE(server_->store()
+                  ->PutForTesting(
+                      "edge", CollectionState{.max = kInt64Max - 32,
+                                              .return_floor = kInt64Max - 32,
+                                              .updated_at = kStart})
+                  .ok());
+  const Outcome range = Next("edge");
   EXPECT_EQ(range.range, Pair(kInt64Max - 31, kInt64Max));
   const Outcome returned = Return("edge", kInt64Max, kInt64Max, range.token);
   EXPECT_TRUE(returned.status.ok()) << returned.status.error_message();
@@ -694,7 +720,14 @@ TEST_F(HostileInputTest, ReturnOfAllOfARangeEndingAtInt64Max) {
 // A floor at INT64_MAX covers every number: a return claiming a range that
 // ends there (no client was given one) must not reopen INT64_MAX.
 TEST_F(HostileInputTest, ForgedReturnBelowAFloorAtInt64Max) {
-  ASSERT_TRUE(Floor("edge", kInt64Max).status.ok());
+  EXPECT_EQ(Floor("edge", kInt64Max).status.error_code(), C::INVALID_ARGUMENT);
+  // The row a floor at INT64_MAX made before the guard rail.
+  ASSERT_TRUE(
+      server_->store()
+          ->PutForTesting("edge", CollectionState{.max = kInt64Max,
+                                                  .return_floor = kInt64Max,
+                                                  .updated_at = kStart})
+          .ok());
   EXPECT_EQ(Return("edge", kInt64Max, kInt64Max - 1, 1).ret,
             std::pair(false, kInt64Max));
   EXPECT_EQ(Return("edge", kInt64Max, kInt64Max - 1, 0).status.error_code(),

@@ -1,0 +1,14 @@
+#!/bin/sh
+# Installs what the abuse tests (ctest label "abuse", tests/abuse/) need
+# beyond scripts/install-deps.sh, and nothing that is already there. Safe to
+# run again. Uses sudo when not run as root.
+#   python3-h2      a raw HTTP/2 client: the attacks write frames by hand
+#   python3-grpcio  the well-behaved bystander client
+#   util-linux      prlimit: the server runs with few descriptors
+set -eu
+. "$(dirname "$0")/apt-install-missing.sh"
+
+PACKAGES="python3-h2 python3-grpcio util-linux"
+
+# shellcheck disable=SC2086  # a list of package names
+apt_install_missing install-deps-abuse $PACKAGES

@@ -1,0 +1,90 @@
+// ListenerProbe: a listener that accepts answers the probe; one that has
+// stopped accepting (connections left in the kernel's backlog, as gRPC
+// 1.51's after EMFILE) does not, and enough failures in a row call on_deaf.
+#include "service/listener_probe.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace hilo {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A TCP socket listening on 127.0.0.1:0 that never accepts.
+class DeafListener {
+ public:
+  DeafListener() {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address = {};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)),
+              0);
+    EXPECT_EQ(listen(fd_, 16), 0);
+    socklen_t length = sizeof(address);
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length);
+    port_ = ntohs(address.sin_port);
+  }
+  ~DeafListener() { close(fd_); }
+  int fd() const { return fd_; }
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+TEST(ListenerProbeTest, AListenerThatAcceptsAnswers) {
+  DeafListener listener;
+  std::thread acceptor([&] {
+    const int fd = accept(listener.fd(), nullptr, nullptr);
+    close(fd);  // an orderly close is an answer, as a TLS alert is
+  });
+  EXPECT_TRUE(
+      ListenerProbe::ProbeOnce("127.0.0.1", listener.port(), absl::Seconds(5))
+          .ok());
+  acceptor.join();
+}
+
+TEST(ListenerProbeTest, AListenerThatNoLongerAcceptsIsUnavailable) {
+  DeafListener listener;
+  const absl::Status status = ListenerProbe::ProbeOnce(
+      "127.0.0.1", listener.port(), absl::Milliseconds(200));
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(status.message(), HasSubstr("no longer accepts"));
+}
+
+TEST(ListenerProbeTest, CallsOnDeafOnceAfterFailuresInARow) {
+  DeafListener listener;
+  std::atomic<int> calls{0};
+  {
+    auto probe = ListenerProbe::Start(
+        {.host = "127.0.0.1",
+         .port = listener.port(),
+         .interval = absl::Milliseconds(10),
+         .timeout = absl::Milliseconds(50),
+         .failures = 3,
+         .on_deaf = [&](const absl::Status&) { ++calls; }});
+    absl::SleepFor(absl::Seconds(1));
+  }
+  EXPECT_EQ(calls.load(), 1);
+}
+
+TEST(ListenerProbeTest, ListenHostMapsWildcardsToLoopback) {
+  EXPECT_EQ(ListenHost("0.0.0.0:50051"), "127.0.0.1");
+  EXPECT_EQ(ListenHost("[::]:50051"), "::1");
+  EXPECT_EQ(ListenHost("[::1]:0"), "::1");
+  EXPECT_EQ(ListenHost("localhost:50051"), "localhost");
+  EXPECT_EQ(ListenHost("127.0.0.1:0"), "127.0.0.1");
+}
+
+}  // namespace
+}  // namespace hilo
