@@ -1,5 +1,6 @@
 #include "service/hilo_service.h"
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 
@@ -23,8 +24,10 @@ absl::Status ValidateNext(const hilo::v1::NextRangeRequest& request,
     return absl::InvalidArgumentError(absl::StrFormat(
         "last_size is %d; it must not be negative", request.last_size()));
   }
+  // Above kMaxFloor, last_max is checked against the row (NextRange).
   if (absl::Status s =
-          ValidateFloor("last_max", request.last_max(), request.collection());
+          ValidateFloor("last_max", std::min(request.last_max(), kMaxFloor),
+                        request.collection());
       !s.ok()) {
     return s;
   }
@@ -121,19 +124,39 @@ void HiLoService::NextRange(const hilo::v1::NextRangeRequest& request,
           finish(allocation.status());
         });
   };
-  if (collections_ == nullptr) return allocate(false, std::move(finish));
-  if (collections_->TryReserve()) return allocate(true, std::move(finish));
-  // At the collection limit: only a collection that has a row may go on.
+  // Allocates within the collection limit.
+  auto limited = [this, &request, allocate](ServiceCallback finish) {
+    if (collections_ == nullptr) return allocate(false, std::move(finish));
+    if (collections_->TryReserve()) return allocate(true, std::move(finish));
+    // At the collection limit: only a collection that has a row may go on.
+    store_->GetAsync(
+        request.collection(),
+        [this, &request, allocate, finish = std::move(finish)](
+            absl::StatusOr<std::optional<CollectionState>> row) mutable {
+          if (!row.ok()) return finish(row.status());
+          if (!row->has_value()) {
+            return finish(
+                collections_->RefuseNewCollection(request.collection()));
+          }
+          allocate(false, std::move(finish));
+        });
+  };
+  if (request.last_max() <= kMaxFloor) return limited(std::move(finish));
+  // The guard rail: a last_max above kMaxFloor may not raise Max (one
+  // request must not push a collection toward INT64_MAX), but the holder
+  // of a range already up there (a floor set by an operator, an old row)
+  // reports its high and must go on. Max only grows between this read and
+  // the allocation, except by a return to at most a number the caller held.
   store_->GetAsync(
       request.collection(),
-      [this, &request, allocate, finish = ServiceCallback(std::move(finish))](
+      [&request, limited, finish = ServiceCallback(std::move(finish))](
           absl::StatusOr<std::optional<CollectionState>> row) mutable {
         if (!row.ok()) return finish(row.status());
-        if (!row->has_value()) {
-          return finish(
-              collections_->RefuseNewCollection(request.collection()));
+        if (!row->has_value() || (*row)->max < request.last_max()) {
+          return finish(ValidateFloor("last_max", request.last_max(),
+                                      request.collection()));
         }
-        allocate(false, std::move(finish));
+        limited(std::move(finish));
       });
 }
 

@@ -312,6 +312,36 @@ TEST_F(AdminServiceTest, SetFloorAboveTheGuardRailIsRefusedAndChangesNothing) {
   EXPECT_EQ(response.max(), kMaxFloor);
 }
 
+// A collection an operator floored at the guard rail keeps working: its
+// holders report last_max above 2^62, at or below Max, which raises nothing.
+TEST_F(AdminServiceTest,
+       RangesAboveTheGuardRailGoOnButNoRequestRaisesMaxThere) {
+  hilo::v1::SetFloorResponse floored;
+  ASSERT_TRUE(SetFloor("orders", kMaxFloor, &floored).ok());
+  const hilo::v1::NextRangeResponse first = Next("orders");
+  ASSERT_EQ(first.low(), kMaxFloor + 1);
+  auto next_after = [&](int64_t last_max, hilo::v1::NextRangeResponse* r) {
+    grpc::ClientContext context;
+    hilo::v1::NextRangeRequest request;
+    request.set_collection("orders");
+    request.set_last_size(first.high() - first.low() + 1);
+    request.set_last_max(last_max);
+    return hilo_->NextRange(&context, request, r);
+  };
+  hilo::v1::NextRangeResponse second;
+  const grpc::Status ok = next_after(first.high(), &second);
+  ASSERT_TRUE(ok.ok()) << ok.error_message();
+  EXPECT_EQ(second.low(), first.high() + 1);
+  // Above Max it is refused, and Max stays.
+  hilo::v1::NextRangeResponse refused;
+  const grpc::Status status = next_after(second.high() + 1000, &refused);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("above the limit"));
+  hilo::v1::GetCollectionResponse row;
+  ASSERT_TRUE(Get("orders", &row).ok());
+  EXPECT_EQ(row.collection().max(), second.high());
+}
+
 TEST_F(AdminServiceTest, SetFloorCreatesNoCollectionBeyondMaxCollections) {
   Start([](ServerOptions& o) { o.max_collections = 2; });
   hilo::v1::SetFloorResponse response;
