@@ -37,6 +37,14 @@ absl::Status CheckFloorArgument(int64_t floor) {
   return absl::OkStatus();
 }
 
+absl::Status CheckListLimit(int limit) {
+  if (limit < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("list limit is %d; it must be at least 1", limit));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<CollectionState> ApplyAllocate(absl::string_view collection,
                                               const CollectionState& row,
                                               int64_t size, int64_t floor,

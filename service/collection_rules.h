@@ -31,6 +31,7 @@ absl::Status CheckAllocateArguments(int64_t size, int64_t floor,
                                     uint64_t token);
 absl::Status CheckReturnArguments(int64_t end, int64_t last);
 absl::Status CheckFloorArgument(int64_t floor);
+absl::Status CheckListLimit(int limit);
 
 // The row after allocating `size` numbers above max(row.max, floor) with
 // `token`, and the range in *range. A collection without a row is a

@@ -970,9 +970,8 @@ void PostgresRangeStore::GetAsync(
 void PostgresRangeStore::ListAsync(
     absl::string_view after, int limit,
     StoreCallback<std::vector<NamedCollectionState>> done) {
-  if (limit < 1) {
-    done(absl::InvalidArgumentError(
-        absl::StrFormat("list limit is %d; it must be at least 1", limit)));
+  if (absl::Status s = CheckListLimit(limit); !s.ok()) {
+    done(std::move(s));
     return;
   }
   auto r = std::make_unique<Request>();

@@ -637,9 +637,8 @@ void SqliteRangeStore::GetAsync(
 void SqliteRangeStore::ListAsync(
     absl::string_view after, int limit,
     StoreCallback<std::vector<NamedCollectionState>> done) {
-  if (limit < 1) {
-    done(absl::InvalidArgumentError(
-        absl::StrFormat("list limit is %d; it must be at least 1", limit)));
+  if (absl::Status s = CheckListLimit(limit); !s.ok()) {
+    done(std::move(s));
     return;
   }
   Submit<std::vector<NamedCollectionState>>(

@@ -444,6 +444,17 @@ TEST_P(RangeStoreContractTest, RestartContinuesAboveEveryIssuedRange) {
   EXPECT_EQ(MustAllocate("orders", 32), (Range{97, 128}));
 }
 
+TEST_P(RangeStoreContractTest, ListLimitBelowOneIsInvalidArgument) {
+  MustAllocate("orders", 32);
+  for (int limit : {0, -1}) {
+    absl::StatusOr<std::vector<NamedCollectionState>> rows =
+        store_->List("", limit);
+    EXPECT_EQ(rows.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(rows.status().message(), HasSubstr("list limit"));
+  }
+  EXPECT_EQ(store_->List("", 1)->size(), 1u);
+}
+
 TEST_P(RangeStoreContractTest, ConcurrentAllocationsNeverOverlap) {
   constexpr int kThreads = 8;
   constexpr int kPerThread = 200;
