@@ -72,6 +72,11 @@ void Gatekeeper::NextRange(const Caller& caller,
   if (absl::Status s =
           Admit(caller, Method::kNextRange, &record, &may_administer);
       !s.ok()) {
+    // Counted with the calls that reach the service.
+    if (observer_ != nullptr) {
+      observer_->OnNextRange(request.collection(), s, nullptr,
+                             absl::ZeroDuration());
+    }
     return done(std::move(s));
   }
   service_->NextRange(request, response, may_administer,
@@ -98,6 +103,10 @@ void Gatekeeper::ReturnRange(const Caller& caller,
   if (absl::Status s =
           Admit(caller, Method::kReturnRange, &record, &may_administer);
       !s.ok()) {
+    if (observer_ != nullptr) {
+      observer_->OnReturnRange(request.collection(), s, nullptr,
+                               absl::ZeroDuration());
+    }
     return done(std::move(s));
   }
   service_->ReturnRange(request, response, std::move(done));

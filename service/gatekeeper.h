@@ -5,7 +5,9 @@
 // only ever carry valid UTF-8), then asks the Authorizer; a refusal
 // (PERMISSION_DENIED, or UNAUTHENTICATED for an unknown bearer token) is
 // audited, counted (Observer::OnDenied, reason "permission") and returned
-// before anything reaches the store. An allowed call goes to the service;
+// before anything reaches the store (a refused NextRange or ReturnRange is
+// also reported to the observer as a finished call, as the service reports
+// the calls it serves). An allowed call goes to the service;
 // a guard-rail refusal coming back from the store is audited and counted
 // (reason "guard_rail"), and every SetFloor is audited whatever its outcome.
 // Without an Authorizer every caller is allowed and none may administer

@@ -360,6 +360,8 @@ TEST_F(GatekeeperTest, RefusalChangesNothingAndIsAuditedAndCounted) {
                         "\"ListCollections\",reason=\"guard_rail\"} 0\n"));
   EXPECT_THAT(text, HasSubstr("hilo_requests_denied_total{method="
                               "\"ReturnRange\",reason=\"permission\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("hilo_requests_total{code=\"PERMISSION_DENIED\","
+                              "method=\"NextRange\"} 1\n"));
 }
 
 TEST_F(GatekeeperTest, AuditLineEscapesAnyCollectionName) {
