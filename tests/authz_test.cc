@@ -252,6 +252,29 @@ TEST(JsonStringTest, EscapesWhatJsonNeedsAndKeepsUtf8) {
             "\"a\\ufffdb\\ufffd\\ufffdc\\ufffd\\ufffd\\ufffdd\\ufffd\\ufffd\"");
 }
 
+TEST(AuditLogTest, AFailedWriteIsReportedOnceAndNeverStopsTheServer) {
+  ManualClock clock(kStart);
+  absl::StatusOr<std::unique_ptr<AuditLog>> audit =
+      AuditLog::Open("/dev/full", &clock);
+  ASSERT_TRUE(audit.ok()) << audit.status();
+  AuditRecord record;
+  record.method = "SetFloor";
+  ::testing::internal::CaptureStderr();
+  (*audit)->Write(record);
+  (*audit)->Write(record);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(),
+            "hilo_server: audit log /dev/full: a write failed (No space left "
+            "on device); audit lines may be lost until it works again\n");
+}
+
+TEST(AuditLogTest, UnopenableFileIsNamed) {
+  ManualClock clock(kStart);
+  TempDir dir;
+  EXPECT_EQ(AuditLog::Open(dir.File("no/such/dir"), &clock).status().message(),
+            absl::StrCat("audit log ", dir.File("no/such/dir"),
+                         " cannot be opened: No such file or directory"));
+}
+
 // A Gatekeeper over real services and a real SQLite store, with its audit
 // trail in a file and its counts in real Metrics.
 class GatekeeperTest : public ::testing::Test {
