@@ -34,8 +34,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "draw_ids: %s\n", raw.status().ToString().c_str());
     return 1;
   }
-  std::printf("number %lld from node %s\n",
-              static_cast<long long>(raw->number),
+  std::printf("number %lld from node %s\n", static_cast<long long>(raw->number),
               std::string(raw->node_tag).c_str());
   return 0;
 }
