@@ -26,6 +26,11 @@ fail() {
 }
 
 cmake --install "$build_dir" --prefix "$prefix" >"$tmp/install.log"
+# Everything lands in the prefix (the unit and /etc/default are the .debs').
+if outside=$(sed -n 's/^-- \(Installing\|Up-to-date\): //p' "$tmp/install.log" |
+  grep -vF "$prefix/"); then
+  fail "installed outside the prefix: $outside"
+fi
 # The prefix must stand alone: no installed text file may name the source or
 # the build tree.
 if leaks=$(grep -rlIF -e "$source_dir" -e "$build_dir" "$prefix"); then
