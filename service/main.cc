@@ -17,6 +17,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -215,6 +216,9 @@ int main(int argc, char** argv) {
       "Usage: hilo_server [--listen=127.0.0.1:50051] [--db=PATH | "
       "--store=postgresql://...] "
       "[--node_tag=A] ...");
+  absl::FlagsUsageConfig usage_config;
+  usage_config.version_string = [] { return "hilo_server " HILO_VERSION "\n"; };
+  absl::SetFlagsUsageConfig(usage_config);
   std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
   if (rest.size() > 1) {
     return Fail(absl::InvalidArgumentError(absl::StrFormat(
