@@ -1,9 +1,12 @@
 #!/bin/sh
 # NextRange on the PostgreSQL store beside the way Leaf and Tinyid allocate:
 # one `UPDATE ... RETURNING` per request, autocommit, on the same database,
-# driven by pgbench at the same concurrency. Prints a Markdown section.
+# driven by pgbench at the same concurrency. Prints a Markdown section, and
+# the peers' figures for bench/peers_bench.sh as OUT_TSV (what, in flight,
+# per second): update_returning at each concurrency, and nextval (one
+# `SELECT nextval(...)` per ID, one client).
 #
-#   postgresql_bench.sh HILO_BENCH SQLITE_TSV OUT_MD [--smoke]
+#   postgresql_bench.sh HILO_BENCH SQLITE_TSV OUT_MD OUT_TSV [--smoke]
 #
 # HILO_BENCH is the built hilo_bench; SQLITE_TSV the throughput series of the
 # main (SQLite) run, for the side-by-side column ("" for none). A throwaway
@@ -14,7 +17,8 @@ set -eu
 hilo_bench=$1
 sqlite_tsv=$2
 out_md=$3
-smoke=${4:-}
+out_tsv=$4
+smoke=${5:-}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 temp_postgres="$repo/tests/postgres/temp_postgres.sh"
 command -v pgbench >/dev/null 2>&1 || {
@@ -40,7 +44,8 @@ fi
 # database (each run's servers share it; collections continue across runs).
 # shellcheck disable=SC2086
 "$hilo_bench" $hilo_flags --sections=throughput --in_flight="$in_flight" \
-  --server_flags="--store=$uri" --out_data="$work/hilo.tsv" \
+  --server_flags="--store=$uri --node_tag_hashed_from_hostname" \
+  --out_data="$work/hilo.tsv" \
   >"$work/hilo_bench.log" 2>&1 || {
   tail -n 20 "$work/hilo_bench.log" >&2
   echo "postgresql_bench: hilo_bench on PostgreSQL failed" >&2
@@ -52,23 +57,33 @@ psql -q -v ON_ERROR_STOP=1 "$uri" >/dev/null <<'SQL'
 CREATE TABLE leaf_alloc (biz_tag TEXT PRIMARY KEY, max_id BIGINT NOT NULL,
                          step INT NOT NULL);
 INSERT INTO leaf_alloc VALUES ('orders', 0, 32);
+CREATE SEQUENCE ids;
 SQL
 echo "UPDATE leaf_alloc SET max_id = max_id + step WHERE biz_tag = 'orders' RETURNING max_id;" \
   >"$work/leaf.sql"
-: >"$work/leaf.tsv"
-for n in $(echo "$in_flight" | tr ',' ' '); do
-  threads=$n
+echo "SELECT nextval('ids');" >"$work/nextval.sql"
+# pgbench SCRIPT CLIENTS: transactions per second.
+pgbench_tps() {
+  threads=$2
   [ "$threads" -gt 2 ] && threads=2
-  tps=$(pgbench -n -f "$work/leaf.sql" -c "$n" -j "$threads" -T "$pgbench_time" \
-    "$uri" 2>"$work/pgbench-$n.err" | sed -n 's/^tps = \([0-9.]*\) .*/\1/p')
+  tps=$(pgbench -n -f "$1" -c "$2" -j "$threads" -T "$pgbench_time" \
+    "$uri" 2>"$work/pgbench.err" | sed -n 's/^tps = \([0-9.]*\) .*/\1/p')
   # A smoke run may end before a transaction does; its numbers mean nothing.
   [ -n "$tps" ] || [ "$smoke" = "--smoke" ] || {
-    cat "$work/pgbench-$n.err" >&2
-    echo "postgresql_bench: pgbench at $n clients failed" >&2
+    cat "$work/pgbench.err" >&2
+    echo "postgresql_bench: pgbench $1 at $2 clients failed" >&2
     exit 1
   }
-  printf '%s\t%.0f\n' "$n" "${tps:-0}" >>"$work/leaf.tsv"
+  printf '%.0f' "${tps:-0}"
+}
+: >"$work/leaf.tsv"
+: >"$out_tsv"
+for n in $(echo "$in_flight" | tr ',' ' '); do
+  tps=$(pgbench_tps "$work/leaf.sql" "$n")
+  printf '%s\t%s\n' "$n" "$tps" >>"$work/leaf.tsv"
+  printf 'update_returning\t%s\t%s\n' "$n" "$tps" >>"$out_tsv"
 done
+printf 'nextval\t1\t%s\n' "$(pgbench_tps "$work/nextval.sql" 1)" >>"$out_tsv"
 
 # Column 2 of a hilo_bench TSV (NextRange, 1 collection) at `n` in flight.
 next_range() { awk -F'\t' -v n="$2" 'NR > 1 && $1 == n {print $2}' "$1"; }

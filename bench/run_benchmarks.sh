@@ -19,7 +19,7 @@
 #
 # Needs scripts/install-deps.sh and scripts/install-deps-bench.sh (gnuplot,
 # Google Benchmark, libuuid; PostgreSQL and pgbench for the PostgreSQL
-# series, bench/postgresql_bench.sh). Scratch databases go to $TMPDIR or /tmp, which
+# series, bench/postgresql_bench.sh; Redis for bench/peers_bench.sh). Scratch databases go to $TMPDIR or /tmp, which
 # decides the disk that is measured. Servers bind 127.0.0.1:0 only.
 set -eu
 
@@ -109,7 +109,7 @@ smoke_flag=""
 
 echo "run_benchmarks: NextRange on PostgreSQL beside UPDATE ... RETURNING" >&2
 "$repo/bench/postgresql_bench.sh" "$hilo_bench" "$out/throughput.tsv" \
-  "$out/postgresql.md" $smoke_flag
+  "$out/postgresql.md" "$out/postgresql_peers.tsv" $smoke_flag
 
 echo "run_benchmarks: client_benchmark (log in $out/client_benchmark.log)" >&2
 if [ "$smoke" = 1 ]; then
@@ -121,11 +121,16 @@ else
 fi
 # shellcheck disable=SC2086
 "$client_benchmark" $client_flags --benchmark_color=false \
+  --benchmark_out="$out/client.json" --benchmark_out_format=json \
   --out_md="$out/client.md" >"$out/client_benchmark.log" 2>&1 || {
   tail -n 20 "$out/client_benchmark.log" >&2
   echo "run_benchmarks: client_benchmark failed" >&2
   exit 1
 }
+
+echo "run_benchmarks: Redis beside hilo, and the side-by-side tables" >&2
+"$repo/bench/peers_bench.sh" "$out/throughput.tsv" "$out/postgresql_peers.tsv" \
+  "$out/client.json" "$out/peers.md" "$out/peers.tsv" $smoke_flag
 
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 core_seconds() {  # ticks -> "N of M core-seconds (P%)" of the run
@@ -145,7 +150,7 @@ stolen=$(core_seconds "$(( $(steal_ticks) - steal_before ))")
 
 subtitle="$(lscpu | sed -n 's/^Model name: *//p' | head -n1), $(nproc) cores; $(date -u '+%Y-%m-%d')"
 [ "$smoke" = 1 ] && subtitle="SMOKE RUN: numbers mean nothing"
-gnuplot -e "data='$out/throughput.tsv'; out='$out/throughput.png'; subtitle='$subtitle'" \
+gnuplot -e "data='$out/throughput.tsv'; peers='$out/peers.tsv'; out='$out/throughput.png'; subtitle='$subtitle'" \
   "$repo/bench/plot_throughput.gp"
 
 # report.md: everything BENCHMARKS.md's generated part holds.
@@ -159,11 +164,14 @@ gnuplot -e "data='$out/throughput.tsv'; out='$out/throughput.png'; subtitle='$su
   cat "$out/postgresql.md"
   echo
   cat "$out/client.md"
+  echo
+  cat "$out/peers.md"
 } >"$out/report.md"
 
 for table in "### Server throughput" "### Targets at 64 in flight" \
     "### NextRange on PostgreSQL" \
-    "### Client with" "### Memory" "### Client fast path" "### Client targets"; do
+    "### Client with" "### Memory" "### Client fast path" "### Client targets" \
+    "### Side by side"; do
   grep -q "^$table" "$out/report.md" || {
     echo "run_benchmarks: report.md lacks \"$table\"" >&2
     exit 1

@@ -16,6 +16,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -209,6 +210,9 @@ int main(int argc, char** argv) {
       "  list                       list every collection\n"
       "  set-floor COLLECTION N     raise a collection's Max to at least N\n"
       "  health                     print the node's serving status");
+  absl::FlagsUsageConfig usage_config;
+  usage_config.version_string = [] { return "hilo " HILO_VERSION "\n"; };
+  absl::SetFlagsUsageConfig(usage_config);
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   std::vector<std::string> args(positional.begin() + 1, positional.end());
   if (args.empty()) return Usage("no command given");

@@ -7,7 +7,10 @@
 #   - gnuplot-nox: draws the throughput plot (pngcairo) in
 #     bench/run_benchmarks.sh
 #   - util-linux: lscpu and findmnt, for the machine description
+#   - redis-server (with redis-tools: redis-benchmark, redis-cli): the Redis
+#     INCR/INCRBY peers in bench/peers_bench.sh
 set -eu
 . "$(dirname "$0")/apt-install-missing.sh"
 
-apt_install_missing install-deps-bench libbenchmark-dev uuid-dev gnuplot-nox util-linux
+apt_install_missing install-deps-bench libbenchmark-dev uuid-dev gnuplot-nox util-linux \
+  redis-server

@@ -1,13 +1,15 @@
 #!/bin/sh
 # Installs what hilo needs to build and test on Debian 12, and nothing that is
 # already there. Safe to run again. Uses sudo when not run as root.
+# (Only the server: scripts/install-deps-server.sh.)
 set -eu
 . "$(dirname "$0")/apt-install-missing.sh"
 
+# What building and running the server needs.
+"$(dirname "$0")/install-deps-server.sh"
+
 PACKAGES="
-  cmake ninja-build g++ pkg-config git ca-certificates openssl clang-format
-  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev libsqlite3-dev sqlite3 prometheus-cpp-dev libpq-dev
+  git ca-certificates openssl clang-format sqlite3
   libgtest-dev libgmock-dev python3-grpcio
   postgresql
   prometheus
@@ -31,3 +33,6 @@ apt_install_missing install-deps $PACKAGES
 
 # What the benchmarks need (tests labelled "bench").
 "$(dirname "$0")/install-deps-bench.sh"
+
+# What the packaging tests need (tests labelled "package").
+"$(dirname "$0")/install-deps-package.sh"

@@ -12,10 +12,12 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -49,8 +51,9 @@ ABSL_FLAG(bool, node_tag_from_hostname, false,
           "hilo-0 -> A, hilo-1 -> B, ..., hilo-26 -> AA; overrides --node_tag");
 ABSL_FLAG(bool, node_tag_hashed_from_hostname, false,
           "with --store only: a 4-character tag hashed from this host's "
-          "name, for pods of a Deployment; two pods may share one, which a "
-          "shared store makes harmless; overrides --node_tag");
+          "name, for pods of a Deployment; if another live server holds it "
+          "(tags are leased in the database), the next of 64 hashed from the "
+          "name; overrides --node_tag");
 ABSL_FLAG(int64_t, min_range_size, hilo::kDefaultMinRangeSize,
           "smallest range handed out");
 ABSL_FLAG(int64_t, max_range_size, hilo::kDefaultMaxRangeSize,
@@ -151,6 +154,10 @@ namespace {
 
 // The exit status when the gRPC listener went deaf (see ListenerProbe).
 constexpr int kExitListenerDeaf = 3;
+// The exit status when another server took this one's node tag over.
+constexpr int kExitNodeTagLost = 4;
+// Tags a --node_tag_hashed_from_hostname server may try.
+constexpr int kHashedNodeTags = 64;
 
 // Raises the soft limit on open files to the hard limit: every connection
 // is a descriptor, and gRPC 1.51's listener stops for good when it runs out.
@@ -233,6 +240,9 @@ int main(int argc, char** argv) {
       "Usage: hilo_server [--listen=127.0.0.1:50051] [--db=PATH | "
       "--store=postgresql://...] "
       "[--node_tag=A] ...");
+  absl::FlagsUsageConfig usage_config;
+  usage_config.version_string = [] { return "hilo_server " HILO_VERSION "\n"; };
+  absl::SetFlagsUsageConfig(usage_config);
   std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
   if (rest.size() > 1) {
     return Fail(absl::InvalidArgumentError(absl::StrFormat(
@@ -274,7 +284,10 @@ int main(int argc, char** argv) {
     }
     absl::StatusOr<std::string> hostname = HostName();
     if (!hostname.ok()) return Fail(hostname.status());
-    options.node_tag = hilo::NodeTagHashedFromHostname(*hostname);
+    std::vector<std::string> tags =
+        hilo::NodeTagsHashedFromHostname(*hostname, kHashedNodeTags);
+    options.node_tag = tags.front();
+    options.node_tag_alternates.assign(tags.begin() + 1, tags.end());
   }
   options.range_sizes.min_size = absl::GetFlag(FLAGS_min_range_size);
   options.range_sizes.max_size = absl::GetFlag(FLAGS_max_range_size);
@@ -309,6 +322,14 @@ int main(int argc, char** argv) {
     std::fflush(nullptr);
     std::_Exit(kExitListenerDeaf);
   };
+  options.on_node_tag_lost = [](const absl::Status& status) {
+    absl::FPrintF(stderr,
+                  "hilo_server: %s; exiting with status %d for the "
+                  "supervisor to restart the server under a free tag\n",
+                  status.message(), kExitNodeTagLost);
+    std::fflush(nullptr);
+    std::_Exit(kExitNodeTagLost);
+  };
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.metrics_max_collections =
       absl::GetFlag(FLAGS_metrics_max_collections);
@@ -339,7 +360,8 @@ int main(int argc, char** argv) {
                 "hilo_server: serving node %s on port %d (listen %s, %s, "
                 "db %s, sync %s, range sizes %d..%d, max batch %d, "
                 "reflection %s, metrics %s)\n",
-                options.node_tag, (*server)->port(), options.listen, security,
+                (*server)->node_tag(), (*server)->port(), options.listen,
+                security,
                 options.postgres_uri.empty()
                     ? options.db_path
                     : hilo::DescribePostgresConnection(options.postgres_uri)

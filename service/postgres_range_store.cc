@@ -19,13 +19,15 @@
 #include "absl/strings/strip.h"
 #include "hilo/base/await.h"
 #include "service/collection_rules.h"
+#include "service/validation.h"
 
 namespace hilo {
 namespace {
 
 // The schema's identity and version, kept in table hilo_meta.
 constexpr char kApplication[] = "hilo";
-constexpr int kSchemaVersion = 1;
+// Version 2 added hilo_nodes.
+constexpr int kSchemaVersion = 2;
 // Key of the advisory lock held while the schema is created or checked
 // ("HiLo" in ASCII).
 constexpr int64_t kSchemaLockKey = 0x48694c6f;
@@ -49,6 +51,41 @@ CREATE TABLE hilo_collections (
 );
 )sql";
 
+// Node tags claimed by live servers (schema version 2). Times are the
+// database's, so servers' clocks never matter.
+constexpr char kNodesTable[] = R"sql(
+CREATE TABLE hilo_nodes (
+  tag        TEXT        PRIMARY KEY,
+  holder     TEXT        NOT NULL,
+  expires_at TIMESTAMPTZ NOT NULL
+);
+)sql";
+
+// Takes tag $1 for holder $2 for $3 milliseconds, unless another holder's
+// claim is still running; returns a row if taken. Two servers claiming one
+// free tag at once: the second waits for the first's row and then sees it
+// held.
+constexpr char kClaimTag[] =
+    "INSERT INTO hilo_nodes (tag, holder, expires_at) "
+    "VALUES ($1, $2, now() + $3::BIGINT * interval '1 millisecond') "
+    "ON CONFLICT (tag) DO UPDATE SET holder = excluded.holder, "
+    "expires_at = excluded.expires_at "
+    "WHERE hilo_nodes.holder = excluded.holder OR hilo_nodes.expires_at < "
+    "now() "
+    "RETURNING tag";
+// Who holds tag $1 and for how many more whole seconds.
+constexpr char kTagHolder[] =
+    "SELECT holder, greatest(0, ceil(extract(epoch FROM expires_at - now())))"
+    "::BIGINT FROM hilo_nodes WHERE tag = $1";
+// Renews tag $1 of holder $2 for $3 milliseconds; returns the tag's holder
+// as it was (no row: nobody holds it).
+constexpr char kRenewTag[] =
+    "WITH renewed AS (UPDATE hilo_nodes SET expires_at = now() + $3::BIGINT * "
+    "interval '1 millisecond' WHERE tag = $1 AND holder = $2 RETURNING tag) "
+    "SELECT holder FROM hilo_nodes WHERE tag = $1";
+constexpr char kReleaseTag[] =
+    "DELETE FROM hilo_nodes WHERE tag = $1 AND holder = $2";
+
 constexpr char kColumns[] =
     "name, max, return_floor, updated_at_us, range_token, previous_token, "
     "previous_return_floor";
@@ -59,6 +96,7 @@ constexpr int kMaxBatch = 4096;
 constexpr Oid kInt8Oid = 20;
 constexpr Oid kInt4Oid = 23;
 constexpr Oid kByteaOid = 17;
+constexpr Oid kTextOid = 25;
 
 struct ResultDeleter {
   void operator()(PGresult* r) const { PQclear(r); }
@@ -78,6 +116,8 @@ std::string Trimmed(const char* message) {
 class Params {
  public:
   void Bytes(absl::string_view bytes) { Add(kByteaOid, std::string(bytes)); }
+  // Text is sent as its bytes, in the connection's encoding (UTF-8).
+  void Text(absl::string_view text) { Add(kTextOid, std::string(text)); }
   void Int64(int64_t value) {
     std::string big_endian(8, '\0');
     for (int i = 0; i < 8; ++i) {
@@ -261,6 +301,19 @@ class PostgresRangeStore::Connection {
   absl::Status Exec(const std::string& sql, absl::string_view what) {
     return Query(sql, what).status();
   }
+  // Runs one statement with parameters; results are binary.
+  absl::StatusOr<Result> Query(Statement& statement, absl::string_view what) {
+    Params& p = statement.params;
+    Result result(PQexecParams(conn_, statement.sql.c_str(), p.size(),
+                               p.types(), p.values(), p.lengths(), p.formats(),
+                               /*resultFormat=*/1));
+    const ExecStatusType status =
+        result != nullptr ? PQresultStatus(result.get()) : PGRES_FATAL_ERROR;
+    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
+      return Error(result.get(), what);
+    }
+    return result;
+  }
 
   // Sends `statements` in one pipeline ending in a sync and collects one
   // result per statement (binary columns). Returns an error only if the
@@ -400,6 +453,22 @@ absl::StatusOr<std::unique_ptr<PostgresRangeStore>> PostgresRangeStore::Open(
     return absl::InvalidArgumentError(absl::StrFormat(
         "max attempts is %d; it must be at least 1", options.max_attempts));
   }
+  if (const std::optional<NodeTagLease>& lease = options.node_tag_lease) {
+    if (lease->candidates.empty() || lease->holder.empty()) {
+      return absl::InvalidArgumentError(
+          "a node tag lease needs at least one tag and a holder");
+    }
+    for (const std::string& tag : lease->candidates) {
+      if (absl::Status s = ValidateNodeTag(tag); !s.ok()) return s;
+    }
+    if (lease->duration <= options.probe_interval) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "a node tag lease of %s would run out between two renewals (the "
+          "probe runs every %s)",
+          absl::FormatDuration(lease->duration),
+          absl::FormatDuration(options.probe_interval)));
+    }
+  }
   absl::StatusOr<std::string> description =
       DescribePostgresConnection(options.uri);
   if (!description.ok()) return description.status();
@@ -445,9 +514,10 @@ absl::StatusOr<std::unique_ptr<PostgresRangeStore>> PostgresRangeStore::Open(
             store->description_, schema, tables));
       }
       return c.Exec(
-          absl::StrCat(
-              kSchema, "INSERT INTO hilo_meta VALUES ('application', '",
-              kApplication, "'), ('schema_version', '", kSchemaVersion, "')"),
+          absl::StrCat(kSchema, kNodesTable,
+                       "INSERT INTO hilo_meta VALUES ('application', '",
+                       kApplication, "'), ('schema_version', '", kSchemaVersion,
+                       "')"),
           "creating the schema");
     }
     absl::StatusOr<Result> meta = c.Query(
@@ -463,6 +533,12 @@ absl::StatusOr<std::unique_ptr<PostgresRangeStore>> PostgresRangeStore::Open(
           "PostgreSQL at %s, schema %s: table hilo_meta belongs to another "
           "application (\"%s\")",
           store->description_, schema, application));
+    }
+    if (version == 1) {
+      return c.Exec(
+          absl::StrCat(kNodesTable, "UPDATE hilo_meta SET value = '",
+                       kSchemaVersion, "' WHERE key = 'schema_version'"),
+          "migrating hilo schema version 1 to 2");
     }
     if (version != kSchemaVersion) {
       return absl::FailedPreconditionError(absl::StrFormat(
@@ -484,6 +560,9 @@ absl::StatusOr<std::unique_ptr<PostgresRangeStore>> PostgresRangeStore::Open(
   int64_t rows = 0;
   if (absl::SimpleAtoi(PQgetvalue(count->get(), 0, 0), &rows)) {
     store->collection_count_.store(rows);
+  }
+  if (store->options_.node_tag_lease.has_value()) {
+    if (absl::Status s = store->ClaimNodeTag(c); !s.ok()) return s;
   }
   store->connection_ = *std::move(connection);
 
@@ -512,7 +591,70 @@ PostgresRangeStore::~PostgresRangeStore() {
   if (prober_.joinable()) prober_.join();
   // Completes every queued operation before the connection goes.
   queue_.reset();
+  // The next server may take the tag at once; if this fails, the claim runs
+  // out by itself.
+  if (!node_tag_.empty() && !node_tag_lost_ && !connection_broken_ &&
+      connection_ != nullptr && connection_->ok()) {
+    Statement release{kReleaseTag, {}};
+    release.params.Text(node_tag_);
+    release.params.Text(options_.node_tag_lease->holder);
+    connection_->Query(release, "releasing the node tag").IgnoreError();
+  }
   connection_.reset();
+}
+
+absl::Status PostgresRangeStore::ClaimNodeTag(Connection& c) {
+  const NodeTagLease& lease = *options_.node_tag_lease;
+  const std::string lease_ms =
+      absl::StrCat(absl::ToInt64Milliseconds(lease.duration));
+  const absl::Time give_up = absl::Now() + lease.wait_for_held;
+  while (true) {
+    std::vector<std::string> held;
+    for (const std::string& tag : lease.candidates) {
+      Statement claim{kClaimTag, {}};
+      claim.params.Text(tag);
+      claim.params.Text(lease.holder);
+      claim.params.Text(lease_ms);
+      absl::StatusOr<Result> claimed = c.Query(claim, "claiming a node tag");
+      if (!claimed.ok()) return claimed.status();
+      if (PQntuples(claimed->get()) == 1) {
+        node_tag_ = tag;
+        return absl::OkStatus();
+      }
+      Statement who{kTagHolder, {}};
+      who.params.Text(tag);
+      absl::StatusOr<Result> holder = c.Query(who, "reading a node tag");
+      if (!holder.ok()) return holder.status();
+      // Freed since the claim: the next round takes it.
+      if (PQntuples(holder->get()) == 0) continue;
+      held.push_back(
+          absl::StrFormat("%s by \"%s\" for %ds more", tag,
+                          absl::string_view(PQgetvalue(holder->get(), 0, 0),
+                                            PQgetlength(holder->get(), 0, 0)),
+                          ReadInt64(holder->get(), 0, 1)));
+    }
+    const absl::Duration left = give_up - absl::Now();
+    if (left <= absl::ZeroDuration() && !held.empty()) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "PostgreSQL at %s: every node tag this server may take is held by "
+          "another live server (%s); a crashed server's tag is free once its "
+          "claim runs out",
+          description_, absl::StrJoin(held, ", ")));
+    }
+    absl::SleepFor(std::min(left, absl::Milliseconds(200)));
+  }
+}
+
+void PostgresRangeStore::NodeTagLost(absl::string_view holder) {
+  node_tag_lost_ = true;
+  if (!options_.on_node_tag_lost) return;
+  options_.on_node_tag_lost(absl::FailedPreconditionError(absl::StrFormat(
+      "PostgreSQL at %s: node tag %s is now held by %s; this server could "
+      "not renew its claim for %s, and must no longer use the tag",
+      description_, node_tag_,
+      holder.empty() ? std::string("nobody (its row was deleted)")
+                     : absl::StrCat("\"", holder, "\""),
+      absl::FormatDuration(options_.node_tag_lease->duration))));
 }
 
 void PostgresRangeStore::ProbeLoop() {
@@ -704,6 +846,7 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
     first.push_back(std::move(s));
   }
   std::vector<int> list_at(batch.size(), -1);
+  int renew_at = -1;  // the node tag's renewal, with the first probe
   for (size_t i = 0; i < batch.size(); ++i) {
     Request* r = batch[i];
     if (r->kind == Request::Kind::kList) {
@@ -718,6 +861,15 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
     } else if (r->kind == Request::Kind::kProbe) {
       list_at[i] = static_cast<int>(first.size());
       first.push_back({"SELECT count(*)::BIGINT FROM hilo_collections", {}});
+      if (renew_at < 0 && !node_tag_.empty() && !node_tag_lost_) {
+        renew_at = static_cast<int>(first.size());
+        Statement renew{kRenewTag, {}};
+        renew.params.Text(node_tag_);
+        renew.params.Text(options_.node_tag_lease->holder);
+        renew.params.Text(absl::StrCat(
+            absl::ToInt64Milliseconds(options_.node_tag_lease->duration)));
+        first.push_back(std::move(renew));
+      }
     }
   }
   // A batch that only reads ends here.
@@ -740,6 +892,14 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
                 /*writes_only=*/false);
   }
   SetReachable(true);
+  if (renew_at >= 0) {
+    const PGresult* r = results[renew_at].get();
+    const absl::string_view holder =
+        PQntuples(r) == 1
+            ? absl::string_view(PQgetvalue(r, 0, 0), PQgetlength(r, 0, 0))
+            : absl::string_view();
+    if (holder != options_.node_tag_lease->holder) NodeTagLost(holder);
+  }
 
   // Rows in the table before this batch, if a probe counted them.
   std::optional<int64_t> counted;

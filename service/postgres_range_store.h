@@ -32,6 +32,13 @@
 // runs every probe_interval, so `reachable()` is current even when no
 // request comes; it also recounts the collections.
 //
+// Node tags: the store can claim this server's tag in table hilo_nodes, a
+// lease the probe renews, so that no two live servers on the database show
+// one tag. The tag is not what keeps numbers unique here (the shared row
+// is); it tells the IDs of each server apart. A claim is taken over from a
+// server that stopped renewing it for the lease's duration (crashed, or cut
+// off from the database), and released when the store closes.
+//
 //   auto store = hilo::PostgresRangeStore::Open(
 //       {.uri = "postgresql://hilo@db.internal/hilo"});
 //   if (!store.ok()) return store.status();
@@ -66,6 +73,23 @@
 
 namespace hilo {
 
+// A claim of a node tag in the database; see PostgresRangeStore.
+struct NodeTagLease {
+  // The tags wanted, most wanted first; the first one that no other live
+  // server holds is taken. Each must be a valid node tag.
+  std::vector<std::string> candidates;
+  // Who claims: unique among live processes (host and process id); written
+  // beside the tag, so a process restarted under the same name takes its own
+  // claim back at once.
+  std::string holder;
+  // How long a claim lasts unless renewed; every probe renews it.
+  absl::Duration duration = absl::Seconds(10);
+  // When every candidate is held: how long Open waits for one of those
+  // claims to run out (a crashed server's) before it fails. Zero: fail at
+  // once.
+  absl::Duration wait_for_held = absl::ZeroDuration();
+};
+
 struct PostgresRangeStoreOptions {
   // A libpq connection string: a URI (postgresql://user@host:port/db?...)
   // or key=value pairs. Parameters it leaves out take libpq's defaults and
@@ -94,6 +118,12 @@ struct PostgresRangeStoreOptions {
   // Told when the database stops or starts answering (a connection fails
   // or succeeds); on the store's thread. Keep it quick.
   std::function<void(bool reachable)> on_reachability;
+  // Claim a node tag (see NodeTagLease); none if unset.
+  std::optional<NodeTagLease> node_tag_lease;
+  // Told once, on the store's thread, when a renewal finds the tag taken by
+  // another server (this one could not renew it for the lease's duration).
+  // The server should then stop serving under that tag. Keep it quick.
+  std::function<void(const absl::Status&)> on_node_tag_lost;
   // Test hook: runs on the committer thread once a batch's writes and
   // COMMIT are sent, before their results are read, with the connection's
   // socket (so a test can cut it, as a network failure during COMMIT would).
@@ -103,10 +133,12 @@ struct PostgresRangeStoreOptions {
 class PostgresRangeStore final : public RangeStore {
  public:
   // Connects, then creates or checks the schema under an advisory lock, so
-  // that servers starting together create it once. Errors: UNAVAILABLE if
-  // the database cannot be reached; FAILED_PRECONDITION if it holds another
-  // application's tables, or a newer hilo schema; INVALID_ARGUMENT for bad
-  // options (including a connection string libpq cannot parse).
+  // that servers starting together create it once, then claims the node
+  // tag if asked. Errors: UNAVAILABLE if the database cannot be reached;
+  // FAILED_PRECONDITION if it holds another application's tables, or a
+  // newer hilo schema, or if other live servers hold every tag wanted;
+  // INVALID_ARGUMENT for bad options (including a connection string libpq
+  // cannot parse).
   static absl::StatusOr<std::unique_ptr<PostgresRangeStore>> Open(
       PostgresRangeStoreOptions options);
   ~PostgresRangeStore() override;
@@ -132,6 +164,8 @@ class PostgresRangeStore final : public RangeStore {
   absl::Status PutForTesting(absl::string_view collection,
                              const CollectionState& state) override;
 
+  // The node tag claimed; empty without node_tag_lease.
+  const std::string& node_tag() const { return node_tag_; }
   // Whether the last attempt to use the database reached it.
   bool reachable() const { return reachable_.load(); }
   // "postgresql://user@host:port/db", without password or options; what
@@ -158,12 +192,19 @@ class PostgresRangeStore final : public RangeStore {
   void LostConnection();
   void SetReachable(bool reachable);
   void ProbeLoop();
+  // Claims the first free candidate of options_.node_tag_lease on `c`.
+  absl::Status ClaimNodeTag(Connection& c);
+  // Reports a renewal that found the tag taken, once.
+  void NodeTagLost(absl::string_view holder);
 
   const PostgresRangeStoreOptions options_;
   const std::string description_;
   const Clock* const clock_;
   std::atomic<int64_t> collection_count_{0};
   std::atomic<bool> reachable_{true};
+  std::string node_tag_;  // set by Open
+  // A renewal found the claim taken: no more renewals, no release.
+  bool node_tag_lost_ = false;  // committer thread only
   // Used only on the committer thread of queue_ once Open has returned.
   std::unique_ptr<Connection> connection_;
   // The connection failed (or could not be rolled back): the next batch

@@ -1,12 +1,16 @@
 #include "service/server.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <limits>
 #include <memory>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -36,10 +40,31 @@ class WithoutReflection final : public grpc::ServerBuilderOption {
   }
 };
 
+// Who claims a node tag in a shared store: unique among live servers (a
+// process may run several). A container restarted in place (same host
+// name, pid 1) takes its own claim back at once.
+std::string LeaseHolder() {
+  static std::atomic<int> servers{0};
+  const int server = ++servers;
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+  return absl::StrFormat("%s pid %d%s", host[0] != '\0' ? host : "unknown-host",
+                         getpid(),
+                         server == 1 ? "" : absl::StrCat(" server ", server));
+}
+
 }  // namespace
 
 absl::Status ValidateServerOptions(const ServerOptions& options) {
   if (absl::Status s = ValidateNodeTag(options.node_tag); !s.ok()) return s;
+  for (const std::string& tag : options.node_tag_alternates) {
+    if (absl::Status s = ValidateNodeTag(tag); !s.ok()) return s;
+  }
+  if (!options.node_tag_alternates.empty() && options.postgres_uri.empty()) {
+    return absl::InvalidArgumentError(
+        "alternative node tags need a shared store: with a database per "
+        "node, two nodes with one tag would hand out the same IDs");
+  }
   if (absl::Status s = ValidateRangeSizeLimits(options.range_sizes); !s.ok()) {
     return s;
   }
@@ -138,9 +163,67 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   std::unique_ptr<Server> server(new Server(std::move(options)));
   const ServerOptions& opts = server->options_;
   const Clock* clock = opts.clock != nullptr ? opts.clock : SystemClock::Get();
+  server->node_tag_ = opts.node_tag;
 
+  Server* raw = server.get();
+  // Told the row count by the store itself: this may run while the store
+  // drains at shutdown, when store_ no longer points at it. Nothing is
+  // written before the services exist, so metrics_ is set by then.
+  auto on_commit = [raw](absl::Duration elapsed, int operations,
+                         int64_t collections) {
+    raw->metrics_->OnCommit(elapsed, operations, collections);
+  };
+  if (!opts.postgres_uri.empty()) {
+    PostgresRangeStoreOptions store_options;
+    store_options.uri = opts.postgres_uri;
+    store_options.max_batch = opts.max_batch;
+    store_options.clock = clock;
+    store_options.on_commit = on_commit;
+    store_options.on_reachability = [raw](bool reachable) {
+      {
+        std::lock_guard<std::mutex> lock(raw->health_mu_);
+        raw->store_reachable_ = reachable;
+      }
+      raw->UpdateHealth();
+    };
+    NodeTagLease& lease = store_options.node_tag_lease.emplace();
+    lease.candidates.push_back(opts.node_tag);
+    lease.candidates.insert(lease.candidates.end(),
+                            opts.node_tag_alternates.begin(),
+                            opts.node_tag_alternates.end());
+    lease.holder = LeaseHolder();
+    lease.duration = opts.node_tag_lease;
+    if (opts.node_tag_alternates.empty()) {
+      lease.wait_for_held = opts.node_tag_lease + absl::Seconds(1);
+    }
+    store_options.on_node_tag_lost = [raw](const absl::Status& status) {
+      {
+        std::lock_guard<std::mutex> lock(raw->health_mu_);
+        raw->node_tag_lost_ = true;
+      }
+      raw->UpdateHealth();
+      if (raw->options_.on_node_tag_lost)
+        raw->options_.on_node_tag_lost(status);
+    };
+    absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
+        PostgresRangeStore::Open(std::move(store_options));
+    if (!store.ok()) return store.status();
+    server->node_tag_ = (*store)->node_tag();
+    server->store_ = *std::move(store);
+  } else {
+    SqliteRangeStoreOptions store_options;
+    store_options.path = opts.db_path;
+    store_options.sync = opts.sync;
+    store_options.max_batch = opts.max_batch;
+    store_options.clock = clock;
+    store_options.on_commit = on_commit;
+    absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
+        SqliteRangeStore::Open(std::move(store_options));
+    if (!store.ok()) return store.status();
+    server->store_ = *std::move(store);
+  }
   MetricsOptions metrics_options;
-  metrics_options.node_tag = opts.node_tag;
+  metrics_options.node_tag = server->node_tag_;
   metrics_options.version = HILO_VERSION;
   metrics_options.max_collections = opts.metrics_max_collections;
   server->metrics_ = std::make_unique<Metrics>(metrics_options);
@@ -163,51 +246,16 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
     server->audit_log_ = *std::move(audit);
   }
 
-  Server* raw = server.get();
-  // Told the row count by the store itself: this may run while the store
-  // drains at shutdown, when store_ no longer points at it.
-  auto on_commit = [raw](absl::Duration elapsed, int operations,
-                         int64_t collections) {
-    raw->metrics_->OnCommit(elapsed, operations, collections);
-  };
-  if (!opts.postgres_uri.empty()) {
-    PostgresRangeStoreOptions store_options;
-    store_options.uri = opts.postgres_uri;
-    store_options.max_batch = opts.max_batch;
-    store_options.clock = clock;
-    store_options.on_commit = on_commit;
-    store_options.on_reachability = [raw](bool reachable) {
-      {
-        std::lock_guard<std::mutex> lock(raw->health_mu_);
-        raw->store_reachable_ = reachable;
-      }
-      raw->UpdateHealth();
-    };
-    absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
-        PostgresRangeStore::Open(std::move(store_options));
-    if (!store.ok()) return store.status();
-    server->store_ = *std::move(store);
-  } else {
-    SqliteRangeStoreOptions store_options;
-    store_options.path = opts.db_path;
-    store_options.sync = opts.sync;
-    store_options.max_batch = opts.max_batch;
-    store_options.clock = clock;
-    store_options.on_commit = on_commit;
-    absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
-        SqliteRangeStore::Open(std::move(store_options));
-    if (!store.ok()) return store.status();
-    server->store_ = *std::move(store);
-  }
   // Both stores counted their rows when they opened.
   server->collection_limit_ = std::make_unique<CollectionLimit>(
       opts.max_collections, server->store_->collection_count());
   server->service_ = std::make_unique<HiLoService>(
-      server->store_.get(), RangeSizePolicy(opts.range_sizes), opts.node_tag,
-      clock, server->observers_.get(), opts.allow_returns_without_token,
-      server->collection_limit_.get(), opts.max_last_max_jump);
+      server->store_.get(), RangeSizePolicy(opts.range_sizes),
+      server->node_tag_, clock, server->observers_.get(),
+      opts.allow_returns_without_token, server->collection_limit_.get(),
+      opts.max_last_max_jump);
   server->admin_service_ = std::make_unique<AdminService>(
-      server->store_.get(), opts.node_tag, opts.max_list_reply_bytes,
+      server->store_.get(), server->node_tag_, opts.max_list_reply_bytes,
       server->collection_limit_.get());
   server->gatekeeper_ = std::make_unique<Gatekeeper>(
       server->service_.get(), server->admin_service_.get(),
@@ -305,8 +353,8 @@ void Server::UpdateHealth() {
   std::lock_guard<std::mutex> lock(health_mu_);
   // Also keeps a late report of the store from undoing a drain.
   if (grpc_server_ != nullptr) {
-    grpc_server_->GetHealthCheckService()->SetServingStatus(!draining_ &&
-                                                            store_reachable_);
+    grpc_server_->GetHealthCheckService()->SetServingStatus(
+        !draining_ && store_reachable_ && !node_tag_lost_);
   }
 }
 

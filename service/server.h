@@ -71,6 +71,17 @@ struct ServerOptions {
   // server on the database draws from the same rows.
   std::string postgres_uri;
   std::string node_tag = "A";
+  // With postgres_uri, the server claims its tag in the database (see
+  // NodeTagLease) so no two live servers show one tag. If another live
+  // server holds node_tag, the first free one of these is taken instead;
+  // with none, start-up waits up to one node_tag_lease for a crashed
+  // server's claim to run out, then fails.
+  std::vector<std::string> node_tag_alternates;
+  absl::Duration node_tag_lease = absl::Seconds(10);
+  // Runs (on the store's thread) if another server took the tag over after
+  // this one could not renew its claim: hilo_server logs and exits non-zero,
+  // to come back under a free tag. Health is NOT_SERVING from then on.
+  std::function<void(const absl::Status&)> on_node_tag_lost;
   RangeSizeLimits range_sizes;
   SyncMode sync = SyncMode::kFull;
   int max_batch = 256;
@@ -159,6 +170,9 @@ class Server {
   int metrics_port() const;
   Metrics* metrics() { return metrics_.get(); }
   const ServerOptions& options() const { return options_; }
+  // The tag in the IDs this node issues: options().node_tag, or on a
+  // shared store the one it claimed.
+  const std::string& node_tag() const { return node_tag_; }
   RangeStore* store() { return store_.get(); }
 
   // Reads the authorization policy and token files again (SIGHUP, or a
@@ -187,6 +201,7 @@ class Server {
   explicit Server(ServerOptions options);
 
   const ServerOptions options_;
+  std::string node_tag_;
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<MetricsEndpoint> metrics_endpoint_;
   std::unique_ptr<ObserverList> observers_;
@@ -210,6 +225,7 @@ class Server {
   std::mutex health_mu_;
   bool draining_ ABSL_GUARDED_BY(health_mu_) = false;
   bool store_reachable_ ABSL_GUARDED_BY(health_mu_) = true;
+  bool node_tag_lost_ ABSL_GUARDED_BY(health_mu_) = false;
 };
 
 // Rejects options main() would otherwise pass on: a bad node tag, range-size

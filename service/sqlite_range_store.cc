@@ -65,6 +65,15 @@ ALTER TABLE collections ADD COLUMN previous_return_floor INTEGER NOT NULL
 PRAGMA user_version = 3;
 )sql";
 
+// A collection's row, and a page of rows after a name.
+constexpr char kSelectRow[] =
+    "SELECT max, return_floor, updated_at_us, range_token, previous_token, "
+    "previous_return_floor FROM collections WHERE name=?1";
+constexpr char kSelectRows[] =
+    "SELECT name, max, return_floor, updated_at_us, range_token, "
+    "previous_token, previous_return_floor FROM collections WHERE name > ?1 "
+    "ORDER BY name LIMIT ?2";
+
 // Makes a directory entry durable: fsyncs `dir`, so that a file or
 // directory just created in it survives a power loss.
 absl::Status FsyncDirectory(const std::string& dir,
@@ -202,6 +211,9 @@ absl::StatusOr<std::unique_ptr<SqliteRangeStore>> SqliteRangeStore::Open(
   std::unique_ptr<SqliteRangeStore> store(
       new SqliteRangeStore(std::move(options), db));
   if (absl::Status s = store->Init(); !s.ok()) return explain(std::move(s));
+  if (absl::Status s = store->OpenReader(); !s.ok()) {
+    return explain(std::move(s));
+  }
   SqliteRangeStore* raw = store.get();
   store->queue_ = std::make_unique<GroupCommit>(
       raw->options_.max_batch,
@@ -225,19 +237,40 @@ SqliteRangeStore::SqliteRangeStore(SqliteRangeStoreOptions options, sqlite3* db)
       clock_(options_.clock != nullptr ? options_.clock : SystemClock::Get()),
       db_(db) {}
 
+// The reading connection: read-only, with its own statements and its own
+// queue (a batch of reads is just the reads, one after another).
+struct SqliteRangeStore::Reader {
+  ~Reader() {
+    // Completes every queued read before the statements go.
+    queue.reset();
+    select.reset();
+    list.reset();
+    sqlite3_close(db);
+  }
+
+  sqlite3* db = nullptr;
+  std::unique_ptr<Statement> select;
+  std::unique_ptr<Statement> list;
+  std::unique_ptr<GroupCommit> queue;
+};
+
 SqliteRangeStore::~SqliteRangeStore() {
   // Completes every queued operation before the statements go.
+  reader_.reset();
   queue_.reset();
   select_.reset();
   upsert_.reset();
-  list_.reset();
   sqlite3_close(db_);
 }
 
 absl::Status SqliteRangeStore::Error(int rc, absl::string_view what) const {
-  const int errcode = sqlite3_extended_errcode(db_);
-  const char* message =
-      errcode == rc ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
+  return ErrorOn(db_, rc, what);
+}
+
+absl::Status SqliteRangeStore::ErrorOn(sqlite3* db, int rc,
+                                       absl::string_view what) const {
+  const int errcode = sqlite3_extended_errcode(db);
+  const char* message = errcode == rc ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
   return absl::Status(CodeForSqlite(rc),
                       absl::StrFormat("%s on database %s: %s (SQLite code %d)",
                                       what, options_.path, message, rc));
@@ -363,22 +396,7 @@ absl::Status SqliteRangeStore::Init() {
     *out = std::make_unique<Statement>(stmt);
     return absl::OkStatus();
   };
-  if (absl::Status s =
-          prepare("SELECT max, return_floor, updated_at_us, range_token, "
-                  "previous_token, previous_return_floor FROM collections "
-                  "WHERE name=?1",
-                  &select_);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s =
-          prepare("SELECT name, max, return_floor, updated_at_us, range_token, "
-                  "previous_token, previous_return_floor FROM collections "
-                  "WHERE name > ?1 ORDER BY name LIMIT ?2",
-                  &list_);
-      !s.ok()) {
-    return s;
-  }
+  if (absl::Status s = prepare(kSelectRow, &select_); !s.ok()) return s;
   absl::StatusOr<int64_t> count = read_int("SELECT count(*) FROM collections");
   if (!count.ok()) return count.status();
   collection_count_.store(*count);
@@ -394,17 +412,39 @@ absl::Status SqliteRangeStore::Init() {
       &upsert_);
 }
 
+absl::Status SqliteRangeStore::OpenReader() {
+  auto reader = std::make_unique<Reader>();
+  const int rc = sqlite3_open_v2(
+      options_.path.c_str(), &reader->db,
+      SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE,
+      nullptr);
+  if (rc != SQLITE_OK) {
+    return ErrorOn(reader->db, rc, "opening a reading connection");
+  }
+  sqlite3_busy_timeout(
+      reader->db,
+      static_cast<int>(absl::ToInt64Milliseconds(options_.busy_timeout)));
+  for (auto [sql, out] :
+       {std::pair{kSelectRow, &reader->select}, {kSelectRows, &reader->list}}) {
+    sqlite3_stmt* stmt = nullptr;
+    const int rc = sqlite3_prepare_v3(
+        reader->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
+    if (rc != SQLITE_OK) {
+      return ErrorOn(reader->db, rc, "preparing a statement");
+    }
+    *out = std::make_unique<Statement>(stmt);
+  }
+  reader->queue = std::make_unique<GroupCommit>(
+      options_.max_batch, [](absl::Span<GroupCommit::Operation* const> batch) {
+        for (GroupCommit::Operation* op : batch) op->status = op->body(*op);
+      });
+  reader_ = std::move(reader);
+  return absl::OkStatus();
+}
+
 void SqliteRangeStore::RunBatch(
     absl::Span<GroupCommit::Operation* const> batch) {
-  if (!RunBatchInTransaction(batch)) {
-    // Nothing of the batch was applied. A read may have seen a write that
-    // was then rolled back, or failed only because the commit did (a full
-    // disk, say); reads need no disk space, so run them again, each on its
-    // own, against what is really stored.
-    for (GroupCommit::Operation* op : batch) {
-      if (op->read_only) op->status = op->body(*op);
-    }
-  }
+  RunBatchInTransaction(batch);
 }
 
 bool SqliteRangeStore::RunBatchInTransaction(
@@ -502,7 +542,12 @@ bool SqliteRangeStore::RunBatchInTransaction(
 
 absl::StatusOr<std::optional<CollectionState>> SqliteRangeStore::ReadRow(
     absl::string_view collection) {
-  sqlite3_stmt* stmt = select_->get();
+  return ReadRow(db_, *select_, collection);
+}
+
+absl::StatusOr<std::optional<CollectionState>> SqliteRangeStore::ReadRow(
+    sqlite3* db, Statement& select, absl::string_view collection) {
+  sqlite3_stmt* stmt = select.get();
   sqlite3_bind_text(stmt, 1, collection.data(),
                     static_cast<int>(collection.size()), SQLITE_STATIC);
   const int rc = sqlite3_step(stmt);
@@ -517,9 +562,10 @@ absl::StatusOr<std::optional<CollectionState>> SqliteRangeStore::ReadRow(
         static_cast<uint64_t>(sqlite3_column_int64(stmt, 4));
     state->previous_return_floor = sqlite3_column_int64(stmt, 5);
   }
-  select_->Reset();
+  select.Reset();
   if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-    return Error(rc, absl::StrCat("reading collection \"", collection, "\""));
+    return ErrorOn(db, rc,
+                   absl::StrCat("reading collection \"", collection, "\""));
   }
   return state;
 }
@@ -567,7 +613,7 @@ void SqliteRangeStore::Submit(
       done(std::move(*result));
     }
   };
-  queue_->Submit(std::move(op));
+  (read_only ? reader_->queue : queue_)->Submit(std::move(op));
 }
 
 void SqliteRangeStore::AllocateAsync(absl::string_view collection, int64_t size,
@@ -630,7 +676,8 @@ void SqliteRangeStore::GetAsync(
       /*read_only=*/true,
       [this, name = std::string(collection)](
           std::optional<CollectionState>* state, int64_t*) -> absl::Status {
-        absl::StatusOr<std::optional<CollectionState>> row = ReadRow(name);
+        absl::StatusOr<std::optional<CollectionState>> row =
+            ReadRow(reader_->db, *reader_->select, name);
         if (!row.ok()) return row.status();
         *state = *std::move(row);
         return absl::OkStatus();
@@ -649,7 +696,7 @@ void SqliteRangeStore::ListAsync(
       /*read_only=*/true,
       [this, after = std::string(after), limit](
           std::vector<NamedCollectionState>* result, int64_t*) {
-        return ReadRows(after, limit, result);
+        return ReadRows(reader_->db, *reader_->list, after, limit, result);
       },
       std::move(done));
 }
@@ -680,10 +727,10 @@ void SqliteRangeStore::SetFloorAsync(absl::string_view collection,
 }
 
 absl::Status SqliteRangeStore::ReadRows(
-    absl::string_view after, int limit,
+    sqlite3* db, Statement& list, absl::string_view after, int limit,
     std::vector<NamedCollectionState>* result) {
   result->clear();
-  sqlite3_stmt* stmt = list_->get();
+  sqlite3_stmt* stmt = list.get();
   sqlite3_bind_text(stmt, 1, after.data(), static_cast<int>(after.size()),
                     SQLITE_STATIC);
   sqlite3_bind_int(stmt, 2, limit);
@@ -702,8 +749,8 @@ absl::Status SqliteRangeStore::ReadRows(
     row.state.previous_return_floor = sqlite3_column_int64(stmt, 6);
     result->push_back(std::move(row));
   }
-  list_->Reset();
-  if (rc != SQLITE_DONE) return Error(rc, "listing collections");
+  list.Reset();
+  if (rc != SQLITE_DONE) return ErrorOn(db, rc, "listing collections");
   return absl::OkStatus();
 }
 

@@ -15,9 +15,15 @@
 //   absl::StatusOr<hilo::Range> r =
 //       (*store)->Allocate("orders", 32, /*floor=*/0, hilo::NewRangeToken());
 //
+// Reads (Get, List) never wait for writes: they run on a read-only
+// connection of their own, on their own thread, and see the last commit
+// (WAL lets them read while a write batch is in flight), so a flood of
+// ListCollections cannot delay an allocation.
+//
 // Thread-safe: any number of threads may call concurrently. A GroupCommit
-// queue runs the batches, one at a time, on its committer thread, the only
-// thread that uses the connection after Open.
+// queue runs the write batches, one at a time, on its committer thread, the
+// only thread that uses the writing connection after Open; another runs the
+// reads on the reading connection.
 #ifndef HILO_SERVICE_SQLITE_RANGE_STORE_H_
 #define HILO_SERVICE_SQLITE_RANGE_STORE_H_
 
@@ -127,6 +133,7 @@ class SqliteRangeStore final : public RangeStore {
 
  private:
   class Statement;
+  struct Reader;
 
   SqliteRangeStore(SqliteRangeStoreOptions options, sqlite3* db);
 
@@ -144,15 +151,23 @@ class SqliteRangeStore final : public RangeStore {
   void RunBatch(absl::Span<GroupCommit::Operation* const> batch);
   // The transaction of RunBatch; false if nothing of it was applied.
   bool RunBatchInTransaction(absl::Span<GroupCommit::Operation* const> batch);
+  // Opens reader_, once the schema exists.
+  absl::Status OpenReader();
   absl::Status Exec(const char* sql);
   absl::Status Error(int rc, absl::string_view what) const;
+  // The error of `rc` on connection `db`.
+  absl::Status ErrorOn(sqlite3* db, int rc, absl::string_view what) const;
 
+  // A row through `select` (of connection `db`).
+  absl::StatusOr<std::optional<CollectionState>> ReadRow(
+      sqlite3* db, Statement& select, absl::string_view collection);
+  // On the writing connection, inside a write batch.
   absl::StatusOr<std::optional<CollectionState>> ReadRow(
       absl::string_view collection);
   absl::Status WriteRow(absl::string_view collection,
                         const CollectionState& state);
-  absl::Status ReadRows(absl::string_view after, int limit,
-                        std::vector<NamedCollectionState>* result);
+  absl::Status ReadRows(sqlite3* db, Statement& list, absl::string_view after,
+                        int limit, std::vector<NamedCollectionState>* result);
 
   const SqliteRangeStoreOptions options_;
   const Clock* const clock_;
@@ -160,8 +175,9 @@ class SqliteRangeStore final : public RangeStore {
   sqlite3* const db_;
   std::unique_ptr<Statement> select_;
   std::unique_ptr<Statement> upsert_;
-  std::unique_ptr<Statement> list_;
   std::atomic<int64_t> collection_count_{0};
+  // The reading connection and its queue; destroyed before the writer's.
+  std::unique_ptr<Reader> reader_;
   // Batches operations into transactions; destroyed first.
   std::unique_ptr<GroupCommit> queue_;
 };

@@ -1,8 +1,10 @@
 #include "service/validation.h"
 
+#include <algorithm>
 #include <cstdint>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace hilo {
@@ -124,21 +126,33 @@ absl::StatusOr<std::string> NodeTagFromHostname(absl::string_view hostname) {
   return tag;
 }
 
-std::string NodeTagHashedFromHostname(absl::string_view hostname) {
-  // FNV-1a, 64 bits: stable across versions and platforms, unlike
-  // std::hash.
-  uint64_t hash = 0xcbf29ce484222325;
-  for (const char c : hostname) {
-    hash ^= static_cast<unsigned char>(c);
-    hash *= 0x100000001b3;
-  }
+std::vector<std::string> NodeTagsHashedFromHostname(absl::string_view hostname,
+                                                    int count) {
   constexpr char kDigits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  std::string tag;
-  for (size_t i = 0; i < kMaxNodeTagLength; ++i) {
-    tag.push_back(kDigits[hash % 36]);
-    hash /= 36;
+  std::vector<std::string> tags;
+  // The i-th try hashes "<name>" then "<name>#i": more tries never change
+  // the earlier tags.
+  for (int attempt = 0; static_cast<int>(tags.size()) < count; ++attempt) {
+    const std::string input = attempt == 0
+                                  ? std::string(hostname)
+                                  : absl::StrCat(hostname, "#", attempt);
+    // FNV-1a, 64 bits: stable across versions and platforms, unlike
+    // std::hash.
+    uint64_t hash = 0xcbf29ce484222325;
+    for (const char c : input) {
+      hash ^= static_cast<unsigned char>(c);
+      hash *= 0x100000001b3;
+    }
+    std::string tag;
+    for (size_t i = 0; i < kMaxNodeTagLength; ++i) {
+      tag.push_back(kDigits[hash % 36]);
+      hash /= 36;
+    }
+    if (std::find(tags.begin(), tags.end(), tag) == tags.end()) {
+      tags.push_back(std::move(tag));
+    }
   }
-  return tag;
+  return tags;
 }
 
 }  // namespace hilo

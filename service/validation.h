@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -44,11 +45,14 @@ absl::Status ValidateNodeTag(absl::string_view tag);
 // if the name has no such ordinal or the ordinal needs more than 4 letters.
 absl::StatusOr<std::string> NodeTagFromHostname(absl::string_view hostname);
 
-// A 4-character tag (A-Z, 0-9) hashed from any host name, as a Deployment's
-// pods get (hilo-7c9d5b8f4-x2x7q). Two hosts may share a tag: fine with a
-// shared store, where numbers are unique across all nodes and the tag only
-// says which node issued a range; never with a store per node.
-std::string NodeTagHashedFromHostname(absl::string_view hostname);
+// `count` distinct 4-character tags (A-Z, 0-9) hashed from any host name,
+// as a Deployment's pods get (hilo-7c9d5b8f4-x2x7q): the tag the host
+// prefers, then the ones it takes when other servers hold the earlier ones
+// (a shared store leases tags; see NodeTagLease). The same name always gives
+// the same tags. Never for a store per node, where two hosts may not share a
+// tag and nothing would stop them.
+std::vector<std::string> NodeTagsHashedFromHostname(absl::string_view hostname,
+                                                    int count);
 
 }  // namespace hilo
 

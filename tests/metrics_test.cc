@@ -124,8 +124,10 @@ TEST_F(MetricsTest, ScrapeCountsRequestsIdsRangesAndReturns) {
   // Each successful call was its own commit (or shared one).
   EXPECT_GE(Sample(scrape, "hilo_store_commit_duration_seconds_count"), 1);
   EXPECT_EQ(Sample(scrape, "hilo_store_commit_operations_sum"), 5);
-  EXPECT_EQ(Sample(scrape, "hilo_build_info{node_tag=\"B\",version=\"0.1.0\"}"),
-            1);
+  EXPECT_EQ(
+      Sample(scrape,
+             "hilo_build_info{node_tag=\"B\",version=\"" HILO_VERSION "\"}"),
+      1);
 }
 
 TEST_F(MetricsTest, CollectionsBeyondTheLimitShareOneLabel) {

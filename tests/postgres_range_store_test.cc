@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
@@ -47,6 +49,31 @@ class PostgresRangeStoreTest : public ::testing::Test {
   }
 
   std::string uri_;  // a schema of this test's own
+};
+
+// A session of the test's own, outside any store.
+class Session {
+ public:
+  explicit Session(const std::string& uri) : conn_(PQconnectdb(uri.c_str())) {
+    EXPECT_EQ(PQstatus(conn_), CONNECTION_OK) << PQerrorMessage(conn_);
+  }
+  ~Session() { PQfinish(conn_); }
+  // The first column of the first row, or "" (and a test failure).
+  std::string Query(const std::string& sql) {
+    PGresult* r = PQexec(conn_, sql.c_str());
+    const ExecStatusType s = PQresultStatus(r);
+    std::string value;
+    if (s == PGRES_TUPLES_OK && PQntuples(r) > 0) {
+      value = PQgetvalue(r, 0, 0);
+    } else if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
+      ADD_FAILURE() << sql << ": " << PQresultErrorMessage(r);
+    }
+    PQclear(r);
+    return value;
+  }
+
+ private:
+  PGconn* const conn_;
 };
 
 // Two servers on one database share every collection's row: their ranges
@@ -128,14 +155,38 @@ TEST_F(PostgresRangeStoreTest, NewerSchemaIsFailedPrecondition) {
   ASSERT_TRUE(OpenOn(uri_).ok());
   ASSERT_TRUE(
       PostgresInstance::Execute(uri_,
-                                "UPDATE hilo_meta SET value = '2' WHERE key = "
+                                "UPDATE hilo_meta SET value = '3' WHERE key = "
                                 "'schema_version'")
           .ok());
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = OpenOn(uri_);
   EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(
       store.status().message(),
-      HasSubstr("has hilo schema version 2; this server understands 1"));
+      HasSubstr("has hilo schema version 3; this server understands 2"));
+}
+
+// Version 1 had no hilo_nodes; its collections survive the migration.
+TEST_F(PostgresRangeStoreTest, SchemaVersionOneIsMigrated) {
+  {
+    absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = OpenOn(uri_);
+    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+              (Range{1, 32}));
+  }
+  ASSERT_TRUE(PostgresInstance::Execute(
+                  uri_,
+                  "DROP TABLE hilo_nodes; UPDATE hilo_meta SET value = '1' "
+                  "WHERE key = 'schema_version'")
+                  .ok());
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = OpenOn(uri_);
+  ASSERT_TRUE(store.ok()) << store.status();
+  Session session(uri_);
+  EXPECT_EQ(session.Query("SELECT value FROM hilo_meta WHERE key = "
+                          "'schema_version'"),
+            "2");
+  EXPECT_EQ(session.Query("SELECT count(*) FROM hilo_nodes"), "0");
+  EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{33, 64}));
 }
 
 TEST_F(PostgresRangeStoreTest, BadConnectionStringsAreClearErrors) {
@@ -192,31 +243,6 @@ TEST_F(PostgresRangeStoreTest, CommitWithUnknownOutcomeIsNeverReportedApplied) {
             (Range{65, 96}));
 }
 
-// A session of the test's own, outside any store.
-class Session {
- public:
-  explicit Session(const std::string& uri) : conn_(PQconnectdb(uri.c_str())) {
-    EXPECT_EQ(PQstatus(conn_), CONNECTION_OK) << PQerrorMessage(conn_);
-  }
-  ~Session() { PQfinish(conn_); }
-  // The first column of the first row, or "" (and a test failure).
-  std::string Query(const std::string& sql) {
-    PGresult* r = PQexec(conn_, sql.c_str());
-    const ExecStatusType s = PQresultStatus(r);
-    std::string value;
-    if (s == PGRES_TUPLES_OK && PQntuples(r) > 0) {
-      value = PQgetvalue(r, 0, 0);
-    } else if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
-      ADD_FAILURE() << sql << ": " << PQresultErrorMessage(r);
-    }
-    PQclear(r);
-    return value;
-  }
-
- private:
-  PGconn* const conn_;
-};
-
 // Another server creates the collection while this one's batch would; the
 // batch must run again, and if ending the failed transaction costs the
 // connection, fail: its range was never stored.
@@ -257,6 +283,159 @@ TEST_F(PostgresRangeStoreTest,
                     : lost.status().ToString());
   EXPECT_EQ((*store)->Allocate("x", 32, 0, NextToken()).value(),
             (Range{101, 132}));
+}
+
+absl::StatusOr<std::unique_ptr<PostgresRangeStore>> OpenWithTags(
+    const std::string& uri, std::vector<std::string> candidates,
+    const std::string& holder) {
+  PostgresRangeStoreOptions options;
+  options.uri = uri;
+  options.node_tag_lease.emplace();
+  options.node_tag_lease->candidates = std::move(candidates);
+  options.node_tag_lease->holder = holder;
+  return PostgresRangeStore::Open(std::move(options));
+}
+
+// Each live server shows its own tag: a held tag goes to nobody else.
+TEST_F(PostgresRangeStoreTest, NodeTagsAreClaimedOncePerLiveServer) {
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> a =
+      OpenWithTags(uri_, {"X", "Y"}, "host-a pid 1");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ((*a)->node_tag(), "X");
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> b =
+      OpenWithTags(uri_, {"X", "Y"}, "host-b pid 1");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ((*b)->node_tag(), "Y");
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> c =
+      OpenWithTags(uri_, {"X", "Y"}, "host-c pid 1");
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(c.status().message(),
+              HasSubstr("every node tag this server may take is held by "
+                        "another live server (X by \"host-a pid 1\" for "));
+  EXPECT_THAT(c.status().message(), HasSubstr("Y by \"host-b pid 1\" for "));
+  // The same holder (a container restarted in place) takes its own back.
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> again =
+      OpenWithTags(uri_, {"X"}, "host-a pid 1");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ((*again)->node_tag(), "X");
+}
+
+TEST_F(PostgresRangeStoreTest, ClosingReleasesTheNodeTag) {
+  {
+    absl::StatusOr<std::unique_ptr<PostgresRangeStore>> a =
+        OpenWithTags(uri_, {"X"}, "host-a pid 1");
+    ASSERT_TRUE(a.ok()) << a.status();
+  }
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> b =
+      OpenWithTags(uri_, {"X"}, "host-b pid 1");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ((*b)->node_tag(), "X");
+}
+
+// A crashed server's claim runs out; until then, a server that wants that
+// very tag waits (wait_for_held) rather than failing.
+TEST_F(PostgresRangeStoreTest, ClaimThatRanOutIsTakenOver) {
+  ASSERT_TRUE(OpenOn(uri_).ok());  // the schema
+  ASSERT_TRUE(PostgresInstance::Execute(
+                  uri_,
+                  "INSERT INTO hilo_nodes VALUES ('X', 'crashed pid 7', "
+                  "now() - interval '1 second'), ('Y', 'crashed pid 8', "
+                  "now() + interval '1 hour')")
+                  .ok());
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> a =
+      OpenWithTags(uri_, {"X"}, "host-a pid 1");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ((*a)->node_tag(), "X");
+
+  PostgresRangeStoreOptions options;
+  options.uri = uri_;
+  options.node_tag_lease.emplace();
+  options.node_tag_lease->candidates = {"Y"};
+  options.node_tag_lease->holder = "host-b pid 1";
+  options.node_tag_lease->wait_for_held = absl::Minutes(1);
+  std::future<absl::StatusOr<std::unique_ptr<PostgresRangeStore>>> b =
+      std::async(std::launch::async,
+                 [&] { return PostgresRangeStore::Open(std::move(options)); });
+  // Still waiting: Y's claim has an hour to run.
+  ASSERT_EQ(b.wait_for(std::chrono::milliseconds(500)),
+            std::future_status::timeout);
+  ASSERT_TRUE(PostgresInstance::Execute(
+                  uri_,
+                  "UPDATE hilo_nodes SET expires_at = now() - interval '1 "
+                  "second' WHERE tag = 'Y'")
+                  .ok());
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> opened = b.get();
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  EXPECT_EQ((*opened)->node_tag(), "Y");
+}
+
+// The probe renews the claim; a renewal that finds the tag taken reports
+// it once, and closing the store then leaves the new holder's claim alone.
+TEST_F(PostgresRangeStoreTest, ProbeRenewsTheClaimAndReportsItTaken) {
+  std::promise<absl::Status> lost;
+  std::atomic<int> reports{0};
+  PostgresRangeStoreOptions options;
+  options.uri = uri_;
+  options.probe_interval = absl::Milliseconds(50);
+  options.node_tag_lease.emplace();
+  options.node_tag_lease->candidates = {"X"};
+  options.node_tag_lease->holder = "host-a pid 1";
+  options.node_tag_lease->duration = absl::Seconds(30);
+  options.on_node_tag_lost = [&](const absl::Status& status) {
+    if (reports++ == 0) lost.set_value(status);
+  };
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
+      PostgresRangeStore::Open(std::move(options));
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_TRUE(PostgresInstance::Execute(
+                  uri_,
+                  "UPDATE hilo_nodes SET expires_at = now() + interval '1 "
+                  "second' WHERE tag = 'X'")
+                  .ok());
+  Session session(uri_);
+  const std::string renewed =
+      "SELECT expires_at > now() + interval '20 seconds' FROM hilo_nodes "
+      "WHERE tag = 'X'";
+  while (session.Query(renewed) != "t") std::this_thread::yield();
+
+  ASSERT_TRUE(PostgresInstance::Execute(
+                  uri_,
+                  "UPDATE hilo_nodes SET holder = 'host-b pid 2' WHERE tag = "
+                  "'X'")
+                  .ok());
+  std::future<absl::Status> report = lost.get_future();
+  ASSERT_EQ(report.wait_for(std::chrono::seconds(30)),
+            std::future_status::ready);
+  const absl::Status status = report.get();
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(status.message(),
+              HasSubstr(": node tag X is now held by \"host-b pid 2\"; this "
+                        "server could not renew its claim for 30s, and must "
+                        "no longer use the tag"));
+  store->reset();
+  EXPECT_EQ(reports.load(), 1);
+  EXPECT_EQ(session.Query("SELECT holder FROM hilo_nodes WHERE tag = 'X'"),
+            "host-b pid 2");
+}
+
+TEST_F(PostgresRangeStoreTest, BadNodeTagLeasesAreInvalidArgument) {
+  EXPECT_EQ(OpenWithTags(uri_, {}, "h").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(OpenWithTags(uri_, {"X"}, "").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(OpenWithTags(uri_, {"x-1"}, "h").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  PostgresRangeStoreOptions options;
+  options.uri = uri_;
+  options.node_tag_lease.emplace();
+  options.node_tag_lease->candidates = {"X"};
+  options.node_tag_lease->holder = "h";
+  options.node_tag_lease->duration = options.probe_interval;
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
+      PostgresRangeStore::Open(std::move(options));
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(store.status().message(),
+              HasSubstr("would run out between two renewals"));
 }
 
 // A database of the test's own: stopped and started again.

@@ -79,5 +79,37 @@ TEST(PostgresServerTest, DatabaseDownIsUnavailableAndNotServingThenRecovers) {
   EXPECT_EQ(range.low(), high + 1);
 }
 
+// Servers on one database never show one tag: the second, finding the
+// first's tag claimed, takes its next choice; the IDs of each still come
+// from the one shared row.
+TEST(PostgresServerTest, ServersOnOneDatabaseShowDistinctTags) {
+  absl::StatusOr<PostgresInstance*> postgres = PostgresInstance::Shared();
+  ASSERT_TRUE(postgres.ok()) << postgres.status();
+  absl::StatusOr<std::string> uri = (*postgres)->NewSchema();
+  ASSERT_TRUE(uri.ok()) << uri.status();
+  testing::TempDir dir;
+  ServerOptions options = testing::TestServerOptions(dir);
+  options.postgres_uri = *uri;
+  options.node_tag = "P";
+  options.node_tag_alternates = {"Q", "R"};
+  std::unique_ptr<Server> first = testing::StartServer(options);
+  ASSERT_NE(first, nullptr);
+  std::unique_ptr<Server> second = testing::StartServer(options);
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ(first->node_tag(), "P");
+  EXPECT_EQ(second->node_tag(), "Q");
+
+  hilo::v1::NextRangeResponse from_first, from_second;
+  ASSERT_TRUE(
+      NextRange(*testing::NewStub(first->port()), absl::Seconds(5), &from_first)
+          .ok());
+  ASSERT_TRUE(NextRange(*testing::NewStub(second->port()), absl::Seconds(5),
+                        &from_second)
+                  .ok());
+  EXPECT_EQ(from_first.node_tag(), "P");
+  EXPECT_EQ(from_second.node_tag(), "Q");
+  EXPECT_EQ(from_second.low(), from_first.high() + 1);
+}
+
 }  // namespace
 }  // namespace hilo

@@ -2,6 +2,7 @@
 
 #include <set>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -96,18 +97,26 @@ TEST(NodeTagFromHostnameTest, MapsStatefulSetOrdinalsToLetters) {
   }
 }
 
-TEST(NodeTagHashedFromHostnameTest, IsAValidTagAndTheSameForTheSameName) {
-  const std::string tag = NodeTagHashedFromHostname("hilo-7c9d5b8f4-x2x7q");
-  EXPECT_TRUE(ValidateNodeTag(tag).ok()) << tag;
-  EXPECT_EQ(tag.size(), 4u);
-  EXPECT_EQ(NodeTagHashedFromHostname("hilo-7c9d5b8f4-x2x7q"), tag);
+TEST(NodeTagsHashedFromHostnameTest, AreValidDistinctAndTheSameForTheSameName) {
+  const std::vector<std::string> tags =
+      NodeTagsHashedFromHostname("hilo-7c9d5b8f4-x2x7q", 16);
+  ASSERT_EQ(tags.size(), 16u);
+  for (const std::string& tag : tags) {
+    EXPECT_TRUE(ValidateNodeTag(tag).ok()) << tag;
+    EXPECT_EQ(tag.size(), 4u);
+  }
+  EXPECT_EQ(std::set<std::string>(tags.begin(), tags.end()).size(), 16u);
+  EXPECT_EQ(NodeTagsHashedFromHostname("hilo-7c9d5b8f4-x2x7q", 16), tags);
+  // Asking for fewer gives the first ones: a pod keeps its preferred tag.
+  EXPECT_EQ(NodeTagsHashedFromHostname("hilo-7c9d5b8f4-x2x7q", 1),
+            std::vector<std::string>{tags[0]});
   // Pods of one ReplicaSet differ in their last five characters.
-  std::set<std::string> tags;
+  std::set<std::string> first;
   for (const char* pod : {"hilo-7c9d5b8f4-x2x7q", "hilo-7c9d5b8f4-x2x7r",
                           "hilo-7c9d5b8f4-q8n4k", "hilo-7c9d5b8f4-bbm2w"}) {
-    tags.insert(NodeTagHashedFromHostname(pod));
+    first.insert(NodeTagsHashedFromHostname(pod, 1)[0]);
   }
-  EXPECT_EQ(tags.size(), 4u);
+  EXPECT_EQ(first.size(), 4u);
 }
 
 TEST(NodeTagFromHostnameTest, RejectsNamesWithoutOrdinal) {

@@ -1,5 +1,6 @@
-"""What the abuse tests share: a hilo_server child under prlimit, a
-well-behaved bystander client on its own connection, a raw HTTP/2 attacker
+"""What the abuse tests share: a hilo_server child under prlimit and, where
+the tests can make them, memory and pids cgroups; a well-behaved bystander
+client on its own connection, a raw HTTP/2 attacker
 that writes frames by hand (Debian's python3-h2 stack: hyperframe, hpack),
 and the checks every test makes (bystander served, threads and RSS under
 bounds, recovery within a second, SIGTERM within the grace period).
@@ -26,6 +27,11 @@ NEXT = "/hilo.v1.HiLo/NextRange"
 LIST = "/hilo.v1.HiLoAdmin/ListCollections"
 WATCH = "/grpc.health.v1.Health/Watch"
 GRACE_S = 3  # --shutdown_grace the tests give the server
+# The cgroup a server runs in: the memory the attack report's server was
+# killed in (1 GiB), and a task count far above the server's few dozen
+# threads but far below the thousands the attacks once made it start.
+CGROUP_MEMORY_MB = 1024
+CGROUP_PIDS = 512
 
 
 # ---- protobuf by hand
@@ -97,6 +103,97 @@ def grpc_frame(message):
     return b"\x00" + len(message).to_bytes(4, "big") + message
 
 
+# ---- the cgroup
+
+
+_cgroup_ids = itertools.count(1)
+
+
+class Cgroup:
+    """A memory cgroup and a pids cgroup (cgroup v1 hierarchies, or one v2
+    group where /sys/fs/cgroup is v2 with both controllers), so the kernel
+    bounds the server as a container runtime would, and reports what it
+    took. make() returns None, saying why, where the tests cannot create
+    them (not root, a read-only or missing hierarchy)."""
+
+    V2 = "/sys/fs/cgroup"
+    V1 = {"memory": "/sys/fs/cgroup/memory", "pids": "/sys/fs/cgroup/pids"}
+
+    @classmethod
+    def make(cls, memory_mb=CGROUP_MEMORY_MB, pids=CGROUP_PIDS):
+        name = f"hilo-abuse-{os.getpid()}-{next(_cgroup_ids)}"
+        try:
+            with open(f"{cls.V2}/cgroup.subtree_control") as f:
+                v2 = {"memory", "pids"} <= set(f.read().split())
+        except OSError:
+            v2 = False
+        dirs = ({"memory": f"{cls.V2}/{name}", "pids": f"{cls.V2}/{name}"}
+                if v2 else {c: f"{root}/{name}" for c, root in cls.V1.items()})
+        made = []
+        try:
+            for d in dict.fromkeys(dirs.values()):
+                os.mkdir(d)
+                made.append(d)
+            group = cls(dirs, made, v2)
+            group.write("memory", "memory.max" if v2 else
+                        "memory.limit_in_bytes", str(memory_mb << 20))
+            group.write("pids", "pids.max", str(pids))
+            return group
+        except OSError as error:
+            for d in reversed(made):
+                os.rmdir(d)
+            print(f"  no cgroup for the server ({error}); prlimit only",
+                  flush=True)
+            return None
+
+    def __init__(self, dirs, made, v2):
+        self.dirs, self.made, self.v2 = dirs, made, v2
+
+    def write(self, controller, name, value):
+        with open(f"{self.dirs[controller]}/{name}", "w") as f:
+            f.write(value)
+
+    def read(self, controller, name):
+        try:
+            with open(f"{self.dirs[controller]}/{name}") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def procs_files(self):
+        """The cgroup.procs a process writes itself into to join."""
+        return [f"{d}/cgroup.procs" for d in dict.fromkeys(self.dirs.values())]
+
+    def counter(self, controller, name, key):
+        """`key N` of a flat-keyed file such as memory.events."""
+        for line in self.read(controller, name).splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[0] == key:
+                return int(parts[1])
+        return 0
+
+    def oom_kills(self):
+        return self.counter("memory", "memory.events" if self.v2 else
+                            "memory.oom_control", "oom_kill")
+
+    def pids_refused(self):
+        """Forks and thread starts the pids limit refused."""
+        return self.counter("pids", "pids.events", "max")
+
+    def memory_peak_mb(self):
+        text = self.read("memory", "memory.peak" if self.v2 else
+                         "memory.max_usage_in_bytes").strip()
+        return round(int(text) / 2**20, 1) if text.isdigit() else None
+
+    def remove(self):
+        for d in reversed(self.made):
+            try:
+                os.rmdir(d)
+            except OSError:
+                pass
+        self.made = []
+
+
 # ---- the server
 
 
@@ -114,10 +211,12 @@ def known_flags(binary):
 
 
 class Server:
-    """A hilo_server child bound to 127.0.0.1:0, under prlimit."""
+    """A hilo_server child bound to 127.0.0.1:0, under prlimit, in its own
+    memory and pids cgroups where the tests can make them."""
 
     def __init__(self, binary, *flags, nofile=None, nproc=None):
         self.dir = tempfile.TemporaryDirectory(prefix="hilo-abuse-")
+        self.cgroup = Cgroup.make()
         command = []
         limits = []
         if nofile:
@@ -131,12 +230,25 @@ class Server:
                     "--metrics_listen=127.0.0.1:0",
                     f"--db={self.dir.name}/hilo.db", "--sync=normal",
                     f"--shutdown_grace={GRACE_S}s", *flags]
-        self.process = subprocess.Popen(command, stderr=subprocess.PIPE)
+        if self.cgroup:
+            # The shell joins the cgroups, then becomes the server: nothing
+            # of the server runs outside them.
+            command = ["sh", "-c",
+                       'for f in $HILO_CGROUP_PROCS; do echo $$ >"$f" || '
+                       'exit 125; done; exec "$@"', "sh", *command]
+        env = dict(os.environ)
+        if self.cgroup:
+            env["HILO_CGROUP_PROCS"] = " ".join(self.cgroup.procs_files())
+        self.process = subprocess.Popen(command, stderr=subprocess.PIPE,
+                                        env=env)
         self.pid = self.process.pid
         line = self.process.stderr.readline().decode(errors="replace")
         match = re.search(r" on port (\d+) .*metrics port (\d+)", line)
         if not match:
             self.process.kill()
+            self.process.wait()
+            if self.cgroup:
+                self.cgroup.remove()
             sys.exit(f"no start-up line from hilo_server: {line!r}")
         self.port = int(match.group(1))
         self.metrics_port = int(match.group(2))
@@ -185,7 +297,9 @@ class Server:
     def close(self):
         if self.alive():
             self.process.kill()
-            self.process.wait()
+        self.process.wait()
+        if self.cgroup:
+            self.cgroup.remove()
         self.dir.cleanup()
 
 
@@ -439,6 +553,14 @@ def run_attack(checks, server, attack, seconds, max_threads, max_rss_mb,
     checks.figure("bystander_during_attack", during)
     bystander.stop()
     checks.expect(server.alive(), "the server died during the attack")
+    if server.cgroup:
+        checks.figure("cgroup_memory_peak_mb", server.cgroup.memory_peak_mb())
+        checks.expect(server.cgroup.oom_kills() == 0,
+                      f"the kernel killed the server for memory in its "
+                      f"{CGROUP_MEMORY_MB} MiB cgroup")
+        checks.expect(server.cgroup.pids_refused() == 0,
+                      f"the server hit its cgroup's limit of {CGROUP_PIDS} "
+                      f"tasks ({server.cgroup.pids_refused()} refused)")
     if needs_proxy:
         recovered = recovery_seconds(server.port, limit=5.0)
         checks.figure("recovery_s", None if recovered is None
