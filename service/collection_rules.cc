@@ -3,12 +3,25 @@
 #include <algorithm>
 #include <limits>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_format.h"
 
 namespace hilo {
 
-absl::Status CheckAllocateArguments(int64_t size, int64_t floor,
-                                    uint64_t token) {
+namespace {
+
+// Marks a guard-rail refusal; the value is unused.
+constexpr char kGuardRailPayload[] =
+    "type.googleapis.com/hilo.internal.GuardRailRefusal";
+
+}  // namespace
+
+absl::Status CheckAllocateArguments(int64_t size, int64_t floor, uint64_t token,
+                                    int64_t max_floor_jump) {
+  if (max_floor_jump < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "max floor jump is %d; it must not be negative", max_floor_jump));
+  }
   if (size < 1 || floor < 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "range size %d must be at least 1 and floor %d not negative", size,
@@ -48,8 +61,19 @@ absl::Status CheckListLimit(int limit) {
 absl::StatusOr<CollectionState> ApplyAllocate(absl::string_view collection,
                                               const CollectionState& row,
                                               int64_t size, int64_t floor,
+                                              int64_t max_floor_jump,
                                               uint64_t token, absl::Time now,
                                               Range* range) {
+  // row.max >= 0, so the difference cannot overflow.
+  if (floor > row.max && floor - row.max > max_floor_jump) {
+    absl::Status refusal = absl::FailedPreconditionError(absl::StrFormat(
+        "collection \"%s\": last_max %d is %d above Max %d; a client may "
+        "move Max at most %d above it (the server's --max_last_max_jump). "
+        "If this node fell behind, an administrator raises it with SetFloor",
+        collection, floor, floor - row.max, row.max, max_floor_jump));
+    refusal.SetPayload(kGuardRailPayload, absl::Cord());
+    return refusal;
+  }
   const int64_t base = std::max(row.max, floor);
   if (base > std::numeric_limits<int64_t>::max() - size) {
     return absl::OutOfRangeError(absl::StrFormat(
@@ -69,6 +93,11 @@ absl::StatusOr<CollectionState> ApplyAllocate(absl::string_view collection,
   }
   next.updated_at = now;
   return next;
+}
+
+bool IsGuardRailRefusal(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kFailedPrecondition &&
+         status.GetPayload(kGuardRailPayload).has_value();
 }
 
 std::optional<CollectionState> ApplyReturn(const CollectionState& row,

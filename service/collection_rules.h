@@ -27,21 +27,28 @@ namespace hilo {
 
 // INVALID_ARGUMENT naming the bad argument, or OK. Stores check arguments
 // before they touch the row.
-absl::Status CheckAllocateArguments(int64_t size, int64_t floor,
-                                    uint64_t token);
+absl::Status CheckAllocateArguments(int64_t size, int64_t floor, uint64_t token,
+                                    int64_t max_floor_jump = kNoFloorJumpLimit);
 absl::Status CheckReturnArguments(int64_t end, int64_t last);
 absl::Status CheckFloorArgument(int64_t floor);
 absl::Status CheckListLimit(int limit);
 
 // The row after allocating `size` numbers above max(row.max, floor) with
 // `token`, and the range in *range. A collection without a row is a
-// default CollectionState. OUT_OF_RANGE (naming `collection`) if the range
-// would pass INT64_MAX; the row must then stay as it was.
+// default CollectionState. The row must stay as it was on an error:
+// FAILED_PRECONDITION (IsGuardRailRefusal) if `floor` is more than
+// `max_floor_jump` above row.max; OUT_OF_RANGE if the range would pass
+// INT64_MAX. Both messages name `collection`.
 absl::StatusOr<CollectionState> ApplyAllocate(absl::string_view collection,
                                               const CollectionState& row,
                                               int64_t size, int64_t floor,
+                                              int64_t max_floor_jump,
                                               uint64_t token, absl::Time now,
                                               Range* range);
+
+// Whether `status` is ApplyAllocate's refusal of a floor too far above Max
+// (it carries a payload saying so, which survives every store's batching).
+bool IsGuardRailRefusal(const absl::Status& status);
 
 // The row after a return of (last, end] with `token` (0: without one), or
 // nullopt if the return is refused and the row stays as it was. *outcome

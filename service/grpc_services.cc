@@ -2,10 +2,22 @@
 
 #include <utility>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "grpc/grpc_security_constants.h"
 #include "service/grpc_status.h"
 
 namespace hilo {
 namespace {
+
+// Appends "<kind><value>" for each value of `property`.
+void AddIdentities(const grpc::AuthContext& auth, const char* property,
+                   absl::string_view kind, std::vector<std::string>* out) {
+  for (const grpc::string_ref& value : auth.FindPropertyValues(property)) {
+    out->push_back(
+        absl::StrCat(kind, absl::string_view(value.data(), value.size())));
+  }
+}
 
 // Starts `call` with a completion that finishes the gRPC call.
 template <typename Call>
@@ -20,12 +32,41 @@ grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* context,
 
 }  // namespace
 
+Caller CallerOf(const grpc::ServerContextBase& context) {
+  Caller caller;
+  caller.peer = context.peer();
+  std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+  // Only a verified client certificate makes the context authenticated.
+  if (auth != nullptr && auth->IsPeerAuthenticated()) {
+    AddIdentities(*auth, GRPC_PEER_URI_PROPERTY_NAME,
+                  "uri:", &caller.certificate_identities);
+    AddIdentities(*auth, GRPC_PEER_DNS_PROPERTY_NAME,
+                  "dns:", &caller.certificate_identities);
+    AddIdentities(*auth, GRPC_X509_CN_PROPERTY_NAME,
+                  "cn:", &caller.certificate_identities);
+  }
+  constexpr absl::string_view kBearer = "Bearer ";
+  const auto& metadata = context.client_metadata();
+  auto it = metadata.find("authorization");
+  if (it != metadata.end()) {
+    absl::string_view value(it->second.data(), it->second.size());
+    caller.has_bearer_token = true;
+    // Anything but "Bearer <token>" is a token no list holds.
+    if (absl::StartsWith(value, kBearer))
+      value.remove_prefix(kBearer.size());
+    else
+      value = absl::string_view();
+    caller.bearer_token = std::string(value);
+  }
+  return caller;
+}
+
 grpc::ServerUnaryReactor* GrpcHiLoService::NextRange(
     grpc::CallbackServerContext* context,
     const hilo::v1::NextRangeRequest* request,
     hilo::v1::NextRangeResponse* response) {
   return Serve(context, [&](ServiceCallback done) {
-    service_->NextRange(*request, response, std::move(done));
+    gate_->NextRange(CallerOf(*context), *request, response, std::move(done));
   });
 }
 
@@ -34,7 +75,7 @@ grpc::ServerUnaryReactor* GrpcHiLoService::ReturnRange(
     const hilo::v1::ReturnRangeRequest* request,
     hilo::v1::ReturnRangeResponse* response) {
   return Serve(context, [&](ServiceCallback done) {
-    service_->ReturnRange(*request, response, std::move(done));
+    gate_->ReturnRange(CallerOf(*context), *request, response, std::move(done));
   });
 }
 
@@ -43,7 +84,8 @@ grpc::ServerUnaryReactor* GrpcAdminService::GetCollection(
     const hilo::v1::GetCollectionRequest* request,
     hilo::v1::GetCollectionResponse* response) {
   return Serve(context, [&](ServiceCallback done) {
-    service_->GetCollection(*request, response, std::move(done));
+    gate_->GetCollection(CallerOf(*context), *request, response,
+                         std::move(done));
   });
 }
 
@@ -52,7 +94,8 @@ grpc::ServerUnaryReactor* GrpcAdminService::ListCollections(
     const hilo::v1::ListCollectionsRequest* request,
     hilo::v1::ListCollectionsResponse* response) {
   return Serve(context, [&](ServiceCallback done) {
-    service_->ListCollections(*request, response, std::move(done));
+    gate_->ListCollections(CallerOf(*context), *request, response,
+                           std::move(done));
   });
 }
 
@@ -61,7 +104,7 @@ grpc::ServerUnaryReactor* GrpcAdminService::SetFloor(
     const hilo::v1::SetFloorRequest* request,
     hilo::v1::SetFloorResponse* response) {
   return Serve(context, [&](ServiceCallback done) {
-    service_->SetFloor(*request, response, std::move(done));
+    gate_->SetFloor(CallerOf(*context), *request, response, std::move(done));
   });
 }
 

@@ -4,22 +4,29 @@
 // service and returns; the service's completion, which runs once the
 // store's commit is durable, finishes the call. No thread waits for a
 // commit, however many calls are in flight. This is the one place where the
-// server turns an absl::Status into a grpc::Status (grpc_status.h).
+// server turns an absl::Status into a grpc::Status (grpc_status.h), and where
+// it reads who is calling (CallerOf): the Gatekeeper decides what that
+// caller may do.
 //
 // Thread-safe.
 #ifndef HILO_SERVICE_GRPC_SERVICES_H_
 #define HILO_SERVICE_GRPC_SERVICES_H_
 
 #include "hilo/v1/hilo.grpc.pb.h"
-#include "service/admin_service.h"
-#include "service/hilo_service.h"
+#include "service/authorizer.h"
+#include "service/gatekeeper.h"
 
 namespace hilo {
 
+// The caller of a call: the identities its client certificate carries (SAN
+// URIs, SAN DNS names, subject CN, from gRPC's AuthContext), its bearer
+// token (metadata "authorization: Bearer <token>") and its peer address.
+Caller CallerOf(const grpc::ServerContextBase& context);
+
 class GrpcHiLoService final : public hilo::v1::HiLo::CallbackService {
  public:
-  // `service` must outlive this.
-  explicit GrpcHiLoService(HiLoService* service) : service_(service) {}
+  // `gate` must outlive this.
+  explicit GrpcHiLoService(Gatekeeper* gate) : gate_(gate) {}
 
   grpc::ServerUnaryReactor* NextRange(
       grpc::CallbackServerContext* context,
@@ -31,13 +38,13 @@ class GrpcHiLoService final : public hilo::v1::HiLo::CallbackService {
       hilo::v1::ReturnRangeResponse* response) override;
 
  private:
-  HiLoService* const service_;
+  Gatekeeper* const gate_;
 };
 
 class GrpcAdminService final : public hilo::v1::HiLoAdmin::CallbackService {
  public:
-  // `service` must outlive this.
-  explicit GrpcAdminService(AdminService* service) : service_(service) {}
+  // `gate` must outlive this.
+  explicit GrpcAdminService(Gatekeeper* gate) : gate_(gate) {}
 
   grpc::ServerUnaryReactor* GetCollection(
       grpc::CallbackServerContext* context,
@@ -53,7 +60,7 @@ class GrpcAdminService final : public hilo::v1::HiLoAdmin::CallbackService {
       hilo::v1::SetFloorResponse* response) override;
 
  private:
-  AdminService* const service_;
+  Gatekeeper* const gate_;
 };
 
 }  // namespace hilo

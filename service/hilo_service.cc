@@ -72,18 +72,20 @@ absl::Status ValidateReturn(const hilo::v1::ReturnRangeRequest& request,
 HiLoService::HiLoService(RangeStore* store, RangeSizePolicy policy,
                          std::string node_tag, const Clock* clock,
                          Observer* observer, bool allow_returns_without_token,
-                         CollectionLimit* collections)
+                         CollectionLimit* collections,
+                         int64_t max_last_max_jump)
     : store_(store),
       policy_(policy),
       node_tag_(std::move(node_tag)),
       clock_(clock),
       observer_(observer),
       allow_returns_without_token_(allow_returns_without_token),
-      collections_(collections) {}
+      collections_(collections),
+      max_last_max_jump_(max_last_max_jump) {}
 
 void HiLoService::NextRange(const hilo::v1::NextRangeRequest& request,
                             hilo::v1::NextRangeResponse* response,
-                            ServiceCallback done) {
+                            bool may_administer, ServiceCallback done) {
   const absl::Time start = absl::Now();
   auto finish = [this, &request, response, start,
                  done = std::move(done)](absl::Status status) mutable {
@@ -104,11 +106,13 @@ void HiLoService::NextRange(const hilo::v1::NextRangeRequest& request,
   const int64_t size =
       policy_.NextSize(request.last_size(), last_range_at, now);
   const uint64_t token = NewRangeToken();
+  const int64_t max_jump =
+      may_administer ? kNoFloorJumpLimit : max_last_max_jump_;
   // Allocates; `reserved` if the collection limit reserved a row for it.
-  auto allocate = [this, &request, response, size, token, now](
+  auto allocate = [this, &request, response, size, token, now, max_jump](
                       bool reserved, ServiceCallback finish) {
     store_->AllocateAsync(
-        request.collection(), size, request.last_max(), token,
+        request.collection(), size, request.last_max(), token, max_jump,
         [this, response, token, now, reserved, finish = std::move(finish)](
             absl::StatusOr<Allocation> allocation) mutable {
           if (reserved) {
@@ -206,9 +210,10 @@ void HiLoService::ReturnRange(const hilo::v1::ReturnRangeRequest& request,
 }
 
 absl::Status HiLoService::DoNextRange(const hilo::v1::NextRangeRequest& request,
-                                      hilo::v1::NextRangeResponse* response) {
+                                      hilo::v1::NextRangeResponse* response,
+                                      bool may_administer) {
   return base::Await<absl::Status>([&](ServiceCallback done) {
-    NextRange(request, response, std::move(done));
+    NextRange(request, response, may_administer, std::move(done));
   });
 }
 

@@ -13,7 +13,9 @@
 #ifndef HILO_SERVICE_HILO_SERVICE_H_
 #define HILO_SERVICE_HILO_SERVICE_H_
 
+#include <cstdint>
 #include <string>
+#include <utility>
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
@@ -40,23 +42,36 @@ class HiLoService {
   // such a return is FAILED_PRECONDITION. `collections` (null: no limit;
   // else it must outlive the service) bounds the collections a NextRange
   // may create: past it, a NextRange on a new one is RESOURCE_EXHAUSTED.
+  // A last_max more than `max_last_max_jump` above the collection's Max is
+  // FAILED_PRECONDITION (the store's guard rail, IsGuardRailRefusal) unless
+  // the caller may administer the collection.
   HiLoService(RangeStore* store, RangeSizePolicy policy, std::string node_tag,
               const Clock* clock, Observer* observer = nullptr,
               bool allow_returns_without_token = false,
-              CollectionLimit* collections = nullptr);
+              CollectionLimit* collections = nullptr,
+              int64_t max_last_max_jump = kNoFloorJumpLimit);
 
   // Fill `response` and then call `done` exactly once with the outcome (an
   // error leaves `response` unspecified). `request` and `response` must
   // stay valid until `done` is called. The observer is told first.
+  // `may_administer`: the caller may administer the collection (it could
+  // raise the floor anyway), so its last_max is not held to
+  // max_last_max_jump.
   void NextRange(const hilo::v1::NextRangeRequest& request,
-                 hilo::v1::NextRangeResponse* response, ServiceCallback done);
+                 hilo::v1::NextRangeResponse* response, bool may_administer,
+                 ServiceCallback done);
+  void NextRange(const hilo::v1::NextRangeRequest& request,
+                 hilo::v1::NextRangeResponse* response, ServiceCallback done) {
+    NextRange(request, response, /*may_administer=*/false, std::move(done));
+  }
   void ReturnRange(const hilo::v1::ReturnRangeRequest& request,
                    hilo::v1::ReturnRangeResponse* response,
                    ServiceCallback done);
 
   // The same, waiting for the outcome.
   absl::Status DoNextRange(const hilo::v1::NextRangeRequest& request,
-                           hilo::v1::NextRangeResponse* response);
+                           hilo::v1::NextRangeResponse* response,
+                           bool may_administer = false);
   absl::Status DoReturnRange(const hilo::v1::ReturnRangeRequest& request,
                              hilo::v1::ReturnRangeResponse* response);
 
@@ -68,6 +83,7 @@ class HiLoService {
   Observer* const observer_;
   const bool allow_returns_without_token_;
   CollectionLimit* const collections_;
+  const int64_t max_last_max_jump_;
 };
 
 }  // namespace hilo

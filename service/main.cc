@@ -125,6 +125,30 @@ ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
 ABSL_FLAG(int, metrics_max_collections, hilo::kDefaultMetricsMaxCollections,
           "collections that get their own metrics label; the rest share "
           "\"_other\"");
+ABSL_FLAG(std::string, authz_policy, "",
+          "authorization policy (protobuf text format of "
+          "service/authz_policy.proto): which identities may use which "
+          "collections and HiLoAdmin. Reloaded on SIGHUP and when it "
+          "changes; a bad file is refused and the old policy kept. Empty: "
+          "trust every admitted client");
+ABSL_FLAG(std::string, authz_tokens, "",
+          "bearer tokens, one \"NAME TOKEN\" a line; a call with "
+          "\"authorization: Bearer TOKEN\" is identity token:NAME. Reloaded "
+          "with --authz_policy; send tokens only over TLS");
+ABSL_FLAG(absl::Duration, authz_reload_interval, absl::Seconds(5),
+          "how often to check --authz_policy and --authz_tokens for changes "
+          "(SIGHUP reloads at once); 0: only on SIGHUP");
+ABSL_FLAG(std::string, audit_log, "",
+          "append the audit trail (one JSON line per SetFloor and per "
+          "refused request) to this file; empty: stderr");
+ABSL_FLAG(int64_t, max_last_max_jump, hilo::kDefaultMaxLastMaxJump,
+          "refuse (FAILED_PRECONDITION) a last_max more than this above the "
+          "collection's Max, unless the caller may administer; the default "
+          "2^32 lets a node that fell behind catch up, not a client burn "
+          "the ID space");
+ABSL_FLAG(double, exhaustion_share, hilo::kDefaultExhaustionShare,
+          "log a collection once its Max passes this share of INT64_MAX "
+          "(default 1/16: no workload gets there by handing out IDs)");
 
 namespace {
 
@@ -234,6 +258,7 @@ int main(int argc, char** argv) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   hilo::ServerOptions options;
@@ -313,6 +338,11 @@ int main(int argc, char** argv) {
                                         absl::GetFlag(FLAGS_tls_key),
                                         absl::GetFlag(FLAGS_tls_client_ca)});
   if (!credentials.ok()) return Fail(credentials.status());
+  options.authz_policy = absl::GetFlag(FLAGS_authz_policy);
+  options.authz_tokens = absl::GetFlag(FLAGS_authz_tokens);
+  options.audit_log = absl::GetFlag(FLAGS_audit_log);
+  options.max_last_max_jump = absl::GetFlag(FLAGS_max_last_max_jump);
+  options.exhaustion_share = absl::GetFlag(FLAGS_exhaustion_share);
   options.credentials = *credentials;
   const char* security = *credentials == nullptr ? "plaintext"
                          : absl::GetFlag(FLAGS_tls_client_ca).empty() ? "tls"
@@ -343,8 +373,38 @@ int main(int argc, char** argv) {
                     ? absl::StrCat("port ", (*server)->metrics_port())
                     : std::string("off"));
 
+  // Waits for a stop signal; meanwhile reloads the policy on SIGHUP and
+  // every --authz_reload_interval.
+  const absl::Duration reload_interval =
+      absl::GetFlag(FLAGS_authz_reload_interval);
   int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
+  std::string last_reload_error;
+  for (;;) {
+    if (reload_interval > absl::ZeroDuration()) {
+      const timespec timeout = absl::ToTimespec(reload_interval);
+      signal_number = sigtimedwait(&stop_signals, nullptr, &timeout);
+    } else {
+      sigwait(&stop_signals, &signal_number);
+    }
+    if (signal_number == SIGINT || signal_number == SIGTERM) break;
+    if (signal_number < 0 && errno != EAGAIN) continue;  // EINTR
+    const int64_t before = (*server)->authz_generation();
+    absl::Status reloaded = (*server)->ReloadAuthz();
+    if (!reloaded.ok()) {
+      // Once per distinct error, not at every check.
+      if (reloaded.message() != last_reload_error) {
+        last_reload_error = std::string(reloaded.message());
+        absl::FPrintF(stderr, "hilo_server: %s; keeping the policy in force\n",
+                      reloaded.message());
+      }
+      continue;
+    }
+    last_reload_error.clear();
+    if ((*server)->authz_generation() != before) {
+      absl::FPrintF(stderr, "hilo_server: authz policy %s reloaded\n",
+                    options.authz_policy);
+    }
+  }
   std::fprintf(stderr, "hilo_server: %s received; draining\n",
                strsignal(signal_number));
   (*server)->StartDraining();

@@ -72,7 +72,29 @@ Metrics::Metrics(const MetricsOptions& options)
                        .Name("hilo_collections")
                        .Help("Collections stored on this node.")
                        .Register(*registry_)
-                       .Add({})) {
+                       .Add({})),
+      denied_(prometheus::BuildCounter()
+                  .Name("hilo_requests_denied_total")
+                  .Help("Requests refused before the store changed: by the "
+                        "authorization policy (reason=\"permission\") or "
+                        "the last_max guard rail (reason=\"guard_rail\"), "
+                        "by RPC method.")
+                  .Register(*registry_)),
+      collection_max_(prometheus::BuildGauge()
+                          .Name("hilo_collection_max")
+                          .Help("A collection's Max as this node last saw it "
+                                "(after NextRange and SetFloor); \"_other\" "
+                                "holds the largest among the collections "
+                                "without their own label.")
+                          .Register(*registry_)) {
+  // Every series exists from the start, so a rate() over it works before
+  // the first refusal.
+  for (const char* method : {"NextRange", "ReturnRange", "GetCollection",
+                             "ListCollections", "SetFloor"}) {
+    for (const char* reason : {"permission", "guard_rail"}) {
+      denied_.Add({{"method", method}, {"reason", reason}});
+    }
+  }
   prometheus::BuildGauge()
       .Name("hilo_build_info")
       .Help("Always 1; labels carry the version and node tag.")
@@ -81,17 +103,26 @@ Metrics::Metrics(const MetricsOptions& options)
       .Set(1);
 }
 
-prometheus::Counter& Metrics::IdsReserved(absl::string_view collection) {
-  base::MutexLock lock(&mu_);
-  auto it = ids_by_collection_.find(collection);
-  if (it != ids_by_collection_.end()) return *it->second;
+Metrics::CollectionSeries Metrics::SeriesOf(absl::string_view collection) {
+  auto it = by_collection_.find(collection);
+  if (it != by_collection_.end()) return it->second;
   const bool own_label =
-      static_cast<int>(ids_by_collection_.size()) < max_collections_;
+      static_cast<int>(by_collection_.size()) < max_collections_;
   const std::string label =
       own_label ? std::string(collection) : std::string(kOtherCollections);
-  prometheus::Counter* counter = &ids_reserved_.Add({{"collection", label}});
-  if (own_label) ids_by_collection_.emplace(std::string(collection), counter);
-  return *counter;
+  const CollectionSeries series{&ids_reserved_.Add({{"collection", label}}),
+                                &collection_max_.Add({{"collection", label}})};
+  if (own_label) by_collection_.emplace(std::string(collection), series);
+  return series;
+}
+
+void Metrics::SetCollectionMax(absl::string_view collection, int64_t max) {
+  base::MutexLock lock(&mu_);
+  prometheus::Gauge* gauge = SeriesOf(collection).max;
+  // A named collection's gauge is its own; "_other" keeps the largest.
+  const bool own = by_collection_.contains(collection);
+  const double value = static_cast<double>(max);
+  if (own || value > gauge->Value()) gauge->Set(value);
 }
 
 void Metrics::OnNextRange(absl::string_view collection,
@@ -103,8 +134,13 @@ void Metrics::OnNextRange(absl::string_view collection,
       .Increment();
   next_duration_->Observe(absl::ToDoubleSeconds(elapsed));
   if (range != nullptr) {
-    IdsReserved(collection).Increment(static_cast<double>(range->size()));
+    {
+      base::MutexLock lock(&mu_);
+      SeriesOf(collection)
+          .ids_reserved->Increment(static_cast<double>(range->size()));
+    }
     range_size_.Observe(static_cast<double>(range->size()));
+    SetCollectionMax(collection, range->high);
   }
 }
 
@@ -120,6 +156,18 @@ void Metrics::OnReturnRange(absl::string_view collection,
   if (outcome != nullptr) {
     (outcome->applied ? returns_applied_ : returns_refused_)->Increment();
   }
+}
+
+void Metrics::OnSetFloor(absl::string_view collection,
+                         const absl::Status& status,
+                         const FloorOutcome* outcome) {
+  if (outcome != nullptr) SetCollectionMax(collection, outcome->max);
+}
+
+void Metrics::OnDenied(absl::string_view method, absl::string_view reason) {
+  denied_
+      .Add({{"method", std::string(method)}, {"reason", std::string(reason)}})
+      .Increment();
 }
 
 void Metrics::OnCommit(absl::Duration elapsed, int operations,

@@ -4,7 +4,8 @@
 // Metrics is an Observer of the HiLo service and a commit listener of the
 // store. Per-collection labels exist only for the first `max_collections`
 // collections seen; the rest share the label value "_other", so a client
-// sending random names cannot blow up the registry.
+// sending random names cannot blow up the registry. The alert rules of
+// deploy/monitoring/ name these metrics: rename none.
 //
 //   auto metrics = std::make_shared<hilo::Metrics>(hilo::MetricsOptions{...});
 //   auto endpoint = hilo::MetricsEndpoint::Start("127.0.0.1:9464",
@@ -56,13 +57,24 @@ class Metrics final : public Observer {
   void OnReturnRange(absl::string_view collection, const absl::Status& status,
                      const ReturnOutcome* outcome,
                      absl::Duration elapsed) override;
+  void OnSetFloor(absl::string_view collection, const absl::Status& status,
+                  const FloorOutcome* outcome) override;
+  void OnDenied(absl::string_view method, absl::string_view reason) override;
 
   // A store commit of `operations` operations took `elapsed`; the store now
   // holds `collections` collections.
   void OnCommit(absl::Duration elapsed, int operations, int64_t collections);
 
  private:
-  prometheus::Counter& IdsReserved(absl::string_view collection);
+  // The series of one collection label.
+  struct CollectionSeries {
+    prometheus::Counter* ids_reserved;
+    prometheus::Gauge* max;
+  };
+  CollectionSeries SeriesOf(absl::string_view collection)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // hilo_collection_max = `max`; under "_other", the largest seen.
+  void SetCollectionMax(absl::string_view collection, int64_t max);
 
   const int max_collections_;
   std::shared_ptr<prometheus::Registry> registry_;
@@ -78,9 +90,11 @@ class Metrics final : public Observer {
   prometheus::Histogram& commit_duration_;
   prometheus::Histogram& commit_operations_;
   prometheus::Gauge& collections_;
+  prometheus::Family<prometheus::Counter>& denied_;
+  prometheus::Family<prometheus::Gauge>& collection_max_;
 
   base::Mutex mu_;
-  absl::flat_hash_map<std::string, prometheus::Counter*> ids_by_collection_
+  absl::flat_hash_map<std::string, CollectionSeries> by_collection_
       ABSL_GUARDED_BY(mu_);
 };
 

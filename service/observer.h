@@ -30,6 +30,16 @@ class Observer {
                              const absl::Status& status,
                              const ReturnOutcome* outcome,
                              absl::Duration elapsed) = 0;
+
+  // A SetFloor call ended. `outcome` is set when `status` is OK.
+  virtual void OnSetFloor(absl::string_view collection,
+                          const absl::Status& status,
+                          const FloorOutcome* outcome) {}
+
+  // A call was refused before it reached the store: `reason` is
+  // "permission" (the authorization policy) or "guard_rail" (a last_max
+  // too far above Max, refused by the store). `method` is the RPC's name.
+  virtual void OnDenied(absl::string_view method, absl::string_view reason) {}
 };
 
 // Forwards each call to every observer in a list, in order.
@@ -54,6 +64,13 @@ class ObserverList final : public Observer {
     for (Observer* o : observers_) {
       o->OnReturnRange(collection, status, outcome, elapsed);
     }
+  }
+  void OnSetFloor(absl::string_view collection, const absl::Status& status,
+                  const FloorOutcome* outcome) override {
+    for (Observer* o : observers_) o->OnSetFloor(collection, status, outcome);
+  }
+  void OnDenied(absl::string_view method, absl::string_view reason) override {
+    for (Observer* o : observers_) o->OnDenied(method, reason);
   }
 
  private:

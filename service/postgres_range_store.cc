@@ -419,6 +419,7 @@ struct PostgresRangeStore::Request : GroupCommit::Operation {
   Kind kind = Kind::kGet;
   std::string name;  // the collection; for kList, the name to list after
   int64_t size = 0, floor = 0, end = 0, last = 0;
+  int64_t max_floor_jump = kNoFloorJumpLimit;
   uint64_t token = 0;
   int limit = 0;
   CollectionState put;  // for kPut
@@ -937,9 +938,9 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
     const absl::Time now = clock_->Now();
     switch (r->kind) {
       case Request::Kind::kAllocate: {
-        absl::StatusOr<CollectionState> next =
-            ApplyAllocate(r->name, row.now.value_or(CollectionState{}), r->size,
-                          r->floor, r->token, now, &r->allocation.range);
+        absl::StatusOr<CollectionState> next = ApplyAllocate(
+            r->name, row.now.value_or(CollectionState{}), r->size, r->floor,
+            r->max_floor_jump, r->token, now, &r->allocation.range);
         if (!next.ok()) {
           r->status = next.status();
           break;
@@ -1086,9 +1087,11 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
 
 void PostgresRangeStore::AllocateAsync(absl::string_view collection,
                                        int64_t size, int64_t floor,
-                                       uint64_t token,
+                                       uint64_t token, int64_t max_floor_jump,
                                        StoreCallback<Allocation> done) {
-  if (absl::Status s = CheckAllocateArguments(size, floor, token); !s.ok()) {
+  if (absl::Status s =
+          CheckAllocateArguments(size, floor, token, max_floor_jump);
+      !s.ok()) {
     done(std::move(s));
     return;
   }
@@ -1097,6 +1100,7 @@ void PostgresRangeStore::AllocateAsync(absl::string_view collection,
   r->name = std::string(collection);
   r->size = size;
   r->floor = floor;
+  r->max_floor_jump = max_floor_jump;
   r->token = token;
   Submit(std::move(r), std::move(done), &Request::allocation);
 }

@@ -147,7 +147,8 @@ class PostgresRangeStore final : public RangeStore {
   PostgresRangeStore& operator=(const PostgresRangeStore&) = delete;
 
   void AllocateAsync(absl::string_view collection, int64_t size, int64_t floor,
-                     uint64_t token, StoreCallback<Allocation> done) override;
+                     uint64_t token, int64_t max_floor_jump,
+                     StoreCallback<Allocation> done) override;
   void ReturnAsync(absl::string_view collection, int64_t end, int64_t last,
                    uint64_t token, StoreCallback<ReturnOutcome> done) override;
   void GetAsync(absl::string_view collection,

@@ -16,10 +16,12 @@ absl::StatusOr<T> Wait(Start start) {
 
 absl::StatusOr<Range> RangeStore::Allocate(absl::string_view collection,
                                            int64_t size, int64_t floor,
-                                           uint64_t token) {
+                                           uint64_t token,
+                                           int64_t max_floor_jump) {
   absl::StatusOr<Allocation> allocation =
       Wait<Allocation>([&](StoreCallback<Allocation> done) {
-        AllocateAsync(collection, size, floor, token, std::move(done));
+        AllocateAsync(collection, size, floor, token, max_floor_jump,
+                      std::move(done));
       });
   if (!allocation.ok()) return allocation.status();
   return allocation->range;

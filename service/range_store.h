@@ -8,6 +8,7 @@
 #define HILO_SERVICE_RANGE_STORE_H_
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -73,6 +74,10 @@ struct ReturnOutcome {
   int64_t max = 0;  // Max after the call
 };
 
+// The max_floor_jump that puts no limit on how far a floor lifts Max.
+inline constexpr int64_t kNoFloorJumpLimit =
+    std::numeric_limits<int64_t>::max();
+
 // Receives an operation's outcome.
 template <typename T>
 using StoreCallback = absl::AnyInvocable<void(absl::StatusOr<T>)>;
@@ -103,11 +108,18 @@ class RangeStore {
   // returning the range: random, never a counter. The outcome says whether
   // the collection's row was created (the services count rows by it: see
   // CollectionLimit); the synchronous form gives the range alone.
+  //
+  // The guard rail: a `floor` more than `max_floor_jump` (>= 0) above Max
+  // is FAILED_PRECONDITION (IsGuardRailRefusal) and changes nothing. It is
+  // judged against Max inside the operation's transaction, so no other
+  // server can move Max between the check and the write.
   virtual void AllocateAsync(absl::string_view collection, int64_t size,
                              int64_t floor, uint64_t token,
+                             int64_t max_floor_jump,
                              StoreCallback<Allocation> done) = 0;
   absl::StatusOr<Range> Allocate(absl::string_view collection, int64_t size,
-                                 int64_t floor, uint64_t token);
+                                 int64_t floor, uint64_t token,
+                                 int64_t max_floor_jump = kNoFloorJumpLimit);
 
   // Hands back the tail (last, end] of a range. With a token (!= 0):
   // applied only if token == range_token, Max == end and

@@ -96,6 +96,20 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
         "max ListCollections reply bytes is %d; it must be at least 1",
         options.max_list_reply_bytes));
   }
+  if (options.max_last_max_jump < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("max last_max jump is %d; it must not be negative",
+                        options.max_last_max_jump));
+  }
+  if (!(options.exhaustion_share > 0 && options.exhaustion_share <= 1)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "exhaustion share is %g; it must be above 0 and at most 1",
+        options.exhaustion_share));
+  }
+  if (!options.authz_tokens.empty() && options.authz_policy.empty()) {
+    return absl::InvalidArgumentError(
+        "an authz token list needs an authz policy that names its tokens");
+  }
   if (options.max_collections < 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "max collections is %d; it must not be negative (0: no limit)",
@@ -213,8 +227,24 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   metrics_options.version = HILO_VERSION;
   metrics_options.max_collections = opts.metrics_max_collections;
   server->metrics_ = std::make_unique<Metrics>(metrics_options);
-  server->observers_ = std::make_unique<ObserverList>(
-      std::vector<Observer*>{server->metrics_.get(), opts.observer});
+  server->exhaustion_ =
+      std::make_unique<ExhaustionReporter>(opts.exhaustion_share, clock);
+  server->observers_ = std::make_unique<ObserverList>(std::vector<Observer*>{
+      server->metrics_.get(), server->exhaustion_.get(), opts.observer});
+  if (!opts.authz_policy.empty()) {
+    absl::StatusOr<std::unique_ptr<Authorizer>> authorizer =
+        Authorizer::Load(opts.authz_policy, opts.authz_tokens);
+    if (!authorizer.ok()) return authorizer.status();
+    server->authorizer_ = *std::move(authorizer);
+  }
+  if (opts.audit_log.empty()) {
+    server->audit_log_ = std::make_unique<AuditLog>(clock);
+  } else {
+    absl::StatusOr<std::unique_ptr<AuditLog>> audit =
+        AuditLog::Open(opts.audit_log, clock);
+    if (!audit.ok()) return audit.status();
+    server->audit_log_ = *std::move(audit);
+  }
 
   // Both stores counted their rows when they opened.
   server->collection_limit_ = std::make_unique<CollectionLimit>(
@@ -222,10 +252,15 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   server->service_ = std::make_unique<HiLoService>(
       server->store_.get(), RangeSizePolicy(opts.range_sizes),
       server->node_tag_, clock, server->observers_.get(),
-      opts.allow_returns_without_token, server->collection_limit_.get());
+      opts.allow_returns_without_token, server->collection_limit_.get(),
+      opts.max_last_max_jump);
   server->admin_service_ = std::make_unique<AdminService>(
       server->store_.get(), server->node_tag_, opts.max_list_reply_bytes,
       server->collection_limit_.get());
+  server->gatekeeper_ = std::make_unique<Gatekeeper>(
+      server->service_.get(), server->admin_service_.get(),
+      server->authorizer_.get(), server->audit_log_.get(),
+      server->observers_.get());
   server->metrics_->OnCommit(absl::ZeroDuration(), 0,
                              server->store_->collection_count());
   if (!opts.metrics_listen.empty()) {
@@ -279,9 +314,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   // HiLo and HiLoAdmin are callback services: no thread waits for a
   // commit. Health and reflection are gRPC's own (synchronous) services.
   server->grpc_service_ =
-      std::make_unique<GrpcHiLoService>(server->service_.get());
+      std::make_unique<GrpcHiLoService>(server->gatekeeper_.get());
   server->grpc_admin_service_ =
-      std::make_unique<GrpcAdminService>(server->admin_service_.get());
+      std::make_unique<GrpcAdminService>(server->gatekeeper_.get());
   builder.RegisterService(server->grpc_service_.get());
   builder.RegisterService(server->grpc_admin_service_.get());
   std::unique_ptr<grpc::Server> built = builder.BuildAndStart();
@@ -331,6 +366,11 @@ void Server::StartDraining() {
   UpdateHealth();
 }
 
+absl::Status Server::ReloadAuthz() {
+  if (authorizer_ == nullptr) return absl::OkStatus();
+  return authorizer_->Reload();
+}
+
 void Server::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
@@ -345,6 +385,7 @@ void Server::Shutdown(absl::Duration grace) {
   metrics_endpoint_.reset();
   grpc_service_.reset();
   grpc_admin_service_.reset();
+  gatekeeper_.reset();
   service_.reset();
   admin_service_.reset();
   store_.reset();

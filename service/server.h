@@ -26,8 +26,12 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
 #include "service/admin_service.h"
+#include "service/audit_log.h"
+#include "service/authorizer.h"
 #include "service/clock.h"
 #include "service/collection_limit.h"
+#include "service/exhaustion_reporter.h"
+#include "service/gatekeeper.h"
 #include "service/grpc_services.h"
 #include "service/hilo_service.h"
 #include "service/listener_probe.h"
@@ -49,6 +53,15 @@ inline constexpr int kDefaultMaxConcurrentStreams = 100;
 inline constexpr int64_t kDefaultMaxMemoryBytes = 256 << 20;
 inline constexpr int kDefaultMaxThreads = 32;
 inline constexpr int kDefaultMetricsThreads = 8;
+// How far above a collection's Max a client's last_max may move it: 2^32.
+// last_max exists so that a node which fell behind (restored from a
+// backup, say) is pushed past what a client already saw from it; 4.3e9
+// numbers is more than such a node falls behind (50 days at 1,000 IDs a
+// second), while burning a collection's space up to the 2^62 cap on
+// last_max takes a billion refused-looking requests instead of one. A
+// refusal hands out nothing, so it is safe: the client sees
+// FAILED_PRECONDITION and an operator raises the floor with SetFloor.
+inline constexpr int64_t kDefaultMaxLastMaxJump = int64_t{1} << 32;
 
 struct ServerOptions {
   std::string listen = "127.0.0.1:50051";
@@ -122,6 +135,19 @@ struct ServerOptions {
   absl::Duration metrics_request_timeout = absl::Seconds(2);
   // Null means plaintext.
   std::shared_ptr<grpc::ServerCredentials> credentials;
+  // The authorization policy (authz_policy.proto, text format) and the
+  // bearer-token list ("NAME TOKEN" lines) it may name as "token:NAME".
+  // Empty policy: every admitted client may do everything (no tokens then).
+  std::string authz_policy;
+  std::string authz_tokens;
+  // The audit trail's file (appended to); empty: stderr.
+  std::string audit_log;
+  // A last_max more than this above Max is FAILED_PRECONDITION unless the
+  // caller may administer (see kDefaultMaxLastMaxJump).
+  int64_t max_last_max_jump = kDefaultMaxLastMaxJump;
+  // A collection whose Max passes this share of INT64_MAX is logged once
+  // (see ExhaustionReporter).
+  double exhaustion_share = kDefaultExhaustionShare;
   // Null means SystemClock.
   const Clock* clock = nullptr;
   // Told about every finished call; null for none. Must outlive the server.
@@ -148,6 +174,16 @@ class Server {
   // shared store the one it claimed.
   const std::string& node_tag() const { return node_tag_; }
   RangeStore* store() { return store_.get(); }
+
+  // Reads the authorization policy and token files again (SIGHUP, or a
+  // periodic check: unchanged files cost a read). A bad file is refused
+  // with Authorizer::Load's error and the policy in force stays. OK and
+  // nothing happens without a policy.
+  absl::Status ReloadAuthz();
+  // Authorizer::generation(), or 0 without a policy.
+  int64_t authz_generation() const {
+    return authorizer_ == nullptr ? 0 : authorizer_->generation();
+  }
 
   // Reports NOT_SERVING on the health service while still serving calls, so
   // load balancers and readiness probes move traffic away first. Health
@@ -176,6 +212,10 @@ class Server {
   std::unique_ptr<CollectionLimit> collection_limit_;
   std::unique_ptr<HiLoService> service_;
   std::unique_ptr<AdminService> admin_service_;
+  std::unique_ptr<Authorizer> authorizer_;
+  std::unique_ptr<AuditLog> audit_log_;
+  std::unique_ptr<ExhaustionReporter> exhaustion_;
+  std::unique_ptr<Gatekeeper> gatekeeper_;
   std::unique_ptr<GrpcHiLoService> grpc_service_;
   std::unique_ptr<GrpcAdminService> grpc_admin_service_;
   std::unique_ptr<grpc::Server> grpc_server_;

@@ -618,20 +618,24 @@ void SqliteRangeStore::Submit(
 
 void SqliteRangeStore::AllocateAsync(absl::string_view collection, int64_t size,
                                      int64_t floor, uint64_t token,
+                                     int64_t max_floor_jump,
                                      StoreCallback<Allocation> done) {
-  if (absl::Status s = CheckAllocateArguments(size, floor, token); !s.ok()) {
+  if (absl::Status s =
+          CheckAllocateArguments(size, floor, token, max_floor_jump);
+      !s.ok()) {
     done(std::move(s));
     return;
   }
   Submit<Allocation>(
       /*read_only=*/false,
-      [this, name = std::string(collection), size, floor, token](
-          Allocation* allocation, int64_t* rows_created) -> absl::Status {
+      [this, name = std::string(collection), size, floor, token,
+       max_floor_jump](Allocation* allocation,
+                       int64_t* rows_created) -> absl::Status {
         absl::StatusOr<std::optional<CollectionState>> row = ReadRow(name);
         if (!row.ok()) return row.status();
-        absl::StatusOr<CollectionState> next =
-            ApplyAllocate(name, row->value_or(CollectionState{}), size, floor,
-                          token, clock_->Now(), &allocation->range);
+        absl::StatusOr<CollectionState> next = ApplyAllocate(
+            name, row->value_or(CollectionState{}), size, floor, max_floor_jump,
+            token, clock_->Now(), &allocation->range);
         if (!next.ok()) return next.status();
         *rows_created = row->has_value() ? 0 : 1;
         allocation->created = !row->has_value();

@@ -10,6 +10,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "service/collection_rules.h"
 #include "service/postgres_range_store.h"
 #include "service/range_store.h"
 #include "service/sqlite_range_store.h"
@@ -434,6 +435,58 @@ TEST_P(RangeStoreContractTest, FloorNearInt64MaxIsOutOfRange) {
       store_->Allocate("orders", 32, kMax - 5, NextToken()).status().code(),
       absl::StatusCode::kOutOfRange);
   EXPECT_FALSE(store_->Get("orders")->has_value());
+}
+
+TEST_P(RangeStoreContractTest, FloorUpToTheJumpAboveMaxIsTaken) {
+  MustAllocate("orders", 32);
+  EXPECT_EQ(store_->Allocate("orders", 32, 32 + 99, NextToken(), 100).value(),
+            (Range{132, 163}));
+  EXPECT_EQ(store_->Allocate("orders", 32, 163 + 100, NextToken(), 100).value(),
+            (Range{264, 295}));
+  // A floor at or below Max never counts as a jump.
+  EXPECT_EQ(store_->Allocate("orders", 32, 5, NextToken(), 0).value(),
+            (Range{296, 327}));
+}
+
+TEST_P(RangeStoreContractTest, FloorBeyondTheJumpIsRefusedAndChangesNothing) {
+  MustAllocate("orders", 32);
+  absl::StatusOr<Range> refused =
+      store_->Allocate("orders", 32, 32 + 101, NextToken(), 100);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(IsGuardRailRefusal(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("collection \"orders\": last_max 133 is 101 above "
+                        "Max 32"));
+  EXPECT_EQ(store_->Get("orders")->value().max, 32);
+  // A collection without a row has Max 0.
+  EXPECT_EQ(store_->Allocate("new", 1, 101, NextToken(), 100).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(store_->Get("new")->has_value());
+  EXPECT_EQ(MustAllocate("orders", 32), (Range{33, 64}));
+}
+
+TEST_P(RangeStoreContractTest, JumpIsJudgedAgainstTheMaxEarlierOperationsLeft) {
+  MustAllocate("orders", 32);
+  // Queued together: the second's floor is 132 above the Max it was sent
+  // against (32), but 100 above the Max the first leaves (64).
+  testing::Notification first_done, second_done;
+  absl::StatusOr<Allocation> first, second;
+  store_->AllocateAsync("orders", 32, 0, NextToken(), 100,
+                        [&](absl::StatusOr<Allocation> a) {
+                          first = std::move(a);
+                          first_done.Notify();
+                        });
+  store_->AllocateAsync("orders", 32, 164, NextToken(), 100,
+                        [&](absl::StatusOr<Allocation> a) {
+                          second = std::move(a);
+                          second_done.Notify();
+                        });
+  first_done.WaitForNotification();
+  second_done.WaitForNotification();
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(first->range, (Range{33, 64}));
+  EXPECT_EQ(second->range, (Range{165, 196}));
 }
 
 TEST_P(RangeStoreContractTest, RestartContinuesAboveEveryIssuedRange) {

@@ -216,10 +216,67 @@ INSTANTIATE_TEST_SUITE_P(
                  "cannot listen on 256.1.1.1:99999"},
         BadStart{"BadMetricsAddress",
                  {"--metrics_listen=nonsense"},
-                 "cannot serve metrics on nonsense"}),
+                 "cannot serve metrics on nonsense"},
+        BadStart{"MissingAuthzPolicy",
+                 {"--authz_policy=$DIR/none.textproto"},
+                 "none.textproto cannot be read: No such file or directory"},
+        BadStart{"TokensWithoutPolicy",
+                 {"--authz_tokens=$DIR/file"},
+                 "an authz token list needs an authz policy"},
+        BadStart{"NegativeJump",
+                 {"--max_last_max_jump=-1"},
+                 "max last_max jump is -1; it must not be negative"},
+        BadStart{"ZeroExhaustionShare",
+                 {"--exhaustion_share=0"},
+                 "exhaustion share is 0; it must be above 0 and at most 1"}),
     [](const ::testing::TestParamInfo<BadStart>& info) {
       return info.param.label;
     });
+
+// NextRange on "orders" against the server on `port`, without credentials.
+grpc::Status NextOrders(int port) {
+  auto stub = testing::NewStub(port);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(10));
+  hilo::v1::NextRangeRequest request;
+  request.set_collection("orders");
+  hilo::v1::NextRangeResponse response;
+  return stub->NextRange(&context, request, &response);
+}
+
+TEST(ServerMainTest, SighupReloadsThePolicyAndKeepsItOverABadFile) {
+  TempDir dir;
+  const std::string policy = dir.File("policy.textproto");
+  std::ofstream(policy) << "grant { identity: \"anonymous\" "
+                           "collections: \"orders\" }\n";
+  ServerProcess server({"--listen=127.0.0.1:0", "--db=" + dir.File("h.db"),
+                        "--authz_policy=" + policy, "--authz_reload_interval=0",
+                        "--audit_log=" + dir.File("audit.jsonl")});
+  const int port = PortFrom(server.ReadLine());
+  ASSERT_GT(port, 0);
+  ASSERT_TRUE(NextOrders(port).ok());
+
+  std::ofstream(policy, std::ios::trunc) << "grant { identity: anonymous }\n";
+  server.Signal(SIGHUP);
+  EXPECT_EQ(server.ReadLine(),
+            "hilo_server: authz policy " + policy +
+                " line 1 column 19: Expected string, got: anonymous; keeping "
+                "the policy in force");
+  EXPECT_TRUE(NextOrders(port).ok());
+
+  std::ofstream(policy, std::ios::trunc) << "grant { identity: \"cn:ops\" }\n";
+  server.Signal(SIGHUP);
+  EXPECT_EQ(server.ReadLine(),
+            "hilo_server: authz policy " + policy + " reloaded");
+  grpc::Status denied = NextOrders(port);
+  EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(denied.error_message(),
+            "anonymous may not call NextRange on collection \"orders\"");
+
+  server.Signal(SIGTERM);
+  EXPECT_EQ(server.Wait(), 0);
+}
 
 TEST(ServerMainTest, PortInUseIsOneClearLineAndNonZeroExit) {
   TempDir dir;

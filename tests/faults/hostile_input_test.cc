@@ -371,6 +371,17 @@ void PutEdge(HostileInputTest* t) {
                   .ok());
 }
 
+// "orders" with Max 100 below the last_max guard rail (2^62), within the
+// jump a last_max may make.
+void PutOrdersJustBelowTheGuardRail(HostileInputTest* t) {
+  ASSERT_TRUE(
+      t->server_->store()
+          ->PutForTesting("orders", CollectionState{.max = kMaxFloor - 100,
+                                                    .return_floor = 0,
+                                                    .updated_at = kStart})
+          .ok());
+}
+
 // Another collection's range, whose token is then other_token_.
 void NextOther(HostileInputTest* t) {
   const Outcome other = t->Next("other");
@@ -453,7 +464,23 @@ INSTANTIATE_TEST_SUITE_P(
                     C::INVALID_ARGUMENT},
         HostileCase{"NextLastMaxAtTheGuardRailIsServed",
                     [](T* t) { return t->Next("orders", 0, kMaxFloor); }, C::OK,
-                    Pair(kMaxFloor + 1, kMaxFloor + 32)},
+                    Pair(kMaxFloor + 1, kMaxFloor + 32), std::nullopt,
+                    PutOrdersJustBelowTheGuardRail},
+        // A last_max may lift Max by --max_last_max_jump at most (2^32 by
+        // default), so one request cannot burn the space up to 2^62 either.
+        HostileCase{"NextLastMaxAtTheJumpIsServed",
+                    [](T* t) {
+                      return t->Next("orders", 0, 32 + kDefaultMaxLastMaxJump);
+                    },
+                    C::OK,
+                    Pair(kDefaultMaxLastMaxJump + 33,
+                         kDefaultMaxLastMaxJump + 64)},
+        HostileCase{"NextLastMaxBeyondTheJumpIsRefused",
+                    [](T* t) {
+                      return t->Next("orders", 0,
+                                     32 + kDefaultMaxLastMaxJump + 1);
+                    },
+                    C::FAILED_PRECONDITION},
         HostileCase{
             "NextHugeLastSizeAndLastMaxNearInt64Max",
             [](T* t) { return t->Next("orders", kInt64Max, kInt64Max - 100); },

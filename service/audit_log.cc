@@ -1,0 +1,128 @@
+#include "service/audit_log.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace hilo {
+namespace {
+
+// The length of the valid UTF-8 sequence at the start of `s`, or 0.
+size_t Utf8SequenceLength(absl::string_view s) {
+  const auto byte = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
+  const auto continuation = [&](size_t i) {
+    return i < s.size() && (byte(i) & 0xC0) == 0x80;
+  };
+  const unsigned char b = byte(0);
+  if (b < 0x80) return 1;
+  if (b >= 0xC2 && b <= 0xDF) return continuation(1) ? 2 : 0;
+  if (b >= 0xE0 && b <= 0xEF) {
+    if (!continuation(1) || !continuation(2)) return 0;
+    if (b == 0xE0 && byte(1) < 0xA0) return 0;   // overlong
+    if (b == 0xED && byte(1) >= 0xA0) return 0;  // a surrogate
+    return 3;
+  }
+  if (b >= 0xF0 && b <= 0xF4) {
+    if (!continuation(1) || !continuation(2) || !continuation(3)) return 0;
+    if (b == 0xF0 && byte(1) < 0x90) return 0;   // overlong
+    if (b == 0xF4 && byte(1) >= 0x90) return 0;  // above U+10FFFF
+    return 4;
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::string JsonString(absl::string_view text) {
+  std::string out = "\"";
+  out.reserve(text.size() + 2);
+  while (!text.empty()) {
+    const unsigned char c = static_cast<unsigned char>(text[0]);
+    const size_t length = Utf8SequenceLength(text);
+    if (length == 0) {
+      absl::StrAppend(&out, "\\ufffd");
+      text.remove_prefix(1);
+      continue;
+    }
+    if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7F) {
+      absl::StrAppendFormat(&out, "\\u%04x", c);
+    } else {
+      out.append(text.data(), length);
+    }
+    text.remove_prefix(length);
+  }
+  out += '"';
+  return out;
+}
+
+std::string AuditJson(const AuditRecord& record, absl::Time time) {
+  std::string request = "{";
+  for (size_t i = 0; i < record.request.size(); ++i) {
+    absl::StrAppend(&request, i == 0 ? "" : ",",
+                    JsonString(record.request[i].first), ":",
+                    record.request[i].second);
+  }
+  request += "}";
+  return absl::StrCat(
+      "{\"time\":",
+      JsonString(
+          absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", time, absl::UTCTimeZone())),
+      ",\"identity\":", JsonString(record.identity),
+      ",\"peer\":", JsonString(record.peer),
+      ",\"method\":", JsonString(record.method),
+      ",\"collection\":", JsonString(record.collection),
+      ",\"request\":", request,
+      ",\"code\":", JsonString(absl::StatusCodeToString(record.outcome.code())),
+      ",\"message\":", JsonString(record.outcome.message()), "}");
+}
+
+AuditLog::AuditLog(const Clock* clock) : AuditLog(clock, stderr, "stderr") {}
+
+AuditLog::AuditLog(const Clock* clock, std::FILE* file, std::string path)
+    : clock_(clock), file_(file), path_(std::move(path)) {}
+
+absl::StatusOr<std::unique_ptr<AuditLog>> AuditLog::Open(
+    const std::string& path, const Clock* clock) {
+  std::FILE* file = std::fopen(path.c_str(), "ae");
+  if (file == nullptr) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "audit log %s cannot be opened: %s", path, std::strerror(errno)));
+  }
+  return std::unique_ptr<AuditLog>(new AuditLog(clock, file, path));
+}
+
+AuditLog::~AuditLog() {
+  if (file_ != stderr) std::fclose(file_);
+}
+
+void AuditLog::Write(const AuditRecord& record) {
+  const std::string line = absl::StrCat(AuditJson(record, clock_->Now()), "\n");
+  base::MutexLock lock(&mu_);
+  errno = 0;
+  const bool written =
+      std::fwrite(line.data(), 1, line.size(), file_) == line.size() &&
+      std::fflush(file_) == 0;
+  if (!written && !failed_) {
+    failed_ = true;
+    absl::FPrintF(stderr,
+                  "hilo_server: audit log %s: a write failed (%s); audit "
+                  "lines may be lost until it works again\n",
+                  path_, errno != 0 ? std::strerror(errno) : "short write");
+  }
+  if (!written) std::clearerr(file_);
+  if (written) failed_ = false;
+}
+
+}  // namespace hilo

@@ -1,0 +1,354 @@
+#include "service/authorizer.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/text_format.h"
+#include "service/authz_policy.pb.h"
+
+namespace hilo {
+
+// A parsed policy and token list.
+struct Authorizer::Policy {
+  // What one identity may do, the union of the grants naming it.
+  struct Rights {
+    std::vector<std::string> collections;
+    hilo::internal::AdminAccess admin = hilo::internal::ADMIN_NONE;
+  };
+  absl::flat_hash_map<std::string, Rights> rights;
+  // Token and the identity ("token:NAME") it stands for.
+  std::vector<std::pair<std::string, std::string>> tokens;
+};
+
+namespace {
+
+// Keeps protobuf's first parse error, with its line (1-based).
+class FirstError final : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, google::protobuf::io::ColumnNumber column,
+                const std::string& message) override {
+    if (!error_.empty()) return;
+    error_ =
+        absl::StrFormat("line %d column %d: %s", line + 1, column + 1, message);
+  }
+  const std::string& error() const { return error_; }
+
+ private:
+  std::string error_;
+};
+
+absl::StatusOr<std::string> ReadFile(const std::string& path,
+                                     absl::string_view what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s %s cannot be read: %s", what, path, std::strerror(errno)));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+absl::Status Malformed(absl::string_view what, const std::string& path,
+                       absl::string_view where, absl::string_view reason) {
+  return absl::InvalidArgumentError(
+      absl::StrFormat("%s %s %s: %s", what, path, where, reason));
+}
+
+bool ValidIdentity(absl::string_view identity) {
+  if (identity == kAnonymous) return true;
+  for (absl::string_view kind : {"uri:", "dns:", "cn:", "token:"}) {
+    if (absl::StartsWith(identity, kind) && identity.size() > kind.size()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Parses the policy text into `policy`.
+absl::Status ParsePolicy(const std::string& path, const std::string& text,
+                         Authorizer::Policy* policy);
+
+// Equal, in time that depends on the lengths alone, not on where the bytes
+// differ.
+bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
+  const size_t n = std::max(a.size(), b.size());
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? a[i] : 0;
+    const unsigned char y = i < b.size() ? b[i] : 0;
+    diff |= x ^ y;
+  }
+  return diff == 0;
+}
+
+}  // namespace
+
+absl::string_view MethodName(Method method) {
+  switch (method) {
+    case Method::kNextRange:
+      return "NextRange";
+    case Method::kReturnRange:
+      return "ReturnRange";
+    case Method::kGetCollection:
+      return "GetCollection";
+    case Method::kListCollections:
+      return "ListCollections";
+    case Method::kSetFloor:
+      return "SetFloor";
+  }
+  return "unknown";
+}
+
+std::string DisplayIdentity(const Caller& caller) {
+  return caller.certificate_identities.empty()
+             ? std::string(kAnonymous)
+             : caller.certificate_identities.front();
+}
+
+bool MatchesCollectionPattern(absl::string_view pattern,
+                              absl::string_view name) {
+  // Greedy match with one backtrack point (the last '*'): linear in
+  // practice, never exponential.
+  size_t p = 0, n = 0;
+  size_t star = absl::string_view::npos, star_n = 0;
+  while (n < name.size()) {
+    if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      star_n = n;
+    } else if (p < pattern.size() && pattern[p] == name[n]) {
+      ++p;
+      ++n;
+    } else if (star != absl::string_view::npos) {
+      p = star + 1;
+      n = ++star_n;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+namespace {
+
+absl::Status ParsePolicy(const std::string& path, const std::string& text,
+                         Authorizer::Policy* policy) {
+  constexpr absl::string_view kWhat = "authz policy";
+  hilo::internal::AuthzPolicy proto;
+  google::protobuf::TextFormat::Parser parser;
+  FirstError errors;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(text, &proto)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s %s %s", kWhat, path, errors.error()));
+  }
+  for (int i = 0; i < proto.grant_size(); ++i) {
+    const hilo::internal::Grant& grant = proto.grant(i);
+    const std::string where = absl::StrFormat("grant %d", i + 1);
+    if (grant.identity().empty()) {
+      return Malformed(kWhat, path, where, "it names no identity");
+    }
+    for (const std::string& pattern : grant.collections()) {
+      if (pattern.empty()) {
+        return Malformed(kWhat, path, where,
+                         "an empty collections entry matches nothing; use "
+                         "\"*\" for every collection");
+      }
+    }
+    for (const std::string& identity : grant.identity()) {
+      if (!ValidIdentity(identity)) {
+        return Malformed(
+            kWhat, path, where,
+            absl::StrFormat("identity \"%s\" needs a kind: uri:, dns:, cn:, "
+                            "token: or the word anonymous",
+                            absl::CHexEscape(identity)));
+      }
+      Authorizer::Policy::Rights& rights = policy->rights[identity];
+      rights.collections.insert(rights.collections.end(),
+                                grant.collections().begin(),
+                                grant.collections().end());
+      rights.admin = std::max(rights.admin, grant.admin());
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Parses "NAME TOKEN" lines ('#' starts a comment line) into `policy`.
+absl::Status ParseTokens(const std::string& path, const std::string& text,
+                         Authorizer::Policy* policy) {
+  constexpr absl::string_view kWhat = "authz token file";
+  int line_number = 0;
+  absl::flat_hash_map<std::string, int> names;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++line_number;
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty() || line[0] == '#') continue;
+    const std::string where = absl::StrFormat("line %d", line_number);
+    std::vector<absl::string_view> fields =
+        absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    // The reasons never quote the line: it holds a secret.
+    if (fields.size() != 2) {
+      return Malformed(kWhat, path, where,
+                       absl::StrFormat("it has %d fields; each line is NAME "
+                                       "TOKEN",
+                                       fields.size()));
+    }
+    if (fields[1].size() < 16) {
+      return Malformed(kWhat, path, where,
+                       "the token is shorter than 16 bytes; use a random one "
+                       "(openssl rand -hex 32)");
+    }
+    auto [it, inserted] = names.emplace(std::string(fields[0]), line_number);
+    if (!inserted) {
+      return Malformed(kWhat, path, where,
+                       absl::StrFormat("name %s is already on line %d",
+                                       fields[0], it->second));
+    }
+    for (const auto& [token, identity] : policy->tokens) {
+      if (token == fields[1]) {
+        return Malformed(kWhat, path, where,
+                         absl::StrFormat("its token is also %s's", identity));
+      }
+    }
+    policy->tokens.emplace_back(std::string(fields[1]),
+                                absl::StrCat("token:", fields[0]));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Authorizer::Authorizer(std::string policy_path, std::string tokens_path)
+    : policy_path_(std::move(policy_path)),
+      tokens_path_(std::move(tokens_path)) {}
+
+absl::StatusOr<std::unique_ptr<Authorizer>> Authorizer::Load(
+    std::string policy_path, std::string tokens_path) {
+  std::unique_ptr<Authorizer> authorizer(
+      new Authorizer(std::move(policy_path), std::move(tokens_path)));
+  if (absl::Status s = authorizer->Reload(); !s.ok()) return s;
+  return authorizer;
+}
+
+absl::Status Authorizer::Reload() {
+  absl::StatusOr<std::string> policy_text =
+      ReadFile(policy_path_, "authz policy");
+  if (!policy_text.ok()) return policy_text.status();
+  std::string tokens_text;
+  if (!tokens_path_.empty()) {
+    absl::StatusOr<std::string> read =
+        ReadFile(tokens_path_, "authz token file");
+    if (!read.ok()) return read.status();
+    tokens_text = *std::move(read);
+  }
+  {
+    base::MutexLock lock(&mu_);
+    if (policy_ != nullptr && *policy_text == policy_text_ &&
+        tokens_text == tokens_text_) {
+      return absl::OkStatus();
+    }
+  }
+  auto policy = std::make_shared<Policy>();
+  if (absl::Status s = ParsePolicy(policy_path_, *policy_text, policy.get());
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = ParseTokens(tokens_path_, tokens_text, policy.get());
+      !s.ok()) {
+    return s;
+  }
+  base::MutexLock lock(&mu_);
+  policy_ = std::move(policy);
+  policy_text_ = *std::move(policy_text);
+  tokens_text_ = std::move(tokens_text);
+  ++generation_;
+  return absl::OkStatus();
+}
+
+int64_t Authorizer::generation() const {
+  base::MutexLock lock(&mu_);
+  return generation_;
+}
+
+Decision Authorizer::Check(const Caller& caller, Method method,
+                           absl::string_view collection) const {
+  std::shared_ptr<const Policy> policy;
+  {
+    base::MutexLock lock(&mu_);
+    policy = policy_;
+  }
+  Decision decision;
+  std::vector<std::string> identities = caller.certificate_identities;
+  if (caller.has_bearer_token) {
+    // Every entry is compared, so the time says nothing about which one
+    // (if any) matched.
+    const std::string* found = nullptr;
+    for (const auto& [token, identity] : policy->tokens) {
+      if (ConstantTimeEquals(token, caller.bearer_token)) found = &identity;
+    }
+    if (found == nullptr) {
+      decision.identity = DisplayIdentity(caller);
+      decision.status = absl::UnauthenticatedError(absl::StrFormat(
+          "%s sent a bearer token this server does not know (calling %s)",
+          decision.identity, MethodName(method)));
+      return decision;
+    }
+    identities.push_back(*found);
+  }
+  if (identities.empty()) identities.push_back(kAnonymous);
+  decision.identity = identities.front();
+
+  bool collection_allowed = false;
+  hilo::internal::AdminAccess admin = hilo::internal::ADMIN_NONE;
+  for (const std::string& identity : identities) {
+    auto it = policy->rights.find(identity);
+    if (it == policy->rights.end()) continue;
+    admin = std::max(admin, it->second.admin);
+    for (const std::string& pattern : it->second.collections) {
+      if (MatchesCollectionPattern(pattern, collection)) {
+        collection_allowed = true;
+        break;
+      }
+    }
+  }
+  decision.may_administer = admin == hilo::internal::ADMIN_SET_FLOOR;
+  bool allowed = false;
+  switch (method) {
+    case Method::kNextRange:
+    case Method::kReturnRange:
+      allowed = collection_allowed;
+      break;
+    case Method::kGetCollection:
+    case Method::kListCollections:
+      allowed = admin >= hilo::internal::ADMIN_READ_ONLY;
+      break;
+    case Method::kSetFloor:
+      allowed = decision.may_administer;
+      break;
+  }
+  if (!allowed) {
+    decision.status = absl::PermissionDeniedError(
+        method == Method::kListCollections
+            ? absl::StrFormat("%s may not call ListCollections",
+                              decision.identity)
+            : absl::StrFormat("%s may not call %s on collection \"%s\"",
+                              decision.identity, MethodName(method),
+                              collection));
+  }
+  return decision;
+}
+
+}  // namespace hilo

@@ -1,0 +1,128 @@
+// Authorizer: who may call what on which collection, from a policy file.
+//
+// The policy (service/authz_policy.proto, in protobuf text format) grants
+// identities the collections they may call NextRange and ReturnRange on,
+// and their HiLoAdmin access. A caller's identities come from its client
+// certificate (SAN URIs, SAN DNS names, subject CN: what gRPC's
+// AuthContext reports) and from a bearer token, which the token file
+// (one "NAME TOKEN" a line) turns into "token:NAME". The token is compared
+// in constant time and never appears in a message or a log.
+//
+//   absl::StatusOr<std::unique_ptr<Authorizer>> authz =
+//       Authorizer::Load("/etc/hilo/policy.textproto", "/etc/hilo/tokens");
+//   Decision d = (*authz)->Check(caller, Method::kNextRange, "orders");
+//   if (!d.status.ok()) return done(d.status);  // PERMISSION_DENIED
+//
+// Reload() reads both files again and swaps the policy in only if both
+// parse; a bad file leaves the old policy in force. Without an Authorizer
+// a server trusts every admitted client (see README "Security").
+//
+// Thread-safe.
+#ifndef HILO_SERVICE_AUTHORIZER_H_
+#define HILO_SERVICE_AUTHORIZER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "hilo/base/mutex.h"
+
+namespace hilo {
+
+// The calls a policy speaks of.
+enum class Method {
+  kNextRange,
+  kReturnRange,
+  kGetCollection,
+  kListCollections,
+  kSetFloor,
+};
+inline constexpr Method kAllMethods[] = {
+    Method::kNextRange, Method::kReturnRange, Method::kGetCollection,
+    Method::kListCollections, Method::kSetFloor};
+
+// "NextRange", "SetFloor", ...: the RPC's name.
+absl::string_view MethodName(Method method);
+
+// Who is calling, as the transport found it.
+struct Caller {
+  // What the client certificate vouches for, each with its kind:
+  // "uri:...", "dns:...", "cn:...". Empty without one.
+  std::vector<std::string> certificate_identities;
+  // The token of an "authorization: Bearer <token>" header; a secret.
+  std::string bearer_token;
+  bool has_bearer_token = false;
+  // The peer's address as gRPC names it ("ipv4:127.0.0.1:41234").
+  std::string peer;
+};
+
+// "a caller with no identity"; a policy may grant it like any other.
+inline constexpr char kAnonymous[] = "anonymous";
+
+// The name a message gives the caller: its first certificate identity, else
+// "anonymous", without consulting any token list.
+std::string DisplayIdentity(const Caller& caller);
+
+// A matcher for collection names: exact, or '*' as any run of bytes.
+bool MatchesCollectionPattern(absl::string_view pattern,
+                              absl::string_view name);
+
+// What Check decided.
+struct Decision {
+  // OK, PERMISSION_DENIED naming the identity, the method and the
+  // collection, or UNAUTHENTICATED for a bearer token the list lacks.
+  absl::Status status;
+  // The caller as messages and the audit log name it.
+  std::string identity;
+  // The caller may administer collections (ADMIN_SET_FLOOR), so its
+  // last_max is not held to the jump limit.
+  bool may_administer = false;
+};
+
+class Authorizer {
+ public:
+  // A parsed policy and token list (authorizer.cc).
+  struct Policy;
+
+  // Reads and checks both files (`tokens_path` may be empty: no tokens).
+  // INVALID_ARGUMENT with one line naming the file, the line and the
+  // reason if either is unreadable or malformed.
+  static absl::StatusOr<std::unique_ptr<Authorizer>> Load(
+      std::string policy_path, std::string tokens_path);
+
+  // Reads both files again. If both parse, the new policy answers every
+  // Check from now on and this returns OK; otherwise the old one stays and
+  // this returns Load's error. Unchanged files are a cheap no-op, so
+  // calling it every few seconds is how a changed file is noticed.
+  absl::Status Reload();
+
+  // May `caller` call `method` on `collection` (ignored for
+  // ListCollections)?
+  Decision Check(const Caller& caller, Method method,
+                 absl::string_view collection) const;
+
+  // How many policies have been in force: 1 after Load, one more for
+  // each Reload that found the files changed and took them.
+  int64_t generation() const;
+
+  const std::string& policy_path() const { return policy_path_; }
+
+ private:
+  Authorizer(std::string policy_path, std::string tokens_path);
+
+  const std::string policy_path_;
+  const std::string tokens_path_;
+  mutable base::Mutex mu_;
+  std::shared_ptr<const Policy> policy_ ABSL_GUARDED_BY(mu_);
+  std::string policy_text_ ABSL_GUARDED_BY(mu_);
+  std::string tokens_text_ ABSL_GUARDED_BY(mu_);
+  int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace hilo
+
+#endif  // HILO_SERVICE_AUTHORIZER_H_

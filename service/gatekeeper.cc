@@ -1,0 +1,172 @@
+#include "service/gatekeeper.h"
+
+#include <string>
+#include <utility>
+
+#include "service/collection_rules.h"
+#include "service/validation.h"
+
+namespace hilo {
+namespace {
+
+AuditRecord Record(const Caller& caller, Method method,
+                   absl::string_view collection,
+                   std::vector<std::pair<std::string, int64_t>> request) {
+  AuditRecord record;
+  record.peer = caller.peer;
+  record.method = std::string(MethodName(method));
+  record.collection = std::string(collection);
+  record.request = std::move(request);
+  return record;
+}
+
+}  // namespace
+
+Gatekeeper::Gatekeeper(HiLoService* service, AdminService* admin,
+                       const Authorizer* authorizer, AuditLog* audit,
+                       Observer* observer)
+    : service_(service),
+      admin_(admin),
+      authorizer_(authorizer),
+      audit_(audit),
+      observer_(observer) {}
+
+absl::Status Gatekeeper::Admit(const Caller& caller, Method method,
+                               AuditRecord* record, bool* may_administer) {
+  *may_administer = false;
+  record->identity = DisplayIdentity(caller);
+  if (method != Method::kListCollections) {
+    // The service would refuse it too; refusing it here keeps bytes that
+    // are not UTF-8 out of refusal messages and audit lines.
+    if (absl::Status s = ValidateCollectionName(record->collection); !s.ok()) {
+      return s;
+    }
+  }
+  if (authorizer_ == nullptr) return absl::OkStatus();
+  Decision decision = authorizer_->Check(caller, method, record->collection);
+  record->identity = decision.identity;
+  *may_administer = decision.may_administer;
+  if (!decision.status.ok()) {
+    if (observer_ != nullptr) {
+      observer_->OnDenied(MethodName(method), "permission");
+    }
+    Audit(*record, decision.status);
+  }
+  return decision.status;
+}
+
+void Gatekeeper::Audit(AuditRecord record, const absl::Status& outcome) {
+  if (audit_ == nullptr) return;
+  record.outcome = outcome;
+  audit_->Write(record);
+}
+
+void Gatekeeper::NextRange(const Caller& caller,
+                           const hilo::v1::NextRangeRequest& request,
+                           hilo::v1::NextRangeResponse* response,
+                           ServiceCallback done) {
+  AuditRecord record = Record(
+      caller, Method::kNextRange, request.collection(),
+      {{"last_max", request.last_max()}, {"last_size", request.last_size()}});
+  bool may_administer = false;
+  if (absl::Status s =
+          Admit(caller, Method::kNextRange, &record, &may_administer);
+      !s.ok()) {
+    // Counted with the calls that reach the service.
+    if (observer_ != nullptr) {
+      observer_->OnNextRange(request.collection(), s, nullptr,
+                             absl::ZeroDuration());
+    }
+    return done(std::move(s));
+  }
+  service_->NextRange(request, response, may_administer,
+                      [this, record = std::move(record),
+                       done = std::move(done)](absl::Status status) mutable {
+                        if (IsGuardRailRefusal(status)) {
+                          if (observer_ != nullptr) {
+                            observer_->OnDenied(record.method, "guard_rail");
+                          }
+                          Audit(std::move(record), status);
+                        }
+                        done(std::move(status));
+                      });
+}
+
+void Gatekeeper::ReturnRange(const Caller& caller,
+                             const hilo::v1::ReturnRangeRequest& request,
+                             hilo::v1::ReturnRangeResponse* response,
+                             ServiceCallback done) {
+  AuditRecord record =
+      Record(caller, Method::kReturnRange, request.collection(),
+             {{"end", request.end()}, {"last", request.last()}});
+  bool may_administer = false;
+  if (absl::Status s =
+          Admit(caller, Method::kReturnRange, &record, &may_administer);
+      !s.ok()) {
+    if (observer_ != nullptr) {
+      observer_->OnReturnRange(request.collection(), s, nullptr,
+                               absl::ZeroDuration());
+    }
+    return done(std::move(s));
+  }
+  service_->ReturnRange(request, response, std::move(done));
+}
+
+void Gatekeeper::GetCollection(const Caller& caller,
+                               const hilo::v1::GetCollectionRequest& request,
+                               hilo::v1::GetCollectionResponse* response,
+                               ServiceCallback done) {
+  AuditRecord record =
+      Record(caller, Method::kGetCollection, request.collection(), {});
+  bool may_administer = false;
+  if (absl::Status s =
+          Admit(caller, Method::kGetCollection, &record, &may_administer);
+      !s.ok()) {
+    return done(std::move(s));
+  }
+  admin_->GetCollection(request, response, std::move(done));
+}
+
+void Gatekeeper::ListCollections(
+    const Caller& caller, const hilo::v1::ListCollectionsRequest& request,
+    hilo::v1::ListCollectionsResponse* response, ServiceCallback done) {
+  AuditRecord record = Record(caller, Method::kListCollections, "",
+                              {{"page_size", request.page_size()}});
+  bool may_administer = false;
+  if (absl::Status s =
+          Admit(caller, Method::kListCollections, &record, &may_administer);
+      !s.ok()) {
+    return done(std::move(s));
+  }
+  admin_->ListCollections(request, response, std::move(done));
+}
+
+void Gatekeeper::SetFloor(const Caller& caller,
+                          const hilo::v1::SetFloorRequest& request,
+                          hilo::v1::SetFloorResponse* response,
+                          ServiceCallback done) {
+  AuditRecord record = Record(caller, Method::kSetFloor, request.collection(),
+                              {{"floor", request.floor()}});
+  bool may_administer = false;
+  if (absl::Status s =
+          Admit(caller, Method::kSetFloor, &record, &may_administer);
+      !s.ok()) {
+    // Every SetFloor is audited; Admit audited the refused ones.
+    if (s.code() == absl::StatusCode::kInvalidArgument) Audit(record, s);
+    return done(std::move(s));
+  }
+  admin_->SetFloor(
+      request, response,
+      [this, &request, response, record = std::move(record),
+       done = std::move(done)](absl::Status status) mutable {
+        if (observer_ != nullptr) {
+          const FloorOutcome outcome{response->raised(), response->max()};
+          observer_->OnSetFloor(request.collection(), status,
+                                status.ok() ? &outcome : nullptr);
+        }
+        Audit(std::move(record), status);
+        done(std::move(status));
+      });
+}
+
+}  // namespace hilo

@@ -1,0 +1,78 @@
+// Gatekeeper: the authorization policy, the audit trail and the refusal
+// counts, in front of HiLoService and AdminService, without gRPC.
+//
+// Each call first checks the collection name (so messages and audit lines
+// only ever carry valid UTF-8), then asks the Authorizer; a refusal
+// (PERMISSION_DENIED, or UNAUTHENTICATED for an unknown bearer token) is
+// audited, counted (Observer::OnDenied, reason "permission") and returned
+// before anything reaches the store (a refused NextRange or ReturnRange is
+// also reported to the observer as a finished call, as the service reports
+// the calls it serves). An allowed call goes to the service;
+// a guard-rail refusal coming back from the store is audited and counted
+// (reason "guard_rail"), and every SetFloor is audited whatever its outcome.
+// Without an Authorizer every caller is allowed and none may administer
+// (the guard rail holds for everyone): "trust every admitted client".
+//
+//   Gatekeeper gate(&service, &admin, authorizer, &audit, &metrics);
+//   gate.NextRange(caller, request, &response, [](absl::Status s) {...});
+//
+// Thread-safe.
+#ifndef HILO_SERVICE_GATEKEEPER_H_
+#define HILO_SERVICE_GATEKEEPER_H_
+
+#include "absl/status/status.h"
+#include "hilo/v1/hilo.pb.h"
+#include "service/admin_service.h"
+#include "service/audit_log.h"
+#include "service/authorizer.h"
+#include "service/hilo_service.h"
+#include "service/observer.h"
+
+namespace hilo {
+
+class Gatekeeper {
+ public:
+  // `service` and `admin` must outlive this, and so must `authorizer` (null:
+  // trust every caller), `audit` (null: no audit trail) and `observer`
+  // (null: none).
+  Gatekeeper(HiLoService* service, AdminService* admin,
+             const Authorizer* authorizer, AuditLog* audit, Observer* observer);
+
+  // As the services' methods, for `caller`. `request` and `response` must
+  // stay valid until `done` runs.
+  void NextRange(const Caller& caller,
+                 const hilo::v1::NextRangeRequest& request,
+                 hilo::v1::NextRangeResponse* response, ServiceCallback done);
+  void ReturnRange(const Caller& caller,
+                   const hilo::v1::ReturnRangeRequest& request,
+                   hilo::v1::ReturnRangeResponse* response,
+                   ServiceCallback done);
+  void GetCollection(const Caller& caller,
+                     const hilo::v1::GetCollectionRequest& request,
+                     hilo::v1::GetCollectionResponse* response,
+                     ServiceCallback done);
+  void ListCollections(const Caller& caller,
+                       const hilo::v1::ListCollectionsRequest& request,
+                       hilo::v1::ListCollectionsResponse* response,
+                       ServiceCallback done);
+  void SetFloor(const Caller& caller, const hilo::v1::SetFloorRequest& request,
+                hilo::v1::SetFloorResponse* response, ServiceCallback done);
+
+ private:
+  // Checks the call `record` describes (its method, collection and the
+  // numbers asked for); fills record->identity. On a refusal, audits and
+  // counts it and returns it; *may_administer tells the caller's right.
+  absl::Status Admit(const Caller& caller, Method method, AuditRecord* record,
+                     bool* may_administer);
+  void Audit(AuditRecord record, const absl::Status& outcome);
+
+  HiLoService* const service_;
+  AdminService* const admin_;
+  const Authorizer* const authorizer_;
+  AuditLog* const audit_;
+  Observer* const observer_;
+};
+
+}  // namespace hilo
+
+#endif  // HILO_SERVICE_GATEKEEPER_H_

@@ -1,0 +1,502 @@
+// The authorization policy, the audit trail, the guard rail and the refusal
+// counts, without gRPC: a Gatekeeper in front of real services on a real
+// SQLite store.
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "hilo/base/await.h"
+#include "prometheus/text_serializer.h"
+#include "service/admin_service.h"
+#include "service/audit_log.h"
+#include "service/authorizer.h"
+#include "service/exhaustion_reporter.h"
+#include "service/gatekeeper.h"
+#include "service/hilo_service.h"
+#include "service/metrics.h"
+#include "service/sqlite_range_store.h"
+#include "tests/test_util.h"
+
+namespace hilo {
+namespace {
+
+using ::hilo::testing::TempDir;
+using ::testing::HasSubstr;
+
+const absl::Time kStart = absl::FromUnixSeconds(1'800'000'000);
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::trunc) << text;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+Caller Cert(std::string identity) {
+  Caller caller;
+  caller.certificate_identities = {std::move(identity)};
+  caller.peer = "ipv4:127.0.0.1:5555";
+  return caller;
+}
+
+Caller Bearer(std::string token) {
+  Caller caller;
+  caller.has_bearer_token = true;
+  caller.bearer_token = std::move(token);
+  caller.peer = "ipv4:127.0.0.1:6666";
+  return caller;
+}
+
+constexpr char kPolicy[] = R"pb(
+  grant {
+    identity: "uri:spiffe://test/orders"
+    collections: "orders"
+    collections: "orders/*"
+  }
+  grant { identity: "dns:reader.test" admin: ADMIN_READ_ONLY }
+  grant {
+    identity: "cn:ops"
+    identity: "token:ops-batch"
+    collections: "*"
+    admin: ADMIN_SET_FLOOR
+  }
+  grant { identity: "token:billing" collections: "*-ids" }
+)pb";
+
+constexpr char kTokens[] =
+    "# name token\n"
+    "ops-batch  0123456789abcdef0123\n"
+    "billing\tfedcba9876543210fedc\n";
+
+TEST(CollectionPatternTest, StarMatchesAnyRunOfBytes) {
+  EXPECT_TRUE(MatchesCollectionPattern("orders", "orders"));
+  EXPECT_FALSE(MatchesCollectionPattern("orders", "orders2"));
+  EXPECT_FALSE(MatchesCollectionPattern("orders", "Orders"));
+  EXPECT_TRUE(MatchesCollectionPattern("orders/*", "orders/eu"));
+  EXPECT_TRUE(MatchesCollectionPattern("orders/*", "orders/"));
+  EXPECT_FALSE(MatchesCollectionPattern("orders/*", "orders"));
+  EXPECT_TRUE(MatchesCollectionPattern("*-ids", "user-ids"));
+  EXPECT_FALSE(MatchesCollectionPattern("*-ids", "user-ids2"));
+  EXPECT_TRUE(MatchesCollectionPattern("a*b*c", "a-b-b-c"));
+  EXPECT_FALSE(MatchesCollectionPattern("a*b*c", "a-c-b"));
+  EXPECT_TRUE(MatchesCollectionPattern("*", ""));
+  EXPECT_TRUE(MatchesCollectionPattern("\xC3\xA9*", "\xC3\xA9t\xC3\xA9"));
+}
+
+class AuthorizerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    WriteFile(policy_, kPolicy);
+    WriteFile(tokens_, kTokens);
+    absl::StatusOr<std::unique_ptr<Authorizer>> authz =
+        Authorizer::Load(policy_, tokens_);
+    ASSERT_TRUE(authz.ok()) << authz.status();
+    authz_ = *std::move(authz);
+  }
+
+  absl::Status Check(const Caller& caller, Method method,
+                     absl::string_view collection) {
+    return authz_->Check(caller, method, collection).status;
+  }
+
+  TempDir dir_;
+  std::string policy_ = dir_.File("policy.textproto");
+  std::string tokens_ = dir_.File("tokens");
+  std::unique_ptr<Authorizer> authz_;
+};
+
+TEST_F(AuthorizerTest, CollectionsAreGrantedExactlyAndByPattern) {
+  const Caller orders = Cert("uri:spiffe://test/orders");
+  EXPECT_TRUE(Check(orders, Method::kNextRange, "orders").ok());
+  EXPECT_TRUE(Check(orders, Method::kReturnRange, "orders/eu").ok());
+  absl::Status denied = Check(orders, Method::kNextRange, "users");
+  EXPECT_EQ(denied.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(denied.message(),
+            "uri:spiffe://test/orders may not call NextRange on collection "
+            "\"users\"");
+  EXPECT_EQ(Check(orders, Method::kNextRange, "orders2").code(),
+            absl::StatusCode::kPermissionDenied);
+}
+
+TEST_F(AuthorizerTest, AdminIsDeniedToAnIdOnlyIdentity) {
+  const Caller orders = Cert("uri:spiffe://test/orders");
+  for (Method m : {Method::kGetCollection, Method::kSetFloor}) {
+    EXPECT_EQ(Check(orders, m, "orders").code(),
+              absl::StatusCode::kPermissionDenied);
+  }
+  EXPECT_EQ(Check(orders, Method::kListCollections, "").message(),
+            "uri:spiffe://test/orders may not call ListCollections");
+  EXPECT_FALSE(
+      authz_->Check(orders, Method::kNextRange, "orders").may_administer);
+}
+
+TEST_F(AuthorizerTest, ReadOnlyAdminReadsButMayNotSetFloor) {
+  const Caller reader = Cert("dns:reader.test");
+  EXPECT_TRUE(Check(reader, Method::kGetCollection, "orders").ok());
+  EXPECT_TRUE(Check(reader, Method::kListCollections, "").ok());
+  EXPECT_EQ(Check(reader, Method::kSetFloor, "orders").message(),
+            "dns:reader.test may not call SetFloor on collection \"orders\"");
+  EXPECT_EQ(Check(reader, Method::kNextRange, "orders").code(),
+            absl::StatusCode::kPermissionDenied);
+}
+
+TEST_F(AuthorizerTest, SetFloorAdminMayAdministerAndUseEveryCollection) {
+  Decision d = authz_->Check(Cert("cn:ops"), Method::kSetFloor, "x");
+  EXPECT_TRUE(d.status.ok());
+  EXPECT_TRUE(d.may_administer);
+  EXPECT_TRUE(Check(Cert("cn:ops"), Method::kNextRange, "anything").ok());
+}
+
+TEST_F(AuthorizerTest, BearerTokenIsTheIdentityItsLineNames) {
+  Decision right = authz_->Check(Bearer("fedcba9876543210fedc"),
+                                 Method::kNextRange, "a-ids");
+  EXPECT_TRUE(right.status.ok()) << right.status;
+  EXPECT_EQ(right.identity, "token:billing");
+  EXPECT_EQ(Check(Bearer("fedcba9876543210fedc"), Method::kNextRange, "orders")
+                .message(),
+            "token:billing may not call NextRange on collection \"orders\"");
+
+  absl::Status wrong =
+      Check(Bearer("fedcba9876543210fedd"), Method::kNextRange, "a-ids");
+  EXPECT_EQ(wrong.code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(wrong.message(),
+            "anonymous sent a bearer token this server does not know "
+            "(calling NextRange)");
+  EXPECT_THAT(std::string(wrong.message()),
+              ::testing::Not(HasSubstr("fedcba")));
+  // A prefix of a token is not the token.
+  EXPECT_EQ(
+      Check(Bearer("fedcba9876543210fed"), Method::kNextRange, "a-ids").code(),
+      absl::StatusCode::kUnauthenticated);
+
+  Caller none;
+  EXPECT_EQ(Check(none, Method::kNextRange, "a-ids").message(),
+            "anonymous may not call NextRange on collection \"a-ids\"");
+}
+
+TEST_F(AuthorizerTest, ReloadRevokesAndABadFileKeepsTheOldPolicy) {
+  const Caller orders = Cert("uri:spiffe://test/orders");
+  ASSERT_TRUE(Check(orders, Method::kNextRange, "orders").ok());
+  EXPECT_EQ(authz_->generation(), 1);
+
+  WriteFile(policy_,
+            "grant { identity: \"uri:spiffe://test/orders\"\n"
+            "  colections: \"orders\" }\n");
+  absl::Status bad = authz_->Reload();
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.message(),
+            absl::StrCat("authz policy ", policy_,
+                         " line 2 column 13: Message type "
+                         "\"hilo.internal.Grant\" has no field named "
+                         "\"colections\"."));
+  EXPECT_TRUE(Check(orders, Method::kNextRange, "orders").ok());
+  EXPECT_EQ(authz_->generation(), 1);
+
+  WriteFile(policy_, "grant { identity: \"orders\" collections: \"*\" }\n");
+  EXPECT_EQ(authz_->Reload().message(),
+            absl::StrCat("authz policy ", policy_,
+                         " grant 1: identity \"orders\" needs a kind: uri:, "
+                         "dns:, cn:, token: or the word anonymous"));
+
+  WriteFile(tokens_, "billing short\n");
+  WriteFile(policy_, "grant { identity: \"cn:ops\" }\n");
+  EXPECT_EQ(authz_->Reload().message(),
+            absl::StrCat("authz token file ", tokens_,
+                         " line 1: the token is shorter than 16 bytes; use a "
+                         "random one (openssl rand -hex 32)"));
+  EXPECT_TRUE(Check(orders, Method::kNextRange, "orders").ok());
+
+  WriteFile(tokens_, kTokens);
+  ASSERT_TRUE(authz_->Reload().ok());
+  EXPECT_EQ(authz_->generation(), 2);
+  EXPECT_EQ(Check(orders, Method::kNextRange, "orders").message(),
+            "uri:spiffe://test/orders may not call NextRange on collection "
+            "\"orders\"");
+  // Unchanged files change nothing.
+  ASSERT_TRUE(authz_->Reload().ok());
+  EXPECT_EQ(authz_->generation(), 2);
+}
+
+TEST(AuthorizerLoadTest, MissingFileIsNamed) {
+  TempDir dir;
+  absl::StatusOr<std::unique_ptr<Authorizer>> authz =
+      Authorizer::Load(dir.File("none"), "");
+  EXPECT_EQ(authz.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(authz.status().message(),
+            absl::StrCat("authz policy ", dir.File("none"),
+                         " cannot be read: No such file or directory"));
+}
+
+TEST(JsonStringTest, EscapesWhatJsonNeedsAndKeepsUtf8) {
+  EXPECT_EQ(JsonString("orders"), "\"orders\"");
+  EXPECT_EQ(JsonString("a\"b\\c"), "\"a\\\"b\\\\c\"");
+  EXPECT_EQ(JsonString(std::string("\n\r\t\x01\x1f\x7f\0z", 8)),
+            "\"\\n\\r\\t\\u0001\\u001f\\u007f\\u0000z\"");
+  EXPECT_EQ(JsonString("\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80"),
+            "\"\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80\"");
+  // Invalid UTF-8: a lone continuation byte, a truncated sequence, a
+  // surrogate, an overlong '/'.
+  EXPECT_EQ(JsonString("a\x80"
+                       "b\xE2\x82"
+                       "c\xED\xA0\x80"
+                       "d\xC0\xAF"),
+            "\"a\\ufffdb\\ufffd\\ufffdc\\ufffd\\ufffd\\ufffdd\\ufffd\\ufffd\"");
+}
+
+TEST(AuditLogTest, AFailedWriteIsReportedOnceAndNeverStopsTheServer) {
+  ManualClock clock(kStart);
+  absl::StatusOr<std::unique_ptr<AuditLog>> audit =
+      AuditLog::Open("/dev/full", &clock);
+  ASSERT_TRUE(audit.ok()) << audit.status();
+  AuditRecord record;
+  record.method = "SetFloor";
+  ::testing::internal::CaptureStderr();
+  (*audit)->Write(record);
+  (*audit)->Write(record);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(),
+            "hilo_server: audit log /dev/full: a write failed (No space left "
+            "on device); audit lines may be lost until it works again\n");
+}
+
+TEST(AuditLogTest, UnopenableFileIsNamed) {
+  ManualClock clock(kStart);
+  TempDir dir;
+  EXPECT_EQ(AuditLog::Open(dir.File("no/such/dir"), &clock).status().message(),
+            absl::StrCat("audit log ", dir.File("no/such/dir"),
+                         " cannot be opened: No such file or directory"));
+}
+
+// A Gatekeeper over real services and a real SQLite store, with its audit
+// trail in a file and its counts in real Metrics.
+class GatekeeperTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SqliteRangeStoreOptions options;
+    options.path = dir_.File("h.db");
+    options.clock = &clock_;
+    auto store = SqliteRangeStore::Open(options);
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = *std::move(store);
+    WriteFile(policy_, kPolicy);
+    WriteFile(tokens_, kTokens);
+    auto authz = Authorizer::Load(policy_, tokens_);
+    ASSERT_TRUE(authz.ok()) << authz.status();
+    authz_ = *std::move(authz);
+    auto audit = AuditLog::Open(dir_.File("audit.jsonl"), &clock_);
+    ASSERT_TRUE(audit.ok()) << audit.status();
+    audit_ = *std::move(audit);
+    service_ = std::make_unique<HiLoService>(
+        store_.get(), RangeSizePolicy({}), "A", &clock_, &metrics_,
+        /*allow_returns_without_token=*/false, nullptr, kJump);
+    admin_ = std::make_unique<AdminService>(store_.get(), "A");
+    gate_ = std::make_unique<Gatekeeper>(service_.get(), admin_.get(),
+                                         authz_.get(), audit_.get(), &metrics_);
+  }
+
+  absl::Status Next(const Caller& caller, const std::string& collection,
+                    int64_t last_max = 0,
+                    hilo::v1::NextRangeResponse* out = nullptr) {
+    hilo::v1::NextRangeRequest request;
+    request.set_collection(collection);
+    request.set_last_max(last_max);
+    hilo::v1::NextRangeResponse response;
+    absl::Status status = base::Await<absl::Status>([&](ServiceCallback done) {
+      gate_->NextRange(caller, request, out ? out : &response, std::move(done));
+    });
+    return status;
+  }
+  absl::Status Floor(const Caller& caller, const std::string& collection,
+                     int64_t floor) {
+    hilo::v1::SetFloorRequest request;
+    request.set_collection(collection);
+    request.set_floor(floor);
+    hilo::v1::SetFloorResponse response;
+    return base::Await<absl::Status>([&](ServiceCallback done) {
+      gate_->SetFloor(caller, request, &response, std::move(done));
+    });
+  }
+  int64_t Max(const std::string& collection) {
+    auto row = store_->Get(collection);
+    return row.ok() && row->has_value() ? (*row)->max : -1;
+  }
+  std::string Audit() { return ReadFile(dir_.File("audit.jsonl")); }
+  std::string Exposition() {
+    return prometheus::TextSerializer().Serialize(
+        metrics_.registry()->Collect());
+  }
+
+  static constexpr int64_t kJump = 1000;
+  TempDir dir_;
+  ManualClock clock_{kStart};
+  std::string policy_ = dir_.File("policy.textproto");
+  std::string tokens_ = dir_.File("tokens");
+  std::unique_ptr<SqliteRangeStore> store_;
+  std::unique_ptr<Authorizer> authz_;
+  std::unique_ptr<AuditLog> audit_;
+  Metrics metrics_{MetricsOptions{"A", "test", 2}};
+  std::unique_ptr<HiLoService> service_;
+  std::unique_ptr<AdminService> admin_;
+  std::unique_ptr<Gatekeeper> gate_;
+};
+
+TEST_F(GatekeeperTest, RefusalChangesNothingAndIsAuditedAndCounted) {
+  const Caller orders = Cert("uri:spiffe://test/orders");
+  ASSERT_TRUE(Next(orders, "orders").ok());
+  EXPECT_EQ(Next(orders, "users", 7).code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(Max("users"), -1);
+  EXPECT_EQ(Floor(orders, "orders", 500).code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(Max("orders"), 32);
+  EXPECT_EQ(Audit(),
+            "{\"time\":\"2027-01-15T08:00:00.000000Z\","
+            "\"identity\":\"uri:spiffe://test/orders\","
+            "\"peer\":\"ipv4:127.0.0.1:5555\",\"method\":\"NextRange\","
+            "\"collection\":\"users\","
+            "\"request\":{\"last_max\":7,\"last_size\":0},"
+            "\"code\":\"PERMISSION_DENIED\",\"message\":"
+            "\"uri:spiffe://test/orders may not call NextRange on collection "
+            "\\\"users\\\"\"}\n"
+            "{\"time\":\"2027-01-15T08:00:00.000000Z\","
+            "\"identity\":\"uri:spiffe://test/orders\","
+            "\"peer\":\"ipv4:127.0.0.1:5555\",\"method\":\"SetFloor\","
+            "\"collection\":\"orders\",\"request\":{\"floor\":500},"
+            "\"code\":\"PERMISSION_DENIED\",\"message\":"
+            "\"uri:spiffe://test/orders may not call SetFloor on collection "
+            "\\\"orders\\\"\"}\n");
+  const std::string text = Exposition();
+  EXPECT_THAT(text, HasSubstr("hilo_requests_denied_total{method=\"NextRange\","
+                              "reason=\"permission\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("hilo_requests_denied_total{method=\"SetFloor\","
+                              "reason=\"permission\"} 1\n"));
+  EXPECT_THAT(text,
+              HasSubstr("hilo_requests_denied_total{method="
+                        "\"ListCollections\",reason=\"guard_rail\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("hilo_requests_denied_total{method="
+                              "\"ReturnRange\",reason=\"permission\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("hilo_requests_total{code=\"PERMISSION_DENIED\","
+                              "method=\"NextRange\"} 1\n"));
+}
+
+TEST_F(GatekeeperTest, AuditLineEscapesAnyCollectionName) {
+  // Quotes, a backslash and non-ASCII are valid in a name; a control
+  // character is not, and that SetFloor is audited too.
+  EXPECT_TRUE(Floor(Cert("cn:ops"), "q\"b\\s\xC3\xA9", 5).ok());
+  EXPECT_EQ(Floor(Cert("cn:ops"), "c\x01", 5).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Audit(),
+            "{\"time\":\"2027-01-15T08:00:00.000000Z\",\"identity\":\"cn:ops\","
+            "\"peer\":\"ipv4:127.0.0.1:5555\",\"method\":\"SetFloor\","
+            "\"collection\":\"q\\\"b\\\\s\xC3\xA9\","
+            "\"request\":{\"floor\":5},\"code\":\"OK\",\"message\":\"\"}\n"
+            "{\"time\":\"2027-01-15T08:00:00.000000Z\",\"identity\":\"cn:ops\","
+            "\"peer\":\"ipv4:127.0.0.1:5555\",\"method\":\"SetFloor\","
+            "\"collection\":\"c\\u0001\",\"request\":{\"floor\":5},"
+            "\"code\":\"INVALID_ARGUMENT\",\"message\":\"collection name has "
+            "control character U+0001 at byte 1\"}\n");
+}
+
+TEST_F(GatekeeperTest, GuardRailHoldsLastMaxToTheJumpUnlessAdmin) {
+  const Caller orders = Cert("uri:spiffe://test/orders");
+  hilo::v1::NextRangeResponse r;
+  ASSERT_TRUE(Next(orders, "orders", 0, &r).ok());  // Max 32
+  // Just under and at the limit: allowed.
+  ASSERT_TRUE(Next(orders, "orders", 32 + kJump - 1, &r).ok());
+  EXPECT_EQ(r.low(), 32 + kJump);
+  const int64_t max = r.high();
+  ASSERT_TRUE(Next(orders, "orders", max + kJump, &r).ok());
+  EXPECT_EQ(r.low(), max + kJump + 1);
+  // Over it: refused, nothing changes.
+  const int64_t max2 = r.high();
+  absl::Status over = Next(orders, "orders", max2 + kJump + 1);
+  EXPECT_EQ(over.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(over.message(),
+            absl::StrFormat("collection \"orders\": last_max %d is %d above "
+                            "Max %d; a client may move Max at most 1000 above "
+                            "it (the server's --max_last_max_jump). If this "
+                            "node fell behind, an administrator raises it "
+                            "with SetFloor",
+                            max2 + kJump + 1, kJump + 1, max2));
+  EXPECT_EQ(Max("orders"), max2);
+  EXPECT_THAT(Audit(), HasSubstr(absl::StrFormat(
+                           "\"method\":\"NextRange\",\"collection\":\"orders\","
+                           "\"request\":{\"last_max\":%d,\"last_size\":0},"
+                           "\"code\":\"FAILED_PRECONDITION\"",
+                           max2 + kJump + 1)));
+  EXPECT_THAT(Exposition(),
+              HasSubstr("hilo_requests_denied_total{method=\"NextRange\","
+                        "reason=\"guard_rail\"} 1\n"));
+  // A new collection's Max is 0.
+  EXPECT_EQ(Next(orders, "orders/new", kJump + 1).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Max("orders/new"), -1);
+  // An administrator is exempt.
+  ASSERT_TRUE(Next(Cert("cn:ops"), "orders", max2 + 10 * kJump, &r).ok());
+  EXPECT_EQ(r.low(), max2 + 10 * kJump + 1);
+}
+
+TEST_F(GatekeeperTest, CollectionMaxGaugeFollowsNextRangeAndSetFloor) {
+  const Caller ops = Cert("cn:ops");
+  ASSERT_TRUE(Next(ops, "a").ok());
+  ASSERT_TRUE(Floor(ops, "b", 500).ok());
+  ASSERT_TRUE(Floor(ops, "c", 70).ok());    // past the 2 labels: _other
+  ASSERT_TRUE(Floor(ops, "d", 9000).ok());  // _other too
+  ASSERT_TRUE(Floor(ops, "c", 80).ok());    // below d: _other keeps 9000
+  const std::string text = Exposition();
+  EXPECT_THAT(text, HasSubstr("hilo_collection_max{collection=\"a\"} 32\n"));
+  EXPECT_THAT(text, HasSubstr("hilo_collection_max{collection=\"b\"} 500\n"));
+  EXPECT_THAT(text,
+              HasSubstr("hilo_collection_max{collection=\"_other\"} 9000\n"));
+}
+
+TEST_F(GatekeeperTest, WithoutPolicyEveryoneIsAllowedAndNobodyExempt) {
+  Gatekeeper open(service_.get(), admin_.get(), nullptr, audit_.get(),
+                  &metrics_);
+  gate_.reset();
+  hilo::v1::NextRangeRequest request;
+  request.set_collection("users");
+  request.set_last_max(kJump + 1);
+  hilo::v1::NextRangeResponse response;
+  auto call = [&](const Caller& caller) {
+    return base::Await<absl::Status>([&](ServiceCallback done) {
+      open.NextRange(caller, request, &response, std::move(done));
+    });
+  };
+  EXPECT_EQ(call(Cert("cn:ops")).code(), absl::StatusCode::kFailedPrecondition);
+  request.set_last_max(kJump);
+  EXPECT_TRUE(call(Caller{}).ok());
+  EXPECT_EQ(response.low(), kJump + 1);
+}
+
+TEST(ExhaustionReporterTest, LogsOncePerCollectionCrossing) {
+  ManualClock clock(kStart);
+  std::vector<std::string> lines;
+  ExhaustionReporter reporter(
+      0.5, &clock, [&](const std::string& l) { lines.push_back(l); });
+  const int64_t half = std::numeric_limits<int64_t>::max() / 2;
+  const Range below{half - 10, half - 1};
+  reporter.OnNextRange("a", absl::OkStatus(), &below, absl::ZeroDuration());
+  EXPECT_TRUE(lines.empty());
+  const Range above{half, half + 9};
+  reporter.OnNextRange("a", absl::OkStatus(), &above, absl::ZeroDuration());
+  reporter.OnNextRange("a", absl::OkStatus(), &above, absl::ZeroDuration());
+  const FloorOutcome floor{true, half + 100, false};
+  reporter.OnSetFloor("b", absl::OkStatus(), &floor);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_THAT(lines[0],
+              HasSubstr("collection \\\"a\\\" is near exhaustion: Max "
+                        "4611686018427387912 has passed 0.5"));
+  EXPECT_THAT(lines[1], HasSubstr("collection \\\"b\\\" is near"));
+}
+
+}  // namespace
+}  // namespace hilo
