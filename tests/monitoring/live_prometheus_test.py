@@ -22,13 +22,10 @@ stopped whatever happens (and die with this script if it is killed).
   live_prometheus_test.py SOURCE_DIR HILO_SERVER HILO_CLI
 """
 
-import ctypes
 import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,56 +34,16 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-NAME = "monitoring.live_prometheus"
+from monitoring_lib import Failure, Test, free_port, read, wait_for
+
+TEST = Test("monitoring.live_prometheus")
+log = TEST.log
 PROMETHEUS = "/usr/bin/prometheus"
 # How long Prometheus may take to start, scrape and evaluate everything.
 DEADLINE_SECONDS = 90
 # What the dashboard's Grafana variables stand for here.
 GRAFANA_INTERVALS = {"__rate_interval": "1m", "__interval": "1s",
                      "__range": "5m"}
-
-
-class Failure(Exception):
-    pass
-
-
-def log(message):
-    sys.stdout.write(f"{NAME}: {message}\n")
-    sys.stdout.flush()
-
-
-def die_with_parent():
-    # PR_SET_PDEATHSIG: SIGKILL the child if this script dies first.
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(what, predicate, deadline, process=None, output=None):
-    """Polls predicate() until it returns something true; its value."""
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if process is not None and process.poll() is not None:
-            raise Failure(f"{what}: the process exited with status "
-                          f"{process.returncode}; its output:\n"
-                          f"{read(output)}")
-        if time.monotonic() > deadline:
-            raise Failure(f"{what}: not within {DEADLINE_SECONDS} s")
-        time.sleep(0.2)
-
-
-def read(path):
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read()
-    except OSError as e:
-        return f"({e})"
 
 
 class Prometheus:
@@ -281,41 +238,14 @@ def main():
     rules_file = os.path.join(os.path.abspath(src), "deploy", "monitoring",
                               "hilo-rules.yaml")
     dashboard = os.path.join(src, "deploy", "monitoring", "hilo-dashboard.json")
-    if not os.access(PROMETHEUS, os.X_OK):
-        raise Failure(f"{PROMETHEUS} is missing: install Debian's prometheus "
-                      "(scripts/install-deps.sh)")
     work = tempfile.mkdtemp(prefix="hilo-monitoring-")
-    processes = []
-
-    def stop(*_):
-        for p in processes:
-            if p.poll() is None:
-                p.terminate()
-        for p in processes:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-    # ctest's timeout and Ctrl-C: stop the children, then fail.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     try:
+        if not os.access(PROMETHEUS, os.X_OK):
+            raise Failure(f"{PROMETHEUS} is missing: install Debian's "
+                          "prometheus (scripts/install-deps.sh)")
         deadline = time.monotonic() + DEADLINE_SECONDS
-        server_log = os.path.join(work, "hilo_server.log")
-        with open(server_log, "w") as out:
-            server = subprocess.Popen(
-                [server_bin, "--listen=127.0.0.1:0",
-                 "--metrics_listen=127.0.0.1:0",
-                 f"--db={os.path.join(work, 'hilo.db')}", "--node_tag=M"],
-                stdout=out, stderr=out, preexec_fn=die_with_parent)
-        processes.append(server)
-        started = wait_for(
-            "hilo_server start",
-            lambda: re.search(r"on port (\d+) .*metrics port (\d+)",
-                              read(server_log)),
-            deadline, server, server_log)
-        grpc_port, metrics_port = started.group(1), started.group(2)
-        log(f"hilo_server: gRPC {grpc_port}, metrics {metrics_port}")
+        grpc_port, metrics_port = TEST.start_hilo_server(
+            server_bin, work, "--metrics_listen=127.0.0.1:0", "--node_tag=M")
 
         config = os.path.join(work, "prometheus.yml")
         with open(config, "w") as f:
@@ -331,14 +261,11 @@ scrape_configs:
 """)
         prom_port = free_port()
         prom_log = os.path.join(work, "prometheus.log")
-        with open(prom_log, "w") as out:
-            prometheus = subprocess.Popen(
-                [PROMETHEUS, f"--config.file={config}",
-                 f"--storage.tsdb.path={os.path.join(work, 'data')}",
-                 f"--web.listen-address=127.0.0.1:{prom_port}",
-                 "--log.level=warn"],
-                stdout=out, stderr=out, preexec_fn=die_with_parent)
-        processes.append(prometheus)
+        prometheus = TEST.start(
+            [PROMETHEUS, f"--config.file={config}",
+             f"--storage.tsdb.path={os.path.join(work, 'data')}",
+             f"--web.listen-address=127.0.0.1:{prom_port}",
+             "--log.level=warn"], prom_log)
         prom = Prometheus(prom_port)
         wait_for("prometheus ready", prom.ready, deadline, prometheus,
                  prom_log)
@@ -349,7 +276,8 @@ scrape_configs:
         after = time.time()
         wait_for("three scrapes of hilo_server after the traffic",
                  lambda: prom.query(
-                     f'count_over_time(up{{job="hilo"}}[{int(time.time() - after) + 1}s]) >= 3'),
+                     'count_over_time(up{job="hilo"}'
+                     f'[{int(time.time() - after) + 1}s]) >= 3'),
                  deadline, prometheus, prom_log)
         up = prom.query('up{job="hilo"}')
         if [s["value"][1] for s in up] != ["1"]:
@@ -370,7 +298,7 @@ scrape_configs:
         log(f"FAIL: {e}")
         return 1
     finally:
-        stop()
+        TEST.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 
