@@ -15,10 +15,8 @@ scrape must pass `promtool check metrics`.
 
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 
@@ -67,44 +65,32 @@ def expect(name, got, want):
     TEST.log(f"ok: {name}: {want}")
 
 
-def main():
-    if len(sys.argv) != 3:
-        print(__doc__, file=sys.stderr)
-        return 2
-    server_bin, exporter_bin = sys.argv[1:]
-    work = tempfile.mkdtemp(prefix="hilo-client-stats-")
-    try:
-        grpc_port, _ = TEST.start_hilo_server(server_bin, work,
-                                              "--metrics_listen=")
-        server = f"127.0.0.1:{grpc_port}"
-        expect("failover, fetches and a return",
-               scrape(exporter_bin, work, "run1", [DEAD_TARGET, server], 40),
-               {"hilo_client_calls_waited_total": 2,
-                "hilo_client_ranges_fetched_total": 2,
-                "hilo_client_ranges_prefetched_total": 0,
-                "hilo_client_failovers_total": 1,
-                'hilo_client_returns_total{result="applied"}': 1,
-                'hilo_client_returns_total{result="refused"}': 0,
-                'hilo_client_returns_total{result="failed"}': 0})
-        expect("no server",
-               scrape(exporter_bin, work, "run2", [DEAD_TARGET], 1),
-               {"hilo_client_calls_waited_total": 1,
-                "hilo_client_ranges_fetched_total": 0,
-                "hilo_client_ranges_prefetched_total": 0,
-                "hilo_client_failovers_total": 0,
-                'hilo_client_returns_total{result="applied"}': 0,
-                'hilo_client_returns_total{result="refused"}': 0,
-                'hilo_client_returns_total{result="failed"}': 0,
-                'hilo_client_errors_total{code="UNAVAILABLE"}': 1})
-        TEST.log("PASS")
-        return 0
-    except (Failure, subprocess.TimeoutExpired, OSError) as e:
-        TEST.log(f"FAIL: {e}")
-        return 1
-    finally:
-        TEST.stop()
-        shutil.rmtree(work, ignore_errors=True)
+def check(server_bin, exporter_bin, work):
+    grpc_port, _ = TEST.start_hilo_server(server_bin, work,
+                                          "--metrics_listen=")
+    server = f"127.0.0.1:{grpc_port}"
+    expect("failover, fetches and a return",
+           scrape(exporter_bin, work, "run1", [DEAD_TARGET, server], 40),
+           {"hilo_client_calls_waited_total": 2,
+            "hilo_client_ranges_fetched_total": 2,
+            "hilo_client_ranges_prefetched_total": 0,
+            "hilo_client_failovers_total": 1,
+            'hilo_client_returns_total{result="applied"}': 1,
+            'hilo_client_returns_total{result="refused"}': 0,
+            'hilo_client_returns_total{result="failed"}': 0})
+    expect("no server",
+           scrape(exporter_bin, work, "run2", [DEAD_TARGET], 1),
+           {"hilo_client_calls_waited_total": 1,
+            "hilo_client_ranges_fetched_total": 0,
+            "hilo_client_ranges_prefetched_total": 0,
+            "hilo_client_failovers_total": 0,
+            'hilo_client_returns_total{result="applied"}': 0,
+            'hilo_client_returns_total{result="refused"}': 0,
+            'hilo_client_returns_total{result="failed"}': 0,
+            'hilo_client_errors_total{code="UNAVAILABLE"}': 1})
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    sys.exit(TEST.run(lambda work: check(*sys.argv[1:], work)))

@@ -25,10 +25,8 @@ stopped whatever happens (and die with this script if it is killed).
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.parse
@@ -230,26 +228,20 @@ def traffic(cli, port, log_path):
                               f"expected {status}: {read(log_path)}")
 
 
-def main():
-    if len(sys.argv) != 4:
-        print(__doc__, file=sys.stderr)
-        return 2
-    src, server_bin, cli = sys.argv[1:]
+def check(src, server_bin, cli, work):
     rules_file = os.path.join(os.path.abspath(src), "deploy", "monitoring",
                               "hilo-rules.yaml")
     dashboard = os.path.join(src, "deploy", "monitoring", "hilo-dashboard.json")
-    work = tempfile.mkdtemp(prefix="hilo-monitoring-")
-    try:
-        if not os.access(PROMETHEUS, os.X_OK):
-            raise Failure(f"{PROMETHEUS} is missing: install Debian's "
-                          "prometheus (scripts/install-deps.sh)")
-        deadline = time.monotonic() + DEADLINE_SECONDS
-        grpc_port, metrics_port = TEST.start_hilo_server(
-            server_bin, work, "--metrics_listen=127.0.0.1:0", "--node_tag=M")
+    if not os.access(PROMETHEUS, os.X_OK):
+        raise Failure(f"{PROMETHEUS} is missing: install Debian's "
+                      "prometheus (scripts/install-deps.sh)")
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    grpc_port, metrics_port = TEST.start_hilo_server(
+        server_bin, work, "--metrics_listen=127.0.0.1:0", "--node_tag=M")
 
-        config = os.path.join(work, "prometheus.yml")
-        with open(config, "w") as f:
-            f.write(f"""global:
+    config = os.path.join(work, "prometheus.yml")
+    with open(config, "w") as f:
+        f.write(f"""global:
   scrape_interval: 1s
   evaluation_interval: 1s
 rule_files:
@@ -259,48 +251,41 @@ scrape_configs:
     static_configs:
       - targets: ['127.0.0.1:{metrics_port}']
 """)
-        prom_port = free_port()
-        prom_log = os.path.join(work, "prometheus.log")
-        prometheus = TEST.start(
-            [PROMETHEUS, f"--config.file={config}",
-             f"--storage.tsdb.path={os.path.join(work, 'data')}",
-             f"--web.listen-address=127.0.0.1:{prom_port}",
-             "--log.level=warn"], prom_log)
-        prom = Prometheus(prom_port)
-        wait_for("prometheus ready", prom.ready, deadline, prometheus,
-                 prom_log)
-        log(f"prometheus {prom_port} ready")
+    prom_port = free_port()
+    prom_log = os.path.join(work, "prometheus.log")
+    prometheus = TEST.start(
+        [PROMETHEUS, f"--config.file={config}",
+         f"--storage.tsdb.path={os.path.join(work, 'data')}",
+         f"--web.listen-address=127.0.0.1:{prom_port}",
+         "--log.level=warn"], prom_log)
+    prom = Prometheus(prom_port)
+    wait_for("prometheus ready", prom.ready, deadline, prometheus, prom_log)
+    log(f"prometheus {prom_port} ready")
 
-        traffic(cli, grpc_port, os.path.join(work, "cli.log"))
-        # Three scrapes after the traffic: counters have moved in range.
-        after = time.time()
-        wait_for("three scrapes of hilo_server after the traffic",
-                 lambda: prom.query(
-                     'count_over_time(up{job="hilo"}'
-                     f'[{int(time.time() - after) + 1}s]) >= 3'),
-                 deadline, prometheus, prom_log)
-        up = prom.query('up{job="hilo"}')
-        if [s["value"][1] for s in up] != ["1"]:
-            raise Failure(f"up{{job=\"hilo\"}} is {up}; hilo_server is not "
-                          f"being scraped ({read(prom_log)})")
+    traffic(cli, grpc_port, os.path.join(work, "cli.log"))
+    # Three scrapes after the traffic: counters have moved in range.
+    after = time.time()
+    wait_for("three scrapes of hilo_server after the traffic",
+             lambda: prom.query(
+                 'count_over_time(up{job="hilo"}'
+                 f'[{int(time.time() - after) + 1}s]) >= 3'),
+             deadline, prometheus, prom_log)
+    up = prom.query('up{job="hilo"}')
+    if [s["value"][1] for s in up] != ["1"]:
+        raise Failure(f"up{{job=\"hilo\"}} is {up}; hilo_server is not "
+                      f"being scraped ({read(prom_log)})")
 
-        checks = rule_checks(prom, rules_file, deadline)
-        rules = len(checks)
-        targets, variables = dashboard_targets(dashboard)
-        values = variable_values(prom, variables, deadline)
-        checks += [(f"dashboard panel \"{title}\"", substitute(expr, values))
-                   for title, expr in targets]
-        check_all(prom, checks, deadline)
-        log(f"PASS: {rules} rules and {len(targets)} dashboard targets "
-            f"return data")
-        return 0
-    except Failure as e:
-        log(f"FAIL: {e}")
-        return 1
-    finally:
-        TEST.stop()
-        shutil.rmtree(work, ignore_errors=True)
+    checks = rule_checks(prom, rules_file, deadline)
+    rules = len(checks)
+    targets, variables = dashboard_targets(dashboard)
+    values = variable_values(prom, variables, deadline)
+    checks += [(f"dashboard panel \"{title}\"", substitute(expr, values))
+               for title, expr in targets]
+    check_all(prom, checks, deadline)
+    log(f"{rules} rules and {len(targets)} dashboard targets return data")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    if len(sys.argv) != 4:
+        sys.exit(__doc__)
+    sys.exit(TEST.run(lambda work: check(*sys.argv[1:], work)))

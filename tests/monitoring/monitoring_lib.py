@@ -4,10 +4,12 @@ test, bounded polling, and a hilo_server on free ports."""
 import ctypes
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 
@@ -25,6 +27,22 @@ class Test:
         self.processes = []
         # ctest's timeout and Ctrl-C: unwind through the callers' finally.
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+
+    def run(self, body):
+        """body(work) with a temporary folder `work`; the exit status: 0
+        if it returned, 1 (after a line naming the failure) if it raised
+        Failure. Processes and the folder are gone afterwards."""
+        work = tempfile.mkdtemp(prefix=f"hilo-{self.name}-")
+        try:
+            body(work)
+            self.log("PASS")
+            return 0
+        except (Failure, subprocess.TimeoutExpired, OSError) as e:
+            self.log(f"FAIL: {e}")
+            return 1
+        finally:
+            self.stop()
+            shutil.rmtree(work, ignore_errors=True)
 
     def log(self, message):
         sys.stdout.write(f"{self.name}: {message}\n")
