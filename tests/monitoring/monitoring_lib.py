@@ -26,7 +26,11 @@ class Test:
         self.name = name
         self.processes = []
         # ctest's timeout and Ctrl-C: unwind through the callers' finally.
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+        signal.signal(signal.SIGTERM, self._terminated)
+
+    def _terminated(self, *_):
+        self.log("FAIL: stopped by SIGTERM (a timeout?)")
+        sys.exit(1)
 
     def run(self, body):
         """body(work) with a temporary folder `work`; the exit status: 0
