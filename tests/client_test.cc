@@ -1355,6 +1355,13 @@ TEST(ClientReturnTest, LostReplyOfAnAppliedReturnIsRetriedAndTheTailFollows) {
                                             "end 10 last 2 applied"));
   EXPECT_EQ(node.Max("o"), 2);
   EXPECT_THAT(log->lines(), ::testing::IsEmpty());
+  // The refused copy of a return that applied counts as applied: the
+  // numbers are back.
+  const ClientStats stats = client->stats();
+  EXPECT_EQ(stats.returns_applied, 2);
+  EXPECT_EQ(stats.returns_refused, 0);
+  EXPECT_EQ(stats.returns_failed, 0);
+  EXPECT_THAT(stats.errors, ::testing::IsEmpty());
   EXPECT_EQ(client->NextId("o")->number, 3);
 }
 
@@ -1372,6 +1379,134 @@ TEST(ClientCreateTest, RejectsBadOptions) {
   deadline.rpc_deadline = absl::ZeroDuration();
   EXPECT_EQ(Client::Create(deadline).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// ClientStats, exactly: what an application puts on its own dashboard.
+TEST(ClientStatsTest, CountsFetchesWaitsAndAppliedReturns) {
+  TestClient t = MakeClient(10);
+  EXPECT_EQ(t.client->stats().ranges_fetched, 0);
+  for (int i = 0; i < 25; ++i) ASSERT_TRUE(t.client->NextId("o").ok());
+  ASSERT_TRUE(t.client->NextId("p").ok());
+  t.client->ReturnUnusedRanges();  // 26-30 of "o", 2-10 of "p"
+  const ClientStats stats = t.client->stats();
+  EXPECT_EQ(stats.ranges_fetched, 4);  // 1-10, 11-20, 21-30; "p" 1-10
+  EXPECT_EQ(stats.ranges_prefetched, 0);
+  EXPECT_EQ(stats.calls_waited, 4);
+  EXPECT_EQ(stats.failovers, 0);
+  EXPECT_EQ(stats.returns_applied, 2);
+  EXPECT_EQ(stats.returns_refused, 0);
+  EXPECT_EQ(stats.returns_failed, 0);
+  EXPECT_THAT(stats.errors, ::testing::IsEmpty());
+}
+
+TEST(ClientStatsTest, CountsRangesFetchedAheadApartFromWaits) {
+  TestClient t = MakeClient(10, {"A"}, '/', 0.2);
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(t.client->NextId("o").ok());
+  EXPECT_EQ(t.scheduler->RunAll(), 1);  // 11-20 fetched ahead
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(t.client->NextId("o").ok());
+  EXPECT_EQ(t.scheduler->RunAll(), 1);  // 21-30 fetched ahead
+  const ClientStats stats = t.client->stats();
+  EXPECT_EQ(stats.ranges_fetched, 3);
+  EXPECT_EQ(stats.ranges_prefetched, 2);
+  EXPECT_EQ(stats.calls_waited, 1);  // only the first call
+}
+
+TEST(ClientStatsTest, CountsRefusedReturns) {
+  auto node = std::make_shared<FakeNode>("A", 32);
+  const std::vector<std::shared_ptr<FakeNode>> nodes = {node};
+  TestClient first = MakeClient(std::make_unique<FakeSource>(nodes));
+  TestClient second = MakeClient(std::make_unique<FakeSource>(nodes));
+  ASSERT_TRUE(first.client->NextId("o").ok());   // holds 1-32
+  ASSERT_TRUE(second.client->NextId("o").ok());  // holds 33-64
+  first.client->ReturnUnusedRanges();
+  const ClientStats stats = first.client->stats();
+  EXPECT_EQ(stats.returns_applied, 0);
+  EXPECT_EQ(stats.returns_refused, 1);
+  EXPECT_EQ(stats.returns_failed, 0);
+  EXPECT_THAT(stats.errors, ::testing::IsEmpty());  // normal, not an error
+}
+
+TEST(ClientStatsTest, CountsEachFailedFetchOnceByItsCode) {
+  TestClient t = MakeClient(2);
+  t.source->FailWith(absl::UnavailableError("no server"));
+  EXPECT_EQ(t.client->NextId("o").status().code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(t.client->NextId("o").status().code(),
+            absl::StatusCode::kUnavailable);
+  t.source->FailWith(absl::OkStatus());
+  EXPECT_EQ(t.client->NextId("").status().code(),  // the node refuses it
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(t.client->NextId("o").ok());
+  const ClientStats stats = t.client->stats();
+  EXPECT_THAT(stats.errors,
+              ::testing::ElementsAre(
+                  ::testing::Pair(absl::StatusCode::kInvalidArgument, 1),
+                  ::testing::Pair(absl::StatusCode::kUnavailable, 2)));
+  EXPECT_EQ(stats.ranges_fetched, 1);
+  EXPECT_EQ(stats.calls_waited, 4);
+}
+
+TEST(ClientStatsTest, RangeWithMalformedTagCountsAsInternalNotFetched) {
+  TestClient t = MakeClient(32, {"a"});
+  EXPECT_EQ(t.client->NextId("o").status().code(), absl::StatusCode::kInternal);
+  const ClientStats stats = t.client->stats();
+  EXPECT_EQ(stats.ranges_fetched, 0);
+  EXPECT_THAT(stats.errors, ::testing::ElementsAre(::testing::Pair(
+                                absl::StatusCode::kInternal, 1)));
+}
+
+TEST(ClientStatsTest, CountsAFailoverOnlyWhenAnotherTargetAnswers) {
+  MockTargets m = MakeMockTargets();
+  EXPECT_CALL(*m.a, NextRange(_, _, _))
+      .WillOnce(Return(grpc::Status(grpc::StatusCode::UNAVAILABLE, "down")));
+  EXPECT_CALL(*m.b, NextRange(_, _, _))
+      .WillOnce(Reply(1, 2, "B"))
+      .WillOnce(Reply(3, 4, "B"))
+      .WillOnce(Return(grpc::Status(grpc::StatusCode::UNAVAILABLE, "down")));
+  EXPECT_CALL(*m.b, ReturnRange(_, _, _)).Times(0);
+  ClientOptions options;
+  options.prefetch_at = 0;
+  std::unique_ptr<Client> client =
+      NewClientForTesting(options, std::move(m.source));
+  // a fails, b answers (a failover); b, now preferred, answers again.
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(client->NextId("o").ok());
+  EXPECT_EQ(client->stats().failovers, 1);
+  // b fails, then a fails again (set up below): nobody answered, so no
+  // failover.
+  EXPECT_CALL(*m.a, NextRange(_, _, _))
+      .WillOnce(Return(grpc::Status(grpc::StatusCode::UNAVAILABLE, "down")));
+  EXPECT_EQ(client->NextId("o").status().code(),
+            absl::StatusCode::kUnavailable);
+  const ClientStats stats = client->stats();
+  EXPECT_EQ(stats.failovers, 1);
+  EXPECT_EQ(stats.ranges_fetched, 2);
+  EXPECT_THAT(stats.errors, ::testing::ElementsAre(::testing::Pair(
+                                absl::StatusCode::kUnavailable, 1)));
+}
+
+TEST(ClientStatsTest, CountsAReturnThatFailedAfterItsRetries) {
+  MockTargets m = MakeMockTargets(1);
+  EXPECT_CALL(*m.a, NextRange(_, _, _))
+      .WillOnce(Reply(1, 32, "A", /*token=*/7));
+  EXPECT_CALL(*m.a, ReturnRange(_, _, _))
+      .Times(3)
+      .WillRepeatedly(
+          Return(grpc::Status(grpc::StatusCode::UNAVAILABLE, "down")));
+  auto log = std::make_shared<LogLines>();
+  ClientOptions options;
+  options.prefetch_at = 0;
+  options.log = [log](absl::string_view line) { log->Add(line); };
+  std::unique_ptr<Client> client =
+      NewClientForTesting(options, std::move(m.source));
+  ASSERT_TRUE(client->NextId("o").ok());
+  client->ReturnUnusedRanges();
+  const ClientStats stats = client->stats();
+  EXPECT_EQ(stats.returns_applied, 0);
+  EXPECT_EQ(stats.returns_refused, 0);
+  EXPECT_EQ(stats.returns_failed, 1);
+  EXPECT_THAT(stats.errors, ::testing::ElementsAre(::testing::Pair(
+                                absl::StatusCode::kUnavailable, 1)));
+  EXPECT_EQ(log->lines().size(), 1u);
 }
 
 }  // namespace

@@ -191,9 +191,8 @@ Client::~Client() {
 ClientStats Client::stats() const {
   ClientStats stats;
   std::shared_lock<std::shared_mutex> lock(state_->mu);
-  for (const auto& [name, cache] : state_->caches) {
-    stats.calls_waited += cache->waits();
-  }
+  for (const auto& [name, cache] : state_->caches) cache->AddStatsTo(&stats);
+  stats.failovers = source_->failovers();
   return stats;
 }
 

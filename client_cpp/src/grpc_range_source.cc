@@ -137,6 +137,7 @@ absl::StatusOr<IssuedRange> GrpcRangeSource::Next(
       const absl::Status valid = CheckReply(response);
       if (valid.ok()) {
         preferred_.store(index, std::memory_order_relaxed);
+        if (i > 0) failovers_.fetch_add(1, std::memory_order_relaxed);
         return IssuedRange{response.low(),
                            response.high(),
                            response.node_tag(),

@@ -67,6 +67,9 @@ class GrpcRangeSource final : public RangeSource {
                                       const IssuedRange& range,
                                       int64_t last) override;
   std::string Describe() const override;
+  int64_t failovers() const override {
+    return failovers_.load(std::memory_order_relaxed);
+  }
 
  private:
   // Body of the keeper thread: until stopped, waits on each channel that
@@ -77,6 +80,7 @@ class GrpcRangeSource final : public RangeSource {
   const absl::Duration rpc_deadline_;
   const ReturnRetryPolicy return_retry_;
   std::atomic<size_t> preferred_{0};
+  std::atomic<int64_t> failovers_{0};
 
   std::mutex keeper_mu_;
   std::condition_variable keeper_cv_;

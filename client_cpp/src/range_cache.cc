@@ -43,6 +43,27 @@ absl::StatusOr<Id> RangeCache::NextAfterRefill(uint64_t gen) {
   }
 }
 
+void RangeCache::AddStatsTo(ClientStats* stats) const {
+  stats->calls_waited += waits_.load(std::memory_order_relaxed);
+  stats->ranges_fetched += fetched_.load(std::memory_order_relaxed);
+  stats->ranges_prefetched += prefetched_.load(std::memory_order_relaxed);
+  stats->returns_applied += returns_applied_.load(std::memory_order_relaxed);
+  stats->returns_refused += returns_refused_.load(std::memory_order_relaxed);
+  stats->returns_failed += returns_failed_.load(std::memory_order_relaxed);
+  for (int code = 0; code < kStatusCodes; ++code) {
+    const int64_t n = errors_[code].load(std::memory_order_relaxed);
+    if (n != 0) stats->errors[static_cast<absl::StatusCode>(code)] += n;
+  }
+}
+
+void RangeCache::CountError(const absl::Status& status) {
+  int code = static_cast<int>(status.code());
+  if (code <= 0 || code >= kStatusCodes) {
+    code = static_cast<int>(absl::StatusCode::kUnknown);
+  }
+  errors_[code].fetch_add(1, std::memory_order_relaxed);
+}
+
 void RangeCache::SchedulePrefetch() {
   schedule_([this] { Prefetch(); });
 }
@@ -139,19 +160,25 @@ absl::StatusOr<IssuedRange> RangeCache::Fetch() {
   mu_.Lock();
   fetching_ = false;
   ++fetches_;
-  if (!range.ok()) return range;
+  if (!range.ok()) {
+    CountError(range.status());
+    return range;
+  }
   // The server has moved past this range whatever we do with it.
   previous_ =
       PreviousRange{range->high - range->low + 1, range->range_at, range->high};
   if (!IsValidNodeTag(range->node_tag)) {
     // The packed tag holds only a valid one; never hand out a number with
     // a tag other than its range's.
-    return absl::InternalError(absl::StrFormat(
+    absl::Status bad = absl::InternalError(absl::StrFormat(
         "%s: range %d-%d of \"%s\" came with node tag \"%s\", which is not "
         "1-%d characters of A-Z and 0-9",
         source_->Describe(), range->low, range->high, collection_,
         absl::CHexEscape(range->node_tag), kMaxNodeTagSize));
+    CountError(bad);
+    return bad;
   }
+  fetched_.fetch_add(1, std::memory_order_relaxed);
   return range;
 }
 
@@ -174,6 +201,7 @@ void RangeCache::Prefetch() {
   fetch_error_ = absl::OkStatus();
   next_ = *range;
   has_next_ = true;
+  prefetched_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void RangeCache::ReturnUnused() {
@@ -213,6 +241,8 @@ void RangeCache::ReturnUnused() {
     absl::StatusOr<ReturnResult> result =
         source_->Return(collection_, range, last);
     if (!result.ok()) {
+      returns_failed_.fetch_add(1, std::memory_order_relaxed);
+      CountError(result.status());
       log_(absl::StrFormat(
           "hilo: returning numbers %d-%d of collection \"%s\" failed: %s",
           last + 1, range.high, collection_, result.status().ToString()));
@@ -222,9 +252,11 @@ void RangeCache::ReturnUnused() {
     // A refusal with Max already at `last` is a retried copy of a return
     // that applied (its reply was lost): the numbers are back all the same.
     if (!result->applied && result->max != last) {
+      returns_refused_.fetch_add(1, std::memory_order_relaxed);
       if (chained && i == 0) break;  // the current range stays covered
       continue;
     }
+    returns_applied_.fetch_add(1, std::memory_order_relaxed);
   }
   mu_.Lock();
   fetching_ = false;

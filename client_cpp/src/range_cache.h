@@ -69,8 +69,9 @@ class RangeCache {
   // being fetched. Called on the prefetch thread.
   void Prefetch();
 
-  // Calls that had to wait for a range to be fetched, so far.
-  int64_t waits() const { return waits_.load(std::memory_order_relaxed); }
+  // Adds this cache's counters to *stats (all but failovers, which the
+  // source counts).
+  void AddStatsTo(ClientStats* stats) const;
 
   // Numbers one range may hold in this cache; a bigger range is used only
   // up to this many numbers (the rest is never handed out).
@@ -119,6 +120,8 @@ class RangeCache {
   // Returns how many numbers of the previous generation were taken.
   int64_t Publish(const IssuedRange* range) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SchedulePrefetch();
+  // Counts a failed fetch or return by its code.
+  void CountError(const absl::Status& status);
   // Asks the source for the next range with mu_ released (fetching_ set
   // meanwhile, so other callers wait); on success the range becomes the
   // one the next request reports as previous. A range whose tag breaks
@@ -130,7 +133,18 @@ class RangeCache {
   const std::function<void(absl::string_view)> log_;
   const double prefetch_at_;
   const std::function<void(std::function<void()>)> schedule_;
+
+  // ClientStats counters: relaxed atomics, moved only where a range is
+  // fetched or returned, read by AddStatsTo at any time.
+  static constexpr int kStatusCodes =
+      static_cast<int>(absl::StatusCode::kUnauthenticated) + 1;
   std::atomic<int64_t> waits_{0};
+  std::atomic<int64_t> fetched_{0};
+  std::atomic<int64_t> prefetched_{0};
+  std::atomic<int64_t> returns_applied_{0};
+  std::atomic<int64_t> returns_refused_{0};
+  std::atomic<int64_t> returns_failed_{0};
+  std::atomic<int64_t> errors_[kStatusCodes] = {};
 
   // (generation << kOffsetBits) | numbers taken from that generation.
   std::atomic<uint64_t> state_{0};

@@ -70,6 +70,10 @@ class RangeSource {
 
   // A short name for messages, e.g. the list of targets.
   virtual std::string Describe() const = 0;
+
+  // Next calls that a target other than the preferred one answered, so far
+  // (ClientStats::failovers); 0 for a source of one target.
+  virtual int64_t failovers() const { return 0; }
 };
 
 }  // namespace hilo::internal

@@ -6,13 +6,14 @@
 //       the rendered base, its pod must otherwise equal the StatefulSet's).
 //       Every object must (1) pass the JSON-schema validation of the
 //       Kubernetes API models (npm kubernetes-models, and
-//       @kubernetes-models/prometheus-operator for ServiceMonitor), (2) type-
-//       check as an object literal against the same models' TypeScript
-//       interfaces, which rejects any field the API does not know (the JSON
-//       schemas allow unknown fields), and (3) pass the checks below of what
-//       a schema cannot see: probes on the gRPC port, the volume under --db
-//       (or the Secret under --store_file), the image tag, the security
-//       context, the drain timing, and so on.
+//       @kubernetes-models/prometheus-operator for ServiceMonitor and
+//       PrometheusRule), (2) type-check as an object literal against the
+//       same models' TypeScript interfaces, which rejects any field the API
+//       does not know (the JSON schemas allow unknown fields), and (3) pass
+//       the checks below of what a schema cannot see: probes on the gRPC
+//       port, the volume under --db (or the Secret under --store_file), the
+//       image tag, the security context, the drain timing, the
+//       PrometheusRule being deploy/monitoring/hilo-rules.yaml, and so on.
 //   node manifests.mjs pod-spec FILE
 //       Prints, as JSON, what a test needs to start the server exactly as the
 //       StatefulSet does: command, args, ports, the data mount.
@@ -76,6 +77,13 @@ function parseFlags(args) {
     flags.set(m[1], m[2] ?? 'true');
   }
   return flags;
+}
+// JSON with every object's keys sorted: equal for equal data, whatever
+// order a renderer wrote the keys in.
+function canonical(value) {
+  return JSON.stringify(value, (key, v) => (v && typeof v === 'object' && !Array.isArray(v)
+    ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+    : v));
 }
 function hostPort(value) {
   const m = /^(.*):(\d+)$/.exec(value ?? '');
@@ -237,7 +245,7 @@ const version = projectVersion();
 
 const expectedKinds = {
   base: ['PodDisruptionBudget', 'Service', 'Service', 'StatefulSet'],
-  'prometheus-operator': ['PodDisruptionBudget', 'Service', 'Service', 'ServiceMonitor', 'StatefulSet'],
+  'prometheus-operator': ['PodDisruptionBudget', 'PrometheusRule', 'Service', 'Service', 'ServiceMonitor', 'StatefulSet'],
   // No StatefulSet, no PersistentVolumeClaim, and no Secret: the user creates
   // that, so no password is ever in the repository.
   postgresql: ['Deployment', 'PodDisruptionBudget', 'Service', 'Service'],
@@ -451,6 +459,14 @@ if (variant === 'prometheus-operator') {
   check(monitor?.spec?.endpoints?.length === 1 && endpoint?.port === headlessMetrics?.name,
     'the ServiceMonitor endpoint must use the headless Service\'s metrics port');
   check(endpoint?.path === annotations['prometheus.io/path'], 'the ServiceMonitor path differs from the annotation');
+  // The PrometheusRule carries exactly the rules that promtool and a live
+  // Prometheus test (tests/monitoring), and the job name they assume.
+  const rule = objects.find((o) => o.kind === 'PrometheusRule');
+  const rulesFile = YAML.parse(fs.readFileSync(path.join(src, 'deploy', 'monitoring', 'hilo-rules.yaml'), 'utf8'));
+  check(canonical(rule?.spec) === canonical(rulesFile),
+    'the PrometheusRule differs from deploy/monitoring/hilo-rules.yaml: run deploy/monitoring/make-prometheusrule.sh');
+  check(headless?.metadata?.name === 'hilo' && monitor?.spec?.jobLabel === undefined,
+    'the rules select job="hilo", the name the ServiceMonitor gives the job (its Service\'s)');
 }
 
 // ------------------------ 4. postgresql: the base's pod, but for the store

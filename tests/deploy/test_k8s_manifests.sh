@@ -4,7 +4,8 @@
 # types, plus the checks of manifests.mjs (probes on the gRPC port, the volume
 # under --db or, for overlays/postgresql, the Secret under --store_file and the
 # pod otherwise the base's, the image tag = project version, the security
-# context, drain timing, Services, PodDisruptionBudget, Prometheus scraping).
+# context, drain timing, Services, PodDisruptionBudget, Prometheus scraping,
+# and the PrometheusRule = deploy/monitoring/hilo-rules.yaml).
 #   test_k8s_manifests.sh SOURCE_DIR
 set -euo pipefail
 TEST_NAME=deploy.k8s_manifests  # used by common.sh

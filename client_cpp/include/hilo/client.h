@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -37,6 +38,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -80,11 +82,39 @@ struct ClientOptions {
   std::function<void(absl::string_view)> log;
 };
 
-// Counters of a client's behaviour since it was created.
+// Counters of a client's behaviour since it was created, for an
+// application's own dashboard: each only grows, like a Prometheus counter
+// (the README shows how to export them). Counting costs nothing on NextId's
+// fast path: the counters move only where a range is fetched or returned.
 struct ClientStats {
   // NextId calls that waited for a range to arrive from a server (or for
   // the error of that attempt), rather than taking a cached number.
   int64_t calls_waited = 0;
+
+  // Ranges a server issued to this client, however they were asked for.
+  int64_t ranges_fetched = 0;
+  // Of ranges_fetched, those fetched ahead of need (ClientOptions::
+  // prefetch_at), so that no caller waited for them.
+  int64_t ranges_prefetched = 0;
+
+  // NextRange calls that another target answered because the preferred one
+  // failed (UNAVAILABLE, DEADLINE_EXCEEDED, or a reply that breaks the
+  // contract); that target is preferred from then on.
+  int64_t failovers = 0;
+
+  // Unused numbers handed back (ReturnUnusedRanges, the destructor), one
+  // count per range: applied, the node took them back; refused, the node
+  // had issued a newer range meanwhile (normal; the numbers stay unused);
+  // failed, no answer after the retries, or an error (logged).
+  int64_t returns_applied = 0;
+  int64_t returns_refused = 0;
+  int64_t returns_failed = 0;
+
+  // Range fetches (prefetches included) and returns that failed, by the
+  // status code the client got after failover and retries; codes that
+  // never occurred are absent. A fetch is counted once however many
+  // callers waited for it.
+  std::map<absl::StatusCode, int64_t> errors;
 };
 
 // The tag of the node that issued a range: 1-4 characters of A-Z and 0-9
@@ -242,6 +272,8 @@ class Client {
   // another), on threads that live only for this call.
   void ReturnUnusedRanges();
 
+  // The counters so far, summed over every collection. Cheap enough to
+  // call on each scrape (one shared lock, a few loads per collection).
   ClientStats stats() const;
 
  private:
