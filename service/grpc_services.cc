@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "service/grpc_status.h"
+#include "hilo/v1/conversions.h"
 
 namespace hilo {
 namespace {

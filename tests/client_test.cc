@@ -24,6 +24,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "hilo/base/mutex.h"
+#include "hilo/v1/conversions.h"
 #include "hilo/v1/hilo_mock.grpc.pb.h"
 #include "service/clock.h"
 #include "service/hilo_service.h"
@@ -122,11 +123,7 @@ class FakeSource final : public internal::RangeSource {
     request.set_last_size(previous.size);
     request.set_last_max(previous.max);
     if (previous.range_at.has_value()) {
-      const int64_t seconds = absl::ToUnixSeconds(*previous.range_at);
-      request.mutable_last_range_at()->set_seconds(seconds);
-      request.mutable_last_range_at()->set_nanos(
-          static_cast<int32_t>(absl::ToInt64Nanoseconds(
-              *previous.range_at - absl::FromUnixSeconds(seconds))));
+      ToProtoTime(*previous.range_at, request.mutable_last_range_at());
     }
     hilo::v1::NextRangeResponse response;
     if (absl::Status s = node.service().DoNextRange(request, &response);
@@ -137,8 +134,7 @@ class FakeSource final : public internal::RangeSource {
     range.low = response.low();
     range.high = response.high();
     range.node_tag = response.node_tag();
-    range.range_at = absl::FromUnixSeconds(response.range_at().seconds()) +
-                     absl::Nanoseconds(response.range_at().nanos());
+    range.range_at = FromProtoTimeUnchecked(response.range_at());
     range.source = index;
     range.token = response.range_token();
     issued_.push_back(range);
@@ -993,12 +989,6 @@ auto Returned(bool applied, int64_t max) {
   };
 }
 
-// What a server sends for `status`.
-grpc::Status ToGrpc(const absl::Status& status) {
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()));
-}
-
 IssuedRange TokenedRange(uint64_t token = 0x5eed'0000'0000'0001) {
   IssuedRange range;
   range.low = 1;
@@ -1310,7 +1300,7 @@ TEST(ClientReturnTest, LostReplyOfAnAppliedReturnIsRetriedAndTheTailFollows) {
       .WillRepeatedly([&node](grpc::ClientContext*,
                               const hilo::v1::NextRangeRequest& request,
                               hilo::v1::NextRangeResponse* response) {
-        return ToGrpc(node.service().DoNextRange(request, response));
+        return ToGrpcStatus(node.service().DoNextRange(request, response));
       });
   std::vector<std::string> calls;
   EXPECT_CALL(*stub, ReturnRange(_, _, _))
@@ -1319,7 +1309,7 @@ TEST(ClientReturnTest, LostReplyOfAnAppliedReturnIsRetriedAndTheTailFollows) {
                           const hilo::v1::ReturnRangeRequest& request,
                           hilo::v1::ReturnRangeResponse* response) {
             const grpc::Status status =
-                ToGrpc(node.service().DoReturnRange(request, response));
+                ToGrpcStatus(node.service().DoReturnRange(request, response));
             calls.push_back(absl::StrFormat("end %d last %d %s", request.end(),
                                             request.last(),
                                             !status.ok()          ? "error"

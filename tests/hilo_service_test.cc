@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
+#include "hilo/v1/conversions.h"
 #include "tests/test_util.h"
 
 namespace hilo {
@@ -30,9 +31,7 @@ const absl::Time kStart = absl::FromUnixSeconds(1'800'000'000);
 
 google::protobuf::Timestamp Ts(absl::Time t) {
   google::protobuf::Timestamp ts;
-  ts.set_seconds(absl::ToUnixSeconds(t));
-  ts.set_nanos(static_cast<int32_t>(absl::ToInt64Nanoseconds(
-      t - absl::FromUnixSeconds(absl::ToUnixSeconds(t)))));
+  ToProtoTime(t, &ts);
   return ts;
 }
 

@@ -22,6 +22,7 @@
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
+#include "hilo/v1/conversions.h"
 #include "hilo/v1/hilo.grpc.pb.h"
 #include "service/clock.h"
 #include "service/validation.h"
@@ -247,8 +248,7 @@ class HostileInputTest : public ::testing::Test {
     const hilo::v1::Collection& c = response.collection();
     EXPECT_EQ(c.name(), collection);
     return Row{c.max(), c.return_floor(),
-               absl::FromUnixSeconds(c.updated_at().seconds()) +
-                   absl::Nanoseconds(c.updated_at().nanos())};
+               FromProtoTimeUnchecked(c.updated_at())};
   }
 
   // The stored token of the range last issued (0: retired).
