@@ -10,13 +10,16 @@
 #include "gtest/gtest.h"
 #include "hilo/admin_client.h"
 #include "service/range_token.h"
+#include "testing/status_matchers.h"
 #include "tests/postgres_instance.h"
 #include "tests/test_util.h"
 
 namespace hilo {
 namespace {
 
-using ::hilo::testing::PostgresInstance;
+using ::hilo::testing_util::IsOk;
+using ::hilo::testing_util::PostgresInstance;
+using ::hilo::testing_util::StatusIs;
 
 grpc::Status NextRange(hilo::v1::HiLo::Stub& stub, absl::Duration deadline,
                        hilo::v1::NextRangeResponse* response) {
@@ -46,16 +49,17 @@ ServingStatus HealthBecomes(AdminClient& admin, ServingStatus want,
 TEST(PostgresServerTest, DatabaseDownIsUnavailableAndNotServingThenRecovers) {
   absl::StatusOr<std::unique_ptr<PostgresInstance>> postgres =
       PostgresInstance::Start();
-  ASSERT_TRUE(postgres.ok()) << postgres.status();
-  testing::TempDir dir;
-  ServerOptions options = testing::TestServerOptions(dir);
+  ASSERT_THAT(postgres, IsOk());
+  testing_util::TempDir dir;
+  ServerOptions options = testing_util::TestServerOptions(dir);
   options.postgres_uri = (*postgres)->uri();
-  std::unique_ptr<Server> server = testing::StartServer(options);
+  std::unique_ptr<Server> server = testing_util::StartServer(options);
   ASSERT_NE(server, nullptr);
-  std::unique_ptr<hilo::v1::HiLo::Stub> stub = testing::NewStub(server->port());
+  std::unique_ptr<hilo::v1::HiLo::Stub> stub =
+      testing_util::NewStub(server->port());
   absl::StatusOr<std::unique_ptr<AdminClient>> admin =
-      AdminClient::Create(testing::Address(server->port()));
-  ASSERT_TRUE(admin.ok()) << admin.status();
+      AdminClient::Create(testing_util::Address(server->port()));
+  ASSERT_THAT(admin, IsOk());
 
   hilo::v1::NextRangeResponse range;
   ASSERT_TRUE(NextRange(*stub, absl::Seconds(5), &range).ok());
@@ -63,16 +67,15 @@ TEST(PostgresServerTest, DatabaseDownIsUnavailableAndNotServingThenRecovers) {
   const int64_t high = range.high();
   EXPECT_EQ(*(*admin)->CheckHealth(), ServingStatus::kServing);
 
-  ASSERT_TRUE((*postgres)->Stop("immediate").ok());
+  ASSERT_THAT((*postgres)->Stop("immediate"), IsOk());
   grpc::Status down = NextRange(*stub, absl::Seconds(5), &range);
-  EXPECT_EQ(down.error_code(), grpc::StatusCode::UNAVAILABLE)
-      << down.error_message();
+  EXPECT_THAT(down, StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_THAT(down.error_message(), ::testing::HasSubstr("PostgreSQL at"));
   EXPECT_EQ(
       HealthBecomes(**admin, ServingStatus::kNotServing, absl::Seconds(10)),
       ServingStatus::kNotServing);
 
-  ASSERT_TRUE((*postgres)->Restart().ok());
+  ASSERT_THAT((*postgres)->Restart(), IsOk());
   EXPECT_EQ(HealthBecomes(**admin, ServingStatus::kServing, absl::Seconds(10)),
             ServingStatus::kServing);
   ASSERT_TRUE(NextRange(*stub, absl::Seconds(5), &range).ok());

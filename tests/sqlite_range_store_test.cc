@@ -11,16 +11,19 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/status_matchers.h"
 #include "tests/range_store_fixture.h"
 #include "tests/test_util.h"
 
 namespace hilo {
 namespace {
 
-using ::hilo::testing::kMax;
-using ::hilo::testing::kNeverIssued;
-using ::hilo::testing::NextToken;
-using ::hilo::testing::TempDir;
+using ::hilo::testing_util::IsOk;
+using ::hilo::testing_util::kMax;
+using ::hilo::testing_util::kNeverIssued;
+using ::hilo::testing_util::NextToken;
+using ::hilo::testing_util::StatusIs;
+using ::hilo::testing_util::TempDir;
 using ::testing::HasSubstr;
 
 // The store's before-commit hook for tests of batching: holds the next
@@ -57,14 +60,14 @@ class CommitGate {
   std::atomic<bool> fail_next_{false};
   absl::Status hold_status_;
   absl::Status fail_status_;
-  testing::Notification held_, release_;
+  testing_util::Notification held_, release_;
 };
 
 // The SQLite store's own behaviour: batching, failed commits and
 // releases, files, schema versions. What every store does is in
 // range_store_contract_test.cc.
 class SqliteRangeStoreTest : public ::testing::Test,
-                             public testing::RangeStoreFixture {
+                             public testing_util::RangeStoreFixture {
  protected:
   void SetUp() override { Reopen(); }
 
@@ -83,7 +86,7 @@ class SqliteRangeStoreTest : public ::testing::Test,
     options.clock = &clock_;
     absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
         SqliteRangeStore::Open(std::move(options));
-    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_THAT(store, IsOk());
     sqlite_ = store->get();
     store_ = *std::move(store);
   }
@@ -136,10 +139,10 @@ TEST_F(SqliteRangeStoreTest, FailingOperationDoesNotFailOthersInItsBatch) {
   for (std::thread& t : threads) t.join();
 
   EXPECT_EQ(sqlite_->commits() - commits_before, 2);
-  ASSERT_TRUE(first.ok()) << first.status();
-  ASSERT_TRUE(ok_before.ok()) << ok_before.status();
-  ASSERT_TRUE(ok_after.ok()) << ok_after.status();
-  EXPECT_EQ(failing.status().code(), absl::StatusCode::kOutOfRange);
+  ASSERT_THAT(first, IsOk());
+  ASSERT_THAT(ok_before, IsOk());
+  ASSERT_THAT(ok_after, IsOk());
+  EXPECT_THAT(failing, StatusIs(absl::StatusCode::kOutOfRange));
   EXPECT_EQ(*ok_before, (Range{1, 32}));
   EXPECT_EQ(*ok_after, (Range{1, 32}));
   Reopen();
@@ -166,10 +169,10 @@ TEST_F(SqliteRangeStoreTest,
   gate.Release();
   for (std::thread& t : threads) t.join();
 
-  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_THAT(first, IsOk());
   EXPECT_EQ(*first, (Range{1, 1}));
   for (int i = 0; i < kQueued; ++i) {
-    ASSERT_TRUE(queued[i].ok()) << i << ": " << queued[i].status();
+    ASSERT_THAT(queued[i], IsOk()) << i << ": " << queued[i].status();
     EXPECT_EQ(*queued[i], (Range{i + 2, i + 2})) << i;
   }
   // The held batch, then 2 + 2 + 1.
@@ -201,13 +204,13 @@ TEST_F(SqliteRangeStoreTest, FailedCommitFailsOnlyItsOwnBatch) {
   gate.Release();  // the first batch's commit fails; the second is fine
   for (std::thread& t : threads) t.join();
 
-  EXPECT_EQ(r.first.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(r.first, StatusIs(absl::StatusCode::kResourceExhausted));
   // The second batch (write, read, list) committed normally.
-  ASSERT_TRUE(r.write.ok()) << r.write.status();
+  ASSERT_THAT(r.write, IsOk());
   EXPECT_EQ(*r.write, (Range{33, 64}));
-  ASSERT_TRUE(r.read_after_write.ok()) << r.read_after_write.status();
+  ASSERT_THAT(r.read_after_write, IsOk());
   EXPECT_EQ((*r.read_after_write)->max, 64);
-  ASSERT_TRUE(r.list.ok()) << r.list.status();
+  ASSERT_THAT(r.list, IsOk());
   EXPECT_EQ(r.list->size(), 1u);  // "a" never made it
 }
 
@@ -227,12 +230,12 @@ TEST_F(SqliteRangeStoreTest, ReadsInABatchWhoseCommitFailsSeeOnlyWhatIsStored) {
   gate.Release();
   for (std::thread& t : threads) t.join();
 
-  ASSERT_TRUE(r.first.ok()) << r.first.status();
-  EXPECT_EQ(r.write.status().code(), absl::StatusCode::kResourceExhausted);
+  ASSERT_THAT(r.first, IsOk());
+  EXPECT_THAT(r.write, StatusIs(absl::StatusCode::kResourceExhausted));
   // The reads answer, with the stored state: not the rolled-back 64.
-  ASSERT_TRUE(r.read_after_write.ok()) << r.read_after_write.status();
+  ASSERT_THAT(r.read_after_write, IsOk());
   EXPECT_EQ((*r.read_after_write)->max, 32);
-  ASSERT_TRUE(r.list.ok()) << r.list.status();
+  ASSERT_THAT(r.list, IsOk());
   ASSERT_EQ(r.list->size(), 2u);
   EXPECT_EQ((*r.list)[0].name, "a");
   EXPECT_EQ((*r.list)[1].state.max, 32);
@@ -266,9 +269,9 @@ TEST_F(SqliteRangeStoreTest, FailedReleaseFailsTheWholeBatch) {
   gate.Release();
   for (std::thread& t : threads) t.join();
 
-  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_THAT(first, IsOk());
   for (const absl::StatusOr<Range>* r : {&a, &b, &c}) {
-    EXPECT_EQ(r->status().code(), absl::StatusCode::kInternal) << r->status();
+    EXPECT_THAT(r->status(), StatusIs(absl::StatusCode::kInternal));
     EXPECT_THAT(r->status().message(), HasSubstr("RELEASE failed"));
   }
   Reopen();
@@ -286,7 +289,7 @@ TEST(SqliteRangeStoreOpenTest, FileThatIsNotSqliteIsFailedPrecondition) {
   options.path = dir.File("bad.db");
   absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
       SqliteRangeStore::Open(options);
-  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(store, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(store.status().message(), HasSubstr("bad.db"));
   EXPECT_THAT(store.status().message(), HasSubstr("not a database"));
 }
@@ -302,7 +305,7 @@ TEST(SqliteRangeStoreOpenTest, OtherApplicationsDatabaseIsFailedPrecondition) {
   options.path = dir.File("other.db");
   absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
       SqliteRangeStore::Open(options);
-  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(store, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(store.status().message(), HasSubstr("another application"));
 }
 
@@ -337,10 +340,10 @@ TEST(SqliteRangeStoreOpenTest, SchemaOneIsMigratedToReturnFloors) {
   for (int open = 0; open < 2; ++open) {  // the second open finds version 3
     absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
         SqliteRangeStore::Open(options);
-    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_THAT(store, IsOk());
     absl::StatusOr<std::vector<NamedCollectionState>> rows =
         (*store)->List("", 10);
-    ASSERT_TRUE(rows.ok()) << rows.status();
+    ASSERT_THAT(rows, IsOk());
     ASSERT_EQ(rows->size(), 4);
     std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>> got;
     for (const NamedCollectionState& row : *rows) {
@@ -354,7 +357,7 @@ TEST(SqliteRangeStoreOpenTest, SchemaOneIsMigratedToReturnFloors) {
   }
   absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
       SqliteRangeStore::Open(options);
-  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_THAT(store, IsOk());
   EXPECT_TRUE((*store)->Return("issued", 64, 32, /*token=*/0)->applied);
   EXPECT_FALSE(
       (*store)->Return("wrapped", kMax, kMax - 1, /*token=*/0)->applied);
@@ -391,7 +394,7 @@ TEST(SqliteRangeStoreOpenTest, SchemaTwoGainsTokensThatNoReturnCanMatch) {
   options.path = path;
   absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
       SqliteRangeStore::Open(options);
-  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_THAT(store, IsOk());
   absl::StatusOr<std::optional<CollectionState>> row = (*store)->Get("orders");
   ASSERT_TRUE(row.ok() && row->has_value());
   EXPECT_EQ((*row)->max, 64);
@@ -421,7 +424,7 @@ TEST(SqliteRangeStoreOpenTest, FailedMigrationNamesItselfAndChangesNothing) {
   options.path = path;
   absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
       SqliteRangeStore::Open(options);
-  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(store, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(store.status().message(),
               HasSubstr("migrating schema version 1 to 3 (nothing changed)"));
   EXPECT_THAT(store.status().message(), HasSubstr("bad-v1.db"));
@@ -450,7 +453,7 @@ TEST(SqliteRangeStoreOpenTest, NewerSchemaIsFailedPrecondition) {
   options.path = dir.File("new.db");
   absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
       SqliteRangeStore::Open(options);
-  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(store, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(store.status().message(), HasSubstr("schema version 99"));
 }
 
@@ -460,7 +463,7 @@ TEST(SqliteRangeStoreOpenTest, CreatesMissingDirectories) {
   options.path = dir.File("a/b/c/hilo.db");
   absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
       SqliteRangeStore::Open(options);
-  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_THAT(store, IsOk());
   EXPECT_EQ((*store)->Allocate("x", 32, 0, NextToken())->high, 32);
 }
 
@@ -476,7 +479,7 @@ TEST(SqliteRangeStoreOpenTest, FlushesEveryDirectoryItCreatesAndTheNewFile) {
   };
   absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
       SqliteRangeStore::Open(options);
-  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_THAT(store, IsOk());
   // a's entry lives in the temp dir, b's in a, the file's in b.
   EXPECT_THAT(synced, ::testing::ElementsAre(dir.path(), dir.File("a"),
                                              dir.File("a/b")));
@@ -493,15 +496,15 @@ TEST(SqliteRangeStoreOpenTest, PathUnderAFileIsUnavailable) {
   options.path = dir.File("plain/hilo.db");
   absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
       SqliteRangeStore::Open(options);
-  EXPECT_EQ(store.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(store, StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_THAT(store.status().message(), HasSubstr("plain"));
 }
 
 TEST(SyncModeTest, ParsesFullAndNormalOnly) {
   EXPECT_EQ(*ParseSyncMode("full"), SyncMode::kFull);
   EXPECT_EQ(*ParseSyncMode("NORMAL"), SyncMode::kNormal);
-  EXPECT_EQ(ParseSyncMode("off").status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ParseSyncMode("off"),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 }  // namespace

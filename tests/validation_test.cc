@@ -4,9 +4,13 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "testing/status_matchers.h"
 
 namespace hilo {
 namespace {
+
+using ::hilo::testing_util::IsOk;
+using ::hilo::testing_util::StatusIs;
 
 struct NameCase {
   std::string label;
@@ -22,7 +26,7 @@ class CollectionNameTest : public ::testing::TestWithParam<NameCase> {};
 TEST_P(CollectionNameTest, AcceptsOrRejectsWithReason) {
   const NameCase& c = GetParam();
   const absl::Status status = ValidateCollectionName(c.name);
-  EXPECT_EQ(status.code(), c.code) << status;
+  EXPECT_THAT(status, StatusIs(c.code));
   EXPECT_NE(status.message().find(c.message_part), absl::string_view::npos)
       << status;
 }
@@ -71,13 +75,14 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(NodeTagTest, AcceptsOneToFourUppercaseLettersAndDigits) {
   for (const char* tag : {"A", "Z", "B7", "NODE", "0000"}) {
-    EXPECT_TRUE(ValidateNodeTag(tag).ok()) << tag;
+    EXPECT_THAT(ValidateNodeTag(tag), IsOk()) << tag;
   }
 }
 
 TEST(NodeTagTest, RejectsEmptyLongAndOtherCharacters) {
   for (const char* tag : {"", "ABCDE", "a", "A-B", "A B", "\xC3\x84"}) {
-    EXPECT_EQ(ValidateNodeTag(tag).code(), absl::StatusCode::kInvalidArgument)
+    EXPECT_THAT(ValidateNodeTag(tag),
+                StatusIs(absl::StatusCode::kInvalidArgument))
         << tag;
   }
 }
@@ -91,14 +96,14 @@ TEST(NodeTagFromHostnameTest, MapsStatefulSetOrdinalsToLetters) {
   };
   for (const auto& [host, tag] : cases) {
     absl::StatusOr<std::string> got = NodeTagFromHostname(host);
-    ASSERT_TRUE(got.ok()) << host << ": " << got.status();
+    ASSERT_THAT(got, IsOk()) << host << ": " << got.status();
     EXPECT_EQ(*got, tag) << host;
   }
 }
 
 TEST(NodeTagHashedFromHostnameTest, IsAValidTagAndTheSameForTheSameName) {
   const std::string tag = NodeTagHashedFromHostname("hilo-7c9d5b8f4-x2x7q");
-  EXPECT_TRUE(ValidateNodeTag(tag).ok()) << tag;
+  EXPECT_THAT(ValidateNodeTag(tag), IsOk()) << tag;
   EXPECT_EQ(tag.size(), 4u);
   EXPECT_EQ(NodeTagHashedFromHostname("hilo-7c9d5b8f4-x2x7q"), tag);
   // Pods of one ReplicaSet differ in their last five characters.
@@ -113,8 +118,8 @@ TEST(NodeTagHashedFromHostnameTest, IsAValidTagAndTheSameForTheSameName) {
 TEST(NodeTagFromHostnameTest, RejectsNamesWithoutOrdinal) {
   for (const char* host :
        {"hilo", "hilo-", "hilo-x", "hilo-1a", "hilo-+1", "hilo-475254"}) {
-    EXPECT_EQ(NodeTagFromHostname(host).status().code(),
-              absl::StatusCode::kInvalidArgument)
+    EXPECT_THAT(NodeTagFromHostname(host),
+                StatusIs(absl::StatusCode::kInvalidArgument))
         << host;
   }
 }
