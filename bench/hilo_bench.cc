@@ -57,7 +57,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "bench/latency_histogram.h"
-#include "bench/server_process.h"
+#include "bench/proc_stats.h"
 #include "grpc/support/log.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"
@@ -65,6 +65,7 @@
 #include "hilo/base/mutex.h"
 #include "hilo/client.h"
 #include "hilo/v1/hilo.grpc.pb.h"
+#include "testing/server_process.h"
 
 #ifndef HILO_SERVER_PATH
 #define HILO_SERVER_PATH "hilo_server"
@@ -117,6 +118,7 @@ ABSL_FLAG(bool, smoke, false,
 namespace hilo::bench {
 namespace {
 
+using ::hilo::testing_util::ServerProcess;
 using Clock = std::chrono::steady_clock;
 using Done = std::function<void(grpc::Status)>;
 
@@ -199,6 +201,22 @@ double OwnCpuSeconds() {
          (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
 }
 
+// SIGTERM, then up to 20 s for a clean exit (SIGKILL after that).
+// FAILED_PRECONDITION if the server did not exit 0.
+absl::Status StopServer(ServerProcess& server) {
+  const pid_t pid = server.pid();
+  absl::StatusOr<int> code = server.Terminate(absl::Seconds(20));
+  if (!code.ok()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "hilo_server (pid %d): %s", pid, code.status().message()));
+  }
+  if (*code != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("hilo_server (pid %d) ended with exit %d", pid, *code));
+  }
+  return absl::OkStatus();
+}
+
 // Starts call number `seq` for `slot`; `done` runs exactly once, when it
 // ends. A slot never has two calls at once.
 using IssueFn = std::function<void(int slot, int64_t seq, Done done)>;
@@ -216,14 +234,14 @@ class ClosedLoop {
                       const ServerProcess& server) {
     StartAll();
     absl::SleepFor(warmup);
-    const double server_cpu = server.CpuSeconds();
+    const double server_cpu = CpuSeconds(server.pid());
     const double client_cpu = OwnCpuSeconds();
     const Clock::time_point begin = Clock::now();
     phase_.store(kMeasuring);
     absl::SleepFor(window);
     phase_.store(kStopping);
     const Clock::time_point end = Clock::now();
-    const double server_used = server.CpuSeconds() - server_cpu;
+    const double server_used = CpuSeconds(server.pid()) - server_cpu;
     const double client_used = OwnCpuSeconds() - client_cpu;
     WaitAll();
     LoadResult result = Collect(NanosSince(begin, end) / 1e9);
@@ -680,7 +698,9 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> Bench::StartServer(
   args.insert(args.end(), s_.server_flags.begin(), s_.server_flags.end());
   absl::FPrintF(stderr, "hilo_bench: starting %s %s\n", s_.server,
                 absl::StrJoin(args, " "));
-  return ServerProcess::Start(s_.server, args);
+  ServerProcess::Options options;
+  options.echo_stderr = true;
+  return ServerProcess::Start(s_.server, args, options);
 }
 
 void Bench::Check(const std::string& what, int64_t errors,
@@ -886,8 +906,8 @@ absl::Status Bench::Throughput() {
     absl::StrAppendFormat(&data_, "\t%.0f\n", Median(flush_rates));
   }
 
-  if (absl::Status s = (*server)->Stop(); !s.ok()) return s;
-  return (*unbatched)->Stop();
+  if (absl::Status s = StopServer(**server); !s.ok()) return s;
+  return StopServer(**unbatched);
 }
 
 absl::Status Bench::Latency() {
@@ -974,7 +994,7 @@ absl::Status Bench::Latency() {
         Duration(run.latency.Percentile(0.9999)), Duration(run.latency.max()),
         met ? "yes" : "**no**");
   }
-  return (*server)->Stop();
+  return StopServer(**server);
 }
 
 absl::Status Bench::Memory() {
@@ -998,7 +1018,7 @@ absl::Status Bench::Memory() {
                           .RunCount(s_.smoke ? 1000 : 20000);
     Check("memory warm-up", warm.errors, warm.first_error);
   }
-  const int64_t rss_start = (*server)->RssBytes();
+  const int64_t rss_start = RssBytes((*server)->pid());
   const int n = s_.memory_collections;
   LoadResult created;
   {
@@ -1008,8 +1028,8 @@ absl::Status Bench::Memory() {
     created = ClosedLoop(kMemoryInFlight, calls.Issuer()).RunCount(n);
   }
   Check("memory: creating collections", created.errors, created.first_error);
-  const int64_t rss_after = (*server)->RssBytes();
-  const int64_t rss_peak = (*server)->PeakRssBytes();
+  const int64_t rss_after = RssBytes((*server)->pid());
+  const int64_t rss_peak = PeakRssBytes((*server)->pid());
   const std::string db = absl::StrCat(dir_, "/memory/hilo.db");
   const int64_t db_bytes = FileSize(db) + FileSize(db + "-wal");
   absl::FPrintF(stderr,
@@ -1090,7 +1110,7 @@ absl::Status Bench::Memory() {
       Thousands(n), created.seconds,
       Thousands(static_cast<int64_t>(created.rate())), Thousands(m), kThreads,
       options.prefetch_at, Duration(destroy_nanos));
-  return (*server)->Stop();
+  return StopServer(**server);
 }
 
 absl::StatusOr<std::vector<int>> ParseInts(absl::string_view list) {

@@ -7,8 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "hilo/base/await.h"
+#include "hilo/v1/conversions.h"
 #include "service/collection_limit.h"
-#include "service/proto_time.h"
 #include "service/validation.h"
 
 namespace hilo {

@@ -5,7 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "grpc/grpc_security_constants.h"
-#include "service/grpc_status.h"
+#include "hilo/v1/conversions.h"
 
 namespace hilo {
 namespace {

@@ -4,9 +4,9 @@
 // service and returns; the service's completion, which runs once the
 // store's commit is durable, finishes the call. No thread waits for a
 // commit, however many calls are in flight. This is the one place where the
-// server turns an absl::Status into a grpc::Status (grpc_status.h), and where
-// it reads who is calling (CallerOf): the Gatekeeper decides what that
-// caller may do.
+// server turns an absl::Status into a grpc::Status (with ToGrpcStatus of
+// hilo/v1/conversions.h), and where it reads who is calling (CallerOf): the
+// Gatekeeper decides what that caller may do.
 //
 // Thread-safe.
 #ifndef HILO_SERVICE_GRPC_SERVICES_H_

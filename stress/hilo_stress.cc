@@ -77,7 +77,7 @@
 #include "stress/range_log.h"
 #include "stress/range_recorder.h"
 #include "stress/raw_call.h"
-#include "stress/server_process.h"
+#include "testing/server_process.h"
 
 ABSL_FLAG(std::string, targets, "",
           "comma-separated addresses of running hilo servers; every worker's "
@@ -150,6 +150,8 @@ ABSL_FLAG(int, worker, -1, "internal: run as worker N");
 
 namespace hilo::stress {
 namespace {
+
+using ::hilo::testing_util::ServerProcess;
 
 using CodeCounts = std::map<int, int64_t>;
 

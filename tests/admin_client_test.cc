@@ -5,21 +5,25 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "hilo/client.h"
+#include "testing/status_matchers.h"
 #include "tests/test_util.h"
 
 namespace hilo {
 namespace {
 
-using ::hilo::testing::TempDir;
+using ::hilo::testing_util::IsOk;
+using ::hilo::testing_util::StatusIs;
+using ::hilo::testing_util::TempDir;
 using ::testing::HasSubstr;
 
 class AdminClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    server_ = testing::StartServer(testing::TestServerOptions(dir_, "D"));
+    server_ =
+        testing_util::StartServer(testing_util::TestServerOptions(dir_, "D"));
     ASSERT_NE(server_, nullptr);
-    auto admin = AdminClient::Create(testing::Address(server_->port()));
-    ASSERT_TRUE(admin.ok()) << admin.status();
+    auto admin = AdminClient::Create(testing_util::Address(server_->port()));
+    ASSERT_THAT(admin, IsOk());
     admin_ = *std::move(admin);
   }
 
@@ -33,7 +37,7 @@ TEST_F(AdminClientTest, HealthIsServingThenNotServingWhileDraining) {
   server_->StartDraining();
   EXPECT_EQ(*admin_->CheckHealth(), ServingStatus::kNotServing);
   // Draining still serves calls until shutdown.
-  auto stub = testing::NewStub(server_->port());
+  auto stub = testing_util::NewStub(server_->port());
   grpc::ClientContext context;
   hilo::v1::NextRangeRequest request;
   request.set_collection("orders");
@@ -43,41 +47,41 @@ TEST_F(AdminClientTest, HealthIsServingThenNotServingWhileDraining) {
 
 TEST_F(AdminClientTest, HealthOfAnUnknownServiceIsNotFound) {
   absl::StatusOr<ServingStatus> status = admin_->CheckHealth("no.such.Service");
-  EXPECT_EQ(status.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kNotFound));
 }
 
 TEST_F(AdminClientTest, GetListAndSetFloorRoundTrip) {
   ASSERT_TRUE(admin_->SetFloor("orders", 70).ok());
   absl::StatusOr<CollectionInfo> info = admin_->GetCollection("orders");
-  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_THAT(info, IsOk());
   EXPECT_EQ(info->name, "orders");
   EXPECT_EQ(info->max, 70);
   EXPECT_EQ(info->return_floor, 70);
   EXPECT_EQ(info->node_tag, "D");
   absl::StatusOr<CollectionPage> page = admin_->ListCollections(0, "");
-  ASSERT_TRUE(page.ok());
+  ASSERT_THAT(page, IsOk());
   ASSERT_EQ(page->collections.size(), 1u);
   EXPECT_EQ(page->collections[0].max, 70);
   EXPECT_EQ(page->next_page_token, "");
-  EXPECT_EQ(admin_->GetCollection("x").status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_THAT(admin_->GetCollection("x"),
+              StatusIs(absl::StatusCode::kNotFound));
 }
 
 TEST(AdminClientCreateTest, UnreachableNodeIsUnavailableNamingIt) {
   auto admin = AdminClient::Create("127.0.0.1:1", nullptr, absl::Seconds(2));
-  ASSERT_TRUE(admin.ok());
+  ASSERT_THAT(admin, IsOk());
   absl::StatusOr<ServingStatus> status = (*admin)->CheckHealth();
-  EXPECT_EQ(status.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_THAT(status.status().message(), HasSubstr("127.0.0.1:1"));
 }
 
 TEST(TlsCredentialsFromFilesTest, NamesTheMissingFileAndRejectsHalfPairs) {
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> missing =
       TlsCredentialsFromFiles("/nonexistent/ca.pem");
-  EXPECT_EQ(missing.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(missing, StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_THAT(missing.status().message(), HasSubstr("/nonexistent/ca.pem"));
-  EXPECT_EQ(TlsCredentialsFromFiles("", "cert.pem", "").status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(TlsCredentialsFromFiles("", "cert.pem", ""),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 }  // namespace

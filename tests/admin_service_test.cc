@@ -13,12 +13,14 @@
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
 #include "service/validation.h"
+#include "testing/status_matchers.h"
 #include "tests/test_util.h"
 
 namespace hilo {
 namespace {
 
-using ::hilo::testing::TempDir;
+using ::hilo::testing_util::IsOk;
+using ::hilo::testing_util::TempDir;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -34,12 +36,12 @@ class AdminServiceTest : public ::testing::Test {
     hilo_.reset();
     admin_.reset();
     server_.reset();
-    ServerOptions options = testing::TestServerOptions(dir_, "C");
+    ServerOptions options = testing_util::TestServerOptions(dir_, "C");
     options.clock = &clock_;
     change(options);
-    server_ = testing::StartServer(options);
+    server_ = testing_util::StartServer(options);
     ASSERT_NE(server_, nullptr);
-    auto channel = grpc::CreateChannel(testing::Address(server_->port()),
+    auto channel = grpc::CreateChannel(testing_util::Address(server_->port()),
                                        grpc::InsecureChannelCredentials());
     hilo_ = hilo::v1::HiLo::NewStub(channel);
     admin_ = hilo::v1::HiLoAdmin::NewStub(channel);
@@ -83,7 +85,7 @@ class AdminServiceTest : public ::testing::Test {
     request.set_range_token(range.range_token());
     hilo::v1::ReturnRangeResponse response;
     grpc::Status status = hilo_->ReturnRange(&context, request, &response);
-    EXPECT_TRUE(status.ok()) << status.error_message();
+    EXPECT_THAT(status, IsOk());
     return response;
   }
 

@@ -25,7 +25,7 @@
 namespace hilo {
 namespace {
 
-using ::hilo::testing::TempDir;
+using ::hilo::testing_util::TempDir;
 using ::testing::HasSubstr;
 
 const absl::Time kStart = absl::FromUnixSeconds(1'800'000'000);

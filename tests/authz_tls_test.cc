@@ -20,7 +20,7 @@
 namespace hilo {
 namespace {
 
-using ::hilo::testing::TempDir;
+using ::hilo::testing_util::TempDir;
 using ::testing::HasSubstr;
 
 constexpr char kToken[] = "b7e1f0c2a9d84e5f8a1b2c3d4e5f6a7b";
@@ -97,13 +97,13 @@ class AuthzTlsTest : public ::testing::Test {
         ServerCredentialsFromFiles(
             {Pki("server.pem"), Pki("server.key"), mtls ? Pki("ca.pem") : ""});
     ASSERT_TRUE(creds.ok()) << creds.status();
-    ServerOptions options = testing::TestServerOptions(dir_);
+    ServerOptions options = testing_util::TestServerOptions(dir_);
     options.credentials = *creds;
     options.authz_policy = policy_;
     options.authz_tokens = tokens_;
     options.audit_log = dir_.File("audit.jsonl");
     options.max_last_max_jump = 1000;
-    server_ = testing::StartServer(options);
+    server_ = testing_util::StartServer(options);
     ASSERT_NE(server_, nullptr);
   }
 
@@ -115,7 +115,7 @@ class AuthzTlsTest : public ::testing::Test {
       ssl.pem_cert_chain = Slurp(Pki(who + ".pem"));
       ssl.pem_private_key = Slurp(Pki(who + ".key"));
     }
-    return grpc::CreateChannel(testing::Address(server_->port()),
+    return grpc::CreateChannel(testing_util::Address(server_->port()),
                                grpc::SslCredentials(ssl));
   }
 

@@ -7,22 +7,24 @@
 namespace hilo {
 namespace {
 
-using ::hilo::testing::CommandResult;
-using ::hilo::testing::TempDir;
+using ::hilo::testing_util::CommandResult;
+using ::hilo::testing_util::TempDir;
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
 
 class CliTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    server_ = testing::StartServer(testing::TestServerOptions(dir_, "B"));
+    server_ =
+        testing_util::StartServer(testing_util::TestServerOptions(dir_, "B"));
     ASSERT_NE(server_, nullptr);
   }
 
   CommandResult Hilo(std::vector<std::string> args) {
-    args.insert(args.begin(), "--target=" + testing::Address(server_->port()));
+    args.insert(args.begin(),
+                "--target=" + testing_util::Address(server_->port()));
     args.insert(args.begin(), HILO_CLI_PATH);
-    return testing::RunCommand(args, dir_);
+    return testing_util::RunCommand(args, dir_);
   }
 
   TempDir dir_;
@@ -87,7 +89,7 @@ TEST_F(CliTest, ServerErrorsExitOneWithCodeAndMessage) {
 
 TEST_F(CliTest, UnreachableServerExitsOneNamingIt) {
   TempDir scratch;
-  CommandResult r = testing::RunCommand(
+  CommandResult r = testing_util::RunCommand(
       {HILO_CLI_PATH, "--target=127.0.0.1:1", "--timeout=2s", "health"},
       scratch);
   EXPECT_EQ(r.exit_code, 1);

@@ -24,11 +24,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "hilo/base/mutex.h"
+#include "hilo/v1/conversions.h"
 #include "hilo/v1/hilo_mock.grpc.pb.h"
 #include "service/clock.h"
 #include "service/hilo_service.h"
 #include "service/range_size_policy.h"
 #include "service/sqlite_range_store.h"
+#include "testing/status_matchers.h"
 #include "tests/test_util.h"
 
 namespace hilo {
@@ -37,7 +39,9 @@ namespace {
 using ::hilo::internal::IssuedRange;
 using ::hilo::internal::PreviousRange;
 using ::hilo::internal::ReturnResult;
-using ::hilo::testing::TempDir;
+using ::hilo::testing_util::IsOk;
+using ::hilo::testing_util::StatusIs;
+using ::hilo::testing_util::TempDir;
 using ::testing::_;
 using ::testing::HasSubstr;
 using ::testing::Return;
@@ -56,7 +60,7 @@ class FakeNode {
     options.sync = SyncMode::kNormal;  // a test survives no power loss
     absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
         SqliteRangeStore::Open(options);
-    EXPECT_TRUE(store.ok()) << store.status();
+    EXPECT_THAT(store, IsOk());
     store_ = *std::move(store);
     service_ = std::make_unique<HiLoService>(
         store_.get(), RangeSizePolicy({.min_size = size, .max_size = size}),
@@ -70,7 +74,7 @@ class FakeNode {
   int64_t Max(absl::string_view collection) {
     absl::StatusOr<std::optional<CollectionState>> row =
         store_->Get(collection);
-    EXPECT_TRUE(row.ok()) << row.status();
+    EXPECT_THAT(row, IsOk());
     return row.ok() && row->has_value() ? (*row)->max : 0;
   }
 
@@ -122,11 +126,7 @@ class FakeSource final : public internal::RangeSource {
     request.set_last_size(previous.size);
     request.set_last_max(previous.max);
     if (previous.range_at.has_value()) {
-      const int64_t seconds = absl::ToUnixSeconds(*previous.range_at);
-      request.mutable_last_range_at()->set_seconds(seconds);
-      request.mutable_last_range_at()->set_nanos(
-          static_cast<int32_t>(absl::ToInt64Nanoseconds(
-              *previous.range_at - absl::FromUnixSeconds(seconds))));
+      ToProtoTime(*previous.range_at, request.mutable_last_range_at());
     }
     hilo::v1::NextRangeResponse response;
     if (absl::Status s = node.service().DoNextRange(request, &response);
@@ -137,8 +137,7 @@ class FakeSource final : public internal::RangeSource {
     range.low = response.low();
     range.high = response.high();
     range.node_tag = response.node_tag();
-    range.range_at = absl::FromUnixSeconds(response.range_at().seconds()) +
-                     absl::Nanoseconds(response.range_at().nanos());
+    range.range_at = FromProtoTimeUnchecked(response.range_at());
     range.source = index;
     range.token = response.range_token();
     issued_.push_back(range);
@@ -318,7 +317,7 @@ TEST(ClientTest, HandsOutItsRangeInOrderThenFetchesTheNext) {
   TestClient t = MakeClient(32);
   for (int64_t want = 1; want <= 40; ++want) {
     absl::StatusOr<Id> id = t.client->NextId("orders");
-    ASSERT_TRUE(id.ok()) << id.status();
+    ASSERT_THAT(id, IsOk());
     EXPECT_EQ(id->number, want);
     EXPECT_EQ(id->node_tag, "A");
   }
@@ -327,7 +326,7 @@ TEST(ClientTest, HandsOutItsRangeInOrderThenFetchesTheNext) {
 
 TEST(ClientTest, ReportsPreviousRangeSoRangesGrowAndNeverGoDown) {
   TestClient t = MakeClient(32);
-  for (int i = 0; i < 33; ++i) ASSERT_TRUE(t.client->NextId("orders").ok());
+  for (int i = 0; i < 33; ++i) ASSERT_THAT(t.client->NextId("orders"), IsOk());
   const std::vector<PreviousRange> previous = t.source->previous();
   ASSERT_EQ(previous.size(), 2u);
   EXPECT_EQ(previous[0].size, 0);
@@ -394,11 +393,11 @@ TEST(ClientTest, AppendDocumentIdLeavesTheBufferAsItWasOnError) {
   t.source->FailWith(absl::UnavailableError("no server"));
   std::string out = "kept";
   const absl::Status failed = t.client->Collection("o").AppendDocumentId(&out);
-  EXPECT_EQ(failed.code(), absl::StatusCode::kUnavailable) << failed;
+  EXPECT_THAT(failed, StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_EQ(out, "kept");
   t.source->FailWith(absl::OkStatus());
   const absl::Status bad = t.client->Collection("").AppendDocumentId(&out);
-  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument) << bad;
+  EXPECT_THAT(bad, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_EQ(out, "kept");
 }
 
@@ -431,7 +430,7 @@ TEST(NodeTagTest, EveryTagLengthSurvivesTheRangeCache) {
   for (const std::string tag : {"A", "Z9", "0AZ", "9ZZ0"}) {
     TestClient t = MakeClient(4, {tag});
     absl::StatusOr<Id> id = t.client->NextId("o");
-    ASSERT_TRUE(id.ok()) << id.status();
+    ASSERT_THAT(id, IsOk());
     EXPECT_EQ(id->node_tag, tag);
     EXPECT_EQ(id->node_tag.size(), tag.size());
   }
@@ -474,7 +473,7 @@ TEST(ClientTest, FetchErrorIsReturnedAndClientRecovers) {
   TestClient t = MakeClient(2);
   t.source->FailWith(absl::UnavailableError("no server"));
   absl::StatusOr<Id> failed = t.client->NextId("o");
-  EXPECT_EQ(failed.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(failed, StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_THAT(failed.status().message(), HasSubstr("no server"));
   t.source->FailWith(absl::OkStatus());
   EXPECT_EQ(t.client->NextId("o")->number, 1);
@@ -483,13 +482,13 @@ TEST(ClientTest, FetchErrorIsReturnedAndClientRecovers) {
 TEST(ClientTest, ServerErrorCodeIsPassedThrough) {
   TestClient t = MakeClient(2);
   const absl::Status empty = t.client->NextId("").status();
-  EXPECT_EQ(empty.code(), absl::StatusCode::kInvalidArgument) << empty;
+  EXPECT_THAT(empty, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(empty.message(), HasSubstr("collection name"));
 }
 
 TEST(ClientTest, ReturnUnusedRangesHandsBackTheTail) {
   TestClient t = MakeClient(32, {"Q"});
-  for (int i = 0; i < 5; ++i) ASSERT_TRUE(t.client->NextId("orders").ok());
+  for (int i = 0; i < 5; ++i) ASSERT_THAT(t.client->NextId("orders"), IsOk());
   t.client->ReturnUnusedRanges();
   const std::vector<FakeSource::ReturnCall> returns = t.source->returns();
   ASSERT_EQ(returns.size(), 1u);
@@ -507,7 +506,7 @@ TEST(ClientTest, ReturnUnusedRangesHandsBackTheTail) {
 
 TEST(ClientTest, NothingIsReturnedWhenTheRangeIsUsedUp) {
   TestClient t = MakeClient(4);
-  for (int i = 0; i < 4; ++i) ASSERT_TRUE(t.client->NextId("o").ok());
+  for (int i = 0; i < 4; ++i) ASSERT_THAT(t.client->NextId("o"), IsOk());
   t.client->ReturnUnusedRanges();
   EXPECT_TRUE(t.source->returns().empty());
 }
@@ -520,9 +519,9 @@ TEST(ClientTest, DestructorReturnsUnusedRanges) {
   options.prefetch_at = 0;
   std::unique_ptr<Client> client =
       NewClientForTesting(options, std::move(source));
-  ASSERT_TRUE(client->NextId("a").ok());
-  ASSERT_TRUE(client->NextId("b").ok());
-  ASSERT_TRUE(client->NextId("b").ok());
+  ASSERT_THAT(client->NextId("a"), IsOk());
+  ASSERT_THAT(client->NextId("b"), IsOk());
+  ASSERT_THAT(client->NextId("b"), IsOk());
   client.reset();
   EXPECT_THAT(*log, ::testing::UnorderedElementsAre("a 1-32 last 1 A applied",
                                                     "b 1-32 last 2 A applied"));
@@ -542,7 +541,7 @@ TEST(ClientTest, ManyThreadsNeverRepeatAndOnlyUseIssuedRanges) {
       for (int n = 0; n < kPerThread; ++n) {
         absl::StatusOr<Id> id =
             i % 2 == 0 ? handle.NextId() : t.client->NextId("o");
-        ASSERT_TRUE(id.ok());
+        ASSERT_THAT(id, IsOk());
         got[i].push_back(*id);
       }
     });
@@ -620,7 +619,7 @@ TEST(ClientPrefetchTest, ReturnUnusedRangesHandsBackEveryCollectionInOrder) {
   for (int i = 0; i < kCollections; ++i) {
     // 2 to 4 IDs: the second starts the prefetch.
     for (int d = 0; d < 2 + i % 3; ++d) {
-      ASSERT_TRUE(t.client->NextId(name(i)).ok());
+      ASSERT_THAT(t.client->NextId(name(i)), IsOk());
     }
   }
   // Every collection has a range fetched ahead (11-20).
@@ -763,7 +762,7 @@ TEST(ClientReturnTest, ReturnWithAnotherRangesTokenIsRefused) {
         MakeClient(std::make_unique<FakeSource>(32), '/', prefetch_at);
     t.source->SendWrongTokens();
     for (int i = 0; i < 7; ++i) {
-      ASSERT_TRUE(t.client->NextId("o").ok());
+      ASSERT_THAT(t.client->NextId("o"), IsOk());
       t.scheduler->RunAll();
     }
     const int64_t max = prefetch_at > 0 ? 64 : 32;
@@ -781,24 +780,24 @@ TEST(ClientReturnTest, ReturnWithAnotherRangesTokenIsRefused) {
 TEST(ClientReturnTest, DuplicateReturnIsRefusedAndMovesNothing) {
   FakeSource source(32);
   absl::StatusOr<IssuedRange> range = source.Next("o", {});
-  ASSERT_TRUE(range.ok()) << range.status();
+  ASSERT_THAT(range, IsOk());
   absl::StatusOr<ReturnResult> once = source.Return("o", *range, 5);
-  ASSERT_TRUE(once.ok()) << once.status();
+  ASSERT_THAT(once, IsOk());
   EXPECT_TRUE(once->applied);
   // Copies, as a retry after a lost reply sends them: refused, even one
   // reaching lower.
   for (const int64_t last : {5, 3}) {
     absl::StatusOr<ReturnResult> again = source.Return("o", *range, last);
-    ASSERT_TRUE(again.ok()) << again.status();
+    ASSERT_THAT(again, IsOk());
     EXPECT_FALSE(again->applied) << last;
     EXPECT_EQ(again->max, 5) << last;
   }
   absl::StatusOr<IssuedRange> next = source.Next("o", {32, kT0, 5});
-  ASSERT_TRUE(next.ok()) << next.status();
+  ASSERT_THAT(next, IsOk());
   EXPECT_EQ(next->low, 6);
   // A late copy after the numbers went out again takes none of them back.
   absl::StatusOr<ReturnResult> late = source.Return("o", *range, 5);
-  ASSERT_TRUE(late.ok()) << late.status();
+  ASSERT_THAT(late, IsOk());
   EXPECT_FALSE(late->applied);
   EXPECT_EQ(source.node()->Max("o"), next->high);
 }
@@ -810,7 +809,7 @@ TEST(ClientTest, RangeWithMalformedTagIsInternalNeverHandedOut) {
     for (int i = 0; i < 2; ++i) {
       absl::StatusOr<Id> id = t.client->NextId("o");
       ASSERT_FALSE(id.ok()) << id->number << "-" << id->node_tag;
-      EXPECT_EQ(id.status().code(), absl::StatusCode::kInternal);
+      EXPECT_THAT(id, StatusIs(absl::StatusCode::kInternal));
       EXPECT_THAT(id.status().message(), HasSubstr("node tag"));
     }
   }
@@ -860,7 +859,7 @@ TEST(RangeCacheTest, GenerationWrapsAtItsPackedWidthWithoutSpinning) {
                            "the generation wrap";
   ASSERT_EQ(got->size(), size_t{kDraws});
   for (int i = 0; i < kDraws; ++i) {
-    ASSERT_TRUE((*got)[i].ok()) << (*got)[i].status();
+    ASSERT_THAT((*got)[i], IsOk());
     EXPECT_EQ((*got)[i]->number, i + 1);
     EXPECT_EQ((*got)[i]->node_tag, "A");
   }
@@ -881,8 +880,7 @@ TEST(ClientPrefetchTest, FailedPrefetchIsRetriedByTheCallerThatRunsDry) {
   for (int64_t want = 7; want <= 10; ++want) {
     EXPECT_EQ(t.client->NextId("o")->number, want);
   }
-  EXPECT_EQ(t.client->NextId("o").status().code(),
-            absl::StatusCode::kUnavailable);
+  EXPECT_THAT(t.client->NextId("o"), StatusIs(absl::StatusCode::kUnavailable));
   t.source->FailWith(absl::OkStatus());
   EXPECT_EQ(t.client->NextId("o")->number, 11);
 }
@@ -892,8 +890,8 @@ TEST(ClientCreateTest, RejectsPrefetchShareOutsideZeroToOne) {
     ClientOptions options;
     options.targets = {"127.0.0.1:1"};
     options.prefetch_at = share;
-    EXPECT_EQ(Client::Create(options).status().code(),
-              absl::StatusCode::kInvalidArgument)
+    EXPECT_THAT(Client::Create(options),
+                StatusIs(absl::StatusCode::kInvalidArgument))
         << share;
   }
 }
@@ -916,7 +914,7 @@ TEST(ClientPrefetchTest, ManyThreadsWithBackgroundPrefetchNeverRepeat) {
     threads.emplace_back([&, i] {
       for (int n = 0; n < kPerThread; ++n) {
         absl::StatusOr<Id> id = client->NextId(kCollections[n % 2]);
-        ASSERT_TRUE(id.ok()) << id.status();
+        ASSERT_THAT(id, IsOk());
         got[i][n % 2].push_back(*id);
       }
     });
@@ -993,12 +991,6 @@ auto Returned(bool applied, int64_t max) {
   };
 }
 
-// What a server sends for `status`.
-grpc::Status ToGrpc(const absl::Status& status) {
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()));
-}
-
 IssuedRange TokenedRange(uint64_t token = 0x5eed'0000'0000'0001) {
   IssuedRange range;
   range.low = 1;
@@ -1037,11 +1029,11 @@ TEST(GrpcRangeSourceTest, FailsOverOnUnavailableAndStaysWithTheNewTarget) {
       .WillOnce(Reply(1, 32, "B"))
       .WillOnce(Reply(33, 64, "B"));
   absl::StatusOr<IssuedRange> first = m.source->Next("o", {});
-  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_THAT(first, IsOk());
   EXPECT_EQ(first->node_tag, "B");
   EXPECT_EQ(first->source, 1u);
   absl::StatusOr<IssuedRange> second = m.source->Next("o", {});
-  ASSERT_TRUE(second.ok());
+  ASSERT_THAT(second, IsOk());
   EXPECT_EQ(second->low, 33);
 }
 
@@ -1061,7 +1053,7 @@ TEST(GrpcRangeSourceTest, DoesNotFailOverOnInvalidArgument) {
           Return(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "bad name")));
   EXPECT_CALL(*m.b, NextRange(_, _, _)).Times(0);
   absl::StatusOr<IssuedRange> r = m.source->Next("o", {});
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(r.status().message(), HasSubstr("node-a:1"));
 }
 
@@ -1073,7 +1065,7 @@ TEST(GrpcRangeSourceTest, AllTargetsDownIsUnavailableNamingEachTarget) {
       .WillOnce(
           Return(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "timeout")));
   absl::StatusOr<IssuedRange> r = m.source->Next("orders", {});
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(r, StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_THAT(r.status().message(), HasSubstr("node-a:1"));
   EXPECT_THAT(r.status().message(), HasSubstr("node-b:2"));
   EXPECT_THAT(r.status().message(), HasSubstr("orders"));
@@ -1099,7 +1091,7 @@ TEST_P(GrpcRangeSourceBadReplyTest, IsInternalFromTheOnlyTarget) {
       .WillOnce(Reply(bad.low, bad.high, bad.tag, 7));
   absl::StatusOr<IssuedRange> r = m.source->Next("o", {});
   ASSERT_FALSE(r.ok()) << r->low << "-" << r->high << " " << r->node_tag;
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(r, StatusIs(absl::StatusCode::kInternal));
   EXPECT_THAT(r.status().message(), HasSubstr("node-a:1"));
 }
 
@@ -1112,7 +1104,7 @@ TEST_P(GrpcRangeSourceBadReplyTest, FailsOverToATargetThatBehaves) {
       .WillOnce(Reply(1, 32, "B", 8))
       .WillOnce(Reply(33, 64, "B", 9));
   absl::StatusOr<IssuedRange> r = m.source->Next("o", {});
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_THAT(r, IsOk());
   EXPECT_EQ(r->node_tag, "B");
   EXPECT_EQ(r->source, 1u);
   EXPECT_EQ(m.source->Next("o", {})->low, 33);  // stays with b
@@ -1126,7 +1118,7 @@ TEST_P(GrpcRangeSourceBadReplyTest, IsInternalNamingEveryTargetWhenAllFail) {
   EXPECT_CALL(*m.b, NextRange(_, _, _))
       .WillOnce(Return(grpc::Status(grpc::StatusCode::UNAVAILABLE, "down")));
   absl::StatusOr<IssuedRange> r = m.source->Next("orders", {});
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(r, StatusIs(absl::StatusCode::kInternal));
   EXPECT_THAT(r.status().message(), HasSubstr("node-a:1"));
   EXPECT_THAT(r.status().message(), HasSubstr("node-b:2: UNAVAILABLE: down"));
 }
@@ -1153,7 +1145,7 @@ TEST(GrpcRangeSourceTest, TagsOfOneToFourOfAToZAndDigitsAreAccepted) {
     MockTargets m = MakeMockTargets(1);
     EXPECT_CALL(*m.a, NextRange(_, _, _)).WillOnce(Reply(1, 32, tag, 7));
     absl::StatusOr<IssuedRange> r = m.source->Next("o", {});
-    ASSERT_TRUE(r.ok()) << tag << ": " << r.status();
+    ASSERT_THAT(r, IsOk()) << tag << ": " << r.status();
     EXPECT_EQ(r->node_tag, tag);
   }
 }
@@ -1176,7 +1168,7 @@ TEST(GrpcRangeSourceTest, SendsPreviousRangeAndReturnsToIssuingTarget) {
         return grpc::Status::OK;
       });
   absl::StatusOr<IssuedRange> range = m.source->Next("o", previous);
-  ASSERT_TRUE(range.ok());
+  ASSERT_THAT(range, IsOk());
   EXPECT_EQ(range->token, 0xfeed'beef'0000'0042);
   IssuedRange from_b = *range;
   from_b.source = 1;
@@ -1196,7 +1188,7 @@ TEST(GrpcRangeSourceTest, SendsPreviousRangeAndReturnsToIssuingTarget) {
         return grpc::Status::OK;
       });
   absl::StatusOr<ReturnResult> returned = m.source->Return("o", from_b, 700);
-  ASSERT_TRUE(returned.ok());
+  ASSERT_THAT(returned, IsOk());
   EXPECT_TRUE(returned->applied);
   EXPECT_EQ(returned->max, 700);
 }
@@ -1212,7 +1204,7 @@ TEST_P(GrpcRangeSourceReturnRetryTest, RetriesToTheSameTarget) {
       .WillOnce(Return(grpc::Status(GetParam(), "blip")))
       .WillOnce(Returned(true, 5));
   absl::StatusOr<ReturnResult> r = m.source->Return("o", TokenedRange(), 5);
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_THAT(r, IsOk());
   EXPECT_TRUE(r->applied);
 }
 
@@ -1310,7 +1302,7 @@ TEST(ClientReturnTest, LostReplyOfAnAppliedReturnIsRetriedAndTheTailFollows) {
       .WillRepeatedly([&node](grpc::ClientContext*,
                               const hilo::v1::NextRangeRequest& request,
                               hilo::v1::NextRangeResponse* response) {
-        return ToGrpc(node.service().DoNextRange(request, response));
+        return ToGrpcStatus(node.service().DoNextRange(request, response));
       });
   std::vector<std::string> calls;
   EXPECT_CALL(*stub, ReturnRange(_, _, _))
@@ -1319,7 +1311,7 @@ TEST(ClientReturnTest, LostReplyOfAnAppliedReturnIsRetriedAndTheTailFollows) {
                           const hilo::v1::ReturnRangeRequest& request,
                           hilo::v1::ReturnRangeResponse* response) {
             const grpc::Status status =
-                ToGrpc(node.service().DoReturnRange(request, response));
+                ToGrpcStatus(node.service().DoReturnRange(request, response));
             calls.push_back(absl::StrFormat("end %d last %d %s", request.end(),
                                             request.last(),
                                             !status.ok()          ? "error"
@@ -1367,18 +1359,18 @@ TEST(ClientReturnTest, LostReplyOfAnAppliedReturnIsRetriedAndTheTailFollows) {
 
 TEST(ClientCreateTest, RejectsBadOptions) {
   ClientOptions none;
-  EXPECT_EQ(Client::Create(none).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Client::Create(none),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   ClientOptions pipe;
   pipe.targets = {"127.0.0.1:1"};
   pipe.separator = '|';
-  EXPECT_EQ(Client::Create(pipe).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Client::Create(pipe),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   ClientOptions deadline;
   deadline.targets = {"127.0.0.1:1"};
   deadline.rpc_deadline = absl::ZeroDuration();
-  EXPECT_EQ(Client::Create(deadline).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Client::Create(deadline),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 // ClientStats, exactly: what an application puts on its own dashboard.

@@ -37,12 +37,14 @@
 #include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
 #include "service/sqlite_range_store.h"
+#include "testing/status_matchers.h"
 #include "tests/test_util.h"
 
 namespace hilo {
 namespace {
 
-using ::hilo::testing::TempDir;
+using ::hilo::testing_util::IsOk;
+using ::hilo::testing_util::TempDir;
 
 constexpr char kCollection[] = "orders";
 constexpr int kThreads = 8;
@@ -338,11 +340,11 @@ std::optional<Range> CheckRestart(const std::string& path,
   options.path = path;
   absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
       SqliteRangeStore::Open(std::move(options));
-  EXPECT_TRUE(store.ok()) << "reopening after the kill: " << store.status();
+  EXPECT_THAT(store, IsOk()) << "reopening after the kill: " << store.status();
   if (!store.ok()) return std::nullopt;
   absl::StatusOr<std::optional<CollectionState>> state =
       (*store)->Get(kCollection);
-  EXPECT_TRUE(state.ok()) << state.status();
+  EXPECT_THAT(state, IsOk());
   if (!state.ok()) return std::nullopt;
   const int64_t max = state->has_value() ? (*state)->max : 0;
   const int64_t highest = HighestHigh(acknowledged);
@@ -355,7 +357,7 @@ std::optional<Range> CheckRestart(const std::string& path,
   }
   absl::StatusOr<Range> next =
       (*store)->Allocate(kCollection, 10, /*floor=*/0, kToken);
-  EXPECT_TRUE(next.ok()) << next.status();
+  EXPECT_THAT(next, IsOk());
   if (!next.ok()) return std::nullopt;
   EXPECT_EQ(next->low, max + 1);
   EXPECT_GT(next->low, highest)

@@ -16,22 +16,25 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "hilo/client.h"
+#include "testing/status_matchers.h"
 #include "tests/recording_observer.h"
 #include "tests/test_util.h"
 
 namespace hilo {
 namespace {
 
-using ::hilo::testing::RecordingObserver;
-using ::hilo::testing::TempDir;
+using ::hilo::testing_util::IsOk;
+using ::hilo::testing_util::RecordingObserver;
+using ::hilo::testing_util::StatusIs;
+using ::hilo::testing_util::TempDir;
 
 std::unique_ptr<Client> NewClient(std::vector<int> ports,
                                   absl::Duration deadline = absl::Seconds(5)) {
   ClientOptions options;
-  for (int port : ports) options.targets.push_back(testing::Address(port));
+  for (int port : ports) options.targets.push_back(testing_util::Address(port));
   options.rpc_deadline = deadline;
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(options);
-  EXPECT_TRUE(client.ok()) << client.status();
+  EXPECT_THAT(client, IsOk());
   return client.ok() ? *std::move(client) : nullptr;
 }
 
@@ -62,9 +65,9 @@ TEST(EndToEndTest, ManyThreadsAndClientsNeverRepeatAndUseExactlyTheRanges) {
 
   TempDir dir;
   RecordingObserver observer;
-  ServerOptions options = testing::TestServerOptions(dir, "A");
+  ServerOptions options = testing_util::TestServerOptions(dir, "A");
   options.observer = &observer;
-  std::unique_ptr<Server> server = testing::StartServer(options);
+  std::unique_ptr<Server> server = testing_util::StartServer(options);
   ASSERT_NE(server, nullptr);
   std::vector<std::unique_ptr<Client>> clients;
   for (int c = 0; c < kClients; ++c) {
@@ -145,14 +148,14 @@ TEST(EndToEndTest, ManyThreadsAndClientsNeverRepeatAndUseExactlyTheRanges) {
 TEST(EndToEndTest, FailoverMidStreamKeepsEveryIdUniqueAndTaggedByItsRange) {
   TempDir dir;
   RecordingObserver observer_a, observer_b;
-  ServerOptions options_a = testing::TestServerOptions(dir, "A");
+  ServerOptions options_a = testing_util::TestServerOptions(dir, "A");
   options_a.observer = &observer_a;
-  ServerOptions options_b = testing::TestServerOptions(dir, "B");
+  ServerOptions options_b = testing_util::TestServerOptions(dir, "B");
   options_b.observer = &observer_b;
   // Small ranges, so the client keeps asking and meets the failover.
   options_a.range_sizes = options_b.range_sizes = {32, 64};
-  std::unique_ptr<Server> a = testing::StartServer(options_a);
-  std::unique_ptr<Server> b = testing::StartServer(options_b);
+  std::unique_ptr<Server> a = testing_util::StartServer(options_a);
+  std::unique_ptr<Server> b = testing_util::StartServer(options_b);
   ASSERT_TRUE(a != nullptr && b != nullptr);
   std::unique_ptr<Client> client =
       NewClient({a->port(), b->port()}, absl::Seconds(2));
@@ -221,7 +224,7 @@ TEST(EndToEndTest, FailoverMidStreamKeepsEveryIdUniqueAndTaggedByItsRange) {
 TEST(EndToEndTest, UnusedTailReturnedByOneClientIsUsedByTheNext) {
   TempDir dir;
   std::unique_ptr<Server> server =
-      testing::StartServer(testing::TestServerOptions(dir));
+      testing_util::StartServer(testing_util::TestServerOptions(dir));
   ASSERT_NE(server, nullptr);
   {
     std::unique_ptr<Client> first = NewClient({server->port()});
@@ -238,9 +241,9 @@ TEST(EndToEndTest, UnusedTailReturnedByOneClientIsUsedByTheNext) {
 TEST(EndToEndTest, ClosingManyCollectionsHandsEveryTailBack) {
   constexpr int kCollections = 2000;
   TempDir dir;
-  ServerOptions options = testing::TestServerOptions(dir);
+  ServerOptions options = testing_util::TestServerOptions(dir);
   options.sync = SyncMode::kNormal;  // a test survives no power loss
-  std::unique_ptr<Server> server = testing::StartServer(options);
+  std::unique_ptr<Server> server = testing_util::StartServer(options);
   ASSERT_NE(server, nullptr);
   auto name = [](int i) { return absl::StrCat("c", i); };
   // 1 to 50 IDs each: the first range holds 32 (so some collections are on
@@ -254,7 +257,7 @@ TEST(EndToEndTest, ClosingManyCollectionsHandsEveryTailBack) {
     for (int i = 0; i < kCollections; ++i) {
       for (int d = 0; d < draws(i); ++d) {
         absl::StatusOr<Id> id = first->NextId(name(i));
-        ASSERT_TRUE(id.ok()) << id.status();
+        ASSERT_THAT(id, IsOk());
         last[i] = id->number;
       }
     }
@@ -264,7 +267,7 @@ TEST(EndToEndTest, ClosingManyCollectionsHandsEveryTailBack) {
   int wrong = 0;
   for (int i = 0; i < kCollections; ++i) {
     absl::StatusOr<Id> id = second->NextId(name(i));
-    ASSERT_TRUE(id.ok()) << id.status();
+    ASSERT_THAT(id, IsOk());
     EXPECT_EQ(last[i], draws(i));  // one client: numbers from 1 in order
     if (id->number != last[i] + 1 && ++wrong <= 10) {
       ADD_FAILURE() << name(i) << ": last used " << last[i]
@@ -276,15 +279,15 @@ TEST(EndToEndTest, ClosingManyCollectionsHandsEveryTailBack) {
 
 TEST(EndToEndTest, RestartedServerContinuesAboveEveryIssuedRange) {
   TempDir dir;
-  ServerOptions options = testing::TestServerOptions(dir);
+  ServerOptions options = testing_util::TestServerOptions(dir);
   std::set<int64_t> seen;
   for (int incarnation = 0; incarnation < 3; ++incarnation) {
-    std::unique_ptr<Server> server = testing::StartServer(options);
+    std::unique_ptr<Server> server = testing_util::StartServer(options);
     ASSERT_NE(server, nullptr);
     std::unique_ptr<Client> client = NewClient({server->port()});
     for (int i = 0; i < 100; ++i) {
       absl::StatusOr<Id> id = client->NextId("orders");
-      ASSERT_TRUE(id.ok()) << id.status();
+      ASSERT_THAT(id, IsOk());
       EXPECT_TRUE(seen.insert(id->number).second) << id->number;
     }
     // The server goes away while the client still holds its range, as if
@@ -327,14 +330,14 @@ TEST(EndToEndTest, AllServersDownIsUnavailableNamingTargetsThenRecovers) {
   const int port = reserved.port();
   std::unique_ptr<Client> client = NewClient({port}, absl::Seconds(2));
   absl::StatusOr<Id> id = client->NextId("orders");
-  EXPECT_EQ(id.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(id, StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_THAT(id.status().message(),
-              ::testing::HasSubstr(testing::Address(port)));
+              ::testing::HasSubstr(testing_util::Address(port)));
 
-  ServerOptions options = testing::TestServerOptions(dir);
-  options.listen = testing::Address(port);
+  ServerOptions options = testing_util::TestServerOptions(dir);
+  options.listen = testing_util::Address(port);
   reserved.Release();
-  std::unique_ptr<Server> server = testing::StartServer(options);
+  std::unique_ptr<Server> server = testing_util::StartServer(options);
   ASSERT_NE(server, nullptr);
   // The channel reconnects by itself (backoff at most 1 s); calls fail fast
   // with UNAVAILABLE until then.
@@ -343,9 +346,9 @@ TEST(EndToEndTest, AllServersDownIsUnavailableNamingTargetsThenRecovers) {
   while (absl::Now() < give_up) {
     again = client->NextId("orders");
     if (again.ok()) break;
-    ASSERT_EQ(again.status().code(), absl::StatusCode::kUnavailable);
+    ASSERT_THAT(again, StatusIs(absl::StatusCode::kUnavailable));
   }
-  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_THAT(again, IsOk());
   EXPECT_EQ(again->number, 1);
 }
 

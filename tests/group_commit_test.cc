@@ -11,11 +11,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "hilo/base/mutex.h"
+#include "testing/status_matchers.h"
 #include "tests/test_util.h"
 
 namespace hilo {
 namespace {
 
+using ::hilo::testing_util::StatusIs;
 using ::testing::ElementsAre;
 
 // Records what happened, in order, from any thread.
@@ -62,7 +64,7 @@ class Runner {
  private:
   Log* const log_;
   std::atomic<bool> hold_{false};
-  testing::Notification held_, release_;
+  testing_util::Notification held_, release_;
 };
 
 // An operation whose body answers its id (as the status message) and whose
@@ -131,7 +133,7 @@ TEST(GroupCommitTest, RunReturnsTheStatusTheRunnerSet) {
   absl::Status s = queue.Run(
       [](GroupCommit::Operation&) { return absl::NotFoundError("x"); },
       /*read_only=*/true);
-  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kNotFound));
   EXPECT_EQ(s.message(), "x");
 }
 

@@ -14,12 +14,16 @@
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
+#include "hilo/v1/conversions.h"
+#include "testing/status_matchers.h"
 #include "tests/test_util.h"
 
 namespace hilo {
 namespace {
 
-using ::hilo::testing::TempDir;
+using ::hilo::testing_util::IsOk;
+using ::hilo::testing_util::StatusIs;
+using ::hilo::testing_util::TempDir;
 using ::hilo::v1::NextRangeRequest;
 using ::hilo::v1::NextRangeResponse;
 using ::hilo::v1::ReturnRangeRequest;
@@ -30,9 +34,7 @@ const absl::Time kStart = absl::FromUnixSeconds(1'800'000'000);
 
 google::protobuf::Timestamp Ts(absl::Time t) {
   google::protobuf::Timestamp ts;
-  ts.set_seconds(absl::ToUnixSeconds(t));
-  ts.set_nanos(static_cast<int32_t>(absl::ToInt64Nanoseconds(
-      t - absl::FromUnixSeconds(absl::ToUnixSeconds(t)))));
+  ToProtoTime(t, &ts);
   return ts;
 }
 
@@ -69,13 +71,13 @@ class HiLoServiceTest : public ::testing::Test {
              int64_t max_collections = kDefaultMaxCollections) {
     stub_.reset();
     server_.reset();
-    ServerOptions options = testing::TestServerOptions(dir_, "A");
+    ServerOptions options = testing_util::TestServerOptions(dir_, "A");
     options.clock = &clock_;
     options.allow_returns_without_token = allow_returns_without_token;
     options.max_collections = max_collections;
-    server_ = testing::StartServer(options);
+    server_ = testing_util::StartServer(options);
     ASSERT_NE(server_, nullptr);
-    stub_ = testing::NewStub(server_->port());
+    stub_ = testing_util::NewStub(server_->port());
   }
 
   // A return by the holder of the range of `collection` ending at `end`:
@@ -111,20 +113,20 @@ class HiLoServiceTest : public ::testing::Test {
   std::pair<int64_t, int64_t> MustNext(const NextRangeRequest& request) {
     NextRangeResponse response;
     grpc::Status status = CallNext(request, &response);
-    EXPECT_TRUE(status.ok()) << status.error_message();
+    EXPECT_THAT(status, IsOk());
     return {response.low(), response.high()};
   }
   ReturnRangeResponse MustReturn(const ReturnRangeRequest& request) {
     ReturnRangeResponse response;
     grpc::Status status = CallReturn(request, &response);
-    EXPECT_TRUE(status.ok()) << status.error_message();
+    EXPECT_THAT(status, IsOk());
     return response;
   }
 
   std::optional<CollectionState> Row(absl::string_view collection) {
     absl::StatusOr<std::optional<CollectionState>> row =
         server_->store()->Get(collection);
-    EXPECT_TRUE(row.ok()) << row.status();
+    EXPECT_THAT(row, IsOk());
     return row.ok() ? *row : std::nullopt;
   }
 
@@ -132,7 +134,7 @@ class HiLoServiceTest : public ::testing::Test {
   std::vector<NamedCollectionState> Rows() {
     absl::StatusOr<std::vector<NamedCollectionState>> rows =
         server_->store()->List("", 1000);
-    EXPECT_TRUE(rows.ok()) << rows.status();
+    EXPECT_THAT(rows, IsOk());
     return rows.value_or(std::vector<NamedCollectionState>{});
   }
 
@@ -166,7 +168,7 @@ TEST_F(HiLoServiceTest, NoNewCollectionBeyondMaxCollections) {
   for (int restart = 0; restart < 2; ++restart) {
     NextRangeResponse response;
     const grpc::Status status = CallNext(Next("d"), &response);
-    EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+    EXPECT_THAT(status, StatusIs(absl::StatusCode::kResourceExhausted));
     EXPECT_THAT(status.error_message(),
                 HasSubstr("collection \"d\" would be new, and this node "
                           "already stores its limit of 3 collections"));
@@ -185,7 +187,7 @@ TEST_F(HiLoServiceTest, RacingNewCollectionsStopAtMaxCollections) {
   std::atomic<int> exhausted{0};
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&, t] {
-      auto stub = testing::NewStub(server_->port());
+      auto stub = testing_util::NewStub(server_->port());
       for (int i = 0; i < 5; ++i) {
         grpc::ClientContext context;
         NextRangeResponse response;
@@ -358,7 +360,7 @@ TEST_P(HiLoServiceBadInputTest, IsRefusedAndChangesNothing) {
   clock_.Advance(absl::Seconds(1));
 
   const grpc::Status status = GetParam().call(this);
-  EXPECT_EQ(status.error_code(), GetParam().code) << status.error_message();
+  EXPECT_THAT(status, StatusIs(static_cast<absl::StatusCode>(GetParam().code)));
   EXPECT_THAT(status.error_message(), HasSubstr(GetParam().message_part));
 
   const std::optional<CollectionState> after = Row("orders");
@@ -482,11 +484,11 @@ TEST_F(HiLoServiceTest, InvalidUtf8OnTheWireIsRefusedAndChangesNothing) {
   MustNext(Next("orders"));
   NextRangeResponse response;
   grpc::Status next = CallNext(Next(Invalid("ord\xFF", 4)), &response);
-  EXPECT_EQ(next.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_THAT(next, StatusIs(absl::StatusCode::kUnimplemented));
   ReturnRangeResponse returned;
   grpc::Status ret =
       CallReturn(ReturnRequest(Invalid("\xC0\x80", 2), 32, 1), &returned);
-  EXPECT_EQ(ret.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_THAT(ret, StatusIs(absl::StatusCode::kUnimplemented));
   EXPECT_EQ(Row("orders")->max, 32);
   EXPECT_EQ(Rows().size(), 1u);
 }
@@ -497,17 +499,17 @@ TEST(HiLoServiceDirectTest, InvalidUtf8NameIsInvalidArgument) {
   SqliteRangeStoreOptions options;
   options.path = dir.File("h.db");
   auto store = SqliteRangeStore::Open(options);
-  ASSERT_TRUE(store.ok());
+  ASSERT_THAT(store, IsOk());
   ManualClock clock(kStart);
   HiLoService service(store->get(), RangeSizePolicy({}), "A", &clock);
   NextRangeResponse next;
   absl::Status s = service.DoNextRange(Next(Invalid("ord\xFF", 4)), &next);
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(s.message(), HasSubstr("not valid UTF-8 at byte 3"));
   ReturnRangeResponse returned;
   s = service.DoReturnRange(ReturnRequest(Invalid("\xC0\x80", 2), 32, 1, "", 7),
                             &returned);
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_FALSE((*store)->Get(Invalid("ord\xFF", 4))->has_value());
 }
 

@@ -12,10 +12,12 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/status_matchers.h"
 
 namespace hilo {
 namespace {
 
+using ::hilo::testing_util::StatusIs;
 using ::testing::HasSubstr;
 
 // A TCP socket listening on 127.0.0.1:0 that never accepts.
@@ -58,7 +60,7 @@ TEST(ListenerProbeTest, AListenerThatNoLongerAcceptsIsUnavailable) {
   DeafListener listener;
   const absl::Status status = ListenerProbe::ProbeOnce(
       "127.0.0.1", listener.port(), absl::Milliseconds(200));
-  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_THAT(status.message(), HasSubstr("no longer accepts"));
 }
 

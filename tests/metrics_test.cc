@@ -14,12 +14,15 @@
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
+#include "testing/status_matchers.h"
 #include "tests/test_util.h"
 
 namespace hilo {
 namespace {
 
-using ::hilo::testing::TempDir;
+using ::hilo::testing_util::IsOk;
+using ::hilo::testing_util::StatusIs;
+using ::hilo::testing_util::TempDir;
 using ::testing::HasSubstr;
 
 // The value of the sample whose name and labels are exactly `series`, or
@@ -40,13 +43,13 @@ double Sample(const std::string& scrape, const std::string& series) {
 class MetricsTest : public ::testing::Test {
  protected:
   void Start(int max_collections = kDefaultMetricsMaxCollections) {
-    ServerOptions options = testing::TestServerOptions(dir_, "B");
+    ServerOptions options = testing_util::TestServerOptions(dir_, "B");
     options.metrics_listen = "127.0.0.1:0";
     options.metrics_max_collections = max_collections;
-    server_ = testing::StartServer(options);
+    server_ = testing_util::StartServer(options);
     ASSERT_NE(server_, nullptr);
     ASSERT_GT(server_->metrics_port(), 0);
-    stub_ = testing::NewStub(server_->port());
+    stub_ = testing_util::NewStub(server_->port());
   }
 
   grpc::StatusCode Next(const std::string& collection, int64_t last_size = 0) {
@@ -75,8 +78,8 @@ class MetricsTest : public ::testing::Test {
 
   std::string Scrape() {
     absl::StatusOr<std::string> body =
-        testing::HttpGet(server_->metrics_port(), "/metrics");
-    EXPECT_TRUE(body.ok()) << body.status();
+        testing_util::HttpGet(server_->metrics_port(), "/metrics");
+    EXPECT_THAT(body, IsOk());
     return body.value_or("");
   }
 
@@ -178,11 +181,11 @@ TEST(MetricsEndpointTest, TakenPortIsUnavailableNamingTheAddress) {
   auto registry = std::make_shared<prometheus::Registry>();
   absl::StatusOr<std::unique_ptr<MetricsEndpoint>> first =
       MetricsEndpoint::Start("127.0.0.1:0", registry);
-  ASSERT_TRUE(first.ok()) << first.status();
-  const std::string address = testing::Address((*first)->port());
+  ASSERT_THAT(first, IsOk());
+  const std::string address = testing_util::Address((*first)->port());
   absl::StatusOr<std::unique_ptr<MetricsEndpoint>> second =
       MetricsEndpoint::Start(address, registry);
-  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(second, StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_THAT(second.status().message(), HasSubstr(address));
 }
 

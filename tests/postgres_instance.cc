@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
-namespace hilo::testing {
+namespace hilo::testing_util {
 namespace {
 
 constexpr char kScript[] = HILO_SOURCE_DIR "/tests/postgres/temp_postgres.sh";
@@ -127,4 +127,4 @@ absl::Status PostgresInstance::Stop(const std::string& mode) {
 
 absl::Status PostgresInstance::Restart() { return Script("start", "", &uri_); }
 
-}  // namespace hilo::testing
+}  // namespace hilo::testing_util

@@ -12,7 +12,7 @@
 #include "absl/status/statusor.h"
 #include "tests/test_util.h"
 
-namespace hilo::testing {
+namespace hilo::testing_util {
 
 class PostgresInstance {
  public:
@@ -52,6 +52,6 @@ class PostgresInstance {
   std::string uri_;
 };
 
-}  // namespace hilo::testing
+}  // namespace hilo::testing_util
 
 #endif  // HILO_TESTS_POSTGRES_INSTANCE_H_

@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/status_matchers.h"
 #include "tests/postgres_instance.h"
 #include "tests/range_store_fixture.h"
 #include "tests/test_util.h"
@@ -27,8 +28,10 @@
 namespace hilo {
 namespace {
 
-using ::hilo::testing::NextToken;
-using ::hilo::testing::PostgresInstance;
+using ::hilo::testing_util::IsOk;
+using ::hilo::testing_util::NextToken;
+using ::hilo::testing_util::PostgresInstance;
+using ::hilo::testing_util::StatusIs;
 using ::testing::HasSubstr;
 
 absl::StatusOr<std::unique_ptr<PostgresRangeStore>> OpenOn(
@@ -42,9 +45,9 @@ class PostgresRangeStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
     absl::StatusOr<PostgresInstance*> postgres = PostgresInstance::Shared();
-    ASSERT_TRUE(postgres.ok()) << postgres.status();
+    ASSERT_THAT(postgres, IsOk());
     absl::StatusOr<std::string> uri = (*postgres)->NewSchema();
-    ASSERT_TRUE(uri.ok()) << uri.status();
+    ASSERT_THAT(uri, IsOk());
     uri_ = *uri;
   }
 
@@ -86,7 +89,7 @@ TEST_F(PostgresRangeStoreTest, ServersOnOneDatabaseNeverOverlap) {
   std::vector<std::unique_ptr<PostgresRangeStore>> servers;
   for (int i = 0; i < kServers; ++i) {
     absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = OpenOn(uri_);
-    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_THAT(store, IsOk());
     servers.push_back(*std::move(store));
   }
   std::vector<std::vector<std::pair<int, Range>>> got(kServers * kThreadsEach);
@@ -98,7 +101,7 @@ TEST_F(PostgresRangeStoreTest, ServersOnOneDatabaseNeverOverlap) {
         const int c = (t + i) % kCollections;
         absl::StatusOr<Range> r = store.Allocate(
             absl::StrCat("c", c), 1 + (t * 7 + i) % 40, 0, NextToken());
-        ASSERT_TRUE(r.ok()) << r.status();
+        ASSERT_THAT(r, IsOk());
         got[t].push_back({c, *r});
       }
     });
@@ -133,14 +136,14 @@ TEST_F(PostgresRangeStoreTest, ServersStartingTogetherCreateTheSchemaOnce) {
     threads.emplace_back([&, i] { opened[i] = OpenOn(uri_).status(); });
   }
   for (std::thread& t : threads) t.join();
-  for (const absl::Status& s : opened) EXPECT_TRUE(s.ok()) << s;
+  for (const absl::Status& s : opened) EXPECT_THAT(s, IsOk());
 }
 
 TEST_F(PostgresRangeStoreTest, OtherApplicationsSchemaIsFailedPrecondition) {
   ASSERT_TRUE(
       PostgresInstance::Execute(uri_, "CREATE TABLE orders (id BIGINT)").ok());
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = OpenOn(uri_);
-  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(store, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(store.status().message(),
               HasSubstr("holds 1 tables of another application"));
   // Nothing was created beside it.
@@ -152,14 +155,14 @@ TEST_F(PostgresRangeStoreTest, OtherApplicationsSchemaIsFailedPrecondition) {
 }
 
 TEST_F(PostgresRangeStoreTest, NewerSchemaIsFailedPrecondition) {
-  ASSERT_TRUE(OpenOn(uri_).ok());
+  ASSERT_THAT(OpenOn(uri_), IsOk());
   ASSERT_TRUE(
       PostgresInstance::Execute(uri_,
                                 "UPDATE hilo_meta SET value = '3' WHERE key = "
                                 "'schema_version'")
           .ok());
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = OpenOn(uri_);
-  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(store, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(
       store.status().message(),
       HasSubstr("has hilo schema version 3; this server understands 2"));
@@ -190,12 +193,12 @@ TEST_F(PostgresRangeStoreTest, SchemaVersionOneIsMigrated) {
 }
 
 TEST_F(PostgresRangeStoreTest, BadConnectionStringsAreClearErrors) {
-  EXPECT_EQ(OpenOn("postgresql://host:notaport/db?bogus=1").status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(OpenOn("postgresql://host:notaport/db?bogus=1"),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   // Nothing listens on port 1.
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
       OpenOn("postgresql://hilo@127.0.0.1:1/hilo?password=secret");
-  EXPECT_EQ(store.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(store, StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_THAT(
       store.status().message(),
       HasSubstr("cannot connect to PostgreSQL at postgresql://hilo@127.0.0.1:1/"
@@ -231,12 +234,12 @@ TEST_F(PostgresRangeStoreTest, CommitWithUnknownOutcomeIsNeverReportedApplied) {
   };
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
       PostgresRangeStore::Open(std::move(options));
-  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_THAT(store, IsOk());
   ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
             (Range{1, 32}));
   cut = true;
   absl::StatusOr<Range> lost = (*store)->Allocate("orders", 32, 0, NextToken());
-  EXPECT_EQ(lost.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(lost, StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_THAT(lost.status().message(), HasSubstr("outcome of the commit"));
   // It did commit 33-64; the next range starts above it.
   EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
@@ -251,7 +254,7 @@ TEST_F(PostgresRangeStoreTest,
   // The store's sessions carry a name of their own, to be found below.
   const std::string name = absl::StrCat("hilo_test_", getpid());
   const std::string uri = absl::StrCat(uri_, "&application_name=", name);
-  ASSERT_TRUE(OpenOn(uri_).ok());  // the schema
+  ASSERT_THAT(OpenOn(uri_), IsOk());  // the schema
   Session other(uri_);
   Session watcher(uri_);
   // The other server's row, not committed yet: invisible to the store's
@@ -276,9 +279,9 @@ TEST_F(PostgresRangeStoreTest,
   };
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
       PostgresRangeStore::Open(std::move(options));
-  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_THAT(store, IsOk());
   absl::StatusOr<Range> lost = (*store)->Allocate("x", 32, 0, NextToken());
-  EXPECT_EQ(lost.status().code(), absl::StatusCode::kUnavailable)
+  EXPECT_THAT(lost, StatusIs(absl::StatusCode::kUnavailable))
       << (lost.ok() ? absl::StrCat("handed out ", lost->low, "-", lost->high)
                     : lost.status().ToString());
   EXPECT_EQ((*store)->Allocate("x", 32, 0, NextToken()).value(),
@@ -442,7 +445,7 @@ TEST_F(PostgresRangeStoreTest, BadNodeTagLeasesAreInvalidArgument) {
 TEST(PostgresRangeStoreFaultTest, StoppedDatabaseIsUnavailableThenRecovers) {
   absl::StatusOr<std::unique_ptr<PostgresInstance>> postgres =
       PostgresInstance::Start();
-  ASSERT_TRUE(postgres.ok()) << postgres.status();
+  ASSERT_THAT(postgres, IsOk());
   std::atomic<int> downs{0}, ups{0};
   PostgresRangeStoreOptions options;
   options.uri = (*postgres)->uri();
@@ -451,20 +454,20 @@ TEST(PostgresRangeStoreFaultTest, StoppedDatabaseIsUnavailableThenRecovers) {
   };
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
       PostgresRangeStore::Open(std::move(options));
-  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_THAT(store, IsOk());
   ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
             (Range{1, 32}));
 
-  ASSERT_TRUE((*postgres)->Stop("immediate").ok());
+  ASSERT_THAT((*postgres)->Stop("immediate"), IsOk());
   for (int i = 0; i < 2; ++i) {  // the broken connection, then a refused one
     absl::StatusOr<Range> r = (*store)->Allocate("orders", 32, 0, NextToken());
-    EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << i;
+    EXPECT_THAT(r, StatusIs(absl::StatusCode::kUnavailable)) << i;
     EXPECT_THAT(r.status().message(), HasSubstr("PostgreSQL at postgresql://"));
   }
   EXPECT_FALSE((*store)->reachable());
   EXPECT_EQ(downs.load(), 1);
 
-  ASSERT_TRUE((*postgres)->Restart().ok());
+  ASSERT_THAT((*postgres)->Restart(), IsOk());
   EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
             (Range{33, 64}));
   EXPECT_TRUE((*store)->reachable());

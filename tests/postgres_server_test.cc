@@ -10,13 +10,16 @@
 #include "gtest/gtest.h"
 #include "hilo/admin_client.h"
 #include "service/range_token.h"
+#include "testing/status_matchers.h"
 #include "tests/postgres_instance.h"
 #include "tests/test_util.h"
 
 namespace hilo {
 namespace {
 
-using ::hilo::testing::PostgresInstance;
+using ::hilo::testing_util::IsOk;
+using ::hilo::testing_util::PostgresInstance;
+using ::hilo::testing_util::StatusIs;
 
 grpc::Status NextRange(hilo::v1::HiLo::Stub& stub, absl::Duration deadline,
                        hilo::v1::NextRangeResponse* response) {
@@ -46,16 +49,17 @@ ServingStatus HealthBecomes(AdminClient& admin, ServingStatus want,
 TEST(PostgresServerTest, DatabaseDownIsUnavailableAndNotServingThenRecovers) {
   absl::StatusOr<std::unique_ptr<PostgresInstance>> postgres =
       PostgresInstance::Start();
-  ASSERT_TRUE(postgres.ok()) << postgres.status();
-  testing::TempDir dir;
-  ServerOptions options = testing::TestServerOptions(dir);
+  ASSERT_THAT(postgres, IsOk());
+  testing_util::TempDir dir;
+  ServerOptions options = testing_util::TestServerOptions(dir);
   options.postgres_uri = (*postgres)->uri();
-  std::unique_ptr<Server> server = testing::StartServer(options);
+  std::unique_ptr<Server> server = testing_util::StartServer(options);
   ASSERT_NE(server, nullptr);
-  std::unique_ptr<hilo::v1::HiLo::Stub> stub = testing::NewStub(server->port());
+  std::unique_ptr<hilo::v1::HiLo::Stub> stub =
+      testing_util::NewStub(server->port());
   absl::StatusOr<std::unique_ptr<AdminClient>> admin =
-      AdminClient::Create(testing::Address(server->port()));
-  ASSERT_TRUE(admin.ok()) << admin.status();
+      AdminClient::Create(testing_util::Address(server->port()));
+  ASSERT_THAT(admin, IsOk());
 
   hilo::v1::NextRangeResponse range;
   ASSERT_TRUE(NextRange(*stub, absl::Seconds(5), &range).ok());
@@ -63,16 +67,15 @@ TEST(PostgresServerTest, DatabaseDownIsUnavailableAndNotServingThenRecovers) {
   const int64_t high = range.high();
   EXPECT_EQ(*(*admin)->CheckHealth(), ServingStatus::kServing);
 
-  ASSERT_TRUE((*postgres)->Stop("immediate").ok());
+  ASSERT_THAT((*postgres)->Stop("immediate"), IsOk());
   grpc::Status down = NextRange(*stub, absl::Seconds(5), &range);
-  EXPECT_EQ(down.error_code(), grpc::StatusCode::UNAVAILABLE)
-      << down.error_message();
+  EXPECT_THAT(down, StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_THAT(down.error_message(), ::testing::HasSubstr("PostgreSQL at"));
   EXPECT_EQ(
       HealthBecomes(**admin, ServingStatus::kNotServing, absl::Seconds(10)),
       ServingStatus::kNotServing);
 
-  ASSERT_TRUE((*postgres)->Restart().ok());
+  ASSERT_THAT((*postgres)->Restart(), IsOk());
   EXPECT_EQ(HealthBecomes(**admin, ServingStatus::kServing, absl::Seconds(10)),
             ServingStatus::kServing);
   ASSERT_TRUE(NextRange(*stub, absl::Seconds(5), &range).ok());
@@ -87,24 +90,24 @@ TEST(PostgresServerTest, ServersOnOneDatabaseShowDistinctTags) {
   ASSERT_TRUE(postgres.ok()) << postgres.status();
   absl::StatusOr<std::string> uri = (*postgres)->NewSchema();
   ASSERT_TRUE(uri.ok()) << uri.status();
-  testing::TempDir dir;
-  ServerOptions options = testing::TestServerOptions(dir);
+  testing_util::TempDir dir;
+  ServerOptions options = testing_util::TestServerOptions(dir);
   options.postgres_uri = *uri;
   options.node_tag = "P";
   options.node_tag_alternates = {"Q", "R"};
-  std::unique_ptr<Server> first = testing::StartServer(options);
+  std::unique_ptr<Server> first = testing_util::StartServer(options);
   ASSERT_NE(first, nullptr);
-  std::unique_ptr<Server> second = testing::StartServer(options);
+  std::unique_ptr<Server> second = testing_util::StartServer(options);
   ASSERT_NE(second, nullptr);
   EXPECT_EQ(first->node_tag(), "P");
   EXPECT_EQ(second->node_tag(), "Q");
 
   hilo::v1::NextRangeResponse from_first, from_second;
-  ASSERT_TRUE(
-      NextRange(*testing::NewStub(first->port()), absl::Seconds(5), &from_first)
-          .ok());
-  ASSERT_TRUE(NextRange(*testing::NewStub(second->port()), absl::Seconds(5),
-                        &from_second)
+  ASSERT_TRUE(NextRange(*testing_util::NewStub(first->port()), absl::Seconds(5),
+                        &from_first)
+                  .ok());
+  ASSERT_TRUE(NextRange(*testing_util::NewStub(second->port()),
+                        absl::Seconds(5), &from_second)
                   .ok());
   EXPECT_EQ(from_first.node_tag(), "P");
   EXPECT_EQ(from_second.node_tag(), "Q");

@@ -1,9 +1,12 @@
 #include "service/range_size_policy.h"
 
 #include "gtest/gtest.h"
+#include "testing/status_matchers.h"
 
 namespace hilo {
 namespace {
+
+using ::hilo::testing_util::StatusIs;
 
 const absl::Time kNow = absl::FromUnixSeconds(1'800'000'000);
 
@@ -61,10 +64,10 @@ TEST(RangeSizePolicyTest, FutureTimeCountsAsNow) {
 
 TEST(RangeSizePolicyTest, ValidatesLimits) {
   EXPECT_TRUE(ValidateRangeSizeLimits({32, 32}).ok());
-  EXPECT_EQ(ValidateRangeSizeLimits({0, 32}).code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ValidateRangeSizeLimits({64, 32}).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ValidateRangeSizeLimits({0, 32}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ValidateRangeSizeLimits({64, 32}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "service/postgres_range_store.h"
 #include "service/range_store.h"
 #include "service/sqlite_range_store.h"
+#include "testing/status_matchers.h"
 #include "tests/postgres_instance.h"
 #include "tests/range_store_fixture.h"
 #include "tests/test_util.h"
@@ -21,11 +22,13 @@
 namespace hilo {
 namespace {
 
-using ::hilo::testing::kMax;
-using ::hilo::testing::kNeverIssued;
-using ::hilo::testing::NextToken;
-using ::hilo::testing::PostgresInstance;
-using ::hilo::testing::TempDir;
+using ::hilo::testing_util::IsOk;
+using ::hilo::testing_util::kMax;
+using ::hilo::testing_util::kNeverIssued;
+using ::hilo::testing_util::NextToken;
+using ::hilo::testing_util::PostgresInstance;
+using ::hilo::testing_util::StatusIs;
+using ::hilo::testing_util::TempDir;
 using ::testing::HasSubstr;
 
 enum class Backend { kSqlite, kPostgres };
@@ -39,14 +42,14 @@ std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
 }
 
 class RangeStoreContractTest : public ::testing::TestWithParam<Backend>,
-                               public testing::RangeStoreFixture {
+                               public testing_util::RangeStoreFixture {
  protected:
   void SetUp() override {
     if (GetParam() == Backend::kPostgres) {
       absl::StatusOr<PostgresInstance*> postgres = PostgresInstance::Shared();
-      ASSERT_TRUE(postgres.ok()) << postgres.status();
+      ASSERT_THAT(postgres, IsOk());
       absl::StatusOr<std::string> uri = (*postgres)->NewSchema();
-      ASSERT_TRUE(uri.ok()) << uri.status();
+      ASSERT_THAT(uri, IsOk());
       uri_ = *uri;
     }
     Reopen();
@@ -61,7 +64,7 @@ class RangeStoreContractTest : public ::testing::TestWithParam<Backend>,
       options.clock = &clock_;
       absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
           SqliteRangeStore::Open(std::move(options));
-      ASSERT_TRUE(store.ok()) << store.status();
+      ASSERT_THAT(store, IsOk());
       store_ = *std::move(store);
     } else {
       PostgresRangeStoreOptions options;
@@ -69,7 +72,7 @@ class RangeStoreContractTest : public ::testing::TestWithParam<Backend>,
       options.clock = &clock_;
       absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
           PostgresRangeStore::Open(std::move(options));
-      ASSERT_TRUE(store.ok()) << store.status();
+      ASSERT_THAT(store, IsOk());
       store_ = *std::move(store);
     }
   }
@@ -103,7 +106,7 @@ TEST_P(RangeStoreContractTest, RecordsMaxReturnFloorAndTimeOfChange) {
 
 TEST_P(RangeStoreContractTest, UnknownCollectionHasNoRow) {
   absl::StatusOr<std::optional<CollectionState>> state = store_->Get("none");
-  ASSERT_TRUE(state.ok());
+  ASSERT_THAT(state, IsOk());
   EXPECT_FALSE(state->has_value());
 }
 
@@ -123,7 +126,7 @@ TEST_P(RangeStoreContractTest, NamesAreComparedByteForByte) {
 TEST_P(RangeStoreContractTest, ReturnOfUnusedTailLetsNextRangeContinue) {
   EXPECT_EQ(MustAllocate("orders", 32), (Range{1, 32}));
   absl::StatusOr<ReturnOutcome> outcome = Return("orders", 32, 1);
-  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  ASSERT_THAT(outcome, IsOk());
   EXPECT_TRUE(outcome->applied);
   EXPECT_EQ(outcome->max, 1);
   EXPECT_EQ(MustAllocate("orders", 32), (Range{2, 33}));
@@ -132,7 +135,7 @@ TEST_P(RangeStoreContractTest, ReturnOfUnusedTailLetsNextRangeContinue) {
 TEST_P(RangeStoreContractTest, ReturnOfWholeRangeIsApplied) {
   MustAllocate("orders", 32);
   absl::StatusOr<ReturnOutcome> outcome = Return("orders", 32, 0);
-  ASSERT_TRUE(outcome.ok());
+  ASSERT_THAT(outcome, IsOk());
   EXPECT_TRUE(outcome->applied);
   EXPECT_EQ(outcome->max, 0);
   EXPECT_EQ(MustAllocate("orders", 32), (Range{1, 32}));
@@ -142,7 +145,7 @@ TEST_P(RangeStoreContractTest, StaleReturnIsRefused) {
   MustAllocate("orders", 32);
   MustAllocate("orders", 32);  // another client took 33-64
   absl::StatusOr<ReturnOutcome> outcome = Return("orders", 32, 5);
-  ASSERT_TRUE(outcome.ok());
+  ASSERT_THAT(outcome, IsOk());
   EXPECT_FALSE(outcome->applied);
   EXPECT_EQ(outcome->max, 64);
   EXPECT_EQ(StoredMax("orders"), 64);
@@ -152,11 +155,11 @@ TEST_P(RangeStoreContractTest, ReturnBelowLastIssuedLowIsRefused) {
   MustAllocate("orders", 32);
   MustAllocate("orders", 32);  // 33-64
   absl::StatusOr<ReturnOutcome> below = Return("orders", 64, 10);
-  ASSERT_TRUE(below.ok());
+  ASSERT_THAT(below, IsOk());
   EXPECT_FALSE(below->applied);
   EXPECT_EQ(below->max, 64);
   absl::StatusOr<ReturnOutcome> edge = Return("orders", 64, 32);
-  ASSERT_TRUE(edge.ok());
+  ASSERT_THAT(edge, IsOk());
   EXPECT_TRUE(edge->applied);
   EXPECT_EQ(edge->max, 32);
 }
@@ -165,7 +168,7 @@ TEST_P(RangeStoreContractTest, SecondReturnCannotMoveMaxLower) {
   MustAllocate("orders", 32);
   ASSERT_TRUE(Return("orders", 32, 10)->applied);
   absl::StatusOr<ReturnOutcome> again = Return("orders", 10, 0);
-  ASSERT_TRUE(again.ok());
+  ASSERT_THAT(again, IsOk());
   EXPECT_FALSE(again->applied);
   EXPECT_EQ(again->max, 10);
   EXPECT_EQ(MustAllocate("orders", 32), (Range{11, 42}));
@@ -173,7 +176,7 @@ TEST_P(RangeStoreContractTest, SecondReturnCannotMoveMaxLower) {
 
 TEST_P(RangeStoreContractTest, ReturnOnUnknownCollectionCreatesNothing) {
   absl::StatusOr<ReturnOutcome> outcome = Return("ghost", 32, 0);
-  ASSERT_TRUE(outcome.ok());
+  ASSERT_THAT(outcome, IsOk());
   EXPECT_FALSE(outcome->applied);
   EXPECT_EQ(outcome->max, 0);
   EXPECT_FALSE(store_->Get("ghost")->has_value());
@@ -181,10 +184,10 @@ TEST_P(RangeStoreContractTest, ReturnOnUnknownCollectionCreatesNothing) {
 
 TEST_P(RangeStoreContractTest, MalformedReturnIsInvalidArgument) {
   MustAllocate("orders", 32);
-  EXPECT_EQ(Return("orders", 32, 33).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(Return("orders", 32, -1).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Return("orders", 32, 33),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(Return("orders", 32, -1),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_EQ(StoredMax("orders"), 32);
 }
 
@@ -193,13 +196,13 @@ TEST_P(RangeStoreContractTest, RangePastInt64MaxIsOutOfRangeAndChangesNothing) {
       .max = kMax - 10, .return_floor = kMax - 42, .updated_at = clock_.Now()};
   ASSERT_TRUE(store_->PutForTesting("orders", near_end).ok());
   absl::StatusOr<Range> range = store_->Allocate("orders", 32, 0, NextToken());
-  EXPECT_EQ(range.status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(range, StatusIs(absl::StatusCode::kOutOfRange));
   EXPECT_THAT(range.status().message(), HasSubstr("INT64_MAX"));
   EXPECT_EQ(StoredMax("orders"), kMax - 10);
   // The last ten numbers can still be handed out, exactly.
   EXPECT_EQ(MustAllocate("orders", 10), (Range{kMax - 9, kMax}));
-  EXPECT_EQ(store_->Allocate("orders", 1, 0, NextToken()).status().code(),
-            absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(store_->Allocate("orders", 1, 0, NextToken()),
+              StatusIs(absl::StatusCode::kOutOfRange));
 }
 
 TEST_P(RangeStoreContractTest, ReturnAtInt64MaxSealsTheTopOfTheRange) {
@@ -211,19 +214,19 @@ TEST_P(RangeStoreContractTest, ReturnAtInt64MaxSealsTheTopOfTheRange) {
   ASSERT_EQ(MustAllocate("orders", 10), (Range{kMax - 9, kMax}));
   // Every number used: nothing to hand back, and nothing may come back later.
   absl::StatusOr<ReturnOutcome> all_used = Return("orders", kMax, kMax);
-  ASSERT_TRUE(all_used.ok()) << all_used.status();
+  ASSERT_THAT(all_used, IsOk());
   EXPECT_TRUE(all_used->applied);
   EXPECT_EQ(all_used->max, kMax);
   absl::StatusOr<ReturnOutcome> later = Return("orders", kMax, kMax - 1);
-  ASSERT_TRUE(later.ok());
+  ASSERT_THAT(later, IsOk());
   EXPECT_FALSE(later->applied);
   EXPECT_EQ(later->max, kMax);
   absl::StatusOr<std::optional<CollectionState>> row = store_->Get("orders");
   ASSERT_TRUE(row.ok() && row->has_value());
   EXPECT_EQ((*row)->max, kMax);
   EXPECT_EQ((*row)->return_floor, kMax);
-  EXPECT_EQ(store_->Allocate("orders", 1, 0, NextToken()).status().code(),
-            absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(store_->Allocate("orders", 1, 0, NextToken()),
+              StatusIs(absl::StatusCode::kOutOfRange));
 }
 
 TEST_P(RangeStoreContractTest, FloorAtInt64MaxRefusesReturnsBelowIt) {
@@ -232,11 +235,11 @@ TEST_P(RangeStoreContractTest, FloorAtInt64MaxRefusesReturnsBelowIt) {
   // No client holds a range ending at INT64_MAX; one claiming to must not
   // reopen the number the floor covers.
   absl::StatusOr<ReturnOutcome> forged = Return("orders", kMax, kMax - 1);
-  ASSERT_TRUE(forged.ok());
+  ASSERT_THAT(forged, IsOk());
   EXPECT_FALSE(forged->applied);
   EXPECT_EQ(StoredMax("orders"), kMax);
-  EXPECT_EQ(store_->Allocate("orders", 1, 0, NextToken()).status().code(),
-            absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(store_->Allocate("orders", 1, 0, NextToken()),
+              StatusIs(absl::StatusCode::kOutOfRange));
 }
 
 TEST_P(RangeStoreContractTest, FloorAlsoBoundsReturnsOfEarlierRanges) {
@@ -257,12 +260,12 @@ TEST_P(RangeStoreContractTest, FloorBelowMaxBoundsLaterReturns) {
   MustAllocate("orders", 32);  // 1-32
   ASSERT_EQ(MustAllocate("orders", 32), (Range{33, 64}));
   absl::StatusOr<FloorOutcome> floor = store_->SetFloor("orders", 50);
-  ASSERT_TRUE(floor.ok()) << floor.status();
+  ASSERT_THAT(floor, IsOk());
   EXPECT_FALSE(floor->raised);
   EXPECT_EQ(floor->max, 64);
   EXPECT_EQ(MustGet("orders").return_floor, 50);
   absl::StatusOr<ReturnOutcome> below = Return("orders", 64, 40);
-  ASSERT_TRUE(below.ok()) << below.status();
+  ASSERT_THAT(below, IsOk());
   EXPECT_FALSE(below->applied);
   EXPECT_EQ(below->max, 64);
   EXPECT_EQ(MustAllocate("orders", 32), (Range{65, 96}));
@@ -273,7 +276,7 @@ TEST_P(RangeStoreContractTest, FloorBelowMaxStillLetsTheHolderReturnAboveIt) {
   MustAllocate("orders", 32);  // 33-64
   ASSERT_TRUE(store_->SetFloor("orders", 50).ok());
   absl::StatusOr<ReturnOutcome> above = Return("orders", 64, 50);
-  ASSERT_TRUE(above.ok()) << above.status();
+  ASSERT_THAT(above, IsOk());
   EXPECT_TRUE(above->applied);
   EXPECT_EQ(above->max, 50);
   EXPECT_EQ(MustAllocate("orders", 32), (Range{51, 82}));
@@ -282,11 +285,11 @@ TEST_P(RangeStoreContractTest, FloorBelowMaxStillLetsTheHolderReturnAboveIt) {
 TEST_P(RangeStoreContractTest, FloorAtMaxRefusesAWholeReturn) {
   ASSERT_EQ(MustAllocate("orders", 32), (Range{1, 32}));
   absl::StatusOr<FloorOutcome> floor = store_->SetFloor("orders", 32);
-  ASSERT_TRUE(floor.ok()) << floor.status();
+  ASSERT_THAT(floor, IsOk());
   EXPECT_FALSE(floor->raised);
   EXPECT_EQ(floor->max, 32);
   absl::StatusOr<ReturnOutcome> whole = Return("orders", 32, 0);
-  ASSERT_TRUE(whole.ok()) << whole.status();
+  ASSERT_THAT(whole, IsOk());
   EXPECT_FALSE(whole->applied);
   EXPECT_EQ(MustAllocate("orders", 32), (Range{33, 64}));
 }
@@ -308,7 +311,7 @@ TEST_P(RangeStoreContractTest, ReturnWithAnotherTokenIsRefused) {
                          TokenOf("orders", 32) ^ (uint64_t{1} << 63)}) {
     absl::StatusOr<ReturnOutcome> outcome =
         store_->Return("orders", 32, 0, guess);
-    ASSERT_TRUE(outcome.ok()) << outcome.status();
+    ASSERT_THAT(outcome, IsOk());
     EXPECT_FALSE(outcome->applied) << guess;
     EXPECT_EQ(outcome->max, 32);
   }
@@ -321,7 +324,7 @@ TEST_P(RangeStoreContractTest, SameReturnTwiceAppliesOnce) {
   ASSERT_TRUE(Return("orders", 32, 10)->applied);
   // A retry of the same return, after the first was applied.
   absl::StatusOr<ReturnOutcome> again = Return("orders", 32, 10);
-  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_THAT(again, IsOk());
   EXPECT_FALSE(again->applied);
   EXPECT_EQ(again->max, 10);
   const CollectionState row = MustGet("orders");
@@ -338,7 +341,7 @@ TEST_P(RangeStoreContractTest, StaleCopyOfAReturnAfterReissueIsRefused) {
   ASSERT_TRUE(Return("orders", 32, 0)->applied);          // Max 0
   ASSERT_EQ(MustAllocate("orders", 32), (Range{1, 32}));  // a new holder
   absl::StatusOr<ReturnOutcome> stale = store_->Return("orders", 32, 0, first);
-  ASSERT_TRUE(stale.ok()) << stale.status();
+  ASSERT_THAT(stale, IsOk());
   EXPECT_FALSE(stale->applied);
   EXPECT_EQ(stale->max, 32);
   EXPECT_EQ(MustAllocate("orders", 32), (Range{33, 64}));
@@ -350,7 +353,7 @@ TEST_P(RangeStoreContractTest, WholeReturnOfAdjacentRangeRestoresThePrevious) {
   ASSERT_EQ(MustAllocate("orders", 32), (Range{1, 32}));
   ASSERT_EQ(MustAllocate("orders", 32), (Range{33, 64}));
   absl::StatusOr<ReturnOutcome> later = Return("orders", 64, 32);
-  ASSERT_TRUE(later.ok()) << later.status();
+  ASSERT_THAT(later, IsOk());
   EXPECT_TRUE(later->applied);
   EXPECT_EQ(later->max, 32);
   CollectionState row = MustGet("orders");
@@ -358,7 +361,7 @@ TEST_P(RangeStoreContractTest, WholeReturnOfAdjacentRangeRestoresThePrevious) {
   EXPECT_EQ(row.range_token, TokenOf("orders", 32));
   EXPECT_EQ(row.previous_token, 0u);
   absl::StatusOr<ReturnOutcome> tail = Return("orders", 32, 5);
-  ASSERT_TRUE(tail.ok()) << tail.status();
+  ASSERT_THAT(tail, IsOk());
   EXPECT_TRUE(tail->applied);
   EXPECT_EQ(tail->max, 5);
   // Each applies once.
@@ -372,7 +375,7 @@ TEST_P(RangeStoreContractTest, PartialReturnOfTheLaterRangeRestoresNothing) {
   MustAllocate("orders", 32);  // 33-64
   ASSERT_TRUE(Return("orders", 64, 40)->applied);
   absl::StatusOr<ReturnOutcome> earlier = Return("orders", 32, 5);
-  ASSERT_TRUE(earlier.ok());
+  ASSERT_THAT(earlier, IsOk());
   EXPECT_FALSE(earlier->applied);
   EXPECT_EQ(earlier->max, 40);
 }
@@ -383,7 +386,7 @@ TEST_P(RangeStoreContractTest, RangeAboveAGapHasNoPreviousToRestore) {
   EXPECT_EQ(MustGet("orders").previous_token, 0u);
   ASSERT_TRUE(Return("orders", 132, 100)->applied);
   absl::StatusOr<ReturnOutcome> earlier = Return("orders", 32, 5);
-  ASSERT_TRUE(earlier.ok());
+  ASSERT_THAT(earlier, IsOk());
   EXPECT_FALSE(earlier->applied);
   EXPECT_EQ(earlier->max, 100);
 }
@@ -396,7 +399,7 @@ TEST_P(RangeStoreContractTest, FloorAlsoBoundsTheRangeAWholeReturnRestores) {
   EXPECT_EQ(MustGet("orders").return_floor, 20);
   EXPECT_FALSE(Return("orders", 32, 10)->applied);
   absl::StatusOr<ReturnOutcome> above = Return("orders", 32, 25);
-  ASSERT_TRUE(above.ok());
+  ASSERT_THAT(above, IsOk());
   EXPECT_TRUE(above->applied);
   EXPECT_EQ(MustAllocate("orders", 32), (Range{26, 57}));
 }
@@ -404,7 +407,7 @@ TEST_P(RangeStoreContractTest, FloorAlsoBoundsTheRangeAWholeReturnRestores) {
 TEST_P(RangeStoreContractTest, ReturnWithoutTokenFollowsMaxAndFloorAndRetires) {
   MustAllocate("orders", 32);
   absl::StatusOr<ReturnOutcome> legacy = store_->Return("orders", 32, 10, 0);
-  ASSERT_TRUE(legacy.ok()) << legacy.status();
+  ASSERT_THAT(legacy, IsOk());
   EXPECT_TRUE(legacy->applied);
   const CollectionState row = MustGet("orders");
   EXPECT_EQ(row.max, 10);
@@ -415,7 +418,7 @@ TEST_P(RangeStoreContractTest, ReturnWithoutTokenFollowsMaxAndFloorAndRetires) {
 
 TEST_P(RangeStoreContractTest, AllocateWithoutTokenIsInvalidArgument) {
   absl::StatusOr<Range> range = store_->Allocate("orders", 32, 0, 0);
-  EXPECT_EQ(range.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(range, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(range.status().message(), HasSubstr("token"));
   EXPECT_FALSE(store_->Get("orders")->has_value());
 }
@@ -431,9 +434,8 @@ TEST_P(RangeStoreContractTest, TokensSurviveARestart) {
 }
 
 TEST_P(RangeStoreContractTest, FloorNearInt64MaxIsOutOfRange) {
-  EXPECT_EQ(
-      store_->Allocate("orders", 32, kMax - 5, NextToken()).status().code(),
-      absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(store_->Allocate("orders", 32, kMax - 5, NextToken()),
+              StatusIs(absl::StatusCode::kOutOfRange));
   EXPECT_FALSE(store_->Get("orders")->has_value());
 }
 
@@ -469,7 +471,7 @@ TEST_P(RangeStoreContractTest, JumpIsJudgedAgainstTheMaxEarlierOperationsLeft) {
   MustAllocate("orders", 32);
   // Queued together: the second's floor is 132 above the Max it was sent
   // against (32), but 100 above the Max the first leaves (64).
-  testing::Notification first_done, second_done;
+  testing_util::Notification first_done, second_done;
   absl::StatusOr<Allocation> first, second;
   store_->AllocateAsync("orders", 32, 0, NextToken(), 100,
                         [&](absl::StatusOr<Allocation> a) {
@@ -502,7 +504,7 @@ TEST_P(RangeStoreContractTest, ListLimitBelowOneIsInvalidArgument) {
   for (int limit : {0, -1}) {
     absl::StatusOr<std::vector<NamedCollectionState>> rows =
         store_->List("", limit);
-    EXPECT_EQ(rows.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(rows, StatusIs(absl::StatusCode::kInvalidArgument));
     EXPECT_THAT(rows.status().message(), HasSubstr("list limit"));
   }
   EXPECT_EQ(store_->List("", 1)->size(), 1u);
@@ -519,7 +521,7 @@ TEST_P(RangeStoreContractTest, ConcurrentAllocationsNeverOverlap) {
         const int c = i % 2;
         absl::StatusOr<Range> r = store_->Allocate(
             c == 0 ? "even" : "odd", 1 + (t + i) % 40, 0, NextToken());
-        ASSERT_TRUE(r.ok()) << r.status();
+        ASSERT_THAT(r, IsOk());
         got[t * 2 + c].push_back(*r);
       }
     });

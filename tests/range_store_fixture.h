@@ -17,7 +17,7 @@
 #include "service/clock.h"
 #include "service/range_store.h"
 
-namespace hilo::testing {
+namespace hilo::testing_util {
 
 inline constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 // A token no test ever allocates with.
@@ -78,6 +78,6 @@ class RangeStoreFixture {
   std::unique_ptr<RangeStore> store_;
 };
 
-}  // namespace hilo::testing
+}  // namespace hilo::testing_util
 
 #endif  // HILO_TESTS_RANGE_STORE_FIXTURE_H_

@@ -10,7 +10,7 @@
 #include "hilo/base/mutex.h"
 #include "service/observer.h"
 
-namespace hilo::testing {
+namespace hilo::testing_util {
 
 class RecordingObserver final : public Observer {
  public:
@@ -33,6 +33,6 @@ class RecordingObserver final : public Observer {
   std::map<std::string, std::vector<Range>> issued_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace hilo::testing
+}  // namespace hilo::testing_util
 
 #endif  // HILO_TESTS_RECORDING_OBSERVER_H_

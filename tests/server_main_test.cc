@@ -1,124 +1,76 @@
 // hilo_server as a process: start-up line, clean exit on signals, and one
 // clear line plus a non-zero exit for every kind of bad start.
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
+#include "testing/server_process.h"
+#include "testing/status_matchers.h"
 #include "tests/test_util.h"
-
-extern char** environ;
 
 namespace hilo {
 namespace {
 
-using ::hilo::testing::TempDir;
+using ::hilo::testing_util::IsOk;
+using ::hilo::testing_util::IsOkAndHolds;
+using ::hilo::testing_util::ServerProcess;
+using ::hilo::testing_util::TempDir;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-// A hilo_server child process with its stderr on a pipe. Killed on
-// destruction if still running.
-class ServerProcess {
- public:
-  explicit ServerProcess(std::vector<std::string> args) {
-    int fds[2];
-    EXPECT_EQ(pipe2(fds, O_CLOEXEC), 0);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
-    // Never the fixed default metrics port: tests run side by side.
-    if (std::none_of(args.begin(), args.end(), [](const std::string& a) {
-          return a.rfind("--metrics_listen=", 0) == 0;
-        })) {
-      args.push_back("--metrics_listen=127.0.0.1:0");
-    }
-    std::vector<char*> argv;
-    args.insert(args.begin(), HILO_SERVER_PATH);
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    EXPECT_EQ(posix_spawn(&pid_, HILO_SERVER_PATH, &actions, nullptr,
-                          argv.data(), environ),
-              0);
-    posix_spawn_file_actions_destroy(&actions);
-    close(fds[1]);
-    stderr_ = fdopen(fds[0], "r");
+// `args`, with the metrics on a port of their own unless `args` say
+// otherwise (never the fixed default: tests run side by side).
+std::vector<std::string> WithMetrics(std::vector<std::string> args) {
+  if (std::none_of(args.begin(), args.end(), [](const std::string& a) {
+        return a.rfind("--metrics_listen=", 0) == 0;
+      })) {
+    args.push_back("--metrics_listen=127.0.0.1:0");
   }
+  return args;
+}
 
-  ~ServerProcess() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    if (stderr_ != nullptr) fclose(stderr_);
-  }
+// hilo_server with `args`, started: its start-up line was seen.
+std::unique_ptr<ServerProcess> Start(std::vector<std::string> args) {
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server =
+      ServerProcess::Start(HILO_SERVER_PATH, WithMetrics(std::move(args)));
+  EXPECT_THAT(server, IsOk());
+  return server.ok() ? *std::move(server) : nullptr;
+}
 
-  // The next line of stderr without its newline; empty at end of file.
-  std::string ReadLine() {
-    char* line = nullptr;
-    size_t capacity = 0;
-    const ssize_t n = getline(&line, &capacity, stderr_);
-    std::string result = n > 0 ? std::string(line, n) : "";
-    free(line);
-    if (!result.empty() && result.back() == '\n') result.pop_back();
-    return result;
-  }
-
-  // All remaining stderr lines, until the process closes it.
-  std::vector<std::string> ReadAllLines() {
-    std::vector<std::string> lines;
-    for (std::string line = ReadLine(); !line.empty(); line = ReadLine()) {
-      lines.push_back(line);
-    }
-    return lines;
-  }
-
-  // Waits for exit; returns the exit code, or 128 + signal.
-  int Wait() {
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-
-  void Signal(int signal) { kill(pid_, signal); }
-
- private:
-  pid_t pid_ = -1;
-  FILE* stderr_ = nullptr;
-};
-
-// The port announced by a start-up line, or 0.
-int PortFrom(const std::string& line) {
-  const size_t at = line.find(" on port ");
-  int port = 0;
-  if (at == std::string::npos) return 0;
-  const std::string rest = line.substr(at + 9);
-  if (!absl::SimpleAtoi(rest.substr(0, rest.find(' ')), &port)) return 0;
-  return port;
+// hilo_server with `args`, expected to refuse to start: its exit code and
+// every line it printed.
+std::pair<int, std::vector<std::string>> RunToRefusal(
+    std::vector<std::string> args) {
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server =
+      ServerProcess::Launch(HILO_SERVER_PATH, WithMetrics(std::move(args)));
+  EXPECT_THAT(server, IsOk());
+  if (!server.ok()) return {-1, {}};
+  absl::StatusOr<int> code = (*server)->WaitForExit();
+  EXPECT_THAT(code, IsOk());
+  return {code.value_or(-1), (*server)->StderrLines()};
 }
 
 TEST(ServerMainTest, ServesAfterOneStartLineAndExitsZeroOnSigterm) {
   TempDir dir;
-  ServerProcess server(
-      {"--listen=127.0.0.1:0", "--db=" + dir.File("d/h.db"), "--node_tag=Q7"});
-  const std::string line = server.ReadLine();
+  std::unique_ptr<ServerProcess> server =
+      Start({"--db=" + dir.File("d/h.db"), "--node_tag=Q7"});
+  ASSERT_NE(server, nullptr);
+  ASSERT_EQ(server->StderrLines().size(), 1u) << server->StderrText();
+  const std::string line = server->StderrLines()[0];
   EXPECT_THAT(line, StartsWith("hilo_server: serving node Q7 on port "));
   EXPECT_THAT(line, HasSubstr("sync full"));
-  const int port = PortFrom(line);
-  ASSERT_GT(port, 0) << line;
+  const int port = server->port();
 
-  auto stub = testing::NewStub(port);
+  auto stub = testing_util::NewStub(port);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::seconds(10));
@@ -130,29 +82,27 @@ TEST(ServerMainTest, ServesAfterOneStartLineAndExitsZeroOnSigterm) {
   EXPECT_EQ(response.high(), 32);
   EXPECT_EQ(response.node_tag(), "Q7");
 
-  server.Signal(SIGTERM);
-  EXPECT_THAT(server.ReadAllLines(),
-              ::testing::ElementsAre(HasSubstr("received; draining"),
+  EXPECT_THAT(server->Terminate(), IsOkAndHolds(0));
+  EXPECT_THAT(server->StderrLines(),
+              ::testing::ElementsAre(line, HasSubstr("received; draining"),
                                      "hilo_server: stopped"));
-  EXPECT_EQ(server.Wait(), 0);
 }
 
 TEST(ServerMainTest, SigintAlsoStopsCleanlyAndStateSurvives) {
   TempDir dir;
   const std::string db = "--db=" + dir.File("h.db");
   for (int64_t want_low : {1, 33}) {
-    ServerProcess server({"--listen=127.0.0.1:0", db});
-    const int port = PortFrom(server.ReadLine());
-    ASSERT_GT(port, 0);
-    auto stub = testing::NewStub(port);
+    std::unique_ptr<ServerProcess> server = Start({db});
+    ASSERT_NE(server, nullptr);
+    auto stub = testing_util::NewStub(server->port());
     grpc::ClientContext context;
     hilo::v1::NextRangeRequest request;
     request.set_collection("orders");
     hilo::v1::NextRangeResponse response;
     ASSERT_TRUE(stub->NextRange(&context, request, &response).ok());
     EXPECT_EQ(response.low(), want_low);
-    server.Signal(SIGINT);
-    EXPECT_EQ(server.Wait(), 0);
+    EXPECT_THAT(server->Signal(SIGINT), IsOk());
+    EXPECT_THAT(server->WaitForExit(), IsOkAndHolds(0));
   }
 }
 
@@ -187,9 +137,8 @@ TEST_P(ServerMainBadStartTest, PrintsOneClearLineAndExitsNonZero) {
       })) {
     args.push_back("--listen=127.0.0.1:0");
   }
-  ServerProcess server(args);
-  const std::vector<std::string> lines = server.ReadAllLines();
-  EXPECT_NE(server.Wait(), 0);
+  const auto [code, lines] = RunToRefusal(args);
+  EXPECT_NE(code, 0);
   ASSERT_EQ(lines.size(), 1u) << ::testing::PrintToString(lines);
   EXPECT_THAT(lines[0], HasSubstr(GetParam().message_part));
 }
@@ -235,7 +184,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 // NextRange on "orders" against the server on `port`, without credentials.
 grpc::Status NextOrders(int port) {
-  auto stub = testing::NewStub(port);
+  auto stub = testing_util::NewStub(port);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::seconds(10));
@@ -245,53 +194,64 @@ grpc::Status NextOrders(int port) {
   return stub->NextRange(&context, request, &response);
 }
 
+// The line `server` printed after the first `seen` lines, once there is one
+// (bounded: "" and a test failure if none comes within 20 s).
+std::string NextLine(const ServerProcess& server, size_t seen) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (absl::Now() < deadline) {
+    const std::vector<std::string> lines = server.StderrLines();
+    if (lines.size() > seen) return lines[seen];
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ADD_FAILURE() << "no line after " << seen << ": " << server.StderrText();
+  return "";
+}
+
 TEST(ServerMainTest, SighupReloadsThePolicyAndKeepsItOverABadFile) {
   TempDir dir;
   const std::string policy = dir.File("policy.textproto");
   std::ofstream(policy) << "grant { identity: \"anonymous\" "
                            "collections: \"orders\" }\n";
-  ServerProcess server({"--listen=127.0.0.1:0", "--db=" + dir.File("h.db"),
-                        "--authz_policy=" + policy, "--authz_reload_interval=0",
-                        "--audit_log=" + dir.File("audit.jsonl")});
-  const int port = PortFrom(server.ReadLine());
-  ASSERT_GT(port, 0);
+  std::unique_ptr<ServerProcess> server = Start(
+      {"--db=" + dir.File("h.db"), "--authz_policy=" + policy,
+       "--authz_reload_interval=0", "--audit_log=" + dir.File("audit.jsonl")});
+  ASSERT_NE(server, nullptr);
+  const int port = server->port();
   ASSERT_TRUE(NextOrders(port).ok());
 
+  size_t seen = server->StderrLines().size();
   std::ofstream(policy, std::ios::trunc) << "grant { identity: anonymous }\n";
-  server.Signal(SIGHUP);
-  EXPECT_EQ(server.ReadLine(),
+  ASSERT_THAT(server->Signal(SIGHUP), IsOk());
+  EXPECT_EQ(NextLine(*server, seen++),
             "hilo_server: authz policy " + policy +
                 " line 1 column 19: Expected string, got: anonymous; keeping "
                 "the policy in force");
   EXPECT_TRUE(NextOrders(port).ok());
 
   std::ofstream(policy, std::ios::trunc) << "grant { identity: \"cn:ops\" }\n";
-  server.Signal(SIGHUP);
-  EXPECT_EQ(server.ReadLine(),
+  ASSERT_THAT(server->Signal(SIGHUP), IsOk());
+  EXPECT_EQ(NextLine(*server, seen++),
             "hilo_server: authz policy " + policy + " reloaded");
   grpc::Status denied = NextOrders(port);
   EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_EQ(denied.error_message(),
             "anonymous may not call NextRange on collection \"orders\"");
 
-  server.Signal(SIGTERM);
-  EXPECT_EQ(server.Wait(), 0);
+  EXPECT_THAT(server->Terminate(), IsOkAndHolds(0));
 }
 
 TEST(ServerMainTest, PortInUseIsOneClearLineAndNonZeroExit) {
   TempDir dir;
-  ServerProcess first({"--listen=127.0.0.1:0", "--db=" + dir.File("a.db")});
-  const int port = PortFrom(first.ReadLine());
-  ASSERT_GT(port, 0);
-  ServerProcess second(
-      {"--listen=" + testing::Address(port), "--db=" + dir.File("b.db")});
-  const std::vector<std::string> lines = second.ReadAllLines();
-  EXPECT_NE(second.Wait(), 0);
+  std::unique_ptr<ServerProcess> first = Start({"--db=" + dir.File("a.db")});
+  ASSERT_NE(first, nullptr);
+  const int port = first->port();
+  const auto [code, lines] = RunToRefusal(
+      {"--listen=" + testing_util::Address(port), "--db=" + dir.File("b.db")});
+  EXPECT_NE(code, 0);
   ASSERT_EQ(lines.size(), 1u) << ::testing::PrintToString(lines);
   EXPECT_THAT(lines[0],
-              HasSubstr("cannot listen on " + testing::Address(port)));
-  first.Signal(SIGTERM);
-  EXPECT_EQ(first.Wait(), 0);
+              HasSubstr("cannot listen on " + testing_util::Address(port)));
+  EXPECT_THAT(first->Terminate(), IsOkAndHolds(0));
 }
 
 }  // namespace

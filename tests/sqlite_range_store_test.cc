@@ -13,16 +13,19 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/status_matchers.h"
 #include "tests/range_store_fixture.h"
 #include "tests/test_util.h"
 
 namespace hilo {
 namespace {
 
-using ::hilo::testing::kMax;
-using ::hilo::testing::kNeverIssued;
-using ::hilo::testing::NextToken;
-using ::hilo::testing::TempDir;
+using ::hilo::testing_util::IsOk;
+using ::hilo::testing_util::kMax;
+using ::hilo::testing_util::kNeverIssued;
+using ::hilo::testing_util::NextToken;
+using ::hilo::testing_util::StatusIs;
+using ::hilo::testing_util::TempDir;
 using ::testing::HasSubstr;
 
 // The store's before-commit hook for tests of batching: holds the next
@@ -59,14 +62,14 @@ class CommitGate {
   std::atomic<bool> fail_next_{false};
   absl::Status hold_status_;
   absl::Status fail_status_;
-  testing::Notification held_, release_;
+  testing_util::Notification held_, release_;
 };
 
 // The SQLite store's own behaviour: batching, failed commits and
 // releases, files, schema versions. What every store does is in
 // range_store_contract_test.cc.
 class SqliteRangeStoreTest : public ::testing::Test,
-                             public testing::RangeStoreFixture {
+                             public testing_util::RangeStoreFixture {
  protected:
   void SetUp() override { Reopen(); }
 
@@ -85,7 +88,7 @@ class SqliteRangeStoreTest : public ::testing::Test,
     options.clock = &clock_;
     absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
         SqliteRangeStore::Open(std::move(options));
-    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_THAT(store, IsOk());
     sqlite_ = store->get();
     store_ = *std::move(store);
   }
@@ -138,10 +141,10 @@ TEST_F(SqliteRangeStoreTest, FailingOperationDoesNotFailOthersInItsBatch) {
   for (std::thread& t : threads) t.join();
 
   EXPECT_EQ(sqlite_->commits() - commits_before, 2);
-  ASSERT_TRUE(first.ok()) << first.status();
-  ASSERT_TRUE(ok_before.ok()) << ok_before.status();
-  ASSERT_TRUE(ok_after.ok()) << ok_after.status();
-  EXPECT_EQ(failing.status().code(), absl::StatusCode::kOutOfRange);
+  ASSERT_THAT(first, IsOk());
+  ASSERT_THAT(ok_before, IsOk());
+  ASSERT_THAT(ok_after, IsOk());
+  EXPECT_THAT(failing, StatusIs(absl::StatusCode::kOutOfRange));
   EXPECT_EQ(*ok_before, (Range{1, 32}));
   EXPECT_EQ(*ok_after, (Range{1, 32}));
   Reopen();
@@ -168,10 +171,10 @@ TEST_F(SqliteRangeStoreTest,
   gate.Release();
   for (std::thread& t : threads) t.join();
 
-  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_THAT(first, IsOk());
   EXPECT_EQ(*first, (Range{1, 1}));
   for (int i = 0; i < kQueued; ++i) {
-    ASSERT_TRUE(queued[i].ok()) << i << ": " << queued[i].status();
+    ASSERT_THAT(queued[i], IsOk()) << i << ": " << queued[i].status();
     EXPECT_EQ(*queued[i], (Range{i + 2, i + 2})) << i;
   }
   // The held batch, then 2 + 2 + 1.
@@ -192,12 +195,12 @@ TEST_F(SqliteRangeStoreTest, FailedCommitFailsOnlyItsOwnBatch) {
   gate.Release();  // the first batch's commit fails; the second is fine
   for (std::thread& t : threads) t.join();
 
-  EXPECT_EQ(first.status().code(), absl::StatusCode::kResourceExhausted);
-  ASSERT_TRUE(write.ok()) << write.status();
+  EXPECT_THAT(first, StatusIs(absl::StatusCode::kResourceExhausted));
+  ASSERT_THAT(write, IsOk());
   EXPECT_EQ(*write, (Range{33, 64}));
   EXPECT_EQ(StoredMax("orders"), 64);
   absl::StatusOr<std::vector<NamedCollectionState>> list = store_->List("", 10);
-  ASSERT_TRUE(list.ok()) << list.status();
+  ASSERT_THAT(list, IsOk());
   EXPECT_EQ(list->size(), 1u);  // "a" never made it
 }
 
@@ -228,10 +231,10 @@ TEST_F(SqliteRangeStoreTest, ReadsAnswerWhileAWriteBatchIsHeld) {
   auto [row, list] = reads.get();
   ASSERT_TRUE(row.ok() && row->has_value()) << row.status();
   EXPECT_EQ((*row)->max, 32);
-  ASSERT_TRUE(list.ok()) << list.status();
+  ASSERT_THAT(list, IsOk());
   ASSERT_EQ(list->size(), 1u);
   EXPECT_EQ((*list)[0].state.max, 32);
-  EXPECT_EQ(held.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(held, StatusIs(absl::StatusCode::kResourceExhausted));
   EXPECT_EQ(StoredMax("orders"), 32);
 }
 
@@ -262,9 +265,9 @@ TEST_F(SqliteRangeStoreTest, FailedReleaseFailsTheWholeBatch) {
   gate.Release();
   for (std::thread& t : threads) t.join();
 
-  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_THAT(first, IsOk());
   for (const absl::StatusOr<Range>* r : {&a, &b, &c}) {
-    EXPECT_EQ(r->status().code(), absl::StatusCode::kInternal) << r->status();
+    EXPECT_THAT(r->status(), StatusIs(absl::StatusCode::kInternal));
     EXPECT_THAT(r->status().message(), HasSubstr("RELEASE failed"));
   }
   Reopen();
@@ -282,7 +285,7 @@ TEST(SqliteRangeStoreOpenTest, FileThatIsNotSqliteIsFailedPrecondition) {
   options.path = dir.File("bad.db");
   absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
       SqliteRangeStore::Open(options);
-  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(store, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(store.status().message(), HasSubstr("bad.db"));
   EXPECT_THAT(store.status().message(), HasSubstr("not a database"));
 }
@@ -298,7 +301,7 @@ TEST(SqliteRangeStoreOpenTest, OtherApplicationsDatabaseIsFailedPrecondition) {
   options.path = dir.File("other.db");
   absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
       SqliteRangeStore::Open(options);
-  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(store, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(store.status().message(), HasSubstr("another application"));
 }
 
@@ -333,10 +336,10 @@ TEST(SqliteRangeStoreOpenTest, SchemaOneIsMigratedToReturnFloors) {
   for (int open = 0; open < 2; ++open) {  // the second open finds version 3
     absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
         SqliteRangeStore::Open(options);
-    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_THAT(store, IsOk());
     absl::StatusOr<std::vector<NamedCollectionState>> rows =
         (*store)->List("", 10);
-    ASSERT_TRUE(rows.ok()) << rows.status();
+    ASSERT_THAT(rows, IsOk());
     ASSERT_EQ(rows->size(), 4);
     std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>> got;
     for (const NamedCollectionState& row : *rows) {
@@ -350,7 +353,7 @@ TEST(SqliteRangeStoreOpenTest, SchemaOneIsMigratedToReturnFloors) {
   }
   absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
       SqliteRangeStore::Open(options);
-  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_THAT(store, IsOk());
   EXPECT_TRUE((*store)->Return("issued", 64, 32, /*token=*/0)->applied);
   EXPECT_FALSE(
       (*store)->Return("wrapped", kMax, kMax - 1, /*token=*/0)->applied);
@@ -387,7 +390,7 @@ TEST(SqliteRangeStoreOpenTest, SchemaTwoGainsTokensThatNoReturnCanMatch) {
   options.path = path;
   absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
       SqliteRangeStore::Open(options);
-  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_THAT(store, IsOk());
   absl::StatusOr<std::optional<CollectionState>> row = (*store)->Get("orders");
   ASSERT_TRUE(row.ok() && row->has_value());
   EXPECT_EQ((*row)->max, 64);
@@ -417,7 +420,7 @@ TEST(SqliteRangeStoreOpenTest, FailedMigrationNamesItselfAndChangesNothing) {
   options.path = path;
   absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
       SqliteRangeStore::Open(options);
-  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(store, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(store.status().message(),
               HasSubstr("migrating schema version 1 to 3 (nothing changed)"));
   EXPECT_THAT(store.status().message(), HasSubstr("bad-v1.db"));
@@ -446,7 +449,7 @@ TEST(SqliteRangeStoreOpenTest, NewerSchemaIsFailedPrecondition) {
   options.path = dir.File("new.db");
   absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
       SqliteRangeStore::Open(options);
-  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(store, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(store.status().message(), HasSubstr("schema version 99"));
 }
 
@@ -456,7 +459,7 @@ TEST(SqliteRangeStoreOpenTest, CreatesMissingDirectories) {
   options.path = dir.File("a/b/c/hilo.db");
   absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
       SqliteRangeStore::Open(options);
-  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_THAT(store, IsOk());
   EXPECT_EQ((*store)->Allocate("x", 32, 0, NextToken())->high, 32);
 }
 
@@ -472,7 +475,7 @@ TEST(SqliteRangeStoreOpenTest, FlushesEveryDirectoryItCreatesAndTheNewFile) {
   };
   absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
       SqliteRangeStore::Open(options);
-  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_THAT(store, IsOk());
   // a's entry lives in the temp dir, b's in a, the file's in b.
   EXPECT_THAT(synced, ::testing::ElementsAre(dir.path(), dir.File("a"),
                                              dir.File("a/b")));
@@ -489,15 +492,15 @@ TEST(SqliteRangeStoreOpenTest, PathUnderAFileIsUnavailable) {
   options.path = dir.File("plain/hilo.db");
   absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
       SqliteRangeStore::Open(options);
-  EXPECT_EQ(store.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(store, StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_THAT(store.status().message(), HasSubstr("plain"));
 }
 
 TEST(SyncModeTest, ParsesFullAndNormalOnly) {
   EXPECT_EQ(*ParseSyncMode("full"), SyncMode::kFull);
   EXPECT_EQ(*ParseSyncMode("NORMAL"), SyncMode::kNormal);
-  EXPECT_EQ(ParseSyncMode("off").status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ParseSyncMode("off"),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 }  // namespace

@@ -1,40 +1,15 @@
 #include "tests/test_util.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
-#include <spawn.h>
-#include <stdlib.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
-
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
 
-extern char** environ;
-
-namespace hilo::testing {
-
-TempDir::TempDir() {
-  const char* base = getenv("TMPDIR");
-  std::string pattern = absl::StrCat(
-      base != nullptr && *base != '\0' ? base : "/tmp", "/hilo-test-XXXXXX");
-  if (mkdtemp(pattern.data()) == nullptr) {
-    ADD_FAILURE() << "mkdtemp " << pattern << " failed";
-  }
-  path_ = pattern;
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
-}
+namespace hilo::testing_util {
 
 ServerOptions TestServerOptions(const TempDir& dir,
                                 const std::string& node_tag) {
@@ -50,48 +25,6 @@ std::unique_ptr<Server> StartServer(const ServerOptions& options) {
   EXPECT_TRUE(server.ok()) << server.status();
   if (!server.ok()) return nullptr;
   return *std::move(server);
-}
-
-CommandResult RunCommand(const std::vector<std::string>& argv,
-                         const TempDir& scratch) {
-  static int counter = 0;
-  const std::string base = scratch.File(absl::StrCat("cmd", ++counter));
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null",
-                                   O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO,
-                                   (base + ".out").c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO,
-                                   (base + ".err").c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  std::vector<std::string> copy = argv;
-  std::vector<char*> args;
-  for (std::string& a : copy) args.push_back(a.data());
-  args.push_back(nullptr);
-  CommandResult result;
-  pid_t pid = -1;
-  if (posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ) !=
-      0) {
-    ADD_FAILURE() << "cannot start " << argv[0];
-    posix_spawn_file_actions_destroy(&actions);
-    return result;
-  }
-  posix_spawn_file_actions_destroy(&actions);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  result.exit_code =
-      WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  auto slurp = [](const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  };
-  result.out = slurp(base + ".out");
-  result.err = slurp(base + ".err");
-  return result;
 }
 
 std::string Address(int port) { return absl::StrCat("127.0.0.1:", port); }
@@ -134,4 +67,4 @@ std::unique_ptr<hilo::v1::HiLo::Stub> NewStub(int port) {
       grpc::CreateChannel(Address(port), grpc::InsecureChannelCredentials()));
 }
 
-}  // namespace hilo::testing
+}  // namespace hilo::testing_util

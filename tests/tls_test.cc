@@ -9,12 +9,15 @@
 #include "gtest/gtest.h"
 #include "hilo/admin_client.h"
 #include "hilo/client.h"
+#include "testing/status_matchers.h"
 #include "tests/test_util.h"
 
 namespace hilo {
 namespace {
 
-using ::hilo::testing::TempDir;
+using ::hilo::testing_util::IsOk;
+using ::hilo::testing_util::StatusIs;
+using ::hilo::testing_util::TempDir;
 using ::testing::HasSubstr;
 
 class TlsTest : public ::testing::Test {
@@ -67,10 +70,10 @@ class TlsTest : public ::testing::Test {
     absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds =
         ServerCredentialsFromFiles(
             {Pki("server.pem"), Pki("server.key"), mtls ? Pki("ca.pem") : ""});
-    ASSERT_TRUE(creds.ok()) << creds.status();
-    ServerOptions options = testing::TestServerOptions(dir_);
+    ASSERT_THAT(creds, IsOk());
+    ServerOptions options = testing_util::TestServerOptions(dir_);
     options.credentials = *creds;
-    server_ = testing::StartServer(options);
+    server_ = testing_util::StartServer(options);
     ASSERT_NE(server_, nullptr);
   }
 
@@ -78,7 +81,7 @@ class TlsTest : public ::testing::Test {
   absl::StatusOr<Id> NextIdWith(
       std::shared_ptr<grpc::ChannelCredentials> creds) {
     ClientOptions options;
-    options.targets = {testing::Address(server_->port())};
+    options.targets = {testing_util::Address(server_->port())};
     options.credentials = std::move(creds);
     options.rpc_deadline = absl::Seconds(5);
     options.log = [](absl::string_view) {};
@@ -92,7 +95,7 @@ class TlsTest : public ::testing::Test {
     auto creds =
         TlsCredentialsFromFiles(Pki("ca.pem"), cert.empty() ? "" : Pki(cert),
                                 key.empty() ? "" : Pki(key));
-    EXPECT_TRUE(creds.ok()) << creds.status();
+    EXPECT_THAT(creds, IsOk());
     return creds.value_or(nullptr);
   }
 
@@ -105,39 +108,38 @@ class TlsTest : public ::testing::Test {
 TEST_F(TlsTest, ClientTrustingTheCaGetsIds) {
   StartServer(/*mtls=*/false);
   absl::StatusOr<Id> id = NextIdWith(Tls());
-  ASSERT_TRUE(id.ok()) << id.status();
+  ASSERT_THAT(id, IsOk());
   EXPECT_EQ(id->number, 1);
 }
 
 TEST_F(TlsTest, PlaintextClientIsRefusedByTlsServer) {
   StartServer(/*mtls=*/false);
-  EXPECT_EQ(NextIdWith(nullptr).status().code(),
-            absl::StatusCode::kUnavailable);
+  EXPECT_THAT(NextIdWith(nullptr), StatusIs(absl::StatusCode::kUnavailable));
 }
 
 TEST_F(TlsTest, ClientNotTrustingTheServerRefusesIt) {
   StartServer(/*mtls=*/false);
   auto creds = TlsCredentialsFromFiles(Pki("other.pem"));
-  ASSERT_TRUE(creds.ok());
-  EXPECT_EQ(NextIdWith(*creds).status().code(), absl::StatusCode::kUnavailable);
+  ASSERT_THAT(creds, IsOk());
+  EXPECT_THAT(NextIdWith(*creds), StatusIs(absl::StatusCode::kUnavailable));
 }
 
 TEST_F(TlsTest, MtlsServerAcceptsClientCertificateFromItsCa) {
   StartServer(/*mtls=*/true);
   absl::StatusOr<Id> id = NextIdWith(Tls("client.pem", "client.key"));
-  ASSERT_TRUE(id.ok()) << id.status();
+  ASSERT_THAT(id, IsOk());
   EXPECT_EQ(id->number, 1);
 }
 
 TEST_F(TlsTest, MtlsServerRefusesClientWithoutCertificate) {
   StartServer(/*mtls=*/true);
-  EXPECT_EQ(NextIdWith(Tls()).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(NextIdWith(Tls()), StatusIs(absl::StatusCode::kUnavailable));
 }
 
 TEST_F(TlsTest, MtlsServerRefusesCertificateFromAnotherCa) {
   StartServer(/*mtls=*/true);
-  EXPECT_EQ(NextIdWith(Tls("stranger.pem", "stranger.key")).status().code(),
-            absl::StatusCode::kUnavailable);
+  EXPECT_THAT(NextIdWith(Tls("stranger.pem", "stranger.key")),
+              StatusIs(absl::StatusCode::kUnavailable));
   // Nothing was handed out to the refused clients.
   EXPECT_FALSE(server_->store()->Get("orders")->has_value());
 }
@@ -145,19 +147,19 @@ TEST_F(TlsTest, MtlsServerRefusesCertificateFromAnotherCa) {
 TEST(ServerCredentialsFromFilesTest, NoFilesMeansPlaintext) {
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds =
       ServerCredentialsFromFiles({});
-  ASSERT_TRUE(creds.ok());
+  ASSERT_THAT(creds, IsOk());
   EXPECT_EQ(*creds, nullptr);
 }
 
 TEST(ServerCredentialsFromFilesTest, BadCombinationsAndFilesAreNamed) {
-  EXPECT_EQ(ServerCredentialsFromFiles({"cert.pem", "", ""}).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ServerCredentialsFromFiles({"", "", "ca.pem"}).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ServerCredentialsFromFiles({"cert.pem", "", ""}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ServerCredentialsFromFiles({"", "", "ca.pem"}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> missing =
       ServerCredentialsFromFiles(
           {"/nonexistent/s.pem", "/nonexistent/s.key", ""});
-  EXPECT_EQ(missing.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(missing, StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_THAT(missing.status().message(), HasSubstr("/nonexistent/s.pem"));
 }
 

@@ -5,9 +5,13 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "testing/status_matchers.h"
 
 namespace hilo {
 namespace {
+
+using ::hilo::testing_util::IsOk;
+using ::hilo::testing_util::StatusIs;
 
 struct NameCase {
   std::string label;
@@ -23,7 +27,7 @@ class CollectionNameTest : public ::testing::TestWithParam<NameCase> {};
 TEST_P(CollectionNameTest, AcceptsOrRejectsWithReason) {
   const NameCase& c = GetParam();
   const absl::Status status = ValidateCollectionName(c.name);
-  EXPECT_EQ(status.code(), c.code) << status;
+  EXPECT_THAT(status, StatusIs(c.code));
   EXPECT_NE(status.message().find(c.message_part), absl::string_view::npos)
       << status;
 }
@@ -72,13 +76,14 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(NodeTagTest, AcceptsOneToFourUppercaseLettersAndDigits) {
   for (const char* tag : {"A", "Z", "B7", "NODE", "0000"}) {
-    EXPECT_TRUE(ValidateNodeTag(tag).ok()) << tag;
+    EXPECT_THAT(ValidateNodeTag(tag), IsOk()) << tag;
   }
 }
 
 TEST(NodeTagTest, RejectsEmptyLongAndOtherCharacters) {
   for (const char* tag : {"", "ABCDE", "a", "A-B", "A B", "\xC3\x84"}) {
-    EXPECT_EQ(ValidateNodeTag(tag).code(), absl::StatusCode::kInvalidArgument)
+    EXPECT_THAT(ValidateNodeTag(tag),
+                StatusIs(absl::StatusCode::kInvalidArgument))
         << tag;
   }
 }
@@ -92,7 +97,7 @@ TEST(NodeTagFromHostnameTest, MapsStatefulSetOrdinalsToLetters) {
   };
   for (const auto& [host, tag] : cases) {
     absl::StatusOr<std::string> got = NodeTagFromHostname(host);
-    ASSERT_TRUE(got.ok()) << host << ": " << got.status();
+    ASSERT_THAT(got, IsOk()) << host << ": " << got.status();
     EXPECT_EQ(*got, tag) << host;
   }
 }
@@ -102,7 +107,7 @@ TEST(NodeTagsHashedFromHostnameTest, AreValidDistinctAndTheSameForTheSameName) {
       NodeTagsHashedFromHostname("hilo-7c9d5b8f4-x2x7q", 16);
   ASSERT_EQ(tags.size(), 16u);
   for (const std::string& tag : tags) {
-    EXPECT_TRUE(ValidateNodeTag(tag).ok()) << tag;
+    EXPECT_THAT(ValidateNodeTag(tag), IsOk()) << tag;
     EXPECT_EQ(tag.size(), 4u);
   }
   EXPECT_EQ(std::set<std::string>(tags.begin(), tags.end()).size(), 16u);
@@ -122,8 +127,8 @@ TEST(NodeTagsHashedFromHostnameTest, AreValidDistinctAndTheSameForTheSameName) {
 TEST(NodeTagFromHostnameTest, RejectsNamesWithoutOrdinal) {
   for (const char* host :
        {"hilo", "hilo-", "hilo-x", "hilo-1a", "hilo-+1", "hilo-475254"}) {
-    EXPECT_EQ(NodeTagFromHostname(host).status().code(),
-              absl::StatusCode::kInvalidArgument)
+    EXPECT_THAT(NodeTagFromHostname(host),
+                StatusIs(absl::StatusCode::kInvalidArgument))
         << host;
   }
 }

@@ -3,21 +3,17 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "client_cpp/src/attribution.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "hilo/base/file.h"
+#include "hilo/v1/conversions.h"
 #include "hilo/v1/hilo.grpc.pb.h"
 
 namespace hilo {
 namespace {
-
-absl::Status FromGrpc(const grpc::Status& status, absl::string_view target) {
-  if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      absl::StrCat(target, ": ", status.error_message()));
-}
 
 CollectionInfo FromProto(const hilo::v1::Collection& c,
                          const std::string& node_tag) {
@@ -25,8 +21,7 @@ CollectionInfo FromProto(const hilo::v1::Collection& c,
   info.name = c.name();
   info.max = c.max();
   info.return_floor = c.return_floor();
-  info.updated_at = absl::FromUnixSeconds(c.updated_at().seconds()) +
-                    absl::Nanoseconds(c.updated_at().nanos());
+  info.updated_at = FromProtoTimeUnchecked(c.updated_at());
   info.node_tag = node_tag;
   return info;
 }
@@ -87,7 +82,8 @@ absl::StatusOr<CollectionInfo> AdminClient::GetCollection(
   hilo::v1::GetCollectionResponse response;
   const grpc::Status status =
       stubs_->admin->GetCollection(&context, request, &response);
-  if (!status.ok()) return FromGrpc(status, target_);
+  if (!status.ok())
+    return internal::AttributedTo(target_, FromGrpcStatus(status));
   return FromProto(response.collection(), response.node_tag());
 }
 
@@ -101,7 +97,8 @@ absl::StatusOr<CollectionPage> AdminClient::ListCollections(
   hilo::v1::ListCollectionsResponse response;
   const grpc::Status status =
       stubs_->admin->ListCollections(&context, request, &response);
-  if (!status.ok()) return FromGrpc(status, target_);
+  if (!status.ok())
+    return internal::AttributedTo(target_, FromGrpcStatus(status));
   CollectionPage page;
   for (const hilo::v1::Collection& c : response.collections()) {
     page.collections.push_back(FromProto(c, response.node_tag()));
@@ -120,7 +117,8 @@ absl::StatusOr<FloorResult> AdminClient::SetFloor(absl::string_view collection,
   hilo::v1::SetFloorResponse response;
   const grpc::Status status =
       stubs_->admin->SetFloor(&context, request, &response);
-  if (!status.ok()) return FromGrpc(status, target_);
+  if (!status.ok())
+    return internal::AttributedTo(target_, FromGrpcStatus(status));
   return FloorResult{response.raised(), response.max()};
 }
 
@@ -153,7 +151,8 @@ absl::StatusOr<ServingStatus> AdminClient::CheckHealth(
   cq.Shutdown();
   while (cq.Next(&tag, &ok)) {
   }
-  if (!status.ok()) return FromGrpc(status, target_);
+  if (!status.ok())
+    return internal::AttributedTo(target_, FromGrpcStatus(status));
   // HealthCheckResponse { ServingStatus status = 1; } : 08 <varint>, or
   // nothing at all for UNKNOWN (0).
   std::vector<grpc::Slice> slices;

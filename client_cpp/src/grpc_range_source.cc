@@ -1,6 +1,5 @@
 #include "client_cpp/src/grpc_range_source.h"
 
-#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -8,27 +7,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/time/clock.h"
-#include "grpcpp/client_context.h"
+#include "client_cpp/src/attribution.h"
+#include "hilo/v1/conversions.h"
 
 namespace hilo::internal {
 namespace {
-
-absl::Status FromGrpc(const grpc::Status& status, absl::string_view target) {
-  if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      absl::StrCat(target, ": ", status.error_message()));
-}
-
-// The call may succeed on another target, or on the same one a little later.
-bool IsTransient(const grpc::Status& status) {
-  return status.error_code() == grpc::StatusCode::UNAVAILABLE ||
-         status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
-}
-
-absl::Time FromProto(const google::protobuf::Timestamp& ts) {
-  return absl::FromUnixSeconds(ts.seconds()) + absl::Nanoseconds(ts.nanos());
-}
 
 // OK, or what is wrong with a NextRange reply.
 absl::Status CheckReply(const hilo::v1::NextRangeResponse& response) {
@@ -46,31 +29,19 @@ absl::Status CheckReply(const hilo::v1::NextRangeResponse& response) {
   return absl::OkStatus();
 }
 
-std::string DescribeStatus(const grpc::Status& status) {
-  return absl::StrFormat("%s: %s",
-                         absl::StatusCodeToString(static_cast<absl::StatusCode>(
-                             status.error_code())),
-                         status.error_message());
-}
-
-void ToProto(absl::Time t, google::protobuf::Timestamp* ts) {
-  const int64_t seconds = absl::ToUnixSeconds(t);
-  ts->set_seconds(seconds);
-  ts->set_nanos(static_cast<int32_t>(
-      absl::ToInt64Nanoseconds(t - absl::FromUnixSeconds(seconds))));
-}
-
 }  // namespace
 
 GrpcRangeSource::GrpcRangeSource(std::vector<Target> targets,
                                  absl::Duration rpc_deadline,
                                  ReturnRetryPolicy return_retry)
-    : targets_(std::move(targets)),
-      rpc_deadline_(rpc_deadline),
-      return_retry_(return_retry) {
-  const bool any_channel =
-      std::any_of(targets_.begin(), targets_.end(),
-                  [](const Target& t) { return t.channel != nullptr; });
+    : rpc_deadline_(rpc_deadline), return_retry_(return_retry) {
+  targets_.reserve(targets.size());
+  bool any_channel = false;
+  for (Target& target : targets) {
+    any_channel = any_channel || target.channel != nullptr;
+    targets_.emplace_back(std::move(target.name), std::move(target.stub),
+                          std::move(target.channel));
+  }
   if (any_channel) keeper_ = std::thread([this] { KeepConnected(); });
 }
 
@@ -88,14 +59,15 @@ void GrpcRangeSource::KeepConnected() {
   constexpr auto kSlice = std::chrono::milliseconds(100);
   while (true) {
     bool all_ready = true;
-    for (const Target& target : targets_) {
-      if (target.channel == nullptr) continue;
+    for (const TargetStub& target : targets_) {
+      grpc::Channel* channel = target.channel();
+      if (channel == nullptr) continue;
       const grpc_connectivity_state state =
-          target.channel->GetState(/*try_to_connect=*/true);
+          channel->GetState(/*try_to_connect=*/true);
       if (state == GRPC_CHANNEL_READY) continue;
       all_ready = false;
       // Waiting polls the channel, which is what moves its connection on.
-      target.channel->WaitForStateChange(
+      channel->WaitForStateChange(
           state, std::chrono::system_clock::now() + kSlice / 2);
     }
     std::unique_lock<std::mutex> lock(keeper_mu_);
@@ -108,9 +80,9 @@ void GrpcRangeSource::KeepConnected() {
 }
 
 std::string GrpcRangeSource::Describe() const {
-  return absl::StrJoin(targets_, ", ", [](std::string* out, const Target& t) {
-    out->append(t.name);
-  });
+  return absl::StrJoin(
+      targets_, ", ",
+      [](std::string* out, const TargetStub& t) { out->append(t.name()); });
 }
 
 absl::StatusOr<IssuedRange> GrpcRangeSource::Next(
@@ -120,38 +92,38 @@ absl::StatusOr<IssuedRange> GrpcRangeSource::Next(
   request.set_last_size(previous.size);
   request.set_last_max(previous.max);
   if (previous.range_at.has_value()) {
-    ToProto(*previous.range_at, request.mutable_last_range_at());
+    ToProtoTime(*previous.range_at, request.mutable_last_range_at());
   }
   std::vector<std::string> failures;
   bool any_invalid = false;
   const size_t first = preferred_.load(std::memory_order_relaxed);
   for (size_t i = 0; i < targets_.size(); ++i) {
     const size_t index = (first + i) % targets_.size();
-    const Target& target = targets_[index];
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + rpc_deadline_));
-    hilo::v1::NextRangeResponse response;
-    const grpc::Status status =
-        target.stub->NextRange(&context, request, &response);
-    if (status.ok()) {
-      const absl::Status valid = CheckReply(response);
+    const TargetStub& target = targets_[index];
+    const absl::StatusOr<hilo::v1::NextRangeResponse> response =
+        target.NextRange(request, rpc_deadline_);
+    if (response.ok()) {
+      const absl::Status valid = CheckReply(*response);
       if (valid.ok()) {
         preferred_.store(index, std::memory_order_relaxed);
         if (i > 0) failovers_.fetch_add(1, std::memory_order_relaxed);
-        return IssuedRange{response.low(),
-                           response.high(),
-                           response.node_tag(),
-                           FromProto(response.range_at()),
+        return IssuedRange{response->low(),
+                           response->high(),
+                           response->node_tag(),
+                           FromProtoTimeUnchecked(response->range_at()),
                            index,
-                           response.range_token()};
+                           response->range_token()};
       }
       // A misbehaving server: its range is skipped, the next one is asked.
       any_invalid = true;
-      failures.push_back(absl::StrCat(target.name, ": ", valid.message()));
+      failures.emplace_back(AttributedTo(target.name(), valid).message());
       continue;
     }
-    if (!IsTransient(status)) return FromGrpc(status, target.name);
-    failures.push_back(absl::StrCat(target.name, ": ", DescribeStatus(status)));
+    if (!IsTransient(response.status())) {
+      return AttributedTo(target.name(), response.status());
+    }
+    failures.push_back(
+        absl::StrCat(target.name(), ": ", response.status().ToString()));
   }
   if (any_invalid) {
     return absl::InternalError(
@@ -165,7 +137,7 @@ absl::StatusOr<IssuedRange> GrpcRangeSource::Next(
 
 absl::StatusOr<ReturnResult> GrpcRangeSource::Return(
     absl::string_view collection, const IssuedRange& range, int64_t last) {
-  const Target& target = targets_[range.source % targets_.size()];
+  const TargetStub& target = targets_[range.source % targets_.size()];
   hilo::v1::ReturnRangeRequest request;
   request.set_collection(std::string(collection));
   request.set_end(range.high);
@@ -174,37 +146,9 @@ absl::StatusOr<ReturnResult> GrpcRangeSource::Return(
   request.set_range_token(range.token);
   // Without a token a late copy could apply after the numbers were issued
   // again: such a return is sent once.
-  const int attempts =
-      range.token != 0 ? std::max(1, return_retry_.attempts) : 1;
-  const absl::Time deadline = absl::Now() + rpc_deadline_;
-  absl::Duration backoff = return_retry_.backoff;
-  std::vector<std::string> failures;
-  for (int attempt = 1;; ++attempt) {
-    grpc::ClientContext context;
-    // Each attempt gets an equal share of the time left, so one that times
-    // out still leaves room for the next.
-    const absl::Duration left = deadline - absl::Now();
-    context.set_deadline(
-        absl::ToChronoTime(absl::Now() + left / (attempts - attempt + 1)));
-    hilo::v1::ReturnRangeResponse response;
-    const grpc::Status status =
-        target.stub->ReturnRange(&context, request, &response);
-    if (status.ok()) return ReturnResult{response.applied(), response.max()};
-    failures.push_back(DescribeStatus(status));
-    const bool retry = IsTransient(status) && attempt < attempts &&
-                       absl::Now() + backoff < deadline;
-    if (!retry) {
-      if (attempt == 1) return FromGrpc(status, target.name);
-      return absl::Status(
-          static_cast<absl::StatusCode>(status.error_code()),
-          absl::StrFormat("%s: ReturnRange failed %d times within %s: %s",
-                          target.name, attempt,
-                          absl::FormatDuration(rpc_deadline_),
-                          absl::StrJoin(failures, "; ")));
-    }
-    absl::SleepFor(backoff);
-    backoff *= 2;
-  }
+  const int attempts = range.token != 0 ? return_retry_.attempts : 1;
+  return target.ReturnRange(request, attempts, return_retry_.backoff,
+                            rpc_deadline_);
 }
 
 }  // namespace hilo::internal

@@ -1,6 +1,7 @@
-// GrpcRangeSource: a RangeSource over one or more hilo servers.
+// GrpcRangeSource: a RangeSource over one or more hilo servers, each
+// reached through its TargetStub (target_stub.h); this class chooses among
+// them.
 //
-// The only place in the client where a grpc::Status becomes an absl::Status.
 // Next tries the preferred target first and, on UNAVAILABLE or
 // DEADLINE_EXCEEDED, each other target once; the target that answers becomes
 // the preferred one. A reply that breaks the contract (a range outside
@@ -9,12 +10,10 @@
 // a usable range the error is INTERNAL (not UNAVAILABLE: a misbehaving server
 // does not get better by retrying), naming every target and what it did.
 //
-// Return goes to the target that issued the range, with the range's token.
-// A tokened return applies at most once on the server, so on UNAVAILABLE or
-// DEADLINE_EXCEEDED it is sent again to that same target, up to
-// ReturnRetryPolicy::attempts calls with a short backoff between them, all
-// within one rpc_deadline. A return without a token (a range from a server
-// older than tokens) could apply twice and is sent once.
+// Return goes to the target that issued the range, with the range's token,
+// and is retried there as TargetStub::ReturnRange says, within one
+// rpc_deadline. A return without a token (a range from a server older than
+// tokens) could apply twice and is sent once.
 //
 // The sync API drives a channel's connection attempts only while a call
 // waits on it, and calls to a channel in backoff fail at once without
@@ -35,16 +34,11 @@
 #include <vector>
 
 #include "client_cpp/src/range_source.h"
+#include "client_cpp/src/target_stub.h"
 #include "grpcpp/channel.h"
 #include "hilo/v1/hilo.grpc.pb.h"
 
 namespace hilo::internal {
-
-// How a failed return is retried (see above).
-struct ReturnRetryPolicy {
-  int attempts = 3;                                 // calls in all, at least 1
-  absl::Duration backoff = absl::Milliseconds(50);  // before the 2nd, doubling
-};
 
 class GrpcRangeSource final : public RangeSource {
  public:
@@ -76,7 +70,7 @@ class GrpcRangeSource final : public RangeSource {
   // is not READY, asking it to connect.
   void KeepConnected();
 
-  std::vector<Target> targets_;
+  std::vector<TargetStub> targets_;
   const absl::Duration rpc_deadline_;
   const ReturnRetryPolicy return_retry_;
   std::atomic<size_t> preferred_{0};

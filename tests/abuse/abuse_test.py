@@ -1,4 +1,4 @@
-"""The abuse suite (issue 12): one attack against a real hilo_server per
+"""The abuse suite: one attack against a real hilo_server per
 run, bounded in count and time, while a well-behaved client on its own
 connection keeps asking for ranges.
 

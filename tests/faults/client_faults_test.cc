@@ -19,16 +19,19 @@
 #include "hilo/client.h"
 #include "stress/range_log.h"
 #include "stress/range_recorder.h"
-#include "stress/server_process.h"
+#include "testing/server_process.h"
+#include "testing/status_matchers.h"
 #include "tests/test_util.h"
 
 namespace hilo {
 namespace {
 
 using ::hilo::stress::RangeRecorder;
-using ::hilo::stress::ServerProcess;
 using ::hilo::stress::UsedRange;
-using ::hilo::testing::TempDir;
+using ::hilo::testing_util::IsOk;
+using ::hilo::testing_util::ServerProcess;
+using ::hilo::testing_util::StatusIs;
+using ::hilo::testing_util::TempDir;
 using ::testing::HasSubstr;
 
 // A restarted server must serve the client again within this: the client's
@@ -41,7 +44,7 @@ std::unique_ptr<ServerProcess> StartNode(const TempDir& dir,
   absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(
       HILO_SERVER_PATH, {"--db=" + dir.File("hilo-" + tag + ".db"),
                          "--node_tag=" + tag, "--max_range_size=64"});
-  EXPECT_TRUE(server.ok()) << server.status();
+  EXPECT_THAT(server, IsOk());
   return server.ok() ? *std::move(server) : nullptr;
 }
 
@@ -102,22 +105,21 @@ TEST_F(ClientFaultsTest, AllTargetsDownFailsWithinDeadlineNamingEachTarget) {
   ASSERT_NE(dead, nullptr);
   ASSERT_NE(stalled, nullptr);
   const std::string dead_address = dead->address();
-  ASSERT_TRUE(dead->Kill().ok());
-  ASSERT_TRUE(stalled->Pause().ok());
+  ASSERT_THAT(dead->Kill(), IsOk());
+  ASSERT_THAT(stalled->Pause(), IsOk());
 
   ClientOptions options;
   options.targets = {dead_address, stalled->address()};
   options.rpc_deadline = absl::Milliseconds(500);
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(options);
-  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_THAT(client, IsOk());
 
   for (int attempt = 0; attempt < 2; ++attempt) {
     const absl::Time start = absl::Now();
     absl::StatusOr<Id> id = (*client)->NextId("orders");
     const absl::Duration took = absl::Now() - start;
     ASSERT_FALSE(id.ok()) << id->number;
-    EXPECT_EQ(id.status().code(), absl::StatusCode::kUnavailable)
-        << id.status();
+    EXPECT_THAT(id, StatusIs(absl::StatusCode::kUnavailable));
     EXPECT_THAT(id.status().message(), HasSubstr(dead_address));
     EXPECT_THAT(id.status().message(), HasSubstr(stalled->address()));
     // One attempt per target, each within its deadline (plus slack for a
@@ -127,11 +129,11 @@ TEST_F(ClientFaultsTest, AllTargetsDownFailsWithinDeadlineNamingEachTarget) {
   }
 
   // The stalled node wakes up: the client takes IDs from it by itself.
-  ASSERT_TRUE(stalled->Resume().ok());
+  ASSERT_THAT(stalled->Resume(), IsOk());
   absl::StatusOr<Id> id =
       NextIdUntilOk(**client, "orders", absl::Now() + absl::Seconds(10),
                     {absl::StatusCode::kUnavailable});
-  ASSERT_TRUE(id.ok()) << id.status();
+  ASSERT_THAT(id, IsOk());
   EXPECT_EQ(id->node_tag, "B");
   EXPECT_THAT(OutsideRanges("orders", {*id}), ::testing::IsEmpty());
 }
@@ -147,7 +149,7 @@ TEST_F(ClientFaultsTest, RecoversWithinThreeSecondsOfEachRestartOnTheSamePort) {
   options.targets = {server->address()};
   options.rpc_deadline = absl::Seconds(1);
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(options);
-  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_THAT(client, IsOk());
 
   std::vector<Id> ids;
   constexpr int kRounds = 6;
@@ -156,11 +158,11 @@ TEST_F(ClientFaultsTest, RecoversWithinThreeSecondsOfEachRestartOnTheSamePort) {
     // Served: enough IDs for fresh ranges (at most 64 each) and a prefetch.
     for (int i = 0; i < 300; ++i) {
       absl::StatusOr<Id> id = (*client)->NextId("orders");
-      ASSERT_TRUE(id.ok()) << id.status();
+      ASSERT_THAT(id, IsOk());
       ids.push_back(*id);
     }
 
-    ASSERT_TRUE(server->Kill().ok());
+    ASSERT_THAT(server->Kill(), IsOk());
     // Down: the client's cached numbers run out, then NextId fails.
     absl::Status down;
     for (int i = 0; i < 10'000 && down.ok(); ++i) {
@@ -171,16 +173,16 @@ TEST_F(ClientFaultsTest, RecoversWithinThreeSecondsOfEachRestartOnTheSamePort) {
         down = id.status();
       }
     }
-    EXPECT_EQ(down.code(), absl::StatusCode::kUnavailable) << down;
+    EXPECT_THAT(down, StatusIs(absl::StatusCode::kUnavailable));
 
-    ASSERT_TRUE(server->Restart().ok()) << server->StderrText();
+    ASSERT_THAT(server->Restart(), IsOk()) << server->StderrText();
     ASSERT_EQ(server->port(), port);
     const absl::Time restarted = absl::Now();  // it is listening
     absl::StatusOr<Id> id =
         NextIdUntilOk(**client, "orders", restarted + absl::Seconds(15),
                       {absl::StatusCode::kUnavailable});
     const absl::Duration recovery = absl::Now() - restarted;
-    ASSERT_TRUE(id.ok()) << id.status();
+    ASSERT_THAT(id, IsOk());
     ids.push_back(*id);
     EXPECT_LT(recovery, kRecoveryBound);
     std::printf("round %d: recovered %s after the restart\n", round,

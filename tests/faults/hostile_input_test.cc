@@ -22,16 +22,20 @@
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
+#include "hilo/v1/conversions.h"
 #include "hilo/v1/hilo.grpc.pb.h"
 #include "service/clock.h"
 #include "service/validation.h"
 #include "stress/raw_call.h"
+#include "testing/status_matchers.h"
 #include "tests/test_util.h"
 
 namespace hilo {
 namespace {
 
-using ::hilo::testing::TempDir;
+using ::hilo::testing_util::IsOk;
+using ::hilo::testing_util::StatusIs;
+using ::hilo::testing_util::TempDir;
 using ::testing::HasSubstr;
 using Pair = std::pair<int64_t, int64_t>;
 
@@ -129,14 +133,14 @@ void PrintTo(const HostileCase& c, std::ostream* os) { *os << c.name; }
 class HostileInputTest : public ::testing::Test {
  public:
   void SetUp() override {
-    ServerOptions options = testing::TestServerOptions(dir_, "A");
+    ServerOptions options = testing_util::TestServerOptions(dir_, "A");
     options.clock = &clock_;
     options.allow_returns_without_token = AllowReturnsWithoutToken();
     // Only where needed: stopping the metrics endpoint takes seconds.
     if (ServeMetrics()) options.metrics_listen = "127.0.0.1:0";
-    server_ = testing::StartServer(options);
+    server_ = testing_util::StartServer(options);
     ASSERT_NE(server_, nullptr);
-    channel_ = grpc::CreateChannel(testing::Address(server_->port()),
+    channel_ = grpc::CreateChannel(testing_util::Address(server_->port()),
                                    grpc::InsecureChannelCredentials());
     hilo_ = hilo::v1::HiLo::NewStub(channel_);
     admin_ = hilo::v1::HiLoAdmin::NewStub(channel_);
@@ -243,19 +247,18 @@ class HostileInputTest : public ::testing::Test {
     const grpc::Status status =
         admin_->GetCollection(Context().get(), request, &response);
     if (status.error_code() == grpc::StatusCode::NOT_FOUND) return std::nullopt;
-    EXPECT_TRUE(status.ok()) << status.error_message();
+    EXPECT_THAT(status, IsOk());
     const hilo::v1::Collection& c = response.collection();
     EXPECT_EQ(c.name(), collection);
     return Row{c.max(), c.return_floor(),
-               absl::FromUnixSeconds(c.updated_at().seconds()) +
-                   absl::Nanoseconds(c.updated_at().nanos())};
+               FromProtoTimeUnchecked(c.updated_at())};
   }
 
   // The stored token of the range last issued (0: retired).
   uint64_t StoredToken(const std::string& collection) {
     absl::StatusOr<std::optional<CollectionState>> row =
         server_->store()->Get(collection);
-    EXPECT_TRUE(row.ok()) << row.status();
+    EXPECT_THAT(row, IsOk());
     return row.ok() && row->has_value() ? (*row)->range_token : 0;
   }
 
@@ -263,7 +266,7 @@ class HostileInputTest : public ::testing::Test {
   std::vector<NamedCollectionState> Rows() {
     absl::StatusOr<std::vector<NamedCollectionState>> rows =
         server_->store()->List("", 100'000);
-    EXPECT_TRUE(rows.ok()) << rows.status();
+    EXPECT_THAT(rows, IsOk());
     return rows.ok() ? *rows : std::vector<NamedCollectionState>{};
   }
 
@@ -291,7 +294,7 @@ TEST_P(HostileInputTableTest, ExactCodeAndOnlyTheContractsChange) {
   clock_.Advance(absl::Seconds(1));
 
   const Outcome out = c.call(this);
-  EXPECT_EQ(out.status.error_code(), c.code) << out.status.error_message();
+  EXPECT_THAT(out.status, StatusIs(static_cast<absl::StatusCode>(c.code)));
   if (c.range.has_value()) {
     EXPECT_EQ(out.range, c.range);
   } else {
@@ -733,7 +736,7 @@ TEST_F(HostileInputTest, ReturnOfAllOfARangeEndingAtInt64Max) {
   const Outcome range = Next("edge");
   EXPECT_EQ(range.range, Pair(kInt64Max - 31, kInt64Max));
   const Outcome returned = Return("edge", kInt64Max, kInt64Max, range.token);
-  EXPECT_TRUE(returned.status.ok()) << returned.status.error_message();
+  EXPECT_THAT(returned.status, IsOk());
   EXPECT_EQ(returned.ret, std::pair(true, kInt64Max));
   const std::vector<NamedCollectionState> rows = Rows();
   ASSERT_EQ(rows.size(), 1u);
@@ -741,13 +744,14 @@ TEST_F(HostileInputTest, ReturnOfAllOfARangeEndingAtInt64Max) {
   EXPECT_EQ(rows[0].state.return_floor, kInt64Max);
   EXPECT_EQ(Return("edge", kInt64Max, kInt64Max - 1, range.token).ret,
             std::pair(false, kInt64Max));
-  EXPECT_EQ(Next("edge").status.error_code(), C::OUT_OF_RANGE);
+  EXPECT_THAT(Next("edge").status, StatusIs(absl::StatusCode::kOutOfRange));
 }
 
 // A floor at INT64_MAX covers every number: a return claiming a range that
 // ends there (no client was given one) must not reopen INT64_MAX.
 TEST_F(HostileInputTest, ForgedReturnBelowAFloorAtInt64Max) {
-  EXPECT_EQ(Floor("edge", kInt64Max).status.error_code(), C::INVALID_ARGUMENT);
+  EXPECT_THAT(Floor("edge", kInt64Max).status,
+              StatusIs(absl::StatusCode::kInvalidArgument));
   // The row a floor at INT64_MAX made before the guard rail.
   ASSERT_TRUE(
       server_->store()
@@ -757,12 +761,12 @@ TEST_F(HostileInputTest, ForgedReturnBelowAFloorAtInt64Max) {
           .ok());
   EXPECT_EQ(Return("edge", kInt64Max, kInt64Max - 1, 1).ret,
             std::pair(false, kInt64Max));
-  EXPECT_EQ(Return("edge", kInt64Max, kInt64Max - 1, 0).status.error_code(),
-            C::FAILED_PRECONDITION);
+  EXPECT_THAT(Return("edge", kInt64Max, kInt64Max - 1, 0).status,
+              StatusIs(absl::StatusCode::kFailedPrecondition));
   const std::vector<NamedCollectionState> rows = Rows();
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].state.max, kInt64Max);
-  EXPECT_EQ(Next("edge").status.error_code(), C::OUT_OF_RANGE);
+  EXPECT_THAT(Next("edge").status, StatusIs(absl::StatusCode::kOutOfRange));
 }
 
 // ---- Returns that must not apply, step by step. Each call gets its exact
@@ -780,7 +784,7 @@ TEST_F(HostileInputTest, FloorBelowMaxRefusesAReturnReachingUnderIt) {
 
   clock_.Advance(absl::Seconds(1));
   const Outcome floor = Floor("orders", 50);
-  EXPECT_EQ(floor.status.error_code(), C::OK);
+  EXPECT_THAT(floor.status, IsOk());
   EXPECT_EQ(floor.ret, std::pair(false, int64_t{64}));
   const absl::Time floored = clock_.Now();
   EXPECT_EQ(GetRow("orders"), (Row{64, 50, floored}));
@@ -789,7 +793,7 @@ TEST_F(HostileInputTest, FloorBelowMaxRefusesAReturnReachingUnderIt) {
 
   clock_.Advance(absl::Seconds(1));
   const Outcome returned = Return("orders", 64, 40, held.token);
-  EXPECT_EQ(returned.status.error_code(), C::OK);
+  EXPECT_THAT(returned.status, IsOk());
   EXPECT_EQ(returned.ret, std::pair(false, int64_t{64}));
   EXPECT_EQ(GetRow("orders"), (Row{64, 50, floored}));
 
@@ -807,7 +811,7 @@ TEST_F(HostileInputTest, FloorBelowMaxStillTakesAReturnAboveIt) {
 
   clock_.Advance(absl::Seconds(1));
   const Outcome returned = Return("orders", 64, 55, held.token);
-  EXPECT_EQ(returned.status.error_code(), C::OK);
+  EXPECT_THAT(returned.status, IsOk());
   EXPECT_EQ(returned.ret, std::pair(true, int64_t{55}));
   EXPECT_EQ(GetRow("orders"), (Row{55, 55, clock_.Now()}));
   EXPECT_EQ(StoredToken("orders"), 0u);
@@ -824,14 +828,14 @@ TEST_F(HostileInputTest, FloorAtMaxRefusesAReturnBelowIt) {
 
   clock_.Advance(absl::Seconds(1));
   const Outcome floor = Floor("orders", 32);
-  EXPECT_EQ(floor.status.error_code(), C::OK);
+  EXPECT_THAT(floor.status, IsOk());
   EXPECT_EQ(floor.ret, std::pair(false, int64_t{32}));
   const absl::Time floored = clock_.Now();
   EXPECT_EQ(GetRow("orders"), (Row{32, 32, floored}));
 
   clock_.Advance(absl::Seconds(1));
   const Outcome returned = Return("orders", 32, 0, held.token);
-  EXPECT_EQ(returned.status.error_code(), C::OK);
+  EXPECT_THAT(returned.status, IsOk());
   EXPECT_EQ(returned.ret, std::pair(false, int64_t{32}));
   EXPECT_EQ(GetRow("orders"), (Row{32, 32, floored}));
 
@@ -851,7 +855,7 @@ TEST_F(HostileInputTest, DuplicatedReturnAppliesOnce) {
 
     clock_.Advance(absl::Seconds(1));
     const Outcome first = Return(name, 32, last, held.token);
-    EXPECT_EQ(first.status.error_code(), C::OK);
+    EXPECT_THAT(first.status, IsOk());
     EXPECT_EQ(first.ret, std::pair(true, last));
     const absl::Time returned = clock_.Now();
     EXPECT_EQ(GetRow(name), (Row{last, last, returned}));
@@ -859,7 +863,7 @@ TEST_F(HostileInputTest, DuplicatedReturnAppliesOnce) {
 
     clock_.Advance(absl::Seconds(1));
     const Outcome second = Return(name, 32, last, held.token);
-    EXPECT_EQ(second.status.error_code(), C::OK);
+    EXPECT_THAT(second.status, IsOk());
     EXPECT_EQ(second.ret, std::pair(false, last));
     EXPECT_EQ(GetRow(name), (Row{last, last, returned}));
 
@@ -885,7 +889,7 @@ TEST_F(HostileInputTest, StaleCopyAfterTheNumbersWereIssuedAgainIsRefused) {
 
   clock_.Advance(absl::Seconds(1));
   const Outcome stale = Return("orders", 32, 0, a.token);
-  EXPECT_EQ(stale.status.error_code(), C::OK);
+  EXPECT_THAT(stale.status, IsOk());
   EXPECT_EQ(stale.ret, std::pair(false, int64_t{32}));
   EXPECT_EQ(GetRow("orders"), (Row{32, 0, reissued}));
   EXPECT_EQ(StoredToken("orders"), b.token);
@@ -909,7 +913,7 @@ TEST_F(HostileInputTest, GuessingATokenBitByBitNeverApplies) {
       clock_.Advance(absl::Seconds(1));
       const Outcome stolen = Return("orders", 32, 0, token);
       SCOPED_TRACE(absl::StrCat("token ", token));
-      ASSERT_EQ(stolen.status.error_code(), C::OK);
+      ASSERT_THAT(stolen.status, IsOk());
       ASSERT_EQ(stolen.ret, std::pair(false, int64_t{32}));
       ++guesses;
     }
@@ -1002,7 +1006,7 @@ TEST_F(HostileInputLegacyReturnsTest, ReturnWithoutTokenTakesTheOldRule) {
   ASSERT_EQ(held.range, Pair(1, 32));
   clock_.Advance(absl::Seconds(1));
   const Outcome returned = Return("orders", 32, 5, 0);
-  EXPECT_EQ(returned.status.error_code(), C::OK);
+  EXPECT_THAT(returned.status, IsOk());
   EXPECT_EQ(returned.ret, std::pair(true, int64_t{5}));
   EXPECT_EQ(GetRow("orders"), (Row{5, 5, clock_.Now()}));
   EXPECT_EQ(StoredToken("orders"), 0u);
@@ -1017,7 +1021,7 @@ TEST_F(HostileInputTest, SqlInANameIsJustAName) {
   EXPECT_EQ(Next(name).range, Pair(1, 32));
   EXPECT_EQ(Next("orders").range, Pair(1, 32));
   EXPECT_EQ(Next(name).range, Pair(33, 64));
-  EXPECT_TRUE(Get(name).status.ok());
+  EXPECT_THAT(Get(name).status, IsOk());
   EXPECT_EQ(Rows().size(), 2u);
 }
 
@@ -1063,8 +1067,8 @@ TEST_F(HostileInputMetricsTest,
   EXPECT_EQ(server_->store()->collection_count(), kNames);
 
   absl::StatusOr<std::string> scrape =
-      testing::HttpGet(server_->metrics_port(), "/metrics");
-  ASSERT_TRUE(scrape.ok()) << scrape.status();
+      testing_util::HttpGet(server_->metrics_port(), "/metrics");
+  ASSERT_THAT(scrape, IsOk());
   const std::map<std::string, double> reserved =
       Samples(*scrape, "hilo_ids_reserved_total");
   const int limit = server_->options().metrics_max_collections;

@@ -21,6 +21,7 @@
 #include <mutex>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/time/time.h"
 
 namespace hilo::base {
 
@@ -49,6 +50,20 @@ class ABSL_LOCKABLE Mutex {
     std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
     waiters_.wait(lock, predicate);
     lock.release();
+  }
+
+  // As Await, but gives up after `timeout`; returns what `predicate()`
+  // last returned.
+  template <typename Predicate>
+  bool AwaitWithTimeout(Predicate predicate, absl::Duration timeout)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
+    if (predicate()) return true;
+    waiters_.notify_all();
+    std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
+    const bool result =
+        waiters_.wait_for(lock, absl::ToChronoNanoseconds(timeout), predicate);
+    lock.release();
+    return result;
   }
 
  private:

@@ -1,4 +1,4 @@
-#include "stress/server_process.h"
+#include "testing/server_process.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -6,7 +6,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <utility>
 
@@ -14,9 +16,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 
-namespace hilo::stress {
+namespace hilo::testing_util {
 namespace {
 
 constexpr char kStartLine[] = "hilo_server: serving node ";
@@ -28,7 +31,13 @@ bool HasFlag(const std::vector<std::string>& flags, absl::string_view name) {
   return false;
 }
 
-// The port in a complete start-up line of `text`, or 0 if there is none yet.
+int ExitCode(int wait_status) {
+  return WIFEXITED(wait_status) ? WEXITSTATUS(wait_status)
+                                : 128 + WTERMSIG(wait_status);
+}
+
+}  // namespace
+
 int PortOfStartLine(const std::string& text) {
   const size_t start = text.find(kStartLine);
   if (start == std::string::npos) return 0;
@@ -43,20 +52,27 @@ int PortOfStartLine(const std::string& text) {
   return port;
 }
 
-}  // namespace
+ServerProcess::ServerProcess(std::string binary, std::vector<std::string> flags,
+                             Options options)
+    : binary_(std::move(binary)), flags_(std::move(flags)), options_(options) {}
 
-ServerProcess::ServerProcess(std::string binary, std::vector<std::string> flags)
-    : binary_(std::move(binary)), flags_(std::move(flags)) {}
-
-absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
-    std::string binary, std::vector<std::string> flags,
-    absl::Duration timeout) {
+absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Launch(
+    std::string binary, std::vector<std::string> flags, Options options) {
   if (!HasFlag(flags, "listen")) flags.push_back("--listen=127.0.0.1:0");
-  // The default metrics port is fixed; tests run side by side.
   if (!HasFlag(flags, "metrics_listen")) flags.push_back("--metrics_listen=");
   std::unique_ptr<ServerProcess> server(
-      new ServerProcess(std::move(binary), std::move(flags)));
-  if (absl::Status s = server->Spawn(server->flags_, timeout); !s.ok()) {
+      new ServerProcess(std::move(binary), std::move(flags), options));
+  if (absl::Status s = server->Spawn(server->flags_); !s.ok()) return s;
+  return server;
+}
+
+absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
+    std::string binary, std::vector<std::string> flags, Options options) {
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server =
+      Launch(std::move(binary), std::move(flags), options);
+  if (!server.ok()) return server;
+  if (absl::Status s = (*server)->AwaitStartLine(options.start_timeout);
+      !s.ok()) {
     return s;
   }
   return server;
@@ -74,34 +90,51 @@ std::string ServerProcess::address() const {
 }
 
 std::string ServerProcess::StderrText() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   return stderr_;
 }
 
-void ServerProcess::ReadStderr(int fd) {
+std::vector<std::string> ServerProcess::StderrLines() const {
+  const std::string text = StderrText();
+  std::vector<std::string> lines = absl::StrSplit(text, '\n');
+  if (!lines.empty() && lines.back().empty()) lines.pop_back();
+  return lines;
+}
+
+void ServerProcess::ReadStderr(int fd, pid_t pid) {
   char buffer[4096];
+  std::string line;  // for echoing
+  bool started = false;
   while (true) {
     const ssize_t n = read(fd, buffer, sizeof(buffer));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      base::MutexLock lock(&mu_);
       // Keep the start and the latest output of a long-lived chatty server.
       if (stderr_.size() > (1 << 20)) stderr_.erase(4096, stderr_.size() / 2);
       stderr_.append(buffer, static_cast<size_t>(n));
     }
-    stderr_changed_.notify_all();
+    if (!options_.echo_stderr) continue;
+    for (ssize_t i = 0; i < n; ++i) {
+      if (buffer[i] != '\n') {
+        line.push_back(buffer[i]);
+        continue;
+      }
+      if (started) {
+        std::fprintf(stderr, "  [server %d] %s\n", static_cast<int>(pid),
+                     line.c_str());
+      }
+      started = started || absl::StartsWith(line, kStartLine);
+      line.clear();
+    }
   }
   close(fd);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stderr_closed_ = true;
-  }
-  stderr_changed_.notify_all();
+  base::MutexLock lock(&mu_);
+  stderr_closed_ = true;
 }
 
-absl::Status ServerProcess::Spawn(const std::vector<std::string>& flags,
-                                  absl::Duration timeout) {
+absl::Status ServerProcess::Spawn(const std::vector<std::string>& flags) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {
     return absl::InternalError(absl::StrCat("pipe2: ", strerror(errno)));
@@ -115,7 +148,7 @@ absl::Status ServerProcess::Spawn(const std::vector<std::string>& flags,
   argv.push_back(nullptr);
   const pid_t parent = getpid();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     stderr_.clear();
     stderr_closed_ = false;
   }
@@ -127,7 +160,8 @@ absl::Status ServerProcess::Spawn(const std::vector<std::string>& flags,
   }
   if (pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);
+    if (getppid() != parent) _exit(127);  // the parent is already gone
+    // gRPC may block signals in its threads; the server relies on them.
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -138,21 +172,26 @@ absl::Status ServerProcess::Spawn(const std::vector<std::string>& flags,
     }
     dup2(fds[1], STDERR_FILENO);
     execv(argv[0], argv.data());
-    const char message[] = "hilo_stress: exec of hilo_server failed\n";
+    const char message[] = "ServerProcess: exec of hilo_server failed\n";
     (void)!write(STDERR_FILENO, message, sizeof(message) - 1);
     _exit(127);
   }
   close(fds[1]);
   pid_ = pid;
-  reader_ = std::thread([this, fd = fds[0]] { ReadStderr(fd); });
+  reader_ = std::thread([this, fd = fds[0], pid] { ReadStderr(fd, pid); });
+  return absl::OkStatus();
+}
 
+absl::Status ServerProcess::AwaitStartLine(absl::Duration timeout) {
   int port = 0;
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    stderr_changed_.wait_for(lock, absl::ToChronoMilliseconds(timeout), [&] {
-      port = PortOfStartLine(stderr_);
-      return port > 0 || stderr_closed_;
-    });
+    base::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(
+        [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          port = PortOfStartLine(stderr_);
+          return port > 0 || stderr_closed_;
+        },
+        timeout);
   }
   if (port > 0) {
     port_ = port;
@@ -171,38 +210,29 @@ int ServerProcess::Reap() {
   }
   pid_ = -1;
   if (reader_.joinable()) reader_.join();
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return ExitCode(status);
+}
+
+absl::Status ServerProcess::Signal(int signal) {
+  if (pid_ <= 0) return absl::FailedPreconditionError("server is not running");
+  if (kill(pid_, signal) != 0) {
+    return absl::InternalError(absl::StrCat("kill: ", strerror(errno)));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ServerProcess::Kill() {
-  if (pid_ <= 0) return absl::FailedPreconditionError("server is not running");
-  if (kill(pid_, SIGKILL) != 0) {
-    return absl::InternalError(absl::StrCat("kill: ", strerror(errno)));
-  }
+  if (absl::Status s = Signal(SIGKILL); !s.ok()) return s;
   Reap();
   return absl::OkStatus();
 }
 
-absl::Status ServerProcess::Pause() {
-  if (pid_ <= 0) return absl::FailedPreconditionError("server is not running");
-  if (kill(pid_, SIGSTOP) != 0) {
-    return absl::InternalError(absl::StrCat("kill: ", strerror(errno)));
-  }
-  return absl::OkStatus();
-}
+absl::Status ServerProcess::Pause() { return Signal(SIGSTOP); }
 
-absl::Status ServerProcess::Resume() {
-  if (pid_ <= 0) return absl::FailedPreconditionError("server is not running");
-  if (kill(pid_, SIGCONT) != 0) {
-    return absl::InternalError(absl::StrCat("kill: ", strerror(errno)));
-  }
-  return absl::OkStatus();
-}
+absl::Status ServerProcess::Resume() { return Signal(SIGCONT); }
 
-absl::StatusOr<int> ServerProcess::Terminate(absl::Duration timeout) {
+absl::StatusOr<int> ServerProcess::WaitForExit(absl::Duration timeout) {
   if (pid_ <= 0) return absl::FailedPreconditionError("server is not running");
-  kill(pid_, SIGTERM);
-  kill(pid_, SIGCONT);  // a paused server must run to drain
   const absl::Time give_up = absl::Now() + timeout;
   while (true) {
     int status = 0;
@@ -210,16 +240,27 @@ absl::StatusOr<int> ServerProcess::Terminate(absl::Duration timeout) {
     if (done == pid_) {
       pid_ = -1;
       if (reader_.joinable()) reader_.join();
-      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      return ExitCode(status);
     }
     if (absl::Now() > give_up) {
-      Kill().IgnoreError();
-      return absl::DeadlineExceededError(
-          absl::StrFormat("server did not exit within %s of SIGTERM",
-                          absl::FormatDuration(timeout)));
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "server did not exit within %s", absl::FormatDuration(timeout)));
     }
-    absl::SleepFor(absl::Milliseconds(10));
+    absl::SleepFor(absl::Milliseconds(5));
   }
+}
+
+absl::StatusOr<int> ServerProcess::Terminate(absl::Duration timeout) {
+  if (absl::Status s = Signal(SIGTERM); !s.ok()) return s;
+  Signal(SIGCONT).IgnoreError();  // a paused server must run to drain
+  absl::StatusOr<int> code = WaitForExit(timeout);
+  if (code.status().code() == absl::StatusCode::kDeadlineExceeded) {
+    Kill().IgnoreError();
+    return absl::DeadlineExceededError(
+        absl::StrFormat("server did not exit within %s of SIGTERM",
+                        absl::FormatDuration(timeout)));
+  }
+  return code;
 }
 
 absl::Status ServerProcess::Restart(absl::Duration timeout) {
@@ -234,7 +275,8 @@ absl::Status ServerProcess::Restart(absl::Duration timeout) {
   const absl::Time give_up = absl::Now() + timeout;
   while (true) {
     const absl::Duration left = give_up - absl::Now();
-    absl::Status s = Spawn(flags, std::max(left, absl::Seconds(1)));
+    absl::Status s = Spawn(flags);
+    if (s.ok()) s = AwaitStartLine(std::max(left, absl::Seconds(1)));
     if (s.ok()) return s;
     // The kernel may hold the port for a moment after a kill.
     if (!absl::StrContains(s.message(), "cannot listen") ||
@@ -245,4 +287,4 @@ absl::Status ServerProcess::Restart(absl::Duration timeout) {
   }
 }
 
-}  // namespace hilo::stress
+}  // namespace hilo::testing_util

@@ -1,0 +1,60 @@
+#include "bench/proc_stats.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+
+namespace hilo::bench {
+namespace {
+
+// The value in kB of `key` in /proc/<pid>/status, in bytes; -1 if absent.
+int64_t ProcStatusBytes(pid_t pid, absl::string_view key) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!absl::StartsWith(line, key)) continue;
+    absl::string_view rest = absl::string_view(line).substr(key.size());
+    rest = absl::StripAsciiWhitespace(rest);
+    if (absl::EndsWith(rest, "kB")) rest.remove_suffix(2);
+    int64_t kb = 0;
+    if (absl::SimpleAtoi(absl::StripAsciiWhitespace(rest), &kb)) {
+      return kb * 1024;
+    }
+  }
+  return -1;
+}
+
+}  // namespace
+
+int64_t RssBytes(pid_t pid) { return ProcStatusBytes(pid, "VmRSS:"); }
+
+int64_t PeakRssBytes(pid_t pid) { return ProcStatusBytes(pid, "VmHWM:"); }
+
+double CpuSeconds(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string stat;
+  std::getline(in, stat);
+  // Fields after the command name, which is in parentheses and may hold
+  // spaces: state is field 3, utime 14 and stime 15.
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::vector<std::string> fields =
+      absl::StrSplit(absl::string_view(stat).substr(close + 2), ' ');
+  int64_t utime = 0, stime = 0;
+  if (fields.size() < 13 || !absl::SimpleAtoi(fields[11], &utime) ||
+      !absl::SimpleAtoi(fields[12], &stime)) {
+    return -1;
+  }
+  return static_cast<double>(utime + stime) / sysconf(_SC_CLK_TCK);
+}
+
+}  // namespace hilo::bench
