@@ -77,12 +77,14 @@ constexpr char kClaimTag[] =
 constexpr char kTagHolder[] =
     "SELECT holder, greatest(0, ceil(extract(epoch FROM expires_at - now())))"
     "::BIGINT FROM hilo_nodes WHERE tag = $1";
-// Renews tag $1 of holder $2 for $3 milliseconds; returns the tag's holder
-// as it was (no row: nobody holds it).
+// Renews tag $1 of holder $2 for $3 milliseconds; returns whether it did
+// (the UPDATE sees another server's claim made meanwhile) and, for the
+// message when it did not, the holder as this statement's snapshot saw it.
 constexpr char kRenewTag[] =
     "WITH renewed AS (UPDATE hilo_nodes SET expires_at = now() + $3::BIGINT * "
     "interval '1 millisecond' WHERE tag = $1 AND holder = $2 RETURNING tag) "
-    "SELECT holder FROM hilo_nodes WHERE tag = $1";
+    "SELECT EXISTS (SELECT 1 FROM renewed), "
+    "(SELECT holder FROM hilo_nodes WHERE tag = $1)";
 constexpr char kReleaseTag[] =
     "DELETE FROM hilo_nodes WHERE tag = $1 AND holder = $2";
 
@@ -648,12 +650,18 @@ absl::Status PostgresRangeStore::ClaimNodeTag(Connection& c) {
 void PostgresRangeStore::NodeTagLost(absl::string_view holder) {
   node_tag_lost_ = true;
   if (!options_.on_node_tag_lost) return;
+  std::string who = absl::StrCat("\"", holder, "\"");
+  if (holder.empty()) {
+    who = "nobody (its row was deleted)";
+  } else if (holder == options_.node_tag_lease->holder) {
+    // Another server's claim, made at this very moment, is not in the
+    // renewal's snapshot yet.
+    who = "another server";
+  }
   options_.on_node_tag_lost(absl::FailedPreconditionError(absl::StrFormat(
       "PostgreSQL at %s: node tag %s is now held by %s; this server could "
       "not renew its claim for %s, and must no longer use the tag",
-      description_, node_tag_,
-      holder.empty() ? std::string("nobody (its row was deleted)")
-                     : absl::StrCat("\"", holder, "\""),
+      description_, node_tag_, who,
       absl::FormatDuration(options_.node_tag_lease->duration))));
 }
 
@@ -894,11 +902,14 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
   SetReachable(true);
   if (renew_at >= 0) {
     const PGresult* r = results[renew_at].get();
-    const absl::string_view holder =
-        PQntuples(r) == 1
-            ? absl::string_view(PQgetvalue(r, 0, 0), PQgetlength(r, 0, 0))
-            : absl::string_view();
-    if (holder != options_.node_tag_lease->holder) NodeTagLost(holder);
+    // Binary bool: one byte.
+    const bool renewed = PQgetvalue(r, 0, 0)[0] != 0;
+    if (!renewed) {
+      NodeTagLost(
+          PQgetisnull(r, 0, 1)
+              ? absl::string_view()
+              : absl::string_view(PQgetvalue(r, 0, 1), PQgetlength(r, 0, 1)));
+    }
   }
 
   // Rows in the table before this batch, if a probe counted them.
