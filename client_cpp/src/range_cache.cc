@@ -98,6 +98,9 @@ int64_t RangeCache::Publish(const IssuedRange* range) {
       has_range_
           ? std::min(static_cast<int64_t>(old & kOffsetMask), range_usable_)
           : 0;
+  if (taken > 0) {
+    handed_out_up_to_ = std::max(handed_out_up_to_, range_.low + taken - 1);
+  }
   has_range_ = range != nullptr;
   if (has_range_) {
     range_ = *range;
@@ -216,7 +219,7 @@ void RangeCache::ReturnUnused() {
   std::vector<std::pair<IssuedRange, int64_t>> returns;  // range, last used
   bool chained = false;  // the second return needs the first applied
   const bool had_range = has_range_;
-  int64_t used_up_to = 0;  // the last number handed out, if had_range
+  int64_t used_up_to = 0;  // its last number handed out (low - 1: none)
   if (has_next_) {
     returns.emplace_back(next_, next_.low - 1);
     chained = has_range_ && next_.source == range_.source &&
@@ -264,10 +267,11 @@ void RangeCache::ReturnUnused() {
   fetch_error_ = absl::OkStatus();
   // Our next range may start right after the last number we handed out:
   // last_max keeps a client's ranges from going down, and the numbers above
-  // it are no longer ours, whether they went back or not. Reporting the
-  // high of a range handed back whole would make the node skip numbers
-  // another client may have handed back in the meantime.
-  if (had_range) previous_.max = used_up_to;
+  // it are no longer ours, whether they went back or not. Reporting more
+  // (the high of a range handed back, or the number below a current range
+  // retired before any caller took from it) would make the node skip
+  // numbers another client may have handed back in the meantime.
+  if (had_range) previous_.max = handed_out_up_to_;
 }
 
 }  // namespace hilo::internal

@@ -161,6 +161,8 @@ class RangeCache {
   IssuedRange range_ ABSL_GUARDED_BY(mu_);  // valid if has_range_
   int64_t range_usable_ ABSL_GUARDED_BY(mu_) = 0;
   PreviousRange previous_ ABSL_GUARDED_BY(mu_);
+  // The highest number a caller took from a retired range (0: none).
+  int64_t handed_out_up_to_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline NodeTag RangeCache::UnpackTag(
