@@ -34,9 +34,12 @@ class ABSL_LOCKABLE Mutex {
   void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
 
   void Unlock() ABSL_UNLOCK_FUNCTION() {
-    mu_.unlock();
-    // Cheap when nobody waits: no system call.
+    // Before unlocking, never after: a waiter that sees its predicate hold
+    // may return and destroy this mutex (a Notification on its stack, say)
+    // the moment the lock is free, and notify_all would then touch a freed
+    // condition variable. Cheap when nobody waits: no system call.
     waiters_.notify_all();
+    mu_.unlock();
   }
 
   // Releases the mutex until `predicate()` is true, then holds it again.
