@@ -59,6 +59,21 @@ std::pair<int, std::vector<std::string>> RunToRefusal(
   return {code.value_or(-1), (*server)->StderrLines()};
 }
 
+// NextRange on "orders" against the server on `port`, without credentials.
+grpc::Status NextOrders(int port, hilo::v1::NextRangeResponse* response) {
+  auto stub = testing_util::NewStub(port);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(10));
+  hilo::v1::NextRangeRequest request;
+  request.set_collection("orders");
+  return stub->NextRange(&context, request, response);
+}
+grpc::Status NextOrders(int port) {
+  hilo::v1::NextRangeResponse response;
+  return NextOrders(port, &response);
+}
+
 TEST(ServerMainTest, ServesAfterOneStartLineAndExitsZeroOnSigterm) {
   TempDir dir;
   std::unique_ptr<ServerProcess> server =
@@ -70,14 +85,8 @@ TEST(ServerMainTest, ServesAfterOneStartLineAndExitsZeroOnSigterm) {
   EXPECT_THAT(line, HasSubstr("sync full"));
   const int port = server->port();
 
-  auto stub = testing_util::NewStub(port);
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(10));
-  hilo::v1::NextRangeRequest request;
-  request.set_collection("orders");
   hilo::v1::NextRangeResponse response;
-  ASSERT_TRUE(stub->NextRange(&context, request, &response).ok());
+  ASSERT_TRUE(NextOrders(port, &response).ok());
   EXPECT_EQ(response.low(), 1);
   EXPECT_EQ(response.high(), 32);
   EXPECT_EQ(response.node_tag(), "Q7");
@@ -181,18 +190,6 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<BadStart>& info) {
       return info.param.label;
     });
-
-// NextRange on "orders" against the server on `port`, without credentials.
-grpc::Status NextOrders(int port) {
-  auto stub = testing_util::NewStub(port);
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(10));
-  hilo::v1::NextRangeRequest request;
-  request.set_collection("orders");
-  hilo::v1::NextRangeResponse response;
-  return stub->NextRange(&context, request, &response);
-}
 
 // The line `server` printed after the first `seen` lines, once there is one
 // (bounded: "" and a test failure if none comes within 20 s).
