@@ -58,17 +58,17 @@ void FaultInjector::Kill(Node& node) {
   const bool shared = options_.shared_store();
   // A shared store outlives the node: it is read through the restarted
   // node (or any other) below.
-  absl::StatusOr<std::map<std::string, int64_t>> stored =
-      shared ? std::map<std::string, int64_t>()
-             : ReadStoredMaxFromFile(node.db_path);
   int checked_in_file = 0;
-  if (shared) {
-  } else if (!stored.ok()) {
-    report_->Problem(stored.status().ToString());
-  } else {
-    checked_in_file =
-        CheckStoredMaxOf(node, *stored, floors,
-                         absl::StrCat("after kill -9 #", kills_, " (file)"));
+  if (!shared) {
+    absl::StatusOr<std::map<std::string, int64_t>> stored =
+        ReadStoredMaxFromFile(node.db_path);
+    if (!stored.ok()) {
+      report_->Problem(stored.status().ToString());
+    } else {
+      checked_in_file =
+          CheckStoredMaxOf(node, *stored, floors,
+                           absl::StrCat("after kill -9 #", kills_, " (file)"));
+    }
   }
   if (absl::Status s = node.process->Restart(); !s.ok()) {
     report_->Problem(
