@@ -19,8 +19,9 @@ need_python_grpc() {
 need_node_modules() {
   local src=$1
   command -v node >/dev/null || fail "node is not installed"
-  if [ ! -d "$src/deploy/node_modules/kubernetes-models" ] || [ ! -d "$src/deploy/node_modules/typescript" ]; then
-    fail "$src/deploy/node_modules is not installed: run scripts/install-deps-deploy.sh"
+  local modules="$src/tests/deploy/node_modules"
+  if [ ! -d "$modules/kubernetes-models" ] || [ ! -d "$modules/typescript" ]; then
+    fail "$modules is not installed: run scripts/install-deps-deploy.sh"
   fi
 }
 
