@@ -15,11 +15,14 @@
 #include "hilo/v1/hilo.grpc.pb.h"
 #include "prometheus/text_serializer.h"
 #include "service/tls.h"
+#include "testing/status_matchers.h"
 #include "tests/test_util.h"
 
 namespace hilo {
 namespace {
 
+using ::hilo::testing_util::IsOk;
+using ::hilo::testing_util::StatusIs;
 using ::hilo::testing_util::TempDir;
 using ::testing::HasSubstr;
 
@@ -97,7 +100,7 @@ class AuthzTlsTest : public ::testing::Test {
     absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds =
         ServerCredentialsFromFiles(
             {Pki("server.pem"), Pki("server.key"), mtls ? Pki("ca.pem") : ""});
-    ASSERT_TRUE(creds.ok()) << creds.status();
+    ASSERT_THAT(creds, IsOk());
     ServerOptions options = testing_util::TestServerOptions(dir_);
     options.credentials = *creds;
     options.authz_policy = policy_;
@@ -178,51 +181,56 @@ TEST_F(AuthzTlsTest, SpiffeIdentityUsesItsCollectionsOnly) {
   StartServer(/*mtls=*/true);
   hilo::v1::NextRangeResponse r;
   grpc::Status ok = Next("orders", "orders/eu", 0, "", &r);
-  ASSERT_TRUE(ok.ok()) << ok.error_message();
+  ASSERT_THAT(ok, IsOk());
   EXPECT_EQ(r.low(), 1);
   grpc::Status denied = Next("orders", "users");
-  EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_EQ(denied.error_message(),
-            "uri:spiffe://test/orders may not call NextRange on collection "
-            "\"users\"");
+  EXPECT_THAT(
+      denied,
+      StatusIs(absl::StatusCode::kPermissionDenied,
+               "uri:spiffe://test/orders may not call NextRange on collection "
+               "\"users\""));
   EXPECT_FALSE(server_->store()->Get("users")->has_value());
 }
 
 TEST_F(AuthzTlsTest, AdminIsDeniedToAnIdOnlyIdentity) {
   StartServer(/*mtls=*/true);
   grpc::Status denied = SetFloor("orders", "orders", 100);
-  EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_EQ(denied.error_message(),
-            "uri:spiffe://test/orders may not call SetFloor on collection "
-            "\"orders\"");
-  EXPECT_EQ(Get("orders", "orders").error_code(),
-            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(
+      denied,
+      StatusIs(absl::StatusCode::kPermissionDenied,
+               "uri:spiffe://test/orders may not call SetFloor on collection "
+               "\"orders\""));
+  EXPECT_THAT(Get("orders", "orders"),
+              StatusIs(absl::StatusCode::kPermissionDenied));
   EXPECT_FALSE(server_->store()->Get("orders")->has_value());
 }
 
 TEST_F(AuthzTlsTest, ReadOnlyAdminReadsButIsRefusedSetFloor) {
   StartServer(/*mtls=*/true);
-  ASSERT_TRUE(SetFloor("ops", "orders", 100).ok());
-  EXPECT_TRUE(Get("reader", "orders").ok());
+  ASSERT_THAT(SetFloor("ops", "orders", 100), IsOk());
+  EXPECT_THAT(Get("reader", "orders"), IsOk());
   grpc::Status denied = SetFloor("reader", "orders", 200);
-  EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_EQ(denied.error_message(),
-            "dns:reader.test may not call SetFloor on collection \"orders\"");
+  EXPECT_THAT(
+      denied,
+      StatusIs(
+          absl::StatusCode::kPermissionDenied,
+          "dns:reader.test may not call SetFloor on collection \"orders\""));
   EXPECT_EQ(server_->store()->Get("orders")->value().max, 100);
 }
 
 TEST_F(AuthzTlsTest, BearerTokenCallerRightWrongAndNone) {
   StartServer(/*mtls=*/false);
-  EXPECT_TRUE(Next("", "billing", 0, kToken).ok());
+  EXPECT_THAT(Next("", "billing", 0, kToken), IsOk());
   grpc::Status wrong = Next("", "billing", 0, "not-the-token-0123456789");
-  EXPECT_EQ(wrong.error_code(), grpc::StatusCode::UNAUTHENTICATED);
-  EXPECT_EQ(wrong.error_message(),
-            "anonymous sent a bearer token this server does not know "
-            "(calling NextRange)");
+  EXPECT_THAT(
+      wrong, StatusIs(absl::StatusCode::kUnauthenticated,
+                      "anonymous sent a bearer token this server does not know "
+                      "(calling NextRange)"));
   grpc::Status none = Next("", "billing");
-  EXPECT_EQ(none.error_code(), grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_EQ(none.error_message(),
-            "anonymous may not call NextRange on collection \"billing\"");
+  EXPECT_THAT(
+      none,
+      StatusIs(absl::StatusCode::kPermissionDenied,
+               "anonymous may not call NextRange on collection \"billing\""));
   EXPECT_EQ(server_->store()->Get("billing")->value().max, 32);
   // The token never reaches the audit trail.
   EXPECT_THAT(Slurp(dir_.File("audit.jsonl")),
@@ -231,14 +239,15 @@ TEST_F(AuthzTlsTest, BearerTokenCallerRightWrongAndNone) {
 
 TEST_F(AuthzTlsTest, PolicyReloadRevokesACallerMidRun) {
   StartServer(/*mtls=*/true);
-  ASSERT_TRUE(Next("orders", "orders").ok());
+  ASSERT_THAT(Next("orders", "orders"), IsOk());
   WriteFile(policy_, "grant { identity: \"cn:ops\" collections: \"*\" }\n");
-  ASSERT_TRUE(server_->ReloadAuthz().ok());
+  ASSERT_THAT(server_->ReloadAuthz(), IsOk());
   grpc::Status revoked = Next("orders", "orders");
-  EXPECT_EQ(revoked.error_code(), grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_EQ(revoked.error_message(),
-            "uri:spiffe://test/orders may not call NextRange on collection "
-            "\"orders\"");
+  EXPECT_THAT(
+      revoked,
+      StatusIs(absl::StatusCode::kPermissionDenied,
+               "uri:spiffe://test/orders may not call NextRange on collection "
+               "\"orders\""));
   EXPECT_EQ(server_->store()->Get("orders")->value().max, 32);
 }
 
@@ -246,23 +255,23 @@ TEST_F(AuthzTlsTest, BadPolicyIsRefusedAndTheOldOneKept) {
   StartServer(/*mtls=*/true);
   WriteFile(policy_, "grant { identity: \"cn:ops\" admin: ADMIN_ROOT }\n");
   absl::Status bad = server_->ReloadAuthz();
-  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(std::string(bad.message()),
-            absl::StrCat("authz policy ", policy_,
-                         " line 1 column 46: Unknown enumeration value of "
-                         "\"ADMIN_ROOT\" for field \"admin\"."));
-  EXPECT_TRUE(Next("orders", "orders").ok());
+  EXPECT_THAT(
+      bad,
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               absl::StrCat("authz policy ", policy_,
+                            " line 1 column 46: Unknown enumeration value of "
+                            "\"ADMIN_ROOT\" for field \"admin\".")));
+  EXPECT_THAT(Next("orders", "orders"), IsOk());
 }
 
 TEST_F(AuthzTlsTest, GuardRailOverTheWireAndAdminExempt) {
   StartServer(/*mtls=*/true);
-  ASSERT_TRUE(Next("orders", "orders").ok());  // Max 32
+  ASSERT_THAT(Next("orders", "orders"), IsOk());  // Max 32
   grpc::Status over = Next("orders", "orders", 32 + 1001);
-  EXPECT_EQ(over.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-  EXPECT_THAT(over.error_message(),
-              HasSubstr("last_max 1033 is 1001 above Max 32"));
-  EXPECT_TRUE(Next("orders", "orders", 32 + 1000).ok());
-  EXPECT_TRUE(Next("ops", "orders", 1'000'000).ok());
+  EXPECT_THAT(over, StatusIs(absl::StatusCode::kFailedPrecondition,
+                             HasSubstr("last_max 1033 is 1001 above Max 32")));
+  EXPECT_THAT(Next("orders", "orders", 32 + 1000), IsOk());
+  EXPECT_THAT(Next("ops", "orders", 1'000'000), IsOk());
   EXPECT_EQ(server_->store()->Get("orders")->value().max, 1'000'032);
 }
 
@@ -271,14 +280,14 @@ TEST_F(AuthzTlsTest, DeniedCounterAndAuditLineHaveExactValues) {
   const std::string before = Metrics();
   EXPECT_THAT(before, HasSubstr("hilo_requests_denied_total{method="
                                 "\"NextRange\",reason=\"permission\"} 0\n"));
-  ASSERT_EQ(Next("orders", "users").error_code(),
-            grpc::StatusCode::PERMISSION_DENIED);
-  ASSERT_EQ(Next("orders", "users").error_code(),
-            grpc::StatusCode::PERMISSION_DENIED);
-  ASSERT_EQ(SetFloor("reader", "x", 5).error_code(),
-            grpc::StatusCode::PERMISSION_DENIED);
-  ASSERT_EQ(Next("orders", "orders", 5000).error_code(),
-            grpc::StatusCode::FAILED_PRECONDITION);
+  ASSERT_THAT(Next("orders", "users"),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  ASSERT_THAT(Next("orders", "users"),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  ASSERT_THAT(SetFloor("reader", "x", 5),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  ASSERT_THAT(Next("orders", "orders", 5000),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
   const std::string after = Metrics();
   EXPECT_THAT(after, HasSubstr("hilo_requests_denied_total{method="
                                "\"NextRange\",reason=\"permission\"} 2\n"));

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
+#include "testing/status_matchers.h"
 
 namespace hilo::testing_util {
 
@@ -22,7 +23,7 @@ ServerOptions TestServerOptions(const TempDir& dir,
 
 std::unique_ptr<Server> StartServer(const ServerOptions& options) {
   absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(options);
-  EXPECT_TRUE(server.ok()) << server.status();
+  EXPECT_THAT(server.status(), IsOk());
   if (!server.ok()) return nullptr;
   return *std::move(server);
 }
