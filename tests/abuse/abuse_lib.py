@@ -523,6 +523,29 @@ def recovery_seconds(port, limit=1.0):
     return None
 
 
+def send_round_robin(stop, conns, count, send):
+    """For i below `count`, send(conns[i % len(conns)], i) until `stop` is
+    set; then holds the connections open until `stop`, and closes them.
+    The body of an attack that spreads streams over many connections."""
+    for i in range(count):
+        if stop.is_set():
+            break
+        send(conns[i % len(conns)], i)
+    stop.wait()
+    for h2 in conns:
+        h2.close()
+
+
+def attack_and_finish(checks, server, attack, **bounds):
+    """run_attack(checks, server, attack, **bounds); then closes the
+    server whatever happened, and exits with the verdict."""
+    try:
+        run_attack(checks, server, attack, **bounds)
+    finally:
+        server.close()
+    checks.finish()
+
+
 def run_attack(checks, server, attack, seconds, max_threads, max_rss_mb,
                max_bystander_p99_ms=1000, needs_proxy=False):
     """Runs attack(stop_event) in a thread for `seconds` while a bystander
