@@ -1,9 +1,7 @@
 // The authorization policy, the audit trail, the guard rail and the refusal
 // counts, without gRPC: a Gatekeeper in front of real services on a real
 // SQLite store.
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -27,22 +25,13 @@ namespace hilo {
 namespace {
 
 using ::hilo::testing_util::IsOk;
+using ::hilo::testing_util::ReadFile;
 using ::hilo::testing_util::StatusIs;
 using ::hilo::testing_util::TempDir;
+using ::hilo::testing_util::WriteFile;
 using ::testing::HasSubstr;
 
 const absl::Time kStart = absl::FromUnixSeconds(1'800'000'000);
-
-void WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::trunc) << text;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 Caller Cert(std::string identity) {
   Caller caller;

@@ -1,10 +1,7 @@
 // The authorization policy over real TLS: certificates made by openssl for
 // the run, an in-process server on 127.0.0.1:0, raw gRPC stubs so every
 // status is seen exactly as a client sees it.
-#include <cstdlib>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -22,35 +19,21 @@ namespace hilo {
 namespace {
 
 using ::hilo::testing_util::IsOk;
+using ::hilo::testing_util::ReadFile;
 using ::hilo::testing_util::StatusIs;
 using ::hilo::testing_util::TempDir;
+using ::hilo::testing_util::WriteFile;
 using ::testing::HasSubstr;
 
 constexpr char kToken[] = "b7e1f0c2a9d84e5f8a1b2c3d4e5f6a7b";
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-void WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::trunc) << text;
-}
-
 class AuthzTlsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (std::system("command -v openssl > /dev/null") != 0) {
-      skip_ = "openssl is not installed";
-      return;
-    }
     pki_ = new TempDir();
     // A CA; a server certificate for 127.0.0.1; client certificates whose
     // identity is a SPIFFE URI SAN, a DNS SAN, or only a subject CN.
-    const std::string script = absl::StrCat(
-        "set -e; cd ", pki_->path(), "\n",
+    const std::string commands = absl::StrCat(
         "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
         "-nodes -keyout ca.key -out ca.pem -days 2 -subj '/CN=authz test ca'\n",
         "sign() {  # name cn san\n",
@@ -63,13 +46,9 @@ class AuthzTlsTest : public ::testing::Test {
         "}\n", "sign server server 'IP:127.0.0.1'\n",
         "sign orders orders-cn 'URI:spiffe://test/orders'\n",
         "sign reader reader-cn 'DNS:reader.test'\n", "sign ops ops ''\n");
-    const std::string path = pki_->File("make.sh");
-    WriteFile(path, script);
-    if (std::system(
-            absl::StrCat("sh ", path, " > ", pki_->path(), "/openssl.log 2>&1")
-                .c_str()) != 0) {
-      skip_ = "openssl could not make the test certificates";
-    }
+    const absl::Status made =
+        testing_util::MakeTestCertificates(*pki_, commands);
+    if (!made.ok()) skip_ = std::string(made.message());
   }
   static void TearDownTestSuite() {
     delete pki_;
@@ -114,10 +93,10 @@ class AuthzTlsTest : public ::testing::Test {
   // A channel presenting `who`'s certificate ("" for none).
   std::shared_ptr<grpc::Channel> Channel(const std::string& who) {
     grpc::SslCredentialsOptions ssl;
-    ssl.pem_root_certs = Slurp(Pki("ca.pem"));
+    ssl.pem_root_certs = ReadFile(Pki("ca.pem"));
     if (!who.empty()) {
-      ssl.pem_cert_chain = Slurp(Pki(who + ".pem"));
-      ssl.pem_private_key = Slurp(Pki(who + ".key"));
+      ssl.pem_cert_chain = ReadFile(Pki(who + ".pem"));
+      ssl.pem_private_key = ReadFile(Pki(who + ".key"));
     }
     return grpc::CreateChannel(testing_util::Address(server_->port()),
                                grpc::SslCredentials(ssl));
@@ -233,7 +212,7 @@ TEST_F(AuthzTlsTest, BearerTokenCallerRightWrongAndNone) {
                "anonymous may not call NextRange on collection \"billing\""));
   EXPECT_EQ(server_->store()->Get("billing")->value().max, 32);
   // The token never reaches the audit trail.
-  EXPECT_THAT(Slurp(dir_.File("audit.jsonl")),
+  EXPECT_THAT(ReadFile(dir_.File("audit.jsonl")),
               ::testing::Not(HasSubstr(kToken)));
 }
 
@@ -297,7 +276,7 @@ TEST_F(AuthzTlsTest, DeniedCounterAndAuditLineHaveExactValues) {
                                "\"NextRange\",reason=\"guard_rail\"} 1\n"));
   EXPECT_THAT(after, HasSubstr("hilo_requests_denied_total{method="
                                "\"GetCollection\",reason=\"permission\"} 0\n"));
-  const std::string audit = Slurp(dir_.File("audit.jsonl"));
+  const std::string audit = ReadFile(dir_.File("audit.jsonl"));
   EXPECT_THAT(audit,
               HasSubstr("\"identity\":\"dns:reader.test\",\"peer\":\"ipv4:127."
                         "0.0.1:"));

@@ -5,6 +5,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdlib>
+
 #include "absl/strings/str_cat.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
@@ -29,6 +31,22 @@ std::unique_ptr<Server> StartServer(const ServerOptions& options) {
 }
 
 std::string Address(int port) { return absl::StrCat("127.0.0.1:", port); }
+
+absl::Status MakeTestCertificates(const TempDir& dir,
+                                  const std::string& commands) {
+  if (std::system("command -v openssl > /dev/null") != 0) {
+    return absl::FailedPreconditionError("openssl is not installed");
+  }
+  const std::string script = dir.File("make.sh");
+  WriteFile(script, absl::StrCat("set -e; cd ", dir.path(), "\n", commands));
+  const std::string log = dir.File("openssl.log");
+  if (std::system(absl::StrCat("sh ", script, " > ", log, " 2>&1").c_str()) !=
+      0) {
+    return absl::InternalError(absl::StrCat(
+        "openssl could not make the test certificates; see ", log));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
