@@ -306,6 +306,26 @@ TEST(SqliteRangeStoreOpenTest, OtherApplicationsDatabaseIsFailedPrecondition) {
 }
 
 // Writes a database as schema version 1 (column last_low) left it.
+// PRAGMA user_version of the SQLite file at `path`, the schema version the
+// store keeps there; -1, failing the test, if it cannot be read.
+int UserVersion(const std::string& path) {
+  sqlite3* db = nullptr;
+  sqlite3_stmt* stmt = nullptr;
+  int version = -1;
+  if (sqlite3_open(path.c_str(), &db) == SQLITE_OK &&
+      sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &stmt, nullptr) ==
+          SQLITE_OK &&
+      sqlite3_step(stmt) == SQLITE_ROW) {
+    version = sqlite3_column_int(stmt, 0);
+  } else {
+    ADD_FAILURE() << "cannot read PRAGMA user_version of " << path << ": "
+                  << sqlite3_errmsg(db);
+  }
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  return version;
+}
+
 void WriteSchemaOneDatabase(const std::string& path) {
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
@@ -358,15 +378,7 @@ TEST(SqliteRangeStoreOpenTest, SchemaOneIsMigratedToReturnFloors) {
   EXPECT_FALSE(
       (*store)->Return("wrapped", kMax, kMax - 1, /*token=*/0)->applied);
   store->reset();
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(options.path.c_str(), &db), SQLITE_OK);
-  sqlite3_stmt* stmt = nullptr;
-  ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &stmt, nullptr),
-            SQLITE_OK);
-  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
-  EXPECT_EQ(sqlite3_column_int(stmt, 0), 3);
-  sqlite3_finalize(stmt);
-  sqlite3_close(db);
+  EXPECT_EQ(UserVersion(options.path), 3);
 }
 
 TEST(SqliteRangeStoreOpenTest, SchemaTwoGainsTokensThatNoReturnCanMatch) {
@@ -425,14 +437,7 @@ TEST(SqliteRangeStoreOpenTest, FailedMigrationNamesItselfAndChangesNothing) {
                        AllOf(HasSubstr("migrating schema version 1 to 3 "
                                        "(nothing changed)"),
                              HasSubstr("bad-v1.db"), HasSubstr("last_low"))));
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  sqlite3_stmt* stmt = nullptr;
-  ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &stmt, nullptr),
-            SQLITE_OK);
-  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
-  EXPECT_EQ(sqlite3_column_int(stmt, 0), 1);
-  sqlite3_finalize(stmt);
-  sqlite3_close(db);
+  EXPECT_EQ(UserVersion(path), 1);
 }
 
 TEST(SqliteRangeStoreOpenTest, NewerSchemaIsFailedPrecondition) {
