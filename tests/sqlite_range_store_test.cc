@@ -277,35 +277,21 @@ TEST_F(SqliteRangeStoreTest, FailedReleaseFailsTheWholeBatch) {
   }
 }
 
-TEST(SqliteRangeStoreOpenTest, FileThatIsNotSqliteIsFailedPrecondition) {
-  TempDir dir;
-  std::ofstream(dir.File("bad.db"))
-      << "this is not a database, just text " << std::string(4096, 'x');
-  SqliteRangeStoreOptions options;
-  options.path = dir.File("bad.db");
-  absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
-      SqliteRangeStore::Open(options);
-  EXPECT_THAT(
-      store, StatusIs(absl::StatusCode::kFailedPrecondition,
-                      AllOf(HasSubstr("bad.db"), HasSubstr("not a database"))));
-}
-
-TEST(SqliteRangeStoreOpenTest, OtherApplicationsDatabaseIsFailedPrecondition) {
-  TempDir dir;
+// Runs `sql` on the SQLite file at `path`, creating it if need be; fails
+// the test, saying why, if it cannot.
+void ExecOnFile(const std::string& path, const char* sql) {
   sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(dir.File("other.db").c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE t(x)", nullptr, nullptr, nullptr),
-            SQLITE_OK);
+  char* error = nullptr;
+  const int opened = sqlite3_open(path.c_str(), &db);
+  EXPECT_EQ(opened, SQLITE_OK) << sqlite3_errmsg(db);
+  if (opened == SQLITE_OK) {
+    EXPECT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, &error), SQLITE_OK)
+        << error;
+  }
+  sqlite3_free(error);
   sqlite3_close(db);
-  SqliteRangeStoreOptions options;
-  options.path = dir.File("other.db");
-  absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
-      SqliteRangeStore::Open(options);
-  EXPECT_THAT(store, StatusIs(absl::StatusCode::kFailedPrecondition,
-                              HasSubstr("another application")));
 }
 
-// Writes a database as schema version 1 (column last_low) left it.
 // PRAGMA user_version of the SQLite file at `path`, the schema version the
 // store keeps there; -1, failing the test, if it cannot be read.
 int UserVersion(const std::string& path) {
@@ -326,10 +312,33 @@ int UserVersion(const std::string& path) {
   return version;
 }
 
+TEST(SqliteRangeStoreOpenTest, FileThatIsNotSqliteIsFailedPrecondition) {
+  TempDir dir;
+  std::ofstream(dir.File("bad.db"))
+      << "this is not a database, just text " << std::string(4096, 'x');
+  SqliteRangeStoreOptions options;
+  options.path = dir.File("bad.db");
+  absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
+      SqliteRangeStore::Open(options);
+  EXPECT_THAT(
+      store, StatusIs(absl::StatusCode::kFailedPrecondition,
+                      AllOf(HasSubstr("bad.db"), HasSubstr("not a database"))));
+}
+
+TEST(SqliteRangeStoreOpenTest, OtherApplicationsDatabaseIsFailedPrecondition) {
+  TempDir dir;
+  ExecOnFile(dir.File("other.db"), "CREATE TABLE t(x)");
+  SqliteRangeStoreOptions options;
+  options.path = dir.File("other.db");
+  absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
+      SqliteRangeStore::Open(options);
+  EXPECT_THAT(store, StatusIs(absl::StatusCode::kFailedPrecondition,
+                              HasSubstr("another application")));
+}
+
+// Writes a database as schema version 1 (column last_low) left it.
 void WriteSchemaOneDatabase(const std::string& path) {
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  const char* sql = R"sql(
+  ExecOnFile(path, R"sql(
     CREATE TABLE collections (
       name TEXT NOT NULL PRIMARY KEY, max INTEGER NOT NULL,
       last_low INTEGER NOT NULL, updated_at_us INTEGER NOT NULL
@@ -340,12 +349,7 @@ void WriteSchemaOneDatabase(const std::string& path) {
       ('floor_at_top', 9223372036854775807, 9223372036854775807, 4);
     PRAGMA application_id = 1214860399;
     PRAGMA user_version = 1;
-  )sql";
-  char* error = nullptr;
-  EXPECT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, &error), SQLITE_OK)
-      << error;
-  sqlite3_free(error);
-  sqlite3_close(db);
+  )sql");
 }
 
 TEST(SqliteRangeStoreOpenTest, SchemaOneIsMigratedToReturnFloors) {
@@ -384,9 +388,7 @@ TEST(SqliteRangeStoreOpenTest, SchemaOneIsMigratedToReturnFloors) {
 TEST(SqliteRangeStoreOpenTest, SchemaTwoGainsTokensThatNoReturnCanMatch) {
   TempDir dir;
   const std::string path = dir.File("v2.db");
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db, R"sql(
+  ExecOnFile(path, R"sql(
     CREATE TABLE collections (
       name TEXT NOT NULL PRIMARY KEY, max INTEGER NOT NULL,
       return_floor INTEGER NOT NULL, updated_at_us INTEGER NOT NULL
@@ -394,10 +396,7 @@ TEST(SqliteRangeStoreOpenTest, SchemaTwoGainsTokensThatNoReturnCanMatch) {
     INSERT INTO collections VALUES ('orders', 64, 32, 1);
     PRAGMA application_id = 1214860399;
     PRAGMA user_version = 2;
-  )sql",
-                         nullptr, nullptr, nullptr),
-            SQLITE_OK);
-  sqlite3_close(db);
+  )sql");
   SqliteRangeStoreOptions options;
   options.path = path;
   absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
@@ -417,17 +416,11 @@ TEST(SqliteRangeStoreOpenTest, SchemaTwoGainsTokensThatNoReturnCanMatch) {
 TEST(SqliteRangeStoreOpenTest, FailedMigrationNamesItselfAndChangesNothing) {
   TempDir dir;
   const std::string path = dir.File("bad-v1.db");
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
   // Says version 1 but lacks its last_low column.
-  ASSERT_EQ(sqlite3_exec(db,
-                         "CREATE TABLE collections(name TEXT PRIMARY KEY, "
-                         "max INTEGER);"
-                         "PRAGMA application_id = 1214860399;"
-                         "PRAGMA user_version = 1;",
-                         nullptr, nullptr, nullptr),
-            SQLITE_OK);
-  sqlite3_close(db);
+  ExecOnFile(path,
+             "CREATE TABLE collections(name TEXT PRIMARY KEY, max INTEGER);"
+             "PRAGMA application_id = 1214860399;"
+             "PRAGMA user_version = 1;");
   SqliteRangeStoreOptions options;
   options.path = path;
   absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
@@ -442,14 +435,9 @@ TEST(SqliteRangeStoreOpenTest, FailedMigrationNamesItselfAndChangesNothing) {
 
 TEST(SqliteRangeStoreOpenTest, NewerSchemaIsFailedPrecondition) {
   TempDir dir;
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(dir.File("new.db").c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db,
-                         "PRAGMA application_id = 1214860399;"
-                         "PRAGMA user_version = 99;",
-                         nullptr, nullptr, nullptr),
-            SQLITE_OK);
-  sqlite3_close(db);
+  ExecOnFile(dir.File("new.db"),
+             "PRAGMA application_id = 1214860399;"
+             "PRAGMA user_version = 99;");
   SqliteRangeStoreOptions options;
   options.path = dir.File("new.db");
   absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
