@@ -192,8 +192,12 @@ int Admin(const std::vector<std::string>& args,
     absl::StatusOr<hilo::ServingStatus> s = (*admin)->CheckHealth();
     if (!s.ok()) return Failed(s.status());
     const absl::string_view name = hilo::ServingStatusName(*s);
-    absl::PrintF(json ? "{\"status\":%s}\n" : "%s\n",
-                 json ? Quote(name) : std::string(name));
+    // A literal format per call: under clang, absl checks it at compile time.
+    if (json) {
+      absl::PrintF("{\"status\":%s}\n", Quote(name));
+    } else {
+      absl::PrintF("%s\n", name);
+    }
     return *s == hilo::ServingStatus::kServing ? EXIT_SUCCESS : kExitRpcError;
   }
   return Usage(absl::StrCat("unknown command \"", command, "\""));

@@ -8,8 +8,9 @@ set -eu
 # What building and running the server needs.
 "$(dirname "$0")/install-deps-server.sh"
 
+# clang: the thread-safety preset checks the lock annotations with it.
 PACKAGES="
-  git ca-certificates openssl clang-format sqlite3
+  git ca-certificates openssl clang clang-format sqlite3
   libgtest-dev libgmock-dev python3-grpcio
   postgresql
   prometheus

@@ -14,16 +14,15 @@ GroupCommit::GroupCommit(int max_batch, BatchRunner run_batch)
 
 GroupCommit::~GroupCommit() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     stopping_ = true;
   }
-  wake_.notify_all();
   committer_.join();
 }
 
 void GroupCommit::Submit(std::unique_ptr<Operation> op) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     if (!stopping_) {
       pending_.push_back(std::move(op));
       op = nullptr;
@@ -31,10 +30,7 @@ void GroupCommit::Submit(std::unique_ptr<Operation> op) {
   }
   if (op != nullptr) {
     op->done(absl::UnavailableError("the store is closing"));
-    return;
   }
-  // notify_all: WaitForPendingForTesting waits on the same variable.
-  wake_.notify_all();
 }
 
 absl::Status GroupCommit::Run(absl::AnyInvocable<absl::Status(Operation&)> body,
@@ -50,13 +46,15 @@ absl::Status GroupCommit::Run(absl::AnyInvocable<absl::Status(Operation&)> body,
 }
 
 int64_t GroupCommit::commits() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   return commits_;
 }
 
 void GroupCommit::WaitForPendingForTesting(size_t n) {
-  std::unique_lock<std::mutex> lock(mu_);
-  wake_.wait(lock, [&] { return pending_.size() >= n; });
+  base::MutexLock lock(&mu_);
+  mu_.Await([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return pending_.size() >= n;
+  });
 }
 
 void GroupCommit::CommitLoop() {
@@ -66,8 +64,10 @@ void GroupCommit::CommitLoop() {
   view.reserve(max_batch_);
   while (true) {
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock, [&] { return !pending_.empty() || stopping_; });
+      base::MutexLock lock(&mu_);
+      mu_.Await([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return !pending_.empty() || stopping_;
+      });
       if (pending_.empty()) return;  // stopping, and nothing left to do
       while (!pending_.empty() && batch.size() < max_batch_) {
         batch.push_back(std::move(pending_.front()));
@@ -77,7 +77,7 @@ void GroupCommit::CommitLoop() {
     for (const std::unique_ptr<Operation>& op : batch) view.push_back(op.get());
     run_batch_(absl::MakeConstSpan(view));
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      base::MutexLock lock(&mu_);
       ++commits_;
     }
     // The commit has returned: only now may anyone learn an outcome.

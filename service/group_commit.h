@@ -25,19 +25,18 @@
 #ifndef HILO_SERVICE_GROUP_COMMIT_H_
 #define HILO_SERVICE_GROUP_COMMIT_H_
 
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "hilo/base/mutex.h"
 
 namespace hilo {
 
@@ -91,8 +90,7 @@ class GroupCommit {
   const size_t max_batch_;
   const BatchRunner run_batch_;
 
-  mutable std::mutex mu_;
-  std::condition_variable wake_;  // pending_ grew, or stopping_
+  mutable base::Mutex mu_;
   std::deque<std::unique_ptr<Operation>> pending_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int64_t commits_ ABSL_GUARDED_BY(mu_) = 0;

@@ -586,10 +586,9 @@ PostgresRangeStore::PostgresRangeStore(PostgresRangeStoreOptions options,
 
 PostgresRangeStore::~PostgresRangeStore() {
   {
-    std::lock_guard<std::mutex> lock(probe_mu_);
+    base::MutexLock lock(&probe_mu_);
     stopping_ = true;
   }
-  probe_wake_.notify_all();
   if (prober_.joinable()) prober_.join();
   // Completes every queued operation before the connection goes.
   queue_.reset();
@@ -666,25 +665,25 @@ void PostgresRangeStore::NodeTagLost(absl::string_view holder) {
 }
 
 void PostgresRangeStore::ProbeLoop() {
-  std::unique_lock<std::mutex> lock(probe_mu_);
   while (true) {
-    probe_wake_.wait_for(lock,
-                         absl::ToChronoMilliseconds(options_.probe_interval),
-                         [&] { return stopping_; });
-    if (stopping_) return;
-    if (probe_pending_) continue;
-    probe_pending_ = true;
-    lock.unlock();
+    {
+      base::MutexLock lock(&probe_mu_);
+      probe_mu_.AwaitWithTimeout(
+          [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(probe_mu_) { return stopping_; },
+          options_.probe_interval);
+      if (stopping_) return;
+      if (probe_pending_) continue;
+      probe_pending_ = true;
+    }
     auto probe = std::make_unique<Request>();
     probe->kind = Request::Kind::kProbe;
     probe->read_only = true;
     probe->done = [this](absl::Status) {
       // The batch counted the rows (collection_count_) if it could.
-      std::lock_guard<std::mutex> lock(probe_mu_);
+      base::MutexLock lock(&probe_mu_);
       probe_pending_ = false;
     };
     queue_->Submit(std::move(probe));
-    lock.lock();
   }
 }
 

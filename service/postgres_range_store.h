@@ -51,11 +51,9 @@
 #define HILO_SERVICE_POSTGRES_RANGE_STORE_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -67,6 +65,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "hilo/base/mutex.h"
 #include "service/clock.h"
 #include "service/group_commit.h"
 #include "service/range_store.h"
@@ -211,8 +210,7 @@ class PostgresRangeStore final : public RangeStore {
   // connects anew.
   bool connection_broken_ = false;
 
-  std::mutex probe_mu_;
-  std::condition_variable probe_wake_;
+  base::Mutex probe_mu_;
   bool stopping_ ABSL_GUARDED_BY(probe_mu_) = false;
   bool probe_pending_ ABSL_GUARDED_BY(probe_mu_) = false;
 

@@ -181,7 +181,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
     store_options.on_commit = on_commit;
     store_options.on_reachability = [raw](bool reachable) {
       {
-        std::lock_guard<std::mutex> lock(raw->health_mu_);
+        base::MutexLock lock(&raw->health_mu_);
         raw->store_reachable_ = reachable;
       }
       raw->UpdateHealth();
@@ -198,7 +198,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
     }
     store_options.on_node_tag_lost = [raw](const absl::Status& status) {
       {
-        std::lock_guard<std::mutex> lock(raw->health_mu_);
+        base::MutexLock lock(&raw->health_mu_);
         raw->node_tag_lost_ = true;
       }
       raw->UpdateHealth();
@@ -326,7 +326,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   }
   {
     // The store may report its health from its own thread meanwhile.
-    std::lock_guard<std::mutex> lock(server->health_mu_);
+    base::MutexLock lock(&server->health_mu_);
     server->grpc_server_ = std::move(built);
   }
   server->UpdateHealth();
@@ -350,7 +350,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
 }
 
 void Server::UpdateHealth() {
-  std::lock_guard<std::mutex> lock(health_mu_);
+  base::MutexLock lock(&health_mu_);
   // Also keeps a late report of the store from undoing a drain.
   if (grpc_server_ != nullptr) {
     grpc_server_->GetHealthCheckService()->SetServingStatus(
@@ -360,7 +360,7 @@ void Server::UpdateHealth() {
 
 void Server::StartDraining() {
   {
-    std::lock_guard<std::mutex> lock(health_mu_);
+    base::MutexLock lock(&health_mu_);
     draining_ = true;
   }
   UpdateHealth();
@@ -376,11 +376,18 @@ void Server::Shutdown(absl::Duration grace) {
   shut_down_ = true;
   listener_probe_.reset();
   StartDraining();
-  if (grpc_server_ != nullptr) {
-    grpc_server_->Shutdown(
+  // Not under the lock: calls still in flight may report the store's
+  // health until they finish.
+  grpc::Server* grpc_server;
+  {
+    base::MutexLock lock(&health_mu_);
+    grpc_server = grpc_server_.get();
+  }
+  if (grpc_server != nullptr) {
+    grpc_server->Shutdown(
         std::chrono::system_clock::now() +
         absl::ToChronoMilliseconds(std::max(grace, absl::ZeroDuration())));
-    grpc_server_->Wait();
+    grpc_server->Wait();
   }
   metrics_endpoint_.reset();
   grpc_service_.reset();

@@ -18,13 +18,14 @@
 
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
+#include "hilo/base/mutex.h"
 #include "service/admin_service.h"
 #include "service/audit_log.h"
 #include "service/authorizer.h"
@@ -206,7 +207,7 @@ class Server {
   std::unique_ptr<MetricsEndpoint> metrics_endpoint_;
   std::unique_ptr<ObserverList> observers_;
   // Reports health: SERVING unless draining or the store is unreachable.
-  void UpdateHealth();
+  void UpdateHealth() ABSL_LOCKS_EXCLUDED(health_mu_);
 
   std::unique_ptr<RangeStore> store_;
   std::unique_ptr<CollectionLimit> collection_limit_;
@@ -218,11 +219,13 @@ class Server {
   std::unique_ptr<Gatekeeper> gatekeeper_;
   std::unique_ptr<GrpcHiLoService> grpc_service_;
   std::unique_ptr<GrpcAdminService> grpc_admin_service_;
-  std::unique_ptr<grpc::Server> grpc_server_;
+  // Set once Start has built it; the store may report its health (on its
+  // own thread) before that.
+  std::unique_ptr<grpc::Server> grpc_server_ ABSL_GUARDED_BY(health_mu_);
   std::unique_ptr<ListenerProbe> listener_probe_;
   int port_ = 0;
   bool shut_down_ = false;
-  std::mutex health_mu_;
+  base::Mutex health_mu_;
   bool draining_ ABSL_GUARDED_BY(health_mu_) = false;
   bool store_reachable_ ABSL_GUARDED_BY(health_mu_) = true;
   bool node_tag_lost_ ABSL_GUARDED_BY(health_mu_) = false;

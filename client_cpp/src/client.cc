@@ -5,13 +5,12 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
-#include <mutex>
-#include <shared_mutex>
 #include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -21,6 +20,8 @@
 #include "client_cpp/src/range_cache.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "hilo/base/mutex.h"
+#include "hilo/base/shared_mutex.h"
 
 namespace hilo {
 namespace {
@@ -99,10 +100,11 @@ constexpr size_t kReturnThreads = 64;
 struct Client::State {
   // ClientOptions::log (or the stderr default), called one line at a time:
   // collections are handed back on several threads at once.
-  std::mutex log_mu;
+  base::Mutex log_mu;
   std::function<void(absl::string_view)> log ABSL_GUARDED_BY(log_mu);
 
-  std::shared_mutex mu;
+  // Read on every call (CacheFor), written once per new collection.
+  base::SharedMutex mu;
   // Entries are never removed while the client lives, so a pointer taken
   // from here stays valid.
   absl::flat_hash_map<std::string, std::unique_ptr<internal::RangeCache>> caches
@@ -173,7 +175,7 @@ Client::Client(ClientOptions options,
     };
   }
   if (options_.prefetch_at == 0) schedule_ = nullptr;
-  std::lock_guard<std::mutex> lock(state_->log_mu);
+  base::MutexLock lock(&state_->log_mu);
   state_->log = options_.log;
   if (!state_->log) {
     state_->log = [](absl::string_view line) {
@@ -190,7 +192,7 @@ Client::~Client() {
 
 ClientStats Client::stats() const {
   ClientStats stats;
-  std::shared_lock<std::shared_mutex> lock(state_->mu);
+  base::ReaderMutexLock lock(&state_->mu);
   for (const auto& [name, cache] : state_->caches) cache->AddStatsTo(&stats);
   stats.failovers = source_->failovers();
   return stats;
@@ -198,15 +200,15 @@ ClientStats Client::stats() const {
 
 internal::RangeCache* Client::CacheFor(absl::string_view collection) {
   {
-    std::shared_lock<std::shared_mutex> lock(state_->mu);
+    base::ReaderMutexLock lock(&state_->mu);
     auto it = state_->caches.find(collection);
     if (it != state_->caches.end()) return it->second.get();
   }
-  std::unique_lock<std::shared_mutex> lock(state_->mu);
+  base::WriterMutexLock lock(&state_->mu);
   std::unique_ptr<internal::RangeCache>& cache = state_->caches[collection];
   if (cache == nullptr) {
     auto log = [state = state_.get()](absl::string_view line) {
-      std::lock_guard<std::mutex> lock(state->log_mu);
+      base::MutexLock lock(&state->log_mu);
       state->log(line);
     };
     cache = std::make_unique<internal::RangeCache>(
@@ -250,7 +252,7 @@ absl::Status CollectionHandle::AppendDocumentId(std::string* out) const {
 void Client::ReturnUnusedRanges() {
   std::vector<internal::RangeCache*> caches;
   {
-    std::shared_lock<std::shared_mutex> lock(state_->mu);
+    base::ReaderMutexLock lock(&state_->mu);
     for (const auto& [name, cache] : state_->caches) {
       caches.push_back(cache.get());
     }

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "client_cpp/src/attribution.h"
 #include "hilo/v1/conversions.h"
 
@@ -47,10 +48,9 @@ GrpcRangeSource::GrpcRangeSource(std::vector<Target> targets,
 
 GrpcRangeSource::~GrpcRangeSource() {
   {
-    std::lock_guard<std::mutex> lock(keeper_mu_);
+    base::MutexLock lock(&keeper_mu_);
     stopping_ = true;
   }
-  keeper_cv_.notify_all();
   if (keeper_.joinable()) keeper_.join();
 }
 
@@ -70,10 +70,12 @@ void GrpcRangeSource::KeepConnected() {
       channel->WaitForStateChange(
           state, std::chrono::system_clock::now() + kSlice / 2);
     }
-    std::unique_lock<std::mutex> lock(keeper_mu_);
+    base::MutexLock lock(&keeper_mu_);
     if (stopping_) return;
     if (all_ready) {
-      keeper_cv_.wait_for(lock, kSlice, [this] { return stopping_; });
+      keeper_mu_.AwaitWithTimeout([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(
+                                      keeper_mu_) { return stopping_; },
+                                  absl::FromChrono(kSlice));
       if (stopping_) return;
     }
   }

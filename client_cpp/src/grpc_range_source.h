@@ -26,16 +26,16 @@
 #define HILO_CLIENT_CPP_SRC_GRPC_RANGE_SOURCE_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "client_cpp/src/range_source.h"
 #include "client_cpp/src/target_stub.h"
 #include "grpcpp/channel.h"
+#include "hilo/base/mutex.h"
 #include "hilo/v1/hilo.grpc.pb.h"
 
 namespace hilo::internal {
@@ -76,9 +76,8 @@ class GrpcRangeSource final : public RangeSource {
   std::atomic<size_t> preferred_{0};
   std::atomic<int64_t> failovers_{0};
 
-  std::mutex keeper_mu_;
-  std::condition_variable keeper_cv_;
-  bool stopping_ = false;  // guarded by keeper_mu_
+  base::Mutex keeper_mu_;
+  bool stopping_ ABSL_GUARDED_BY(keeper_mu_) = false;
   std::thread keeper_;
 };
 

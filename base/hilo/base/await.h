@@ -11,30 +11,28 @@
 #ifndef HILO_BASE_HILO_BASE_AWAIT_H_
 #define HILO_BASE_HILO_BASE_AWAIT_H_
 
-#include <condition_variable>
-#include <mutex>
 #include <optional>
 #include <utility>
 
 #include "absl/functional/any_invocable.h"
 #include "absl/functional/function_ref.h"
+#include "hilo/base/mutex.h"
 
 namespace hilo::base {
 
 template <typename T>
 T Await(absl::FunctionRef<void(absl::AnyInvocable<void(T)>)> start) {
-  std::mutex mu;
-  std::condition_variable finished;
+  Mutex mu;
+  // Read and written under `mu` (ABSL_GUARDED_BY applies to members only).
   std::optional<T> result;
   start([&](T value) {
-    // Under the lock: once the waiter sees a result it returns and destroys
-    // `finished`, which must not be touched after that.
-    std::lock_guard<std::mutex> lock(mu);
+    // Mutex::Unlock wakes the waiter before it unlocks: once the waiter
+    // sees a result it returns and destroys `mu`.
+    MutexLock lock(&mu);
     result.emplace(std::move(value));
-    finished.notify_one();
   });
-  std::unique_lock<std::mutex> lock(mu);
-  finished.wait(lock, [&] { return result.has_value(); });
+  MutexLock lock(&mu);
+  mu.Await([&] { return result.has_value(); });
   return *std::move(result);
 }
 

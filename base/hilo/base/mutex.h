@@ -9,11 +9,11 @@
 // Every Unlock wakes the waiters to re-check their predicates, as absl does,
 // so code never signals by hand. It keeps Abseil's thread-safety annotations.
 //
-//   hilo::base::Mutex mu;
-//   bool ready ABSL_GUARDED_BY(mu) = false;
+//   hilo::base::Mutex mu_;
+//   bool ready_ ABSL_GUARDED_BY(mu_) = false;
 //   ...
-//   hilo::base::MutexLock lock(&mu);
-//   mu.Await([&] { return ready; });
+//   hilo::base::MutexLock lock(&mu_);
+//   mu_.Await([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return ready_; });
 #ifndef HILO_BASE_MUTEX_H_
 #define HILO_BASE_MUTEX_H_
 
@@ -43,9 +43,14 @@ class ABSL_LOCKABLE Mutex {
   }
 
   // Releases the mutex until `predicate()` is true, then holds it again.
-  // `predicate` runs with the mutex held.
+  // `predicate` runs with the mutex held; a lambda that reads guarded
+  // fields says so with ABSL_EXCLUSIVE_LOCKS_REQUIRED (as above), which
+  // clang then checks in the lambda's body. Await's own body is not analysed:
+  // clang cannot tell that `this` is the `mu_` the lambda names. Callers are
+  // checked to hold the mutex.
   template <typename Predicate>
-  void Await(Predicate predicate) ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
+  void Await(Predicate predicate)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     if (predicate()) return;
     // Waiting releases the mutex, which is an Unlock for everyone else:
     // what this thread changed so far may be what they wait for.
@@ -59,7 +64,7 @@ class ABSL_LOCKABLE Mutex {
   // last returned.
   template <typename Predicate>
   bool AwaitWithTimeout(Predicate predicate, absl::Duration timeout)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     if (predicate()) return true;
     waiters_.notify_all();
     std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
