@@ -727,16 +727,67 @@ void SqliteRangeStore::ReturnAsync(absl::string_view collection, int64_t end,
       /*read_only=*/false,
       [this, name = std::string(collection), end, last, token](
           ReturnOutcome* outcome, int64_t*) -> absl::Status {
-        absl::StatusOr<std::optional<CollectionState>> row = ReadRow(name);
-        if (!row.ok()) return row.status();
-        if (!row->has_value()) {
-          *outcome = ReturnOutcome{false, 0};
-          return absl::OkStatus();
+        return ApplyReturnRow(name, end, last, token, outcome);
+      },
+      std::move(done));
+}
+
+absl::Status SqliteRangeStore::ApplyReturnRow(absl::string_view collection,
+                                              int64_t end, int64_t last,
+                                              uint64_t token,
+                                              ReturnOutcome* outcome) {
+  absl::StatusOr<std::optional<CollectionState>> row = ReadRow(collection);
+  if (!row.ok()) return row.status();
+  if (!row->has_value()) {
+    *outcome = ReturnOutcome{false, 0};
+    return absl::OkStatus();
+  }
+  std::optional<CollectionState> next =
+      ApplyReturn(**row, end, last, token, clock_->Now(), outcome);
+  if (!next.has_value()) return absl::OkStatus();
+  return WriteRow(collection, *next);
+}
+
+void SqliteRangeStore::ReturnManyAsync(
+    std::vector<ReturnItem> items,
+    StoreCallback<std::vector<absl::StatusOr<ReturnOutcome>>> done) {
+  using Outcomes = std::vector<absl::StatusOr<ReturnOutcome>>;
+  if (items.empty()) return done(Outcomes());
+  Submit<Outcomes>(
+      /*read_only=*/false,
+      [this, items = std::move(items)](Outcomes* outcomes,
+                                       int64_t*) -> absl::Status {
+        outcomes->clear();
+        outcomes->reserve(items.size());
+        for (const ReturnItem& item : items) {
+          if (absl::Status s = CheckReturnArguments(item.end, item.last);
+              !s.ok()) {
+            outcomes->push_back(std::move(s));
+            continue;
+          }
+          ReturnOutcome outcome;
+          absl::Status s;
+          if (item.foreign) {
+            absl::StatusOr<std::optional<CollectionState>> row =
+                ReadRow(item.collection);
+            s = row.status();
+            if (row.ok()) outcome.max = row->has_value() ? (*row)->max : 0;
+          } else {
+            // A failed statement undoes itself; an item writes with one
+            // statement at most, so a failed item changed nothing.
+            s = ApplyReturnRow(item.collection, item.end, item.last, item.token,
+                               &outcome);
+          }
+          // Without its transaction (SQLite ends it on some I/O errors),
+          // the batch is lost: report that, and write nothing outside it.
+          if (!s.ok() && sqlite3_get_autocommit(db_)) return s;
+          if (s.ok()) {
+            outcomes->push_back(outcome);
+          } else {
+            outcomes->push_back(std::move(s));
+          }
         }
-        std::optional<CollectionState> next =
-            ApplyReturn(**row, end, last, token, clock_->Now(), outcome);
-        if (!next.has_value()) return absl::OkStatus();
-        return WriteRow(name, *next);
+        return absl::OkStatus();
       },
       std::move(done));
 }

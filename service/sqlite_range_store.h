@@ -116,6 +116,10 @@ class SqliteRangeStore final : public RangeStore {
                      StoreCallback<Allocation> done) override;
   void ReturnAsync(absl::string_view collection, int64_t end, int64_t last,
                    uint64_t token, StoreCallback<ReturnOutcome> done) override;
+  // One operation for all the items, so one commit.
+  void ReturnManyAsync(
+      std::vector<ReturnItem> items,
+      StoreCallback<std::vector<absl::StatusOr<ReturnOutcome>>> done) override;
   void GetAsync(absl::string_view collection,
                 StoreCallback<std::optional<CollectionState>> done) override;
   void ListAsync(
@@ -176,6 +180,10 @@ class SqliteRangeStore final : public RangeStore {
       absl::string_view collection);
   absl::Status WriteRow(absl::string_view collection,
                         const CollectionState& state);
+  // One return on the writing connection, inside a write batch.
+  absl::Status ApplyReturnRow(absl::string_view collection, int64_t end,
+                              int64_t last, uint64_t token,
+                              ReturnOutcome* outcome);
   absl::Status ReadRows(sqlite3* db, Statement& list, absl::string_view after,
                         int limit, std::vector<NamedCollectionState>* result);
 
