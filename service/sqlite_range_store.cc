@@ -285,6 +285,9 @@ SqliteRangeStore::~SqliteRangeStore() {
   queue_.reset();
   select_.reset();
   upsert_.reset();
+  savepoint_.reset();
+  release_.reset();
+  rollback_to_.reset();
   sqlite3_close(db_);
 }
 
@@ -305,6 +308,16 @@ absl::Status SqliteRangeStore::Exec(const char* sql) {
   const int rc = sqlite3_exec(db_, sql, nullptr, nullptr, nullptr);
   if (rc != SQLITE_OK) return Error(rc, absl::StrCat("\"", sql, "\""));
   return absl::OkStatus();
+}
+
+absl::Status SqliteRangeStore::Step(Statement& statement) {
+  const int rc = sqlite3_step(statement.get());
+  absl::Status status;
+  if (rc != SQLITE_DONE) {
+    status = Error(rc, absl::StrCat("\"", sqlite3_sql(statement.get()), "\""));
+  }
+  statement.Reset();
+  return status;
 }
 
 absl::Status SqliteRangeStore::Init() {
@@ -425,6 +438,13 @@ absl::Status SqliteRangeStore::Init() {
   absl::StatusOr<int64_t> count = read_int("SELECT count(*) FROM collections");
   if (!count.ok()) return count.status();
   collection_count_.store(*count);
+  // Every operation of a batch runs between these three; prepared once,
+  // they skip SQLite's parser, a measurable share of a NextRange.
+  for (auto [sql, out] : {std::pair{"SAVEPOINT op", &savepoint_},
+                          {"RELEASE op", &release_},
+                          {"ROLLBACK TO op", &rollback_to_}}) {
+    if (absl::Status s = prepare(sql, out); !s.ok()) return s;
+  }
   return prepare(
       "INSERT INTO collections(name, max, return_floor, updated_at_us, "
       "range_token, previous_token, previous_return_floor) "
@@ -530,14 +550,14 @@ bool SqliteRangeStore::RunBatchInTransaction(
   bool released_failed = false;
   for (size_t i = 0; i < batch.size(); ++i) {
     GroupCommit::Operation* op = batch[i];
-    absl::Status s = Exec("SAVEPOINT op");
+    absl::Status s = Step(*savepoint_);
     if (s.ok()) {
       s = op->body(*op);
       if (!s.ok()) {
         // Undo this operation alone. If SQLite already rolled back the
         // whole transaction (some I/O errors do), the batch is lost below.
         if (!sqlite3_get_autocommit(db_)) {
-          Exec("ROLLBACK TO op").IgnoreError();
+          Step(*rollback_to_).IgnoreError();
         }
       }
     }
@@ -562,7 +582,7 @@ bool SqliteRangeStore::RunBatchInTransaction(
       if (!s.ok()) released_failed = true;
     }
     if (!released_failed) {
-      if (absl::Status r = Exec("RELEASE op"); !r.ok()) {
+      if (absl::Status r = Step(*release_); !r.ok()) {
         s = r;
         released_failed = true;
       }

@@ -168,6 +168,8 @@ class SqliteRangeStore final : public RangeStore {
   // Opens reader_, once the schema exists.
   absl::Status OpenReader();
   absl::Status Exec(const char* sql);
+  // Runs a prepared statement that returns no rows, and resets it.
+  absl::Status Step(Statement& statement);
   absl::Status Error(int rc, absl::string_view what) const;
   // The error of `rc` on connection `db`.
   absl::Status ErrorOn(sqlite3* db, int rc, absl::string_view what) const;
@@ -193,6 +195,9 @@ class SqliteRangeStore final : public RangeStore {
   sqlite3* const db_;
   std::unique_ptr<Statement> select_;
   std::unique_ptr<Statement> upsert_;
+  std::unique_ptr<Statement> savepoint_;    // "SAVEPOINT op"
+  std::unique_ptr<Statement> release_;      // "RELEASE op"
+  std::unique_ptr<Statement> rollback_to_;  // "ROLLBACK TO op"
   std::atomic<int64_t> collection_count_{0};
   // The reading connection and its queue; destroyed before the writer's.
   std::unique_ptr<Reader> reader_;
