@@ -57,6 +57,7 @@ absl::Status RunMemory(BenchRun& run) {
     run.Check("memory warm-up", warm.errors, warm.first_error);
   }
   const int64_t rss_start = RssBytes((*server)->pid());
+  const int64_t threads_after_load = ThreadCount((*server)->pid());
   const int n = o.memory_collections;
   LoadResult created;
   {
@@ -126,6 +127,7 @@ absl::Status RunMemory(BenchRun& run) {
       "|---|---:|---:|---:|---:|\n"
       "| server resident set (`VmRSS`; peak `VmHWM` %s) | %s | %s | %s | "
       "%.0f B |\n"
+      "| server threads (`Threads`) after 256 in flight | | | %d | |\n"
       "| server database file + WAL | %s | | %s | %.0f B |\n"
       "| client heap in use (`mallinfo2`), one `NextId` per collection | %s | "
       "%s | %s | %.0f B |\n\n"
@@ -138,11 +140,11 @@ absl::Status RunMemory(BenchRun& run) {
       "(%s/s). Client: the heap of this process before and after one "
       "`NextId` on each of %s new collections from %d threads (client "
       "defaults, prefetch_at = %g); "
-      "destroying that client then took %s (it hands back each collection's "
-      "unused tail, up to 64 collections at once).\n",
+      "destroying that client then took %s (it hands back every unused "
+      "tail, in ReturnRanges batches of up to 1000).\n",
       Bytes(rss_peak), Thousands(n), Bytes(rss_start), Bytes(rss_after),
       n > 0 ? static_cast<double>(rss_after - rss_start) / n : 0.0,
-      Thousands(n), Bytes(db_bytes),
+      threads_after_load, Thousands(n), Bytes(db_bytes),
       n > 0 ? static_cast<double>(db_bytes) / n : 0.0, Thousands(m),
       Bytes(heap_before), Bytes(heap_after),
       m > 0 ? static_cast<double>(heap_after - heap_before) / m : 0.0, 100,

@@ -16,8 +16,8 @@
 namespace hilo::bench {
 namespace {
 
-// The value in kB of `key` in /proc/<pid>/status, in bytes; -1 if absent.
-int64_t ProcStatusBytes(pid_t pid, absl::string_view key) {
+// The number after `key` in /proc/<pid>/status; -1 if absent.
+int64_t ProcStatusNumber(pid_t pid, absl::string_view key) {
   std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
   std::string line;
   while (std::getline(in, line)) {
@@ -25,12 +25,16 @@ int64_t ProcStatusBytes(pid_t pid, absl::string_view key) {
     absl::string_view rest = absl::string_view(line).substr(key.size());
     rest = absl::StripAsciiWhitespace(rest);
     if (absl::EndsWith(rest, "kB")) rest.remove_suffix(2);
-    int64_t kb = 0;
-    if (absl::SimpleAtoi(absl::StripAsciiWhitespace(rest), &kb)) {
-      return kb * 1024;
-    }
+    int64_t n = 0;
+    if (absl::SimpleAtoi(absl::StripAsciiWhitespace(rest), &n)) return n;
   }
   return -1;
+}
+
+// The value in kB of `key` in /proc/<pid>/status, in bytes; -1 if absent.
+int64_t ProcStatusBytes(pid_t pid, absl::string_view key) {
+  const int64_t kb = ProcStatusNumber(pid, key);
+  return kb < 0 ? -1 : kb * 1024;
 }
 
 }  // namespace
@@ -38,6 +42,8 @@ int64_t ProcStatusBytes(pid_t pid, absl::string_view key) {
 int64_t RssBytes(pid_t pid) { return ProcStatusBytes(pid, "VmRSS:"); }
 
 int64_t PeakRssBytes(pid_t pid) { return ProcStatusBytes(pid, "VmHWM:"); }
+
+int64_t ThreadCount(pid_t pid) { return ProcStatusNumber(pid, "Threads:"); }
 
 double CpuSeconds(pid_t pid) {
   std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));

@@ -14,6 +14,10 @@ namespace hilo::bench {
 int64_t RssBytes(pid_t pid);
 int64_t PeakRssBytes(pid_t pid);
 
+// Threads of `pid` now (Threads in /proc/<pid>/status); -1 if it cannot be
+// read.
+int64_t ThreadCount(pid_t pid);
+
 // CPU time (user + system) `pid` has used so far, in seconds; -1 if it
 // cannot be read.
 double CpuSeconds(pid_t pid);

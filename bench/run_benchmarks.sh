@@ -107,6 +107,42 @@ smoke_flag=""
   exit 1
 }
 
+# What metrics cost: the server's CPU per NextRange with metrics off (the
+# last --metrics_listen wins), beside the run above (metrics on).
+echo "run_benchmarks: hilo_bench, throughput with metrics off (log in $out/hilo_bench_no_metrics.log)" >&2
+# shellcheck disable=SC2086
+"$hilo_bench" $smoke_flag --sections=throughput --in_flight=64,256 \
+  --server_flags=--metrics_listen= --out_md="$out/server_no_metrics.md" \
+  >"$out/hilo_bench_no_metrics.log" 2>&1 || {
+  tail -n 20 "$out/hilo_bench_no_metrics.log" >&2
+  echo "run_benchmarks: hilo_bench (metrics off) failed" >&2
+  exit 1
+}
+# Server CPU µs per request of "NextRange, 1 collection" at `in flight`,
+# from the CPU table of a hilo_bench report.
+server_cpu() {
+  awk -v level="$2" '/^### CPU per request/ { table = 1; next }
+    /^### / { table = 0 }
+    table && $0 ~ "^\\| " level " \\|" { split($0, f, "|"); split(f[3], v, "/");
+      gsub(/ /, "", v[1]); print v[1]; exit }' "$1"
+}
+{
+  echo "### Metrics cost"
+  echo
+  echo "| in flight | server CPU per NextRange (1 collection), metrics on | metrics off | metrics' share | target |"
+  echo "|---:|---:|---:|---:|---:|"
+  for level in 64 256; do
+    on=$(server_cpu "$out/server.md" "$level")
+    off=$(server_cpu "$out/server_no_metrics.md" "$level")
+    awk -v level="$level" -v on="$on" -v off="$off" 'BEGIN {
+      if (on == "" || off == "" || on <= 0) { printf "| %s | %s | %s | ? | < 5%% |\n", level, on, off; exit }
+      printf "| %s | %s µs | %s µs | %.1f%% | < 5%% |\n", level, on, off, 100 * (on - off) / on }'
+  done
+  echo
+  echo "Two runs of hilo_bench's throughput series, one with the server's metrics on (the run above) and one"
+  echo "with \`--metrics_listen=\` (off); wall-clock CPU of the server process, so noisy on a busy machine."
+} >"$out/metrics.md"
+
 echo "run_benchmarks: NextRange on PostgreSQL beside UPDATE ... RETURNING" >&2
 "$repo/bench/postgresql_bench.sh" "$hilo_bench" "$out/throughput.tsv" \
   "$out/postgresql.md" "$out/postgresql_peers.tsv" $smoke_flag
@@ -159,6 +195,8 @@ gnuplot -e "data='$out/throughput.tsv'; peers='$out/peers.tsv'; out='$out/throug
   echo
   cat "$out/server.md"
   echo
+  cat "$out/metrics.md"
+  echo
   echo "![Requests per second against requests in flight](bench/throughput.png)"
   echo
   cat "$out/postgresql.md"
@@ -169,6 +207,7 @@ gnuplot -e "data='$out/throughput.tsv'; peers='$out/peers.tsv'; out='$out/throug
 } >"$out/report.md"
 
 for table in "### Server throughput" "### Targets at 64 in flight" \
+    "### Metrics cost" \
     "### NextRange on PostgreSQL" \
     "### Client with" "### Memory" "### Client fast path" "### Client targets" \
     "### Side by side"; do

@@ -2,6 +2,7 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "service/collection_rules.h"
 #include "service/validation.h"
@@ -110,6 +111,27 @@ void Gatekeeper::ReturnRange(const Caller& caller,
     return done(std::move(s));
   }
   service_->ReturnRange(request, response, std::move(done));
+}
+
+void Gatekeeper::ReturnRanges(const Caller& caller,
+                              const hilo::v1::ReturnRangesRequest& request,
+                              hilo::v1::ReturnRangesResponse* response,
+                              ServiceCallback done) {
+  // Too many items: refused whole by the service, before any is admitted.
+  if (absl::Status s = CheckReturnRangesCount(request.returns_size());
+      !s.ok()) {
+    return done(std::move(s));
+  }
+  std::vector<absl::Status> refusals(request.returns_size());
+  for (int i = 0; i < request.returns_size(); ++i) {
+    const hilo::v1::ReturnRangeRequest& item = request.returns(i);
+    AuditRecord record = Record(caller, Method::kReturnRange, item.collection(),
+                                {{"end", item.end()}, {"last", item.last()}});
+    bool may_administer = false;
+    refusals[i] = Admit(caller, Method::kReturnRange, &record, &may_administer);
+  }
+  service_->ReturnRanges(request, std::move(refusals), response,
+                         std::move(done));
 }
 
 void Gatekeeper::GetCollection(const Caller& caller,

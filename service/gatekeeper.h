@@ -47,6 +47,13 @@ class Gatekeeper {
                    const hilo::v1::ReturnRangeRequest& request,
                    hilo::v1::ReturnRangeResponse* response,
                    ServiceCallback done);
+  // Each item is admitted as a ReturnRange of its own: a refused item gets
+  // its refusal as its result (and is audited and counted as a refused
+  // ReturnRange); the others go to the service together.
+  void ReturnRanges(const Caller& caller,
+                    const hilo::v1::ReturnRangesRequest& request,
+                    hilo::v1::ReturnRangesResponse* response,
+                    ServiceCallback done);
   void GetCollection(const Caller& caller,
                      const hilo::v1::GetCollectionRequest& request,
                      hilo::v1::GetCollectionResponse* response,

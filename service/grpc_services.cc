@@ -79,6 +79,16 @@ grpc::ServerUnaryReactor* GrpcHiLoService::ReturnRange(
   });
 }
 
+grpc::ServerUnaryReactor* GrpcHiLoService::ReturnRanges(
+    grpc::CallbackServerContext* context,
+    const hilo::v1::ReturnRangesRequest* request,
+    hilo::v1::ReturnRangesResponse* response) {
+  return Serve(context, [&](ServiceCallback done) {
+    gate_->ReturnRanges(CallerOf(*context), *request, response,
+                        std::move(done));
+  });
+}
+
 grpc::ServerUnaryReactor* GrpcAdminService::GetCollection(
     grpc::CallbackServerContext* context,
     const hilo::v1::GetCollectionRequest* request,

@@ -36,6 +36,10 @@ class GrpcHiLoService final : public hilo::v1::HiLo::CallbackService {
       grpc::CallbackServerContext* context,
       const hilo::v1::ReturnRangeRequest* request,
       hilo::v1::ReturnRangeResponse* response) override;
+  grpc::ServerUnaryReactor* ReturnRanges(
+      grpc::CallbackServerContext* context,
+      const hilo::v1::ReturnRangesRequest* request,
+      hilo::v1::ReturnRangesResponse* response) override;
 
  private:
   Gatekeeper* const gate_;

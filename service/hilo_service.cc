@@ -209,6 +209,89 @@ void HiLoService::ReturnRange(const hilo::v1::ReturnRangeRequest& request,
                       });
 }
 
+absl::Status CheckReturnRangesCount(int items) {
+  if (items > kMaxReturnRangesItems) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("ReturnRanges carries %d items; the limit is %d", items,
+                        kMaxReturnRangesItems));
+  }
+  return absl::OkStatus();
+}
+
+void HiLoService::ReturnRanges(const hilo::v1::ReturnRangesRequest& request,
+                               std::vector<absl::Status> refusals,
+                               hilo::v1::ReturnRangesResponse* response,
+                               ServiceCallback done) {
+  const absl::Time start = absl::Now();
+  const int n = request.returns_size();
+  if (absl::Status s = CheckReturnRangesCount(n); !s.ok()) {
+    return done(std::move(s));
+  }
+  // Each item's status before the store: refused by the gatekeeper, or by
+  // the checks of ReturnRange; OK ones go to the store, in order.
+  std::vector<absl::Status> statuses(n);
+  std::vector<ReturnItem> items;
+  std::vector<int> index;  // of each store item in the request
+  items.reserve(n);
+  index.reserve(n);
+  for (int i = 0; i < n; ++i) {
+    const hilo::v1::ReturnRangeRequest& r = request.returns(i);
+    if (static_cast<size_t>(i) < refusals.size() && !refusals[i].ok()) {
+      statuses[i] = std::move(refusals[i]);
+      continue;
+    }
+    statuses[i] = ValidateReturn(r, allow_returns_without_token_);
+    if (!statuses[i].ok()) continue;
+    ReturnItem item;
+    item.collection = r.collection();
+    item.end = r.end();
+    item.last = r.last();
+    item.token = r.range_token();
+    // Another node's range: its numbers are not ours to take back.
+    item.foreign = !r.node_tag().empty() && r.node_tag() != node_tag_;
+    items.push_back(std::move(item));
+    index.push_back(i);
+  }
+  store_->ReturnManyAsync(
+      std::move(items),
+      [this, &request, response, start, statuses = std::move(statuses),
+       index = std::move(index), done = std::move(done)](
+          absl::StatusOr<std::vector<absl::StatusOr<ReturnOutcome>>>
+              outcomes) mutable {
+        std::vector<ReturnOutcome> judged(statuses.size());
+        for (size_t k = 0; k < index.size(); ++k) {
+          absl::Status& status = statuses[index[k]];
+          if (!outcomes.ok()) {
+            status = outcomes.status();
+          } else if (k >= outcomes->size()) {
+            status = absl::InternalError("the store judged too few returns");
+          } else if (!(*outcomes)[k].ok()) {
+            status = (*outcomes)[k].status();
+          } else {
+            judged[index[k]] = *(*outcomes)[k];
+          }
+        }
+        const absl::Duration elapsed = absl::Now() - start;
+        response->clear_results();
+        for (size_t i = 0; i < statuses.size(); ++i) {
+          hilo::v1::ReturnRangeResult* result = response->add_results();
+          if (statuses[i].ok()) {
+            result->set_applied(judged[i].applied);
+            result->set_max(judged[i].max);
+          } else {
+            result->set_code(static_cast<int>(statuses[i].code()));
+            result->set_message(std::string(statuses[i].message()));
+          }
+          if (observer_ != nullptr) {
+            observer_->OnReturnRange(
+                request.returns(i).collection(), statuses[i],
+                statuses[i].ok() ? &judged[i] : nullptr, elapsed);
+          }
+        }
+        done(absl::OkStatus());
+      });
+}
+
 absl::Status HiLoService::DoNextRange(const hilo::v1::NextRangeRequest& request,
                                       hilo::v1::NextRangeResponse* response,
                                       bool may_administer) {
@@ -222,6 +305,14 @@ absl::Status HiLoService::DoReturnRange(
     hilo::v1::ReturnRangeResponse* response) {
   return base::Await<absl::Status>([&](ServiceCallback done) {
     ReturnRange(request, response, std::move(done));
+  });
+}
+
+absl::Status HiLoService::DoReturnRanges(
+    const hilo::v1::ReturnRangesRequest& request,
+    hilo::v1::ReturnRangesResponse* response) {
+  return base::Await<absl::Status>([&](ServiceCallback done) {
+    ReturnRanges(request, {}, response, std::move(done));
   });
 }
 

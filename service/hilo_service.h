@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
@@ -26,6 +27,13 @@
 #include "service/range_store.h"
 
 namespace hilo {
+
+// Most items one ReturnRanges call may carry.
+inline constexpr int kMaxReturnRangesItems = 1000;
+
+// OK, or INVALID_ARGUMENT when a ReturnRanges call carries more than
+// kMaxReturnRangesItems items.
+absl::Status CheckReturnRangesCount(int items);
 
 // Receives the outcome of a service call.
 using ServiceCallback = absl::AnyInvocable<void(absl::Status)>;
@@ -68,12 +76,27 @@ class HiLoService {
                    hilo::v1::ReturnRangeResponse* response,
                    ServiceCallback done);
 
+  // Each item as ReturnRange would judge it, all given to the store in one
+  // ReturnManyAsync; response->results gets one result per item. An item
+  // whose `refusals` entry (if `refusals` is not empty, one per item) is
+  // not OK is refused with it and never reaches the store (the gatekeeper's
+  // authorization). The call fails as a whole only with INVALID_ARGUMENT
+  // for more than kMaxReturnRangesItems items (CheckReturnRangesCount);
+  // nothing is applied then. The observer is told of each item as of a
+  // ReturnRange.
+  void ReturnRanges(const hilo::v1::ReturnRangesRequest& request,
+                    std::vector<absl::Status> refusals,
+                    hilo::v1::ReturnRangesResponse* response,
+                    ServiceCallback done);
+
   // The same, waiting for the outcome.
   absl::Status DoNextRange(const hilo::v1::NextRangeRequest& request,
                            hilo::v1::NextRangeResponse* response,
                            bool may_administer = false);
   absl::Status DoReturnRange(const hilo::v1::ReturnRangeRequest& request,
                              hilo::v1::ReturnRangeResponse* response);
+  absl::Status DoReturnRanges(const hilo::v1::ReturnRangesRequest& request,
+                              hilo::v1::ReturnRangesResponse* response);
 
  private:
   RangeStore* const store_;

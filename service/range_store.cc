@@ -1,5 +1,7 @@
 #include "service/range_store.h"
 
+#include <atomic>
+#include <memory>
 #include <utility>
 
 #include "hilo/base/await.h"
@@ -33,6 +35,44 @@ absl::StatusOr<ReturnOutcome> RangeStore::Return(absl::string_view collection,
   return Wait<ReturnOutcome>([&](StoreCallback<ReturnOutcome> done) {
     ReturnAsync(collection, end, last, token, std::move(done));
   });
+}
+
+void RangeStore::ReturnManyAsync(
+    std::vector<ReturnItem> items,
+    StoreCallback<std::vector<absl::StatusOr<ReturnOutcome>>> done) {
+  using Outcomes = std::vector<absl::StatusOr<ReturnOutcome>>;
+  if (items.empty()) return done(Outcomes());
+  // Shared by the items' completions; the last one to finish reports.
+  struct Join {
+    explicit Join(size_t n, StoreCallback<Outcomes> done)
+        : outcomes(n, absl::UnknownError("not judged")),
+          left(n),
+          done(std::move(done)) {}
+    Outcomes outcomes;
+    std::atomic<size_t> left;
+    StoreCallback<Outcomes> done;
+  };
+  auto join = std::make_shared<Join>(items.size(), std::move(done));
+  for (size_t i = 0; i < items.size(); ++i) {
+    auto finish = [join, i](absl::StatusOr<ReturnOutcome> outcome) {
+      join->outcomes[i] = std::move(outcome);
+      if (join->left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        join->done(std::move(join->outcomes));
+      }
+    };
+    const ReturnItem& item = items[i];
+    if (item.foreign) {
+      GetAsync(
+          item.collection,
+          [finish](absl::StatusOr<std::optional<CollectionState>> row) {
+            if (!row.ok()) return finish(row.status());
+            finish(ReturnOutcome{false, row->has_value() ? (*row)->max : 0});
+          });
+    } else {
+      ReturnAsync(item.collection, item.end, item.last, item.token,
+                  std::move(finish));
+    }
+  }
 }
 
 absl::StatusOr<std::optional<CollectionState>> RangeStore::Get(

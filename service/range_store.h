@@ -74,6 +74,17 @@ struct ReturnOutcome {
   int64_t max = 0;  // Max after the call
 };
 
+// One return of a ReturnManyAsync: as ReturnAsync's arguments.
+struct ReturnItem {
+  std::string collection;
+  int64_t end = 0;
+  int64_t last = 0;
+  uint64_t token = 0;
+  // The range is another node's: the item is refused and its outcome only
+  // carries the collection's Max (0 without a row).
+  bool foreign = false;
+};
+
 // The max_floor_jump that puts no limit on how far a floor lifts Max.
 inline constexpr int64_t kNoFloorJumpLimit =
     std::numeric_limits<int64_t>::max();
@@ -141,6 +152,17 @@ class RangeStore {
   absl::StatusOr<ReturnOutcome> Return(absl::string_view collection,
                                        int64_t end, int64_t last,
                                        uint64_t token);
+
+  // Many returns, judged one after another in the given order, each exactly
+  // as ReturnAsync judges it (so a later item sees what an earlier one did);
+  // `done` gets one outcome per item, in order. An item refused for its
+  // arguments or failing alone leaves the others as they are; a failure of
+  // the whole transaction fails every item. Stores that can do better than
+  // this default (a ReturnAsync per item, queued in order)
+  // put every item into one operation, so the batch costs one commit.
+  virtual void ReturnManyAsync(
+      std::vector<ReturnItem> items,
+      StoreCallback<std::vector<absl::StatusOr<ReturnOutcome>>> done);
 
   // The stored state, or nullopt if the collection has no row.
   virtual void GetAsync(absl::string_view collection,

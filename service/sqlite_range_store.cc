@@ -285,6 +285,9 @@ SqliteRangeStore::~SqliteRangeStore() {
   queue_.reset();
   select_.reset();
   upsert_.reset();
+  savepoint_.reset();
+  release_.reset();
+  rollback_to_.reset();
   sqlite3_close(db_);
 }
 
@@ -305,6 +308,16 @@ absl::Status SqliteRangeStore::Exec(const char* sql) {
   const int rc = sqlite3_exec(db_, sql, nullptr, nullptr, nullptr);
   if (rc != SQLITE_OK) return Error(rc, absl::StrCat("\"", sql, "\""));
   return absl::OkStatus();
+}
+
+absl::Status SqliteRangeStore::Step(Statement& statement) {
+  const int rc = sqlite3_step(statement.get());
+  absl::Status status;
+  if (rc != SQLITE_DONE) {
+    status = Error(rc, absl::StrCat("\"", sqlite3_sql(statement.get()), "\""));
+  }
+  statement.Reset();
+  return status;
 }
 
 absl::Status SqliteRangeStore::Init() {
@@ -425,6 +438,13 @@ absl::Status SqliteRangeStore::Init() {
   absl::StatusOr<int64_t> count = read_int("SELECT count(*) FROM collections");
   if (!count.ok()) return count.status();
   collection_count_.store(*count);
+  // Every operation of a batch runs between these three; prepared once,
+  // they skip SQLite's parser, a measurable share of a NextRange.
+  for (auto [sql, out] : {std::pair{"SAVEPOINT op", &savepoint_},
+                          {"RELEASE op", &release_},
+                          {"ROLLBACK TO op", &rollback_to_}}) {
+    if (absl::Status s = prepare(sql, out); !s.ok()) return s;
+  }
   return prepare(
       "INSERT INTO collections(name, max, return_floor, updated_at_us, "
       "range_token, previous_token, previous_return_floor) "
@@ -530,14 +550,14 @@ bool SqliteRangeStore::RunBatchInTransaction(
   bool released_failed = false;
   for (size_t i = 0; i < batch.size(); ++i) {
     GroupCommit::Operation* op = batch[i];
-    absl::Status s = Exec("SAVEPOINT op");
+    absl::Status s = Step(*savepoint_);
     if (s.ok()) {
       s = op->body(*op);
       if (!s.ok()) {
         // Undo this operation alone. If SQLite already rolled back the
         // whole transaction (some I/O errors do), the batch is lost below.
         if (!sqlite3_get_autocommit(db_)) {
-          Exec("ROLLBACK TO op").IgnoreError();
+          Step(*rollback_to_).IgnoreError();
         }
       }
     }
@@ -562,7 +582,7 @@ bool SqliteRangeStore::RunBatchInTransaction(
       if (!s.ok()) released_failed = true;
     }
     if (!released_failed) {
-      if (absl::Status r = Exec("RELEASE op"); !r.ok()) {
+      if (absl::Status r = Step(*release_); !r.ok()) {
         s = r;
         released_failed = true;
       }
@@ -727,16 +747,67 @@ void SqliteRangeStore::ReturnAsync(absl::string_view collection, int64_t end,
       /*read_only=*/false,
       [this, name = std::string(collection), end, last, token](
           ReturnOutcome* outcome, int64_t*) -> absl::Status {
-        absl::StatusOr<std::optional<CollectionState>> row = ReadRow(name);
-        if (!row.ok()) return row.status();
-        if (!row->has_value()) {
-          *outcome = ReturnOutcome{false, 0};
-          return absl::OkStatus();
+        return ApplyReturnRow(name, end, last, token, outcome);
+      },
+      std::move(done));
+}
+
+absl::Status SqliteRangeStore::ApplyReturnRow(absl::string_view collection,
+                                              int64_t end, int64_t last,
+                                              uint64_t token,
+                                              ReturnOutcome* outcome) {
+  absl::StatusOr<std::optional<CollectionState>> row = ReadRow(collection);
+  if (!row.ok()) return row.status();
+  if (!row->has_value()) {
+    *outcome = ReturnOutcome{false, 0};
+    return absl::OkStatus();
+  }
+  std::optional<CollectionState> next =
+      ApplyReturn(**row, end, last, token, clock_->Now(), outcome);
+  if (!next.has_value()) return absl::OkStatus();
+  return WriteRow(collection, *next);
+}
+
+void SqliteRangeStore::ReturnManyAsync(
+    std::vector<ReturnItem> items,
+    StoreCallback<std::vector<absl::StatusOr<ReturnOutcome>>> done) {
+  using Outcomes = std::vector<absl::StatusOr<ReturnOutcome>>;
+  if (items.empty()) return done(Outcomes());
+  Submit<Outcomes>(
+      /*read_only=*/false,
+      [this, items = std::move(items)](Outcomes* outcomes,
+                                       int64_t*) -> absl::Status {
+        outcomes->clear();
+        outcomes->reserve(items.size());
+        for (const ReturnItem& item : items) {
+          if (absl::Status s = CheckReturnArguments(item.end, item.last);
+              !s.ok()) {
+            outcomes->push_back(std::move(s));
+            continue;
+          }
+          ReturnOutcome outcome;
+          absl::Status s;
+          if (item.foreign) {
+            absl::StatusOr<std::optional<CollectionState>> row =
+                ReadRow(item.collection);
+            s = row.status();
+            if (row.ok()) outcome.max = row->has_value() ? (*row)->max : 0;
+          } else {
+            // A failed statement undoes itself; an item writes with one
+            // statement at most, so a failed item changed nothing.
+            s = ApplyReturnRow(item.collection, item.end, item.last, item.token,
+                               &outcome);
+          }
+          // Without its transaction (SQLite ends it on some I/O errors),
+          // the batch is lost: report that, and write nothing outside it.
+          if (!s.ok() && sqlite3_get_autocommit(db_)) return s;
+          if (s.ok()) {
+            outcomes->push_back(outcome);
+          } else {
+            outcomes->push_back(std::move(s));
+          }
         }
-        std::optional<CollectionState> next =
-            ApplyReturn(**row, end, last, token, clock_->Now(), outcome);
-        if (!next.has_value()) return absl::OkStatus();
-        return WriteRow(name, *next);
+        return absl::OkStatus();
       },
       std::move(done));
 }

@@ -116,6 +116,10 @@ class SqliteRangeStore final : public RangeStore {
                      StoreCallback<Allocation> done) override;
   void ReturnAsync(absl::string_view collection, int64_t end, int64_t last,
                    uint64_t token, StoreCallback<ReturnOutcome> done) override;
+  // One operation for all the items, so one commit.
+  void ReturnManyAsync(
+      std::vector<ReturnItem> items,
+      StoreCallback<std::vector<absl::StatusOr<ReturnOutcome>>> done) override;
   void GetAsync(absl::string_view collection,
                 StoreCallback<std::optional<CollectionState>> done) override;
   void ListAsync(
@@ -164,6 +168,8 @@ class SqliteRangeStore final : public RangeStore {
   // Opens reader_, once the schema exists.
   absl::Status OpenReader();
   absl::Status Exec(const char* sql);
+  // Runs a prepared statement that returns no rows, and resets it.
+  absl::Status Step(Statement& statement);
   absl::Status Error(int rc, absl::string_view what) const;
   // The error of `rc` on connection `db`.
   absl::Status ErrorOn(sqlite3* db, int rc, absl::string_view what) const;
@@ -176,6 +182,10 @@ class SqliteRangeStore final : public RangeStore {
       absl::string_view collection);
   absl::Status WriteRow(absl::string_view collection,
                         const CollectionState& state);
+  // One return on the writing connection, inside a write batch.
+  absl::Status ApplyReturnRow(absl::string_view collection, int64_t end,
+                              int64_t last, uint64_t token,
+                              ReturnOutcome* outcome);
   absl::Status ReadRows(sqlite3* db, Statement& list, absl::string_view after,
                         int limit, std::vector<NamedCollectionState>* result);
 
@@ -185,6 +195,9 @@ class SqliteRangeStore final : public RangeStore {
   sqlite3* const db_;
   std::unique_ptr<Statement> select_;
   std::unique_ptr<Statement> upsert_;
+  std::unique_ptr<Statement> savepoint_;    // "SAVEPOINT op"
+  std::unique_ptr<Statement> release_;      // "RELEASE op"
+  std::unique_ptr<Statement> rollback_to_;  // "ROLLBACK TO op"
   std::atomic<int64_t> collection_count_{0};
   // The reading connection and its queue; destroyed before the writer's.
   std::unique_ptr<Reader> reader_;

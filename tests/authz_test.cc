@@ -380,6 +380,53 @@ TEST_F(GatekeeperTest, RefusalChangesNothingAndIsAuditedAndCounted) {
                               "method=\"NextRange\"} 1\n"));
 }
 
+// ReturnRanges admits each item as a ReturnRange of its own: a denied item
+// is refused alone, audited and counted; the others apply.
+TEST_F(GatekeeperTest, ReturnRangesRefusesADeniedItemAlone) {
+  const Caller orders = Cert("uri:spiffe://test/orders");
+  hilo::v1::NextRangeResponse range;
+  ASSERT_TRUE(Next(orders, "orders", 0, &range).ok());
+  // Someone else's range of a collection this caller may not use.
+  constexpr uint64_t kUsersToken = 0x5EC2E7;
+  ASSERT_TRUE(store_->Allocate("users", 32, 0, kUsersToken).ok());
+  hilo::v1::ReturnRangesRequest request;
+  for (auto [name, token] :
+       {std::pair<const char*, uint64_t>{"users", kUsersToken},
+        {"orders", range.range_token()}}) {
+    hilo::v1::ReturnRangeRequest* item = request.add_returns();
+    item->set_collection(name);
+    item->set_end(32);
+    item->set_last(4);
+    item->set_range_token(token);
+  }
+  hilo::v1::ReturnRangesResponse response;
+  const absl::Status status =
+      base::Await<absl::Status>([&](ServiceCallback done) {
+        gate_->ReturnRanges(orders, request, &response, std::move(done));
+      });
+  ASSERT_TRUE(status.ok()) << status;
+  ASSERT_EQ(response.results_size(), 2);
+  EXPECT_EQ(response.results(0).code(),
+            static_cast<int>(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(response.results(0).message(),
+              HasSubstr("may not call ReturnRange on collection \"users\""));
+  EXPECT_FALSE(response.results(0).applied());
+  EXPECT_EQ(response.results(1).code(), 0);
+  EXPECT_TRUE(response.results(1).applied());
+  EXPECT_EQ(response.results(1).max(), 4);
+  EXPECT_EQ(Max("users"), 32);
+  EXPECT_EQ(Max("orders"), 4);
+  EXPECT_THAT(Audit(), HasSubstr("\"method\":\"ReturnRange\","
+                                 "\"collection\":\"users\""));
+  const std::string text = Exposition();
+  EXPECT_THAT(text, HasSubstr("hilo_requests_denied_total{method="
+                              "\"ReturnRange\",reason=\"permission\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("hilo_requests_total{code=\"PERMISSION_DENIED\","
+                              "method=\"ReturnRange\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("hilo_requests_total{code=\"OK\","
+                              "method=\"ReturnRange\"} 1\n"));
+}
+
 TEST_F(GatekeeperTest, AuditLineEscapesAnyCollectionName) {
   // Quotes, a backslash and non-ASCII are valid in a name; a control
   // character is not, and that SetFloor is audited too.

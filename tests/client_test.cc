@@ -955,6 +955,8 @@ struct MockTargets {
 };
 
 // Two targets, or one (then `b` is null). Retried returns do not wait.
+// They stand for servers older than ReturnRanges: it is UNIMPLEMENTED, so
+// a client hands ranges back with ReturnRange.
 MockTargets MakeMockTargets(int count = 2,
                             absl::Duration rpc_deadline = absl::Seconds(1),
                             internal::ReturnRetryPolicy retry = {
@@ -963,6 +965,12 @@ MockTargets MakeMockTargets(int count = 2,
   auto a = std::make_unique<hilo::v1::MockHiLoStub>();
   auto b = std::make_unique<hilo::v1::MockHiLoStub>();
   MockTargets m{a.get(), count > 1 ? b.get() : nullptr, nullptr};
+  for (hilo::v1::MockHiLoStub* stub : {a.get(), b.get()}) {
+    ON_CALL(*stub, ReturnRanges(_, _, _))
+        .WillByDefault(Return(
+            grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no ReturnRanges")));
+    EXPECT_CALL(*stub, ReturnRanges(_, _, _)).Times(::testing::AnyNumber());
+  }
   std::vector<internal::GrpcRangeSource::Target> targets;
   targets.push_back({"node-a:1", std::move(a), /*channel=*/nullptr});
   if (count > 1) targets.push_back({"node-b:2", std::move(b), nullptr});
@@ -1192,6 +1200,79 @@ TEST(GrpcRangeSourceTest, SendsPreviousRangeAndReturnsToIssuingTarget) {
   EXPECT_EQ(returned->max, 700);
 }
 
+// ReturnMany: each node gets its own items, in batches of at most 1000,
+// and each item's result (its own code, or applied and Max) comes back in
+// the caller's order.
+TEST(GrpcRangeSourceTest, ReturnManyBatchesEachNodesItemsAndKeepsItemCodes) {
+  MockTargets m = MakeMockTargets();
+  constexpr int kItems = 1500;  // for node a: a batch of 1000, then 500
+  std::vector<IssuedRange> ranges(kItems + 1, TokenedRange());
+  std::vector<std::string> names(kItems + 1);
+  std::vector<internal::ReturnRequest> items;
+  for (int i = 0; i <= kItems; ++i) {
+    names[i] = absl::StrCat("c", i);
+    ranges[i].token = 1000 + i;
+    if (i == kItems) ranges[i].source = 1;  // the last one is node b's
+    items.push_back({names[i], &ranges[i], 4});
+  }
+  // Node a refuses item c7 with its own code; the rest apply.
+  auto answer = [](grpc::ClientContext*,
+                   const hilo::v1::ReturnRangesRequest& request,
+                   hilo::v1::ReturnRangesResponse* response) {
+    for (const hilo::v1::ReturnRangeRequest& item : request.returns()) {
+      hilo::v1::ReturnRangeResult* result = response->add_results();
+      EXPECT_EQ(item.range_token(),
+                1000u + std::stoul(item.collection().substr(1)));
+      if (item.collection() == "c7") {
+        result->set_code(grpc::StatusCode::PERMISSION_DENIED);
+        result->set_message("may not");
+      } else {
+        result->set_applied(true);
+        result->set_max(item.last());
+      }
+    }
+    return grpc::Status::OK;
+  };
+  std::vector<int> sizes;  // batches may go at once
+  base::Mutex sizes_mu;
+  EXPECT_CALL(*m.a, ReturnRanges(_, _, _))
+      .Times(2)
+      .WillRepeatedly([&](grpc::ClientContext* context,
+                          const hilo::v1::ReturnRangesRequest& request,
+                          hilo::v1::ReturnRangesResponse* response) {
+        {
+          base::MutexLock lock(&sizes_mu);
+          sizes.push_back(request.returns_size());
+        }
+        return answer(context, request, response);
+      });
+  EXPECT_CALL(*m.b, ReturnRanges(_, _, _))
+      .WillOnce([&](grpc::ClientContext* context,
+                    const hilo::v1::ReturnRangesRequest& request,
+                    hilo::v1::ReturnRangesResponse* response) {
+        EXPECT_EQ(request.returns_size(), 1);
+        EXPECT_EQ(request.returns(0).collection(), names[kItems]);
+        return answer(context, request, response);
+      });
+  EXPECT_CALL(*m.a, ReturnRange(_, _, _)).Times(0);
+  EXPECT_CALL(*m.b, ReturnRange(_, _, _)).Times(0);
+  const std::vector<absl::StatusOr<ReturnResult>> results =
+      m.source->ReturnMany(items);
+  ASSERT_EQ(results.size(), items.size());
+  std::sort(sizes.begin(), sizes.end());
+  EXPECT_THAT(sizes, ::testing::ElementsAre(500, 1000));
+  for (int i = 0; i <= kItems; ++i) {
+    if (i == 7) {
+      EXPECT_THAT(results[i], StatusIs(absl::StatusCode::kPermissionDenied,
+                                       HasSubstr("node-a:1: may not")));
+    } else {
+      ASSERT_THAT(results[i], IsOk()) << i;
+      EXPECT_TRUE(results[i]->applied);
+      EXPECT_EQ(results[i]->max, 4);
+    }
+  }
+}
+
 class GrpcRangeSourceReturnRetryTest
     : public ::testing::TestWithParam<grpc::StatusCode> {};
 
@@ -1321,6 +1402,31 @@ TEST(ClientReturnTest, LostReplyOfAnAppliedReturnIsRetriedAndTheTailFollows) {
             }
             return status;
           });
+  // The same for batches (what the client sends to a server that has
+  // them): the first batch applies, but its reply is lost.
+  int batches = 0;
+  EXPECT_CALL(*stub, ReturnRanges(_, _, _))
+      .WillRepeatedly([&node, &calls, &batches](
+                          grpc::ClientContext*,
+                          const hilo::v1::ReturnRangesRequest& request,
+                          hilo::v1::ReturnRangesResponse* response) {
+        const grpc::Status status =
+            ToGrpcStatus(node.service().DoReturnRanges(request, response));
+        for (int i = 0; i < request.returns_size(); ++i) {
+          const hilo::v1::ReturnRangeResult& r = response->results(i);
+          calls.push_back(absl::StrFormat("end %d last %d %s",
+                                          request.returns(i).end(),
+                                          request.returns(i).last(),
+                                          r.code() != 0 ? "error"
+                                          : r.applied() ? "applied"
+                                                        : "refused"));
+        }
+        if (++batches == 1) {
+          return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                              "connection reset");
+        }
+        return status;
+      });
   std::vector<internal::GrpcRangeSource::Target> targets;
   targets.push_back({"node-a:1", std::move(stub), /*channel=*/nullptr});
   auto source = std::make_unique<internal::GrpcRangeSource>(

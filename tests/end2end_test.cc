@@ -14,8 +14,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
 #include "hilo/client.h"
+#include "hilo/v1/conversions.h"
+#include "service/hilo_service.h"
+#include "service/sqlite_range_store.h"
 #include "testing/status_matchers.h"
 #include "tests/recording_observer.h"
 #include "tests/test_util.h"
@@ -251,6 +256,9 @@ TEST(EndToEndTest, ClosingManyCollectionsHandsEveryTailBack) {
   // ahead in most of them.
   auto draws = [](int i) { return 1 + i % 50; };
   std::vector<int64_t> last(kCollections);
+  auto* store = dynamic_cast<SqliteRangeStore*>(server->store());
+  ASSERT_NE(store, nullptr);
+  int64_t commits_before = 0;
   {
     std::unique_ptr<Client> first = NewClient({server->port()});
     ASSERT_NE(first, nullptr);
@@ -261,7 +269,11 @@ TEST(EndToEndTest, ClosingManyCollectionsHandsEveryTailBack) {
         last[i] = id->number;
       }
     }
+    commits_before = store->commits();
   }  // the destructor hands everything unused back
+  // In ReturnRanges batches of up to 1000 items, each one commit: about 2
+  // rounds of 2 batches (single returns took over 50 commits).
+  EXPECT_LE(store->commits() - commits_before, 10);
   std::unique_ptr<Client> second = NewClient({server->port()});
   ASSERT_NE(second, nullptr);
   int wrong = 0;
@@ -275,6 +287,76 @@ TEST(EndToEndTest, ClosingManyCollectionsHandsEveryTailBack) {
     }
   }
   EXPECT_EQ(wrong, 0);
+}
+
+// A server older than ReturnRanges: the real service and store, serving
+// NextRange and ReturnRange only (ReturnRanges is UNIMPLEMENTED).
+class OldServer final : public hilo::v1::HiLo::Service {
+ public:
+  explicit OldServer(const TempDir& dir) {
+    SqliteRangeStoreOptions options;
+    options.path = dir.File("old.db");
+    options.sync = SyncMode::kNormal;  // a test survives no power loss
+    absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
+        SqliteRangeStore::Open(options);
+    EXPECT_THAT(store, IsOk());
+    store_ = *std::move(store);
+    service_ = std::make_unique<HiLoService>(store_.get(), RangeSizePolicy({}),
+                                             "A", &clock_);
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                             &port_);
+    builder.RegisterService(this);
+    server_ = builder.BuildAndStart();
+  }
+  ~OldServer() override { server_->Shutdown(); }
+
+  int port() const { return port_; }
+  int returns() const { return returns_.load(); }
+
+  grpc::Status NextRange(grpc::ServerContext*,
+                         const hilo::v1::NextRangeRequest* request,
+                         hilo::v1::NextRangeResponse* response) override {
+    return ToGrpcStatus(service_->DoNextRange(*request, response));
+  }
+  grpc::Status ReturnRange(grpc::ServerContext*,
+                           const hilo::v1::ReturnRangeRequest* request,
+                           hilo::v1::ReturnRangeResponse* response) override {
+    ++returns_;
+    return ToGrpcStatus(service_->DoReturnRange(*request, response));
+  }
+
+ private:
+  SystemClock clock_;
+  std::unique_ptr<SqliteRangeStore> store_;
+  std::unique_ptr<HiLoService> service_;
+  std::atomic<int> returns_{0};
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+TEST(EndToEndTest, ClosingAgainstAServerWithoutReturnRangesSendsSingleReturns) {
+  constexpr int kCollections = 50;
+  TempDir dir;
+  OldServer server(dir);
+  ASSERT_NE(server.port(), 0);
+  auto name = [](int i) { return absl::StrCat("c", i); };
+  {
+    std::unique_ptr<Client> first = NewClient({server.port()});
+    ASSERT_NE(first, nullptr);
+    for (int i = 0; i < kCollections; ++i) {
+      for (int d = 0; d <= i % 3; ++d)
+        ASSERT_THAT(first->NextId(name(i)), IsOk());
+    }
+  }
+  EXPECT_GE(server.returns(), kCollections);
+  std::unique_ptr<Client> second = NewClient({server.port()});
+  ASSERT_NE(second, nullptr);
+  for (int i = 0; i < kCollections; ++i) {
+    absl::StatusOr<Id> id = second->NextId(name(i));
+    ASSERT_THAT(id, IsOk());
+    EXPECT_EQ(id->number, 2 + i % 3) << name(i);
+  }
 }
 
 TEST(EndToEndTest, RestartedServerContinuesAboveEveryIssuedRange) {

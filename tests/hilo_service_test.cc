@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
@@ -28,6 +29,9 @@ using ::hilo::v1::NextRangeRequest;
 using ::hilo::v1::NextRangeResponse;
 using ::hilo::v1::ReturnRangeRequest;
 using ::hilo::v1::ReturnRangeResponse;
+using ::hilo::v1::ReturnRangeResult;
+using ::hilo::v1::ReturnRangesRequest;
+using ::hilo::v1::ReturnRangesResponse;
 using ::testing::HasSubstr;
 
 const absl::Time kStart = absl::FromUnixSeconds(1'800'000'000);
@@ -107,6 +111,25 @@ class HiLoServiceTest : public ::testing::Test {
     context.set_deadline(std::chrono::system_clock::now() +
                          std::chrono::seconds(10));
     return stub_->ReturnRange(&context, request, response);
+  }
+
+  grpc::Status CallReturns(const std::vector<ReturnRangeRequest>& items,
+                           ReturnRangesResponse* response) {
+    ReturnRangesRequest request;
+    for (const ReturnRangeRequest& item : items) *request.add_returns() = item;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(10));
+    return stub_->ReturnRanges(&context, request, response);
+  }
+  // The results of a successful ReturnRanges, one per item.
+  std::vector<ReturnRangeResult> MustReturns(
+      const std::vector<ReturnRangeRequest>& items) {
+    ReturnRangesResponse response;
+    grpc::Status status = CallReturns(items, &response);
+    EXPECT_THAT(status, IsOk());
+    EXPECT_EQ(response.results_size(), static_cast<int>(items.size()));
+    return {response.results().begin(), response.results().end()};
   }
 
   // The range of a successful NextRange, as {low, high}.
@@ -287,6 +310,135 @@ TEST_F(HiLoServiceTest, ReturnWithoutTokenAppliesOnlyWhereAllowed) {
   EXPECT_TRUE(returned.applied());
   EXPECT_EQ(returned.max(), 3);
   EXPECT_EQ(MustNext(Next("orders")), Pair(4, 35));
+}
+
+// ReturnRanges: each item is judged as a ReturnRange of its own would be,
+// in the order given, and gets its own result.
+
+// The result of an item that was judged: applied or refused, with Max.
+MATCHER_P2(Judged, applied, max, "") {
+  return arg.code() == 0 && arg.message().empty() && arg.applied() == applied &&
+         arg.max() == max;
+}
+// The result of an item refused with `code` before it was judged.
+MATCHER_P2(Failed, code, message, "") {
+  return arg.code() == static_cast<int>(code) &&
+         absl::StrContains(arg.message(), message) && !arg.applied() &&
+         arg.max() == 0;
+}
+
+TEST_F(HiLoServiceTest, ReturnRangesAppliesEveryGoodItem) {
+  MustNext(Next("a"));  // 1-32
+  MustNext(Next("b"));  // 1-32
+  EXPECT_THAT(MustReturns({Return("a", 32, 3), Return("b", 32, 5, "A")}),
+              ::testing::ElementsAre(Judged(true, 3), Judged(true, 5)));
+  EXPECT_EQ(Row("a")->max, 3);
+  EXPECT_EQ(Row("a")->return_floor, 3);
+  EXPECT_EQ(Row("a")->range_token, 0u);  // retired
+  EXPECT_EQ(Row("b")->max, 5);
+  EXPECT_EQ(MustNext(Next("a")), Pair(4, 35));
+  EXPECT_EQ(MustNext(Next("b")), Pair(6, 37));
+}
+
+TEST_F(HiLoServiceTest, ReturnRangesWithNoItemsAnswersNoResults) {
+  EXPECT_THAT(MustReturns({}), ::testing::IsEmpty());
+}
+
+// The same return twice in one batch: the first applies and retires the
+// token, so the second is refused, as a second ReturnRange would be.
+TEST_F(HiLoServiceTest, ReturnRangesAppliesADuplicateItemOnce) {
+  MustNext(Next("orders"));
+  EXPECT_THAT(MustReturns({Return("orders", 32, 4), Return("orders", 32, 4)}),
+              ::testing::ElementsAre(Judged(true, 4), Judged(false, 4)));
+  EXPECT_EQ(MustNext(Next("orders")), Pair(5, 36));
+}
+
+// In the order given: the range fetched ahead whole, then the tail of the
+// one before it, as a closing client sends them.
+TEST_F(HiLoServiceTest, ReturnRangesJudgesItemsInOrder) {
+  MustNext(Next("orders"));  // 1-32
+  MustNext(Next("orders"));  // 33-64, right above it
+  EXPECT_THAT(MustReturns({Return("orders", 64, 32), Return("orders", 32, 7)}),
+              ::testing::ElementsAre(Judged(true, 32), Judged(true, 7)));
+  EXPECT_EQ(Row("orders")->max, 7);
+  // The other order: the tail first is refused (33-64 was issued last).
+  MustNext(Next("x"));
+  MustNext(Next("x"));
+  EXPECT_THAT(MustReturns({Return("x", 32, 7), Return("x", 64, 32)}),
+              ::testing::ElementsAre(Judged(false, 64), Judged(true, 32)));
+  EXPECT_EQ(Row("x")->max, 32);
+}
+
+// Every rule of ReturnRange, one item each, in one batch: each item gets
+// exactly the outcome it would get alone, and the bad ones change nothing.
+TEST_F(HiLoServiceTest, ReturnRangesJudgesEachItemAlone) {
+  for (const char* name : {"good", "stale", "below", "guess", "tokenless",
+                           "tag", "negative", "args"}) {
+    MustNext(Next(name));  // 1-32 each
+  }
+  MustNext(Next("stale"));  // 33-64: 1-32 is no longer the last issued
+  MustNext(Next("below"));  // 33-64: its return floor is 32
+  const std::vector<ReturnRangeResult> results = MustReturns({
+      Return("good", 32, 3),
+      Return("stale", 32, 3),
+      ReturnRequest("guess", 32, 3, "", 12345),
+      ReturnRequest("tokenless", 32, 3),
+      Return("tag", 32, 3, "B"),
+      Return("negative", 32, -1),
+      Return("args", 32, 40),
+      Return("", 32, 3),
+      Return("below", 64, 20),
+  });
+  ASSERT_EQ(results.size(), 9u);
+  EXPECT_THAT(results[0], Judged(true, 3));
+  EXPECT_THAT(results[1], Judged(false, 64));
+  EXPECT_THAT(results[2], Judged(false, 32));
+  EXPECT_THAT(results[3], Failed(absl::StatusCode::kFailedPrecondition,
+                                 "carries no range_token"));
+  EXPECT_THAT(results[4], Judged(false, 32));
+  EXPECT_THAT(results[5], Failed(absl::StatusCode::kInvalidArgument,
+                                 "last is -1; it must not be negative"));
+  EXPECT_THAT(results[6],
+              Failed(absl::StatusCode::kInvalidArgument, "last 40 is above"));
+  EXPECT_THAT(results[7], Failed(absl::StatusCode::kInvalidArgument,
+                                 "collection name is empty"));
+  EXPECT_THAT(results[8], Judged(false, 64));
+  // Exactly one row moved.
+  for (const NamedCollectionState& row : Rows()) {
+    if (row.name == "good") {
+      EXPECT_EQ(row.state.max, 3);
+    } else if (row.name == "stale" || row.name == "below") {
+      EXPECT_EQ(row.state.max, 64);
+      EXPECT_EQ(row.state.return_floor, 32);
+    } else {
+      EXPECT_EQ(row.state.max, 32) << row.name;
+      EXPECT_EQ(row.state.return_floor, 0) << row.name;
+      EXPECT_NE(row.state.range_token, 0u) << row.name;
+    }
+  }
+  EXPECT_EQ(Rows().size(), 8u);
+}
+
+TEST_F(HiLoServiceTest, ReturnRangesOverTheItemLimitAppliesNothing) {
+  MustNext(Next("orders"));
+  std::vector<ReturnRangeRequest> items(kMaxReturnRangesItems,
+                                        Return("orders", 32, 4));
+  items.push_back(Return("orders", 32, 4));  // one too many
+  ReturnRangesResponse response;
+  const grpc::Status status = CallReturns(items, &response);
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("ReturnRanges carries 1001 items; the limit is 1000"));
+  EXPECT_EQ(response.results_size(), 0);
+  EXPECT_EQ(Row("orders")->max, 32);
+  EXPECT_NE(Row("orders")->range_token, 0u);
+  // At the limit it goes through: the first applies, the copies do not.
+  items.pop_back();
+  const std::vector<ReturnRangeResult> results = MustReturns(items);
+  ASSERT_EQ(results.size(), static_cast<size_t>(kMaxReturnRangesItems));
+  EXPECT_THAT(results[0], Judged(true, 4));
+  EXPECT_THAT(results.back(), Judged(false, 4));
+  EXPECT_EQ(Row("orders")->max, 4);
 }
 
 TEST_F(HiLoServiceTest, RangeDoublesWhenAskedAgainWithin30Seconds) {

@@ -10,6 +10,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "hilo/base/await.h"
 #include "service/collection_rules.h"
 #include "service/postgres_range_store.h"
 #include "service/range_store.h"
@@ -130,6 +131,55 @@ TEST_P(RangeStoreContractTest, ReturnOfUnusedTailLetsNextRangeContinue) {
   EXPECT_TRUE(outcome->applied);
   EXPECT_EQ(outcome->max, 1);
   EXPECT_EQ(MustAllocate("orders", 32), (Range{2, 33}));
+}
+
+// ReturnManyAsync judges each item as Return would, in order: a duplicate
+// is refused, a chained pair applies, a malformed item is refused alone,
+// another node's item only reports Max.
+TEST_P(RangeStoreContractTest, ReturnManyJudgesEachItemInOrder) {
+  MustAllocate("a", 32);  // 1-32
+  MustAllocate("b", 32);  // 1-32
+  MustAllocate("b", 32);  // 33-64, right above
+  MustAllocate("c", 32);
+  MustAllocate("d", 32);
+  std::vector<ReturnItem> items = {
+      {"a", 32, 4, TokenOf("a", 32)},
+      {"a", 32, 4, TokenOf("a", 32)},   // the same again
+      {"b", 64, 32, TokenOf("b", 64)},  // the later range whole, ...
+      {"b", 32, 9, TokenOf("b", 32)},   // ... then the earlier one's tail
+      {"c", 32, 40, TokenOf("c", 32)},  // last above end
+      {"c", 32, 5, kNeverIssued},       // a guessed token
+      {"d", 32, 5, TokenOf("d", 32), /*foreign=*/true},
+      {"ghost", 32, 0, kNeverIssued},
+  };
+  absl::StatusOr<std::vector<absl::StatusOr<ReturnOutcome>>> outcomes =
+      base::Await<absl::StatusOr<std::vector<absl::StatusOr<ReturnOutcome>>>>(
+          [&](StoreCallback<std::vector<absl::StatusOr<ReturnOutcome>>> done) {
+            store_->ReturnManyAsync(items, std::move(done));
+          });
+  ASSERT_THAT(outcomes, IsOk());
+  ASSERT_EQ(outcomes->size(), items.size());
+  auto judged = [&](size_t i, bool applied, int64_t max) {
+    ASSERT_THAT((*outcomes)[i], IsOk()) << i;
+    EXPECT_EQ((*outcomes)[i]->applied, applied) << i;
+    EXPECT_EQ((*outcomes)[i]->max, max) << i;
+  };
+  judged(0, true, 4);
+  judged(1, false, 4);
+  judged(2, true, 32);
+  judged(3, true, 9);
+  EXPECT_THAT((*outcomes)[4], StatusIs(absl::StatusCode::kInvalidArgument));
+  judged(5, false, 32);
+  judged(6, false, 32);
+  judged(7, false, 0);
+  EXPECT_EQ(StoredMax("a"), 4);
+  EXPECT_EQ(StoredMax("b"), 9);
+  EXPECT_EQ(MustGet("b").range_token, 0u);
+  EXPECT_EQ(StoredMax("c"), 32);
+  EXPECT_EQ(MustGet("c").range_token, TokenOf("c", 32));
+  EXPECT_EQ(StoredMax("d"), 32);
+  EXPECT_EQ(MustGet("d").range_token, TokenOf("d", 32));
+  EXPECT_EQ(StoredMax("ghost"), -1);
 }
 
 TEST_P(RangeStoreContractTest, ReturnOfWholeRangeIsApplied) {

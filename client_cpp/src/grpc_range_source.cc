@@ -1,6 +1,8 @@
 #include "client_cpp/src/grpc_range_source.h"
 
 #include <chrono>
+#include <cstdint>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/escaping.h"
@@ -35,7 +37,9 @@ absl::Status CheckReply(const hilo::v1::NextRangeResponse& response) {
 GrpcRangeSource::GrpcRangeSource(std::vector<Target> targets,
                                  absl::Duration rpc_deadline,
                                  ReturnRetryPolicy return_retry)
-    : rpc_deadline_(rpc_deadline), return_retry_(return_retry) {
+    : rpc_deadline_(rpc_deadline),
+      return_retry_(return_retry),
+      no_batches_(std::make_unique<std::atomic<bool>[]>(targets.size())) {
   targets_.reserve(targets.size());
   bool any_channel = false;
   for (Target& target : targets) {
@@ -151,6 +155,100 @@ absl::StatusOr<ReturnResult> GrpcRangeSource::Return(
   const int attempts = range.token != 0 ? return_retry_.attempts : 1;
   return target.ReturnRange(request, attempts, return_retry_.backoff,
                             rpc_deadline_);
+}
+
+std::vector<absl::StatusOr<ReturnResult>> GrpcRangeSource::ReturnMany(
+    absl::Span<const ReturnRequest> items) {
+  // Calls to one node at once, all nodes together.
+  constexpr size_t kBatchThreads = 4;
+  std::vector<absl::StatusOr<ReturnResult>> results(
+      items.size(), absl::UnknownError("not sent"));
+  // Each batch: one node's items (indexes into `items`), in order.
+  struct Batch {
+    size_t target;
+    std::vector<size_t> items;
+    hilo::v1::ReturnRangesRequest request;
+  };
+  std::vector<Batch> batches;
+  std::vector<size_t> open(targets_.size(), SIZE_MAX);  // per target
+  std::vector<size_t> bytes(targets_.size(), 0);
+  for (size_t i = 0; i < items.size(); ++i) {
+    const IssuedRange& range = *items[i].range;
+    const size_t target = range.source % targets_.size();
+    hilo::v1::ReturnRangeRequest r;
+    r.set_collection(std::string(items[i].collection));
+    r.set_end(range.high);
+    r.set_last(items[i].last);
+    r.set_node_tag(range.node_tag);
+    r.set_range_token(range.token);
+    // The item, its field tag and its length.
+    const size_t size = r.ByteSizeLong() + 4;
+    if (open[target] == SIZE_MAX ||
+        batches[open[target]].items.size() >= kMaxReturnBatchItems ||
+        bytes[target] + size > kMaxReturnBatchBytes) {
+      open[target] = batches.size();
+      bytes[target] = 0;
+      batches.push_back(Batch{target, {}, {}});
+    }
+    Batch& batch = batches[open[target]];
+    batch.items.push_back(i);
+    *batch.request.add_returns() = std::move(r);
+    bytes[target] += size;
+  }
+  ForEachInParallel(batches.size(), kBatchThreads, [&](size_t b) {
+    const Batch& batch = batches[b];
+    const TargetStub& target = targets_[batch.target];
+    // Sends the batch's items one by one, as to a server without batches.
+    auto singly = [&] {
+      std::vector<ReturnRequest> singles;
+      for (size_t i : batch.items) singles.push_back(items[i]);
+      std::vector<absl::StatusOr<ReturnResult>> outcomes =
+          RangeSource::ReturnMany(singles);
+      for (size_t k = 0; k < batch.items.size(); ++k) {
+        results[batch.items[k]] = std::move(outcomes[k]);
+      }
+    };
+    if (no_batches_[batch.target].load(std::memory_order_relaxed)) {
+      return singly();
+    }
+    // Without a token a late copy could apply after the numbers were issued
+    // again: a batch holding such a return is sent once.
+    bool all_tokens = true;
+    for (size_t i : batch.items) all_tokens &= items[i].range->token != 0;
+    const absl::StatusOr<hilo::v1::ReturnRangesResponse> response =
+        target.ReturnRanges(batch.request,
+                            all_tokens ? return_retry_.attempts : 1,
+                            return_retry_.backoff, rpc_deadline_);
+    if (!response.ok() &&
+        response.status().code() == absl::StatusCode::kUnimplemented) {
+      no_batches_[batch.target].store(true, std::memory_order_relaxed);
+      return singly();
+    }
+    for (size_t k = 0; k < batch.items.size(); ++k) {
+      absl::StatusOr<ReturnResult>& result = results[batch.items[k]];
+      if (!response.ok()) {
+        result = response.status();
+      } else if (response->results_size() != batch.request.returns_size()) {
+        result = absl::InternalError(absl::StrFormat(
+            "%s: ReturnRanges answered %d results for %d returns",
+            target.name(), response->results_size(),
+            batch.request.returns_size()));
+      } else {
+        const hilo::v1::ReturnRangeResult& r =
+            response->results(static_cast<int>(k));
+        if (r.code() != 0) {
+          const absl::StatusCode code =
+              r.code() > 0 && r.code() <= 16
+                  ? static_cast<absl::StatusCode>(r.code())
+                  : absl::StatusCode::kUnknown;
+          result = AttributedTo(target.name(), absl::Status(code, r.message()));
+        } else {
+          result = ReturnResult{r.applied(), r.max()};
+        }
+      }
+    }
+  });
+  return results;
 }
 
 }  // namespace hilo::internal

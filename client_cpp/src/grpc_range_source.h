@@ -60,7 +60,18 @@ class GrpcRangeSource final : public RangeSource {
   absl::StatusOr<ReturnResult> Return(absl::string_view collection,
                                       const IssuedRange& range,
                                       int64_t last) override;
+  // Sends each node's items as ReturnRanges calls of at most
+  // kMaxReturnBatchItems items and kMaxReturnBatchBytes bytes, several at
+  // once, each retried as Return is; to a node that answers UNIMPLEMENTED
+  // (older than ReturnRanges), from then on single Return calls instead.
+  std::vector<absl::StatusOr<ReturnResult>> ReturnMany(
+      absl::Span<const ReturnRequest> items) override;
   std::string Describe() const override;
+
+  // The server's limits for one ReturnRanges call are 1000 items and a
+  // 64 KiB request; these stay under them.
+  static constexpr size_t kMaxReturnBatchItems = 1000;
+  static constexpr size_t kMaxReturnBatchBytes = 60 * 1024;
   int64_t failovers() const override {
     return failovers_.load(std::memory_order_relaxed);
   }
@@ -75,6 +86,8 @@ class GrpcRangeSource final : public RangeSource {
   const ReturnRetryPolicy return_retry_;
   std::atomic<size_t> preferred_{0};
   std::atomic<int64_t> failovers_{0};
+  // Per target: it answered ReturnRanges with UNIMPLEMENTED.
+  std::unique_ptr<std::atomic<bool>[]> no_batches_;
 
   base::Mutex keeper_mu_;
   bool stopping_ ABSL_GUARDED_BY(keeper_mu_) = false;

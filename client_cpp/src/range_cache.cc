@@ -208,6 +208,17 @@ void RangeCache::Prefetch() {
 }
 
 void RangeCache::ReturnUnused() {
+  const UnusedRanges unused = TakeUnused();
+  for (size_t i = 0; i < unused.returns.size(); ++i) {
+    const auto& [range, last] = unused.returns[i];
+    const bool back =
+        RecordReturn(range, last, source_->Return(collection_, range, last));
+    if (!back && unused.chained && i == 0) break;  // the tail cannot apply
+  }
+  EndReturn(unused);
+}
+
+RangeCache::UnusedRanges RangeCache::TakeUnused() {
   base::MutexLock lock(&mu_);
   auto idle = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !fetching_; };
   mu_.Await(idle);
@@ -216,52 +227,51 @@ void RangeCache::ReturnUnused() {
   // the same node right above the current range, that makes the current
   // range the last issued again, with its token: then its tail can come
   // back too. Ranges of different nodes go back each on its own.
-  std::vector<std::pair<IssuedRange, int64_t>> returns;  // range, last used
-  bool chained = false;  // the second return needs the first applied
-  const bool had_range = has_range_;
-  int64_t used_up_to = 0;  // its last number handed out (low - 1: none)
+  UnusedRanges unused;
+  unused.had_range = has_range_;
   if (has_next_) {
-    returns.emplace_back(next_, next_.low - 1);
-    chained = has_range_ && next_.source == range_.source &&
-              next_.low == range_.high + 1;
+    unused.returns.emplace_back(next_, next_.low - 1);
+    unused.chained = has_range_ && next_.source == range_.source &&
+                     next_.low == range_.high + 1;
     has_next_ = false;
   }
   if (has_range_) {
     const IssuedRange range = range_;
     // Retire the range first: from here on no caller can take its numbers.
     const int64_t taken = Publish(nullptr);
-    used_up_to = range.low + taken - 1;
+    const int64_t used_up_to = range.low + taken - 1;
     if (taken < range.high - range.low + 1) {
-      returns.emplace_back(range, used_up_to);
+      unused.returns.emplace_back(range, used_up_to);
     }
   }
-  if (returns.empty()) return;
+  // Callers wait (as for a fetch) until EndReturn.
+  if (!unused.returns.empty()) fetching_ = true;
+  return unused;
+}
 
-  fetching_ = true;
-  mu_.Unlock();
-  for (size_t i = 0; i < returns.size(); ++i) {
-    const auto& [range, last] = returns[i];
-    absl::StatusOr<ReturnResult> result =
-        source_->Return(collection_, range, last);
-    if (!result.ok()) {
-      returns_failed_.fetch_add(1, std::memory_order_relaxed);
-      CountError(result.status());
-      log_(absl::StrFormat(
-          "hilo: returning numbers %d-%d of collection \"%s\" failed: %s",
-          last + 1, range.high, collection_, result.status().ToString()));
-      if (chained && i == 0) break;  // the tail cannot apply without it
-      continue;
-    }
-    // A refusal with Max already at `last` is a retried copy of a return
-    // that applied (its reply was lost): the numbers are back all the same.
-    if (!result->applied && result->max != last) {
-      returns_refused_.fetch_add(1, std::memory_order_relaxed);
-      if (chained && i == 0) break;  // the current range stays covered
-      continue;
-    }
-    returns_applied_.fetch_add(1, std::memory_order_relaxed);
+bool RangeCache::RecordReturn(const IssuedRange& range, int64_t last,
+                              const absl::StatusOr<ReturnResult>& result) {
+  if (!result.ok()) {
+    returns_failed_.fetch_add(1, std::memory_order_relaxed);
+    CountError(result.status());
+    log_(absl::StrFormat(
+        "hilo: returning numbers %d-%d of collection \"%s\" failed: %s",
+        last + 1, range.high, collection_, result.status().ToString()));
+    return false;
   }
-  mu_.Lock();
+  // A refusal with Max already at `last` is a retried copy of a return
+  // that applied (its reply was lost): the numbers are back all the same.
+  if (!result->applied && result->max != last) {
+    returns_refused_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  returns_applied_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+void RangeCache::EndReturn(const UnusedRanges& unused) {
+  if (unused.returns.empty()) return;
+  base::MutexLock lock(&mu_);
   fetching_ = false;
   ++fetches_;
   fetch_error_ = absl::OkStatus();
@@ -271,7 +281,7 @@ void RangeCache::ReturnUnused() {
   // (the high of a range handed back, or the number below a current range
   // retired before any caller took from it) would make the node skip
   // numbers another client may have handed back in the meantime.
-  if (had_range) previous_.max = handed_out_up_to_;
+  if (unused.had_range) previous_.max = handed_out_up_to_;
 }
 
 }  // namespace hilo::internal

@@ -30,6 +30,8 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/base/attributes.h"
 #include "absl/base/optimization.h"
@@ -64,6 +66,23 @@ class RangeCache {
   // so does the `last_max` of its next request. Best effort; failures go to
   // the log, refusals are normal.
   void ReturnUnused();
+
+  // ReturnUnused in three steps, so that a client can hand many caches
+  // back in batches: TakeUnused retires the ranges and says what to send
+  // (in order; when `chained`, the second only if the first came back),
+  // and makes callers wait; RecordReturn counts and logs each outcome and
+  // says whether the numbers are back; EndReturn, called exactly once after
+  // TakeUnused, lets callers go on.
+  struct UnusedRanges {
+    std::vector<std::pair<IssuedRange, int64_t>> returns;  // range, last
+    bool chained = false;  // the second return needs the first back
+    bool had_range = false;
+  };
+  UnusedRanges TakeUnused();
+  const std::string& collection() const { return collection_; }
+  bool RecordReturn(const IssuedRange& range, int64_t last,
+                    const absl::StatusOr<ReturnResult>& result);
+  void EndReturn(const UnusedRanges& unused);
 
   // Fetches the next range ahead of need, unless one is already fetched or
   // being fetched. Called on the prefetch thread.

@@ -8,10 +8,13 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 
 namespace hilo::internal {
 
@@ -52,6 +55,18 @@ struct ReturnResult {
   int64_t max = 0;  // the collection's Max after the call
 };
 
+// One return of RangeSource::ReturnMany.
+struct ReturnRequest {
+  absl::string_view collection;
+  const IssuedRange* range = nullptr;
+  int64_t last = 0;
+};
+
+// Calls fn(0) ... fn(n - 1), on up to `threads` threads at once (this one
+// included; fewer if no more can be started).
+void ForEachInParallel(size_t n, size_t threads,
+                       absl::FunctionRef<void(size_t)> fn);
+
 // Implementations are thread-safe.
 class RangeSource {
  public:
@@ -67,6 +82,14 @@ class RangeSource {
   virtual absl::StatusOr<ReturnResult> Return(absl::string_view collection,
                                               const IssuedRange& range,
                                               int64_t last) = 0;
+
+  // Many returns; one outcome per item, in order. Items may be sent at
+  // once, so a caller whose returns depend on one another (a range's tail
+  // applies only after the range fetched ahead of it came back) puts at
+  // most one item of a collection in a call. This default sends each with
+  // Return, many at once (a collection's items one after another).
+  virtual std::vector<absl::StatusOr<ReturnResult>> ReturnMany(
+      absl::Span<const ReturnRequest> items);
 
   // A short name for messages, e.g. the list of targets.
   virtual std::string Describe() const = 0;

@@ -36,9 +36,10 @@ absl::StatusOr<hilo::v1::NextRangeResponse> TargetStub::NextRange(
   return response;
 }
 
-absl::StatusOr<ReturnResult> TargetStub::ReturnRange(
-    const hilo::v1::ReturnRangeRequest& request, int attempts,
-    absl::Duration backoff, absl::Duration timeout) const {
+template <typename Response, typename Call>
+absl::StatusOr<Response> TargetStub::CallWithRetries(
+    const char* method, Call call, int attempts, absl::Duration backoff,
+    absl::Duration timeout) const {
   attempts = std::max(1, attempts);
   const absl::Time deadline = absl::Now() + timeout;
   std::vector<std::string> failures;
@@ -49,10 +50,9 @@ absl::StatusOr<ReturnResult> TargetStub::ReturnRange(
     const absl::Duration left = deadline - absl::Now();
     context.set_deadline(
         absl::ToChronoTime(absl::Now() + left / (attempts - attempt + 1)));
-    hilo::v1::ReturnRangeResponse response;
-    const absl::Status status =
-        FromGrpcStatus(stub_->ReturnRange(&context, request, &response));
-    if (status.ok()) return ReturnResult{response.applied(), response.max()};
+    Response response;
+    const absl::Status status = FromGrpcStatus(call(&context, &response));
+    if (status.ok()) return response;
     failures.push_back(status.ToString());
     const bool retry = IsTransient(status) && attempt < attempts &&
                        absl::Now() + backoff < deadline;
@@ -60,13 +60,39 @@ absl::StatusOr<ReturnResult> TargetStub::ReturnRange(
       if (attempt == 1) return AttributedTo(name_, status);
       return absl::Status(
           status.code(),
-          absl::StrFormat("%s: ReturnRange failed %d times within %s: %s",
-                          name_, attempt, absl::FormatDuration(timeout),
+          absl::StrFormat("%s: %s failed %d times within %s: %s", name_, method,
+                          attempt, absl::FormatDuration(timeout),
                           absl::StrJoin(failures, "; ")));
     }
     absl::SleepFor(backoff);
     backoff *= 2;
   }
+}
+
+absl::StatusOr<ReturnResult> TargetStub::ReturnRange(
+    const hilo::v1::ReturnRangeRequest& request, int attempts,
+    absl::Duration backoff, absl::Duration timeout) const {
+  absl::StatusOr<hilo::v1::ReturnRangeResponse> response =
+      CallWithRetries<hilo::v1::ReturnRangeResponse>(
+          "ReturnRange",
+          [&](grpc::ClientContext* context,
+              hilo::v1::ReturnRangeResponse* out) {
+            return stub_->ReturnRange(context, request, out);
+          },
+          attempts, backoff, timeout);
+  if (!response.ok()) return response.status();
+  return ReturnResult{response->applied(), response->max()};
+}
+
+absl::StatusOr<hilo::v1::ReturnRangesResponse> TargetStub::ReturnRanges(
+    const hilo::v1::ReturnRangesRequest& request, int attempts,
+    absl::Duration backoff, absl::Duration timeout) const {
+  return CallWithRetries<hilo::v1::ReturnRangesResponse>(
+      "ReturnRanges",
+      [&](grpc::ClientContext* context, hilo::v1::ReturnRangesResponse* out) {
+        return stub_->ReturnRanges(context, request, out);
+      },
+      attempts, backoff, timeout);
 }
 
 }  // namespace hilo::internal

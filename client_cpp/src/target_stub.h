@@ -61,7 +61,21 @@ class TargetStub {
       const hilo::v1::ReturnRangeRequest& request, int attempts,
       absl::Duration backoff, absl::Duration timeout) const;
 
+  // ReturnRanges, retried as ReturnRange. The reply as the server gave it
+  // (unchecked), or the call's status: UNIMPLEMENTED from a server older
+  // than ReturnRanges.
+  absl::StatusOr<hilo::v1::ReturnRangesResponse> ReturnRanges(
+      const hilo::v1::ReturnRangesRequest& request, int attempts,
+      absl::Duration backoff, absl::Duration timeout) const;
+
  private:
+  // Calls `call(context, response)` as ReturnRange describes; `method`
+  // names it in messages.
+  template <typename Response, typename Call>
+  absl::StatusOr<Response> CallWithRetries(const char* method, Call call,
+                                           int attempts, absl::Duration backoff,
+                                           absl::Duration timeout) const;
+
   std::string name_;
   std::unique_ptr<hilo::v1::HiLo::StubInterface> stub_;
   std::shared_ptr<grpc::Channel> channel_;

@@ -267,9 +267,12 @@ class Client {
   // return that failed with UNAVAILABLE or DEADLINE_EXCEEDED is sent again
   // to the same node, a few times within rpc_deadline. Best effort:
   // failures are logged, never returned. The client stays usable; the next
-  // NextId fetches a new range. Collections go back concurrently, up to 64
-  // at a time (each collection's returns in the order above, one after
-  // another), on threads that live only for this call.
+  // NextId fetches a new range. Every collection goes back at once, in
+  // ReturnRanges calls of up to 1000 ranges per node (first the ranges
+  // fetched ahead, then the tails; a few calls at a time, on threads that
+  // live only for this call); to a node older than ReturnRanges, one
+  // ReturnRange per range, up to 64 at a time. NextId calls on these
+  // collections wait until the call ends.
   void ReturnUnusedRanges();
 
   // The counters so far, summed over every collection. Cheap enough to
