@@ -417,7 +417,16 @@ class PostgresRangeStore::Connection {
 
 // One operation of a batch: what it asks and, once run, what it got.
 struct PostgresRangeStore::Request : GroupCommit::Operation {
-  enum class Kind { kAllocate, kReturn, kSetFloor, kPut, kGet, kList, kProbe };
+  enum class Kind {
+    kAllocate,
+    kReturn,
+    kSetFloor,
+    kPut,
+    kDelete,
+    kGet,
+    kList,
+    kProbe
+  };
   Kind kind = Kind::kGet;
   std::string name;  // the collection; for kList, the name to list after
   int64_t size = 0, floor = 0, end = 0, last = 0;
@@ -428,13 +437,15 @@ struct PostgresRangeStore::Request : GroupCommit::Operation {
 
   bool writes() const {
     return kind == Kind::kAllocate || kind == Kind::kReturn ||
-           kind == Kind::kSetFloor || kind == Kind::kPut;
+           kind == Kind::kSetFloor || kind == Kind::kPut ||
+           kind == Kind::kDelete;
   }
 
   // Results.
   Allocation allocation;
   ReturnOutcome returned;
   FloorOutcome floored;
+  CollectionState deleted;
   std::optional<CollectionState> state;
   std::vector<NamedCollectionState> rows;
   int64_t count = 0;  // kProbe: rows in the table
@@ -762,6 +773,7 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
     r->allocation = Allocation{};
     r->returned = ReturnOutcome{};
     r->floored = FloorOutcome{};
+    r->deleted = CollectionState{};
     r->state.reset();
     r->rows.clear();
     r->count = 0;
@@ -988,6 +1000,22 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
         row.now = r->put;
         row.dirty = true;
         break;
+      case Request::Kind::kDelete: {
+        if (!row.now.has_value()) {
+          r->status = absl::NotFoundError(absl::StrFormat(
+              "collection \"%s\" has no row; there is nothing to delete",
+              r->name));
+          break;
+        }
+        if (absl::Status s = CheckDeletable(r->name, *row.now); !s.ok()) {
+          r->status = std::move(s);
+          break;
+        }
+        r->deleted = *row.now;
+        row.now.reset();
+        row.dirty = true;
+        break;
+      }
       default:
         break;
     }
@@ -1000,10 +1028,17 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
   // Phase two: write what changed and commit.
   Statement insert, update;
   std::string inserted, updated;
-  int64_t created = 0;
+  std::vector<std::string> deleted;
+  int64_t created = 0;  // less the rows deleted
   for (const auto& [name, row] : rows) {
     if (!row.dirty) continue;
-    if (row.stored.has_value()) {
+    if (!row.now.has_value()) {
+      // Deleted; a row the batch created and deleted was never stored.
+      if (row.stored.has_value()) {
+        deleted.push_back(name);
+        --created;
+      }
+    } else if (row.stored.has_value()) {
       AddRow(name, *row.now, &update.params, &updated);
     } else {
       AddRow(name, *row.now, &insert.params, &inserted);
@@ -1029,6 +1064,14 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
         "previous_token = excluded.previous_token, "
         "previous_return_floor = excluded.previous_return_floor");
     second.push_back(std::move(update));
+  }
+  if (!deleted.empty()) {
+    // Rows this transaction holds locked: no other server can use them
+    // between the rule's check and the delete.
+    Statement remove;
+    remove.sql = absl::StrCat("DELETE FROM hilo_collections WHERE name ",
+                              InList(deleted, &remove.params));
+    second.push_back(std::move(remove));
   }
   if (any_write) {
     // A COMMIT cancelled while it waits for a synchronous standby (by a
@@ -1169,6 +1212,14 @@ void PostgresRangeStore::SetFloorAsync(absl::string_view collection,
   r->name = std::string(collection);
   r->floor = floor;
   Submit(std::move(r), std::move(done), &Request::floored);
+}
+
+void PostgresRangeStore::DeleteAsync(absl::string_view collection,
+                                     StoreCallback<CollectionState> done) {
+  auto r = std::make_unique<Request>();
+  r->kind = Request::Kind::kDelete;
+  r->name = std::string(collection);
+  Submit(std::move(r), std::move(done), &Request::deleted);
 }
 
 absl::Status PostgresRangeStore::PutForTesting(absl::string_view collection,

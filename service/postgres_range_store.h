@@ -158,6 +158,8 @@ class PostgresRangeStore final : public RangeStore {
       StoreCallback<std::vector<NamedCollectionState>> done) override;
   void SetFloorAsync(absl::string_view collection, int64_t floor,
                      StoreCallback<FloorOutcome> done) override;
+  void DeleteAsync(absl::string_view collection,
+                   StoreCallback<CollectionState> done) override;
   int64_t collection_count() const override {
     return collection_count_.load(std::memory_order_relaxed);
   }
