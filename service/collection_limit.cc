@@ -23,6 +23,11 @@ void CollectionLimit::Release(bool created) {
   if (created) ++count_;
 }
 
+void CollectionLimit::Deleted() {
+  base::MutexLock lock(&mu_);
+  if (count_ > 0) --count_;
+}
+
 int64_t CollectionLimit::count() const {
   base::MutexLock lock(&mu_);
   return count_;

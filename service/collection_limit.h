@@ -18,8 +18,8 @@
 //
 // A reservation counts as a created row until released, so the count never
 // passes the limit however many calls race; near the limit, calls on
-// existing collections pay for one read more. Rows are never deleted, so a
-// row seen once stays.
+// existing collections pay for one read more. A row is deleted only by
+// DeleteCollection, which tells the limit (Deleted).
 //
 // Thread-safe.
 #ifndef HILO_SERVICE_COLLECTION_LIMIT_H_
@@ -49,6 +49,8 @@ class CollectionLimit {
   bool TryReserve();
   // Ends a reservation; `created` if the call stored a new row.
   void Release(bool created);
+  // A row was deleted: its place is free again.
+  void Deleted();
 
   int64_t max() const { return max_; }
   int64_t count() const;
