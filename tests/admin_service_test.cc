@@ -263,6 +263,37 @@ TEST_F(AdminServiceTest, FloorAtMaxKeepsAWholeReturnFromStartingOver) {
   EXPECT_EQ(Next("orders").low(), 33);
 }
 
+TEST_F(AdminServiceTest, CreationsPerMinuteAreLimitedAndExistingOnesGoOn) {
+  Start([](ServerOptions& o) { o.max_collection_creations_per_minute = 2; });
+  Next("a");
+  clock_.Advance(absl::Seconds(10));
+  hilo::v1::SetFloorResponse floor;
+  ASSERT_TRUE(SetFloor("b", 0, &floor).ok());
+  hilo::v1::NextRangeRequest request;
+  request.set_collection("c");
+  grpc::ClientContext context;
+  hilo::v1::NextRangeResponse response;
+  const grpc::Status status = hilo_->NextRange(&context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("collection \"c\" would be new, and this node already "
+                        "created its limit of 2 collections in the last "
+                        "minute (--max_collection_creations_per_minute); "
+                        "retry in 50s"));
+  EXPECT_EQ(SetFloor("d", 0, &floor).error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
+  hilo::v1::GetCollectionResponse row;
+  EXPECT_EQ(Get("c", &row).error_code(), grpc::StatusCode::NOT_FOUND);
+  // Existing collections keep working.
+  EXPECT_EQ(Next("a").low(), 33);
+  EXPECT_TRUE(SetFloor("b", 5, &floor).ok());
+  // A minute after "a" was created, one more fits.
+  clock_.Advance(absl::Seconds(50));
+  EXPECT_EQ(Next("c").low(), 1);
+  EXPECT_EQ(SetFloor("d", 0, &floor).error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
+}
+
 TEST_F(AdminServiceTest, DeleteRemovesAnUnusedCollectionAndFreesItsPlace) {
   Start([](ServerOptions& o) { o.max_collections = 2; });
   hilo::v1::SetFloorResponse floor;

@@ -92,7 +92,8 @@ def list_unread(binary):
     """Many ListCollections(page_size=1000) over 1,001 256-byte names on
     connections that never read a byte of the replies."""
     checks = lib.Checks("list_unread")
-    server = lib.Server(binary)
+    # 1,001 names in a second: above the default creation rate.
+    server = lib.Server(binary, "--max_collection_creations_per_minute=0")
     ch = lib.channel(server.port)
     call = ch.unary_unary(lib.NEXT, request_serializer=None,
                           response_deserializer=None)
