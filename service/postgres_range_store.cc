@@ -577,13 +577,19 @@ absl::StatusOr<std::unique_ptr<PostgresRangeStore>> PostgresRangeStore::Open(
   if (store->options_.node_tag_lease.has_value()) {
     if (absl::Status s = store->ClaimNodeTag(c); !s.ok()) return s;
   }
-  store->connection_ = *std::move(connection);
+  store->writer_.connection = *std::move(connection);
 
   PostgresRangeStore* raw = store.get();
   store->queue_ = std::make_unique<GroupCommit>(
       raw->options_.max_batch,
       [raw](absl::Span<GroupCommit::Operation* const> batch) {
-        raw->RunBatch(batch);
+        raw->RunBatch(raw->writer_, batch);
+      });
+  // The reading connection opens with the first read batch.
+  store->read_queue_ = std::make_unique<GroupCommit>(
+      raw->options_.max_batch,
+      [raw](absl::Span<GroupCommit::Operation* const> batch) {
+        raw->RunBatch(raw->reader_, batch);
       });
   store->prober_ = std::thread([raw] { raw->ProbeLoop(); });
   return store;
@@ -602,18 +608,20 @@ PostgresRangeStore::~PostgresRangeStore() {
   }
   probe_wake_.notify_all();
   if (prober_.joinable()) prober_.join();
-  // Completes every queued operation before the connection goes.
+  // Completes every queued operation before the connections go.
+  read_queue_.reset();
   queue_.reset();
   // The next server may take the tag at once; if this fails, the claim runs
   // out by itself.
-  if (!node_tag_.empty() && !node_tag_lost_ && !connection_broken_ &&
-      connection_ != nullptr && connection_->ok()) {
+  if (!node_tag_.empty() && !node_tag_lost_ && !writer_.broken &&
+      writer_.connection != nullptr && writer_.connection->ok()) {
     Statement release{kReleaseTag, {}};
     release.params.Text(node_tag_);
     release.params.Text(options_.node_tag_lease->holder);
-    connection_->Query(release, "releasing the node tag").IgnoreError();
+    writer_.connection->Query(release, "releasing the node tag").IgnoreError();
   }
-  connection_.reset();
+  reader_.connection.reset();
+  writer_.connection.reset();
 }
 
 absl::Status PostgresRangeStore::ClaimNodeTag(Connection& c) {
@@ -694,7 +702,7 @@ void PostgresRangeStore::ProbeLoop() {
       std::lock_guard<std::mutex> lock(probe_mu_);
       probe_pending_ = false;
     };
-    queue_->Submit(std::move(probe));
+    read_queue_->Submit(std::move(probe));
     lock.lock();
   }
 }
@@ -711,7 +719,9 @@ void PostgresRangeStore::Submit(std::unique_ptr<Request> request,
       done(std::move(s));
     }
   };
-  queue_->Submit(std::move(request));
+  // Reads have a queue and a connection of their own: a flood of them never
+  // delays a write, and the probe's count never lengthens a write batch.
+  (raw->read_only ? read_queue_ : queue_)->Submit(std::move(request));
 }
 
 void PostgresRangeStore::SetReachable(bool reachable) {
@@ -720,40 +730,46 @@ void PostgresRangeStore::SetReachable(bool reachable) {
   }
 }
 
-void PostgresRangeStore::LostConnection() {
-  connection_broken_ = true;
+void PostgresRangeStore::LostConnection(Link& link) {
+  link.broken = true;
   SetReachable(false);
 }
 
-absl::Status PostgresRangeStore::EnsureConnected() {
-  if (connection_ != nullptr && connection_->ok() && !connection_broken_) {
+absl::Status PostgresRangeStore::EnsureConnected(Link& link) {
+  if (link.connection != nullptr && link.connection->ok() && !link.broken) {
     return absl::OkStatus();
   }
-  connection_.reset();
-  connection_broken_ = false;
+  link.connection.reset();
+  link.broken = false;
   absl::StatusOr<std::unique_ptr<Connection>> connection =
       Connection::Open(options_, description_);
   if (!connection.ok()) {
     SetReachable(false);
     return connection.status();
   }
-  connection_ = *std::move(connection);
+  link.connection = *std::move(connection);
   return absl::OkStatus();
 }
 
 void PostgresRangeStore::RunBatch(
-    absl::Span<GroupCommit::Operation* const> ops) {
+    Link& link, absl::Span<GroupCommit::Operation* const> ops) {
   std::vector<Request*> batch;
   batch.reserve(ops.size());
+  bool reads = false;
   for (GroupCommit::Operation* op : ops) {
     batch.push_back(static_cast<Request*>(op));
+    const Request::Kind kind = batch.back()->kind;
+    reads |= kind == Request::Kind::kGet || kind == Request::Kind::kList;
+  }
+  if (reads && options_.before_read_batch_for_testing) {
+    options_.before_read_batch_for_testing();
   }
   for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
-    if (absl::Status s = EnsureConnected(); !s.ok()) {
+    if (absl::Status s = EnsureConnected(link); !s.ok()) {
       for (Request* r : batch) r->status = s;
       return;
     }
-    if (RunBatchOnce(batch) == Attempt::kDone) return;
+    if (RunBatchOnce(link, batch) == Attempt::kDone) return;
   }
   for (Request* r : batch) {
     r->status = absl::UnavailableError(absl::StrFormat(
@@ -765,8 +781,8 @@ void PostgresRangeStore::RunBatch(
 }
 
 PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
-    absl::Span<Request* const> batch) {
-  Connection& c = *connection_;
+    Link& link, absl::Span<Request* const> batch) {
+  Connection& c = *link.connection;
   // Each attempt starts from nothing: no result of an earlier one survives.
   for (Request* r : batch) {
     r->status = absl::OkStatus();
@@ -788,10 +804,10 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
   };
   std::map<std::string, Row> rows;
   auto fail = [&](absl::Status s, bool writes_only) -> Attempt {
-    if (!connection_broken_ &&
+    if (!link.broken &&
         (!c.ok() ||
          (c.InTransaction() && !c.Exec("ROLLBACK", "rolling back").ok()))) {
-      LostConnection();
+      LostConnection(link);
     }
     for (Request* r : batch) {
       if (!writes_only || r->writes()) {
@@ -814,7 +830,7 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
              "committed",
              description_, conflict.message())),
          /*writes_only=*/false);
-    return connection_broken_ ? Attempt::kDone : Attempt::kRetry;
+    return link.broken ? Attempt::kDone : Attempt::kRetry;
   };
   auto retryable = [](const PGresult* r) {
     const char* state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
@@ -898,7 +914,7 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
   std::vector<Result> results;
   if (absl::Status s = c.Pipeline(first, &results); !s.ok()) {
     // Results may be left unread: the connection is out of step for good.
-    LostConnection();
+    LostConnection(link);
     return fail(s, /*writes_only=*/false);
   }
   for (size_t i = 0; i < results.size(); ++i) {
@@ -1087,7 +1103,7 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
     absl::Status sent =
         c.Pipeline(second, &results, options_.after_commit_sent_for_testing);
     if (!sent.ok()) {
-      LostConnection();
+      LostConnection(link);
       // Perhaps during COMMIT: whether it applied is unknown, so nothing
       // may be reported applied. Reads were answered before it.
       return fail(absl::UnavailableError(absl::StrCat(
