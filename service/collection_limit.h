@@ -21,9 +21,12 @@
 // A reservation counts as a created row until released, so neither the
 // count nor the creations of the last minute ever pass their limits however
 // many calls race; near either limit, calls on existing collections pay for
-// one read more. The minute is a sliding window on an injected clock: a
-// creation at time t counts against every reservation before t + 1 min. A row
-// is deleted only by DeleteCollection, which tells the limit (Deleted).
+// one read more, and a new collection may be refused while calls in flight
+// (most of them on existing collections) hold the window's last places; the
+// refusal then says to retry in a second. The minute is a sliding window on an
+// injected clock: a creation at time t counts against every reservation before
+// t + 1 min. A row is deleted only by DeleteCollection, which tells the limit
+// (Deleted).
 //
 // Thread-safe.
 #ifndef HILO_SERVICE_COLLECTION_LIMIT_H_
