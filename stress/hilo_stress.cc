@@ -715,6 +715,11 @@ absl::Status Orchestrator::StartNodes() {
         max > 0) {
       flags.push_back(absl::StrCat("--max_range_size=", max));
     }
+    // New collections are part of the load here, made far faster than a
+    // node's default creation rate allows; --server_args may set it again.
+    if (absl::GetFlag(FLAGS_new_collection_every) > 0) {
+      flags.push_back("--max_collection_creations_per_minute=0");
+    }
     for (const std::string& a : SplitList(absl::GetFlag(FLAGS_server_args))) {
       flags.push_back(a);
     }
