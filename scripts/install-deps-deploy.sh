@@ -4,8 +4,8 @@
 #   - Debian packages: buildah (builds and runs the image), python3-grpcio
 #     (the tests' gRPC client), protobuf-compiler, iproute2, util-linux,
 #     binutils, ca-certificates; nodejs and npm only if there is no node.
-#   - npm packages pinned in deploy/package.json + deploy/package-lock.json,
-#     into deploy/node_modules (never global): kubernetes-models and
+#   - npm packages pinned in tests/deploy/package.json + package-lock.json,
+#     into tests/deploy/node_modules (never global): kubernetes-models and
 #     @kubernetes-models/prometheus-operator (API schemas), typescript (strict
 #     field check against the same models' types), yaml.
 #   - kubectl (for `kubectl kustomize`) is not a current Debian 12 package:
@@ -30,17 +30,17 @@ apt_install_missing install-deps-deploy $PACKAGES
 # npm: install from the lock file unless every pinned package is already
 # there at its pinned version.
 # shellcheck disable=SC2016  # JavaScript, not shell
-if (cd "$repo/deploy" && node -e '
+if (cd "$repo/tests/deploy" && node -e '
     const fs = require("fs");
     const deps = require("./package.json").dependencies;
     for (const [name, version] of Object.entries(deps)) {
       const file = `node_modules/${name}/package.json`;
       if (!fs.existsSync(file) || JSON.parse(fs.readFileSync(file)).version !== version) process.exit(1);
     }') 2>/dev/null; then
-  echo "install-deps-deploy: deploy/node_modules up to date"
+  echo "install-deps-deploy: tests/deploy/node_modules up to date"
 else
-  echo "install-deps-deploy: npm ci in deploy/"
-  (cd "$repo/deploy" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error)
+  echo "install-deps-deploy: npm ci in tests/deploy/"
+  (cd "$repo/tests/deploy" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error)
 fi
 
 if command -v kubectl >/dev/null 2>&1 && kubectl kustomize "$repo/deploy/k8s" >/dev/null 2>&1; then

@@ -173,6 +173,31 @@ absl::StatusOr<std::unique_ptr<SqliteRangeStore>> SqliteRangeStore::Open(
     return absl::InvalidArgumentError(absl::StrFormat(
         "max batch is %d; it must be at least 1", options.max_batch));
   }
+  if (options.read_only) {
+    // Nothing is created: not the directory, not the file.
+    const std::string path = options.path;
+    if (access(path.c_str(), F_OK) != 0) {
+      return absl::NotFoundError(absl::StrFormat(
+          "cannot open database %s read-only: %s", path, strerror(errno)));
+    }
+    sqlite3* db = nullptr;
+    const int rc = sqlite3_open_v2(
+        path.c_str(), &db,
+        SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE,
+        nullptr);
+    if (rc != SQLITE_OK) {
+      const std::string message =
+          db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+      sqlite3_close(db);
+      return absl::UnavailableError(absl::StrFormat(
+          "cannot open database %s read-only: %s", path, message));
+    }
+    std::unique_ptr<SqliteRangeStore> store(
+        new SqliteRangeStore(std::move(options), db));
+    if (absl::Status s = store->InitReadOnly(); !s.ok()) return s;
+    if (absl::Status s = store->OpenReader(); !s.ok()) return s;
+    return store;
+  }
   const std::filesystem::path parent =
       std::filesystem::path(options.path).parent_path();
   if (!parent.empty()) {
@@ -418,6 +443,48 @@ absl::Status SqliteRangeStore::Init() {
       &upsert_);
 }
 
+absl::Status SqliteRangeStore::InitReadOnly() {
+  sqlite3_busy_timeout(
+      db_, static_cast<int>(absl::ToInt64Milliseconds(options_.busy_timeout)));
+  auto read_int = [&](const char* sql) -> absl::StatusOr<int64_t> {
+    sqlite3_stmt* stmt = nullptr;
+    int rc = sqlite3_prepare_v2(db_, sql, -1, &stmt, nullptr);
+    if (rc == SQLITE_OK) rc = sqlite3_step(stmt);
+    int64_t value = 0;
+    if (rc == SQLITE_ROW) value = sqlite3_column_int64(stmt, 0);
+    sqlite3_finalize(stmt);
+    if (rc != SQLITE_ROW) return Error(rc, sql);
+    return value;
+  };
+  absl::StatusOr<int64_t> app_id = read_int("PRAGMA application_id");
+  if (!app_id.ok()) {
+    const int rc = sqlite3_extended_errcode(db_) & 0xff;
+    if (rc == SQLITE_NOTADB || rc == SQLITE_CORRUPT) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("database %s cannot be used: %s", options_.path,
+                          app_id.status().message()));
+    }
+    return app_id.status();
+  }
+  if (*app_id != kApplicationId) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "database %s is not a hilo database (application_id %d)", options_.path,
+        *app_id));
+  }
+  absl::StatusOr<int64_t> version = read_int("PRAGMA user_version");
+  if (!version.ok()) return version.status();
+  if (*version != kSchemaVersion) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "database %s has schema version %d; a read-only open needs %d (a "
+        "server migrates it on its next start)",
+        options_.path, *version, kSchemaVersion));
+  }
+  absl::StatusOr<int64_t> count = read_int("SELECT count(*) FROM collections");
+  if (!count.ok()) return count.status();
+  collection_count_.store(*count);
+  return absl::OkStatus();
+}
+
 absl::Status SqliteRangeStore::OpenReader() {
   auto reader = std::make_unique<Reader>();
   const int rc = sqlite3_open_v2(
@@ -619,6 +686,11 @@ void SqliteRangeStore::Submit(
       done(std::move(*result));
     }
   };
+  if (!read_only && options_.read_only) {
+    op->done(absl::FailedPreconditionError(
+        absl::StrFormat("database %s was opened read-only", options_.path)));
+    return;
+  }
   (read_only ? reader_->queue : queue_)->Submit(std::move(op));
 }
 
@@ -791,6 +863,10 @@ absl::Status SqliteRangeStore::ReadRows(
 
 absl::Status SqliteRangeStore::PutForTesting(absl::string_view collection,
                                              const CollectionState& state) {
+  if (options_.read_only) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("database %s was opened read-only", options_.path));
+  }
   return queue_->Run(
       [&](GroupCommit::Operation& op) -> absl::Status {
         absl::StatusOr<std::optional<CollectionState>> row =
@@ -802,10 +878,12 @@ absl::Status SqliteRangeStore::PutForTesting(absl::string_view collection,
       /*read_only=*/false);
 }
 
-int64_t SqliteRangeStore::commits() const { return queue_->commits(); }
+int64_t SqliteRangeStore::commits() const {
+  return queue_ != nullptr ? queue_->commits() : 0;
+}
 
 void SqliteRangeStore::WaitForPendingForTesting(size_t n) {
-  queue_->WaitForPendingForTesting(n);
+  if (queue_ != nullptr) queue_->WaitForPendingForTesting(n);
 }
 
 }  // namespace hilo

@@ -89,6 +89,12 @@ struct SqliteRangeStoreOptions {
   std::function<absl::Status()> before_release_for_testing;
   // Test hook: told each directory Open flushed to disk, in order.
   std::function<void(const std::string& dir)> directory_synced_for_testing;
+  // Opens an existing database for Get and List only, as a tool that
+  // inspects a stopped server's file does: nothing is created, migrated or
+  // written (not even a checkpoint, so a WAL a killed server left behind
+  // stays as it was), and every write fails with FAILED_PRECONDITION. The
+  // file must hold the current schema version.
+  bool read_only = false;
 };
 
 class SqliteRangeStore final : public RangeStore {
@@ -96,7 +102,8 @@ class SqliteRangeStore final : public RangeStore {
   // Opens or creates the database and its schema. Errors: UNAVAILABLE if the
   // file or its directory cannot be opened or created; FAILED_PRECONDITION
   // if the file is not a hilo database (not SQLite, corrupt, or a newer
-  // schema); INVALID_ARGUMENT for bad options.
+  // schema; read-only: any other schema version); NOT_FOUND if a read-only
+  // open finds no file; INVALID_ARGUMENT for bad options.
   static absl::StatusOr<std::unique_ptr<SqliteRangeStore>> Open(
       SqliteRangeStoreOptions options);
 
@@ -124,7 +131,8 @@ class SqliteRangeStore final : public RangeStore {
     return collection_count_.load(std::memory_order_relaxed);
   }
 
-  // Transactions committed so far (each holds one or more operations).
+  // Transactions committed so far (each holds one or more operations); 0
+  // for a read-only store.
   int64_t commits() const;
 
   // Blocks until at least `n` operations wait for a batch.
@@ -140,6 +148,8 @@ class SqliteRangeStore final : public RangeStore {
   SqliteRangeStore(SqliteRangeStoreOptions options, sqlite3* db);
 
   absl::Status Init();
+  // Init of a read-only store: checks the identity and version only.
+  absl::Status InitReadOnly();
   // Queues `body` for the next batch; `done` gets its result once the batch
   // is committed (or the commit's error if the commit failed and the body
   // writes). The body sets *rows_created to 1 when it inserted a row, -1

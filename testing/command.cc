@@ -7,24 +7,12 @@
 
 #include <atomic>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 
 extern char** environ;
 
 namespace hilo::testing_util {
-namespace {
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-}  // namespace
 
 CommandResult RunCommand(const std::vector<std::string>& argv,
                          const TempDir& scratch) {
@@ -57,8 +45,8 @@ CommandResult RunCommand(const std::vector<std::string>& argv,
   waitpid(pid, &status, 0);
   result.exit_code =
       WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  result.out = Slurp(base + ".out");
-  result.err = Slurp(base + ".err");
+  result.out = ReadFile(base + ".out");
+  result.err = ReadFile(base + ".err");
   return result;
 }
 

@@ -1,7 +1,9 @@
-// TempDir: a scratch directory that goes away with everything in it.
+// TempDir: a scratch directory that goes away with everything in it; and
+// reading or writing a whole file in it.
 //
 //   TempDir dir;
 //   std::string db = dir.File("hilo.db");
+//   WriteFile(dir.File("policy.textproto"), "grant { ... }");
 //
 // Not thread-safe to destroy while another thread uses the directory.
 #ifndef HILO_TESTING_TEMP_DIR_H_
@@ -28,6 +30,12 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// The whole contents of the file at `path`; empty if it cannot be read.
+std::string ReadFile(const std::string& path);
+
+// Makes the file at `path` hold exactly `text`, creating it if need be.
+void WriteFile(const std::string& path, const std::string& text);
 
 }  // namespace hilo::testing_util
 

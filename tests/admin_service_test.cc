@@ -20,6 +20,7 @@ namespace hilo {
 namespace {
 
 using ::hilo::testing_util::IsOk;
+using ::hilo::testing_util::StatusIs;
 using ::hilo::testing_util::TempDir;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -52,7 +53,7 @@ class AdminServiceTest : public ::testing::Test {
     hilo::v1::NextRangeRequest request;
     request.set_collection(collection);
     hilo::v1::NextRangeResponse response;
-    EXPECT_TRUE(hilo_->NextRange(&context, request, &response).ok());
+    EXPECT_THAT(hilo_->NextRange(&context, request, &response), IsOk());
     return response;
   }
 
@@ -121,7 +122,7 @@ TEST_F(AdminServiceTest, GetShowsMaxReturnFloorAndTimeOfLastChange) {
   clock_.Advance(absl::Seconds(5));
   Next("orders");
   hilo::v1::GetCollectionResponse response;
-  ASSERT_TRUE(Get("orders", &response).ok());
+  ASSERT_THAT(Get("orders", &response), IsOk());
   EXPECT_EQ(response.collection().name(), "orders");
   EXPECT_EQ(response.collection().max(), 64);
   EXPECT_EQ(response.collection().return_floor(), 32);
@@ -136,16 +137,16 @@ TEST_F(AdminServiceTest, GetShowsMaxReturnFloorAndTimeOfLastChange) {
 TEST_F(AdminServiceTest, GetOfUnknownCollectionIsNotFound) {
   hilo::v1::GetCollectionResponse response;
   const grpc::Status status = Get("nothing", &response);
-  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
-  EXPECT_THAT(status.error_message(), HasSubstr("\"nothing\""));
+  EXPECT_THAT(status,
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("\"nothing\"")));
 }
 
 TEST_F(AdminServiceTest, BadNameIsInvalidArgument) {
   hilo::v1::GetCollectionResponse get;
-  EXPECT_EQ(Get("", &get).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(Get("", &get), StatusIs(absl::StatusCode::kInvalidArgument));
   hilo::v1::SetFloorResponse floor;
-  EXPECT_EQ(SetFloor("a\tb", 5, &floor).error_code(),
-            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(SetFloor("a\tb", 5, &floor),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_FALSE(server_->store()->Get("a\tb")->has_value());
 }
 
@@ -156,7 +157,7 @@ TEST_F(AdminServiceTest, ListPagesThroughCollectionsInByteOrder) {
   std::string token;
   do {
     hilo::v1::ListCollectionsResponse response;
-    ASSERT_TRUE(List(2, token, &response).ok());
+    ASSERT_THAT(List(2, token, &response), IsOk());
     page_sizes.push_back(response.collections_size());
     for (const auto& c : response.collections()) {
       names.push_back(c.name());
@@ -171,25 +172,25 @@ TEST_F(AdminServiceTest, ListPagesThroughCollectionsInByteOrder) {
 
 TEST_F(AdminServiceTest, ListOfEmptyStoreHasNoPages) {
   hilo::v1::ListCollectionsResponse response;
-  ASSERT_TRUE(List(0, "", &response).ok());
+  ASSERT_THAT(List(0, "", &response), IsOk());
   EXPECT_EQ(response.collections_size(), 0);
   EXPECT_EQ(response.next_page_token(), "");
 }
 
 TEST_F(AdminServiceTest, ListRejectsBadPageSizeAndToken) {
   hilo::v1::ListCollectionsResponse response;
-  EXPECT_EQ(List(-1, "", &response).error_code(),
-            grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(List(1001, "", &response).error_code(),
-            grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(List(10, "\n", &response).error_code(),
-            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(List(-1, "", &response),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(List(1001, "", &response),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(List(10, "\n", &response),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST_F(AdminServiceTest, SetFloorRaisesMaxAndNextRangeStartsAbove) {
   Next("orders");
   hilo::v1::SetFloorResponse response;
-  ASSERT_TRUE(SetFloor("orders", 5000, &response).ok());
+  ASSERT_THAT(SetFloor("orders", 5000, &response), IsOk());
   EXPECT_TRUE(response.raised());
   EXPECT_EQ(response.max(), 5000);
   EXPECT_EQ(Next("orders").low(), 5001);
@@ -198,7 +199,7 @@ TEST_F(AdminServiceTest, SetFloorRaisesMaxAndNextRangeStartsAbove) {
 TEST_F(AdminServiceTest, SetFloorNeverLowers) {
   Next("orders");
   hilo::v1::SetFloorResponse response;
-  ASSERT_TRUE(SetFloor("orders", 10, &response).ok());
+  ASSERT_THAT(SetFloor("orders", 10, &response), IsOk());
   EXPECT_FALSE(response.raised());
   EXPECT_EQ(response.max(), 32);
   EXPECT_EQ(Next("orders").low(), 33);
@@ -206,7 +207,7 @@ TEST_F(AdminServiceTest, SetFloorNeverLowers) {
 
 TEST_F(AdminServiceTest, SetFloorCreatesAMissingCollection) {
   hilo::v1::SetFloorResponse response;
-  ASSERT_TRUE(SetFloor("imported", 100, &response).ok());
+  ASSERT_THAT(SetFloor("imported", 100, &response), IsOk());
   EXPECT_TRUE(response.raised());
   EXPECT_EQ(response.max(), 100);
   EXPECT_EQ(Next("imported").low(), 101);
@@ -215,15 +216,15 @@ TEST_F(AdminServiceTest, SetFloorCreatesAMissingCollection) {
 TEST_F(AdminServiceTest, SetFloorNegativeIsInvalidAndChangesNothing) {
   Next("orders");
   hilo::v1::SetFloorResponse response;
-  EXPECT_EQ(SetFloor("orders", -1, &response).error_code(),
-            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(SetFloor("orders", -1, &response),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_EQ(server_->store()->Get("orders")->value().max, 32);
 }
 
 TEST_F(AdminServiceTest, ReturnOfARangeIssuedBeforeTheFloorIsRefused) {
   const hilo::v1::NextRangeResponse held = Next("orders");  // 1-32, in use
   hilo::v1::SetFloorResponse floor;
-  ASSERT_TRUE(SetFloor("orders", 40, &floor).ok());
+  ASSERT_THAT(SetFloor("orders", 40, &floor), IsOk());
   hilo::v1::ReturnRangeResponse response = Return("orders", held, 5);
   EXPECT_FALSE(response.applied());
   EXPECT_EQ(response.max(), 40);
@@ -236,11 +237,11 @@ TEST_F(AdminServiceTest, FloorBelowMaxBoundsTheReturnOfARangeStillOut) {
   Next("orders");                                           // 1-32
   const hilo::v1::NextRangeResponse held = Next("orders");  // 33-64
   hilo::v1::SetFloorResponse floor;
-  ASSERT_TRUE(SetFloor("orders", 50, &floor).ok());
+  ASSERT_THAT(SetFloor("orders", 50, &floor), IsOk());
   EXPECT_FALSE(floor.raised());
   EXPECT_EQ(floor.max(), 64);
   hilo::v1::GetCollectionResponse row;
-  ASSERT_TRUE(Get("orders", &row).ok());
+  ASSERT_THAT(Get("orders", &row), IsOk());
   EXPECT_EQ(row.collection().max(), 64);
   EXPECT_EQ(row.collection().return_floor(), 50);
   hilo::v1::ReturnRangeResponse below = Return("orders", held, 40);
@@ -254,7 +255,7 @@ TEST_F(AdminServiceTest, FloorBelowMaxBoundsTheReturnOfARangeStillOut) {
 TEST_F(AdminServiceTest, FloorAtMaxKeepsAWholeReturnFromStartingOver) {
   const hilo::v1::NextRangeResponse held = Next("orders");  // 1-32
   hilo::v1::SetFloorResponse floor;
-  ASSERT_TRUE(SetFloor("orders", 32, &floor).ok());
+  ASSERT_THAT(SetFloor("orders", 32, &floor), IsOk());
   EXPECT_FALSE(floor.raised());
   EXPECT_EQ(floor.max(), 32);
   hilo::v1::ReturnRangeResponse whole = Return("orders", held, 0);
@@ -364,7 +365,7 @@ TEST_F(AdminServiceTest, ListReplyStopsAtItsByteBoundAndPagesOn) {
   int pages = 0;
   do {
     hilo::v1::ListCollectionsResponse page;
-    ASSERT_TRUE(List(1000, token, &page).ok());
+    ASSERT_THAT(List(1000, token, &page), IsOk());
     // Each collection is about 280 bytes: 4 of them pass 1000 bytes.
     EXPECT_LE(page.collections_size(), 3);
     EXPECT_LE(page.ByteSizeLong(), 1000u + 300);  // + node tag and token
@@ -383,7 +384,7 @@ TEST_F(AdminServiceTest, ListReplyStopsAtItsByteBoundAndPagesOn) {
 TEST_F(AdminServiceTest, ListReplyOfTheDefaultBoundHoldsAtMost64KiB) {
   for (int i = 0; i < 300; ++i) Next(LongName(i));
   hilo::v1::ListCollectionsResponse page;
-  ASSERT_TRUE(List(1000, "", &page).ok());
+  ASSERT_THAT(List(1000, "", &page), IsOk());
   EXPECT_LE(page.ByteSizeLong(), 64u * 1024 + 300);  // + node tag and token
   EXPECT_LT(page.collections_size(), 300);
   EXPECT_FALSE(page.next_page_token().empty());
@@ -394,16 +395,17 @@ TEST_F(AdminServiceTest, SetFloorAboveTheGuardRailIsRefusedAndChangesNothing) {
   hilo::v1::SetFloorResponse response;
   for (int64_t floor : {std::numeric_limits<int64_t>::max(), kMaxFloor + 1}) {
     const grpc::Status status = SetFloor("orders", floor, &response);
-    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-    EXPECT_THAT(status.error_message(),
-                HasSubstr("floor " + std::to_string(floor) +
-                          " for collection \"orders\" is above the limit "
-                          "4611686018427387904"));
+    EXPECT_THAT(
+        status,
+        StatusIs(absl::StatusCode::kInvalidArgument,
+                 HasSubstr("floor " + std::to_string(floor) +
+                           " for collection \"orders\" is above the limit "
+                           "4611686018427387904")));
   }
   hilo::v1::GetCollectionResponse row;
-  ASSERT_TRUE(Get("orders", &row).ok());
+  ASSERT_THAT(Get("orders", &row), IsOk());
   EXPECT_EQ(row.collection().max(), 32);
-  ASSERT_TRUE(SetFloor("orders", kMaxFloor, &response).ok());
+  ASSERT_THAT(SetFloor("orders", kMaxFloor, &response), IsOk());
   EXPECT_EQ(response.max(), kMaxFloor);
 }
 
@@ -412,7 +414,7 @@ TEST_F(AdminServiceTest, SetFloorAboveTheGuardRailIsRefusedAndChangesNothing) {
 TEST_F(AdminServiceTest,
        RangesAboveTheGuardRailGoOnButNoRequestRaisesMaxThere) {
   hilo::v1::SetFloorResponse floored;
-  ASSERT_TRUE(SetFloor("orders", kMaxFloor, &floored).ok());
+  ASSERT_THAT(SetFloor("orders", kMaxFloor, &floored), IsOk());
   const hilo::v1::NextRangeResponse first = Next("orders");
   ASSERT_EQ(first.low(), kMaxFloor + 1);
   auto next_after = [&](int64_t last_max, hilo::v1::NextRangeResponse* r) {
@@ -425,33 +427,33 @@ TEST_F(AdminServiceTest,
   };
   hilo::v1::NextRangeResponse second;
   const grpc::Status ok = next_after(first.high(), &second);
-  ASSERT_TRUE(ok.ok()) << ok.error_message();
+  ASSERT_THAT(ok, IsOk());
   EXPECT_EQ(second.low(), first.high() + 1);
   // Above Max it is refused, and Max stays.
   hilo::v1::NextRangeResponse refused;
   const grpc::Status status = next_after(second.high() + 1000, &refused);
-  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(status.error_message(), HasSubstr("above the limit"));
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument,
+                               HasSubstr("above the limit")));
   hilo::v1::GetCollectionResponse row;
-  ASSERT_TRUE(Get("orders", &row).ok());
+  ASSERT_THAT(Get("orders", &row), IsOk());
   EXPECT_EQ(row.collection().max(), second.high());
 }
 
 TEST_F(AdminServiceTest, SetFloorCreatesNoCollectionBeyondMaxCollections) {
   Start([](ServerOptions& o) { o.max_collections = 2; });
   hilo::v1::SetFloorResponse response;
-  ASSERT_TRUE(SetFloor("a", 10, &response).ok());
-  ASSERT_TRUE(SetFloor("b", 10, &response).ok());
+  ASSERT_THAT(SetFloor("a", 10, &response), IsOk());
+  ASSERT_THAT(SetFloor("b", 10, &response), IsOk());
   const grpc::Status status = SetFloor("c", 10, &response);
-  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
-  EXPECT_THAT(status.error_message(),
-              HasSubstr("collection \"c\" would be new, and this node "
-                        "already stores its limit of 2 collections"));
+  EXPECT_THAT(status,
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("collection \"c\" would be new, and this node "
+                                 "already stores its limit of 2 collections")));
   // Existing collections keep working.
-  ASSERT_TRUE(SetFloor("a", 20, &response).ok());
+  ASSERT_THAT(SetFloor("a", 20, &response), IsOk());
   EXPECT_EQ(response.max(), 20);
   hilo::v1::GetCollectionResponse row;
-  EXPECT_EQ(Get("c", &row).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(Get("c", &row), StatusIs(absl::StatusCode::kNotFound));
 }
 
 }  // namespace

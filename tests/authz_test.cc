@@ -1,9 +1,7 @@
 // The authorization policy, the audit trail, the guard rail and the refusal
 // counts, without gRPC: a Gatekeeper in front of real services on a real
 // SQLite store.
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -20,26 +18,20 @@
 #include "service/hilo_service.h"
 #include "service/metrics.h"
 #include "service/sqlite_range_store.h"
+#include "testing/status_matchers.h"
 #include "tests/test_util.h"
 
 namespace hilo {
 namespace {
 
+using ::hilo::testing_util::IsOk;
+using ::hilo::testing_util::ReadFile;
+using ::hilo::testing_util::StatusIs;
 using ::hilo::testing_util::TempDir;
+using ::hilo::testing_util::WriteFile;
 using ::testing::HasSubstr;
 
 const absl::Time kStart = absl::FromUnixSeconds(1'800'000'000);
-
-void WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::trunc) << text;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 Caller Cert(std::string identity) {
   Caller caller;
@@ -99,7 +91,7 @@ class AuthorizerTest : public ::testing::Test {
     WriteFile(tokens_, kTokens);
     absl::StatusOr<std::unique_ptr<Authorizer>> authz =
         Authorizer::Load(policy_, tokens_);
-    ASSERT_TRUE(authz.ok()) << authz.status();
+    ASSERT_THAT(authz, IsOk());
     authz_ = *std::move(authz);
   }
 
@@ -116,22 +108,23 @@ class AuthorizerTest : public ::testing::Test {
 
 TEST_F(AuthorizerTest, CollectionsAreGrantedExactlyAndByPattern) {
   const Caller orders = Cert("uri:spiffe://test/orders");
-  EXPECT_TRUE(Check(orders, Method::kNextRange, "orders").ok());
-  EXPECT_TRUE(Check(orders, Method::kReturnRange, "orders/eu").ok());
+  EXPECT_THAT(Check(orders, Method::kNextRange, "orders"), IsOk());
+  EXPECT_THAT(Check(orders, Method::kReturnRange, "orders/eu"), IsOk());
   absl::Status denied = Check(orders, Method::kNextRange, "users");
-  EXPECT_EQ(denied.code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_EQ(denied.message(),
-            "uri:spiffe://test/orders may not call NextRange on collection "
-            "\"users\"");
-  EXPECT_EQ(Check(orders, Method::kNextRange, "orders2").code(),
-            absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(
+      denied,
+      StatusIs(absl::StatusCode::kPermissionDenied,
+               "uri:spiffe://test/orders may not call NextRange on collection "
+               "\"users\""));
+  EXPECT_THAT(Check(orders, Method::kNextRange, "orders2"),
+              StatusIs(absl::StatusCode::kPermissionDenied));
 }
 
 TEST_F(AuthorizerTest, AdminIsDeniedToAnIdOnlyIdentity) {
   const Caller orders = Cert("uri:spiffe://test/orders");
   for (Method m : {Method::kGetCollection, Method::kSetFloor}) {
-    EXPECT_EQ(Check(orders, m, "orders").code(),
-              absl::StatusCode::kPermissionDenied);
+    EXPECT_THAT(Check(orders, m, "orders"),
+                StatusIs(absl::StatusCode::kPermissionDenied));
   }
   EXPECT_EQ(Check(orders, Method::kListCollections, "").message(),
             "uri:spiffe://test/orders may not call ListCollections");
@@ -141,12 +134,12 @@ TEST_F(AuthorizerTest, AdminIsDeniedToAnIdOnlyIdentity) {
 
 TEST_F(AuthorizerTest, ReadOnlyAdminReadsButMayNotSetFloor) {
   const Caller reader = Cert("dns:reader.test");
-  EXPECT_TRUE(Check(reader, Method::kGetCollection, "orders").ok());
-  EXPECT_TRUE(Check(reader, Method::kListCollections, "").ok());
+  EXPECT_THAT(Check(reader, Method::kGetCollection, "orders"), IsOk());
+  EXPECT_THAT(Check(reader, Method::kListCollections, ""), IsOk());
   EXPECT_EQ(Check(reader, Method::kSetFloor, "orders").message(),
             "dns:reader.test may not call SetFloor on collection \"orders\"");
-  EXPECT_EQ(Check(reader, Method::kNextRange, "orders").code(),
-            absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(Check(reader, Method::kNextRange, "orders"),
+              StatusIs(absl::StatusCode::kPermissionDenied));
 }
 
 TEST_F(AuthorizerTest, DeleteCollectionNeedsTheSetFloorRight) {
@@ -163,15 +156,15 @@ TEST_F(AuthorizerTest, DeleteCollectionNeedsTheSetFloorRight) {
 
 TEST_F(AuthorizerTest, SetFloorAdminMayAdministerAndUseEveryCollection) {
   Decision d = authz_->Check(Cert("cn:ops"), Method::kSetFloor, "x");
-  EXPECT_TRUE(d.status.ok());
+  EXPECT_THAT(d.status, IsOk());
   EXPECT_TRUE(d.may_administer);
-  EXPECT_TRUE(Check(Cert("cn:ops"), Method::kNextRange, "anything").ok());
+  EXPECT_THAT(Check(Cert("cn:ops"), Method::kNextRange, "anything"), IsOk());
 }
 
 TEST_F(AuthorizerTest, BearerTokenIsTheIdentityItsLineNames) {
   Decision right = authz_->Check(Bearer("fedcba9876543210fedc"),
                                  Method::kNextRange, "a-ids");
-  EXPECT_TRUE(right.status.ok()) << right.status;
+  EXPECT_THAT(right.status, IsOk());
   EXPECT_EQ(right.identity, "token:billing");
   EXPECT_EQ(Check(Bearer("fedcba9876543210fedc"), Method::kNextRange, "orders")
                 .message(),
@@ -179,16 +172,15 @@ TEST_F(AuthorizerTest, BearerTokenIsTheIdentityItsLineNames) {
 
   absl::Status wrong =
       Check(Bearer("fedcba9876543210fedd"), Method::kNextRange, "a-ids");
-  EXPECT_EQ(wrong.code(), absl::StatusCode::kUnauthenticated);
-  EXPECT_EQ(wrong.message(),
-            "anonymous sent a bearer token this server does not know "
-            "(calling NextRange)");
+  EXPECT_THAT(
+      wrong, StatusIs(absl::StatusCode::kUnauthenticated,
+                      "anonymous sent a bearer token this server does not know "
+                      "(calling NextRange)"));
   EXPECT_THAT(std::string(wrong.message()),
               ::testing::Not(HasSubstr("fedcba")));
   // A prefix of a token is not the token.
-  EXPECT_EQ(
-      Check(Bearer("fedcba9876543210fed"), Method::kNextRange, "a-ids").code(),
-      absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(Check(Bearer("fedcba9876543210fed"), Method::kNextRange, "a-ids"),
+              StatusIs(absl::StatusCode::kUnauthenticated));
 
   Caller none;
   EXPECT_EQ(Check(none, Method::kNextRange, "a-ids").message(),
@@ -197,20 +189,20 @@ TEST_F(AuthorizerTest, BearerTokenIsTheIdentityItsLineNames) {
 
 TEST_F(AuthorizerTest, ReloadRevokesAndABadFileKeepsTheOldPolicy) {
   const Caller orders = Cert("uri:spiffe://test/orders");
-  ASSERT_TRUE(Check(orders, Method::kNextRange, "orders").ok());
+  ASSERT_THAT(Check(orders, Method::kNextRange, "orders"), IsOk());
   EXPECT_EQ(authz_->generation(), 1);
 
   WriteFile(policy_,
             "grant { identity: \"uri:spiffe://test/orders\"\n"
             "  colections: \"orders\" }\n");
   absl::Status bad = authz_->Reload();
-  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(bad.message(),
-            absl::StrCat("authz policy ", policy_,
-                         " line 2 column 13: Message type "
-                         "\"hilo.internal.Grant\" has no field named "
-                         "\"colections\"."));
-  EXPECT_TRUE(Check(orders, Method::kNextRange, "orders").ok());
+  EXPECT_THAT(
+      bad, StatusIs(absl::StatusCode::kInvalidArgument,
+                    absl::StrCat("authz policy ", policy_,
+                                 " line 2 column 13: Message type "
+                                 "\"hilo.internal.Grant\" has no field named "
+                                 "\"colections\".")));
+  EXPECT_THAT(Check(orders, Method::kNextRange, "orders"), IsOk());
   EXPECT_EQ(authz_->generation(), 1);
 
   WriteFile(policy_, "grant { identity: \"orders\" collections: \"*\" }\n");
@@ -225,16 +217,16 @@ TEST_F(AuthorizerTest, ReloadRevokesAndABadFileKeepsTheOldPolicy) {
             absl::StrCat("authz token file ", tokens_,
                          " line 1: the token is shorter than 16 bytes; use a "
                          "random one (openssl rand -hex 32)"));
-  EXPECT_TRUE(Check(orders, Method::kNextRange, "orders").ok());
+  EXPECT_THAT(Check(orders, Method::kNextRange, "orders"), IsOk());
 
   WriteFile(tokens_, kTokens);
-  ASSERT_TRUE(authz_->Reload().ok());
+  ASSERT_THAT(authz_->Reload(), IsOk());
   EXPECT_EQ(authz_->generation(), 2);
   EXPECT_EQ(Check(orders, Method::kNextRange, "orders").message(),
             "uri:spiffe://test/orders may not call NextRange on collection "
             "\"orders\"");
   // Unchanged files change nothing.
-  ASSERT_TRUE(authz_->Reload().ok());
+  ASSERT_THAT(authz_->Reload(), IsOk());
   EXPECT_EQ(authz_->generation(), 2);
 }
 
@@ -242,10 +234,11 @@ TEST(AuthorizerLoadTest, MissingFileIsNamed) {
   TempDir dir;
   absl::StatusOr<std::unique_ptr<Authorizer>> authz =
       Authorizer::Load(dir.File("none"), "");
-  EXPECT_EQ(authz.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(authz.status().message(),
-            absl::StrCat("authz policy ", dir.File("none"),
-                         " cannot be read: No such file or directory"));
+  EXPECT_THAT(
+      authz,
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               absl::StrCat("authz policy ", dir.File("none"),
+                            " cannot be read: No such file or directory")));
 }
 
 TEST(JsonStringTest, EscapesWhatJsonNeedsAndKeepsUtf8) {
@@ -268,7 +261,7 @@ TEST(AuditLogTest, AFailedWriteIsReportedOnceAndNeverStopsTheServer) {
   ManualClock clock(kStart);
   absl::StatusOr<std::unique_ptr<AuditLog>> audit =
       AuditLog::Open("/dev/full", &clock);
-  ASSERT_TRUE(audit.ok()) << audit.status();
+  ASSERT_THAT(audit, IsOk());
   AuditRecord record;
   record.method = "SetFloor";
   ::testing::internal::CaptureStderr();
@@ -296,15 +289,15 @@ class GatekeeperTest : public ::testing::Test {
     options.path = dir_.File("h.db");
     options.clock = &clock_;
     auto store = SqliteRangeStore::Open(options);
-    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_THAT(store, IsOk());
     store_ = *std::move(store);
     WriteFile(policy_, kPolicy);
     WriteFile(tokens_, kTokens);
     auto authz = Authorizer::Load(policy_, tokens_);
-    ASSERT_TRUE(authz.ok()) << authz.status();
+    ASSERT_THAT(authz, IsOk());
     authz_ = *std::move(authz);
     auto audit = AuditLog::Open(dir_.File("audit.jsonl"), &clock_);
-    ASSERT_TRUE(audit.ok()) << audit.status();
+    ASSERT_THAT(audit, IsOk());
     audit_ = *std::move(audit);
     service_ = std::make_unique<HiLoService>(
         store_.get(), RangeSizePolicy({}), "A", &clock_, &metrics_,
@@ -370,12 +363,12 @@ class GatekeeperTest : public ::testing::Test {
 
 TEST_F(GatekeeperTest, RefusalChangesNothingAndIsAuditedAndCounted) {
   const Caller orders = Cert("uri:spiffe://test/orders");
-  ASSERT_TRUE(Next(orders, "orders").ok());
-  EXPECT_EQ(Next(orders, "users", 7).code(),
-            absl::StatusCode::kPermissionDenied);
+  ASSERT_THAT(Next(orders, "orders"), IsOk());
+  EXPECT_THAT(Next(orders, "users", 7),
+              StatusIs(absl::StatusCode::kPermissionDenied));
   EXPECT_EQ(Max("users"), -1);
-  EXPECT_EQ(Floor(orders, "orders", 500).code(),
-            absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(Floor(orders, "orders", 500),
+              StatusIs(absl::StatusCode::kPermissionDenied));
   EXPECT_EQ(Max("orders"), 32);
   EXPECT_EQ(Audit(),
             "{\"time\":\"2027-01-15T08:00:00.000000Z\","
@@ -433,9 +426,9 @@ TEST_F(GatekeeperTest, DeleteIsDeniedToNonAdminsAndEveryDeleteIsAudited) {
 TEST_F(GatekeeperTest, AuditLineEscapesAnyCollectionName) {
   // Quotes, a backslash and non-ASCII are valid in a name; a control
   // character is not, and that SetFloor is audited too.
-  EXPECT_TRUE(Floor(Cert("cn:ops"), "q\"b\\s\xC3\xA9", 5).ok());
-  EXPECT_EQ(Floor(Cert("cn:ops"), "c\x01", 5).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Floor(Cert("cn:ops"), "q\"b\\s\xC3\xA9", 5), IsOk());
+  EXPECT_THAT(Floor(Cert("cn:ops"), "c\x01", 5),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_EQ(Audit(),
             "{\"time\":\"2027-01-15T08:00:00.000000Z\",\"identity\":\"cn:ops\","
             "\"peer\":\"ipv4:127.0.0.1:5555\",\"method\":\"SetFloor\","
@@ -451,17 +444,17 @@ TEST_F(GatekeeperTest, AuditLineEscapesAnyCollectionName) {
 TEST_F(GatekeeperTest, GuardRailHoldsLastMaxToTheJumpUnlessAdmin) {
   const Caller orders = Cert("uri:spiffe://test/orders");
   hilo::v1::NextRangeResponse r;
-  ASSERT_TRUE(Next(orders, "orders", 0, &r).ok());  // Max 32
+  ASSERT_THAT(Next(orders, "orders", 0, &r), IsOk());  // Max 32
   // Just under and at the limit: allowed.
-  ASSERT_TRUE(Next(orders, "orders", 32 + kJump - 1, &r).ok());
+  ASSERT_THAT(Next(orders, "orders", 32 + kJump - 1, &r), IsOk());
   EXPECT_EQ(r.low(), 32 + kJump);
   const int64_t max = r.high();
-  ASSERT_TRUE(Next(orders, "orders", max + kJump, &r).ok());
+  ASSERT_THAT(Next(orders, "orders", max + kJump, &r), IsOk());
   EXPECT_EQ(r.low(), max + kJump + 1);
   // Over it: refused, nothing changes.
   const int64_t max2 = r.high();
   absl::Status over = Next(orders, "orders", max2 + kJump + 1);
-  EXPECT_EQ(over.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(over, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_EQ(over.message(),
             absl::StrFormat("collection \"orders\": last_max %d is %d above "
                             "Max %d; a client may move Max at most 1000 above "
@@ -479,21 +472,21 @@ TEST_F(GatekeeperTest, GuardRailHoldsLastMaxToTheJumpUnlessAdmin) {
               HasSubstr("hilo_requests_denied_total{method=\"NextRange\","
                         "reason=\"guard_rail\"} 1\n"));
   // A new collection's Max is 0.
-  EXPECT_EQ(Next(orders, "orders/new", kJump + 1).code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(Next(orders, "orders/new", kJump + 1),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_EQ(Max("orders/new"), -1);
   // An administrator is exempt.
-  ASSERT_TRUE(Next(Cert("cn:ops"), "orders", max2 + 10 * kJump, &r).ok());
+  ASSERT_THAT(Next(Cert("cn:ops"), "orders", max2 + 10 * kJump, &r), IsOk());
   EXPECT_EQ(r.low(), max2 + 10 * kJump + 1);
 }
 
 TEST_F(GatekeeperTest, CollectionMaxGaugeFollowsNextRangeAndSetFloor) {
   const Caller ops = Cert("cn:ops");
-  ASSERT_TRUE(Next(ops, "a").ok());
-  ASSERT_TRUE(Floor(ops, "b", 500).ok());
-  ASSERT_TRUE(Floor(ops, "c", 70).ok());    // past the 2 labels: _other
-  ASSERT_TRUE(Floor(ops, "d", 9000).ok());  // _other too
-  ASSERT_TRUE(Floor(ops, "c", 80).ok());    // below d: _other keeps 9000
+  ASSERT_THAT(Next(ops, "a"), IsOk());
+  ASSERT_THAT(Floor(ops, "b", 500), IsOk());
+  ASSERT_THAT(Floor(ops, "c", 70), IsOk());    // past the 2 labels: _other
+  ASSERT_THAT(Floor(ops, "d", 9000), IsOk());  // _other too
+  ASSERT_THAT(Floor(ops, "c", 80), IsOk());    // below d: _other keeps 9000
   const std::string text = Exposition();
   EXPECT_THAT(text, HasSubstr("hilo_collection_max{collection=\"a\"} 32\n"));
   EXPECT_THAT(text, HasSubstr("hilo_collection_max{collection=\"b\"} 500\n"));
@@ -514,9 +507,10 @@ TEST_F(GatekeeperTest, WithoutPolicyEveryoneIsAllowedAndNobodyExempt) {
       open.NextRange(caller, request, &response, std::move(done));
     });
   };
-  EXPECT_EQ(call(Cert("cn:ops")).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(call(Cert("cn:ops")),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
   request.set_last_max(kJump);
-  EXPECT_TRUE(call(Caller{}).ok());
+  EXPECT_THAT(call(Caller{}), IsOk());
   EXPECT_EQ(response.low(), kJump + 1);
 }
 

@@ -1,10 +1,7 @@
 // The authorization policy over real TLS: certificates made by openssl for
 // the run, an in-process server on 127.0.0.1:0, raw gRPC stubs so every
 // status is seen exactly as a client sees it.
-#include <cstdlib>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -15,39 +12,28 @@
 #include "hilo/v1/hilo.grpc.pb.h"
 #include "prometheus/text_serializer.h"
 #include "service/tls.h"
+#include "testing/status_matchers.h"
 #include "tests/test_util.h"
 
 namespace hilo {
 namespace {
 
+using ::hilo::testing_util::IsOk;
+using ::hilo::testing_util::ReadFile;
+using ::hilo::testing_util::StatusIs;
 using ::hilo::testing_util::TempDir;
+using ::hilo::testing_util::WriteFile;
 using ::testing::HasSubstr;
 
 constexpr char kToken[] = "b7e1f0c2a9d84e5f8a1b2c3d4e5f6a7b";
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-void WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::trunc) << text;
-}
-
 class AuthzTlsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (std::system("command -v openssl > /dev/null") != 0) {
-      skip_ = "openssl is not installed";
-      return;
-    }
     pki_ = new TempDir();
     // A CA; a server certificate for 127.0.0.1; client certificates whose
     // identity is a SPIFFE URI SAN, a DNS SAN, or only a subject CN.
-    const std::string script = absl::StrCat(
-        "set -e; cd ", pki_->path(), "\n",
+    const std::string commands = absl::StrCat(
         "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
         "-nodes -keyout ca.key -out ca.pem -days 2 -subj '/CN=authz test ca'\n",
         "sign() {  # name cn san\n",
@@ -60,13 +46,9 @@ class AuthzTlsTest : public ::testing::Test {
         "}\n", "sign server server 'IP:127.0.0.1'\n",
         "sign orders orders-cn 'URI:spiffe://test/orders'\n",
         "sign reader reader-cn 'DNS:reader.test'\n", "sign ops ops ''\n");
-    const std::string path = pki_->File("make.sh");
-    WriteFile(path, script);
-    if (std::system(
-            absl::StrCat("sh ", path, " > ", pki_->path(), "/openssl.log 2>&1")
-                .c_str()) != 0) {
-      skip_ = "openssl could not make the test certificates";
-    }
+    const absl::Status made =
+        testing_util::MakeTestCertificates(*pki_, commands);
+    if (!made.ok()) skip_ = std::string(made.message());
   }
   static void TearDownTestSuite() {
     delete pki_;
@@ -97,7 +79,7 @@ class AuthzTlsTest : public ::testing::Test {
     absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds =
         ServerCredentialsFromFiles(
             {Pki("server.pem"), Pki("server.key"), mtls ? Pki("ca.pem") : ""});
-    ASSERT_TRUE(creds.ok()) << creds.status();
+    ASSERT_THAT(creds, IsOk());
     ServerOptions options = testing_util::TestServerOptions(dir_);
     options.credentials = *creds;
     options.authz_policy = policy_;
@@ -111,10 +93,10 @@ class AuthzTlsTest : public ::testing::Test {
   // A channel presenting `who`'s certificate ("" for none).
   std::shared_ptr<grpc::Channel> Channel(const std::string& who) {
     grpc::SslCredentialsOptions ssl;
-    ssl.pem_root_certs = Slurp(Pki("ca.pem"));
+    ssl.pem_root_certs = ReadFile(Pki("ca.pem"));
     if (!who.empty()) {
-      ssl.pem_cert_chain = Slurp(Pki(who + ".pem"));
-      ssl.pem_private_key = Slurp(Pki(who + ".key"));
+      ssl.pem_cert_chain = ReadFile(Pki(who + ".pem"));
+      ssl.pem_private_key = ReadFile(Pki(who + ".key"));
     }
     return grpc::CreateChannel(testing_util::Address(server_->port()),
                                grpc::SslCredentials(ssl));
@@ -178,67 +160,73 @@ TEST_F(AuthzTlsTest, SpiffeIdentityUsesItsCollectionsOnly) {
   StartServer(/*mtls=*/true);
   hilo::v1::NextRangeResponse r;
   grpc::Status ok = Next("orders", "orders/eu", 0, "", &r);
-  ASSERT_TRUE(ok.ok()) << ok.error_message();
+  ASSERT_THAT(ok, IsOk());
   EXPECT_EQ(r.low(), 1);
   grpc::Status denied = Next("orders", "users");
-  EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_EQ(denied.error_message(),
-            "uri:spiffe://test/orders may not call NextRange on collection "
-            "\"users\"");
+  EXPECT_THAT(
+      denied,
+      StatusIs(absl::StatusCode::kPermissionDenied,
+               "uri:spiffe://test/orders may not call NextRange on collection "
+               "\"users\""));
   EXPECT_FALSE(server_->store()->Get("users")->has_value());
 }
 
 TEST_F(AuthzTlsTest, AdminIsDeniedToAnIdOnlyIdentity) {
   StartServer(/*mtls=*/true);
   grpc::Status denied = SetFloor("orders", "orders", 100);
-  EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_EQ(denied.error_message(),
-            "uri:spiffe://test/orders may not call SetFloor on collection "
-            "\"orders\"");
-  EXPECT_EQ(Get("orders", "orders").error_code(),
-            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(
+      denied,
+      StatusIs(absl::StatusCode::kPermissionDenied,
+               "uri:spiffe://test/orders may not call SetFloor on collection "
+               "\"orders\""));
+  EXPECT_THAT(Get("orders", "orders"),
+              StatusIs(absl::StatusCode::kPermissionDenied));
   EXPECT_FALSE(server_->store()->Get("orders")->has_value());
 }
 
 TEST_F(AuthzTlsTest, ReadOnlyAdminReadsButIsRefusedSetFloor) {
   StartServer(/*mtls=*/true);
-  ASSERT_TRUE(SetFloor("ops", "orders", 100).ok());
-  EXPECT_TRUE(Get("reader", "orders").ok());
+  ASSERT_THAT(SetFloor("ops", "orders", 100), IsOk());
+  EXPECT_THAT(Get("reader", "orders"), IsOk());
   grpc::Status denied = SetFloor("reader", "orders", 200);
-  EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_EQ(denied.error_message(),
-            "dns:reader.test may not call SetFloor on collection \"orders\"");
+  EXPECT_THAT(
+      denied,
+      StatusIs(
+          absl::StatusCode::kPermissionDenied,
+          "dns:reader.test may not call SetFloor on collection \"orders\""));
   EXPECT_EQ(server_->store()->Get("orders")->value().max, 100);
 }
 
 TEST_F(AuthzTlsTest, BearerTokenCallerRightWrongAndNone) {
   StartServer(/*mtls=*/false);
-  EXPECT_TRUE(Next("", "billing", 0, kToken).ok());
+  EXPECT_THAT(Next("", "billing", 0, kToken), IsOk());
   grpc::Status wrong = Next("", "billing", 0, "not-the-token-0123456789");
-  EXPECT_EQ(wrong.error_code(), grpc::StatusCode::UNAUTHENTICATED);
-  EXPECT_EQ(wrong.error_message(),
-            "anonymous sent a bearer token this server does not know "
-            "(calling NextRange)");
+  EXPECT_THAT(
+      wrong, StatusIs(absl::StatusCode::kUnauthenticated,
+                      "anonymous sent a bearer token this server does not know "
+                      "(calling NextRange)"));
   grpc::Status none = Next("", "billing");
-  EXPECT_EQ(none.error_code(), grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_EQ(none.error_message(),
-            "anonymous may not call NextRange on collection \"billing\"");
+  EXPECT_THAT(
+      none,
+      StatusIs(absl::StatusCode::kPermissionDenied,
+               "anonymous may not call NextRange on collection \"billing\""));
   EXPECT_EQ(server_->store()->Get("billing")->value().max, 32);
   // The token never reaches the audit trail.
-  EXPECT_THAT(Slurp(dir_.File("audit.jsonl")),
+  EXPECT_THAT(ReadFile(dir_.File("audit.jsonl")),
               ::testing::Not(HasSubstr(kToken)));
 }
 
 TEST_F(AuthzTlsTest, PolicyReloadRevokesACallerMidRun) {
   StartServer(/*mtls=*/true);
-  ASSERT_TRUE(Next("orders", "orders").ok());
+  ASSERT_THAT(Next("orders", "orders"), IsOk());
   WriteFile(policy_, "grant { identity: \"cn:ops\" collections: \"*\" }\n");
-  ASSERT_TRUE(server_->ReloadAuthz().ok());
+  ASSERT_THAT(server_->ReloadAuthz(), IsOk());
   grpc::Status revoked = Next("orders", "orders");
-  EXPECT_EQ(revoked.error_code(), grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_EQ(revoked.error_message(),
-            "uri:spiffe://test/orders may not call NextRange on collection "
-            "\"orders\"");
+  EXPECT_THAT(
+      revoked,
+      StatusIs(absl::StatusCode::kPermissionDenied,
+               "uri:spiffe://test/orders may not call NextRange on collection "
+               "\"orders\""));
   EXPECT_EQ(server_->store()->Get("orders")->value().max, 32);
 }
 
@@ -246,23 +234,23 @@ TEST_F(AuthzTlsTest, BadPolicyIsRefusedAndTheOldOneKept) {
   StartServer(/*mtls=*/true);
   WriteFile(policy_, "grant { identity: \"cn:ops\" admin: ADMIN_ROOT }\n");
   absl::Status bad = server_->ReloadAuthz();
-  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(std::string(bad.message()),
-            absl::StrCat("authz policy ", policy_,
-                         " line 1 column 46: Unknown enumeration value of "
-                         "\"ADMIN_ROOT\" for field \"admin\"."));
-  EXPECT_TRUE(Next("orders", "orders").ok());
+  EXPECT_THAT(
+      bad,
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               absl::StrCat("authz policy ", policy_,
+                            " line 1 column 46: Unknown enumeration value of "
+                            "\"ADMIN_ROOT\" for field \"admin\".")));
+  EXPECT_THAT(Next("orders", "orders"), IsOk());
 }
 
 TEST_F(AuthzTlsTest, GuardRailOverTheWireAndAdminExempt) {
   StartServer(/*mtls=*/true);
-  ASSERT_TRUE(Next("orders", "orders").ok());  // Max 32
+  ASSERT_THAT(Next("orders", "orders"), IsOk());  // Max 32
   grpc::Status over = Next("orders", "orders", 32 + 1001);
-  EXPECT_EQ(over.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-  EXPECT_THAT(over.error_message(),
-              HasSubstr("last_max 1033 is 1001 above Max 32"));
-  EXPECT_TRUE(Next("orders", "orders", 32 + 1000).ok());
-  EXPECT_TRUE(Next("ops", "orders", 1'000'000).ok());
+  EXPECT_THAT(over, StatusIs(absl::StatusCode::kFailedPrecondition,
+                             HasSubstr("last_max 1033 is 1001 above Max 32")));
+  EXPECT_THAT(Next("orders", "orders", 32 + 1000), IsOk());
+  EXPECT_THAT(Next("ops", "orders", 1'000'000), IsOk());
   EXPECT_EQ(server_->store()->Get("orders")->value().max, 1'000'032);
 }
 
@@ -271,14 +259,14 @@ TEST_F(AuthzTlsTest, DeniedCounterAndAuditLineHaveExactValues) {
   const std::string before = Metrics();
   EXPECT_THAT(before, HasSubstr("hilo_requests_denied_total{method="
                                 "\"NextRange\",reason=\"permission\"} 0\n"));
-  ASSERT_EQ(Next("orders", "users").error_code(),
-            grpc::StatusCode::PERMISSION_DENIED);
-  ASSERT_EQ(Next("orders", "users").error_code(),
-            grpc::StatusCode::PERMISSION_DENIED);
-  ASSERT_EQ(SetFloor("reader", "x", 5).error_code(),
-            grpc::StatusCode::PERMISSION_DENIED);
-  ASSERT_EQ(Next("orders", "orders", 5000).error_code(),
-            grpc::StatusCode::FAILED_PRECONDITION);
+  ASSERT_THAT(Next("orders", "users"),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  ASSERT_THAT(Next("orders", "users"),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  ASSERT_THAT(SetFloor("reader", "x", 5),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  ASSERT_THAT(Next("orders", "orders", 5000),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
   const std::string after = Metrics();
   EXPECT_THAT(after, HasSubstr("hilo_requests_denied_total{method="
                                "\"NextRange\",reason=\"permission\"} 2\n"));
@@ -288,7 +276,7 @@ TEST_F(AuthzTlsTest, DeniedCounterAndAuditLineHaveExactValues) {
                                "\"NextRange\",reason=\"guard_rail\"} 1\n"));
   EXPECT_THAT(after, HasSubstr("hilo_requests_denied_total{method="
                                "\"GetCollection\",reason=\"permission\"} 0\n"));
-  const std::string audit = Slurp(dir_.File("audit.jsonl"));
+  const std::string audit = ReadFile(dir_.File("audit.jsonl"));
   EXPECT_THAT(audit,
               HasSubstr("\"identity\":\"dns:reader.test\",\"peer\":\"ipv4:127."
                         "0.0.1:"));

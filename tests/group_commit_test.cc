@@ -133,8 +133,7 @@ TEST(GroupCommitTest, RunReturnsTheStatusTheRunnerSet) {
   absl::Status s = queue.Run(
       [](GroupCommit::Operation&) { return absl::NotFoundError("x"); },
       /*read_only=*/true);
-  EXPECT_THAT(s, StatusIs(absl::StatusCode::kNotFound));
-  EXPECT_EQ(s.message(), "x");
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kNotFound, "x"));
 }
 
 TEST(GroupCommitTest, ManyThreadsEachGetTheirOwnOutcome) {

@@ -150,7 +150,7 @@ using Pair = std::pair<int64_t, int64_t>;
 
 TEST_F(HiLoServiceTest, NewCollectionGivesOneTo32ThenSecondClient33To64) {
   NextRangeResponse first;
-  ASSERT_TRUE(CallNext(Next("orders"), &first).ok());
+  ASSERT_THAT(CallNext(Next("orders"), &first), IsOk());
   EXPECT_EQ(first.low(), 1);
   EXPECT_EQ(first.high(), 32);
   EXPECT_EQ(first.node_tag(), "A");
@@ -168,10 +168,11 @@ TEST_F(HiLoServiceTest, NoNewCollectionBeyondMaxCollections) {
   for (int restart = 0; restart < 2; ++restart) {
     NextRangeResponse response;
     const grpc::Status status = CallNext(Next("d"), &response);
-    EXPECT_THAT(status, StatusIs(absl::StatusCode::kResourceExhausted));
-    EXPECT_THAT(status.error_message(),
-                HasSubstr("collection \"d\" would be new, and this node "
-                          "already stores its limit of 3 collections"));
+    EXPECT_THAT(
+        status,
+        StatusIs(absl::StatusCode::kResourceExhausted,
+                 HasSubstr("collection \"d\" would be new, and this node "
+                           "already stores its limit of 3 collections")));
     EXPECT_EQ(MustNext(Next("a")).first, 32 * (restart + 1) + 1);
     EXPECT_EQ(Rows().size(), 3u);
     Start(/*allow_returns_without_token=*/false, /*max_collections=*/3);
@@ -250,7 +251,7 @@ TEST_F(HiLoServiceTest, EveryRangeCarriesItsOwnNonZeroToken) {
   std::set<uint64_t> seen;
   for (int i = 0; i < 50; ++i) {
     NextRangeResponse response;
-    ASSERT_TRUE(CallNext(Next(i % 2 == 0 ? "a" : "b"), &response).ok());
+    ASSERT_THAT(CallNext(Next(i % 2 == 0 ? "a" : "b"), &response), IsOk());
     EXPECT_NE(response.range_token(), 0u);
     seen.insert(response.range_token());
   }
@@ -290,7 +291,7 @@ TEST_F(HiLoServiceTest, ReturnWithoutTokenAppliesOnlyWhereAllowed) {
 
 TEST_F(HiLoServiceTest, RangeDoublesWhenAskedAgainWithin30Seconds) {
   NextRangeResponse first;
-  ASSERT_TRUE(CallNext(Next("orders"), &first).ok());
+  ASSERT_THAT(CallNext(Next("orders"), &first), IsOk());
   clock_.Advance(absl::Seconds(10));
   NextRangeRequest again = Next("orders", 32, kStart, 32);
   again.mutable_last_range_at()->CopyFrom(first.range_at());
@@ -331,7 +332,7 @@ TEST_F(HiLoServiceTest, LastMaxKeepsRangesFromGoingDown) {
 TEST_F(HiLoServiceTest, RangeAtEchoesServerClock) {
   clock_.Advance(absl::Milliseconds(1500));
   NextRangeResponse response;
-  ASSERT_TRUE(CallNext(Next("orders"), &response).ok());
+  ASSERT_THAT(CallNext(Next("orders"), &response), IsOk());
   EXPECT_EQ(response.range_at().seconds(), absl::ToUnixSeconds(kStart) + 1);
   EXPECT_EQ(response.range_at().nanos(), 500'000'000);
 }
@@ -360,8 +361,8 @@ TEST_P(HiLoServiceBadInputTest, IsRefusedAndChangesNothing) {
   clock_.Advance(absl::Seconds(1));
 
   const grpc::Status status = GetParam().call(this);
-  EXPECT_THAT(status, StatusIs(static_cast<absl::StatusCode>(GetParam().code)));
-  EXPECT_THAT(status.error_message(), HasSubstr(GetParam().message_part));
+  EXPECT_THAT(status, StatusIs(static_cast<absl::StatusCode>(GetParam().code),
+                               HasSubstr(GetParam().message_part)));
 
   const std::optional<CollectionState> after = Row("orders");
   ASSERT_TRUE(after.has_value());
@@ -504,8 +505,8 @@ TEST(HiLoServiceDirectTest, InvalidUtf8NameIsInvalidArgument) {
   HiLoService service(store->get(), RangeSizePolicy({}), "A", &clock);
   NextRangeResponse next;
   absl::Status s = service.DoNextRange(Next(Invalid("ord\xFF", 4)), &next);
-  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(s.message(), HasSubstr("not valid UTF-8 at byte 3"));
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument,
+                          HasSubstr("not valid UTF-8 at byte 3")));
   ReturnRangeResponse returned;
   s = service.DoReturnRange(ReturnRequest(Invalid("\xC0\x80", 2), 32, 1, "", 7),
                             &returned);

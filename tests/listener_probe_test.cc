@@ -17,6 +17,7 @@
 namespace hilo {
 namespace {
 
+using ::hilo::testing_util::IsOk;
 using ::hilo::testing_util::StatusIs;
 using ::testing::HasSubstr;
 
@@ -50,9 +51,9 @@ TEST(ListenerProbeTest, AListenerThatAcceptsAnswers) {
     const int fd = accept(listener.fd(), nullptr, nullptr);
     close(fd);  // an orderly close is an answer, as a TLS alert is
   });
-  EXPECT_TRUE(
-      ListenerProbe::ProbeOnce("127.0.0.1", listener.port(), absl::Seconds(5))
-          .ok());
+  EXPECT_THAT(
+      ListenerProbe::ProbeOnce("127.0.0.1", listener.port(), absl::Seconds(5)),
+      IsOk());
   acceptor.join();
 }
 
@@ -60,8 +61,8 @@ TEST(ListenerProbeTest, AListenerThatNoLongerAcceptsIsUnavailable) {
   DeafListener listener;
   const absl::Status status = ListenerProbe::ProbeOnce(
       "127.0.0.1", listener.port(), absl::Milliseconds(200));
-  EXPECT_THAT(status, StatusIs(absl::StatusCode::kUnavailable));
-  EXPECT_THAT(status.message(), HasSubstr("no longer accepts"));
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kUnavailable,
+                               HasSubstr("no longer accepts")));
 }
 
 TEST(ListenerProbeTest, CallsOnDeafOnceAfterFailuresInARow) {

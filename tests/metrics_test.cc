@@ -185,8 +185,8 @@ TEST(MetricsEndpointTest, TakenPortIsUnavailableNamingTheAddress) {
   const std::string address = testing_util::Address((*first)->port());
   absl::StatusOr<std::unique_ptr<MetricsEndpoint>> second =
       MetricsEndpoint::Start(address, registry);
-  EXPECT_THAT(second, StatusIs(absl::StatusCode::kUnavailable));
-  EXPECT_THAT(second.status().message(), HasSubstr(address));
+  EXPECT_THAT(second,
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr(address)));
 }
 
 }  // namespace

@@ -32,6 +32,7 @@ using ::hilo::testing_util::IsOk;
 using ::hilo::testing_util::NextToken;
 using ::hilo::testing_util::PostgresInstance;
 using ::hilo::testing_util::StatusIs;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 absl::StatusOr<std::unique_ptr<PostgresRangeStore>> OpenOn(
@@ -183,27 +184,28 @@ TEST_F(PostgresRangeStoreTest, ServersStartingTogetherCreateTheSchemaOnce) {
 }
 
 TEST_F(PostgresRangeStoreTest, OtherApplicationsSchemaIsFailedPrecondition) {
-  ASSERT_TRUE(
-      PostgresInstance::Execute(uri_, "CREATE TABLE orders (id BIGINT)").ok());
+  ASSERT_THAT(
+      PostgresInstance::Execute(uri_, "CREATE TABLE orders (id BIGINT)"),
+      IsOk());
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = OpenOn(uri_);
-  EXPECT_THAT(store, StatusIs(absl::StatusCode::kFailedPrecondition));
-  EXPECT_THAT(store.status().message(),
-              HasSubstr("holds 1 tables of another application"));
+  EXPECT_THAT(store,
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("holds 1 tables of another application")));
   // Nothing was created beside it.
-  ASSERT_TRUE(PostgresInstance::Execute(
+  ASSERT_THAT(PostgresInstance::Execute(
                   uri_,
                   "DO $$ BEGIN IF to_regclass('hilo_meta') IS NOT NULL "
-                  "THEN RAISE 'created'; END IF; END $$")
-                  .ok());
+                  "THEN RAISE 'created'; END IF; END $$"),
+              IsOk());
 }
 
 TEST_F(PostgresRangeStoreTest, NewerSchemaIsFailedPrecondition) {
   ASSERT_THAT(OpenOn(uri_), IsOk());
-  ASSERT_TRUE(
+  ASSERT_THAT(
       PostgresInstance::Execute(uri_,
                                 "UPDATE hilo_meta SET value = '3' WHERE key = "
-                                "'schema_version'")
-          .ok());
+                                "'schema_version'"),
+      IsOk());
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = OpenOn(uri_);
   EXPECT_THAT(store, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(
@@ -215,17 +217,17 @@ TEST_F(PostgresRangeStoreTest, NewerSchemaIsFailedPrecondition) {
 TEST_F(PostgresRangeStoreTest, SchemaVersionOneIsMigrated) {
   {
     absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = OpenOn(uri_);
-    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_THAT(store, IsOk());
     ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
               (Range{1, 32}));
   }
-  ASSERT_TRUE(PostgresInstance::Execute(
+  ASSERT_THAT(PostgresInstance::Execute(
                   uri_,
                   "DROP TABLE hilo_nodes; UPDATE hilo_meta SET value = '1' "
-                  "WHERE key = 'schema_version'")
-                  .ok());
+                  "WHERE key = 'schema_version'"),
+              IsOk());
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = OpenOn(uri_);
-  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_THAT(store, IsOk());
   Session session(uri_);
   EXPECT_EQ(session.Query("SELECT value FROM hilo_meta WHERE key = "
                           "'schema_version'"),
@@ -241,12 +243,11 @@ TEST_F(PostgresRangeStoreTest, BadConnectionStringsAreClearErrors) {
   // Nothing listens on port 1.
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
       OpenOn("postgresql://hilo@127.0.0.1:1/hilo?password=secret");
-  EXPECT_THAT(store, StatusIs(absl::StatusCode::kUnavailable));
-  EXPECT_THAT(
-      store.status().message(),
-      HasSubstr("cannot connect to PostgreSQL at postgresql://hilo@127.0.0.1:1/"
-                "hilo"));
-  EXPECT_THAT(store.status().message(), ::testing::Not(HasSubstr("secret")));
+  EXPECT_THAT(store, StatusIs(absl::StatusCode::kUnavailable,
+                              AllOf(HasSubstr("cannot connect to PostgreSQL at "
+                                              "postgresql://hilo@127.0.0.1:1/"
+                                              "hilo"),
+                                    ::testing::Not(HasSubstr("secret")))));
 }
 
 // The connection breaks after COMMIT was sent and committed, before its
@@ -282,8 +283,8 @@ TEST_F(PostgresRangeStoreTest, CommitWithUnknownOutcomeIsNeverReportedApplied) {
             (Range{1, 32}));
   cut = true;
   absl::StatusOr<Range> lost = (*store)->Allocate("orders", 32, 0, NextToken());
-  EXPECT_THAT(lost, StatusIs(absl::StatusCode::kUnavailable));
-  EXPECT_THAT(lost.status().message(), HasSubstr("outcome of the commit"));
+  EXPECT_THAT(lost, StatusIs(absl::StatusCode::kUnavailable,
+                             HasSubstr("outcome of the commit")));
   // It did commit 33-64; the next range starts above it.
   EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
             (Range{65, 96}));
@@ -346,23 +347,23 @@ absl::StatusOr<std::unique_ptr<PostgresRangeStore>> OpenWithTags(
 TEST_F(PostgresRangeStoreTest, NodeTagsAreClaimedOncePerLiveServer) {
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> a =
       OpenWithTags(uri_, {"X", "Y"}, "host-a pid 1");
-  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_THAT(a, IsOk());
   EXPECT_EQ((*a)->node_tag(), "X");
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> b =
       OpenWithTags(uri_, {"X", "Y"}, "host-b pid 1");
-  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_THAT(b, IsOk());
   EXPECT_EQ((*b)->node_tag(), "Y");
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> c =
       OpenWithTags(uri_, {"X", "Y"}, "host-c pid 1");
-  EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(c.status().message(),
-              HasSubstr("every node tag this server may take is held by "
-                        "another live server (X by \"host-a pid 1\" for "));
-  EXPECT_THAT(c.status().message(), HasSubstr("Y by \"host-b pid 1\" for "));
+  EXPECT_THAT(c, StatusIs(absl::StatusCode::kFailedPrecondition,
+                          AllOf(HasSubstr("every node tag this server may take "
+                                          "is held by another live server (X "
+                                          "by \"host-a pid 1\" for "),
+                                HasSubstr("Y by \"host-b pid 1\" for "))));
   // The same holder (a container restarted in place) takes its own back.
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> again =
       OpenWithTags(uri_, {"X"}, "host-a pid 1");
-  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_THAT(again, IsOk());
   EXPECT_EQ((*again)->node_tag(), "X");
 }
 
@@ -370,27 +371,27 @@ TEST_F(PostgresRangeStoreTest, ClosingReleasesTheNodeTag) {
   {
     absl::StatusOr<std::unique_ptr<PostgresRangeStore>> a =
         OpenWithTags(uri_, {"X"}, "host-a pid 1");
-    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_THAT(a, IsOk());
   }
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> b =
       OpenWithTags(uri_, {"X"}, "host-b pid 1");
-  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_THAT(b, IsOk());
   EXPECT_EQ((*b)->node_tag(), "X");
 }
 
 // A crashed server's claim runs out; until then, a server that wants that
 // very tag waits (wait_for_held) rather than failing.
 TEST_F(PostgresRangeStoreTest, ClaimThatRanOutIsTakenOver) {
-  ASSERT_TRUE(OpenOn(uri_).ok());  // the schema
-  ASSERT_TRUE(PostgresInstance::Execute(
+  ASSERT_THAT(OpenOn(uri_), IsOk());  // the schema
+  ASSERT_THAT(PostgresInstance::Execute(
                   uri_,
                   "INSERT INTO hilo_nodes VALUES ('X', 'crashed pid 7', "
                   "now() - interval '1 second'), ('Y', 'crashed pid 8', "
-                  "now() + interval '1 hour')")
-                  .ok());
+                  "now() + interval '1 hour')"),
+              IsOk());
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> a =
       OpenWithTags(uri_, {"X"}, "host-a pid 1");
-  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_THAT(a, IsOk());
   EXPECT_EQ((*a)->node_tag(), "X");
 
   PostgresRangeStoreOptions options;
@@ -405,13 +406,13 @@ TEST_F(PostgresRangeStoreTest, ClaimThatRanOutIsTakenOver) {
   // Still waiting: Y's claim has an hour to run.
   ASSERT_EQ(b.wait_for(std::chrono::milliseconds(500)),
             std::future_status::timeout);
-  ASSERT_TRUE(PostgresInstance::Execute(
+  ASSERT_THAT(PostgresInstance::Execute(
                   uri_,
                   "UPDATE hilo_nodes SET expires_at = now() - interval '1 "
-                  "second' WHERE tag = 'Y'")
-                  .ok());
+                  "second' WHERE tag = 'Y'"),
+              IsOk());
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> opened = b.get();
-  ASSERT_TRUE(opened.ok()) << opened.status();
+  ASSERT_THAT(opened, IsOk());
   EXPECT_EQ((*opened)->node_tag(), "Y");
 }
 
@@ -432,32 +433,33 @@ TEST_F(PostgresRangeStoreTest, ProbeRenewsTheClaimAndReportsItTaken) {
   };
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
       PostgresRangeStore::Open(std::move(options));
-  ASSERT_TRUE(store.ok()) << store.status();
-  ASSERT_TRUE(PostgresInstance::Execute(
+  ASSERT_THAT(store, IsOk());
+  ASSERT_THAT(PostgresInstance::Execute(
                   uri_,
                   "UPDATE hilo_nodes SET expires_at = now() + interval '1 "
-                  "second' WHERE tag = 'X'")
-                  .ok());
+                  "second' WHERE tag = 'X'"),
+              IsOk());
   Session session(uri_);
   const std::string renewed =
       "SELECT expires_at > now() + interval '20 seconds' FROM hilo_nodes "
       "WHERE tag = 'X'";
   while (session.Query(renewed) != "t") std::this_thread::yield();
 
-  ASSERT_TRUE(PostgresInstance::Execute(
+  ASSERT_THAT(PostgresInstance::Execute(
                   uri_,
                   "UPDATE hilo_nodes SET holder = 'host-b pid 2' WHERE tag = "
-                  "'X'")
-                  .ok());
+                  "'X'"),
+              IsOk());
   std::future<absl::Status> report = lost.get_future();
   ASSERT_EQ(report.wait_for(std::chrono::seconds(30)),
             std::future_status::ready);
   const absl::Status status = report.get();
-  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(status.message(),
-              HasSubstr(": node tag X is now held by \"host-b pid 2\"; this "
-                        "server could not renew its claim for 30s, and must "
-                        "no longer use the tag"));
+  EXPECT_THAT(
+      status,
+      StatusIs(absl::StatusCode::kFailedPrecondition,
+               HasSubstr(": node tag X is now held by \"host-b pid 2\"; this "
+                         "server could not renew its claim for 30s, and must "
+                         "no longer use the tag")));
   store->reset();
   EXPECT_EQ(reports.load(), 1);
   EXPECT_EQ(session.Query("SELECT holder FROM hilo_nodes WHERE tag = 'X'"),
@@ -465,12 +467,12 @@ TEST_F(PostgresRangeStoreTest, ProbeRenewsTheClaimAndReportsItTaken) {
 }
 
 TEST_F(PostgresRangeStoreTest, BadNodeTagLeasesAreInvalidArgument) {
-  EXPECT_EQ(OpenWithTags(uri_, {}, "h").status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(OpenWithTags(uri_, {"X"}, "").status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(OpenWithTags(uri_, {"x-1"}, "h").status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(OpenWithTags(uri_, {}, "h"),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(OpenWithTags(uri_, {"X"}, ""),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(OpenWithTags(uri_, {"x-1"}, "h"),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   PostgresRangeStoreOptions options;
   options.uri = uri_;
   options.node_tag_lease.emplace();
@@ -479,9 +481,8 @@ TEST_F(PostgresRangeStoreTest, BadNodeTagLeasesAreInvalidArgument) {
   options.node_tag_lease->duration = options.probe_interval;
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
       PostgresRangeStore::Open(std::move(options));
-  EXPECT_EQ(store.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(store.status().message(),
-              HasSubstr("would run out between two renewals"));
+  EXPECT_THAT(store, StatusIs(absl::StatusCode::kInvalidArgument,
+                              HasSubstr("would run out between two renewals")));
 }
 
 // A database of the test's own: stopped and started again.
@@ -504,8 +505,9 @@ TEST(PostgresRangeStoreFaultTest, StoppedDatabaseIsUnavailableThenRecovers) {
   ASSERT_THAT((*postgres)->Stop("immediate"), IsOk());
   for (int i = 0; i < 2; ++i) {  // the broken connection, then a refused one
     absl::StatusOr<Range> r = (*store)->Allocate("orders", 32, 0, NextToken());
-    EXPECT_THAT(r, StatusIs(absl::StatusCode::kUnavailable)) << i;
-    EXPECT_THAT(r.status().message(), HasSubstr("PostgreSQL at postgresql://"));
+    EXPECT_THAT(r, StatusIs(absl::StatusCode::kUnavailable,
+                            HasSubstr("PostgreSQL at postgresql://")))
+        << i;
   }
   EXPECT_FALSE((*store)->reachable());
   EXPECT_EQ(downs.load(), 1);

@@ -6,6 +6,7 @@
 namespace hilo {
 namespace {
 
+using ::hilo::testing_util::IsOk;
 using ::hilo::testing_util::StatusIs;
 
 const absl::Time kNow = absl::FromUnixSeconds(1'800'000'000);
@@ -63,7 +64,7 @@ TEST(RangeSizePolicyTest, FutureTimeCountsAsNow) {
 }
 
 TEST(RangeSizePolicyTest, ValidatesLimits) {
-  EXPECT_TRUE(ValidateRangeSizeLimits({32, 32}).ok());
+  EXPECT_THAT(ValidateRangeSizeLimits({32, 32}), IsOk());
   EXPECT_THAT(ValidateRangeSizeLimits({0, 32}),
               StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(ValidateRangeSizeLimits({64, 32}),

@@ -195,10 +195,10 @@ TEST_P(RangeStoreContractTest, MalformedReturnIsInvalidArgument) {
 TEST_P(RangeStoreContractTest, RangePastInt64MaxIsOutOfRangeAndChangesNothing) {
   const CollectionState near_end{
       .max = kMax - 10, .return_floor = kMax - 42, .updated_at = clock_.Now()};
-  ASSERT_TRUE(store_->PutForTesting("orders", near_end).ok());
+  ASSERT_THAT(store_->PutForTesting("orders", near_end), IsOk());
   absl::StatusOr<Range> range = store_->Allocate("orders", 32, 0, NextToken());
-  EXPECT_THAT(range, StatusIs(absl::StatusCode::kOutOfRange));
-  EXPECT_THAT(range.status().message(), HasSubstr("INT64_MAX"));
+  EXPECT_THAT(range,
+              StatusIs(absl::StatusCode::kOutOfRange, HasSubstr("INT64_MAX")));
   EXPECT_EQ(StoredMax("orders"), kMax - 10);
   // The last ten numbers can still be handed out, exactly.
   EXPECT_EQ(MustAllocate("orders", 10), (Range{kMax - 9, kMax}));
@@ -207,11 +207,10 @@ TEST_P(RangeStoreContractTest, RangePastInt64MaxIsOutOfRangeAndChangesNothing) {
 }
 
 TEST_P(RangeStoreContractTest, ReturnAtInt64MaxSealsTheTopOfTheRange) {
-  ASSERT_TRUE(store_
-                  ->PutForTesting("orders", {.max = kMax - 10,
-                                             .return_floor = kMax - 42,
-                                             .updated_at = clock_.Now()})
-                  .ok());
+  ASSERT_THAT(store_->PutForTesting("orders", {.max = kMax - 10,
+                                               .return_floor = kMax - 42,
+                                               .updated_at = clock_.Now()}),
+              IsOk());
   ASSERT_EQ(MustAllocate("orders", 10), (Range{kMax - 9, kMax}));
   // Every number used: nothing to hand back, and nothing may come back later.
   absl::StatusOr<ReturnOutcome> all_used = Return("orders", kMax, kMax);
@@ -275,7 +274,7 @@ TEST_P(RangeStoreContractTest, FloorBelowMaxBoundsLaterReturns) {
 TEST_P(RangeStoreContractTest, FloorBelowMaxStillLetsTheHolderReturnAboveIt) {
   MustAllocate("orders", 32);
   MustAllocate("orders", 32);  // 33-64
-  ASSERT_TRUE(store_->SetFloor("orders", 50).ok());
+  ASSERT_THAT(store_->SetFloor("orders", 50), IsOk());
   absl::StatusOr<ReturnOutcome> above = Return("orders", 64, 50);
   ASSERT_THAT(above, IsOk());
   EXPECT_TRUE(above->applied);
@@ -419,8 +418,8 @@ TEST_P(RangeStoreContractTest, ReturnWithoutTokenFollowsMaxAndFloorAndRetires) {
 
 TEST_P(RangeStoreContractTest, AllocateWithoutTokenIsInvalidArgument) {
   absl::StatusOr<Range> range = store_->Allocate("orders", 32, 0, 0);
-  EXPECT_THAT(range, StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(range.status().message(), HasSubstr("token"));
+  EXPECT_THAT(range,
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("token")));
   EXPECT_FALSE(store_->Get("orders")->has_value());
 }
 
@@ -455,15 +454,15 @@ TEST_P(RangeStoreContractTest, FloorBeyondTheJumpIsRefusedAndChangesNothing) {
   MustAllocate("orders", 32);
   absl::StatusOr<Range> refused =
       store_->Allocate("orders", 32, 32 + 101, NextToken(), 100);
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused,
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("collection \"orders\": last_max 133 is 101 "
+                                 "above Max 32")));
   EXPECT_TRUE(IsGuardRailRefusal(refused.status())) << refused.status();
-  EXPECT_THAT(refused.status().message(),
-              HasSubstr("collection \"orders\": last_max 133 is 101 above "
-                        "Max 32"));
   EXPECT_EQ(store_->Get("orders")->value().max, 32);
   // A collection without a row has Max 0.
-  EXPECT_EQ(store_->Allocate("new", 1, 101, NextToken(), 100).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(store_->Allocate("new", 1, 101, NextToken(), 100),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_FALSE(store_->Get("new")->has_value());
   EXPECT_EQ(MustAllocate("orders", 32), (Range{33, 64}));
 }
@@ -486,8 +485,8 @@ TEST_P(RangeStoreContractTest, JumpIsJudgedAgainstTheMaxEarlierOperationsLeft) {
                         });
   first_done.WaitForNotification();
   second_done.WaitForNotification();
-  ASSERT_TRUE(first.ok()) << first.status();
-  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_THAT(first, IsOk());
+  ASSERT_THAT(second, IsOk());
   EXPECT_EQ(first->range, (Range{33, 64}));
   EXPECT_EQ(second->range, (Range{165, 196}));
 }
@@ -619,8 +618,8 @@ TEST_P(RangeStoreContractTest, ListLimitBelowOneIsInvalidArgument) {
   for (int limit : {0, -1}) {
     absl::StatusOr<std::vector<NamedCollectionState>> rows =
         store_->List("", limit);
-    EXPECT_THAT(rows, StatusIs(absl::StatusCode::kInvalidArgument));
-    EXPECT_THAT(rows.status().message(), HasSubstr("list limit"));
+    EXPECT_THAT(rows, StatusIs(absl::StatusCode::kInvalidArgument,
+                               HasSubstr("list limit")));
   }
   EXPECT_EQ(store_->List("", 1)->size(), 1u);
 }

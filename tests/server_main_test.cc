@@ -23,6 +23,7 @@ namespace {
 using ::hilo::testing_util::IsOk;
 using ::hilo::testing_util::IsOkAndHolds;
 using ::hilo::testing_util::ServerProcess;
+using ::hilo::testing_util::StatusIs;
 using ::hilo::testing_util::TempDir;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
@@ -86,7 +87,7 @@ TEST(ServerMainTest, ServesAfterOneStartLineAndExitsZeroOnSigterm) {
   const int port = server->port();
 
   hilo::v1::NextRangeResponse response;
-  ASSERT_TRUE(NextOrders(port, &response).ok());
+  ASSERT_THAT(NextOrders(port, &response), IsOk());
   EXPECT_EQ(response.low(), 1);
   EXPECT_EQ(response.high(), 32);
   EXPECT_EQ(response.node_tag(), "Q7");
@@ -108,7 +109,7 @@ TEST(ServerMainTest, SigintAlsoStopsCleanlyAndStateSurvives) {
     hilo::v1::NextRangeRequest request;
     request.set_collection("orders");
     hilo::v1::NextRangeResponse response;
-    ASSERT_TRUE(stub->NextRange(&context, request, &response).ok());
+    ASSERT_THAT(stub->NextRange(&context, request, &response), IsOk());
     EXPECT_EQ(response.low(), want_low);
     EXPECT_THAT(server->Signal(SIGINT), IsOk());
     EXPECT_THAT(server->WaitForExit(), IsOkAndHolds(0));
@@ -218,7 +219,7 @@ TEST(ServerMainTest, SighupReloadsThePolicyAndKeepsItOverABadFile) {
        "--authz_reload_interval=0", "--audit_log=" + dir.File("audit.jsonl")});
   ASSERT_NE(server, nullptr);
   const int port = server->port();
-  ASSERT_TRUE(NextOrders(port).ok());
+  ASSERT_THAT(NextOrders(port), IsOk());
 
   size_t seen = server->StderrLines().size();
   std::ofstream(policy, std::ios::trunc) << "grant { identity: anonymous }\n";
@@ -227,16 +228,17 @@ TEST(ServerMainTest, SighupReloadsThePolicyAndKeepsItOverABadFile) {
             "hilo_server: authz policy " + policy +
                 " line 1 column 19: Expected string, got: anonymous; keeping "
                 "the policy in force");
-  EXPECT_TRUE(NextOrders(port).ok());
+  EXPECT_THAT(NextOrders(port), IsOk());
 
   std::ofstream(policy, std::ios::trunc) << "grant { identity: \"cn:ops\" }\n";
   ASSERT_THAT(server->Signal(SIGHUP), IsOk());
   EXPECT_EQ(NextLine(*server, seen++),
             "hilo_server: authz policy " + policy + " reloaded");
   grpc::Status denied = NextOrders(port);
-  EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_EQ(denied.error_message(),
-            "anonymous may not call NextRange on collection \"orders\"");
+  EXPECT_THAT(
+      denied,
+      StatusIs(absl::StatusCode::kPermissionDenied,
+               "anonymous may not call NextRange on collection \"orders\""));
 
   EXPECT_THAT(server->Terminate(), IsOkAndHolds(0));
 }

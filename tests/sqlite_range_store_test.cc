@@ -26,6 +26,7 @@ using ::hilo::testing_util::kNeverIssued;
 using ::hilo::testing_util::NextToken;
 using ::hilo::testing_util::StatusIs;
 using ::hilo::testing_util::TempDir;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 // The store's before-commit hook for tests of batching: holds the next
@@ -120,12 +121,11 @@ class SqliteRangeStoreTest : public ::testing::Test,
 TEST_F(SqliteRangeStoreTest, FailingOperationDoesNotFailOthersInItsBatch) {
   CommitGate gate;
   Reopen(gate.Hook());
-  ASSERT_TRUE(
-      store_
-          ->PutForTesting("full", CollectionState{.max = kMax - 5,
-                                                  .return_floor = 1,
-                                                  .updated_at = clock_.Now()})
-          .ok());
+  ASSERT_THAT(store_->PutForTesting(
+                  "full", CollectionState{.max = kMax - 5,
+                                          .return_floor = 1,
+                                          .updated_at = clock_.Now()}),
+              IsOk());
   const int64_t commits_before = sqlite_->commits();
 
   absl::StatusOr<Range> first, ok_before, failing, ok_after;
@@ -267,14 +267,49 @@ TEST_F(SqliteRangeStoreTest, FailedReleaseFailsTheWholeBatch) {
 
   ASSERT_THAT(first, IsOk());
   for (const absl::StatusOr<Range>* r : {&a, &b, &c}) {
-    EXPECT_THAT(r->status(), StatusIs(absl::StatusCode::kInternal));
-    EXPECT_THAT(r->status().message(), HasSubstr("RELEASE failed"));
+    EXPECT_THAT(r->status(), StatusIs(absl::StatusCode::kInternal,
+                                      HasSubstr("RELEASE failed")));
   }
   Reopen();
   EXPECT_TRUE(store_->Get("x")->has_value());
   for (const char* name : {"a", "b", "c"}) {
     EXPECT_FALSE(store_->Get(name)->has_value()) << name;
   }
+}
+
+// Runs `sql` on the SQLite file at `path`, creating it if need be; fails
+// the test, saying why, if it cannot.
+void ExecOnFile(const std::string& path, const char* sql) {
+  sqlite3* db = nullptr;
+  char* error = nullptr;
+  const int opened = sqlite3_open(path.c_str(), &db);
+  EXPECT_EQ(opened, SQLITE_OK) << sqlite3_errmsg(db);
+  if (opened == SQLITE_OK) {
+    EXPECT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, &error), SQLITE_OK)
+        << error;
+  }
+  sqlite3_free(error);
+  sqlite3_close(db);
+}
+
+// PRAGMA user_version of the SQLite file at `path`, the schema version the
+// store keeps there; -1, failing the test, if it cannot be read.
+int UserVersion(const std::string& path) {
+  sqlite3* db = nullptr;
+  sqlite3_stmt* stmt = nullptr;
+  int version = -1;
+  if (sqlite3_open(path.c_str(), &db) == SQLITE_OK &&
+      sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &stmt, nullptr) ==
+          SQLITE_OK &&
+      sqlite3_step(stmt) == SQLITE_ROW) {
+    version = sqlite3_column_int(stmt, 0);
+  } else {
+    ADD_FAILURE() << "cannot read PRAGMA user_version of " << path << ": "
+                  << sqlite3_errmsg(db);
+  }
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  return version;
 }
 
 TEST(SqliteRangeStoreOpenTest, FileThatIsNotSqliteIsFailedPrecondition) {
@@ -285,31 +320,25 @@ TEST(SqliteRangeStoreOpenTest, FileThatIsNotSqliteIsFailedPrecondition) {
   options.path = dir.File("bad.db");
   absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
       SqliteRangeStore::Open(options);
-  EXPECT_THAT(store, StatusIs(absl::StatusCode::kFailedPrecondition));
-  EXPECT_THAT(store.status().message(), HasSubstr("bad.db"));
-  EXPECT_THAT(store.status().message(), HasSubstr("not a database"));
+  EXPECT_THAT(
+      store, StatusIs(absl::StatusCode::kFailedPrecondition,
+                      AllOf(HasSubstr("bad.db"), HasSubstr("not a database"))));
 }
 
 TEST(SqliteRangeStoreOpenTest, OtherApplicationsDatabaseIsFailedPrecondition) {
   TempDir dir;
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(dir.File("other.db").c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE t(x)", nullptr, nullptr, nullptr),
-            SQLITE_OK);
-  sqlite3_close(db);
+  ExecOnFile(dir.File("other.db"), "CREATE TABLE t(x)");
   SqliteRangeStoreOptions options;
   options.path = dir.File("other.db");
   absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
       SqliteRangeStore::Open(options);
-  EXPECT_THAT(store, StatusIs(absl::StatusCode::kFailedPrecondition));
-  EXPECT_THAT(store.status().message(), HasSubstr("another application"));
+  EXPECT_THAT(store, StatusIs(absl::StatusCode::kFailedPrecondition,
+                              HasSubstr("another application")));
 }
 
 // Writes a database as schema version 1 (column last_low) left it.
 void WriteSchemaOneDatabase(const std::string& path) {
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  const char* sql = R"sql(
+  ExecOnFile(path, R"sql(
     CREATE TABLE collections (
       name TEXT NOT NULL PRIMARY KEY, max INTEGER NOT NULL,
       last_low INTEGER NOT NULL, updated_at_us INTEGER NOT NULL
@@ -320,12 +349,7 @@ void WriteSchemaOneDatabase(const std::string& path) {
       ('floor_at_top', 9223372036854775807, 9223372036854775807, 4);
     PRAGMA application_id = 1214860399;
     PRAGMA user_version = 1;
-  )sql";
-  char* error = nullptr;
-  EXPECT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, &error), SQLITE_OK)
-      << error;
-  sqlite3_free(error);
-  sqlite3_close(db);
+  )sql");
 }
 
 TEST(SqliteRangeStoreOpenTest, SchemaOneIsMigratedToReturnFloors) {
@@ -358,23 +382,13 @@ TEST(SqliteRangeStoreOpenTest, SchemaOneIsMigratedToReturnFloors) {
   EXPECT_FALSE(
       (*store)->Return("wrapped", kMax, kMax - 1, /*token=*/0)->applied);
   store->reset();
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(options.path.c_str(), &db), SQLITE_OK);
-  sqlite3_stmt* stmt = nullptr;
-  ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &stmt, nullptr),
-            SQLITE_OK);
-  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
-  EXPECT_EQ(sqlite3_column_int(stmt, 0), 3);
-  sqlite3_finalize(stmt);
-  sqlite3_close(db);
+  EXPECT_EQ(UserVersion(options.path), 3);
 }
 
 TEST(SqliteRangeStoreOpenTest, SchemaTwoGainsTokensThatNoReturnCanMatch) {
   TempDir dir;
   const std::string path = dir.File("v2.db");
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db, R"sql(
+  ExecOnFile(path, R"sql(
     CREATE TABLE collections (
       name TEXT NOT NULL PRIMARY KEY, max INTEGER NOT NULL,
       return_floor INTEGER NOT NULL, updated_at_us INTEGER NOT NULL
@@ -382,10 +396,7 @@ TEST(SqliteRangeStoreOpenTest, SchemaTwoGainsTokensThatNoReturnCanMatch) {
     INSERT INTO collections VALUES ('orders', 64, 32, 1);
     PRAGMA application_id = 1214860399;
     PRAGMA user_version = 2;
-  )sql",
-                         nullptr, nullptr, nullptr),
-            SQLITE_OK);
-  sqlite3_close(db);
+  )sql");
   SqliteRangeStoreOptions options;
   options.path = path;
   absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
@@ -405,52 +416,34 @@ TEST(SqliteRangeStoreOpenTest, SchemaTwoGainsTokensThatNoReturnCanMatch) {
 TEST(SqliteRangeStoreOpenTest, FailedMigrationNamesItselfAndChangesNothing) {
   TempDir dir;
   const std::string path = dir.File("bad-v1.db");
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
   // Says version 1 but lacks its last_low column.
-  ASSERT_EQ(sqlite3_exec(db,
-                         "CREATE TABLE collections(name TEXT PRIMARY KEY, "
-                         "max INTEGER);"
-                         "PRAGMA application_id = 1214860399;"
-                         "PRAGMA user_version = 1;",
-                         nullptr, nullptr, nullptr),
-            SQLITE_OK);
-  sqlite3_close(db);
+  ExecOnFile(path,
+             "CREATE TABLE collections(name TEXT PRIMARY KEY, max INTEGER);"
+             "PRAGMA application_id = 1214860399;"
+             "PRAGMA user_version = 1;");
   SqliteRangeStoreOptions options;
   options.path = path;
   absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
       SqliteRangeStore::Open(options);
-  EXPECT_THAT(store, StatusIs(absl::StatusCode::kFailedPrecondition));
-  EXPECT_THAT(store.status().message(),
-              HasSubstr("migrating schema version 1 to 3 (nothing changed)"));
-  EXPECT_THAT(store.status().message(), HasSubstr("bad-v1.db"));
-  EXPECT_THAT(store.status().message(), HasSubstr("last_low"));
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  sqlite3_stmt* stmt = nullptr;
-  ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &stmt, nullptr),
-            SQLITE_OK);
-  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
-  EXPECT_EQ(sqlite3_column_int(stmt, 0), 1);
-  sqlite3_finalize(stmt);
-  sqlite3_close(db);
+  EXPECT_THAT(store,
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("migrating schema version 1 to 3 "
+                                       "(nothing changed)"),
+                             HasSubstr("bad-v1.db"), HasSubstr("last_low"))));
+  EXPECT_EQ(UserVersion(path), 1);
 }
 
 TEST(SqliteRangeStoreOpenTest, NewerSchemaIsFailedPrecondition) {
   TempDir dir;
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(dir.File("new.db").c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db,
-                         "PRAGMA application_id = 1214860399;"
-                         "PRAGMA user_version = 99;",
-                         nullptr, nullptr, nullptr),
-            SQLITE_OK);
-  sqlite3_close(db);
+  ExecOnFile(dir.File("new.db"),
+             "PRAGMA application_id = 1214860399;"
+             "PRAGMA user_version = 99;");
   SqliteRangeStoreOptions options;
   options.path = dir.File("new.db");
   absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
       SqliteRangeStore::Open(options);
-  EXPECT_THAT(store, StatusIs(absl::StatusCode::kFailedPrecondition));
-  EXPECT_THAT(store.status().message(), HasSubstr("schema version 99"));
+  EXPECT_THAT(store, StatusIs(absl::StatusCode::kFailedPrecondition,
+                              HasSubstr("schema version 99")));
 }
 
 TEST(SqliteRangeStoreOpenTest, CreatesMissingDirectories) {
@@ -481,7 +474,7 @@ TEST(SqliteRangeStoreOpenTest, FlushesEveryDirectoryItCreatesAndTheNewFile) {
                                              dir.File("a/b")));
   store->reset();
   synced.clear();
-  ASSERT_TRUE(SqliteRangeStore::Open(options).ok());
+  ASSERT_THAT(SqliteRangeStore::Open(options), IsOk());
   EXPECT_THAT(synced, ::testing::IsEmpty());  // nothing new to flush
 }
 
@@ -492,8 +485,8 @@ TEST(SqliteRangeStoreOpenTest, PathUnderAFileIsUnavailable) {
   options.path = dir.File("plain/hilo.db");
   absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
       SqliteRangeStore::Open(options);
-  EXPECT_THAT(store, StatusIs(absl::StatusCode::kUnavailable));
-  EXPECT_THAT(store.status().message(), HasSubstr("plain"));
+  EXPECT_THAT(store,
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("plain")));
 }
 
 TEST(SyncModeTest, ParsesFullAndNormalOnly) {

@@ -45,6 +45,27 @@ TEST(StatusMatchersTest, GrpcStatusIsMatchedAsItsAbseilStatus) {
   EXPECT_THAT(grpc::Status::OK, IsOk());
 }
 
+TEST(StatusMatchersTest, GrpcStatusFailsOnAWrongCodeOrAWrongMessage) {
+  const grpc::Status status(grpc::StatusCode::PERMISSION_DENIED,
+                            "cn:x may not call SetFloor");
+  const ::testing::Matcher<const grpc::Status&> right_code_wrong_message =
+      StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("NextRange"));
+  const ::testing::Matcher<const grpc::Status&> wrong_code_right_message =
+      StatusIs(absl::StatusCode::kUnauthenticated, HasSubstr("SetFloor"));
+  const ::testing::Matcher<const grpc::Status&> exact_message_one_off =
+      StatusIs(absl::StatusCode::kPermissionDenied, "cn:x may not call");
+  for (const auto* matcher :
+       {&right_code_wrong_message, &wrong_code_right_message,
+        &exact_message_one_off}) {
+    ::testing::StringMatchResultListener listener;
+    EXPECT_FALSE(matcher->MatchAndExplain(status, &listener));
+    EXPECT_THAT(listener.str(),
+                HasSubstr("PERMISSION_DENIED: cn:x may not call SetFloor"));
+  }
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kPermissionDenied,
+                               "cn:x may not call SetFloor"));
+}
+
 TEST(StatusMatchersTest, IsOkAndHoldsNeedsAValueThatMatches) {
   EXPECT_THAT(absl::StatusOr<int>(5), IsOkAndHolds(5));
   EXPECT_THAT(absl::StatusOr<int>(5), IsOkAndHolds(::testing::Gt(4)));

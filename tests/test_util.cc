@@ -5,9 +5,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdlib>
+
 #include "absl/strings/str_cat.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
+#include "testing/status_matchers.h"
 
 namespace hilo::testing_util {
 
@@ -22,12 +25,28 @@ ServerOptions TestServerOptions(const TempDir& dir,
 
 std::unique_ptr<Server> StartServer(const ServerOptions& options) {
   absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(options);
-  EXPECT_TRUE(server.ok()) << server.status();
+  EXPECT_THAT(server.status(), IsOk());
   if (!server.ok()) return nullptr;
   return *std::move(server);
 }
 
 std::string Address(int port) { return absl::StrCat("127.0.0.1:", port); }
+
+absl::Status MakeTestCertificates(const TempDir& dir,
+                                  const std::string& commands) {
+  if (std::system("command -v openssl > /dev/null") != 0) {
+    return absl::FailedPreconditionError("openssl is not installed");
+  }
+  const std::string script = dir.File("make.sh");
+  WriteFile(script, absl::StrCat("set -e; cd ", dir.path(), "\n", commands));
+  const std::string log = dir.File("openssl.log");
+  if (std::system(absl::StrCat("sh ", script, " > ", log, " 2>&1").c_str()) !=
+      0) {
+    return absl::InternalError(absl::StrCat(
+        "openssl could not make the test certificates; see ", log));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

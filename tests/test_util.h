@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "hilo/base/mutex.h"
 #include "hilo/v1/hilo.grpc.pb.h"
@@ -43,6 +44,13 @@ ServerOptions TestServerOptions(const TempDir& dir,
 std::unique_ptr<Server> StartServer(const ServerOptions& options);
 
 std::string Address(int port);
+
+// Runs the shell commands `commands` (which call openssl to make a test CA
+// and certificates) with `dir` as the working directory, under `set -e`,
+// their output going to dir/openssl.log. FailedPrecondition if openssl is
+// not installed; Internal, naming the log, if a command failed.
+absl::Status MakeTestCertificates(const TempDir& dir,
+                                  const std::string& commands);
 
 // The body of http://127.0.0.1:<port><path>, or an error naming what failed.
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path);

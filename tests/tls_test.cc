@@ -2,8 +2,6 @@
 // openssl for each test run.
 #include "service/tls.h"
 
-#include <cstdlib>
-
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -23,16 +21,10 @@ using ::testing::HasSubstr;
 class TlsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (std::system("command -v openssl > /dev/null") != 0) {
-      skip_ = "openssl is not installed";
-      return;
-    }
     pki_ = new TempDir();
-    const std::string d = pki_->path();
     // A CA, a server certificate for 127.0.0.1 signed by it, a client
     // certificate signed by it, and a client certificate from another CA.
-    const std::string script = absl::StrCat(
-        "set -e; cd ", d, "\n",
+    const std::string commands = absl::StrCat(
         "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > san.ext\n",
         "for ca in ca other; do\n",
         "  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
@@ -44,15 +36,9 @@ class TlsTest : public ::testing::Test {
         "-CAcreateserial -out $1.pem -days 2 $3\n",
         "}\n", "sign server ca '-extfile san.ext'\n", "sign client ca ''\n",
         "sign stranger other ''\n");
-    const std::string path = pki_->File("make.sh");
-    FILE* f = fopen(path.c_str(), "w");
-    fputs(script.c_str(), f);
-    fclose(f);
-    if (std::system(
-            absl::StrCat("sh ", path, " > ", d, "/openssl.log 2>&1").c_str()) !=
-        0) {
-      skip_ = "openssl could not make the test certificates";
-    }
+    const absl::Status made =
+        testing_util::MakeTestCertificates(*pki_, commands);
+    if (!made.ok()) skip_ = std::string(made.message());
   }
   static void TearDownTestSuite() {
     delete pki_;
@@ -160,8 +146,8 @@ TEST(ServerCredentialsFromFilesTest, BadCombinationsAndFilesAreNamed) {
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> missing =
       ServerCredentialsFromFiles(
           {"/nonexistent/s.pem", "/nonexistent/s.key", ""});
-  EXPECT_THAT(missing, StatusIs(absl::StatusCode::kUnavailable));
-  EXPECT_THAT(missing.status().message(), HasSubstr("/nonexistent/s.pem"));
+  EXPECT_THAT(missing, StatusIs(absl::StatusCode::kUnavailable,
+                                HasSubstr("/nonexistent/s.pem")));
 }
 
 }  // namespace

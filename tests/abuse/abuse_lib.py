@@ -523,6 +523,29 @@ def recovery_seconds(port, limit=1.0):
     return None
 
 
+def send_round_robin(stop, conns, count, send):
+    """For i below `count`, send(conns[i % len(conns)], i) until `stop` is
+    set; then holds the connections open until `stop`, and closes them.
+    The body of an attack that spreads streams over many connections."""
+    for i in range(count):
+        if stop.is_set():
+            break
+        send(conns[i % len(conns)], i)
+    stop.wait()
+    for h2 in conns:
+        h2.close()
+
+
+def attack_and_finish(checks, server, attack, **bounds):
+    """run_attack(checks, server, attack, **bounds); then closes the
+    server whatever happened, and exits with the verdict."""
+    try:
+        run_attack(checks, server, attack, **bounds)
+    finally:
+        server.close()
+    checks.finish()
+
+
 def run_attack(checks, server, attack, seconds, max_threads, max_rss_mb,
                max_bystander_p99_ms=1000, needs_proxy=False):
     """Runs attack(stop_event) in a thread for `seconds` while a bystander
@@ -562,18 +585,12 @@ def run_attack(checks, server, attack, seconds, max_threads, max_rss_mb,
                       f"the server hit its cgroup's limit of {CGROUP_PIDS} "
                       f"tasks ({server.cgroup.pids_refused()} refused)")
     if needs_proxy:
-        recovered = recovery_seconds(server.port, limit=5.0)
-        checks.figure("recovery_s", None if recovered is None
-                      else round(recovered, 3))
-        checks.expect(recovered is not None and recovered <= 5.0,
-                      f"no range for a new client within 5 s after the "
-                      f"attack ({recovered})")
+        expect_recovery(checks, server, 5.0,
+                        "no range for a new client within 5 s after the "
+                        "attack")
         # gRPC 1.51 still works through the attack's queued streams when
         # the grace period ends: allow it 2 s more (4.1 s seen once).
-        rc, took = server.terminate()
-        checks.figure("sigterm_s", round(took, 2))
-        checks.expect(rc == 0 and took <= GRACE_S + 2,
-                      f"SIGTERM: exit {rc} after {took:.1f} s")
+        expect_clean_sigterm(checks, server, GRACE_S + 2)
         return
     checks.expect(peak_threads <= max_threads,
                   f"{peak_threads} threads; the bound is {max_threads}")
@@ -587,14 +604,28 @@ def run_attack(checks, server, attack, seconds, max_threads, max_rss_mb,
     checks.expect(during.get("p99_ms", 1e9) <= max_bystander_p99_ms,
                   f"bystander p99 {during.get('p99_ms')} ms during the "
                   f"attack; the bound is {max_bystander_p99_ms} ms")
-    recovered = recovery_seconds(server.port)
+    expect_recovery(checks, server, 1.0,
+                    "a new client got no range within a second after the "
+                    "attack")
+    expect_clean_sigterm(checks, server, GRACE_S + 1,
+                         f"; the grace period is {GRACE_S} s")
+
+
+def expect_recovery(checks, server, limit, failure):
+    """Records how long a new client waited for a range (recovery_s) and
+    expects it got one within `limit` seconds; `failure` says otherwise."""
+    recovered = recovery_seconds(server.port, limit=limit)
     checks.figure("recovery_s", None if recovered is None
                   else round(recovered, 3))
-    checks.expect(recovered is not None and recovered <= 1.0,
-                  f"a new client got no range within a second after the "
-                  f"attack ({recovered})")
+    checks.expect(recovered is not None and recovered <= limit,
+                  f"{failure} ({recovered})")
+
+
+def expect_clean_sigterm(checks, server, limit, note=""):
+    """Sends SIGTERM, records how long the exit took (sigterm_s) and
+    expects exit status 0 within `limit` seconds; `note` ends the failure
+    message."""
     rc, took = server.terminate()
     checks.figure("sigterm_s", round(took, 2))
-    checks.expect(rc == 0 and took <= GRACE_S + 1,
-                  f"SIGTERM: exit {rc} after {took:.1f} s; the grace period "
-                  f"is {GRACE_S} s")
+    checks.expect(rc == 0 and took <= limit,
+                  f"SIGTERM: exit {rc} after {took:.1f} s{note}")

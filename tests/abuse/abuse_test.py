@@ -45,13 +45,9 @@ def pipelined_no_credit(binary):
         stop.wait()
         h2.close()
 
-    try:
-        # Before the stream limit: 140 MB of queued calls.
-        lib.run_attack(checks, server, attack, seconds=6, max_threads=40,
-                       max_rss_mb=80)
-    finally:
-        server.close()
-    checks.finish()
+    # Before the stream limit: 140 MB of queued calls.
+    lib.attack_and_finish(checks, server, attack, seconds=6, max_threads=40,
+                          max_rss_mb=80)
 
 
 def rapid_reset(binary):
@@ -106,27 +102,19 @@ def list_unread(binary):
     connections = 10 if LONG else 4
     calls = 3000 if LONG else 600
 
+    def send(h2, _):
+        # The socket may stop taking bytes: the server is not reading
+        # either. Give up on it then.
+        h2.sock.settimeout(0.2)
+        h2.send(h2.call(lib.LIST, lib.list_request(1000)))
+
     def attack(stop):
         conns = [lib.RawH2(server.port, read=False)
                  for _ in range(connections)]
-        for i in range(calls):
-            if stop.is_set():
-                break
-            h2 = conns[i % connections]
-            # The socket may stop taking bytes: the server is not reading
-            # either. Give up on it then.
-            h2.sock.settimeout(0.2)
-            h2.send(h2.call(lib.LIST, lib.list_request(1000)))
-        stop.wait()
-        for h2 in conns:
-            h2.close()
+        lib.send_round_robin(stop, conns, calls, send)
 
-    try:
-        lib.run_attack(checks, server, attack, seconds=6, max_threads=40,
-                       max_rss_mb=200)
-    finally:
-        server.close()
-    checks.finish()
+    lib.attack_and_finish(checks, server, attack, seconds=6, max_threads=40,
+                          max_rss_mb=200)
 
 
 def half_sent(binary):
@@ -138,26 +126,18 @@ def half_sent(binary):
     connections = 20
     streams = 16000 if LONG else 8000
 
+    def send(h2, _):
+        stream, headers = h2.headers(lib.NEXT)
+        prefix = b"\x00" + (64 * 1024 - 1).to_bytes(4, "big")
+        chunk = prefix + b"\x0a" + b"x" * (16 * 1024 - 6)
+        h2.send(headers + hf.DataFrame(stream, data=chunk).serialize())
+
     def attack(stop):
         conns = [lib.RawH2(server.port) for _ in range(connections)]
-        for i in range(streams):
-            if stop.is_set():
-                break
-            h2 = conns[i % connections]
-            stream, headers = h2.headers(lib.NEXT)
-            prefix = b"\x00" + (64 * 1024 - 1).to_bytes(4, "big")
-            chunk = prefix + b"\x0a" + b"x" * (16 * 1024 - 6)
-            h2.send(headers + hf.DataFrame(stream, data=chunk).serialize())
-        stop.wait()
-        for h2 in conns:
-            h2.close()
+        lib.send_round_robin(stop, conns, streams, send)
 
-    try:
-        lib.run_attack(checks, server, attack, seconds=6, max_threads=40,
-                       max_rss_mb=100)
-    finally:
-        server.close()
-    checks.finish()
+    lib.attack_and_finish(checks, server, attack, seconds=6, max_threads=40,
+                          max_rss_mb=100)
 
 
 def health_watch(binary):
@@ -166,24 +146,18 @@ def health_watch(binary):
     server = lib.Server(binary)
     streams = 3000
 
+    def send(h2, _):
+        stream, headers = h2.headers(lib.WATCH)
+        h2.send(headers + hf.DataFrame(stream, data=lib.grpc_frame(b""))
+                .serialize())
+
     def attack(stop):
         # 100 streams a connection are admitted: 1,000 of the 3,000.
         conns = [lib.RawH2(server.port) for _ in range(10)]
-        for i in range(streams):
-            h2 = conns[i % len(conns)]
-            stream, headers = h2.headers(lib.WATCH)
-            h2.send(headers + hf.DataFrame(stream, data=lib.grpc_frame(b""))
-                    .serialize())
-        stop.wait()
-        for h2 in conns:
-            h2.close()
+        lib.send_round_robin(stop, conns, streams, send)
 
-    try:
-        lib.run_attack(checks, server, attack, seconds=5, max_threads=40,
-                       max_rss_mb=55)
-    finally:
-        server.close()
-    checks.finish()
+    lib.attack_and_finish(checks, server, attack, seconds=5, max_threads=40,
+                          max_rss_mb=55)
 
 
 def continuation_flood(binary):
@@ -212,15 +186,12 @@ def continuation_flood(binary):
         for w in workers:
             w.join()
 
-    try:
-        # CVE-2023-33953 class: gRPC 1.51's HPACK parser; a proxy stops it.
-        # The server works through what it already read after the attacker
-        # leaves, so the attack is kept short.
-        lib.run_attack(checks, server, attack, seconds=20 if LONG else 2,
-                       max_threads=40, max_rss_mb=0, needs_proxy=True)
-    finally:
-        server.close()
-    checks.finish()
+    # CVE-2023-33953 class: gRPC 1.51's HPACK parser; a proxy stops it.
+    # The server works through what it already read after the attacker
+    # leaves, so the attack is kept short.
+    lib.attack_and_finish(checks, server, attack,
+                          seconds=20 if LONG else 2, max_threads=40,
+                          max_rss_mb=0, needs_proxy=True)
 
 
 def fd_exhaustion(binary):

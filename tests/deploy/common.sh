@@ -19,9 +19,36 @@ need_python_grpc() {
 need_node_modules() {
   local src=$1
   command -v node >/dev/null || fail "node is not installed"
-  if [ ! -d "$src/deploy/node_modules/kubernetes-models" ] || [ ! -d "$src/deploy/node_modules/typescript" ]; then
-    fail "$src/deploy/node_modules is not installed: run scripts/install-deps-deploy.sh"
+  local modules="$src/tests/deploy/node_modules"
+  if [ ! -d "$modules/kubernetes-models" ] || [ ! -d "$modules/typescript" ]; then
+    fail "$modules is not installed: run scripts/install-deps-deploy.sh"
   fi
+}
+
+# need_namespaces WHY_ROOT WHY_NOT UNSHARE...: skips the test unless it runs
+# as root and can create the namespaces of the unshare command line
+# UNSHARE...; WHY_ROOT says what needs root, WHY_NOT (given the unshare
+# command line and its error) why the namespaces matter.
+need_namespaces() {
+  local why_root=$1 why_not=$2 why
+  shift 2
+  if [ "$(id -u)" != 0 ]; then
+    skip "$why_root (running as uid $(id -u))"
+  fi
+  if ! why=$("$@" true 2>&1); then
+    # shellcheck disable=SC2059  # the format is the caller's literal
+    skip "$(printf "$why_not" "$*" "$why")"
+  fi
+}
+
+# make_work_dir PREFIX: sets WORK_DIR to a new folder under $TMPDIR that every
+# user may enter (the server may run as another uid), removed when the test
+# exits.
+make_work_dir() {
+  WORK_DIR=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")
+  chmod 0755 "$WORK_DIR"
+  # shellcheck disable=SC2064  # the folder is known now
+  trap "rm -rf '$WORK_DIR'" EXIT
 }
 
 # render KUSTOMIZATION_DIR OUT: kubectl's built-in kustomize, or a standalone

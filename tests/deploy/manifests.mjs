@@ -18,8 +18,8 @@
 //       Prints, as JSON, what a test needs to start the server exactly as the
 //       StatefulSet does: command, args, ports, the data mount.
 //
-// The npm packages come from deploy/package.json (scripts/install-deps-
-// deploy.sh installs them into deploy/node_modules).
+// The npm packages come from tests/deploy/package.json (scripts/install-
+// deps-deploy.sh installs them into tests/deploy/node_modules).
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -43,12 +43,12 @@ while (argv.length > 0) {
 }
 if (files.length !== 1) usage('expected exactly one rendered YAML file');
 const src = path.resolve(options.src ?? path.join(path.dirname(new URL(import.meta.url).pathname), '../..'));
-const modulesDir = path.join(src, 'deploy', 'node_modules');
+const modulesDir = path.join(src, 'tests', 'deploy', 'node_modules');
 if (!fs.existsSync(path.join(modulesDir, 'kubernetes-models'))) {
   console.error(`manifests.mjs: ${modulesDir} lacks kubernetes-models: run scripts/install-deps-deploy.sh`);
   process.exit(1);
 }
-const YAML = createRequire(path.join(src, 'deploy', 'package.json'))('yaml');
+const YAML = createRequire(path.join(src, 'tests', 'deploy', 'package.json'))('yaml');
 
 const text = fs.readFileSync(files[0], 'utf8');
 const objects = YAML.parseAllDocuments(text).map((doc) => {

@@ -170,16 +170,11 @@ command -v buildah >/dev/null ||
   skip "buildah is not installed (Debian package buildah; scripts/install-deps-deploy.sh installs it)"
 need_python_grpc
 ns=(unshare --net --mount --pid --fork --kill-child --mount-proc)
-if [ "$(id -u)" != 0 ]; then
-  skip "buildah with vfs storage and chroot isolation needs root here (running as uid $(id -u))"
-fi
-if ! why=$("${ns[@]}" true 2>&1); then
-  skip "cannot create a private network and mount namespace (${ns[*]}): $why"
-fi
+need_namespaces "buildah with vfs storage and chroot isolation needs root here" \
+  "cannot create a private network and mount namespace (%s): %s" "${ns[@]}"
 
-store=$(mktemp -d "${TMPDIR:-/tmp}/hilo-image-test.XXXXXX")
-chmod 0755 "$store"
-trap 'rm -rf "$store"' EXIT
+make_work_dir hilo-image-test
+store=$WORK_DIR
 
 # Can buildah run a container at all here? A scratch container holding only
 # the build machine's `true` and its libraries.

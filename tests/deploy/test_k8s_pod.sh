@@ -76,16 +76,11 @@ for tool in unshare setpriv ip mount; do
 done
 
 ns=(unshare --uts --net --mount --pid --fork --kill-child --mount-proc)
-if [ "$(id -u)" != 0 ]; then
-  skip "needs root: namespaces, mounts and switching to the pod's uid (running as uid $(id -u))"
-fi
-if ! why=$("${ns[@]}" true 2>&1); then
-  skip "cannot create the pod's namespaces here (${ns[*]}: $why); run as root"
-fi
+need_namespaces "needs root: namespaces, mounts and switching to the pod's uid" \
+  "cannot create the pod's namespaces here (%s: %s); run as root" "${ns[@]}"
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/hilo-k8s-pod.XXXXXX")
-chmod 0755 "$work"
-trap 'rm -rf "$work"' EXIT
+make_work_dir hilo-k8s-pod
+work=$WORK_DIR
 cp "$server_bin" "$work/hilo_server"
 render "$src/deploy/k8s" "$work/base.yaml"
 node "$here/manifests.mjs" pod-spec --src "$src" "$work/base.yaml" >"$work/pod.json"

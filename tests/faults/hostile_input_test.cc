@@ -368,24 +368,22 @@ const std::string kReturn = "/hilo.v1.HiLo/ReturnRange";
 // A row whose Max is 10 below INT64_MAX, its last range of 32 outstanding
 // with kEdgeToken.
 void PutEdge(HostileInputTest* t) {
-  ASSERT_TRUE(t->server_->store()
-                  ->PutForTesting(
-                      "edge", CollectionState{.max = kInt64Max - 10,
-                                              .return_floor = kInt64Max - 42,
-                                              .range_token = kEdgeToken,
-                                              .updated_at = kStart})
-                  .ok());
+  ASSERT_THAT(t->server_->store()->PutForTesting(
+                  "edge", CollectionState{.max = kInt64Max - 10,
+                                          .return_floor = kInt64Max - 42,
+                                          .range_token = kEdgeToken,
+                                          .updated_at = kStart}),
+              IsOk());
 }
 
 // "orders" with Max 100 below the last_max guard rail (2^62), within the
 // jump a last_max may make.
 void PutOrdersJustBelowTheGuardRail(HostileInputTest* t) {
-  ASSERT_TRUE(
-      t->server_->store()
-          ->PutForTesting("orders", CollectionState{.max = kMaxFloor - 100,
-                                                    .return_floor = 0,
-                                                    .updated_at = kStart})
-          .ok());
+  ASSERT_THAT(t->server_->store()->PutForTesting(
+                  "orders", CollectionState{.max = kMaxFloor - 100,
+                                            .return_floor = 0,
+                                            .updated_at = kStart}),
+              IsOk());
 }
 
 // Another collection's range, whose token is then other_token_.
@@ -730,12 +728,11 @@ INSTANTIATE_TEST_SUITE_P(
 // lower.
 TEST_F(HostileInputTest, ReturnOfAllOfARangeEndingAtInt64Max) {
   // No request may take Max there (the guard rail); a row may be there.
-  ASSERT_TRUE(server_->store()
-                  ->PutForTesting(
-                      "edge", CollectionState{.max = kInt64Max - 32,
-                                              .return_floor = kInt64Max - 32,
-                                              .updated_at = kStart})
-                  .ok());
+  ASSERT_THAT(server_->store()->PutForTesting(
+                  "edge", CollectionState{.max = kInt64Max - 32,
+                                          .return_floor = kInt64Max - 32,
+                                          .updated_at = kStart}),
+              IsOk());
   const Outcome range = Next("edge");
   EXPECT_EQ(range.range, Pair(kInt64Max - 31, kInt64Max));
   const Outcome returned = Return("edge", kInt64Max, kInt64Max, range.token);
@@ -756,12 +753,11 @@ TEST_F(HostileInputTest, ForgedReturnBelowAFloorAtInt64Max) {
   EXPECT_THAT(Floor("edge", kInt64Max).status,
               StatusIs(absl::StatusCode::kInvalidArgument));
   // The row a floor at INT64_MAX made before the guard rail.
-  ASSERT_TRUE(
-      server_->store()
-          ->PutForTesting("edge", CollectionState{.max = kInt64Max,
-                                                  .return_floor = kInt64Max,
-                                                  .updated_at = kStart})
-          .ok());
+  ASSERT_THAT(server_->store()->PutForTesting(
+                  "edge", CollectionState{.max = kInt64Max,
+                                          .return_floor = kInt64Max,
+                                          .updated_at = kStart}),
+              IsOk());
   EXPECT_EQ(Return("edge", kInt64Max, kInt64Max - 1, 1).ret,
             std::pair(false, kInt64Max));
   EXPECT_THAT(Return("edge", kInt64Max, kInt64Max - 1, 0).status,
