@@ -81,7 +81,9 @@ class AdminServiceTest : public ::testing::Test {
     hilo::v1::DeleteCollectionResponse response;
     grpc::Status status =
         admin_->DeleteCollection(&context, request, &response);
-    if (status.ok()) EXPECT_EQ(response.node_tag(), "C");
+    if (status.ok()) {
+      EXPECT_EQ(response.node_tag(), "C");
+    }
     return status;
   }
 
