@@ -4,6 +4,7 @@
 //   hilo get orders              # stored state of a collection
 //   hilo list                    # every collection, paged through
 //   hilo set-floor orders 5000   # raise Max (never lowers it)
+//   hilo delete orders-typo      # delete a collection never used
 //   hilo health                  # SERVING / NOT_SERVING
 //
 // Exit codes: 0 done; 1 the server refused or could not be reached (one line
@@ -187,6 +188,18 @@ int Admin(const std::vector<std::string>& args,
     }
     return EXIT_SUCCESS;
   }
+  if (command == "delete") {
+    if (args.size() != 2) return Usage("usage: hilo delete COLLECTION");
+    if (absl::Status s = (*admin)->DeleteCollection(args[1]); !s.ok()) {
+      return Failed(s);
+    }
+    if (json) {
+      absl::PrintF("{\"deleted\":%s}\n", Quote(args[1]));
+    } else {
+      absl::PrintF("%s: deleted\n", args[1]);
+    }
+    return EXIT_SUCCESS;
+  }
   if (command == "health") {
     if (args.size() != 1) return Usage("usage: hilo health");
     absl::StatusOr<hilo::ServingStatus> s = (*admin)->CheckHealth();
@@ -213,6 +226,8 @@ int main(int argc, char** argv) {
       "  get COLLECTION             show a collection's stored state\n"
       "  list                       list every collection\n"
       "  set-floor COLLECTION N     raise a collection's Max to at least N\n"
+      "  delete COLLECTION          delete a collection that never kept a "
+      "number\n"
       "  health                     print the node's serving status");
   absl::FlagsUsageConfig usage_config;
   usage_config.version_string = [] { return "hilo " HILO_VERSION "\n"; };

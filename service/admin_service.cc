@@ -149,6 +149,22 @@ void AdminService::SetFloor(const hilo::v1::SetFloorRequest& request,
       });
 }
 
+void AdminService::DeleteCollection(
+    const hilo::v1::DeleteCollectionRequest& request,
+    hilo::v1::DeleteCollectionResponse* response, ServiceCallback done) {
+  if (absl::Status s = ValidateCollectionName(request.collection()); !s.ok()) {
+    return done(std::move(s));
+  }
+  store_->DeleteAsync(request.collection(),
+                      [this, response, done = std::move(done)](
+                          absl::StatusOr<CollectionState> row) mutable {
+                        if (!row.ok()) return done(row.status());
+                        if (collections_ != nullptr) collections_->Deleted();
+                        response->set_node_tag(node_tag_);
+                        done(absl::OkStatus());
+                      });
+}
+
 absl::Status AdminService::DoGetCollection(
     const hilo::v1::GetCollectionRequest& request,
     hilo::v1::GetCollectionResponse* response) {
@@ -162,6 +178,14 @@ absl::Status AdminService::DoListCollections(
     hilo::v1::ListCollectionsResponse* response) {
   return base::Await<absl::Status>([&](ServiceCallback done) {
     ListCollections(request, response, std::move(done));
+  });
+}
+
+absl::Status AdminService::DoDeleteCollection(
+    const hilo::v1::DeleteCollectionRequest& request,
+    hilo::v1::DeleteCollectionResponse* response) {
+  return base::Await<absl::Status>([&](ServiceCallback done) {
+    DeleteCollection(request, response, std::move(done));
   });
 }
 

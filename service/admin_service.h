@@ -1,7 +1,8 @@
 // AdminService: what hilo.v1.HiLoAdmin does, for operators, without gRPC.
 //
-// Reads a collection's row, lists rows a page at a time, and raises a floor
-// (never lowers it). Same validation as HiLoService; an unknown collection is
+// Reads a collection's row, lists rows a page at a time, raises a floor
+// (never lowers it), and deletes a row that never kept a number
+// (CheckDeletable). Same validation as HiLoService; an unknown collection is
 // NOT_FOUND. Like HiLoService, each call starts the store's work and
 // returns; `done` gets the outcome. GrpcAdminService (grpc_services.h)
 // serves it over gRPC.
@@ -49,6 +50,10 @@ class AdminService {
                        ServiceCallback done);
   void SetFloor(const hilo::v1::SetFloorRequest& request,
                 hilo::v1::SetFloorResponse* response, ServiceCallback done);
+  // A deleted row gives its place under the collection limit back.
+  void DeleteCollection(const hilo::v1::DeleteCollectionRequest& request,
+                        hilo::v1::DeleteCollectionResponse* response,
+                        ServiceCallback done);
 
   // The same, waiting for the outcome.
   absl::Status DoGetCollection(const hilo::v1::GetCollectionRequest& request,
@@ -58,6 +63,9 @@ class AdminService {
       hilo::v1::ListCollectionsResponse* response);
   absl::Status DoSetFloor(const hilo::v1::SetFloorRequest& request,
                           hilo::v1::SetFloorResponse* response);
+  absl::Status DoDeleteCollection(
+      const hilo::v1::DeleteCollectionRequest& request,
+      hilo::v1::DeleteCollectionResponse* response);
 
  private:
   RangeStore* const store_;

@@ -1,6 +1,6 @@
 // AuditLog: one JSON line for each call an operator must be able to account
-// for: every SetFloor, and every request refused by the authorization
-// policy or the last_max guard rail.
+// for: every SetFloor and DeleteCollection, and every request refused by
+// the authorization policy or the last_max guard rail.
 //
 //   {"time":"2026-11-24T02:00:00.123456Z","identity":"cn:ops",
 //    "peer":"ipv4:10.0.0.7:51234","method":"SetFloor",

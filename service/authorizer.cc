@@ -108,6 +108,8 @@ absl::string_view MethodName(Method method) {
       return "ListCollections";
     case Method::kSetFloor:
       return "SetFloor";
+    case Method::kDeleteCollection:
+      return "DeleteCollection";
   }
   return "unknown";
 }
@@ -336,6 +338,7 @@ Decision Authorizer::Check(const Caller& caller, Method method,
       allowed = admin >= hilo::internal::ADMIN_READ_ONLY;
       break;
     case Method::kSetFloor:
+    case Method::kDeleteCollection:
       allowed = decision.may_administer;
       break;
   }

@@ -40,10 +40,11 @@ enum class Method {
   kGetCollection,
   kListCollections,
   kSetFloor,
+  kDeleteCollection,
 };
 inline constexpr Method kAllMethods[] = {
-    Method::kNextRange, Method::kReturnRange, Method::kGetCollection,
-    Method::kListCollections, Method::kSetFloor};
+    Method::kNextRange,       Method::kReturnRange, Method::kGetCollection,
+    Method::kListCollections, Method::kSetFloor,    Method::kDeleteCollection};
 
 // "NextRange", "SetFloor", ...: the RPC's name.
 absl::string_view MethodName(Method method);
@@ -78,8 +79,8 @@ struct Decision {
   absl::Status status;
   // The caller as messages and the audit log name it.
   std::string identity;
-  // The caller may administer collections (ADMIN_SET_FLOOR), so its
-  // last_max is not held to the jump limit.
+  // The caller may administer collections (ADMIN_SET_FLOOR: SetFloor and
+  // DeleteCollection), so its last_max is not held to the jump limit.
   bool may_administer = false;
 };
 

@@ -7,20 +7,48 @@
 
 namespace hilo {
 
-CollectionLimit::CollectionLimit(int64_t max, int64_t existing)
-    : max_(max), count_(existing) {}
+CollectionLimit::CollectionLimit(int64_t max, int64_t existing,
+                                 int64_t max_creations_per_minute,
+                                 const Clock* clock)
+    : max_(max),
+      max_per_minute_(max_creations_per_minute),
+      clock_(clock != nullptr ? clock : SystemClock::Get()),
+      count_(existing) {}
+
+void CollectionLimit::Expire(absl::Time now) const {
+  while (!created_at_.empty() &&
+         created_at_.front() + absl::Minutes(1) <= now) {
+    created_at_.pop_front();
+  }
+}
 
 bool CollectionLimit::TryReserve() {
+  const absl::Time now = clock_->Now();
   base::MutexLock lock(&mu_);
   if (max_ > 0 && count_ + reserved_ >= max_) return false;
+  if (max_per_minute_ > 0) {
+    Expire(now);
+    if (static_cast<int64_t>(created_at_.size()) + reserved_ >=
+        max_per_minute_) {
+      return false;
+    }
+  }
   ++reserved_;
   return true;
 }
 
 void CollectionLimit::Release(bool created) {
+  const absl::Time now = clock_->Now();
   base::MutexLock lock(&mu_);
   --reserved_;
-  if (created) ++count_;
+  if (!created) return;
+  ++count_;
+  if (max_per_minute_ > 0) created_at_.push_back(now);
+}
+
+void CollectionLimit::Deleted() {
+  base::MutexLock lock(&mu_);
+  if (count_ > 0) --count_;
 }
 
 int64_t CollectionLimit::count() const {
@@ -30,11 +58,30 @@ int64_t CollectionLimit::count() const {
 
 absl::Status CollectionLimit::RefuseNewCollection(
     absl::string_view collection) const {
+  const absl::Time now = clock_->Now();
+  base::MutexLock lock(&mu_);
+  if (max_per_minute_ == 0 || (max_ > 0 && count_ + reserved_ >= max_)) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "collection \"%s\" would be new, and this node already stores its "
+        "limit of %d collections (--max_collections); existing collections "
+        "keep working",
+        collection, max_));
+  }
+  Expire(now);
+  // When the oldest creation leaves the window; calls in flight may have
+  // filled it instead, and they end within a second.
+  absl::Duration wait = absl::Seconds(1);
+  if (static_cast<int64_t>(created_at_.size()) >= max_per_minute_ &&
+      !created_at_.empty()) {
+    wait = created_at_.front() + absl::Minutes(1) - now;
+  }
   return absl::ResourceExhaustedError(absl::StrFormat(
-      "collection \"%s\" would be new, and this node already stores its "
-      "limit of %d collections (--max_collections); existing collections "
-      "keep working",
-      collection, max_));
+      "collection \"%s\" would be new, and this node already created its "
+      "limit of %d collections in the last minute "
+      "(--max_collection_creations_per_minute); retry in %s; existing "
+      "collections keep working",
+      collection, max_per_minute_,
+      absl::FormatDuration(absl::Ceil(wait, absl::Milliseconds(1)))));
 }
 
 absl::StatusOr<int64_t> CountCollections(RangeStore* store) {

@@ -1,8 +1,10 @@
-// CollectionLimit: the most collections a node stores, counted by the
-// services over any RangeStore.
+// CollectionLimit: the most collections a node stores, and the most it
+// creates a minute, counted by the services over any RangeStore.
 //
 // A store creates a collection's row on its first NextRange or SetFloor; an
-// unauthenticated client could otherwise fill the disk with new names. The
+// unauthenticated client could otherwise fill the disk with new names, or
+// (below the count) churn through rows fast enough to grow the database and
+// its write load. The
 // services ask the limit before each call that may create a row:
 //
 //   if (limit.TryReserve()) {
@@ -16,51 +18,80 @@
 //     // RefuseNewCollection).
 //   }
 //
-// A reservation counts as a created row until released, so the count never
-// passes the limit however many calls race; near the limit, calls on
-// existing collections pay for one read more. Rows are never deleted, so a
-// row seen once stays.
+// A reservation counts as a created row until released, so neither the
+// count nor the creations of the last minute ever pass their limits however
+// many calls race; near either limit, calls on existing collections pay for
+// one read more, and a new collection may be refused while calls in flight
+// (most of them on existing collections) hold the window's last places; the
+// refusal then says to retry in a second. The minute is a sliding window on an
+// injected clock: a creation at time t counts against every reservation before
+// t + 1 min. A row is deleted only by DeleteCollection, which tells the limit
+// (Deleted).
 //
 // Thread-safe.
 #ifndef HILO_SERVICE_COLLECTION_LIMIT_H_
 #define HILO_SERVICE_COLLECTION_LIMIT_H_
 
 #include <cstdint>
+#include <deque>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "hilo/base/mutex.h"
+#include "service/clock.h"
 #include "service/range_store.h"
 
 namespace hilo {
 
 inline constexpr int64_t kDefaultMaxCollections = 100'000;
+// Ten a second on average: far above what an application creating its
+// collections by hand needs, far below what fills a disk.
+inline constexpr int64_t kDefaultMaxCollectionCreationsPerMinute = 600;
 
 class CollectionLimit {
  public:
-  // `max` collections (0: no limit), of which `existing` are stored now.
-  CollectionLimit(int64_t max, int64_t existing);
+  // `max` collections (0: no limit), of which `existing` are stored now, and
+  // at most `max_creations_per_minute` (0: no limit) created in any minute
+  // by `clock` (null: SystemClock), which must outlive the limit.
+  CollectionLimit(int64_t max, int64_t existing,
+                  int64_t max_creations_per_minute = 0,
+                  const Clock* clock = nullptr);
 
-  // True if one more row fits even if every reserved call creates one; the
-  // caller then calls Release exactly once. False: only a call on an
+  // True if one more row fits, in the count and in the last minute's
+  // creations, even if every reserved call creates one; the caller then
+  // calls Release exactly once. False: only a call on an
   // existing collection may go ahead (nothing to release).
   bool TryReserve();
   // Ends a reservation; `created` if the call stored a new row.
   void Release(bool created);
+  // A row was deleted: its place is free again.
+  void Deleted();
 
   int64_t max() const { return max_; }
+  int64_t max_creations_per_minute() const { return max_per_minute_; }
   int64_t count() const;
 
-  // RESOURCE_EXHAUSTED naming `collection` and the limit.
+  // RESOURCE_EXHAUSTED naming `collection` and the limit that is full: the
+  // count (--max_collections), or the creations of the last minute
+  // (--max_collection_creations_per_minute, with when to retry).
   absl::Status RefuseNewCollection(absl::string_view collection) const;
 
  private:
+  // Drops the creations that left the window at `now`.
+  void Expire(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const int64_t max_;
+  const int64_t max_per_minute_;
+  const Clock* const clock_;
   mutable base::Mutex mu_;
   int64_t count_ ABSL_GUARDED_BY(mu_);
   int64_t reserved_ ABSL_GUARDED_BY(mu_) = 0;
+  // When each creation of the last minute happened, oldest first; at most
+  // max_per_minute_ of them.
+  mutable std::deque<absl::Time> created_at_ ABSL_GUARDED_BY(mu_);
 };
 
 // The number of collections `store` holds, read a page at a time.

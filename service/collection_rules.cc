@@ -154,4 +154,18 @@ std::optional<CollectionState> ApplySetFloor(const CollectionState& row,
   return next;
 }
 
+absl::Status CheckDeletable(absl::string_view collection,
+                            const CollectionState& row) {
+  if (row.max == 0 && row.return_floor == 0 && row.range_token == 0 &&
+      row.previous_token == 0 && row.previous_return_floor == 0) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "collection \"%s\" has Max %d and return floor %d: numbers of it were "
+      "handed out (or a floor set), and a new row would start at 1 again, so "
+      "it is kept; only a collection whose Max and return floor are 0 (never "
+      "used, or every range returned whole) may be deleted",
+      collection, row.max, row.return_floor));
+}
+
 }  // namespace hilo

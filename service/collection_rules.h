@@ -64,6 +64,17 @@ std::optional<CollectionState> ApplySetFloor(const CollectionState& row,
                                              int64_t floor, absl::Time now,
                                              FloorOutcome* outcome);
 
+// OK if deleting `row` can never bring a number back: its row is then as
+// good as none (Max 0, return floor 0, no token of a range or a previous
+// range), so a NextRange after the deletion starts at 1 exactly as it
+// would have on the row. That holds for a collection never used and for
+// one whose every range came back whole (Max back at 0); a collection with
+// a number out, or with a floor ever set, keeps its row: the next range
+// would start at 1 again and reissue numbers. FAILED_PRECONDITION naming
+// `collection`, its Max and return floor otherwise.
+absl::Status CheckDeletable(absl::string_view collection,
+                            const CollectionState& row);
+
 }  // namespace hilo
 
 #endif  // HILO_SERVICE_COLLECTION_RULES_H_

@@ -191,4 +191,26 @@ void Gatekeeper::SetFloor(const Caller& caller,
       });
 }
 
+void Gatekeeper::DeleteCollection(
+    const Caller& caller, const hilo::v1::DeleteCollectionRequest& request,
+    hilo::v1::DeleteCollectionResponse* response, ServiceCallback done) {
+  AuditRecord record =
+      Record(caller, Method::kDeleteCollection, request.collection(), {});
+  bool may_administer = false;
+  if (absl::Status s =
+          Admit(caller, Method::kDeleteCollection, &record, &may_administer);
+      !s.ok()) {
+    // Every DeleteCollection is audited; Admit audited the refused ones.
+    if (s.code() == absl::StatusCode::kInvalidArgument) Audit(record, s);
+    return done(std::move(s));
+  }
+  admin_->DeleteCollection(
+      request, response,
+      [this, record = std::move(record),
+       done = std::move(done)](absl::Status status) mutable {
+        Audit(std::move(record), status);
+        done(std::move(status));
+      });
+}
+
 }  // namespace hilo

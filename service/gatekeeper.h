@@ -9,7 +9,8 @@
 // also reported to the observer as a finished call, as the service reports
 // the calls it serves). An allowed call goes to the service;
 // a guard-rail refusal coming back from the store is audited and counted
-// (reason "guard_rail"), and every SetFloor is audited whatever its outcome.
+// (reason "guard_rail"), and every SetFloor and DeleteCollection is audited
+// whatever its outcome.
 // Without an Authorizer every caller is allowed and none may administer
 // (the guard rail holds for everyone): "trust every admitted client".
 //
@@ -64,6 +65,10 @@ class Gatekeeper {
                        ServiceCallback done);
   void SetFloor(const Caller& caller, const hilo::v1::SetFloorRequest& request,
                 hilo::v1::SetFloorResponse* response, ServiceCallback done);
+  void DeleteCollection(const Caller& caller,
+                        const hilo::v1::DeleteCollectionRequest& request,
+                        hilo::v1::DeleteCollectionResponse* response,
+                        ServiceCallback done);
 
  private:
   // Checks the call `record` describes (its method, collection and the

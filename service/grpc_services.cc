@@ -118,4 +118,14 @@ grpc::ServerUnaryReactor* GrpcAdminService::SetFloor(
   });
 }
 
+grpc::ServerUnaryReactor* GrpcAdminService::DeleteCollection(
+    grpc::CallbackServerContext* context,
+    const hilo::v1::DeleteCollectionRequest* request,
+    hilo::v1::DeleteCollectionResponse* response) {
+  return Serve(context, [&](ServiceCallback done) {
+    gate_->DeleteCollection(CallerOf(*context), *request, response,
+                            std::move(done));
+  });
+}
+
 }  // namespace hilo

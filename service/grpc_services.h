@@ -62,6 +62,10 @@ class GrpcAdminService final : public hilo::v1::HiLoAdmin::CallbackService {
       grpc::CallbackServerContext* context,
       const hilo::v1::SetFloorRequest* request,
       hilo::v1::SetFloorResponse* response) override;
+  grpc::ServerUnaryReactor* DeleteCollection(
+      grpc::CallbackServerContext* context,
+      const hilo::v1::DeleteCollectionRequest* request,
+      hilo::v1::DeleteCollectionResponse* response) override;
 
  private:
   Gatekeeper* const gate_;

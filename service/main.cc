@@ -98,6 +98,11 @@ ABSL_FLAG(int, max_list_reply_bytes, hilo::kDefaultMaxListReplyBytes,
 ABSL_FLAG(int64_t, max_collections, hilo::kDefaultMaxCollections,
           "most collections this node stores; a NextRange or SetFloor that "
           "would create one more is RESOURCE_EXHAUSTED (0: no limit)");
+ABSL_FLAG(int64_t, max_collection_creations_per_minute,
+          hilo::kDefaultMaxCollectionCreationsPerMinute,
+          "most collections this node creates in any minute; a NextRange or "
+          "SetFloor that would create one more is RESOURCE_EXHAUSTED saying "
+          "when to retry (0: no limit)");
 ABSL_FLAG(int, metrics_threads, hilo::kDefaultMetricsThreads,
           "worker threads of the metrics endpoint");
 ABSL_FLAG(absl::Duration, metrics_request_timeout, absl::Seconds(2),
@@ -306,6 +311,8 @@ int main(int argc, char** argv) {
   options.keepalive_timeout = absl::GetFlag(FLAGS_keepalive_timeout);
   options.max_list_reply_bytes = absl::GetFlag(FLAGS_max_list_reply_bytes);
   options.max_collections = absl::GetFlag(FLAGS_max_collections);
+  options.max_collection_creations_per_minute =
+      absl::GetFlag(FLAGS_max_collection_creations_per_minute);
   options.metrics_threads = absl::GetFlag(FLAGS_metrics_threads);
   options.metrics_request_timeout =
       absl::GetFlag(FLAGS_metrics_request_timeout);

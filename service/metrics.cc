@@ -89,8 +89,9 @@ Metrics::Metrics(const MetricsOptions& options)
                           .Register(*registry_)) {
   // Every series exists from the start, so a rate() over it works before
   // the first refusal.
-  for (const char* method : {"NextRange", "ReturnRange", "GetCollection",
-                             "ListCollections", "SetFloor"}) {
+  for (const char* method :
+       {"NextRange", "ReturnRange", "GetCollection", "ListCollections",
+        "SetFloor", "DeleteCollection"}) {
     for (const char* reason : {"permission", "guard_rail"}) {
       denied_.Add({{"method", method}, {"reason", reason}});
     }

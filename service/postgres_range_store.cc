@@ -417,7 +417,16 @@ class PostgresRangeStore::Connection {
 
 // One operation of a batch: what it asks and, once run, what it got.
 struct PostgresRangeStore::Request : GroupCommit::Operation {
-  enum class Kind { kAllocate, kReturn, kSetFloor, kPut, kGet, kList, kProbe };
+  enum class Kind {
+    kAllocate,
+    kReturn,
+    kSetFloor,
+    kPut,
+    kDelete,
+    kGet,
+    kList,
+    kProbe
+  };
   Kind kind = Kind::kGet;
   std::string name;  // the collection; for kList, the name to list after
   int64_t size = 0, floor = 0, end = 0, last = 0;
@@ -428,13 +437,15 @@ struct PostgresRangeStore::Request : GroupCommit::Operation {
 
   bool writes() const {
     return kind == Kind::kAllocate || kind == Kind::kReturn ||
-           kind == Kind::kSetFloor || kind == Kind::kPut;
+           kind == Kind::kSetFloor || kind == Kind::kPut ||
+           kind == Kind::kDelete;
   }
 
   // Results.
   Allocation allocation;
   ReturnOutcome returned;
   FloorOutcome floored;
+  CollectionState deleted;
   std::optional<CollectionState> state;
   std::vector<NamedCollectionState> rows;
   int64_t count = 0;  // kProbe: rows in the table
@@ -566,13 +577,19 @@ absl::StatusOr<std::unique_ptr<PostgresRangeStore>> PostgresRangeStore::Open(
   if (store->options_.node_tag_lease.has_value()) {
     if (absl::Status s = store->ClaimNodeTag(c); !s.ok()) return s;
   }
-  store->connection_ = *std::move(connection);
+  store->writer_.connection = *std::move(connection);
 
   PostgresRangeStore* raw = store.get();
   store->queue_ = std::make_unique<GroupCommit>(
       raw->options_.max_batch,
       [raw](absl::Span<GroupCommit::Operation* const> batch) {
-        raw->RunBatch(batch);
+        raw->RunBatch(raw->writer_, batch);
+      });
+  // The reading connection opens with the first read batch.
+  store->read_queue_ = std::make_unique<GroupCommit>(
+      raw->options_.max_batch,
+      [raw](absl::Span<GroupCommit::Operation* const> batch) {
+        raw->RunBatch(raw->reader_, batch);
       });
   store->prober_ = std::thread([raw] { raw->ProbeLoop(); });
   return store;
@@ -590,18 +607,20 @@ PostgresRangeStore::~PostgresRangeStore() {
     stopping_ = true;
   }
   if (prober_.joinable()) prober_.join();
-  // Completes every queued operation before the connection goes.
+  // Completes every queued operation before the connections go.
+  read_queue_.reset();
   queue_.reset();
   // The next server may take the tag at once; if this fails, the claim runs
   // out by itself.
-  if (!node_tag_.empty() && !node_tag_lost_ && !connection_broken_ &&
-      connection_ != nullptr && connection_->ok()) {
+  if (!node_tag_.empty() && !node_tag_lost_ && !writer_.broken &&
+      writer_.connection != nullptr && writer_.connection->ok()) {
     Statement release{kReleaseTag, {}};
     release.params.Text(node_tag_);
     release.params.Text(options_.node_tag_lease->holder);
-    connection_->Query(release, "releasing the node tag").IgnoreError();
+    writer_.connection->Query(release, "releasing the node tag").IgnoreError();
   }
-  connection_.reset();
+  reader_.connection.reset();
+  writer_.connection.reset();
 }
 
 absl::Status PostgresRangeStore::ClaimNodeTag(Connection& c) {
@@ -683,7 +702,7 @@ void PostgresRangeStore::ProbeLoop() {
       base::MutexLock lock(&probe_mu_);
       probe_pending_ = false;
     };
-    queue_->Submit(std::move(probe));
+    read_queue_->Submit(std::move(probe));
   }
 }
 
@@ -699,7 +718,9 @@ void PostgresRangeStore::Submit(std::unique_ptr<Request> request,
       done(std::move(s));
     }
   };
-  queue_->Submit(std::move(request));
+  // Reads have a queue and a connection of their own: a flood of them never
+  // delays a write, and the probe's count never lengthens a write batch.
+  (raw->read_only ? read_queue_ : queue_)->Submit(std::move(request));
 }
 
 void PostgresRangeStore::SetReachable(bool reachable) {
@@ -708,40 +729,46 @@ void PostgresRangeStore::SetReachable(bool reachable) {
   }
 }
 
-void PostgresRangeStore::LostConnection() {
-  connection_broken_ = true;
+void PostgresRangeStore::LostConnection(Link& link) {
+  link.broken = true;
   SetReachable(false);
 }
 
-absl::Status PostgresRangeStore::EnsureConnected() {
-  if (connection_ != nullptr && connection_->ok() && !connection_broken_) {
+absl::Status PostgresRangeStore::EnsureConnected(Link& link) {
+  if (link.connection != nullptr && link.connection->ok() && !link.broken) {
     return absl::OkStatus();
   }
-  connection_.reset();
-  connection_broken_ = false;
+  link.connection.reset();
+  link.broken = false;
   absl::StatusOr<std::unique_ptr<Connection>> connection =
       Connection::Open(options_, description_);
   if (!connection.ok()) {
     SetReachable(false);
     return connection.status();
   }
-  connection_ = *std::move(connection);
+  link.connection = *std::move(connection);
   return absl::OkStatus();
 }
 
 void PostgresRangeStore::RunBatch(
-    absl::Span<GroupCommit::Operation* const> ops) {
+    Link& link, absl::Span<GroupCommit::Operation* const> ops) {
   std::vector<Request*> batch;
   batch.reserve(ops.size());
+  bool reads = false;
   for (GroupCommit::Operation* op : ops) {
     batch.push_back(static_cast<Request*>(op));
+    const Request::Kind kind = batch.back()->kind;
+    reads |= kind == Request::Kind::kGet || kind == Request::Kind::kList;
+  }
+  if (reads && options_.before_read_batch_for_testing) {
+    options_.before_read_batch_for_testing();
   }
   for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
-    if (absl::Status s = EnsureConnected(); !s.ok()) {
+    if (absl::Status s = EnsureConnected(link); !s.ok()) {
       for (Request* r : batch) r->status = s;
       return;
     }
-    if (RunBatchOnce(batch) == Attempt::kDone) return;
+    if (RunBatchOnce(link, batch) == Attempt::kDone) return;
   }
   for (Request* r : batch) {
     r->status = absl::UnavailableError(absl::StrFormat(
@@ -753,14 +780,15 @@ void PostgresRangeStore::RunBatch(
 }
 
 PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
-    absl::Span<Request* const> batch) {
-  Connection& c = *connection_;
+    Link& link, absl::Span<Request* const> batch) {
+  Connection& c = *link.connection;
   // Each attempt starts from nothing: no result of an earlier one survives.
   for (Request* r : batch) {
     r->status = absl::OkStatus();
     r->allocation = Allocation{};
     r->returned = ReturnOutcome{};
     r->floored = FloorOutcome{};
+    r->deleted = CollectionState{};
     r->state.reset();
     r->rows.clear();
     r->count = 0;
@@ -775,10 +803,10 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
   };
   std::map<std::string, Row> rows;
   auto fail = [&](absl::Status s, bool writes_only) -> Attempt {
-    if (!connection_broken_ &&
+    if (!link.broken &&
         (!c.ok() ||
          (c.InTransaction() && !c.Exec("ROLLBACK", "rolling back").ok()))) {
-      LostConnection();
+      LostConnection(link);
     }
     for (Request* r : batch) {
       if (!writes_only || r->writes()) {
@@ -801,7 +829,7 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
              "committed",
              description_, conflict.message())),
          /*writes_only=*/false);
-    return connection_broken_ ? Attempt::kDone : Attempt::kRetry;
+    return link.broken ? Attempt::kDone : Attempt::kRetry;
   };
   auto retryable = [](const PGresult* r) {
     const char* state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
@@ -885,7 +913,7 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
   std::vector<Result> results;
   if (absl::Status s = c.Pipeline(first, &results); !s.ok()) {
     // Results may be left unread: the connection is out of step for good.
-    LostConnection();
+    LostConnection(link);
     return fail(s, /*writes_only=*/false);
   }
   for (size_t i = 0; i < results.size(); ++i) {
@@ -987,6 +1015,22 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
         row.now = r->put;
         row.dirty = true;
         break;
+      case Request::Kind::kDelete: {
+        if (!row.now.has_value()) {
+          r->status = absl::NotFoundError(absl::StrFormat(
+              "collection \"%s\" has no row; there is nothing to delete",
+              r->name));
+          break;
+        }
+        if (absl::Status s = CheckDeletable(r->name, *row.now); !s.ok()) {
+          r->status = std::move(s);
+          break;
+        }
+        r->deleted = *row.now;
+        row.now.reset();
+        row.dirty = true;
+        break;
+      }
       default:
         break;
     }
@@ -999,10 +1043,17 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
   // Phase two: write what changed and commit.
   Statement insert, update;
   std::string inserted, updated;
-  int64_t created = 0;
+  std::vector<std::string> deleted;
+  int64_t created = 0;  // less the rows deleted
   for (const auto& [name, row] : rows) {
     if (!row.dirty) continue;
-    if (row.stored.has_value()) {
+    if (!row.now.has_value()) {
+      // Deleted; a row the batch created and deleted was never stored.
+      if (row.stored.has_value()) {
+        deleted.push_back(name);
+        --created;
+      }
+    } else if (row.stored.has_value()) {
       AddRow(name, *row.now, &update.params, &updated);
     } else {
       AddRow(name, *row.now, &insert.params, &inserted);
@@ -1029,6 +1080,14 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
         "previous_return_floor = excluded.previous_return_floor");
     second.push_back(std::move(update));
   }
+  if (!deleted.empty()) {
+    // Rows this transaction holds locked: no other server can use them
+    // between the rule's check and the delete.
+    Statement remove;
+    remove.sql = absl::StrCat("DELETE FROM hilo_collections WHERE name ",
+                              InList(deleted, &remove.params));
+    second.push_back(std::move(remove));
+  }
   if (any_write) {
     // A COMMIT cancelled while it waits for a synchronous standby (by a
     // timeout, say) still answers COMMIT, with only a warning that it may
@@ -1043,7 +1102,7 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
     absl::Status sent =
         c.Pipeline(second, &results, options_.after_commit_sent_for_testing);
     if (!sent.ok()) {
-      LostConnection();
+      LostConnection(link);
       // Perhaps during COMMIT: whether it applied is unknown, so nothing
       // may be reported applied. Reads were answered before it.
       return fail(absl::UnavailableError(absl::StrCat(
@@ -1168,6 +1227,14 @@ void PostgresRangeStore::SetFloorAsync(absl::string_view collection,
   r->name = std::string(collection);
   r->floor = floor;
   Submit(std::move(r), std::move(done), &Request::floored);
+}
+
+void PostgresRangeStore::DeleteAsync(absl::string_view collection,
+                                     StoreCallback<CollectionState> done) {
+  auto r = std::make_unique<Request>();
+  r->kind = Request::Kind::kDelete;
+  r->name = std::string(collection);
+  Submit(std::move(r), std::move(done), &Request::deleted);
 }
 
 absl::Status PostgresRangeStore::PutForTesting(absl::string_view collection,

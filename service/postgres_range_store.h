@@ -45,7 +45,14 @@
 //   absl::StatusOr<hilo::Range> r =
 //       (*store)->Allocate("orders", 32, /*floor=*/0, hilo::NewRangeToken());
 //
-// Thread-safe. The connection is used by the GroupCommit committer thread
+// Reads (Get, List) and the probe never wait for writes: they run on a
+// connection of their own (READ COMMITTED, opened with the first read), in
+// batches of their own GroupCommit queue, and see every commit that
+// returned before they started; so a flood of ListCollections cannot delay
+// an allocation, and the probe's count(*) never lengthens the time a write
+// batch holds its row locks.
+//
+// Thread-safe. Each connection is used by its queue's committer thread
 // only, once Open has returned.
 #ifndef HILO_SERVICE_POSTGRES_RANGE_STORE_H_
 #define HILO_SERVICE_POSTGRES_RANGE_STORE_H_
@@ -127,6 +134,10 @@ struct PostgresRangeStoreOptions {
   // COMMIT are sent, before their results are read, with the connection's
   // socket (so a test can cut it, as a network failure during COMMIT would).
   std::function<void(int socket)> after_commit_sent_for_testing;
+  // Test hook: runs on the thread of each batch that holds a Get or List,
+  // before the batch starts; blocking in it holds that batch (and its
+  // queue) back.
+  std::function<void()> before_read_batch_for_testing;
 };
 
 class PostgresRangeStore final : public RangeStore {
@@ -157,6 +168,8 @@ class PostgresRangeStore final : public RangeStore {
       StoreCallback<std::vector<NamedCollectionState>> done) override;
   void SetFloorAsync(absl::string_view collection, int64_t floor,
                      StoreCallback<FloorOutcome> done) override;
+  void DeleteAsync(absl::string_view collection,
+                   StoreCallback<CollectionState> done) override;
   int64_t collection_count() const override {
     return collection_count_.load(std::memory_order_relaxed);
   }
@@ -175,6 +188,13 @@ class PostgresRangeStore final : public RangeStore {
   class Connection;
   struct Request;
   enum class Attempt { kDone, kRetry };
+  // A connection and its state; used by one queue's committer thread only.
+  struct Link {
+    std::unique_ptr<Connection> connection;
+    // The connection failed (or could not be rolled back): the next batch
+    // connects anew.
+    bool broken = false;
+  };
 
   PostgresRangeStore(PostgresRangeStoreOptions options,
                      std::string description);
@@ -182,13 +202,13 @@ class PostgresRangeStore final : public RangeStore {
   template <typename T>
   void Submit(std::unique_ptr<Request> request, StoreCallback<T> done,
               T Request::*result);
-  // The BatchRunner of queue_.
-  void RunBatch(absl::Span<GroupCommit::Operation* const> batch);
-  Attempt RunBatchOnce(absl::Span<Request* const> batch);
-  // Connects if there is no healthy connection; on the committer thread.
-  absl::Status EnsureConnected();
+  // The BatchRunner of queue_ (on writer_) and read_queue_ (on reader_).
+  void RunBatch(Link& link, absl::Span<GroupCommit::Operation* const> batch);
+  Attempt RunBatchOnce(Link& link, absl::Span<Request* const> batch);
+  // Connects if `link` has no healthy connection; on its committer thread.
+  absl::Status EnsureConnected(Link& link);
   // Drops the connection and records the database as unreachable.
-  void LostConnection();
+  void LostConnection(Link& link);
   void SetReachable(bool reachable);
   void ProbeLoop();
   // Claims the first free candidate of options_.node_tag_lease on `c`.
@@ -203,12 +223,10 @@ class PostgresRangeStore final : public RangeStore {
   std::atomic<bool> reachable_{true};
   std::string node_tag_;  // set by Open
   // A renewal found the claim taken: no more renewals, no release.
-  bool node_tag_lost_ = false;  // committer thread only
-  // Used only on the committer thread of queue_ once Open has returned.
-  std::unique_ptr<Connection> connection_;
-  // The connection failed (or could not be rolled back): the next batch
-  // connects anew.
-  bool connection_broken_ = false;
+  bool node_tag_lost_ = false;  // read_queue_'s thread only (the probe's)
+  // Writes, on queue_'s thread; reads and the probe, on read_queue_'s.
+  Link writer_;
+  Link reader_;
 
   base::Mutex probe_mu_;
   bool stopping_ ABSL_GUARDED_BY(probe_mu_) = false;
@@ -216,6 +234,8 @@ class PostgresRangeStore final : public RangeStore {
 
   // Batches operations into transactions; destroyed before the connection.
   std::unique_ptr<GroupCommit> queue_;
+  // The same for reads and probes; destroyed first.
+  std::unique_ptr<GroupCommit> read_queue_;
   std::thread prober_;  // started last, stopped first
 };
 

@@ -98,4 +98,11 @@ absl::StatusOr<FloorOutcome> RangeStore::SetFloor(absl::string_view collection,
   });
 }
 
+absl::StatusOr<CollectionState> RangeStore::Delete(
+    absl::string_view collection) {
+  return Wait<CollectionState>([&](StoreCallback<CollectionState> done) {
+    DeleteAsync(collection, std::move(done));
+  });
+}
+
 }  // namespace hilo

@@ -187,6 +187,18 @@ class RangeStore {
   absl::StatusOr<FloorOutcome> SetFloor(absl::string_view collection,
                                         int64_t floor);
 
+  // Deletes the collection's row if no number of it can ever come back
+  // (CheckDeletable): nothing issued is outstanding, no floor was set, and
+  // no token can still be returned, so a NextRange after the deletion hands
+  // out exactly what it would have without it. Judged inside the
+  // operation's transaction, after every operation queued before it.
+  // NOT_FOUND if there is no row; FAILED_PRECONDITION naming the collection
+  // and its Max if the row must stay (it is then unchanged).
+  virtual void DeleteAsync(absl::string_view collection,
+                           StoreCallback<CollectionState> done) = 0;
+  // The deleted row.
+  absl::StatusOr<CollectionState> Delete(absl::string_view collection);
+
   // Collections stored (rows) as this store last learned it.
   virtual int64_t collection_count() const = 0;
 

@@ -115,6 +115,12 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
         "max collections is %d; it must not be negative (0: no limit)",
         options.max_collections));
   }
+  if (options.max_collection_creations_per_minute < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "max collection creations per minute is %d; it must not be negative "
+        "(0: no limit)",
+        options.max_collection_creations_per_minute));
+  }
   if (options.listener_probe_interval < absl::ZeroDuration() ||
       options.listener_probe_timeout <= absl::ZeroDuration() ||
       options.listener_probe_failures < 1) {
@@ -248,7 +254,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
 
   // Both stores counted their rows when they opened.
   server->collection_limit_ = std::make_unique<CollectionLimit>(
-      opts.max_collections, server->store_->collection_count());
+      opts.max_collections, server->store_->collection_count(),
+      opts.max_collection_creations_per_minute, clock);
   server->service_ = std::make_unique<HiLoService>(
       server->store_.get(), RangeSizePolicy(opts.range_sizes),
       server->node_tag_, clock, server->observers_.get(),

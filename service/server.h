@@ -126,6 +126,11 @@ struct ServerOptions {
   // Most collections the node stores; a NextRange or SetFloor that would
   // create one more is RESOURCE_EXHAUSTED. 0: no limit.
   int64_t max_collections = kDefaultMaxCollections;
+  // Most collections the node creates in any minute (by `clock`); a call
+  // that would create one more is RESOURCE_EXHAUSTED saying when to retry.
+  // 0: no limit.
+  int64_t max_collection_creations_per_minute =
+      kDefaultMaxCollectionCreationsPerMinute;
   // Address of the Prometheus /metrics endpoint; empty serves none.
   std::string metrics_listen;
   // Collections with their own metrics label; the rest share "_other".

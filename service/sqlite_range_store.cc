@@ -288,6 +288,7 @@ SqliteRangeStore::~SqliteRangeStore() {
   savepoint_.reset();
   release_.reset();
   rollback_to_.reset();
+  delete_.reset();
   sqlite3_close(db_);
 }
 
@@ -435,6 +436,11 @@ absl::Status SqliteRangeStore::Init() {
     return absl::OkStatus();
   };
   if (absl::Status s = prepare(kSelectRow, &select_); !s.ok()) return s;
+  if (absl::Status s =
+          prepare("DELETE FROM collections WHERE name=?1", &delete_);
+      !s.ok()) {
+    return s;
+  }
   absl::StatusOr<int64_t> count = read_int("SELECT count(*) FROM collections");
   if (!count.ok()) return count.status();
   collection_count_.store(*count);
@@ -865,6 +871,35 @@ void SqliteRangeStore::SetFloorAsync(absl::string_view collection,
         outcome->created = !row->has_value();
         return WriteRow(name,
                         next.value_or(CollectionState{.updated_at = now}));
+      },
+      std::move(done));
+}
+
+void SqliteRangeStore::DeleteAsync(absl::string_view collection,
+                                   StoreCallback<CollectionState> done) {
+  Submit<CollectionState>(
+      /*read_only=*/false,
+      [this, name = std::string(collection)](
+          CollectionState* deleted, int64_t* rows_created) -> absl::Status {
+        absl::StatusOr<std::optional<CollectionState>> row = ReadRow(name);
+        if (!row.ok()) return row.status();
+        if (!row->has_value()) {
+          return absl::NotFoundError(absl::StrFormat(
+              "collection \"%s\" has no row; there is nothing to delete",
+              name));
+        }
+        if (absl::Status s = CheckDeletable(name, **row); !s.ok()) return s;
+        sqlite3_stmt* stmt = delete_->get();
+        sqlite3_bind_text(stmt, 1, name.data(), static_cast<int>(name.size()),
+                          SQLITE_STATIC);
+        const int rc = sqlite3_step(stmt);
+        delete_->Reset();
+        if (rc != SQLITE_DONE) {
+          return Error(rc, absl::StrCat("deleting collection \"", name, "\""));
+        }
+        *deleted = **row;
+        *rows_created = -1;
+        return absl::OkStatus();
       },
       std::move(done));
 }

@@ -127,6 +127,8 @@ class SqliteRangeStore final : public RangeStore {
       StoreCallback<std::vector<NamedCollectionState>> done) override;
   void SetFloorAsync(absl::string_view collection, int64_t floor,
                      StoreCallback<FloorOutcome> done) override;
+  void DeleteAsync(absl::string_view collection,
+                   StoreCallback<CollectionState> done) override;
 
   // As of the last commit.
   int64_t collection_count() const override {
@@ -154,7 +156,8 @@ class SqliteRangeStore final : public RangeStore {
   absl::Status InitReadOnly();
   // Queues `body` for the next batch; `done` gets its result once the batch
   // is committed (or the commit's error if the commit failed and the body
-  // writes). The body sets *rows_created when it inserted a row. A
+  // writes). The body sets *rows_created to 1 when it inserted a row, -1
+  // when it deleted one. A
   // `read_only` body succeeds even when its batch's commit fails.
   template <typename T>
   void Submit(
@@ -198,6 +201,7 @@ class SqliteRangeStore final : public RangeStore {
   std::unique_ptr<Statement> savepoint_;    // "SAVEPOINT op"
   std::unique_ptr<Statement> release_;      // "RELEASE op"
   std::unique_ptr<Statement> rollback_to_;  // "ROLLBACK TO op"
+  std::unique_ptr<Statement> delete_;
   std::atomic<int64_t> collection_count_{0};
   // The reading connection and its queue; destroyed before the writer's.
   std::unique_ptr<Reader> reader_;

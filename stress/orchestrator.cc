@@ -88,6 +88,11 @@ absl::Status Orchestrator::StartNodes() {
       flags.push_back(
           absl::StrCat("--max_range_size=", options_.server_max_range_size));
     }
+    // New collections are part of the load here, made far faster than a
+    // node's default creation rate allows; --server_args may set it again.
+    if (options_.new_collection_every > 0) {
+      flags.push_back("--max_collection_creations_per_minute=0");
+    }
     for (const std::string& a : options_.server_args) flags.push_back(a);
     absl::StatusOr<std::unique_ptr<ServerProcess>> process =
         ServerProcess::Start(options_.server, flags);

@@ -74,6 +74,19 @@ class AdminServiceTest : public ::testing::Test {
     return admin_->SetFloor(&context, request, response);
   }
 
+  grpc::Status Delete(const std::string& collection) {
+    grpc::ClientContext context;
+    hilo::v1::DeleteCollectionRequest request;
+    request.set_collection(collection);
+    hilo::v1::DeleteCollectionResponse response;
+    grpc::Status status =
+        admin_->DeleteCollection(&context, request, &response);
+    if (status.ok()) {
+      EXPECT_EQ(response.node_tag(), "C");
+    }
+    return status;
+  }
+
   // A return by the holder of `range` (the reply NextRange gave).
   hilo::v1::ReturnRangeResponse Return(const std::string& collection,
                                        const hilo::v1::NextRangeResponse& range,
@@ -251,6 +264,88 @@ TEST_F(AdminServiceTest, FloorAtMaxKeepsAWholeReturnFromStartingOver) {
   EXPECT_FALSE(whole.applied());
   EXPECT_EQ(whole.max(), 32);
   EXPECT_EQ(Next("orders").low(), 33);
+}
+
+TEST_F(AdminServiceTest, CreationsPerMinuteAreLimitedAndExistingOnesGoOn) {
+  Start([](ServerOptions& o) { o.max_collection_creations_per_minute = 2; });
+  Next("a");
+  clock_.Advance(absl::Seconds(10));
+  hilo::v1::SetFloorResponse floor;
+  ASSERT_TRUE(SetFloor("b", 0, &floor).ok());
+  hilo::v1::NextRangeRequest request;
+  request.set_collection("c");
+  grpc::ClientContext context;
+  hilo::v1::NextRangeResponse response;
+  const grpc::Status status = hilo_->NextRange(&context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("collection \"c\" would be new, and this node already "
+                        "created its limit of 2 collections in the last "
+                        "minute (--max_collection_creations_per_minute); "
+                        "retry in 50s"));
+  EXPECT_EQ(SetFloor("d", 0, &floor).error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
+  hilo::v1::GetCollectionResponse row;
+  EXPECT_EQ(Get("c", &row).error_code(), grpc::StatusCode::NOT_FOUND);
+  // Existing collections keep working.
+  EXPECT_EQ(Next("a").low(), 33);
+  EXPECT_TRUE(SetFloor("b", 5, &floor).ok());
+  // A minute after "a" was created, one more fits.
+  clock_.Advance(absl::Seconds(50));
+  EXPECT_EQ(Next("c").low(), 1);
+  EXPECT_EQ(SetFloor("d", 0, &floor).error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
+}
+
+TEST_F(AdminServiceTest, DeleteRemovesAnUnusedCollectionAndFreesItsPlace) {
+  Start([](ServerOptions& o) { o.max_collections = 2; });
+  hilo::v1::SetFloorResponse floor;
+  ASSERT_TRUE(SetFloor("typo", 0, &floor).ok());
+  Next("orders");
+  hilo::v1::NextRangeRequest request;
+  request.set_collection("third");
+  {
+    grpc::ClientContext context;
+    hilo::v1::NextRangeResponse response;
+    EXPECT_EQ(hilo_->NextRange(&context, request, &response).error_code(),
+              grpc::StatusCode::RESOURCE_EXHAUSTED);
+  }
+  ASSERT_THAT(Delete("typo"), IsOk());
+  hilo::v1::GetCollectionResponse row;
+  EXPECT_EQ(Get("typo", &row).error_code(), grpc::StatusCode::NOT_FOUND);
+  // Its place under --max_collections is free again.
+  EXPECT_EQ(Next("third").low(), 1);
+}
+
+TEST_F(AdminServiceTest, DeleteOfAUsedCollectionIsRefusedAndChangesNothing) {
+  const hilo::v1::NextRangeResponse range = Next("orders");
+  hilo::v1::GetCollectionResponse before;
+  ASSERT_TRUE(Get("orders", &before).ok());
+  const grpc::Status status = Delete("orders");
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr(absl::StrFormat("collection \"orders\" has Max %d",
+                                        range.high())));
+  hilo::v1::GetCollectionResponse after;
+  ASSERT_TRUE(Get("orders", &after).ok());
+  EXPECT_EQ(after.collection().DebugString(),
+            before.collection().DebugString());
+  EXPECT_EQ(Next("orders").low(), range.high() + 1);
+}
+
+TEST_F(AdminServiceTest, DeleteOfAWhollyReturnedCollectionStartsOverAtOne) {
+  const hilo::v1::NextRangeResponse range = Next("orders");
+  ASSERT_TRUE(Return("orders", range, 0).applied());
+  ASSERT_THAT(Delete("orders"), IsOk());
+  EXPECT_EQ(Next("orders").low(), 1);
+}
+
+TEST_F(AdminServiceTest, DeleteOfUnknownOrBadNameChangesNothing) {
+  EXPECT_EQ(Delete("none").error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(Delete("").error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  hilo::v1::ListCollectionsResponse list;
+  ASSERT_TRUE(List(0, "", &list).ok());
+  EXPECT_EQ(list.collections_size(), 0);
 }
 
 }  // namespace

@@ -142,6 +142,18 @@ TEST_F(AuthorizerTest, ReadOnlyAdminReadsButMayNotSetFloor) {
               StatusIs(absl::StatusCode::kPermissionDenied));
 }
 
+TEST_F(AuthorizerTest, DeleteCollectionNeedsTheSetFloorRight) {
+  EXPECT_EQ(Check(Cert("dns:reader.test"), Method::kDeleteCollection, "orders")
+                .message(),
+            "dns:reader.test may not call DeleteCollection on collection "
+            "\"orders\"");
+  EXPECT_EQ(Check(Cert("uri:spiffe://test/orders"), Method::kDeleteCollection,
+                  "orders")
+                .code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(Check(Cert("cn:ops"), Method::kDeleteCollection, "orders").ok());
+}
+
 TEST_F(AuthorizerTest, SetFloorAdminMayAdministerAndUseEveryCollection) {
   Decision d = authz_->Check(Cert("cn:ops"), Method::kSetFloor, "x");
   EXPECT_THAT(d.status, IsOk());
@@ -317,6 +329,14 @@ class GatekeeperTest : public ::testing::Test {
       gate_->SetFloor(caller, request, &response, std::move(done));
     });
   }
+  absl::Status Delete(const Caller& caller, const std::string& collection) {
+    hilo::v1::DeleteCollectionRequest request;
+    request.set_collection(collection);
+    hilo::v1::DeleteCollectionResponse response;
+    return base::Await<absl::Status>([&](ServiceCallback done) {
+      gate_->DeleteCollection(caller, request, &response, std::move(done));
+    });
+  }
   int64_t Max(const std::string& collection) {
     auto row = store_->Get(collection);
     return row.ok() && row->has_value() ? (*row)->max : -1;
@@ -425,6 +445,29 @@ TEST_F(GatekeeperTest, ReturnRangesRefusesADeniedItemAlone) {
                               "method=\"ReturnRange\"} 1\n"));
   EXPECT_THAT(text, HasSubstr("hilo_requests_total{code=\"OK\","
                               "method=\"ReturnRange\"} 1\n"));
+}
+
+TEST_F(GatekeeperTest, DeleteIsDeniedToNonAdminsAndEveryDeleteIsAudited) {
+  ASSERT_TRUE(Floor(Cert("cn:ops"), "typo", 0).ok());
+  EXPECT_EQ(Delete(Cert("dns:reader.test"), "typo").code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(Max("typo"), 0);
+  EXPECT_TRUE(Delete(Cert("cn:ops"), "typo").ok());
+  EXPECT_EQ(Max("typo"), -1);
+  const std::string audit = Audit();
+  EXPECT_THAT(audit,
+              HasSubstr("\"identity\":\"dns:reader.test\","
+                        "\"peer\":\"ipv4:127.0.0.1:5555\",\"method\":"
+                        "\"DeleteCollection\",\"collection\":\"typo\","
+                        "\"request\":{},\"code\":\"PERMISSION_DENIED\""));
+  EXPECT_THAT(audit, HasSubstr("\"identity\":\"cn:ops\","
+                               "\"peer\":\"ipv4:127.0.0.1:5555\",\"method\":"
+                               "\"DeleteCollection\",\"collection\":\"typo\","
+                               "\"request\":{},\"code\":\"OK\""));
+  EXPECT_THAT(
+      Exposition(),
+      HasSubstr("hilo_requests_denied_total{method=\"DeleteCollection\","
+                "reason=\"permission\"} 1\n"));
 }
 
 TEST_F(GatekeeperTest, AuditLineEscapesAnyCollectionName) {

@@ -70,6 +70,22 @@ TEST_F(CliTest, SetFloorRaisesAndNextContinuesAbove) {
   EXPECT_EQ(r.out, "orders: max 5001 (already at or above the floor)\n");
 }
 
+TEST_F(CliTest, DeleteRemovesOnlyAnUnusedCollection) {
+  ASSERT_EQ(Hilo({"set-floor", "typo", "0"}).exit_code, 0);
+  CommandResult r = Hilo({"delete", "typo"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "typo: deleted\n");
+  EXPECT_EQ(Hilo({"get", "typo"}).exit_code, 1);
+  ASSERT_EQ(Hilo({"set-floor", "typo", "0"}).exit_code, 0);
+  EXPECT_EQ(Hilo({"--json", "delete", "typo"}).out, "{\"deleted\":\"typo\"}\n");
+  ASSERT_EQ(Hilo({"set-floor", "orders", "7"}).exit_code, 0);
+  r = Hilo({"delete", "orders"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("FAILED_PRECONDITION: "));
+  EXPECT_THAT(r.err, HasSubstr("collection \"orders\" has Max 7"));
+  EXPECT_THAT(Hilo({"get", "orders"}).out, HasSubstr("orders\tmax 7\t"));
+}
+
 TEST_F(CliTest, HealthPrintsServing) {
   CommandResult r = Hilo({"health"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -102,6 +118,8 @@ TEST_F(CliTest, BadUsageExitsTwo) {
                                              {"frobnicate"},
                                              {"get"},
                                              {"set-floor", "x", "many"},
+                                             {"delete"},
+                                             {"delete", "a", "b"},
                                              {"next", "orders", "-n", "0"}}) {
     CommandResult r = Hilo(args);
     EXPECT_EQ(r.exit_code, 2) << ::testing::PrintToString(args);

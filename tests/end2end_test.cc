@@ -248,6 +248,8 @@ TEST(EndToEndTest, ClosingManyCollectionsHandsEveryTailBack) {
   TempDir dir;
   ServerOptions options = testing_util::TestServerOptions(dir);
   options.sync = SyncMode::kNormal;  // a test survives no power loss
+  // 2,000 new collections in a second, above the default creation rate.
+  options.max_collection_creations_per_minute = 0;
   std::unique_ptr<Server> server = testing_util::StartServer(options);
   ASSERT_NE(server, nullptr);
   auto name = [](int i) { return absl::StrCat("c", i); };

@@ -82,6 +82,49 @@ class Session {
 
 // Two servers on one database share every collection's row: their ranges
 // tile 1..Max, including those of collections both create at once.
+TEST_F(PostgresRangeStoreTest, WriteCompletesWhileAReadBatchIsHeldBack) {
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<bool> hold{true};
+  testing_util::Notification entered;
+  PostgresRangeStoreOptions options;
+  options.uri = uri_;
+  options.before_read_batch_for_testing = [&] {
+    if (!hold.load()) return;
+    entered.Notify();
+    released.wait();
+  };
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
+      PostgresRangeStore::Open(std::move(options));
+  ASSERT_THAT(store, IsOk());
+  std::promise<absl::StatusOr<std::vector<NamedCollectionState>>> listed;
+  (*store)->ListAsync(
+      "", 10, [&](absl::StatusOr<std::vector<NamedCollectionState>> rows) {
+        listed.set_value(std::move(rows));
+      });
+  entered.WaitForNotification();  // the read batch is held from here on
+
+  std::promise<absl::StatusOr<Allocation>> allocated;
+  std::future<absl::StatusOr<Allocation>> allocation = allocated.get_future();
+  (*store)->AllocateAsync(
+      "orders", 32, 0, NextToken(), kNoFloorJumpLimit,
+      [&](absl::StatusOr<Allocation> a) { allocated.set_value(std::move(a)); });
+  const bool in_time =
+      allocation.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+  hold = false;
+  release.set_value();
+  EXPECT_TRUE(in_time) << "NextRange waited for a ListCollections";
+  absl::StatusOr<Allocation> a = allocation.get();
+  ASSERT_THAT(a, IsOk());
+  EXPECT_EQ(a->range, (Range{1, 32}));
+  EXPECT_THAT(listed.get_future().get(), IsOk());
+  // The reading connection sees the write once it committed.
+  absl::StatusOr<std::optional<CollectionState>> row = (*store)->Get("orders");
+  ASSERT_THAT(row, IsOk());
+  ASSERT_TRUE(row->has_value());
+  EXPECT_EQ((*row)->max, 32);
+}
+
 TEST_F(PostgresRangeStoreTest, ServersOnOneDatabaseNeverOverlap) {
   constexpr int kServers = 3;
   constexpr int kThreadsEach = 3;

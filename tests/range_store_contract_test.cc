@@ -30,6 +30,7 @@ using ::hilo::testing_util::NextToken;
 using ::hilo::testing_util::PostgresInstance;
 using ::hilo::testing_util::StatusIs;
 using ::hilo::testing_util::TempDir;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 enum class Backend { kSqlite, kPostgres };
@@ -538,6 +539,120 @@ TEST_P(RangeStoreContractTest, JumpIsJudgedAgainstTheMaxEarlierOperationsLeft) {
   ASSERT_THAT(second, IsOk());
   EXPECT_EQ(first->range, (Range{33, 64}));
   EXPECT_EQ(second->range, (Range{165, 196}));
+}
+
+TEST_P(RangeStoreContractTest, DeleteOfUnusedCollectionRemovesTheRow) {
+  ASSERT_THAT(store_->SetFloor("typo", 0), IsOk());
+  MustAllocate("orders", 32);
+  ASSERT_EQ(store_->collection_count(), 2);
+  absl::StatusOr<CollectionState> deleted = store_->Delete("typo");
+  ASSERT_THAT(deleted, IsOk());
+  EXPECT_EQ(deleted->max, 0);
+  EXPECT_FALSE(store_->Get("typo")->has_value());
+  EXPECT_EQ(store_->collection_count(), 1);
+  // As if it had never been: the next range starts at 1.
+  EXPECT_EQ(MustAllocate("typo", 32), (Range{1, 32}));
+  EXPECT_EQ(store_->collection_count(), 2);
+}
+
+TEST_P(RangeStoreContractTest, DeleteAfterNextRangeIsRefusedAndKeepsTheRow) {
+  MustAllocate("orders", 32);
+  const CollectionState before = MustGet("orders");
+  EXPECT_THAT(store_->Delete("orders"),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("\"orders\""), HasSubstr("Max 32"))));
+  const CollectionState after = MustGet("orders");
+  EXPECT_EQ(after.max, before.max);
+  EXPECT_EQ(after.return_floor, before.return_floor);
+  EXPECT_EQ(after.range_token, before.range_token);
+  EXPECT_EQ(after.updated_at, before.updated_at);
+  EXPECT_EQ(store_->collection_count(), 1);
+  EXPECT_EQ(MustAllocate("orders", 32), (Range{33, 64}));
+}
+
+TEST_P(RangeStoreContractTest, DeleteAfterAPartialReturnIsRefused) {
+  MustAllocate("orders", 32);
+  ASSERT_TRUE(Return("orders", 32, 1)->applied);  // 1 was used
+  EXPECT_THAT(
+      store_->Delete("orders"),
+      StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("Max 1")));
+  EXPECT_EQ(MustAllocate("orders", 32), (Range{2, 33}));
+}
+
+TEST_P(RangeStoreContractTest, DeleteAfterEveryRangeCameBackWholeIsAllowed) {
+  // Two adjacent ranges, both returned whole: Max is back at 0 and no
+  // token is left, so no number of the collection is held by anyone.
+  MustAllocate("orders", 32);
+  MustAllocate("orders", 32);
+  ASSERT_TRUE(Return("orders", 64, 32)->applied);
+  ASSERT_TRUE(Return("orders", 32, 0)->applied);
+  const CollectionState row = MustGet("orders");
+  ASSERT_EQ(row.max, 0);
+  ASSERT_EQ(row.return_floor, 0);
+  ASSERT_THAT(store_->Delete("orders"), IsOk());
+  EXPECT_FALSE(store_->Get("orders")->has_value());
+  EXPECT_EQ(MustAllocate("orders", 32), (Range{1, 32}));
+}
+
+TEST_P(RangeStoreContractTest, DeleteAfterAFloorIsRefused) {
+  ASSERT_THAT(store_->SetFloor("imported", 500), IsOk());
+  EXPECT_THAT(
+      store_->Delete("imported"),
+      StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("Max 500")));
+  EXPECT_EQ(MustAllocate("imported", 32), (Range{501, 532}));
+}
+
+TEST_P(RangeStoreContractTest, DeleteOfAStateWithOnlyATokenLeftIsRefused) {
+  // Max and floor 0, but a range token still stored: not a row that was
+  // never used, so it stays.
+  ASSERT_THAT(
+      store_->PutForTesting("odd", CollectionState{.max = 0,
+                                                   .range_token = 7,
+                                                   .updated_at = clock_.Now()}),
+      IsOk());
+  EXPECT_THAT(store_->Delete("odd"),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_TRUE(store_->Get("odd")->has_value());
+}
+
+TEST_P(RangeStoreContractTest, DeleteOfUnknownCollectionIsNotFound) {
+  EXPECT_THAT(store_->Delete("none"),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("\"none\"")));
+  EXPECT_EQ(store_->collection_count(), 0);
+}
+
+TEST_P(RangeStoreContractTest, DeleteQueuedAfterANextRangeSeesItAndRefuses) {
+  ASSERT_THAT(store_->SetFloor("orders", 0), IsOk());
+  // Queued together: the allocation comes first, so the delete must find
+  // Max 32 and keep the row.
+  testing_util::Notification allocated, deleted;
+  absl::StatusOr<Allocation> allocation;
+  absl::StatusOr<CollectionState> deletion;
+  store_->AllocateAsync("orders", 32, 0, NextToken(), kNoFloorJumpLimit,
+                        [&](absl::StatusOr<Allocation> a) {
+                          allocation = std::move(a);
+                          allocated.Notify();
+                        });
+  store_->DeleteAsync("orders", [&](absl::StatusOr<CollectionState> d) {
+    deletion = std::move(d);
+    deleted.Notify();
+  });
+  allocated.WaitForNotification();
+  deleted.WaitForNotification();
+  ASSERT_THAT(allocation, IsOk());
+  EXPECT_EQ(allocation->range, (Range{1, 32}));
+  EXPECT_THAT(deletion, StatusIs(absl::StatusCode::kFailedPrecondition,
+                                 HasSubstr("Max 32")));
+  EXPECT_EQ(StoredMax("orders"), 32);
+  EXPECT_EQ(MustAllocate("orders", 32), (Range{33, 64}));
+}
+
+TEST_P(RangeStoreContractTest, DeleteSurvivesARestart) {
+  ASSERT_THAT(store_->SetFloor("typo", 0), IsOk());
+  ASSERT_THAT(store_->Delete("typo"), IsOk());
+  Reopen();
+  EXPECT_FALSE(store_->Get("typo")->has_value());
+  EXPECT_EQ(store_->collection_count(), 0);
 }
 
 TEST_P(RangeStoreContractTest, RestartContinuesAboveEveryIssuedRange) {

@@ -185,6 +185,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadStart{"NegativeJump",
                  {"--max_last_max_jump=-1"},
                  "max last_max jump is -1; it must not be negative"},
+        BadStart{"NegativeCreationRate",
+                 {"--max_collection_creations_per_minute=-1"},
+                 "max collection creations per minute is -1; it must not be "
+                 "negative (0: no limit)"},
         BadStart{"ZeroExhaustionShare",
                  {"--exhaustion_share=0"},
                  "exhaustion share is 0; it must be above 0 and at most 1"}),

@@ -122,6 +122,19 @@ absl::StatusOr<FloorResult> AdminClient::SetFloor(absl::string_view collection,
   return FloorResult{response.raised(), response.max()};
 }
 
+absl::Status AdminClient::DeleteCollection(absl::string_view collection) {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + deadline_));
+  hilo::v1::DeleteCollectionRequest request;
+  request.set_collection(std::string(collection));
+  hilo::v1::DeleteCollectionResponse response;
+  const grpc::Status status =
+      stubs_->admin->DeleteCollection(&context, request, &response);
+  if (!status.ok())
+    return internal::AttributedTo(target_, FromGrpcStatus(status));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ServingStatus> AdminClient::CheckHealth(
     absl::string_view service) {
   // grpc.health.v1.HealthCheckRequest { string service = 1; }, encoded by

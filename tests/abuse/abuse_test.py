@@ -9,6 +9,7 @@ every range it asks for, within bounds; the server's threads and RSS stay
 under bounds; a new client is served within a second after the attacker
 leaves; SIGTERM completes within the grace period. --long runs the forms
 whose figures docs/reliability.md gives (by hand; not in ctest)."""
+import os
 import socket
 import sys
 import threading
@@ -88,7 +89,8 @@ def list_unread(binary):
     """Many ListCollections(page_size=1000) over 1,001 256-byte names on
     connections that never read a byte of the replies."""
     checks = lib.Checks("list_unread")
-    server = lib.Server(binary)
+    # 1,001 names in a second: above the default creation rate.
+    server = lib.Server(binary, "--max_collection_creations_per_minute=0")
     ch = lib.channel(server.port)
     call = ch.unary_unary(lib.NEXT, request_serializer=None,
                           response_deserializer=None)
@@ -278,6 +280,92 @@ def bad_te_log_flood(binary):
     checks.finish()
 
 
+def db_bytes(server):
+    """Bytes of the server's database files (the database and its WAL)."""
+    total = 0
+    for name in os.listdir(server.dir.name):
+        if name.startswith("hilo.db"):
+            total += os.path.getsize(os.path.join(server.dir.name, name))
+    return total
+
+
+def collection_creation_flood(binary):
+    """One client asks NextRange for a new name after another, 32 at a time,
+    as fast as the server answers. The creation rate limit must stop it at
+    --max_collection_creations_per_minute (600 by default) with
+    RESOURCE_EXHAUSTED, while the bystander's collection keeps working.
+    With --no_rate_limit the limit is switched off: the "before" figure."""
+    checks = lib.Checks("collection_creation_flood")
+    unlimited = "--no_rate_limit" in sys.argv
+    limited = ("max_collection_creations_per_minute" in lib.known_flags(binary)
+               and not unlimited)
+    server = lib.Server(binary, "--max_collection_creations_per_minute="
+                        + ("0" if unlimited else "600"))
+    ch = lib.channel(server.port)
+    # The names run_attack needs after the attack exist before it.
+    lib.next_range(ch, "recovery", timeout=5)
+    bytes_before = db_bytes(server)  # the database and its WAL
+    seconds = 6
+    outcomes = {"ok": 0, "exhausted": 0, "other": 0}
+    messages = []
+
+    def attack(stop):
+        call = ch.unary_unary(lib.NEXT, request_serializer=None,
+                              response_deserializer=None)
+        i = 0
+        while not stop.is_set():
+            futures = [call.future(lib.next_range_request(f"flood-{i + k:07d}"),
+                                   timeout=5) for k in range(32)]
+            i += 32
+            for f in futures:
+                try:
+                    f.result()
+                    outcomes["ok"] += 1
+                except grpc.RpcError as error:
+                    if error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                        outcomes["exhausted"] += 1
+                        if not messages:
+                            messages.append(error.details())
+                    else:
+                        outcomes["other"] += 1
+
+    started = time.monotonic()
+    try:
+        lib.run_attack(checks, server, attack, seconds=seconds,
+                       max_threads=40, max_rss_mb=200)
+        took = time.monotonic() - started
+        created = outcomes["ok"]
+        checks.figure("attack_s", round(took, 1))
+        checks.figure("created", created)
+        checks.figure("refused", outcomes["exhausted"])
+        checks.figure("created_per_s", round(created / took, 1))
+        # After the clean stop the WAL is checkpointed into the database.
+        checks.figure("db_bytes_before", bytes_before)
+        checks.figure("db_bytes_after", db_bytes(server))
+        if messages:
+            checks.figure("refusal", messages[0])
+        checks.expect(outcomes["other"] == 0,
+                      f"{outcomes['other']} calls failed with another code")
+        if limited:
+            # "recovery" and the bystander's collection were created in the
+            # same minute.
+            checks.expect(created <= 600 - 2,
+                          f"{created} collections created in {took:.1f} s; "
+                          f"the limit is 600 a minute")
+            checks.expect(outcomes["exhausted"] > 0,
+                          "no creation was refused")
+            checks.expect(
+                bool(messages) and
+                "--max_collection_creations_per_minute" in messages[0] and
+                "retry in" in messages[0],
+                f"the refusal names neither the limit nor when to retry: "
+                f"{messages}")
+    finally:
+        ch.close()
+        server.close()
+    checks.finish()
+
+
 def metrics_slowloris(binary):
     """Half-sent HTTP requests on the metrics port, reopened as soon as
     they are dropped: scrapes must still answer."""
@@ -342,7 +430,8 @@ def metrics_slowloris(binary):
 
 ATTACKS = {f.__name__: f for f in (
     pipelined_no_credit, rapid_reset, list_unread, half_sent, health_watch,
-    continuation_flood, fd_exhaustion, bad_te_log_flood, metrics_slowloris)}
+    continuation_flood, fd_exhaustion, bad_te_log_flood, metrics_slowloris,
+    collection_creation_flood)}
 
 if __name__ == "__main__":
     ATTACKS[sys.argv[1]](sys.argv[2])

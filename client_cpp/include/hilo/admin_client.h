@@ -68,6 +68,9 @@ class AdminClient {
                                                  absl::string_view page_token);
   absl::StatusOr<FloorResult> SetFloor(absl::string_view collection,
                                        int64_t floor);
+  // Deletes a collection that never kept a number (Max and return floor 0);
+  // FAILED_PRECONDITION naming its Max otherwise, NOT_FOUND if unknown.
+  absl::Status DeleteCollection(absl::string_view collection);
   // The status of `service` ("" asks about the node as a whole).
   absl::StatusOr<ServingStatus> CheckHealth(absl::string_view service = "");
 

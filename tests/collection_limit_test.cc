@@ -1,0 +1,112 @@
+// CollectionLimit: the count of collections and the creations of the last
+// minute, at their edges, on a manual clock.
+#include "service/collection_limit.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "service/clock.h"
+#include "testing/status_matchers.h"
+
+namespace hilo {
+namespace {
+
+using ::hilo::testing_util::StatusIs;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+constexpr absl::Time kStart = absl::FromUnixSeconds(1'800'000'000);
+
+// Reserves and creates `n` collections; false if any reservation failed.
+bool Create(CollectionLimit& limit, int n) {
+  for (int i = 0; i < n; ++i) {
+    if (!limit.TryReserve()) return false;
+    limit.Release(/*created=*/true);
+  }
+  return true;
+}
+
+TEST(CollectionLimitTest, CreationsPerMinuteStopAtTheLimitExactly) {
+  ManualClock clock(kStart);
+  CollectionLimit limit(/*max=*/0, /*existing=*/0, 3, &clock);
+  ASSERT_TRUE(Create(limit, 3));
+  EXPECT_FALSE(limit.TryReserve());
+  EXPECT_EQ(limit.count(), 3);
+}
+
+TEST(CollectionLimitTest, ACreationLeavesTheWindowExactlyOneMinuteLater) {
+  ManualClock clock(kStart);
+  CollectionLimit limit(0, 0, 3, &clock);
+  ASSERT_TRUE(Create(limit, 1));  // at 0 s
+  clock.Advance(absl::Seconds(20));
+  ASSERT_TRUE(Create(limit, 2));  // at 20 s
+  clock.Set(kStart + absl::Minutes(1) - absl::Microseconds(1));
+  EXPECT_FALSE(limit.TryReserve());
+  // The first creation is out; the two at 20 s are still in.
+  clock.Set(kStart + absl::Minutes(1));
+  EXPECT_TRUE(Create(limit, 1));
+  EXPECT_FALSE(limit.TryReserve());
+  clock.Set(kStart + absl::Seconds(80));
+  EXPECT_TRUE(Create(limit, 2));
+  EXPECT_FALSE(limit.TryReserve());
+  EXPECT_EQ(limit.count(), 6);
+}
+
+TEST(CollectionLimitTest, ReservationsInFlightCountAgainstTheWindow) {
+  ManualClock clock(kStart);
+  CollectionLimit limit(0, 0, 2, &clock);
+  ASSERT_TRUE(limit.TryReserve());
+  ASSERT_TRUE(limit.TryReserve());
+  EXPECT_FALSE(limit.TryReserve());
+  // A call on an existing collection created nothing: its place is free.
+  limit.Release(/*created=*/false);
+  EXPECT_TRUE(limit.TryReserve());
+}
+
+TEST(CollectionLimitTest, RefusalNamesTheRateLimitAndWhenToRetry) {
+  ManualClock clock(kStart);
+  CollectionLimit limit(/*max=*/100, 0, 2, &clock);
+  ASSERT_TRUE(Create(limit, 2));
+  clock.Advance(absl::Seconds(15));
+  ASSERT_FALSE(limit.TryReserve());
+  EXPECT_THAT(
+      limit.RefuseNewCollection("x"),
+      StatusIs(absl::StatusCode::kResourceExhausted,
+               AllOf(HasSubstr("collection \"x\" would be new"),
+                     HasSubstr("limit of 2 collections in the last minute "
+                               "(--max_collection_creations_per_minute)"),
+                     HasSubstr("retry in 45s"))));
+}
+
+TEST(CollectionLimitTest, RefusalNamesTheCountWhenTheCountIsFull) {
+  ManualClock clock(kStart);
+  CollectionLimit limit(/*max=*/2, 0, 100, &clock);
+  ASSERT_TRUE(Create(limit, 2));
+  ASSERT_FALSE(limit.TryReserve());
+  EXPECT_THAT(
+      limit.RefuseNewCollection("x"),
+      StatusIs(absl::StatusCode::kResourceExhausted,
+               HasSubstr("limit of 2 collections (--max_collections)")));
+}
+
+TEST(CollectionLimitTest, ZeroMeansNoRateLimit) {
+  ManualClock clock(kStart);
+  CollectionLimit limit(0, 0, 0, &clock);
+  EXPECT_TRUE(Create(limit, 10'000));
+}
+
+TEST(CollectionLimitTest, DeletionFreesACountButNoCreation) {
+  ManualClock clock(kStart);
+  CollectionLimit limit(/*max=*/2, 0, 2, &clock);
+  ASSERT_TRUE(Create(limit, 2));
+  limit.Deleted();
+  EXPECT_EQ(limit.count(), 1);
+  // The count has room, the minute has none: churning names through
+  // create and delete is still held to the rate.
+  EXPECT_FALSE(limit.TryReserve());
+  clock.Advance(absl::Minutes(1));
+  EXPECT_TRUE(Create(limit, 1));
+  EXPECT_FALSE(limit.TryReserve());
+}
+
+}  // namespace
+}  // namespace hilo
