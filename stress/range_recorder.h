@@ -1,5 +1,6 @@
-// RangeRecorder: every NextRange reply and ReturnRange a process's gRPC
-// clients see, recorded by a global client interceptor, so a test can check
+// RangeRecorder: every NextRange reply and every return (a ReturnRange, or
+// an item of a ReturnRanges batch) a process's gRPC clients see, recorded by
+// a global client interceptor, so a test can check
 // the IDs an unmodified hilo::Client hands out against the ranges it was
 // really given.
 //

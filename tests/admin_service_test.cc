@@ -271,7 +271,7 @@ TEST_F(AdminServiceTest, CreationsPerMinuteAreLimitedAndExistingOnesGoOn) {
   Next("a");
   clock_.Advance(absl::Seconds(10));
   hilo::v1::SetFloorResponse floor;
-  ASSERT_TRUE(SetFloor("b", 0, &floor).ok());
+  ASSERT_THAT(SetFloor("b", 0, &floor), IsOk());
   hilo::v1::NextRangeRequest request;
   request.set_collection("c");
   grpc::ClientContext context;
@@ -289,7 +289,7 @@ TEST_F(AdminServiceTest, CreationsPerMinuteAreLimitedAndExistingOnesGoOn) {
   EXPECT_EQ(Get("c", &row).error_code(), grpc::StatusCode::NOT_FOUND);
   // Existing collections keep working.
   EXPECT_EQ(Next("a").low(), 33);
-  EXPECT_TRUE(SetFloor("b", 5, &floor).ok());
+  EXPECT_THAT(SetFloor("b", 5, &floor), IsOk());
   // A minute after "a" was created, one more fits.
   clock_.Advance(absl::Seconds(50));
   EXPECT_EQ(Next("c").low(), 1);
@@ -300,7 +300,7 @@ TEST_F(AdminServiceTest, CreationsPerMinuteAreLimitedAndExistingOnesGoOn) {
 TEST_F(AdminServiceTest, DeleteRemovesAnUnusedCollectionAndFreesItsPlace) {
   Start([](ServerOptions& o) { o.max_collections = 2; });
   hilo::v1::SetFloorResponse floor;
-  ASSERT_TRUE(SetFloor("typo", 0, &floor).ok());
+  ASSERT_THAT(SetFloor("typo", 0, &floor), IsOk());
   Next("orders");
   hilo::v1::NextRangeRequest request;
   request.set_collection("third");
@@ -320,14 +320,14 @@ TEST_F(AdminServiceTest, DeleteRemovesAnUnusedCollectionAndFreesItsPlace) {
 TEST_F(AdminServiceTest, DeleteOfAUsedCollectionIsRefusedAndChangesNothing) {
   const hilo::v1::NextRangeResponse range = Next("orders");
   hilo::v1::GetCollectionResponse before;
-  ASSERT_TRUE(Get("orders", &before).ok());
+  ASSERT_THAT(Get("orders", &before), IsOk());
   const grpc::Status status = Delete("orders");
   EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_THAT(status.error_message(),
               HasSubstr(absl::StrFormat("collection \"orders\" has Max %d",
                                         range.high())));
   hilo::v1::GetCollectionResponse after;
-  ASSERT_TRUE(Get("orders", &after).ok());
+  ASSERT_THAT(Get("orders", &after), IsOk());
   EXPECT_EQ(after.collection().DebugString(),
             before.collection().DebugString());
   EXPECT_EQ(Next("orders").low(), range.high() + 1);
@@ -344,7 +344,7 @@ TEST_F(AdminServiceTest, DeleteOfUnknownOrBadNameChangesNothing) {
   EXPECT_EQ(Delete("none").error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_EQ(Delete("").error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   hilo::v1::ListCollectionsResponse list;
-  ASSERT_TRUE(List(0, "", &list).ok());
+  ASSERT_THAT(List(0, "", &list), IsOk());
   EXPECT_EQ(list.collections_size(), 0);
 }
 

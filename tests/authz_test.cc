@@ -147,11 +147,11 @@ TEST_F(AuthorizerTest, DeleteCollectionNeedsTheSetFloorRight) {
                 .message(),
             "dns:reader.test may not call DeleteCollection on collection "
             "\"orders\"");
-  EXPECT_EQ(Check(Cert("uri:spiffe://test/orders"), Method::kDeleteCollection,
-                  "orders")
-                .code(),
-            absl::StatusCode::kPermissionDenied);
-  EXPECT_TRUE(Check(Cert("cn:ops"), Method::kDeleteCollection, "orders").ok());
+  EXPECT_THAT(Check(Cert("uri:spiffe://test/orders"), Method::kDeleteCollection,
+                    "orders"),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(Check(Cert("cn:ops"), Method::kDeleteCollection, "orders"),
+              IsOk());
 }
 
 TEST_F(AuthorizerTest, SetFloorAdminMayAdministerAndUseEveryCollection) {
@@ -405,10 +405,10 @@ TEST_F(GatekeeperTest, RefusalChangesNothingAndIsAuditedAndCounted) {
 TEST_F(GatekeeperTest, ReturnRangesRefusesADeniedItemAlone) {
   const Caller orders = Cert("uri:spiffe://test/orders");
   hilo::v1::NextRangeResponse range;
-  ASSERT_TRUE(Next(orders, "orders", 0, &range).ok());
+  ASSERT_THAT(Next(orders, "orders", 0, &range), IsOk());
   // Someone else's range of a collection this caller may not use.
   constexpr uint64_t kUsersToken = 0x5EC2E7;
-  ASSERT_TRUE(store_->Allocate("users", 32, 0, kUsersToken).ok());
+  ASSERT_THAT(store_->Allocate("users", 32, 0, kUsersToken), IsOk());
   hilo::v1::ReturnRangesRequest request;
   for (auto [name, token] :
        {std::pair<const char*, uint64_t>{"users", kUsersToken},
@@ -424,7 +424,7 @@ TEST_F(GatekeeperTest, ReturnRangesRefusesADeniedItemAlone) {
       base::Await<absl::Status>([&](ServiceCallback done) {
         gate_->ReturnRanges(orders, request, &response, std::move(done));
       });
-  ASSERT_TRUE(status.ok()) << status;
+  ASSERT_THAT(status, IsOk());
   ASSERT_EQ(response.results_size(), 2);
   EXPECT_EQ(response.results(0).code(),
             static_cast<int>(absl::StatusCode::kPermissionDenied));
@@ -448,11 +448,11 @@ TEST_F(GatekeeperTest, ReturnRangesRefusesADeniedItemAlone) {
 }
 
 TEST_F(GatekeeperTest, DeleteIsDeniedToNonAdminsAndEveryDeleteIsAudited) {
-  ASSERT_TRUE(Floor(Cert("cn:ops"), "typo", 0).ok());
-  EXPECT_EQ(Delete(Cert("dns:reader.test"), "typo").code(),
-            absl::StatusCode::kPermissionDenied);
+  ASSERT_THAT(Floor(Cert("cn:ops"), "typo", 0), IsOk());
+  EXPECT_THAT(Delete(Cert("dns:reader.test"), "typo"),
+              StatusIs(absl::StatusCode::kPermissionDenied));
   EXPECT_EQ(Max("typo"), 0);
-  EXPECT_TRUE(Delete(Cert("cn:ops"), "typo").ok());
+  EXPECT_THAT(Delete(Cert("cn:ops"), "typo"), IsOk());
   EXPECT_EQ(Max("typo"), -1);
   const std::string audit = Audit();
   EXPECT_THAT(audit,
