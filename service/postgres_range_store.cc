@@ -425,7 +425,8 @@ struct PostgresRangeStore::Request : GroupCommit::Operation {
     kDelete,
     kGet,
     kList,
-    kProbe
+    kProbe,  // counts the rows; on the read connection
+    kRenew   // renews the node tag's lease; on the write connection
   };
   Kind kind = Kind::kGet;
   std::string name;  // the collection; for kList, the name to list after
@@ -703,6 +704,23 @@ void PostgresRangeStore::ProbeLoop() {
       probe_pending_ = false;
     };
     read_queue_->Submit(std::move(probe));
+    if (node_tag_.empty()) continue;
+    {
+      base::MutexLock lock(&probe_mu_);
+      if (renew_pending_) continue;
+      renew_pending_ = true;
+    }
+    // On the write connection: a server whose writes still go through must
+    // be one that still holds its tag. Renewed on the read connection, a
+    // server that could not open or keep that one would go on allocating
+    // under a tag whose lease ran out and another server took.
+    auto renew = std::make_unique<Request>();
+    renew->kind = Request::Kind::kRenew;
+    renew->done = [this](absl::Status) {
+      base::MutexLock lock(&probe_mu_);
+      renew_pending_ = false;
+    };
+    queue_->Submit(std::move(renew));
   }
 }
 
@@ -881,7 +899,7 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
     first.push_back(std::move(s));
   }
   std::vector<int> list_at(batch.size(), -1);
-  int renew_at = -1;  // the node tag's renewal, with the first probe
+  int renew_at = -1;  // the node tag's renewal, once per batch
   for (size_t i = 0; i < batch.size(); ++i) {
     Request* r = batch[i];
     if (r->kind == Request::Kind::kList) {
@@ -896,6 +914,7 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
     } else if (r->kind == Request::Kind::kProbe) {
       list_at[i] = static_cast<int>(first.size());
       first.push_back({"SELECT count(*)::BIGINT FROM hilo_collections", {}});
+    } else if (r->kind == Request::Kind::kRenew) {
       if (renew_at < 0 && !node_tag_.empty() && !node_tag_lost_) {
         renew_at = static_cast<int>(first.size());
         Statement renew{kRenewTag, {}};
@@ -972,6 +991,7 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
       r->state = it != rows.end() ? it->second.now : std::nullopt;
       continue;
     }
+    if (r->kind == Request::Kind::kRenew) continue;  // judged above
     Row& row = rows[r->name];
     const absl::Time now = clock_->Now();
     switch (r->kind) {

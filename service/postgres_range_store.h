@@ -223,14 +223,16 @@ class PostgresRangeStore final : public RangeStore {
   std::atomic<bool> reachable_{true};
   std::string node_tag_;  // set by Open
   // A renewal found the claim taken: no more renewals, no release.
-  bool node_tag_lost_ = false;  // read_queue_'s thread only (the probe's)
-  // Writes, on queue_'s thread; reads and the probe, on read_queue_'s.
+  bool node_tag_lost_ = false;  // queue_'s thread only (the renewal's)
+  // Writes and the lease's renewal, on queue_'s thread; reads and the
+  // probe's count, on read_queue_'s.
   Link writer_;
   Link reader_;
 
   base::Mutex probe_mu_;
   bool stopping_ ABSL_GUARDED_BY(probe_mu_) = false;
   bool probe_pending_ ABSL_GUARDED_BY(probe_mu_) = false;
+  bool renew_pending_ ABSL_GUARDED_BY(probe_mu_) = false;
 
   // Batches operations into transactions; destroyed before the connection.
   std::unique_ptr<GroupCommit> queue_;

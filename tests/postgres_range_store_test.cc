@@ -466,6 +466,55 @@ TEST_F(PostgresRangeStoreTest, ProbeRenewsTheClaimAndReportsItTaken) {
             "host-b pid 2");
 }
 
+// The lease is renewed on the connection the writes use, so a server whose
+// reads are stuck (or whose read connection cannot be opened) never goes on
+// allocating under a tag whose lease ran out.
+TEST_F(PostgresRangeStoreTest, RenewalGoesOnWhileReadsAreHeldBack) {
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<bool> hold{true};
+  testing_util::Notification entered;
+  PostgresRangeStoreOptions options;
+  options.uri = uri_;
+  options.probe_interval = absl::Milliseconds(50);
+  options.node_tag_lease.emplace();
+  options.node_tag_lease->candidates = {"X"};
+  options.node_tag_lease->holder = "host-a pid 1";
+  options.node_tag_lease->duration = absl::Seconds(30);
+  options.before_read_batch_for_testing = [&] {
+    if (!hold.load()) return;
+    entered.Notify();
+    released.wait();
+  };
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
+      PostgresRangeStore::Open(std::move(options));
+  ASSERT_THAT(store, IsOk());
+  std::promise<void> listed;
+  (*store)->ListAsync("", 10,
+                      [&](absl::StatusOr<std::vector<NamedCollectionState>>) {
+                        listed.set_value();
+                      });
+  entered.WaitForNotification();  // the read queue is stuck from here on
+  ASSERT_THAT(PostgresInstance::Execute(
+                  uri_,
+                  "UPDATE hilo_nodes SET expires_at = now() + interval '1 "
+                  "second' WHERE tag = 'X'"),
+              IsOk());
+  Session session(uri_);
+  const std::string renewed =
+      "SELECT expires_at > now() + interval '20 seconds' FROM hilo_nodes "
+      "WHERE tag = 'X'";
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  bool in_time = false;
+  while (!(in_time = session.Query(renewed) == "t") && absl::Now() < deadline) {
+    std::this_thread::yield();
+  }
+  hold = false;
+  release.set_value();
+  listed.get_future().wait();
+  EXPECT_TRUE(in_time) << "the lease was not renewed while reads were stuck";
+}
+
 TEST_F(PostgresRangeStoreTest, BadNodeTagLeasesAreInvalidArgument) {
   EXPECT_THAT(OpenWithTags(uri_, {}, "h"),
               StatusIs(absl::StatusCode::kInvalidArgument));
