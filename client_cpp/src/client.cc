@@ -102,6 +102,11 @@ struct Client::State {
   // from here stays valid.
   absl::flat_hash_map<std::string, std::unique_ptr<internal::RangeCache>> caches
       ABSL_GUARDED_BY(mu);
+  // Held for a whole ReturnUnusedRanges. Each call takes every cache's
+  // ranges in map order and gives them back only at its end; two calls at
+  // once could take two caches in opposite orders (the map may rehash in
+  // between) and wait on each other for good.
+  base::Mutex return_mu;
 };
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
@@ -243,6 +248,7 @@ absl::Status CollectionHandle::AppendDocumentId(std::string* out) const {
 }
 
 void Client::ReturnUnusedRanges() {
+  base::MutexLock one_at_a_time(&state_->return_mu);
   std::vector<internal::RangeCache*> caches;
   {
     base::ReaderMutexLock lock(&state_->mu);
