@@ -90,10 +90,12 @@ struct SqliteRangeStoreOptions {
   // Test hook: told each directory Open flushed to disk, in order.
   std::function<void(const std::string& dir)> directory_synced_for_testing;
   // Opens an existing database for Get and List only, as a tool that
-  // inspects a stopped server's file does: nothing is created, migrated or
-  // written (not even a checkpoint, so a WAL a killed server left behind
-  // stays as it was), and every write fails with FAILED_PRECONDITION. The
-  // file must hold the current schema version.
+  // inspects a stopped server's file does: no collection is created, no
+  // schema migrated, no row written (not even a checkpoint, so a WAL a
+  // killed server left behind keeps its frames), and every write fails with
+  // FAILED_PRECONDITION. SQLite may still create the -wal and -shm files
+  // beside a database that has none, or rebuild the -shm index. The file
+  // must hold the current schema version.
   bool read_only = false;
 };
 
