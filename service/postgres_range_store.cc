@@ -1174,16 +1174,10 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
   return Attempt::kDone;
 }
 
-void PostgresRangeStore::AllocateAsync(absl::string_view collection,
-                                       int64_t size, int64_t floor,
-                                       uint64_t token, int64_t max_floor_jump,
-                                       StoreCallback<Allocation> done) {
-  if (absl::Status s =
-          CheckAllocateArguments(size, floor, token, max_floor_jump);
-      !s.ok()) {
-    done(std::move(s));
-    return;
-  }
+void PostgresRangeStore::DoAllocateAsync(absl::string_view collection,
+                                         int64_t size, int64_t floor,
+                                         uint64_t token, int64_t max_floor_jump,
+                                         StoreCallback<Allocation> done) {
   auto r = std::make_unique<Request>();
   r->kind = Request::Kind::kAllocate;
   r->name = std::string(collection);
@@ -1194,13 +1188,10 @@ void PostgresRangeStore::AllocateAsync(absl::string_view collection,
   Submit(std::move(r), std::move(done), &Request::allocation);
 }
 
-void PostgresRangeStore::ReturnAsync(absl::string_view collection, int64_t end,
-                                     int64_t last, uint64_t token,
-                                     StoreCallback<ReturnOutcome> done) {
-  if (absl::Status s = CheckReturnArguments(end, last); !s.ok()) {
-    done(std::move(s));
-    return;
-  }
+void PostgresRangeStore::DoReturnAsync(absl::string_view collection,
+                                       int64_t end, int64_t last,
+                                       uint64_t token,
+                                       StoreCallback<ReturnOutcome> done) {
   auto r = std::make_unique<Request>();
   r->kind = Request::Kind::kReturn;
   r->name = std::string(collection);
@@ -1220,13 +1211,9 @@ void PostgresRangeStore::GetAsync(
   Submit(std::move(r), std::move(done), &Request::state);
 }
 
-void PostgresRangeStore::ListAsync(
+void PostgresRangeStore::DoListAsync(
     absl::string_view after, int limit,
     StoreCallback<std::vector<NamedCollectionState>> done) {
-  if (absl::Status s = CheckListLimit(limit); !s.ok()) {
-    done(std::move(s));
-    return;
-  }
   auto r = std::make_unique<Request>();
   r->kind = Request::Kind::kList;
   r->read_only = true;
@@ -1235,13 +1222,9 @@ void PostgresRangeStore::ListAsync(
   Submit(std::move(r), std::move(done), &Request::rows);
 }
 
-void PostgresRangeStore::SetFloorAsync(absl::string_view collection,
-                                       int64_t floor,
-                                       StoreCallback<FloorOutcome> done) {
-  if (absl::Status s = CheckFloorArgument(floor); !s.ok()) {
-    done(std::move(s));
-    return;
-  }
+void PostgresRangeStore::DoSetFloorAsync(absl::string_view collection,
+                                         int64_t floor,
+                                         StoreCallback<FloorOutcome> done) {
   auto r = std::make_unique<Request>();
   r->kind = Request::Kind::kSetFloor;
   r->name = std::string(collection);

@@ -156,18 +156,9 @@ class PostgresRangeStore final : public RangeStore {
   PostgresRangeStore(const PostgresRangeStore&) = delete;
   PostgresRangeStore& operator=(const PostgresRangeStore&) = delete;
 
-  void AllocateAsync(absl::string_view collection, int64_t size, int64_t floor,
-                     uint64_t token, int64_t max_floor_jump,
-                     StoreCallback<Allocation> done) override;
-  void ReturnAsync(absl::string_view collection, int64_t end, int64_t last,
-                   uint64_t token, StoreCallback<ReturnOutcome> done) override;
+  // RangeStore:
   void GetAsync(absl::string_view collection,
                 StoreCallback<std::optional<CollectionState>> done) override;
-  void ListAsync(
-      absl::string_view after, int limit,
-      StoreCallback<std::vector<NamedCollectionState>> done) override;
-  void SetFloorAsync(absl::string_view collection, int64_t floor,
-                     StoreCallback<FloorOutcome> done) override;
   void DeleteAsync(absl::string_view collection,
                    StoreCallback<CollectionState> done) override;
   int64_t collection_count() const override {
@@ -188,6 +179,20 @@ class PostgresRangeStore final : public RangeStore {
   class Connection;
   struct Request;
   enum class Attempt { kDone, kRetry };
+
+  // RangeStore:
+  void DoAllocateAsync(absl::string_view collection, int64_t size,
+                       int64_t floor, uint64_t token, int64_t max_floor_jump,
+                       StoreCallback<Allocation> done) override;
+  void DoReturnAsync(absl::string_view collection, int64_t end, int64_t last,
+                     uint64_t token,
+                     StoreCallback<ReturnOutcome> done) override;
+  void DoListAsync(
+      absl::string_view after, int limit,
+      StoreCallback<std::vector<NamedCollectionState>> done) override;
+  void DoSetFloorAsync(absl::string_view collection, int64_t floor,
+                       StoreCallback<FloorOutcome> done) override;
+
   // A connection and its state; used by one queue's committer thread only.
   struct Link {
     std::unique_ptr<Connection> connection;

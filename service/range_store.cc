@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "hilo/base/await.h"
+#include "service/collection_rules.h"
 
 namespace hilo {
 namespace {
@@ -15,6 +16,45 @@ absl::StatusOr<T> Wait(Start start) {
 }
 
 }  // namespace
+
+void RangeStore::AllocateAsync(absl::string_view collection, int64_t size,
+                               int64_t floor, uint64_t token,
+                               int64_t max_floor_jump,
+                               StoreCallback<Allocation> done) {
+  if (absl::Status s =
+          CheckAllocateArguments(size, floor, token, max_floor_jump);
+      !s.ok()) {
+    return done(std::move(s));
+  }
+  DoAllocateAsync(collection, size, floor, token, max_floor_jump,
+                  std::move(done));
+}
+
+void RangeStore::ReturnAsync(absl::string_view collection, int64_t end,
+                             int64_t last, uint64_t token,
+                             StoreCallback<ReturnOutcome> done) {
+  if (absl::Status s = CheckReturnArguments(end, last); !s.ok()) {
+    return done(std::move(s));
+  }
+  DoReturnAsync(collection, end, last, token, std::move(done));
+}
+
+void RangeStore::ListAsync(
+    absl::string_view after, int limit,
+    StoreCallback<std::vector<NamedCollectionState>> done) {
+  if (absl::Status s = CheckListLimit(limit); !s.ok()) {
+    return done(std::move(s));
+  }
+  DoListAsync(after, limit, std::move(done));
+}
+
+void RangeStore::SetFloorAsync(absl::string_view collection, int64_t floor,
+                               StoreCallback<FloorOutcome> done) {
+  if (absl::Status s = CheckFloorArgument(floor); !s.ok()) {
+    return done(std::move(s));
+  }
+  DoSetFloorAsync(collection, floor, std::move(done));
+}
 
 absl::StatusOr<Range> RangeStore::Allocate(absl::string_view collection,
                                            int64_t size, int64_t floor,

@@ -124,10 +124,9 @@ class RangeStore {
   // is FAILED_PRECONDITION (IsGuardRailRefusal) and changes nothing. It is
   // judged against Max inside the operation's transaction, so no other
   // server can move Max between the check and the write.
-  virtual void AllocateAsync(absl::string_view collection, int64_t size,
-                             int64_t floor, uint64_t token,
-                             int64_t max_floor_jump,
-                             StoreCallback<Allocation> done) = 0;
+  void AllocateAsync(absl::string_view collection, int64_t size, int64_t floor,
+                     uint64_t token, int64_t max_floor_jump,
+                     StoreCallback<Allocation> done);
   absl::StatusOr<Range> Allocate(absl::string_view collection, int64_t size,
                                  int64_t floor, uint64_t token,
                                  int64_t max_floor_jump = kNoFloorJumpLimit);
@@ -146,9 +145,8 @@ class RangeStore {
   // end and return_floor <= last; then Max = return_floor = last and the
   // tokens are retired. Otherwise nothing changes and the outcome carries
   // the current Max. Requires 0 <= last <= end.
-  virtual void ReturnAsync(absl::string_view collection, int64_t end,
-                           int64_t last, uint64_t token,
-                           StoreCallback<ReturnOutcome> done) = 0;
+  void ReturnAsync(absl::string_view collection, int64_t end, int64_t last,
+                   uint64_t token, StoreCallback<ReturnOutcome> done);
   absl::StatusOr<ReturnOutcome> Return(absl::string_view collection,
                                        int64_t end, int64_t last,
                                        uint64_t token);
@@ -172,9 +170,8 @@ class RangeStore {
 
   // Up to `limit` (>= 1) collections whose names sort after `after` (byte
   // order), in that order.
-  virtual void ListAsync(
-      absl::string_view after, int limit,
-      StoreCallback<std::vector<NamedCollectionState>> done) = 0;
+  void ListAsync(absl::string_view after, int limit,
+                 StoreCallback<std::vector<NamedCollectionState>> done);
   absl::StatusOr<std::vector<NamedCollectionState>> List(
       absl::string_view after, int limit);
 
@@ -182,8 +179,8 @@ class RangeStore {
   // was, return_floor = max(return_floor, floor) (and the same for the
   // previous range's), so no return can move Max below the floor. When Max
   // moves, the tokens are retired. Requires floor >= 0.
-  virtual void SetFloorAsync(absl::string_view collection, int64_t floor,
-                             StoreCallback<FloorOutcome> done) = 0;
+  void SetFloorAsync(absl::string_view collection, int64_t floor,
+                     StoreCallback<FloorOutcome> done);
   absl::StatusOr<FloorOutcome> SetFloor(absl::string_view collection,
                                         int64_t floor);
 
@@ -206,6 +203,24 @@ class RangeStore {
   // such as Max near INT64_MAX.
   virtual absl::Status PutForTesting(absl::string_view collection,
                                      const CollectionState& state) = 0;
+
+ protected:
+  // The operations behind AllocateAsync, ReturnAsync, ListAsync and
+  // SetFloorAsync, which check their arguments (collection_rules.h) and
+  // refuse bad ones with INVALID_ARGUMENT before calling these; so a store
+  // only sees arguments inside the contract.
+  virtual void DoAllocateAsync(absl::string_view collection, int64_t size,
+                               int64_t floor, uint64_t token,
+                               int64_t max_floor_jump,
+                               StoreCallback<Allocation> done) = 0;
+  virtual void DoReturnAsync(absl::string_view collection, int64_t end,
+                             int64_t last, uint64_t token,
+                             StoreCallback<ReturnOutcome> done) = 0;
+  virtual void DoListAsync(
+      absl::string_view after, int limit,
+      StoreCallback<std::vector<NamedCollectionState>> done) = 0;
+  virtual void DoSetFloorAsync(absl::string_view collection, int64_t floor,
+                               StoreCallback<FloorOutcome> done) = 0;
 };
 
 }  // namespace hilo

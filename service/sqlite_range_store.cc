@@ -714,16 +714,10 @@ void SqliteRangeStore::Submit(
   (read_only ? reader_->queue : queue_)->Submit(std::move(op));
 }
 
-void SqliteRangeStore::AllocateAsync(absl::string_view collection, int64_t size,
-                                     int64_t floor, uint64_t token,
-                                     int64_t max_floor_jump,
-                                     StoreCallback<Allocation> done) {
-  if (absl::Status s =
-          CheckAllocateArguments(size, floor, token, max_floor_jump);
-      !s.ok()) {
-    done(std::move(s));
-    return;
-  }
+void SqliteRangeStore::DoAllocateAsync(absl::string_view collection,
+                                       int64_t size, int64_t floor,
+                                       uint64_t token, int64_t max_floor_jump,
+                                       StoreCallback<Allocation> done) {
   Submit<Allocation>(
       /*read_only=*/false,
       [this, name = std::string(collection), size, floor, token,
@@ -742,13 +736,9 @@ void SqliteRangeStore::AllocateAsync(absl::string_view collection, int64_t size,
       std::move(done));
 }
 
-void SqliteRangeStore::ReturnAsync(absl::string_view collection, int64_t end,
-                                   int64_t last, uint64_t token,
-                                   StoreCallback<ReturnOutcome> done) {
-  if (absl::Status s = CheckReturnArguments(end, last); !s.ok()) {
-    done(std::move(s));
-    return;
-  }
+void SqliteRangeStore::DoReturnAsync(absl::string_view collection, int64_t end,
+                                     int64_t last, uint64_t token,
+                                     StoreCallback<ReturnOutcome> done) {
   Submit<ReturnOutcome>(
       /*read_only=*/false,
       [this, name = std::string(collection), end, last, token](
@@ -834,13 +824,9 @@ void SqliteRangeStore::GetAsync(
       std::move(done));
 }
 
-void SqliteRangeStore::ListAsync(
+void SqliteRangeStore::DoListAsync(
     absl::string_view after, int limit,
     StoreCallback<std::vector<NamedCollectionState>> done) {
-  if (absl::Status s = CheckListLimit(limit); !s.ok()) {
-    done(std::move(s));
-    return;
-  }
   Submit<std::vector<NamedCollectionState>>(
       /*read_only=*/true,
       [this, after = std::string(after), limit](
@@ -850,13 +836,9 @@ void SqliteRangeStore::ListAsync(
       std::move(done));
 }
 
-void SqliteRangeStore::SetFloorAsync(absl::string_view collection,
-                                     int64_t floor,
-                                     StoreCallback<FloorOutcome> done) {
-  if (absl::Status s = CheckFloorArgument(floor); !s.ok()) {
-    done(std::move(s));
-    return;
-  }
+void SqliteRangeStore::DoSetFloorAsync(absl::string_view collection,
+                                       int64_t floor,
+                                       StoreCallback<FloorOutcome> done) {
   Submit<FloorOutcome>(
       /*read_only=*/false,
       [this, name = std::string(collection), floor](

@@ -113,22 +113,13 @@ class SqliteRangeStore final : public RangeStore {
   SqliteRangeStore(const SqliteRangeStore&) = delete;
   SqliteRangeStore& operator=(const SqliteRangeStore&) = delete;
 
-  void AllocateAsync(absl::string_view collection, int64_t size, int64_t floor,
-                     uint64_t token, int64_t max_floor_jump,
-                     StoreCallback<Allocation> done) override;
-  void ReturnAsync(absl::string_view collection, int64_t end, int64_t last,
-                   uint64_t token, StoreCallback<ReturnOutcome> done) override;
+  // RangeStore:
   // One operation for all the items, so one commit.
   void ReturnManyAsync(
       std::vector<ReturnItem> items,
       StoreCallback<std::vector<absl::StatusOr<ReturnOutcome>>> done) override;
   void GetAsync(absl::string_view collection,
                 StoreCallback<std::optional<CollectionState>> done) override;
-  void ListAsync(
-      absl::string_view after, int limit,
-      StoreCallback<std::vector<NamedCollectionState>> done) override;
-  void SetFloorAsync(absl::string_view collection, int64_t floor,
-                     StoreCallback<FloorOutcome> done) override;
   void DeleteAsync(absl::string_view collection,
                    StoreCallback<CollectionState> done) override;
 
@@ -150,6 +141,19 @@ class SqliteRangeStore final : public RangeStore {
  private:
   class Statement;
   struct Reader;
+
+  // RangeStore:
+  void DoAllocateAsync(absl::string_view collection, int64_t size,
+                       int64_t floor, uint64_t token, int64_t max_floor_jump,
+                       StoreCallback<Allocation> done) override;
+  void DoReturnAsync(absl::string_view collection, int64_t end, int64_t last,
+                     uint64_t token,
+                     StoreCallback<ReturnOutcome> done) override;
+  void DoListAsync(
+      absl::string_view after, int limit,
+      StoreCallback<std::vector<NamedCollectionState>> done) override;
+  void DoSetFloorAsync(absl::string_view collection, int64_t floor,
+                       StoreCallback<FloorOutcome> done) override;
 
   SqliteRangeStore(SqliteRangeStoreOptions options, sqlite3* db);
 
