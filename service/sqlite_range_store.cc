@@ -363,23 +363,13 @@ absl::Status SqliteRangeStore::Init() {
 
   // Check the identity and version, then create the schema, atomically.
   if (absl::Status s = Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
-  auto read_int = [&](const char* sql) -> absl::StatusOr<int64_t> {
-    sqlite3_stmt* stmt = nullptr;
-    int rc = sqlite3_prepare_v2(db_, sql, -1, &stmt, nullptr);
-    if (rc == SQLITE_OK) rc = sqlite3_step(stmt);
-    int64_t value = 0;
-    if (rc == SQLITE_ROW) value = sqlite3_column_int64(stmt, 0);
-    sqlite3_finalize(stmt);
-    if (rc != SQLITE_ROW) return Error(rc, sql);
-    return value;
-  };
   auto init = [&]() -> absl::Status {
-    absl::StatusOr<int64_t> app_id = read_int("PRAGMA application_id");
+    absl::StatusOr<int64_t> app_id = ReadInt("PRAGMA application_id");
     if (!app_id.ok()) return app_id.status();
-    absl::StatusOr<int64_t> version = read_int("PRAGMA user_version");
+    absl::StatusOr<int64_t> version = ReadInt("PRAGMA user_version");
     if (!version.ok()) return version.status();
     absl::StatusOr<int64_t> tables =
-        read_int("SELECT count(*) FROM sqlite_schema");
+        ReadInt("SELECT count(*) FROM sqlite_schema");
     if (!tables.ok()) return tables.status();
     if (*app_id == 0 && *version == 0 && *tables == 0) {
       // A new, empty file: make it ours.
@@ -441,7 +431,7 @@ absl::Status SqliteRangeStore::Init() {
       !s.ok()) {
     return s;
   }
-  absl::StatusOr<int64_t> count = read_int("SELECT count(*) FROM collections");
+  absl::StatusOr<int64_t> count = ReadInt("SELECT count(*) FROM collections");
   if (!count.ok()) return count.status();
   collection_count_.store(*count);
   // Every operation of a batch runs between these three; prepared once,
@@ -463,20 +453,21 @@ absl::Status SqliteRangeStore::Init() {
       &upsert_);
 }
 
+absl::StatusOr<int64_t> SqliteRangeStore::ReadInt(const char* sql) const {
+  sqlite3_stmt* stmt = nullptr;
+  int rc = sqlite3_prepare_v2(db_, sql, -1, &stmt, nullptr);
+  if (rc == SQLITE_OK) rc = sqlite3_step(stmt);
+  int64_t value = 0;
+  if (rc == SQLITE_ROW) value = sqlite3_column_int64(stmt, 0);
+  sqlite3_finalize(stmt);
+  if (rc != SQLITE_ROW) return Error(rc, sql);
+  return value;
+}
+
 absl::Status SqliteRangeStore::InitReadOnly() {
   sqlite3_busy_timeout(
       db_, static_cast<int>(absl::ToInt64Milliseconds(options_.busy_timeout)));
-  auto read_int = [&](const char* sql) -> absl::StatusOr<int64_t> {
-    sqlite3_stmt* stmt = nullptr;
-    int rc = sqlite3_prepare_v2(db_, sql, -1, &stmt, nullptr);
-    if (rc == SQLITE_OK) rc = sqlite3_step(stmt);
-    int64_t value = 0;
-    if (rc == SQLITE_ROW) value = sqlite3_column_int64(stmt, 0);
-    sqlite3_finalize(stmt);
-    if (rc != SQLITE_ROW) return Error(rc, sql);
-    return value;
-  };
-  absl::StatusOr<int64_t> app_id = read_int("PRAGMA application_id");
+  absl::StatusOr<int64_t> app_id = ReadInt("PRAGMA application_id");
   if (!app_id.ok()) {
     const int rc = sqlite3_extended_errcode(db_) & 0xff;
     if (rc == SQLITE_NOTADB || rc == SQLITE_CORRUPT) {
@@ -491,7 +482,7 @@ absl::Status SqliteRangeStore::InitReadOnly() {
         "database %s is not a hilo database (application_id %d)", options_.path,
         *app_id));
   }
-  absl::StatusOr<int64_t> version = read_int("PRAGMA user_version");
+  absl::StatusOr<int64_t> version = ReadInt("PRAGMA user_version");
   if (!version.ok()) return version.status();
   if (*version != kSchemaVersion) {
     return absl::FailedPreconditionError(absl::StrFormat(
@@ -499,7 +490,7 @@ absl::Status SqliteRangeStore::InitReadOnly() {
         "server migrates it on its next start)",
         options_.path, *version, kSchemaVersion));
   }
-  absl::StatusOr<int64_t> count = read_int("SELECT count(*) FROM collections");
+  absl::StatusOr<int64_t> count = ReadInt("SELECT count(*) FROM collections");
   if (!count.ok()) return count.status();
   collection_count_.store(*count);
   return absl::OkStatus();

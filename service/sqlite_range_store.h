@@ -180,6 +180,8 @@ class SqliteRangeStore final : public RangeStore {
   // Runs a prepared statement that returns no rows, and resets it.
   absl::Status Step(Statement& statement);
   absl::Status Error(int rc, absl::string_view what) const;
+  // The first column of the first row of `sql` (a PRAGMA or a count).
+  absl::StatusOr<int64_t> ReadInt(const char* sql) const;
   // The error of `rc` on connection `db`.
   absl::Status ErrorOn(sqlite3* db, int rc, absl::string_view what) const;
 

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -28,8 +29,10 @@ using ::testing::HasSubstr;
 using ::testing::Optional;
 
 std::unique_ptr<SqliteRangeStore> OpenWriter(const std::string& path) {
+  SqliteRangeStoreOptions options;
+  options.path = path;
   absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
-      SqliteRangeStore::Open({.path = path});
+      SqliteRangeStore::Open(std::move(options));
   EXPECT_THAT(store.status(), IsOk());
   return store.ok() ? *std::move(store) : nullptr;
 }
