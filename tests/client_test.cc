@@ -24,7 +24,6 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "hilo/base/mutex.h"
-#include "hilo/v1/conversions.h"
 #include "hilo/v1/hilo_mock.grpc.pb.h"
 #include "service/clock.h"
 #include "service/hilo_service.h"
@@ -122,25 +121,13 @@ class FakeSource final : public internal::RangeSource {
     const size_t index = (calls_ - 1) % nodes_.size();
     FakeNode& node = *nodes_[index];
     node.SetTime(kT0 + absl::Seconds(calls_));
-    hilo::v1::NextRangeRequest request;
-    request.set_collection(std::string(collection));
-    request.set_last_size(previous.size);
-    request.set_last_max(previous.max);
-    if (previous.range_at.has_value()) {
-      ToProtoTime(*previous.range_at, request.mutable_last_range_at());
-    }
     hilo::v1::NextRangeResponse response;
-    if (absl::Status s = node.service().DoNextRange(request, &response);
+    if (absl::Status s = node.service().DoNextRange(
+            internal::MakeNextRangeRequest(collection, previous), &response);
         !s.ok()) {
       return s;
     }
-    IssuedRange range;
-    range.low = response.low();
-    range.high = response.high();
-    range.node_tag = response.node_tag();
-    range.range_at = FromProtoTimeUnchecked(response.range_at());
-    range.source = index;
-    range.token = response.range_token();
+    const IssuedRange range = internal::ToIssuedRange(response, index);
     issued_.push_back(range);
     issued_collections_.emplace_back(collection);
     return range;

@@ -34,6 +34,28 @@ absl::Status CheckReply(const hilo::v1::NextRangeResponse& response) {
 
 }  // namespace
 
+hilo::v1::NextRangeRequest MakeNextRangeRequest(absl::string_view collection,
+                                                const PreviousRange& previous) {
+  hilo::v1::NextRangeRequest request;
+  request.set_collection(std::string(collection));
+  request.set_last_size(previous.size);
+  request.set_last_max(previous.max);
+  if (previous.range_at.has_value()) {
+    ToProtoTime(*previous.range_at, request.mutable_last_range_at());
+  }
+  return request;
+}
+
+IssuedRange ToIssuedRange(const hilo::v1::NextRangeResponse& response,
+                          size_t source) {
+  return IssuedRange{response.low(),
+                     response.high(),
+                     response.node_tag(),
+                     FromProtoTimeUnchecked(response.range_at()),
+                     source,
+                     response.range_token()};
+}
+
 GrpcRangeSource::GrpcRangeSource(std::vector<Target> targets,
                                  absl::Duration rpc_deadline,
                                  ReturnRetryPolicy return_retry)
@@ -93,13 +115,8 @@ std::string GrpcRangeSource::Describe() const {
 
 absl::StatusOr<IssuedRange> GrpcRangeSource::Next(
     absl::string_view collection, const PreviousRange& previous) {
-  hilo::v1::NextRangeRequest request;
-  request.set_collection(std::string(collection));
-  request.set_last_size(previous.size);
-  request.set_last_max(previous.max);
-  if (previous.range_at.has_value()) {
-    ToProtoTime(*previous.range_at, request.mutable_last_range_at());
-  }
+  const hilo::v1::NextRangeRequest request =
+      MakeNextRangeRequest(collection, previous);
   std::vector<std::string> failures;
   bool any_invalid = false;
   const size_t first = preferred_.load(std::memory_order_relaxed);
@@ -113,12 +130,7 @@ absl::StatusOr<IssuedRange> GrpcRangeSource::Next(
       if (valid.ok()) {
         preferred_.store(index, std::memory_order_relaxed);
         if (i > 0) failovers_.fetch_add(1, std::memory_order_relaxed);
-        return IssuedRange{response->low(),
-                           response->high(),
-                           response->node_tag(),
-                           FromProtoTimeUnchecked(response->range_at()),
-                           index,
-                           response->range_token()};
+        return ToIssuedRange(*response, index);
       }
       // A misbehaving server: its range is skipped, the next one is asked.
       any_invalid = true;

@@ -40,6 +40,14 @@
 
 namespace hilo::internal {
 
+// The NextRange request for `collection` after `previous`, and the range a
+// reply describes (issued by target `source`): the one mapping between the
+// wire and a range source, which tests' in-process sources share.
+hilo::v1::NextRangeRequest MakeNextRangeRequest(absl::string_view collection,
+                                                const PreviousRange& previous);
+IssuedRange ToIssuedRange(const hilo::v1::NextRangeResponse& response,
+                          size_t source);
+
 class GrpcRangeSource final : public RangeSource {
  public:
   struct Target {
