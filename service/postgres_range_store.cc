@@ -951,10 +951,25 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
     // Binary bool: one byte.
     const bool renewed = PQgetvalue(r, 0, 0)[0] != 0;
     if (!renewed) {
-      NodeTagLost(
+      std::string holder =
           PQgetisnull(r, 0, 1)
-              ? absl::string_view()
-              : absl::string_view(PQgetvalue(r, 0, 1), PQgetlength(r, 0, 1)));
+              ? std::string()
+              : std::string(PQgetvalue(r, 0, 1), PQgetlength(r, 0, 1));
+      if (holder == options_.node_tag_lease->holder) {
+        // The UPDATE waited for a claim made at this very moment and then
+        // saw it; the statement's snapshot did not. A statement of its own
+        // (a new snapshot) names the new holder.
+        Statement who{kTagHolder, {}};
+        who.params.Text(node_tag_);
+        if (absl::StatusOr<Result> now = c.Query(who, "reading a node tag");
+            now.ok()) {
+          holder = PQntuples(now->get()) == 0
+                       ? std::string()
+                       : std::string(PQgetvalue(now->get(), 0, 0),
+                                     PQgetlength(now->get(), 0, 0));
+        }
+      }
+      NodeTagLost(holder);
     }
   }
 

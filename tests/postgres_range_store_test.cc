@@ -445,11 +445,22 @@ TEST_F(PostgresRangeStoreTest, ProbeRenewsTheClaimAndReportsItTaken) {
       "WHERE tag = 'X'";
   while (session.Query(renewed) != "t") std::this_thread::yield();
 
-  ASSERT_THAT(PostgresInstance::Execute(
-                  uri_,
-                  "UPDATE hilo_nodes SET holder = 'host-b pid 2' WHERE tag = "
-                  "'X'"),
-              IsOk());
+  // Taken in a transaction a renewal has to wait for: the renewal's UPDATE
+  // then sees the new holder, while its statement's snapshot still shows
+  // this server; the report must name the new holder all the same.
+  Session taker(uri_);
+  taker.Query("BEGIN");
+  taker.Query("UPDATE hilo_nodes SET holder = 'host-b pid 2' WHERE tag = 'X'");
+  const std::string renewal_waits =
+      "SELECT count(*) > 0 FROM pg_stat_activity WHERE wait_event_type = "
+      "'Lock' AND query LIKE 'WITH renewed AS%'";
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (session.Query(renewal_waits) != "t" && absl::Now() < deadline) {
+    std::this_thread::yield();
+  }
+  ASSERT_EQ(session.Query(renewal_waits), "t")
+      << "no renewal waited for the taker's row lock";
+  taker.Query("COMMIT");
   std::future<absl::Status> report = lost.get_future();
   ASSERT_EQ(report.wait_for(std::chrono::seconds(30)),
             std::future_status::ready);
