@@ -37,10 +37,10 @@ bool CollectionLimit::TryReserve() {
   return true;
 }
 
-void CollectionLimit::Release(bool created) {
+void CollectionLimit::Settle(bool reserved, bool created) {
   const absl::Time now = clock_->Now();
   base::MutexLock lock(&mu_);
-  --reserved_;
+  if (reserved) --reserved_;
   if (!created) return;
   ++count_;
   if (max_per_minute_ > 0) created_at_.push_back(now);
