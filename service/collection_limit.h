@@ -79,7 +79,8 @@ class CollectionLimit {
 
   // RESOURCE_EXHAUSTED naming `collection` and the limit that is full: the
   // count (--max_collections), or the creations of the last minute
-  // (--max_collection_creations_per_minute, with when to retry).
+  // (--max_collection_creations_per_minute, with when to retry). The status
+  // carries which (CollectionRefusalReason).
   absl::Status RefuseNewCollection(absl::string_view collection) const;
 
  private:
@@ -96,6 +97,13 @@ class CollectionLimit {
   // max_per_minute_ of them.
   mutable std::deque<absl::Time> created_at_ ABSL_GUARDED_BY(mu_);
 };
+
+// Why a status refused a new collection: kRefusedForCount or
+// kRefusedForRate for a status of RefuseNewCollection, empty for any other
+// (a full disk is RESOURCE_EXHAUSTED too). Metrics count refusals by it.
+inline constexpr char kRefusedForCount[] = "max_collections";
+inline constexpr char kRefusedForRate[] = "rate";
+absl::string_view CollectionRefusalReason(const absl::Status& status);
 
 // The number of collections `store` holds, read a page at a time.
 absl::StatusOr<int64_t> CountCollections(RangeStore* store);

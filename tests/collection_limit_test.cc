@@ -75,6 +75,8 @@ TEST(CollectionLimitTest, RefusalNamesTheRateLimitAndWhenToRetry) {
                      HasSubstr("limit of 2 collections in the last minute "
                                "(--max_collection_creations_per_minute)"),
                      HasSubstr("retry in 45s"))));
+  EXPECT_EQ(CollectionRefusalReason(limit.RefuseNewCollection("x")),
+            kRefusedForRate);
 }
 
 TEST(CollectionLimitTest, RefusalNamesTheCountWhenTheCountIsFull) {
@@ -86,6 +88,12 @@ TEST(CollectionLimitTest, RefusalNamesTheCountWhenTheCountIsFull) {
       limit.RefuseNewCollection("x"),
       StatusIs(absl::StatusCode::kResourceExhausted,
                HasSubstr("limit of 2 collections (--max_collections)")));
+  EXPECT_EQ(CollectionRefusalReason(limit.RefuseNewCollection("x")),
+            kRefusedForCount);
+  // A full disk is RESOURCE_EXHAUSTED too, but no refusal of the limit.
+  EXPECT_EQ(CollectionRefusalReason(absl::ResourceExhaustedError(
+                "collection \"x\" would be new, and this node already")),
+            "");
 }
 
 TEST(CollectionLimitTest, ZeroMeansNoRateLimit) {
