@@ -1,13 +1,13 @@
-// libFuzzer target: random sequences of Allocate, Return, SetFloor, Get and
-// restart (destroy and reopen) on a SqliteRangeStore over a temporary file,
-// against a model of what the store must hold.
+// libFuzzer target: random sequences of Allocate, Return, SetFloor, Delete,
+// Get and restart (destroy and reopen) on a SqliteRangeStore over a
+// temporary file, against a model of what the store must hold.
 //
 // The model is written from the contract (service/range_store.h and the
-// ReturnRange / SetFloor comments of proto/hilo/v1/hilo.proto), not from the
-// store's code. Per collection it keeps Max, the return floor, the token of
-// the range last issued (0 once retired) and, when that range was issued
-// right above the one before it, that range's token and return floor. The
-// fuzzer plays one node and its clients:
+// ReturnRange / SetFloor / DeleteCollection comments of
+// proto/hilo/v1/hilo.proto), not from the store's code. Per collection it keeps
+// Max, the return floor, the token of the range last issued (0 once retired)
+// and, when that range was issued right above the one before it, that range's
+// token and return floor. The fuzzer plays one node and its clients:
 //   - Allocate: a client takes a range with a token the harness makes up
 //     (distinct, never 0); it holds every number of it (a lease).
 //   - A holder hands back the tail of one of its ranges with its token; from
@@ -24,6 +24,12 @@
 //     of the range it names.
 //   - SetFloor at, below and above Max, as an import of data whose IDs go
 //     up to the floor would; restarts.
+//   - Delete, now and then after the holders returned every range whole:
+//     it takes the row only when the row is exactly like no row (Max and
+//     return floor 0, no token that can come back), is FAILED_PRECONDITION
+//     otherwise and NOT_FOUND without a row; either refusal changes
+//     nothing. Leases and sent returns outlive the row: a late copy of a
+//     return must not apply to the collection started over.
 // Every reply must be exactly the model's (range, applied, max, raised,
 // status code), and after every step:
 //   - no two leases hold a number in common, and no range given after a
@@ -130,7 +136,7 @@ class Harness {
     const std::string name = kCollections[in.ConsumeIntegralInRange<size_t>(
         0, std::size(kCollections) - 1)];
     Model& m = models_[name];
-    switch (in.ConsumeIntegralInRange<int>(0, 10)) {
+    switch (in.ConsumeIntegralInRange<int>(0, 11)) {
       case 0:
       case 1:
         AllocateAny(in, name, m);
@@ -157,6 +163,9 @@ class Harness {
         break;
       case 10:
         Restart();
+        break;
+      case 11:
+        Delete(in, name, m);
         break;
     }
     CheckInvariants();
@@ -529,6 +538,39 @@ class Harness {
     if (m.previous_token != 0) {
       m.previous_return_floor = std::max(m.previous_return_floor, floor);
     }
+  }
+
+  // Delete, checked against the model; half the time the holders first
+  // return every range they hold whole, newest first, which by the
+  // contract brings a collection of only those ranges back to Max 0.
+  void Delete(FuzzedDataProvider& in, const std::string& name, Model& m) {
+    if (in.ConsumeBool()) {
+      for (size_t i = m.leases.size(); i-- > 0;) {
+        if (m.leases[i].returned) continue;
+        ReturnAsHolder(name, m, i, m.leases[i].issued.low - 1);
+        CheckInvariants();
+      }
+    }
+    absl::StatusOr<CollectionState> out = store_->Delete(name);
+    const std::string call = absl::StrFormat("Delete(%s) of %s", name,
+                                             m.exists ? Describe(m) : "no row");
+    if (!m.exists) {
+      Expect(out.status(), absl::StatusCode::kNotFound, call);
+      return;
+    }
+    const bool like_no_row = m.max == 0 && m.return_floor == 0 &&
+                             m.token == 0 && m.previous_token == 0;
+    if (!like_no_row) {
+      Expect(out.status(), absl::StatusCode::kFailedPrecondition, call);
+      return;
+    }
+    if (!out.ok()) Fail(absl::StrCat(call, ": ", out.status().ToString()));
+    if (out->max != 0 || out->return_floor != 0 || out->range_token != 0) {
+      Fail(absl::StrFormat(
+          "%s gave a deleted row of max %d return_floor %d token %#x", call,
+          out->max, out->return_floor, out->range_token));
+    }
+    m.exists = false;
   }
 
   void Expect(const absl::Status& status, absl::StatusCode code,

@@ -125,8 +125,8 @@ void AdminService::SetFloor(const hilo::v1::SetFloorRequest& request,
         request.collection(), request.floor(),
         [this, response, reserved,
          done = std::move(done)](absl::StatusOr<FloorOutcome> outcome) mutable {
-          if (reserved) {
-            collections_->Release(outcome.ok() && outcome->created);
+          if (collections_ != nullptr) {
+            collections_->Settle(reserved, outcome.ok() && outcome->created);
           }
           if (!outcome.ok()) return done(outcome.status());
           response->set_raised(outcome->raised);

@@ -3,9 +3,23 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_format.h"
 
 namespace hilo {
+namespace {
+
+// Carries CollectionRefusalReason's answer.
+constexpr char kRefusalPayload[] =
+    "type.googleapis.com/hilo.internal.CollectionRefusal";
+
+absl::Status Refusal(absl::string_view reason, std::string message) {
+  absl::Status refusal = absl::ResourceExhaustedError(message);
+  refusal.SetPayload(kRefusalPayload, absl::Cord(reason));
+  return refusal;
+}
+
+}  // namespace
 
 CollectionLimit::CollectionLimit(int64_t max, int64_t existing,
                                  int64_t max_creations_per_minute,
@@ -37,10 +51,10 @@ bool CollectionLimit::TryReserve() {
   return true;
 }
 
-void CollectionLimit::Release(bool created) {
+void CollectionLimit::Settle(bool reserved, bool created) {
   const absl::Time now = clock_->Now();
   base::MutexLock lock(&mu_);
-  --reserved_;
+  if (reserved) --reserved_;
   if (!created) return;
   ++count_;
   if (max_per_minute_ > 0) created_at_.push_back(now);
@@ -61,11 +75,13 @@ absl::Status CollectionLimit::RefuseNewCollection(
   const absl::Time now = clock_->Now();
   base::MutexLock lock(&mu_);
   if (max_per_minute_ == 0 || (max_ > 0 && count_ + reserved_ >= max_)) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "collection \"%s\" would be new, and this node already stores its "
-        "limit of %d collections (--max_collections); existing collections "
-        "keep working",
-        collection, max_));
+    return Refusal(
+        kRefusedForCount,
+        absl::StrFormat(
+            "collection \"%s\" would be new, and this node already stores "
+            "its limit of %d collections (--max_collections); existing "
+            "collections keep working",
+            collection, max_));
   }
   Expire(now);
   // When the oldest creation leaves the window; calls in flight may have
@@ -75,13 +91,24 @@ absl::Status CollectionLimit::RefuseNewCollection(
       !created_at_.empty()) {
     wait = created_at_.front() + absl::Minutes(1) - now;
   }
-  return absl::ResourceExhaustedError(absl::StrFormat(
-      "collection \"%s\" would be new, and this node already created its "
-      "limit of %d collections in the last minute "
-      "(--max_collection_creations_per_minute); retry in %s; existing "
-      "collections keep working",
-      collection, max_per_minute_,
-      absl::FormatDuration(absl::Ceil(wait, absl::Milliseconds(1)))));
+  return Refusal(
+      kRefusedForRate,
+      absl::StrFormat(
+          "collection \"%s\" would be new, and this node already created "
+          "its limit of %d collections in the last minute "
+          "(--max_collection_creations_per_minute); retry in %s; existing "
+          "collections keep working",
+          collection, max_per_minute_,
+          absl::FormatDuration(absl::Ceil(wait, absl::Milliseconds(1)))));
+}
+
+absl::string_view CollectionRefusalReason(const absl::Status& status) {
+  if (status.code() != absl::StatusCode::kResourceExhausted) return "";
+  const auto reason = status.GetPayload(kRefusalPayload);
+  if (!reason.has_value()) return "";
+  if (*reason == kRefusedForCount) return kRefusedForCount;
+  if (*reason == kRefusedForRate) return kRefusedForRate;
+  return "";
 }
 
 absl::StatusOr<int64_t> CountCollections(RangeStore* store) {

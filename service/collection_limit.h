@@ -7,18 +7,16 @@
 // its write load. The
 // services ask the limit before each call that may create a row:
 //
-//   if (limit.TryReserve()) {
-//     store->AllocateAsync(..., [&](absl::StatusOr<Allocation> a) {
-//       limit.Release(a.ok() && a->created);
-//       ...
-//     });
-//   } else {
-//     // Full, or could be once the calls in flight finish: the call goes
-//     // ahead only for a collection that already has a row (see
-//     // RefuseNewCollection).
-//   }
+//   const bool reserved = limit.TryReserve();
+//   // Not reserved: full, or could be once the calls in flight finish; the
+//   // call goes ahead only for a collection that already has a row (else
+//   // RefuseNewCollection).
+//   store->AllocateAsync(..., [&](absl::StatusOr<Allocation> a) {
+//     limit.Settle(reserved, a.ok() && a->created);
+//     ...
+//   });
 //
-// A reservation counts as a created row until released, so neither the
+// A reservation counts as a created row until settled, so neither the
 // count nor the creations of the last minute ever pass their limits however
 // many calls race; near either limit, calls on existing collections pay for
 // one read more, and a new collection may be refused while calls in flight
@@ -26,7 +24,10 @@
 // refusal then says to retry in a second. The minute is a sliding window on an
 // injected clock: a creation at time t counts against every reservation before
 // t + 1 min. A row is deleted only by DeleteCollection, which tells the limit
-// (Deleted).
+// (Deleted). A call that went ahead without a reservation still creates a
+// row if a DeleteCollection removed the one it found before its write; that
+// row is counted too (Settle), so the count and the window stay true, and
+// each such race may take them one past their limits.
 //
 // Thread-safe.
 #ifndef HILO_SERVICE_COLLECTION_LIMIT_H_
@@ -61,12 +62,14 @@ class CollectionLimit {
                   const Clock* clock = nullptr);
 
   // True if one more row fits, in the count and in the last minute's
-  // creations, even if every reserved call creates one; the caller then
-  // calls Release exactly once. False: only a call on an
-  // existing collection may go ahead (nothing to release).
+  // creations, even if every reserved call creates one. False: only a call
+  // on an existing collection may go ahead. Either way a call that goes
+  // ahead calls Settle exactly once.
   bool TryReserve();
-  // Ends a reservation; `created` if the call stored a new row.
-  void Release(bool created);
+  // Ends a call that went ahead: `reserved` if TryReserve was true for it
+  // (the reservation ends), `created` if it stored a new row, which counts
+  // whether or not it was reserved.
+  void Settle(bool reserved, bool created);
   // A row was deleted: its place is free again.
   void Deleted();
 
@@ -76,7 +79,8 @@ class CollectionLimit {
 
   // RESOURCE_EXHAUSTED naming `collection` and the limit that is full: the
   // count (--max_collections), or the creations of the last minute
-  // (--max_collection_creations_per_minute, with when to retry).
+  // (--max_collection_creations_per_minute, with when to retry). The status
+  // carries which (CollectionRefusalReason).
   absl::Status RefuseNewCollection(absl::string_view collection) const;
 
  private:
@@ -93,6 +97,13 @@ class CollectionLimit {
   // max_per_minute_ of them.
   mutable std::deque<absl::Time> created_at_ ABSL_GUARDED_BY(mu_);
 };
+
+// Why a status refused a new collection: kRefusedForCount or
+// kRefusedForRate for a status of RefuseNewCollection, empty for any other
+// (a full disk is RESOURCE_EXHAUSTED too). Metrics count refusals by it.
+inline constexpr char kRefusedForCount[] = "max_collections";
+inline constexpr char kRefusedForRate[] = "rate";
+absl::string_view CollectionRefusalReason(const absl::Status& status);
 
 // The number of collections `store` holds, read a page at a time.
 absl::StatusOr<int64_t> CountCollections(RangeStore* store);

@@ -115,8 +115,9 @@ void HiLoService::NextRange(const hilo::v1::NextRangeRequest& request,
         request.collection(), size, request.last_max(), token, max_jump,
         [this, response, token, now, reserved, finish = std::move(finish)](
             absl::StatusOr<Allocation> allocation) mutable {
-          if (reserved) {
-            collections_->Release(allocation.ok() && allocation->created);
+          if (collections_ != nullptr) {
+            collections_->Settle(reserved,
+                                 allocation.ok() && allocation->created);
           }
           if (allocation.ok()) {
             response->set_low(allocation->range.low);

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_format.h"
 #include "prometheus/exposer.h"
+#include "service/collection_limit.h"
 
 namespace hilo {
 namespace {
@@ -86,7 +87,21 @@ Metrics::Metrics(const MetricsOptions& options)
                                 "(after NextRange and SetFloor); \"_other\" "
                                 "holds the largest among the collections "
                                 "without their own label.")
-                          .Register(*registry_)) {
+                          .Register(*registry_)),
+      creations_refused_(
+          prometheus::BuildCounter()
+              .Name("hilo_collection_creations_refused_total")
+              .Help("NextRange and SetFloor calls refused because they would "
+                    "create a collection: the node stores --max_collections "
+                    "(reason=\"max_collections\") or created "
+                    "--max_collection_creations_per_minute in the last minute "
+                    "(reason=\"rate\").")
+              .Register(*registry_)),
+      // Both exist from the start, like the series of denied_.
+      refused_for_count_(
+          &creations_refused_.Add({{"reason", kRefusedForCount}})),
+      refused_for_rate_(
+          &creations_refused_.Add({{"reason", kRefusedForRate}})) {
   // Every series exists from the start, so a rate() over it works before
   // the first refusal.
   for (const char* method :
@@ -134,6 +149,7 @@ void Metrics::OnNextRange(absl::string_view collection,
             {"code", absl::StatusCodeToString(status.code())}})
       .Increment();
   next_duration_->Observe(absl::ToDoubleSeconds(elapsed));
+  CountCreationRefusal(status);
   if (range != nullptr) {
     {
       base::MutexLock lock(&mu_);
@@ -162,7 +178,14 @@ void Metrics::OnReturnRange(absl::string_view collection,
 void Metrics::OnSetFloor(absl::string_view collection,
                          const absl::Status& status,
                          const FloorOutcome* outcome) {
+  CountCreationRefusal(status);
   if (outcome != nullptr) SetCollectionMax(collection, outcome->max);
+}
+
+void Metrics::CountCreationRefusal(const absl::Status& status) {
+  const absl::string_view reason = CollectionRefusalReason(status);
+  if (reason == kRefusedForCount) refused_for_count_->Increment();
+  if (reason == kRefusedForRate) refused_for_rate_->Increment();
 }
 
 void Metrics::OnDenied(absl::string_view method, absl::string_view reason) {

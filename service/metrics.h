@@ -75,6 +75,8 @@ class Metrics final : public Observer {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // hilo_collection_max = `max`; under "_other", the largest seen.
   void SetCollectionMax(absl::string_view collection, int64_t max);
+  // Counts `status` if it refused a new collection (CollectionRefusalReason).
+  void CountCreationRefusal(const absl::Status& status);
 
   const int max_collections_;
   std::shared_ptr<prometheus::Registry> registry_;
@@ -92,6 +94,9 @@ class Metrics final : public Observer {
   prometheus::Gauge& collections_;
   prometheus::Family<prometheus::Counter>& denied_;
   prometheus::Family<prometheus::Gauge>& collection_max_;
+  prometheus::Family<prometheus::Counter>& creations_refused_;
+  prometheus::Counter* refused_for_count_;
+  prometheus::Counter* refused_for_rate_;
 
   base::Mutex mu_;
   absl::flat_hash_map<std::string, CollectionSeries> by_collection_

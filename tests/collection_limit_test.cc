@@ -20,7 +20,7 @@ constexpr absl::Time kStart = absl::FromUnixSeconds(1'800'000'000);
 bool Create(CollectionLimit& limit, int n) {
   for (int i = 0; i < n; ++i) {
     if (!limit.TryReserve()) return false;
-    limit.Release(/*created=*/true);
+    limit.Settle(/*reserved=*/true, /*created=*/true);
   }
   return true;
 }
@@ -58,7 +58,7 @@ TEST(CollectionLimitTest, ReservationsInFlightCountAgainstTheWindow) {
   ASSERT_TRUE(limit.TryReserve());
   EXPECT_FALSE(limit.TryReserve());
   // A call on an existing collection created nothing: its place is free.
-  limit.Release(/*created=*/false);
+  limit.Settle(/*reserved=*/true, /*created=*/false);
   EXPECT_TRUE(limit.TryReserve());
 }
 
@@ -75,6 +75,8 @@ TEST(CollectionLimitTest, RefusalNamesTheRateLimitAndWhenToRetry) {
                      HasSubstr("limit of 2 collections in the last minute "
                                "(--max_collection_creations_per_minute)"),
                      HasSubstr("retry in 45s"))));
+  EXPECT_EQ(CollectionRefusalReason(limit.RefuseNewCollection("x")),
+            kRefusedForRate);
 }
 
 TEST(CollectionLimitTest, RefusalNamesTheCountWhenTheCountIsFull) {
@@ -86,6 +88,12 @@ TEST(CollectionLimitTest, RefusalNamesTheCountWhenTheCountIsFull) {
       limit.RefuseNewCollection("x"),
       StatusIs(absl::StatusCode::kResourceExhausted,
                HasSubstr("limit of 2 collections (--max_collections)")));
+  EXPECT_EQ(CollectionRefusalReason(limit.RefuseNewCollection("x")),
+            kRefusedForCount);
+  // A full disk is RESOURCE_EXHAUSTED too, but no refusal of the limit.
+  EXPECT_EQ(CollectionRefusalReason(absl::ResourceExhaustedError(
+                "collection \"x\" would be new, and this node already")),
+            "");
 }
 
 TEST(CollectionLimitTest, ZeroMeansNoRateLimit) {
@@ -105,6 +113,39 @@ TEST(CollectionLimitTest, DeletionFreesACountButNoCreation) {
   EXPECT_FALSE(limit.TryReserve());
   clock.Advance(absl::Minutes(1));
   EXPECT_TRUE(Create(limit, 1));
+  EXPECT_FALSE(limit.TryReserve());
+}
+
+// At the limit a call on an existing collection goes ahead unreserved; if a
+// DeleteCollection removed the row before its write, the call creates it
+// again, and that creation counts like any other.
+TEST(CollectionLimitTest, AnUnreservedCreationCountsInTheCountAndTheWindow) {
+  ManualClock clock(kStart);
+  CollectionLimit limit(/*max=*/2, 0, 3, &clock);
+  ASSERT_TRUE(Create(limit, 2));  // at 0 s
+  ASSERT_FALSE(limit.TryReserve());
+  clock.Advance(absl::Seconds(10));
+  limit.Deleted();
+  limit.Settle(/*reserved=*/false, /*created=*/true);  // at 10 s
+  EXPECT_EQ(limit.count(), 2);
+  EXPECT_FALSE(limit.TryReserve());
+  // With room in the count, the window holds all three creations until
+  // the first two leave it.
+  limit.Deleted();
+  clock.Set(kStart + absl::Minutes(1) - absl::Microseconds(1));
+  EXPECT_FALSE(limit.TryReserve());
+  clock.Set(kStart + absl::Minutes(1));
+  EXPECT_TRUE(limit.TryReserve());
+}
+
+TEST(CollectionLimitTest, AnUnreservedCallOnAnExistingRowChangesNothing) {
+  ManualClock clock(kStart);
+  CollectionLimit limit(/*max=*/1, 0, 0, &clock);
+  ASSERT_TRUE(Create(limit, 1));
+  ASSERT_FALSE(limit.TryReserve());
+  limit.Settle(/*reserved=*/false, /*created=*/false);
+  EXPECT_EQ(limit.count(), 1);
+  // No reservation ended, so none was freed.
   EXPECT_FALSE(limit.TryReserve());
 }
 

@@ -16,6 +16,8 @@
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
 #include "hilo/v1/conversions.h"
+#include "service/admin_service.h"
+#include "service/collection_limit.h"
 #include "testing/status_matchers.h"
 #include "tests/test_util.h"
 
@@ -664,6 +666,107 @@ TEST(HiLoServiceDirectTest, InvalidUtf8NameIsInvalidArgument) {
                             &returned);
   EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_FALSE((*store)->Get(Invalid("ord\xFF", 4))->has_value());
+}
+
+// A RangeStore that runs `after_get` once a GetAsync has found a row and
+// before it answers: a DeleteCollection landing between a service's check
+// that a collection exists and its write. Everything else goes to `store`.
+class RacingStore final : public RangeStore {
+ public:
+  RacingStore(RangeStore* store,
+              std::function<void(absl::string_view)> after_get)
+      : store_(store), after_get_(std::move(after_get)) {}
+
+  void GetAsync(absl::string_view collection,
+                StoreCallback<std::optional<CollectionState>> done) override {
+    absl::StatusOr<std::optional<CollectionState>> row =
+        store_->Get(collection);
+    if (row.ok() && row->has_value()) after_get_(collection);
+    done(std::move(row));
+  }
+  void DeleteAsync(absl::string_view collection,
+                   StoreCallback<CollectionState> done) override {
+    store_->DeleteAsync(collection, std::move(done));
+  }
+  int64_t collection_count() const override {
+    return store_->collection_count();
+  }
+  absl::Status PutForTesting(absl::string_view collection,
+                             const CollectionState& state) override {
+    return store_->PutForTesting(collection, state);
+  }
+
+ protected:
+  void DoAllocateAsync(absl::string_view collection, int64_t size,
+                       int64_t floor, uint64_t token, int64_t max_floor_jump,
+                       StoreCallback<Allocation> done) override {
+    store_->AllocateAsync(collection, size, floor, token, max_floor_jump,
+                          std::move(done));
+  }
+  void DoReturnAsync(absl::string_view collection, int64_t end, int64_t last,
+                     uint64_t token,
+                     StoreCallback<ReturnOutcome> done) override {
+    store_->ReturnAsync(collection, end, last, token, std::move(done));
+  }
+  void DoListAsync(
+      absl::string_view after, int limit,
+      StoreCallback<std::vector<NamedCollectionState>> done) override {
+    store_->ListAsync(after, limit, std::move(done));
+  }
+  void DoSetFloorAsync(absl::string_view collection, int64_t floor,
+                       StoreCallback<FloorOutcome> done) override {
+    store_->SetFloorAsync(collection, floor, std::move(done));
+  }
+
+ private:
+  RangeStore* const store_;
+  std::function<void(absl::string_view)> after_get_;
+};
+
+// At --max_collections, NextRange and SetFloor on an existing collection go
+// ahead without a reservation. A DeleteCollection between their check and
+// their write makes them create the row again; the limit counts that row,
+// so the count stays full and a new collection is still refused.
+TEST(CollectionLimitRaceTest, ARowCreatedAgainAfterADeleteIsCounted) {
+  for (const bool set_floor : {false, true}) {
+    SCOPED_TRACE(set_floor ? "SetFloor" : "NextRange");
+    TempDir dir;
+    SqliteRangeStoreOptions options;
+    options.path = dir.File("h.db");
+    auto store = SqliteRangeStore::Open(options);
+    ASSERT_THAT(store, IsOk());
+    // A row exactly like no row, which DeleteCollection takes.
+    ASSERT_THAT((*store)->PutForTesting("a", CollectionState{}), IsOk());
+    ManualClock clock(kStart);
+    CollectionLimit limit(/*max=*/1, (*store)->collection_count(), 0, &clock);
+    AdminService admin(store->get(), "A", kDefaultMaxListReplyBytes, &limit);
+    RacingStore racing(store->get(), [&](absl::string_view collection) {
+      hilo::v1::DeleteCollectionRequest request;
+      request.set_collection(std::string(collection));
+      hilo::v1::DeleteCollectionResponse response;
+      EXPECT_THAT(admin.DoDeleteCollection(request, &response), IsOk());
+    });
+    HiLoService service(&racing, RangeSizePolicy({}), "A", &clock, nullptr,
+                        false, &limit);
+    AdminService racing_admin(&racing, "A", kDefaultMaxListReplyBytes, &limit);
+    if (set_floor) {
+      hilo::v1::SetFloorRequest request;
+      request.set_collection("a");
+      request.set_floor(5);
+      hilo::v1::SetFloorResponse response;
+      ASSERT_THAT(racing_admin.DoSetFloor(request, &response), IsOk());
+    } else {
+      NextRangeResponse next;
+      ASSERT_THAT(service.DoNextRange(Next("a"), &next), IsOk());
+      EXPECT_EQ(next.low(), 1);
+    }
+    EXPECT_EQ((*store)->collection_count(), 1);
+    EXPECT_EQ(limit.count(), 1);
+    NextRangeResponse next;
+    EXPECT_THAT(service.DoNextRange(Next("b"), &next),
+                StatusIs(absl::StatusCode::kResourceExhausted,
+                         HasSubstr("limit of 1 collections")));
+  }
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <string>
@@ -13,7 +14,9 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
+#include "service/clock.h"
 #include "testing/status_matchers.h"
 #include "tests/test_util.h"
 
@@ -42,10 +45,12 @@ double Sample(const std::string& scrape, const std::string& series) {
 
 class MetricsTest : public ::testing::Test {
  protected:
-  void Start(int max_collections = kDefaultMetricsMaxCollections) {
+  void Start(int max_collections = kDefaultMetricsMaxCollections,
+             const std::function<void(ServerOptions&)>& change = nullptr) {
     ServerOptions options = testing_util::TestServerOptions(dir_, "B");
     options.metrics_listen = "127.0.0.1:0";
     options.metrics_max_collections = max_collections;
+    if (change) change(options);
     server_ = testing_util::StartServer(options);
     ASSERT_NE(server_, nullptr);
     ASSERT_GT(server_->metrics_port(), 0);
@@ -145,6 +150,49 @@ TEST_F(MetricsTest, CollectionsBeyondTheLimitShareOneLabel) {
             96);
   EXPECT_EQ(Sample(scrape, "hilo_ids_reserved_total{collection=\"c\"}"), -1);
   EXPECT_EQ(Sample(scrape, "hilo_collections"), 4);
+}
+
+// Refusals of new collections, by the limit that refused them; calls on
+// existing collections, and other RESOURCE_EXHAUSTED, do not count.
+TEST_F(MetricsTest, CreationRefusalsAreCountedByReason) {
+  ManualClock clock(absl::FromUnixSeconds(1'800'000'000));
+  Start(kDefaultMetricsMaxCollections, [&](ServerOptions& o) {
+    o.clock = &clock;
+    o.max_collections = 3;
+    o.max_collection_creations_per_minute = 2;
+  });
+  const std::string count =
+      "hilo_collection_creations_refused_total"
+      "{reason=\"max_collections\"}";
+  const std::string rate =
+      "hilo_collection_creations_refused_total{reason=\"rate\"}";
+  std::string scrape = Scrape();
+  EXPECT_EQ(Sample(scrape, count), 0);
+  EXPECT_EQ(Sample(scrape, rate), 0);
+  ASSERT_EQ(Next("a"), grpc::StatusCode::OK);
+  ASSERT_EQ(Next("b"), grpc::StatusCode::OK);
+  ASSERT_EQ(Next("c"), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  ASSERT_EQ(Next("d"), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  ASSERT_EQ(Next("a"), grpc::StatusCode::OK);
+  clock.Advance(absl::Minutes(1));
+  ASSERT_EQ(Next("c"), grpc::StatusCode::OK);
+  // Three stored: the count refuses now. SetFloor creates collections too.
+  auto admin = hilo::v1::HiLoAdmin::NewStub(
+      grpc::CreateChannel(testing_util::Address(server_->port()),
+                          grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  hilo::v1::SetFloorRequest floor;
+  floor.set_collection("e");
+  hilo::v1::SetFloorResponse response;
+  ASSERT_EQ(admin->SetFloor(&context, floor, &response).error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
+  scrape = Scrape();
+  EXPECT_EQ(Sample(scrape, count), 1);
+  EXPECT_EQ(Sample(scrape, rate), 2);
+  EXPECT_EQ(Sample(scrape,
+                   "hilo_requests_total{code=\"RESOURCE_EXHAUSTED\","
+                   "method=\"NextRange\"}"),
+            2);
 }
 
 TEST_F(MetricsTest, CollectionCountSurvivesRestart) {

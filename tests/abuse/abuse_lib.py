@@ -547,9 +547,11 @@ def attack_and_finish(checks, server, attack, **bounds):
 
 
 def run_attack(checks, server, attack, seconds, max_threads, max_rss_mb,
-               max_bystander_p99_ms=1000, needs_proxy=False):
+               max_bystander_p99_ms=1000, needs_proxy=False,
+               unloaded_seconds=0.5):
     """Runs attack(stop_event) in a thread for `seconds` while a bystander
     asks for ranges; then checks bounds, recovery and a timely SIGTERM.
+    The bystander's unloaded figures are of the `unloaded_seconds` before.
 
     needs_proxy: an attack gRPC 1.51 cannot be made to hold (README
     "Security": a proxy in front stops it). Then only what hilo still
@@ -560,7 +562,7 @@ def run_attack(checks, server, attack, seconds, max_threads, max_rss_mb,
     checks.figure("threads_before", server.threads())
     checks.figure("rss_mb_before", round(baseline_rss, 1))
     bystander = Bystander(server.port)
-    time.sleep(0.5)
+    time.sleep(unloaded_seconds)
     unloaded = summary(bystander.window(0))
     checks.figure("bystander_unloaded", unloaded)
     stop = threading.Event()
