@@ -33,6 +33,18 @@ std::unique_ptr<Server> StartServer(const ServerOptions& options) {
 
 std::string Address(int port) { return absl::StrCat("127.0.0.1:", port); }
 
+std::unique_ptr<SqliteRangeStore> OpenTestStore(const TempDir& dir,
+                                                const std::string& name) {
+  SqliteRangeStoreOptions options;
+  options.path = dir.File(name);
+  options.sync = SyncMode::kNormal;
+  absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
+      SqliteRangeStore::Open(options);
+  EXPECT_THAT(store.status(), IsOk());
+  if (!store.ok()) return nullptr;
+  return *std::move(store);
+}
+
 absl::Status MakeTestCertificates(const TempDir& dir,
                                   const std::string& commands) {
   if (std::system("command -v openssl > /dev/null") != 0) {

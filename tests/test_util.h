@@ -15,6 +15,7 @@
 #include "hilo/base/mutex.h"
 #include "hilo/v1/hilo.grpc.pb.h"
 #include "service/server.h"
+#include "service/sqlite_range_store.h"
 #include "testing/command.h"
 #include "testing/temp_dir.h"
 
@@ -46,6 +47,12 @@ ServerOptions TestServerOptions(const TempDir& dir,
 std::unique_ptr<Server> StartServer(const ServerOptions& options);
 
 std::string Address(int port);
+
+// An SQLite store in file `name` of `dir`, with sync=normal (a test
+// survives no power loss); fails the test and returns null if it does not
+// open.
+std::unique_ptr<SqliteRangeStore> OpenTestStore(const TempDir& dir,
+                                                const std::string& name);
 
 // Runs the shell commands `commands` (which call openssl to make a test CA
 // and certificates) with `dir` as the working directory, under `set -e`,
