@@ -151,6 +151,15 @@ def fmt(value):
     return f"{value:,.0f}"
 
 
+def table(out, what, unit, rows):
+    """A Markdown table of (what, rate) rows, rates right-aligned, then a blank line."""
+    print(f"| {what} | {unit} |", file=out)
+    print("|---|---:|", file=out)
+    for name, value in rows:
+        print(f"| {name} | {fmt(value)} |", file=out)
+    print(file=out)
+
+
 rows_one = [
     ("hilo client: `CollectionHandle::NextId` (number and tag)", per_second("BM_HandleNextId")),
     ("hilo client: `CollectionHandle::AppendDocumentId` (\"orders/10-A\" into a reused buffer)",
@@ -178,20 +187,12 @@ with open(out_md, "w") as out:
           "(hilo's client with a range in hand; the peers as an application would call them, over "
           "loopback for the servers):", file=out)
     print(file=out)
-    print("| one application thread | IDs/s |", file=out)
-    print("|---|---:|", file=out)
-    for what, value in rows_one:
-        print(f"| {what} | {fmt(value)} |", file=out)
-    print(file=out)
+    table(out, "one application thread", "IDs/s", rows_one)
     print("Durable allocations per second at 64 in flight (each allocation written and flushed "
           "to disk before its reply; redis-benchmark and pgbench with 64 connections, hilo_bench "
           "with 64 calls in flight), and two ceilings that are not durable allocations:", file=out)
     print(file=out)
-    print("| 64 in flight | allocations/s |", file=out)
-    print("|---|---:|", file=out)
-    for what, value in rows_64:
-        print(f"| {what} | {fmt(value)} |", file=out)
-    print(file=out)
+    table(out, "64 in flight", "allocations/s", rows_64)
     print("| ratio at 64 in flight | measured | target | met |", file=out)
     print("|---|---:|---:|:---:|", file=out)
     met = "yes" if ratio >= 1.0 else "**no**"

@@ -15,15 +15,14 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "hilo/admin_client.h"
+#include "hilo/base/command_line.h"
 #include "hilo/client.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051",
@@ -219,7 +218,8 @@ int Admin(const std::vector<std::string>& args,
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  const std::vector<std::string> args = hilo::base::ParseCommandLine(
+      argc, argv, "hilo",
       "usage: hilo [--target=HOST:PORT] [--json] COMMAND\n"
       "commands:\n"
       "  next COLLECTION [-n N]     print N document IDs\n"
@@ -229,11 +229,6 @@ int main(int argc, char** argv) {
       "  delete COLLECTION          delete a collection that never kept a "
       "number\n"
       "  health                     print the node's serving status");
-  absl::FlagsUsageConfig usage_config;
-  usage_config.version_string = [] { return "hilo " HILO_VERSION "\n"; };
-  absl::SetFlagsUsageConfig(usage_config);
-  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
-  std::vector<std::string> args(positional.begin() + 1, positional.end());
   if (args.empty()) return Usage("no command given");
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
       Credentials();

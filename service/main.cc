@@ -15,9 +15,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -26,6 +23,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "grpc/support/log.h"
+#include "hilo/base/command_line.h"
 #include "service/log_limiter.h"
 #include "service/server.h"
 #include "service/tls.h"
@@ -240,19 +238,16 @@ absl::StatusOr<std::string> StoreUriFromFlags(const std::string& store,
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  const std::vector<std::string> args = hilo::base::ParseCommandLine(
+      argc, argv, "hilo_server",
       "Serves the hilo.v1.HiLo gRPC service from an SQLite database or a "
       "shared PostgreSQL one.\n"
       "Usage: hilo_server [--listen=127.0.0.1:50051] [--db=PATH | "
       "--store=postgresql://...] "
       "[--node_tag=A] ...");
-  absl::FlagsUsageConfig usage_config;
-  usage_config.version_string = [] { return "hilo_server " HILO_VERSION "\n"; };
-  absl::SetFlagsUsageConfig(usage_config);
-  std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
-  if (rest.size() > 1) {
+  if (!args.empty()) {
     return Fail(absl::InvalidArgumentError(absl::StrFormat(
-        "unexpected argument \"%s\"; every setting is a --flag", rest[1])));
+        "unexpected argument \"%s\"; every setting is a --flag", args[0])));
   }
   RaiseFileLimit();
   // Debian builds Abseil without NDEBUG, so every absl::Mutex in the process

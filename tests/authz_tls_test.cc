@@ -11,7 +11,6 @@
 #include "gtest/gtest.h"
 #include "hilo/v1/hilo.grpc.pb.h"
 #include "prometheus/text_serializer.h"
-#include "service/tls.h"
 #include "testing/status_matchers.h"
 #include "tests/test_util.h"
 
@@ -27,10 +26,9 @@ using ::testing::HasSubstr;
 
 constexpr char kToken[] = "b7e1f0c2a9d84e5f8a1b2c3d4e5f6a7b";
 
-class AuthzTlsTest : public ::testing::Test {
+class AuthzTlsTest : public testing_util::CertificateTest {
  protected:
   static void SetUpTestSuite() {
-    pki_ = new TempDir();
     // A CA; a server certificate for 127.0.0.1; client certificates whose
     // identity is a SPIFFE URI SAN, a DNS SAN, or only a subject CN.
     const std::string commands = absl::StrCat(
@@ -46,18 +44,12 @@ class AuthzTlsTest : public ::testing::Test {
         "}\n", "sign server server 'IP:127.0.0.1'\n",
         "sign orders orders-cn 'URI:spiffe://test/orders'\n",
         "sign reader reader-cn 'DNS:reader.test'\n", "sign ops ops ''\n");
-    const absl::Status made =
-        testing_util::MakeTestCertificates(*pki_, commands);
-    if (!made.ok()) skip_ = std::string(made.message());
-  }
-  static void TearDownTestSuite() {
-    delete pki_;
-    pki_ = nullptr;
+    MakeCertificates(commands);
   }
 
   void SetUp() override {
-    // openssl comes with scripts/install-deps.sh: a missing one fails.
-    if (!skip_.empty()) GTEST_FAIL() << skip_;
+    CertificateTest::SetUp();
+    if (HasFatalFailure()) return;
     WriteFile(policy_, R"pb(
       grant {
         identity: "uri:spiffe://test/orders"
@@ -71,17 +63,11 @@ class AuthzTlsTest : public ::testing::Test {
     WriteFile(tokens_, absl::StrCat("billing ", kToken, "\n"));
   }
 
-  static std::string Pki(const std::string& name) { return pki_->File(name); }
-
   // mtls: clients must present a certificate from the CA; otherwise TLS
   // alone (a mesh that terminates mTLS in front, and bearer tokens).
   void StartServer(bool mtls) {
-    absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds =
-        ServerCredentialsFromFiles(
-            {Pki("server.pem"), Pki("server.key"), mtls ? Pki("ca.pem") : ""});
-    ASSERT_THAT(creds, IsOk());
-    ServerOptions options = testing_util::TestServerOptions(dir_);
-    options.credentials = *creds;
+    ServerOptions options = TlsServerOptions(dir_, mtls);
+    ASSERT_NE(options.credentials, nullptr);
     options.authz_policy = policy_;
     options.authz_tokens = tokens_;
     options.audit_log = dir_.File("audit.jsonl");
@@ -148,8 +134,6 @@ class AuthzTlsTest : public ::testing::Test {
         server_->metrics()->registry()->Collect());
   }
 
-  static inline TempDir* pki_ = nullptr;
-  static inline std::string skip_;
   TempDir dir_;
   std::string policy_ = dir_.File("policy.textproto");
   std::string tokens_ = dir_.File("tokens");

@@ -55,13 +55,7 @@ const absl::Time kT0 = absl::FromUnixSeconds(1'800'000'000);
 class FakeNode {
  public:
   FakeNode(std::string tag, int64_t size) : clock_(kT0) {
-    SqliteRangeStoreOptions options;
-    options.path = dir_.File("hilo.db");
-    options.sync = SyncMode::kNormal;  // a test survives no power loss
-    absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
-        SqliteRangeStore::Open(options);
-    EXPECT_THAT(store, IsOk());
-    store_ = *std::move(store);
+    store_ = testing_util::OpenTestStore(dir_, "hilo.db");
     service_ = std::make_unique<HiLoService>(
         store_.get(), RangeSizePolicy({.min_size = size, .max_size = size}),
         std::move(tag), &clock_);

@@ -296,13 +296,7 @@ TEST(EndToEndTest, ClosingManyCollectionsHandsEveryTailBack) {
 class OldServer final : public hilo::v1::HiLo::Service {
  public:
   explicit OldServer(const TempDir& dir) {
-    SqliteRangeStoreOptions options;
-    options.path = dir.File("old.db");
-    options.sync = SyncMode::kNormal;  // a test survives no power loss
-    absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
-        SqliteRangeStore::Open(options);
-    EXPECT_THAT(store, IsOk());
-    store_ = *std::move(store);
+    store_ = testing_util::OpenTestStore(dir, "old.db");
     service_ = std::make_unique<HiLoService>(store_.get(), RangeSizePolicy({}),
                                              "A", &clock_);
     grpc::ServerBuilder builder;

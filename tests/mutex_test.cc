@@ -84,64 +84,63 @@ bool Signalled(std::promise<void>& signal) {
   return signal.get_future().wait_for(kDeadline) == std::future_status::ready;
 }
 
-TEST(MutexTest, AwaitReturnsAtOnceWhenThePredicateHolds) {
-  struct State {
-    Mutex mu;
-    bool ready ABSL_GUARDED_BY(mu) = true;
-    int evaluations ABSL_GUARDED_BY(mu) = 0;
+// What the waiter of the first two tests awaits: `ready`. Shared with the
+// waiter's thread, which may outlive the test (see BoundedThread).
+struct ReadyFlag {
+  explicit ReadyFlag(bool initially) : ready(initially) {}
+  // Makes the waiter's predicate true: the change, and the unlock after it.
+  void Set() {
+    MutexLock lock(&mu);
+    ready = true;
+  }
+
+  Mutex mu;
+  bool ready ABSL_GUARDED_BY(mu);
+  int evaluations ABSL_GUARDED_BY(mu) = 0;
+};
+
+// A waiter's body: awaits flag->ready, fulfilling `blocked` if its first
+// look at the predicate finds it false (the waiter then blocks inside
+// Await, having released the mutex), and reports what it saw on return.
+std::function<Observation()> AwaitReady(
+    std::shared_ptr<ReadyFlag> flag,
+    std::shared_ptr<std::promise<void>> blocked) {
+  return [flag, blocked] {
+    MutexLock lock(&flag->mu);
+    flag->mu.Await([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(flag->mu) {
+      if (++flag->evaluations == 1 && !flag->ready) blocked->set_value();
+      return flag->ready;
+    });
+    return Observation{flag->ready, flag->evaluations};
   };
-  auto state = std::make_shared<State>();
+}
+
+TEST(MutexTest, AwaitReturnsAtOnceWhenThePredicateHolds) {
+  auto flag = std::make_shared<ReadyFlag>(/*initially=*/true);
+  auto blocked = std::make_shared<std::promise<void>>();
   // Nothing else takes the mutex before the deadline: Await must return on
   // its first look at the predicate, without any wake-up.
-  BoundedThread<Observation> waiter([state] {
-    MutexLock lock(&state->mu);
-    state->mu.Await([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state->mu) {
-      ++state->evaluations;
-      return state->ready;
-    });
-    return Observation{state->ready, state->evaluations};
-  });
+  BoundedThread<Observation> waiter(AwaitReady(flag, blocked));
   std::optional<Observation> seen = AwaitObservation(
-      waiter, "Await did not return for a predicate that already held", [&] {
-        MutexLock lock(&state->mu);
-        state->ready = true;
-      });
+      waiter, "Await did not return for a predicate that already held",
+      [&] { flag->Set(); });
   ASSERT_TRUE(seen.has_value()) << "the waiter stayed blocked";
   EXPECT_TRUE(seen->predicate_value);
   EXPECT_EQ(seen->evaluations, 1);
 }
 
 TEST(MutexTest, UnlockWakesAWaiterWhosePredicateNowHolds) {
-  struct State {
-    Mutex mu;
-    bool ready ABSL_GUARDED_BY(mu) = false;
-    int evaluations ABSL_GUARDED_BY(mu) = 0;
-  };
-  auto state = std::make_shared<State>();
-  // Fulfilled by the predicate when it first finds `ready` false: the
-  // waiter then blocks inside Await, having released the mutex.
+  auto flag = std::make_shared<ReadyFlag>(/*initially=*/false);
   auto blocked = std::make_shared<std::promise<void>>();
-  BoundedThread<Observation> waiter([state, blocked] {
-    MutexLock lock(&state->mu);
-    state->mu.Await([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state->mu) {
-      if (++state->evaluations == 1 && !state->ready) blocked->set_value();
-      return state->ready;
-    });
-    return Observation{state->ready, state->evaluations};
-  });
+  BoundedThread<Observation> waiter(AwaitReady(flag, blocked));
   ASSERT_TRUE(Signalled(*blocked))
       << "the waiter did not find its predicate false within 10 s";
-  {
-    // Granted only once the waiter waits: the change and this Unlock are
-    // all that can wake it.
-    MutexLock lock(&state->mu);
-    state->ready = true;
-  }
+  // Granted only once the waiter waits: the change and this Unlock are all
+  // that can wake it.
+  flag->Set();
   std::optional<Observation> seen = AwaitObservation(
-      waiter, "Unlock after setting ready did not wake the waiter", [&] {
-        MutexLock lock(&state->mu);
-        state->ready = true;
-      });
+      waiter, "Unlock after setting ready did not wake the waiter",
+      [&] { flag->Set(); });
   ASSERT_TRUE(seen.has_value()) << "the waiter stayed blocked";
   EXPECT_TRUE(seen->predicate_value);
   // False once before blocking, true once after the wake-up (more only if

@@ -33,38 +33,35 @@ TEST(SharedMutexTest, ReadersHoldItTogether) {
   second_reader.join();
 }
 
-TEST(SharedMutexTest, WriterWaitsForReaders) {
+// Holds `mu` with a `Held` lock while another thread takes a `Waiting` one,
+// and expects that thread to stay out (`why` says which rule it broke) until
+// the held lock is released, and to get in then.
+template <typename Held, typename Waiting>
+void ExpectWaitsWhileHeld(const char* why) {
   SharedMutex mu;
-  std::atomic<bool> written{false};
-  std::thread writer;
+  std::atomic<bool> entered{false};
+  std::thread waiting;
   {
-    ReaderMutexLock lock(&mu);
-    writer = std::thread([&] {
-      WriterMutexLock lock(&mu);
-      written = true;
+    Held lock(&mu);
+    waiting = std::thread([&] {
+      Waiting lock(&mu);
+      entered = true;
     });
     std::this_thread::sleep_for(kWrongfulEntry);
-    EXPECT_FALSE(written.load()) << "the writer did not wait for a reader";
+    EXPECT_FALSE(entered.load()) << why;
   }
-  writer.join();
-  EXPECT_TRUE(written.load());
+  waiting.join();
+  EXPECT_TRUE(entered.load());
+}
+
+TEST(SharedMutexTest, WriterWaitsForReaders) {
+  ExpectWaitsWhileHeld<ReaderMutexLock, WriterMutexLock>(
+      "the writer did not wait for a reader");
 }
 
 TEST(SharedMutexTest, ReadersWaitForTheWriter) {
-  SharedMutex mu;
-  std::atomic<bool> read{false};
-  std::thread reader;
-  {
-    WriterMutexLock lock(&mu);
-    reader = std::thread([&] {
-      ReaderMutexLock lock(&mu);
-      read = true;
-    });
-    std::this_thread::sleep_for(kWrongfulEntry);
-    EXPECT_FALSE(read.load()) << "a reader did not wait for the writer";
-  }
-  reader.join();
-  EXPECT_TRUE(read.load());
+  ExpectWaitsWhileHeld<WriterMutexLock, ReaderMutexLock>(
+      "a reader did not wait for the writer");
 }
 
 }  // namespace

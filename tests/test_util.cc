@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
+#include "service/tls.h"
 #include "testing/status_matchers.h"
 
 namespace hilo::testing_util {
@@ -32,6 +33,18 @@ std::unique_ptr<Server> StartServer(const ServerOptions& options) {
 
 std::string Address(int port) { return absl::StrCat("127.0.0.1:", port); }
 
+std::unique_ptr<SqliteRangeStore> OpenTestStore(const TempDir& dir,
+                                                const std::string& name) {
+  SqliteRangeStoreOptions options;
+  options.path = dir.File(name);
+  options.sync = SyncMode::kNormal;
+  absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
+      SqliteRangeStore::Open(options);
+  EXPECT_THAT(store.status(), IsOk());
+  if (!store.ok()) return nullptr;
+  return *std::move(store);
+}
+
 absl::Status MakeTestCertificates(const TempDir& dir,
                                   const std::string& commands) {
   if (std::system("command -v openssl > /dev/null") != 0) {
@@ -46,6 +59,35 @@ absl::Status MakeTestCertificates(const TempDir& dir,
         "openssl could not make the test certificates; see ", log));
   }
   return absl::OkStatus();
+}
+
+void CertificateTest::MakeCertificates(const std::string& commands) {
+  pki_ = new TempDir();
+  const absl::Status made = MakeTestCertificates(*pki_, commands);
+  make_error_ = made.ok() ? "" : std::string(made.message());
+}
+
+void CertificateTest::TearDownTestSuite() {
+  delete pki_;
+  pki_ = nullptr;
+}
+
+void CertificateTest::SetUp() {
+  if (!make_error_.empty()) GTEST_FAIL() << make_error_;
+}
+
+std::string CertificateTest::Pki(const std::string& name) {
+  return pki_->File(name);
+}
+
+ServerOptions CertificateTest::TlsServerOptions(const TempDir& dir, bool mtls) {
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      ServerCredentialsFromFiles(
+          {Pki("server.pem"), Pki("server.key"), mtls ? Pki("ca.pem") : ""});
+  EXPECT_THAT(credentials.status(), IsOk());
+  ServerOptions options = TestServerOptions(dir);
+  options.credentials = credentials.value_or(nullptr);
+  return options;
 }
 
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {

@@ -18,10 +18,9 @@ using ::hilo::testing_util::StatusIs;
 using ::hilo::testing_util::TempDir;
 using ::testing::HasSubstr;
 
-class TlsTest : public ::testing::Test {
+class TlsTest : public testing_util::CertificateTest {
  protected:
   static void SetUpTestSuite() {
-    pki_ = new TempDir();
     // A CA, a server certificate for 127.0.0.1 signed by it, a client
     // certificate signed by it, and a client certificate from another CA.
     const std::string commands = absl::StrCat(
@@ -36,30 +35,13 @@ class TlsTest : public ::testing::Test {
         "-CAcreateserial -out $1.pem -days 2 $3\n",
         "}\n", "sign server ca '-extfile san.ext'\n", "sign client ca ''\n",
         "sign stranger other ''\n");
-    const absl::Status made =
-        testing_util::MakeTestCertificates(*pki_, commands);
-    if (!made.ok()) skip_ = std::string(made.message());
+    MakeCertificates(commands);
   }
-  static void TearDownTestSuite() {
-    delete pki_;
-    pki_ = nullptr;
-  }
-
-  void SetUp() override {
-    // openssl comes with scripts/install-deps.sh: a missing one fails.
-    if (!skip_.empty()) GTEST_FAIL() << skip_;
-  }
-
-  static std::string Pki(const std::string& name) { return pki_->File(name); }
 
   // Starts a server; mtls also demands client certificates from our CA.
   void StartServer(bool mtls) {
-    absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds =
-        ServerCredentialsFromFiles(
-            {Pki("server.pem"), Pki("server.key"), mtls ? Pki("ca.pem") : ""});
-    ASSERT_THAT(creds, IsOk());
-    ServerOptions options = testing_util::TestServerOptions(dir_);
-    options.credentials = *creds;
+    ServerOptions options = TlsServerOptions(dir_, mtls);
+    ASSERT_NE(options.credentials, nullptr);
     server_ = testing_util::StartServer(options);
     ASSERT_NE(server_, nullptr);
   }
@@ -86,8 +68,6 @@ class TlsTest : public ::testing::Test {
     return creds.value_or(nullptr);
   }
 
-  static inline TempDir* pki_ = nullptr;
-  static inline std::string skip_;
   TempDir dir_;
   std::unique_ptr<Server> server_;
 };
