@@ -78,6 +78,9 @@
 #include "service/range_store.h"
 
 namespace hilo {
+namespace internal {
+class PostgresConnection;
+}  // namespace internal
 
 // A claim of a node tag in the database; see PostgresRangeStore.
 struct NodeTagLease {
@@ -176,7 +179,6 @@ class PostgresRangeStore final : public RangeStore {
   const std::string& description() const { return description_; }
 
  private:
-  class Connection;
   struct Request;
   enum class Attempt { kDone, kRetry };
 
@@ -195,7 +197,7 @@ class PostgresRangeStore final : public RangeStore {
 
   // A connection and its state; used by one queue's committer thread only.
   struct Link {
-    std::unique_ptr<Connection> connection;
+    std::unique_ptr<internal::PostgresConnection> connection;
     // The connection failed (or could not be rolled back): the next batch
     // connects anew.
     bool broken = false;
@@ -210,14 +212,14 @@ class PostgresRangeStore final : public RangeStore {
   // The BatchRunner of queue_ (on writer_) and read_queue_ (on reader_).
   void RunBatch(Link& link, absl::Span<GroupCommit::Operation* const> batch);
   Attempt RunBatchOnce(Link& link, absl::Span<Request* const> batch);
+  // A new connection, set up as options_ say.
+  absl::StatusOr<std::unique_ptr<internal::PostgresConnection>> Connect() const;
   // Connects if `link` has no healthy connection; on its committer thread.
   absl::Status EnsureConnected(Link& link);
   // Drops the connection and records the database as unreachable.
   void LostConnection(Link& link);
   void SetReachable(bool reachable);
   void ProbeLoop();
-  // Claims the first free candidate of options_.node_tag_lease on `c`.
-  absl::Status ClaimNodeTag(Connection& c);
   // Reports a renewal that found the tag taken, once.
   void NodeTagLost(absl::string_view holder);
 
