@@ -7,6 +7,7 @@
 #include <map>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -109,7 +110,8 @@ struct PostgresRangeStore::Request : GroupCommit::Operation {
     kGet,
     kList,
     kProbe,  // counts the rows; on the read connection
-    kRenew   // renews the node tag's lease; on the write connection
+    kRenew   // on the write connection: renews the node tag's lease, if
+             // any, and shows whether writes reach the database
   };
   Kind kind = Kind::kGet;
   std::string name;  // the collection; for kList, the name to list after
@@ -250,34 +252,35 @@ void PostgresRangeStore::NodeTagLost(absl::string_view holder) {
 
 void PostgresRangeStore::ProbeLoop() {
   while (true) {
+    bool count = false, renewal = false;
     {
       base::MutexLock lock(&probe_mu_);
       probe_mu_.AwaitWithTimeout(
           [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(probe_mu_) { return stopping_; },
           options_.probe_interval);
       if (stopping_) return;
-      if (probe_pending_) continue;
-      probe_pending_ = true;
+      // Each on its own: a count stuck behind held reads must not hold
+      // the renewal back, nor the other way round.
+      count = !std::exchange(probe_pending_, true);
+      renewal = !std::exchange(renew_pending_, true);
     }
-    auto probe = std::make_unique<Request>();
-    probe->kind = Request::Kind::kProbe;
-    probe->read_only = true;
-    probe->done = [this](absl::Status) {
-      // The batch counted the rows (collection_count_) if it could.
-      base::MutexLock lock(&probe_mu_);
-      probe_pending_ = false;
-    };
-    read_queue_->Submit(std::move(probe));
-    if (node_tag_.empty()) continue;
-    {
-      base::MutexLock lock(&probe_mu_);
-      if (renew_pending_) continue;
-      renew_pending_ = true;
+    if (count) {
+      auto probe = std::make_unique<Request>();
+      probe->kind = Request::Kind::kProbe;
+      probe->read_only = true;
+      probe->done = [this](absl::Status) {
+        // The batch counted the rows (collection_count_) if it could.
+        base::MutexLock lock(&probe_mu_);
+        probe_pending_ = false;
+      };
+      read_queue_->Submit(std::move(probe));
     }
+    if (!renewal) continue;
     // On the write connection: a server whose writes still go through must
     // be one that still holds its tag. Renewed on the read connection, a
     // server that could not open or keep that one would go on allocating
-    // under a tag whose lease ran out and another server took.
+    // under a tag whose lease ran out and another server took. Without a
+    // tag it is an empty transaction, which keeps reachable() current.
     auto renew = std::make_unique<Request>();
     renew->kind = Request::Kind::kRenew;
     renew->done = [this](absl::Status) {
@@ -305,6 +308,21 @@ void PostgresRangeStore::Submit(std::unique_ptr<Request> request,
   (raw->read_only ? read_queue_ : queue_)->Submit(std::move(request));
 }
 
+void PostgresRangeStore::ChangeCountSequence() {
+  base::MutexLock lock(&count_mu_);
+  ++count_sequence_;
+}
+
+void PostgresRangeStore::StoreCountIfCurrent(int64_t counted,
+                                             int64_t sequence) {
+  base::MutexLock lock(&count_mu_);
+  // Odd: a commit was in flight when the count began; changed: one began
+  // since. Either may have changed the rows after the count's snapshot
+  // and added its change already; the next probe counts again.
+  if (sequence % 2 != 0 || count_sequence_ != sequence) return;
+  collection_count_.store(counted, std::memory_order_relaxed);
+}
+
 absl::StatusOr<std::unique_ptr<PostgresConnection>>
 PostgresRangeStore::Connect() const {
   return PostgresConnection::Open(
@@ -314,7 +332,9 @@ PostgresRangeStore::Connect() const {
       description_);
 }
 
-void PostgresRangeStore::SetReachable(bool reachable) {
+void PostgresRangeStore::SetReachable(const Link& link, bool reachable) {
+  // Only the write connection's state counts; see reachable().
+  if (&link != &writer_) return;
   if (reachable_.exchange(reachable) != reachable && options_.on_reachability) {
     options_.on_reachability(reachable);
   }
@@ -322,7 +342,7 @@ void PostgresRangeStore::SetReachable(bool reachable) {
 
 void PostgresRangeStore::LostConnection(Link& link) {
   link.broken = true;
-  SetReachable(false);
+  SetReachable(link, false);
 }
 
 absl::Status PostgresRangeStore::EnsureConnected(Link& link) {
@@ -333,7 +353,7 @@ absl::Status PostgresRangeStore::EnsureConnected(Link& link) {
   link.broken = false;
   absl::StatusOr<std::unique_ptr<PostgresConnection>> connection = Connect();
   if (!connection.ok()) {
-    SetReachable(false);
+    SetReachable(link, false);
     return connection.status();
   }
   link.connection = *std::move(connection);
@@ -472,6 +492,8 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
   }
   std::vector<int> list_at(batch.size(), -1);
   int renew_at = -1;  // the node tag's renewal, once per batch
+  // count_sequence_ before the probe's count(*) was sent.
+  std::optional<int64_t> counted_at;
   for (size_t i = 0; i < batch.size(); ++i) {
     Request* r = batch[i];
     if (r->kind == Request::Kind::kList) {
@@ -484,6 +506,10 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
       s.params.Int32(r->limit);
       first.push_back(std::move(s));
     } else if (r->kind == Request::Kind::kProbe) {
+      if (!counted_at.has_value()) {
+        base::MutexLock lock(&count_mu_);
+        counted_at = count_sequence_;
+      }
       list_at[i] = static_cast<int>(first.size());
       first.push_back({"SELECT count(*)::BIGINT FROM hilo_collections", {}});
     } else if (r->kind == Request::Kind::kRenew) {
@@ -513,7 +539,7 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
                                                  : "reading collections"),
                 /*writes_only=*/false);
   }
-  SetReachable(true);
+  SetReachable(link, true);
   if (renew_at >= 0) {
     if (std::optional<std::string> holder = internal::NodeTagTakenBy(
             c, results[renew_at].get(), node_tag_, *options_.node_tag_lease)) {
@@ -620,7 +646,10 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
   }
 
   if (!any_write && counted.has_value()) {
-    collection_count_.store(*counted, std::memory_order_relaxed);
+    if (options_.before_count_stored_for_testing) {
+      options_.before_count_stored_for_testing();
+    }
+    StoreCountIfCurrent(*counted, *counted_at);
   }
 
   // Phase two: write what changed and commit.
@@ -680,6 +709,12 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
   }
 
   if (!second.empty()) {
+    // From here until this attempt ends, rows may be created or deleted:
+    // a probe that counts meanwhile must not store what it saw.
+    if (created != 0) ChangeCountSequence();
+    absl::Cleanup count_settled = [&] {
+      if (created != 0) ChangeCountSequence();
+    };
     const absl::Time commit_start = absl::Now();
     c.TakeWarning();
     absl::Status sent =

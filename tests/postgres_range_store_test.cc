@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -536,6 +537,84 @@ TEST_F(PostgresRangeStoreTest, BadNodeTagLeasesAreInvalidArgument) {
       PostgresRangeStore::Open(std::move(options));
   EXPECT_THAT(store, StatusIs(absl::StatusCode::kInvalidArgument,
                               HasSubstr("would run out between two renewals")));
+}
+
+// Reachability follows the write connection: a read that succeeds while
+// that connection is lost reports nothing, and the next write, which
+// connects again, reports the database reachable.
+TEST_F(PostgresRangeStoreTest, ReadsNeverReportABrokenWriterReachable) {
+  std::atomic<bool> cut{false};
+  std::atomic<int> downs{0}, ups{0};
+  PostgresRangeStoreOptions options;
+  options.uri = uri_;
+  options.probe_interval = absl::Hours(1);  // no probe during the test
+  options.on_reachability = [&](bool reachable) {
+    ++(reachable ? ups : downs);
+  };
+  options.after_commit_sent_for_testing = [&](int socket) {
+    if (!cut.exchange(false)) return;
+    // libpq then reads end-of-file: the write connection is lost.
+    const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(null_fd, 0);
+    ASSERT_EQ(dup2(null_fd, socket), socket);
+    close(null_fd);
+  };
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
+      PostgresRangeStore::Open(std::move(options));
+  ASSERT_THAT(store, IsOk());
+  cut = true;
+  EXPECT_THAT((*store)->Allocate("orders", 32, 0, NextToken()),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr("outcome of the commit")));
+  ASSERT_FALSE((*store)->reachable());
+
+  // On the read connection, which works.
+  EXPECT_THAT((*store)->Get("orders"), IsOk());
+  EXPECT_FALSE((*store)->reachable());
+  EXPECT_EQ(ups.load(), 0);
+  EXPECT_EQ(downs.load(), 1);
+
+  ASSERT_THAT((*store)->Allocate("orders", 32, 0, NextToken()), IsOk());
+  EXPECT_TRUE((*store)->reachable());
+  EXPECT_EQ(ups.load(), 1);
+  EXPECT_EQ(downs.load(), 1);
+}
+
+// The probe counts the rows on the read connection while writes go on: a
+// count taken before a collection was created is not stored over the
+// count that creation brought.
+TEST_F(PostgresRangeStoreTest, ProbeCountNeverOverwritesANewerCount) {
+  testing_util::Notification first_counted, first_stored_may_go, second_counted,
+      second_stored_may_go;
+  std::atomic<int> counts{0};
+  PostgresRangeStoreOptions options;
+  options.uri = uri_;
+  options.probe_interval = absl::Milliseconds(10);
+  options.before_count_stored_for_testing = [&] {
+    const int count = ++counts;
+    if (count == 1) {
+      first_counted.Notify();
+      first_stored_may_go.WaitForNotification();
+    } else if (count == 2) {
+      second_counted.Notify();
+      second_stored_may_go.WaitForNotification();
+    }
+  };
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
+      PostgresRangeStore::Open(std::move(options));
+  ASSERT_THAT(store, IsOk());
+  // Before the store closes, whatever failed: it waits for the probes.
+  absl::Cleanup release = [&] {
+    first_stored_may_go.Notify();
+    second_stored_may_go.Notify();
+  };
+  first_counted.WaitForNotification();  // no rows, not stored yet
+  ASSERT_THAT((*store)->Allocate("orders", 32, 0, NextToken()), IsOk());
+  EXPECT_EQ((*store)->collection_count(), 1);
+  first_stored_may_go.Notify();
+  // Probes run one at a time: the first one's batch is over.
+  second_counted.WaitForNotification();
+  EXPECT_EQ((*store)->collection_count(), 1);
 }
 
 // A database of the test's own: stopped and started again.
