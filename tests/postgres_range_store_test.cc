@@ -288,6 +288,17 @@ TEST_F(PostgresRangeStoreTest, BadConnectionStringsAreClearErrors) {
                                     ::testing::Not(HasSubstr("secret")))));
 }
 
+// Breaks the connection on `socket` as a network failure would. Its reply
+// may already wait in the socket's buffer: the socket becomes /dev/null,
+// so libpq reads end-of-file (the number stays libpq's, which closes it
+// later).
+void CutConnection(int socket) {
+  const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(null_fd, 0);
+  ASSERT_EQ(dup2(null_fd, socket), socket);
+  close(null_fd);
+}
+
 // The connection breaks after COMMIT was sent and committed, before its
 // result is read: the writes are not reported applied, and the next
 // allocation starts above what that COMMIT stored.
@@ -306,13 +317,7 @@ TEST_F(PostgresRangeStoreTest, CommitWithUnknownOutcomeIsNeverReportedApplied) {
     while (!PostgresInstance::Execute(uri_, probe).ok()) {
       std::this_thread::yield();
     }
-    // The reply may already wait in the socket's buffer: swap the socket
-    // for /dev/null, so libpq reads end-of-file (the number stays libpq's,
-    // which closes it later).
-    const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    ASSERT_GE(null_fd, 0);
-    ASSERT_EQ(dup2(null_fd, socket), socket);
-    close(null_fd);
+    CutConnection(socket);
   };
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
       PostgresRangeStore::Open(std::move(options));
@@ -553,11 +558,7 @@ TEST_F(PostgresRangeStoreTest, ReadsNeverReportABrokenWriterReachable) {
   };
   options.after_commit_sent_for_testing = [&](int socket) {
     if (!cut.exchange(false)) return;
-    // libpq then reads end-of-file: the write connection is lost.
-    const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    ASSERT_GE(null_fd, 0);
-    ASSERT_EQ(dup2(null_fd, socket), socket);
-    close(null_fd);
+    CutConnection(socket);  // the write connection is lost
   };
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
       PostgresRangeStore::Open(std::move(options));
