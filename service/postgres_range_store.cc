@@ -4,176 +4,36 @@
 
 #include <algorithm>
 #include <cstring>
-#include <deque>
-#include <limits>
 #include <map>
 #include <utility>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_replace.h"
-#include "absl/strings/strip.h"
 #include "hilo/base/await.h"
 #include "service/collection_rules.h"
+#include "service/postgres_connection.h"
+#include "service/postgres_node_tag.h"
+#include "service/postgres_schema.h"
 #include "service/validation.h"
 
 namespace hilo {
 namespace {
 
-// The schema's identity and version, kept in table hilo_meta.
-constexpr char kApplication[] = "hilo";
-// Version 2 added hilo_nodes.
-constexpr int kSchemaVersion = 2;
-// Key of the advisory lock held while the schema is created or checked
-// ("HiLo" in ASCII).
-constexpr int64_t kSchemaLockKey = 0x48694c6f;
-
-// Names are bytes compared byte for byte (as in SQLite), so the list order
-// never depends on a collation. Tokens are unsigned 64-bit values stored in
-// BIGINT, bit for bit.
-constexpr char kSchema[] = R"sql(
-CREATE TABLE hilo_meta (
-  key   TEXT PRIMARY KEY,
-  value TEXT NOT NULL
-);
-CREATE TABLE hilo_collections (
-  name                  BYTEA  PRIMARY KEY,
-  max                   BIGINT NOT NULL,
-  return_floor          BIGINT NOT NULL,
-  updated_at_us         BIGINT NOT NULL,
-  range_token           BIGINT NOT NULL,
-  previous_token        BIGINT NOT NULL,
-  previous_return_floor BIGINT NOT NULL
-);
-)sql";
-
-// Node tags claimed by live servers (schema version 2). Times are the
-// database's, so servers' clocks never matter.
-constexpr char kNodesTable[] = R"sql(
-CREATE TABLE hilo_nodes (
-  tag        TEXT        PRIMARY KEY,
-  holder     TEXT        NOT NULL,
-  expires_at TIMESTAMPTZ NOT NULL
-);
-)sql";
-
-// Takes tag $1 for holder $2 for $3 milliseconds, unless another holder's
-// claim is still running; returns a row if taken. Two servers claiming one
-// free tag at once: the second waits for the first's row and then sees it
-// held.
-constexpr char kClaimTag[] =
-    "INSERT INTO hilo_nodes (tag, holder, expires_at) "
-    "VALUES ($1, $2, now() + $3::BIGINT * interval '1 millisecond') "
-    "ON CONFLICT (tag) DO UPDATE SET holder = excluded.holder, "
-    "expires_at = excluded.expires_at "
-    "WHERE hilo_nodes.holder = excluded.holder OR hilo_nodes.expires_at < "
-    "now() "
-    "RETURNING tag";
-// Who holds tag $1 and for how many more whole seconds.
-constexpr char kTagHolder[] =
-    "SELECT holder, greatest(0, ceil(extract(epoch FROM expires_at - now())))"
-    "::BIGINT FROM hilo_nodes WHERE tag = $1";
-// Renews tag $1 of holder $2 for $3 milliseconds; returns whether it did
-// (the UPDATE sees another server's claim made meanwhile) and, for the
-// message when it did not, the holder as this statement's snapshot saw it.
-constexpr char kRenewTag[] =
-    "WITH renewed AS (UPDATE hilo_nodes SET expires_at = now() + $3::BIGINT * "
-    "interval '1 millisecond' WHERE tag = $1 AND holder = $2 RETURNING tag) "
-    "SELECT EXISTS (SELECT 1 FROM renewed), "
-    "(SELECT holder FROM hilo_nodes WHERE tag = $1)";
-constexpr char kReleaseTag[] =
-    "DELETE FROM hilo_nodes WHERE tag = $1 AND holder = $2";
+using internal::Params;
+using internal::PostgresConnection;
+using internal::ReadInt64;
+using internal::Result;
+using internal::Statement;
+using internal::Trimmed;
 
 constexpr char kColumns[] =
     "name, max, return_floor, updated_at_us, range_token, previous_token, "
     "previous_return_floor";
 
 constexpr int kMaxBatch = 4096;
-
-// Type OIDs of the parameters sent (pg_type.h is not in libpq-dev).
-constexpr Oid kInt8Oid = 20;
-constexpr Oid kInt4Oid = 23;
-constexpr Oid kByteaOid = 17;
-constexpr Oid kTextOid = 25;
-
-struct ResultDeleter {
-  void operator()(PGresult* r) const { PQclear(r); }
-};
-using Result = std::unique_ptr<PGresult, ResultDeleter>;
-
-// libpq's message on one line: its own lines end in newlines, some followed
-// by a tab.
-std::string Trimmed(const char* message) {
-  std::string line = std::string(
-      absl::StripTrailingAsciiWhitespace(message != nullptr ? message : ""));
-  absl::StrReplaceAll({{"\n\t", " "}, {"\n", " "}}, &line);
-  return line;
-}
-
-// Binary parameters of one statement, kept alive until it is sent.
-class Params {
- public:
-  void Bytes(absl::string_view bytes) { Add(kByteaOid, std::string(bytes)); }
-  // Text is sent as its bytes, in the connection's encoding (UTF-8).
-  void Text(absl::string_view text) { Add(kTextOid, std::string(text)); }
-  void Int64(int64_t value) {
-    std::string big_endian(8, '\0');
-    for (int i = 0; i < 8; ++i) {
-      big_endian[i] =
-          static_cast<char>(static_cast<uint64_t>(value) >> (56 - 8 * i));
-    }
-    Add(kInt8Oid, std::move(big_endian));
-  }
-  void Int32(int32_t value) {
-    std::string big_endian(4, '\0');
-    for (int i = 0; i < 4; ++i) {
-      big_endian[i] =
-          static_cast<char>(static_cast<uint32_t>(value) >> (24 - 8 * i));
-    }
-    Add(kInt4Oid, std::move(big_endian));
-  }
-  // "$<n>" of the parameter added next.
-  std::string Next() const { return absl::StrCat("$", types_.size() + 1); }
-  int size() const { return static_cast<int>(types_.size()); }
-  const Oid* types() const { return types_.data(); }
-  const char* const* values() {
-    values_.clear();
-    for (const std::string& v : storage_) values_.push_back(v.data());
-    return values_.data();
-  }
-  const int* lengths() const { return lengths_.data(); }
-  const int* formats() const { return formats_.data(); }
-
- private:
-  void Add(Oid type, std::string value) {
-    types_.push_back(type);
-    lengths_.push_back(static_cast<int>(value.size()));
-    formats_.push_back(1);
-    storage_.push_back(std::move(value));
-  }
-  std::deque<std::string> storage_;  // stable addresses
-  std::vector<Oid> types_;
-  std::vector<const char*> values_;
-  std::vector<int> lengths_;
-  std::vector<int> formats_;
-};
-
-struct Statement {
-  std::string sql;
-  Params params;
-};
-
-int64_t ReadInt64(const PGresult* r, int row, int column) {
-  const auto* bytes =
-      reinterpret_cast<const unsigned char*>(PQgetvalue(r, row, column));
-  uint64_t value = 0;
-  for (int i = 0; i < 8; ++i) value = (value << 8) | bytes[i];
-  return static_cast<int64_t>(value);
-}
 
 // A row of hilo_collections, read in kColumns order, binary.
 NamedCollectionState ReadRow(const PGresult* r, int row) {
@@ -239,182 +99,6 @@ absl::StatusOr<std::string> DescribePostgresConnection(absl::string_view uri) {
                       get("port", "5432"), "/", get("dbname", user.c_str()));
 }
 
-// One libpq connection, used by one thread at a time.
-class PostgresRangeStore::Connection {
- public:
-  // Connects and prepares the session: durable commits, a statement
-  // timeout. UNAVAILABLE naming `description` if it cannot.
-  static absl::StatusOr<std::unique_ptr<Connection>> Open(
-      const PostgresRangeStoreOptions& options,
-      const std::string& description) {
-    const std::string timeout = absl::StrCat(
-        std::max<int64_t>(1, absl::ToInt64Seconds(options.connect_timeout)));
-    // Earlier keywords are defaults the connection string overrides. The
-    // keepalives and TCP timeout notice a database that went silent (a
-    // partition) in about ten seconds, not TCP's many minutes.
-    const char* keywords[] = {"connect_timeout",
-                              "application_name",
-                              "keepalives",
-                              "keepalives_idle",
-                              "keepalives_interval",
-                              "keepalives_count",
-                              "tcp_user_timeout",
-                              "dbname",
-                              nullptr};
-    const char* values[] = {
-        timeout.c_str(),     "hilo", "1", "5", "2", "3", "10000",
-        options.uri.c_str(), nullptr};
-    PGconn* conn = PQconnectdbParams(keywords, values, /*expand_dbname=*/1);
-    std::unique_ptr<Connection> connection(new Connection(conn, description));
-    if (conn == nullptr || PQstatus(conn) != CONNECTION_OK) {
-      return absl::UnavailableError(absl::StrFormat(
-          "cannot connect to PostgreSQL at %s: %s", description,
-          conn != nullptr ? Trimmed(PQerrorMessage(conn)) : "out of memory"));
-    }
-    const std::string setup = absl::StrFormat(
-        "SET synchronous_commit = on; SET statement_timeout = %d",
-        std::max<int64_t>(
-            1, absl::ToInt64Milliseconds(options.statement_timeout)));
-    if (absl::Status s = connection->Exec(setup, "setting up the session");
-        !s.ok()) {
-      return s;
-    }
-    return connection;
-  }
-
-  ~Connection() { PQfinish(conn_); }
-
-  // The first warning the server sent since the last call, or "".
-  std::string TakeWarning() { return std::exchange(warning_, ""); }
-
-  bool ok() const { return PQstatus(conn_) == CONNECTION_OK; }
-
-  // Runs `sql` (one or more statements, text protocol) and returns the last
-  // statement's result.
-  absl::StatusOr<Result> Query(const std::string& sql, absl::string_view what) {
-    Result result(PQexec(conn_, sql.c_str()));
-    const ExecStatusType status =
-        result != nullptr ? PQresultStatus(result.get()) : PGRES_FATAL_ERROR;
-    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
-      return Error(result.get(), what);
-    }
-    return result;
-  }
-  absl::Status Exec(const std::string& sql, absl::string_view what) {
-    return Query(sql, what).status();
-  }
-  // Runs one statement with parameters; results are binary.
-  absl::StatusOr<Result> Query(Statement& statement, absl::string_view what) {
-    Params& p = statement.params;
-    Result result(PQexecParams(conn_, statement.sql.c_str(), p.size(),
-                               p.types(), p.values(), p.lengths(), p.formats(),
-                               /*resultFormat=*/1));
-    const ExecStatusType status =
-        result != nullptr ? PQresultStatus(result.get()) : PGRES_FATAL_ERROR;
-    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
-      return Error(result.get(), what);
-    }
-    return result;
-  }
-
-  // Sends `statements` in one pipeline ending in a sync and collects one
-  // result per statement (binary columns). Returns an error only if the
-  // connection failed; a statement's own error is in its result (and the
-  // statements after it are PGRES_PIPELINE_ABORTED).
-  absl::Status Pipeline(std::vector<Statement>& statements,
-                        std::vector<Result>* results,
-                        const std::function<void(int)>& after_send = nullptr) {
-    results->clear();
-    if (PQenterPipelineMode(conn_) != 1)
-      return Broken("entering pipeline mode");
-    for (Statement& s : statements) {
-      if (PQsendQueryParams(conn_, s.sql.c_str(), s.params.size(),
-                            s.params.types(), s.params.values(),
-                            s.params.lengths(), s.params.formats(),
-                            /*resultFormat=*/1) != 1) {
-        return Broken("sending a statement");
-      }
-    }
-    if (PQpipelineSync(conn_) != 1) return Broken("sending a sync");
-    if (after_send) after_send(PQsocket(conn_));
-    for (size_t i = 0; i < statements.size(); ++i) {
-      Result result(PQgetResult(conn_));
-      if (result == nullptr) return Broken("reading a result");
-      // Each statement's results end with a null.
-      while (PGresult* extra = PQgetResult(conn_)) PQclear(extra);
-      results->push_back(std::move(result));
-    }
-    Result sync(PQgetResult(conn_));
-    if (sync == nullptr || PQresultStatus(sync.get()) != PGRES_PIPELINE_SYNC) {
-      return Broken("reading the end of a pipeline");
-    }
-    if (PQexitPipelineMode(conn_) != 1) return Broken("leaving pipeline mode");
-    return absl::OkStatus();
-  }
-
-  bool InTransaction() const {
-    const PGTransactionStatusType t = PQtransactionStatus(conn_);
-    return t == PQTRANS_INTRANS || t == PQTRANS_INERROR;
-  }
-
-  // What a failed statement means for the batch, with the database's
-  // message.
-  absl::Status Error(const PGresult* result, absl::string_view what) const {
-    const char* state = result != nullptr
-                            ? PQresultErrorField(result, PG_DIAG_SQLSTATE)
-                            : nullptr;
-    const std::string message =
-        result != nullptr && *PQresultErrorMessage(result) != '\0'
-            ? Trimmed(PQresultErrorMessage(result))
-            : Trimmed(PQerrorMessage(conn_));
-    absl::StatusCode code = absl::StatusCode::kInternal;
-    const absl::string_view sqlstate = state != nullptr ? state : "";
-    if (!ok() || sqlstate.empty() || absl::StartsWith(sqlstate, "08") ||
-        absl::StartsWith(sqlstate, "57") || sqlstate == "40001" ||
-        sqlstate == "40P01" || sqlstate == "25006" || sqlstate == "55P03") {
-      // Connection gone, server shutting down or statement cancelled
-      // (57), serialization failure, deadlock, read-only standby, lock
-      // not available: another attempt may succeed.
-      code = absl::StatusCode::kUnavailable;
-    } else if (absl::StartsWith(sqlstate, "53")) {
-      code = absl::StatusCode::kResourceExhausted;  // disk full, no memory
-    }
-    return absl::Status(
-        code,
-        absl::StrFormat(
-            "%s on PostgreSQL at %s: %s%s", what, description_, message,
-            sqlstate.empty() ? ""
-                             : absl::StrCat(" (SQLSTATE ", sqlstate, ")")));
-  }
-
- private:
-  Connection(PGconn* conn, std::string description)
-      : conn_(conn), description_(std::move(description)) {
-    if (conn_ != nullptr)
-      PQsetNoticeReceiver(conn_, &Connection::OnNotice, this);
-  }
-
-  static void OnNotice(void* self, const PGresult* notice) {
-    auto* c = static_cast<Connection*>(self);
-    const char* severity =
-        PQresultErrorField(notice, PG_DIAG_SEVERITY_NONLOCALIZED);
-    if (severity != nullptr && std::strcmp(severity, "WARNING") == 0 &&
-        c->warning_.empty()) {
-      c->warning_ = Trimmed(PQresultErrorMessage(notice));
-    }
-  }
-
-  absl::Status Broken(absl::string_view what) {
-    return absl::UnavailableError(absl::StrFormat(
-        "%s on PostgreSQL at %s: %s", what, description_,
-        ok() ? "the protocol broke off" : Trimmed(PQerrorMessage(conn_))));
-  }
-
-  PGconn* const conn_;
-  const std::string description_;
-  std::string warning_;
-};
-
 // One operation of a batch: what it asks and, once run, what it got.
 struct PostgresRangeStore::Request : GroupCommit::Operation {
   enum class Kind {
@@ -426,7 +110,8 @@ struct PostgresRangeStore::Request : GroupCommit::Operation {
     kGet,
     kList,
     kProbe,  // counts the rows; on the read connection
-    kRenew   // renews the node tag's lease; on the write connection
+    kRenew   // on the write connection: renews the node tag's lease, if
+             // any, and shows whether writes reach the database
   };
   Kind kind = Kind::kGet;
   std::string name;  // the collection; for kList, the name to list after
@@ -488,84 +173,16 @@ absl::StatusOr<std::unique_ptr<PostgresRangeStore>> PostgresRangeStore::Open(
   if (!description.ok()) return description.status();
   std::unique_ptr<PostgresRangeStore> store(
       new PostgresRangeStore(std::move(options), *std::move(description)));
-  absl::StatusOr<std::unique_ptr<Connection>> connection =
-      Connection::Open(store->options_, store->description_);
+  absl::StatusOr<std::unique_ptr<PostgresConnection>> connection =
+      store->Connect();
   if (!connection.ok()) return connection.status();
-  Connection& c = **connection;
+  PostgresConnection& c = **connection;
 
   // Servers starting together take turns: the first creates the schema,
   // the others find it.
-  auto init = [&]() -> absl::Status {
-    if (absl::Status s =
-            c.Exec(absl::StrCat("BEGIN; SELECT pg_advisory_xact_lock(",
-                                kSchemaLockKey, ")"),
-                   "locking the schema");
-        !s.ok()) {
-      return s;
-    }
-    absl::StatusOr<Result> found = c.Query(
-        "SELECT current_schema(), to_regclass('hilo_meta') IS NOT NULL, "
-        "(SELECT count(*) FROM information_schema.tables "
-        "WHERE table_schema = current_schema())",
-        "reading the schema");
-    if (!found.ok()) return found.status();
-    const PGresult* r = found->get();
-    if (PQgetisnull(r, 0, 0)) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "PostgreSQL at %s has no schema to create hilo's tables in (the "
-          "search_path names none that exists)",
-          store->description_));
-    }
-    const std::string schema = PQgetvalue(r, 0, 0);
-    const bool has_meta = std::string(PQgetvalue(r, 0, 1)) == "t";
-    const std::string tables = PQgetvalue(r, 0, 2);
-    if (!has_meta) {
-      if (tables != "0") {
-        return absl::FailedPreconditionError(absl::StrFormat(
-            "PostgreSQL at %s, schema %s, holds %s tables of another "
-            "application and no hilo_meta table; give hilo a database or "
-            "schema of its own (e.g. ?options=-csearch_path%%3Dhilo)",
-            store->description_, schema, tables));
-      }
-      return c.Exec(
-          absl::StrCat(kSchema, kNodesTable,
-                       "INSERT INTO hilo_meta VALUES ('application', '",
-                       kApplication, "'), ('schema_version', '", kSchemaVersion,
-                       "')"),
-          "creating the schema");
-    }
-    absl::StatusOr<Result> meta = c.Query(
-        "SELECT (SELECT value FROM hilo_meta WHERE key = 'application'), "
-        "(SELECT value FROM hilo_meta WHERE key = 'schema_version')",
-        "reading hilo_meta");
-    if (!meta.ok()) return meta.status();
-    const std::string application = PQgetvalue(meta->get(), 0, 0);
-    int version = 0;
-    if (application != kApplication ||
-        !absl::SimpleAtoi(PQgetvalue(meta->get(), 0, 1), &version)) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "PostgreSQL at %s, schema %s: table hilo_meta belongs to another "
-          "application (\"%s\")",
-          store->description_, schema, application));
-    }
-    if (version == 1) {
-      return c.Exec(
-          absl::StrCat(kNodesTable, "UPDATE hilo_meta SET value = '",
-                       kSchemaVersion, "' WHERE key = 'schema_version'"),
-          "migrating hilo schema version 1 to 2");
-    }
-    if (version != kSchemaVersion) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "PostgreSQL at %s, schema %s, has hilo schema version %d; this "
-          "server understands %d",
-          store->description_, schema, version, kSchemaVersion));
-    }
-    return absl::OkStatus();
-  };
-  absl::Status s = init();
-  if (s.ok()) s = c.Exec("COMMIT", "committing the schema");
-  if (!s.ok()) {
-    if (c.ok() && c.InTransaction()) c.Exec("ROLLBACK", "").IgnoreError();
+  if (absl::Status s =
+          internal::CreateOrCheckPostgresSchema(c, store->description_);
+      !s.ok()) {
     return s;
   }
   absl::StatusOr<Result> count =
@@ -576,7 +193,10 @@ absl::StatusOr<std::unique_ptr<PostgresRangeStore>> PostgresRangeStore::Open(
     store->collection_count_.store(rows);
   }
   if (store->options_.node_tag_lease.has_value()) {
-    if (absl::Status s = store->ClaimNodeTag(c); !s.ok()) return s;
+    absl::StatusOr<std::string> tag = internal::ClaimNodeTag(
+        c, *store->options_.node_tag_lease, store->description_);
+    if (!tag.ok()) return tag.status();
+    store->node_tag_ = *std::move(tag);
   }
   store->writer_.connection = *std::move(connection);
 
@@ -615,105 +235,52 @@ PostgresRangeStore::~PostgresRangeStore() {
   // out by itself.
   if (!node_tag_.empty() && !node_tag_lost_ && !writer_.broken &&
       writer_.connection != nullptr && writer_.connection->ok()) {
-    Statement release{kReleaseTag, {}};
-    release.params.Text(node_tag_);
-    release.params.Text(options_.node_tag_lease->holder);
+    Statement release =
+        internal::ReleaseNodeTag(node_tag_, *options_.node_tag_lease);
     writer_.connection->Query(release, "releasing the node tag").IgnoreError();
   }
   reader_.connection.reset();
   writer_.connection.reset();
 }
 
-absl::Status PostgresRangeStore::ClaimNodeTag(Connection& c) {
-  const NodeTagLease& lease = *options_.node_tag_lease;
-  const std::string lease_ms =
-      absl::StrCat(absl::ToInt64Milliseconds(lease.duration));
-  const absl::Time give_up = absl::Now() + lease.wait_for_held;
-  while (true) {
-    std::vector<std::string> held;
-    for (const std::string& tag : lease.candidates) {
-      Statement claim{kClaimTag, {}};
-      claim.params.Text(tag);
-      claim.params.Text(lease.holder);
-      claim.params.Text(lease_ms);
-      absl::StatusOr<Result> claimed = c.Query(claim, "claiming a node tag");
-      if (!claimed.ok()) return claimed.status();
-      if (PQntuples(claimed->get()) == 1) {
-        node_tag_ = tag;
-        return absl::OkStatus();
-      }
-      Statement who{kTagHolder, {}};
-      who.params.Text(tag);
-      absl::StatusOr<Result> holder = c.Query(who, "reading a node tag");
-      if (!holder.ok()) return holder.status();
-      // Freed since the claim: the next round takes it.
-      if (PQntuples(holder->get()) == 0) continue;
-      held.push_back(
-          absl::StrFormat("%s by \"%s\" for %ds more", tag,
-                          absl::string_view(PQgetvalue(holder->get(), 0, 0),
-                                            PQgetlength(holder->get(), 0, 0)),
-                          ReadInt64(holder->get(), 0, 1)));
-    }
-    const absl::Duration left = give_up - absl::Now();
-    if (left <= absl::ZeroDuration() && !held.empty()) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "PostgreSQL at %s: every node tag this server may take is held by "
-          "another live server (%s); a crashed server's tag is free once its "
-          "claim runs out",
-          description_, absl::StrJoin(held, ", ")));
-    }
-    absl::SleepFor(std::min(left, absl::Milliseconds(200)));
-  }
-}
-
 void PostgresRangeStore::NodeTagLost(absl::string_view holder) {
   node_tag_lost_ = true;
   if (!options_.on_node_tag_lost) return;
-  std::string who = absl::StrCat("\"", holder, "\"");
-  if (holder.empty()) {
-    who = "nobody (its row was deleted)";
-  } else if (holder == options_.node_tag_lease->holder) {
-    // Another server's claim, made at this very moment, is not in the
-    // renewal's snapshot yet.
-    who = "another server";
-  }
-  options_.on_node_tag_lost(absl::FailedPreconditionError(absl::StrFormat(
-      "PostgreSQL at %s: node tag %s is now held by %s; this server could "
-      "not renew its claim for %s, and must no longer use the tag",
-      description_, node_tag_, who,
-      absl::FormatDuration(options_.node_tag_lease->duration))));
+  options_.on_node_tag_lost(internal::NodeTagLostError(
+      description_, node_tag_, holder, *options_.node_tag_lease));
 }
 
 void PostgresRangeStore::ProbeLoop() {
   while (true) {
+    bool count = false, renewal = false;
     {
       base::MutexLock lock(&probe_mu_);
       probe_mu_.AwaitWithTimeout(
           [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(probe_mu_) { return stopping_; },
           options_.probe_interval);
       if (stopping_) return;
-      if (probe_pending_) continue;
-      probe_pending_ = true;
+      // Each on its own: a count stuck behind held reads must not hold
+      // the renewal back, nor the other way round.
+      count = !std::exchange(probe_pending_, true);
+      renewal = !std::exchange(renew_pending_, true);
     }
-    auto probe = std::make_unique<Request>();
-    probe->kind = Request::Kind::kProbe;
-    probe->read_only = true;
-    probe->done = [this](absl::Status) {
-      // The batch counted the rows (collection_count_) if it could.
-      base::MutexLock lock(&probe_mu_);
-      probe_pending_ = false;
-    };
-    read_queue_->Submit(std::move(probe));
-    if (node_tag_.empty()) continue;
-    {
-      base::MutexLock lock(&probe_mu_);
-      if (renew_pending_) continue;
-      renew_pending_ = true;
+    if (count) {
+      auto probe = std::make_unique<Request>();
+      probe->kind = Request::Kind::kProbe;
+      probe->read_only = true;
+      probe->done = [this](absl::Status) {
+        // The batch counted the rows (collection_count_) if it could.
+        base::MutexLock lock(&probe_mu_);
+        probe_pending_ = false;
+      };
+      read_queue_->Submit(std::move(probe));
     }
+    if (!renewal) continue;
     // On the write connection: a server whose writes still go through must
     // be one that still holds its tag. Renewed on the read connection, a
     // server that could not open or keep that one would go on allocating
-    // under a tag whose lease ran out and another server took.
+    // under a tag whose lease ran out and another server took. Without a
+    // tag it is an empty transaction, which keeps reachable() current.
     auto renew = std::make_unique<Request>();
     renew->kind = Request::Kind::kRenew;
     renew->done = [this](absl::Status) {
@@ -741,7 +308,33 @@ void PostgresRangeStore::Submit(std::unique_ptr<Request> request,
   (raw->read_only ? read_queue_ : queue_)->Submit(std::move(request));
 }
 
-void PostgresRangeStore::SetReachable(bool reachable) {
+void PostgresRangeStore::ChangeCountSequence() {
+  base::MutexLock lock(&count_mu_);
+  ++count_sequence_;
+}
+
+void PostgresRangeStore::StoreCountIfCurrent(int64_t counted,
+                                             int64_t sequence) {
+  base::MutexLock lock(&count_mu_);
+  // Odd: a commit was in flight when the count began; changed: one began
+  // since. Either may have changed the rows after the count's snapshot
+  // and added its change already; the next probe counts again.
+  if (sequence % 2 != 0 || count_sequence_ != sequence) return;
+  collection_count_.store(counted, std::memory_order_relaxed);
+}
+
+absl::StatusOr<std::unique_ptr<PostgresConnection>>
+PostgresRangeStore::Connect() const {
+  return PostgresConnection::Open(
+      {.uri = options_.uri,
+       .connect_timeout = options_.connect_timeout,
+       .statement_timeout = options_.statement_timeout},
+      description_);
+}
+
+void PostgresRangeStore::SetReachable(const Link& link, bool reachable) {
+  // Only the write connection's state counts; see reachable().
+  if (&link != &writer_) return;
   if (reachable_.exchange(reachable) != reachable && options_.on_reachability) {
     options_.on_reachability(reachable);
   }
@@ -749,7 +342,7 @@ void PostgresRangeStore::SetReachable(bool reachable) {
 
 void PostgresRangeStore::LostConnection(Link& link) {
   link.broken = true;
-  SetReachable(false);
+  SetReachable(link, false);
 }
 
 absl::Status PostgresRangeStore::EnsureConnected(Link& link) {
@@ -758,10 +351,9 @@ absl::Status PostgresRangeStore::EnsureConnected(Link& link) {
   }
   link.connection.reset();
   link.broken = false;
-  absl::StatusOr<std::unique_ptr<Connection>> connection =
-      Connection::Open(options_, description_);
+  absl::StatusOr<std::unique_ptr<PostgresConnection>> connection = Connect();
   if (!connection.ok()) {
-    SetReachable(false);
+    SetReachable(link, false);
     return connection.status();
   }
   link.connection = *std::move(connection);
@@ -799,7 +391,7 @@ void PostgresRangeStore::RunBatch(
 
 PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
     Link& link, absl::Span<Request* const> batch) {
-  Connection& c = *link.connection;
+  PostgresConnection& c = *link.connection;
   // Each attempt starts from nothing: no result of an earlier one survives.
   for (Request* r : batch) {
     r->status = absl::OkStatus();
@@ -900,6 +492,8 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
   }
   std::vector<int> list_at(batch.size(), -1);
   int renew_at = -1;  // the node tag's renewal, once per batch
+  // count_sequence_ before the probe's count(*) was sent.
+  std::optional<int64_t> counted_at;
   for (size_t i = 0; i < batch.size(); ++i) {
     Request* r = batch[i];
     if (r->kind == Request::Kind::kList) {
@@ -912,17 +506,17 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
       s.params.Int32(r->limit);
       first.push_back(std::move(s));
     } else if (r->kind == Request::Kind::kProbe) {
+      if (!counted_at.has_value()) {
+        base::MutexLock lock(&count_mu_);
+        counted_at = count_sequence_;
+      }
       list_at[i] = static_cast<int>(first.size());
       first.push_back({"SELECT count(*)::BIGINT FROM hilo_collections", {}});
     } else if (r->kind == Request::Kind::kRenew) {
       if (renew_at < 0 && !node_tag_.empty() && !node_tag_lost_) {
         renew_at = static_cast<int>(first.size());
-        Statement renew{kRenewTag, {}};
-        renew.params.Text(node_tag_);
-        renew.params.Text(options_.node_tag_lease->holder);
-        renew.params.Text(absl::StrCat(
-            absl::ToInt64Milliseconds(options_.node_tag_lease->duration)));
-        first.push_back(std::move(renew));
+        first.push_back(
+            internal::RenewNodeTag(node_tag_, *options_.node_tag_lease));
       }
     }
   }
@@ -945,31 +539,11 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
                                                  : "reading collections"),
                 /*writes_only=*/false);
   }
-  SetReachable(true);
+  SetReachable(link, true);
   if (renew_at >= 0) {
-    const PGresult* r = results[renew_at].get();
-    // Binary bool: one byte.
-    const bool renewed = PQgetvalue(r, 0, 0)[0] != 0;
-    if (!renewed) {
-      std::string holder =
-          PQgetisnull(r, 0, 1)
-              ? std::string()
-              : std::string(PQgetvalue(r, 0, 1), PQgetlength(r, 0, 1));
-      if (holder == options_.node_tag_lease->holder) {
-        // The UPDATE waited for a claim made at this very moment and then
-        // saw it; the statement's snapshot did not. A statement of its own
-        // (a new snapshot) names the new holder.
-        Statement who{kTagHolder, {}};
-        who.params.Text(node_tag_);
-        if (absl::StatusOr<Result> now = c.Query(who, "reading a node tag");
-            now.ok()) {
-          holder = PQntuples(now->get()) == 0
-                       ? std::string()
-                       : std::string(PQgetvalue(now->get(), 0, 0),
-                                     PQgetlength(now->get(), 0, 0));
-        }
-      }
-      NodeTagLost(holder);
+    if (std::optional<std::string> holder = internal::NodeTagTakenBy(
+            c, results[renew_at].get(), node_tag_, *options_.node_tag_lease)) {
+      NodeTagLost(*holder);
     }
   }
 
@@ -1072,7 +646,10 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
   }
 
   if (!any_write && counted.has_value()) {
-    collection_count_.store(*counted, std::memory_order_relaxed);
+    if (options_.before_count_stored_for_testing) {
+      options_.before_count_stored_for_testing();
+    }
+    StoreCountIfCurrent(*counted, *counted_at);
   }
 
   // Phase two: write what changed and commit.
@@ -1132,6 +709,12 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
   }
 
   if (!second.empty()) {
+    // From here until this attempt ends, rows may be created or deleted:
+    // a probe that counts meanwhile must not store what it saw.
+    if (created != 0) ChangeCountSequence();
+    absl::Cleanup count_settled = [&] {
+      if (created != 0) ChangeCountSequence();
+    };
     const absl::Time commit_start = absl::Now();
     c.TakeWarning();
     absl::Status sent =

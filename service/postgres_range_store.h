@@ -78,6 +78,9 @@
 #include "service/range_store.h"
 
 namespace hilo {
+namespace internal {
+class PostgresConnection;
+}  // namespace internal
 
 // A claim of a node tag in the database; see PostgresRangeStore.
 struct NodeTagLease {
@@ -121,8 +124,8 @@ struct PostgresRangeStoreOptions {
   std::function<void(absl::Duration commit, int operations,
                      int64_t collections)>
       on_commit;
-  // Told when the database stops or starts answering (a connection fails
-  // or succeeds); on the store's thread. Keep it quick.
+  // Told when the database stops or starts answering the write connection
+  // (see reachable()); on the store's thread. Keep it quick.
   std::function<void(bool reachable)> on_reachability;
   // Claim a node tag (see NodeTagLease); none if unset.
   std::optional<NodeTagLease> node_tag_lease;
@@ -138,6 +141,10 @@ struct PostgresRangeStoreOptions {
   // before the batch starts; blocking in it holds that batch (and its
   // queue) back.
   std::function<void()> before_read_batch_for_testing;
+  // Test hook: runs on the read connection's thread once a probe has
+  // counted the rows, before the count is stored; blocking in it holds the
+  // count back while writes go on.
+  std::function<void()> before_count_stored_for_testing;
 };
 
 class PostgresRangeStore final : public RangeStore {
@@ -169,14 +176,19 @@ class PostgresRangeStore final : public RangeStore {
 
   // The node tag claimed; empty without node_tag_lease.
   const std::string& node_tag() const { return node_tag_; }
-  // Whether the last attempt to use the database reached it.
+  // Whether the last attempt to use the write connection reached the
+  // database. Reads never change it: a read that succeeds says nothing of
+  // the write connection (which may be broken while the other is not), and
+  // one that fails alone (say, no connection slot left for a second
+  // session) does not stop this server handing out ranges, which is what
+  // a health check asks. The probe uses the write connection every
+  // probe_interval, so this is current when no write comes.
   bool reachable() const { return reachable_.load(); }
   // "postgresql://user@host:port/db", without password or options; what
   // errors and logs name.
   const std::string& description() const { return description_; }
 
  private:
-  class Connection;
   struct Request;
   enum class Attempt { kDone, kRetry };
 
@@ -195,7 +207,7 @@ class PostgresRangeStore final : public RangeStore {
 
   // A connection and its state; used by one queue's committer thread only.
   struct Link {
-    std::unique_ptr<Connection> connection;
+    std::unique_ptr<internal::PostgresConnection> connection;
     // The connection failed (or could not be rolled back): the next batch
     // connects anew.
     bool broken = false;
@@ -210,21 +222,35 @@ class PostgresRangeStore final : public RangeStore {
   // The BatchRunner of queue_ (on writer_) and read_queue_ (on reader_).
   void RunBatch(Link& link, absl::Span<GroupCommit::Operation* const> batch);
   Attempt RunBatchOnce(Link& link, absl::Span<Request* const> batch);
+  // A new connection, set up as options_ say.
+  absl::StatusOr<std::unique_ptr<internal::PostgresConnection>> Connect() const;
   // Connects if `link` has no healthy connection; on its committer thread.
   absl::Status EnsureConnected(Link& link);
   // Drops the connection and records the database as unreachable.
   void LostConnection(Link& link);
-  void SetReachable(bool reachable);
+  // Records whether `link` reached the database; only writer_ counts.
+  void SetReachable(const Link& link, bool reachable);
+  // Marks a commit that creates or deletes rows as begun, or as ended.
+  void ChangeCountSequence();
+  // Stores a probe's count of the rows, begun when count_sequence_ was
+  // `sequence`, unless a commit that changes the count has run since.
+  void StoreCountIfCurrent(int64_t counted, int64_t sequence);
   void ProbeLoop();
-  // Claims the first free candidate of options_.node_tag_lease on `c`.
-  absl::Status ClaimNodeTag(Connection& c);
   // Reports a renewal that found the tag taken, once.
   void NodeTagLost(absl::string_view holder);
 
   const PostgresRangeStoreOptions options_;
   const std::string description_;
   const Clock* const clock_;
+  // Read without a lock; once Open has returned, a probe writes it under
+  // count_mu_, a write batch after ChangeCountSequence.
   std::atomic<int64_t> collection_count_{0};
+  // Orders a probe's count (read connection) against the writes' changes:
+  // odd while a commit that creates or deletes rows is in flight, bumped as
+  // it begins and as it ends. A count whose snapshot a commit may have
+  // missed (its change added already) must not overwrite the sum.
+  base::Mutex count_mu_;
+  int64_t count_sequence_ ABSL_GUARDED_BY(count_mu_) = 0;
   std::atomic<bool> reachable_{true};
   std::string node_tag_;  // set by Open
   // A renewal found the claim taken: no more renewals, no release.

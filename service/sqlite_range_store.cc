@@ -1,6 +1,5 @@
 #include "service/sqlite_range_store.h"
 
-#include <fcntl.h>
 #include <sqlite3.h>
 #include <unistd.h>
 
@@ -8,62 +7,20 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
-#include <system_error>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "service/collection_rules.h"
+#include "service/sqlite_file.h"
+#include "service/sqlite_schema.h"
 
 namespace hilo {
 namespace {
 
-// Identifies a hilo database ("HiLo" in ASCII) and its schema version.
-constexpr int32_t kApplicationId = 0x48694c6f;
-// Version 3 adds the range tokens; version 2 stores return_floor; version 1
-// stored last_low, which is return_floor + 1 and so could not say "nothing
-// may come back" at INT64_MAX.
-constexpr int kSchemaVersion = 3;
-
-// Tokens are unsigned 64-bit values stored in SQLite's signed INTEGER, bit
-// for bit.
-constexpr char kSchema[] = R"sql(
-CREATE TABLE IF NOT EXISTS collections (
-  name                  TEXT    NOT NULL PRIMARY KEY,
-  max                   INTEGER NOT NULL,
-  return_floor          INTEGER NOT NULL,
-  updated_at_us         INTEGER NOT NULL,
-  range_token           INTEGER NOT NULL DEFAULT 0,
-  previous_token        INTEGER NOT NULL DEFAULT 0,
-  previous_return_floor INTEGER NOT NULL DEFAULT 0
-) WITHOUT ROWID;
-)sql";
-
-// Version 1 to 2, in the start-up transaction. last_low - 1 is the floor,
-// except where version 1 could not hold it: a return at INT64_MAX wrapped
-// last_low to INT64_MIN, and a floor or one-number range at INT64_MAX left
-// last_low == max == INT64_MAX. Those rows get return_floor = max, which
-// refuses every return rather than trusting one.
-constexpr char kMigrateFrom1[] = R"sql(
-UPDATE collections SET last_low =
-  CASE WHEN last_low = -9223372036854775808
-         OR (last_low = 9223372036854775807 AND max = 9223372036854775807)
-       THEN max
-       ELSE last_low - 1 END;
-ALTER TABLE collections RENAME COLUMN last_low TO return_floor;
-PRAGMA user_version = 2;
-)sql";
-
-// Version 2 to 3. Ranges issued before have no token: none of them can be
-// returned with one, and without one only where the server allows it.
-constexpr char kMigrateFrom2[] = R"sql(
-ALTER TABLE collections ADD COLUMN range_token INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE collections ADD COLUMN previous_token INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE collections ADD COLUMN previous_return_floor INTEGER NOT NULL
-  DEFAULT 0;
-PRAGMA user_version = 3;
-)sql";
+using internal::CreateDirectoriesDurably;
+using internal::FsyncDirectory;
 
 // A collection's row, and a page of rows after a name.
 constexpr char kSelectRow[] =
@@ -73,67 +30,6 @@ constexpr char kSelectRows[] =
     "SELECT name, max, return_floor, updated_at_us, range_token, "
     "previous_token, previous_return_floor FROM collections WHERE name > ?1 "
     "ORDER BY name LIMIT ?2";
-
-// Makes a directory entry durable: fsyncs `dir`, so that a file or
-// directory just created in it survives a power loss.
-absl::Status FsyncDirectory(const std::string& dir,
-                            const SqliteRangeStoreOptions& options) {
-  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0 || fsync(fd) != 0) {
-    const int err = errno;
-    if (fd >= 0) close(fd);
-    return absl::UnavailableError(absl::StrFormat(
-        "cannot flush directory %s to disk: %s", dir, strerror(err)));
-  }
-  close(fd);
-  if (options.directory_synced_for_testing) {
-    options.directory_synced_for_testing(dir);
-  }
-  return absl::OkStatus();
-}
-
-// Creates the missing directories of `dir` and makes each new entry
-// durable by flushing its parent.
-absl::Status CreateDirectoriesDurably(const std::filesystem::path& dir,
-                                      const SqliteRangeStoreOptions& options) {
-  std::vector<std::filesystem::path> missing;  // deepest first
-  std::error_code ec;
-  for (std::filesystem::path p = dir; !p.empty() && p != p.root_path();
-       p = p.parent_path()) {
-    if (std::filesystem::exists(p, ec)) break;
-    missing.push_back(p);
-  }
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    return absl::UnavailableError(
-        absl::StrFormat("cannot create directory %s for database %s: %s",
-                        dir.string(), options.path, ec.message()));
-  }
-  for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
-    std::filesystem::path parent = it->parent_path();
-    if (parent.empty()) parent = ".";
-    if (absl::Status s = FsyncDirectory(parent.string(), options); !s.ok()) {
-      return s;
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusCode CodeForSqlite(int rc) {
-  switch (rc & 0xff) {
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-    case SQLITE_IOERR:
-    case SQLITE_CANTOPEN:
-    case SQLITE_READONLY:
-    case SQLITE_PROTOCOL:
-      return absl::StatusCode::kUnavailable;
-    case SQLITE_FULL:
-      return absl::StatusCode::kResourceExhausted;
-    default:
-      return absl::StatusCode::kInternal;
-  }
-}
 
 }  // namespace
 
@@ -298,17 +194,11 @@ absl::Status SqliteRangeStore::Error(int rc, absl::string_view what) const {
 
 absl::Status SqliteRangeStore::ErrorOn(sqlite3* db, int rc,
                                        absl::string_view what) const {
-  const int errcode = sqlite3_extended_errcode(db);
-  const char* message = errcode == rc ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
-  return absl::Status(CodeForSqlite(rc),
-                      absl::StrFormat("%s on database %s: %s (SQLite code %d)",
-                                      what, options_.path, message, rc));
+  return internal::SqliteError(db, rc, what, options_.path);
 }
 
 absl::Status SqliteRangeStore::Exec(const char* sql) {
-  const int rc = sqlite3_exec(db_, sql, nullptr, nullptr, nullptr);
-  if (rc != SQLITE_OK) return Error(rc, absl::StrCat("\"", sql, "\""));
-  return absl::OkStatus();
+  return internal::SqliteExec(db_, sql, options_.path);
 }
 
 absl::Status SqliteRangeStore::Step(Statement& statement) {
@@ -362,56 +252,9 @@ absl::Status SqliteRangeStore::Init() {
   }
 
   // Check the identity and version, then create the schema, atomically.
-  if (absl::Status s = Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
-  auto init = [&]() -> absl::Status {
-    absl::StatusOr<int64_t> app_id = ReadInt("PRAGMA application_id");
-    if (!app_id.ok()) return app_id.status();
-    absl::StatusOr<int64_t> version = ReadInt("PRAGMA user_version");
-    if (!version.ok()) return version.status();
-    absl::StatusOr<int64_t> tables =
-        ReadInt("SELECT count(*) FROM sqlite_schema");
-    if (!tables.ok()) return tables.status();
-    if (*app_id == 0 && *version == 0 && *tables == 0) {
-      // A new, empty file: make it ours.
-      if (absl::Status s = Exec(kSchema); !s.ok()) return s;
-      if (absl::Status s = Exec(
-              absl::StrCat("PRAGMA application_id=", kApplicationId).c_str());
-          !s.ok()) {
-        return s;
-      }
-      return Exec(absl::StrCat("PRAGMA user_version=", kSchemaVersion).c_str());
-    }
-    if (*app_id != kApplicationId) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "database %s is an SQLite file of another application "
-          "(application_id %d)",
-          options_.path, *app_id));
-    }
-    // Each step is rolled back with the start-up transaction if a later one
-    // fails: the file stays at the version it had.
-    const char* const migrations[] = {nullptr, kMigrateFrom1, kMigrateFrom2};
-    for (int from = 1; from < kSchemaVersion; ++from) {
-      if (*version != from) continue;
-      const int rc =
-          sqlite3_exec(db_, migrations[from], nullptr, nullptr, nullptr);
-      if (rc != SQLITE_OK) {
-        return Error(rc, absl::StrFormat("migrating schema version %d to %d "
-                                         "(nothing changed)",
-                                         from, kSchemaVersion));
-      }
-      *version = from + 1;
-    }
-    if (*version != kSchemaVersion) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "database %s has schema version %d; this server understands %d",
-          options_.path, *version, kSchemaVersion));
-    }
-    return absl::OkStatus();
-  };
-  absl::Status s = init();
-  if (s.ok()) s = Exec("COMMIT");
-  if (!s.ok()) {
-    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  if (absl::Status s =
+          internal::CreateOrMigrateSqliteSchema(db_, options_.path);
+      !s.ok()) {
     if (s.code() == absl::StatusCode::kInternal) return not_hilo(s);
     return s;
   }
@@ -454,41 +297,15 @@ absl::Status SqliteRangeStore::Init() {
 }
 
 absl::StatusOr<int64_t> SqliteRangeStore::ReadInt(const char* sql) const {
-  sqlite3_stmt* stmt = nullptr;
-  int rc = sqlite3_prepare_v2(db_, sql, -1, &stmt, nullptr);
-  if (rc == SQLITE_OK) rc = sqlite3_step(stmt);
-  int64_t value = 0;
-  if (rc == SQLITE_ROW) value = sqlite3_column_int64(stmt, 0);
-  sqlite3_finalize(stmt);
-  if (rc != SQLITE_ROW) return Error(rc, sql);
-  return value;
+  return internal::SqliteReadInt(db_, sql, options_.path);
 }
 
 absl::Status SqliteRangeStore::InitReadOnly() {
   sqlite3_busy_timeout(
       db_, static_cast<int>(absl::ToInt64Milliseconds(options_.busy_timeout)));
-  absl::StatusOr<int64_t> app_id = ReadInt("PRAGMA application_id");
-  if (!app_id.ok()) {
-    const int rc = sqlite3_extended_errcode(db_) & 0xff;
-    if (rc == SQLITE_NOTADB || rc == SQLITE_CORRUPT) {
-      return absl::FailedPreconditionError(
-          absl::StrFormat("database %s cannot be used: %s", options_.path,
-                          app_id.status().message()));
-    }
-    return app_id.status();
-  }
-  if (*app_id != kApplicationId) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "database %s is not a hilo database (application_id %d)", options_.path,
-        *app_id));
-  }
-  absl::StatusOr<int64_t> version = ReadInt("PRAGMA user_version");
-  if (!version.ok()) return version.status();
-  if (*version != kSchemaVersion) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "database %s has schema version %d; a read-only open needs %d (a "
-        "server migrates it on its next start)",
-        options_.path, *version, kSchemaVersion));
+  if (absl::Status s = internal::CheckSqliteSchema(db_, options_.path);
+      !s.ok()) {
+    return s;
   }
   absl::StatusOr<int64_t> count = ReadInt("SELECT count(*) FROM collections");
   if (!count.ok()) return count.status();

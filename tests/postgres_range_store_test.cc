@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -52,8 +53,45 @@ class PostgresRangeStoreTest : public ::testing::Test {
     uri_ = *uri;
   }
 
+  // Options of a store on this test's schema that claims one of
+  // `candidates` as `holder`.
+  PostgresRangeStoreOptions WithTags(std::vector<std::string> candidates,
+                                     std::string holder) const {
+    PostgresRangeStoreOptions options;
+    options.uri = uri_;
+    NodeTagLease& lease = options.node_tag_lease.emplace();
+    lease.candidates = std::move(candidates);
+    lease.holder = std::move(holder);
+    return options;
+  }
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> OpenWithTags(
+      std::vector<std::string> candidates, std::string holder) const {
+    return PostgresRangeStore::Open(
+        WithTags(std::move(candidates), std::move(holder)));
+  }
+  // A store that holds tag X for 30 s and renews it every 50 ms.
+  PostgresRangeStoreOptions RenewingX() const {
+    PostgresRangeStoreOptions options = WithTags({"X"}, "host-a pid 1");
+    options.probe_interval = absl::Milliseconds(50);
+    options.node_tag_lease->duration = absl::Seconds(30);
+    return options;
+  }
+  // Makes tag X's claim run out a second from now, so that kXRenewed holds
+  // again only once a renewal has put it 30 s ahead.
+  absl::Status ShortenClaimOfX() const {
+    return PostgresInstance::Execute(
+        uri_,
+        "UPDATE hilo_nodes SET expires_at = now() + interval '1 second' "
+        "WHERE tag = 'X'");
+  }
+
   std::string uri_;  // a schema of this test's own
 };
+
+// "t" once tag X's claim runs 20 s or more ahead (see ShortenClaimOfX).
+constexpr char kXRenewed[] =
+    "SELECT expires_at > now() + interval '20 seconds' FROM hilo_nodes "
+    "WHERE tag = 'X'";
 
 // A session of the test's own, outside any store.
 class Session {
@@ -250,6 +288,17 @@ TEST_F(PostgresRangeStoreTest, BadConnectionStringsAreClearErrors) {
                                     ::testing::Not(HasSubstr("secret")))));
 }
 
+// Breaks the connection on `socket` as a network failure would. Its reply
+// may already wait in the socket's buffer: the socket becomes /dev/null,
+// so libpq reads end-of-file (the number stays libpq's, which closes it
+// later).
+void CutConnection(int socket) {
+  const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(null_fd, 0);
+  ASSERT_EQ(dup2(null_fd, socket), socket);
+  close(null_fd);
+}
+
 // The connection breaks after COMMIT was sent and committed, before its
 // result is read: the writes are not reported applied, and the next
 // allocation starts above what that COMMIT stored.
@@ -268,13 +317,7 @@ TEST_F(PostgresRangeStoreTest, CommitWithUnknownOutcomeIsNeverReportedApplied) {
     while (!PostgresInstance::Execute(uri_, probe).ok()) {
       std::this_thread::yield();
     }
-    // The reply may already wait in the socket's buffer: swap the socket
-    // for /dev/null, so libpq reads end-of-file (the number stays libpq's,
-    // which closes it later).
-    const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    ASSERT_GE(null_fd, 0);
-    ASSERT_EQ(dup2(null_fd, socket), socket);
-    close(null_fd);
+    CutConnection(socket);
   };
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
       PostgresRangeStore::Open(std::move(options));
@@ -332,29 +375,18 @@ TEST_F(PostgresRangeStoreTest,
             (Range{101, 132}));
 }
 
-absl::StatusOr<std::unique_ptr<PostgresRangeStore>> OpenWithTags(
-    const std::string& uri, std::vector<std::string> candidates,
-    const std::string& holder) {
-  PostgresRangeStoreOptions options;
-  options.uri = uri;
-  options.node_tag_lease.emplace();
-  options.node_tag_lease->candidates = std::move(candidates);
-  options.node_tag_lease->holder = holder;
-  return PostgresRangeStore::Open(std::move(options));
-}
-
 // Each live server shows its own tag: a held tag goes to nobody else.
 TEST_F(PostgresRangeStoreTest, NodeTagsAreClaimedOncePerLiveServer) {
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> a =
-      OpenWithTags(uri_, {"X", "Y"}, "host-a pid 1");
+      OpenWithTags({"X", "Y"}, "host-a pid 1");
   ASSERT_THAT(a, IsOk());
   EXPECT_EQ((*a)->node_tag(), "X");
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> b =
-      OpenWithTags(uri_, {"X", "Y"}, "host-b pid 1");
+      OpenWithTags({"X", "Y"}, "host-b pid 1");
   ASSERT_THAT(b, IsOk());
   EXPECT_EQ((*b)->node_tag(), "Y");
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> c =
-      OpenWithTags(uri_, {"X", "Y"}, "host-c pid 1");
+      OpenWithTags({"X", "Y"}, "host-c pid 1");
   EXPECT_THAT(c, StatusIs(absl::StatusCode::kFailedPrecondition,
                           AllOf(HasSubstr("every node tag this server may take "
                                           "is held by another live server (X "
@@ -362,7 +394,7 @@ TEST_F(PostgresRangeStoreTest, NodeTagsAreClaimedOncePerLiveServer) {
                                 HasSubstr("Y by \"host-b pid 1\" for "))));
   // The same holder (a container restarted in place) takes its own back.
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> again =
-      OpenWithTags(uri_, {"X"}, "host-a pid 1");
+      OpenWithTags({"X"}, "host-a pid 1");
   ASSERT_THAT(again, IsOk());
   EXPECT_EQ((*again)->node_tag(), "X");
 }
@@ -370,11 +402,11 @@ TEST_F(PostgresRangeStoreTest, NodeTagsAreClaimedOncePerLiveServer) {
 TEST_F(PostgresRangeStoreTest, ClosingReleasesTheNodeTag) {
   {
     absl::StatusOr<std::unique_ptr<PostgresRangeStore>> a =
-        OpenWithTags(uri_, {"X"}, "host-a pid 1");
+        OpenWithTags({"X"}, "host-a pid 1");
     ASSERT_THAT(a, IsOk());
   }
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> b =
-      OpenWithTags(uri_, {"X"}, "host-b pid 1");
+      OpenWithTags({"X"}, "host-b pid 1");
   ASSERT_THAT(b, IsOk());
   EXPECT_EQ((*b)->node_tag(), "X");
 }
@@ -390,15 +422,11 @@ TEST_F(PostgresRangeStoreTest, ClaimThatRanOutIsTakenOver) {
                   "now() + interval '1 hour')"),
               IsOk());
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> a =
-      OpenWithTags(uri_, {"X"}, "host-a pid 1");
+      OpenWithTags({"X"}, "host-a pid 1");
   ASSERT_THAT(a, IsOk());
   EXPECT_EQ((*a)->node_tag(), "X");
 
-  PostgresRangeStoreOptions options;
-  options.uri = uri_;
-  options.node_tag_lease.emplace();
-  options.node_tag_lease->candidates = {"Y"};
-  options.node_tag_lease->holder = "host-b pid 1";
+  PostgresRangeStoreOptions options = WithTags({"Y"}, "host-b pid 1");
   options.node_tag_lease->wait_for_held = absl::Minutes(1);
   std::future<absl::StatusOr<std::unique_ptr<PostgresRangeStore>>> b =
       std::async(std::launch::async,
@@ -421,29 +449,16 @@ TEST_F(PostgresRangeStoreTest, ClaimThatRanOutIsTakenOver) {
 TEST_F(PostgresRangeStoreTest, ProbeRenewsTheClaimAndReportsItTaken) {
   std::promise<absl::Status> lost;
   std::atomic<int> reports{0};
-  PostgresRangeStoreOptions options;
-  options.uri = uri_;
-  options.probe_interval = absl::Milliseconds(50);
-  options.node_tag_lease.emplace();
-  options.node_tag_lease->candidates = {"X"};
-  options.node_tag_lease->holder = "host-a pid 1";
-  options.node_tag_lease->duration = absl::Seconds(30);
+  PostgresRangeStoreOptions options = RenewingX();
   options.on_node_tag_lost = [&](const absl::Status& status) {
     if (reports++ == 0) lost.set_value(status);
   };
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
       PostgresRangeStore::Open(std::move(options));
   ASSERT_THAT(store, IsOk());
-  ASSERT_THAT(PostgresInstance::Execute(
-                  uri_,
-                  "UPDATE hilo_nodes SET expires_at = now() + interval '1 "
-                  "second' WHERE tag = 'X'"),
-              IsOk());
+  ASSERT_THAT(ShortenClaimOfX(), IsOk());
   Session session(uri_);
-  const std::string renewed =
-      "SELECT expires_at > now() + interval '20 seconds' FROM hilo_nodes "
-      "WHERE tag = 'X'";
-  while (session.Query(renewed) != "t") std::this_thread::yield();
+  while (session.Query(kXRenewed) != "t") std::this_thread::yield();
 
   // Taken in a transaction a renewal has to wait for: the renewal's UPDATE
   // then sees the new holder, while its statement's snapshot still shows
@@ -485,13 +500,7 @@ TEST_F(PostgresRangeStoreTest, RenewalGoesOnWhileReadsAreHeldBack) {
   std::shared_future<void> released = release.get_future().share();
   std::atomic<bool> hold{true};
   testing_util::Notification entered;
-  PostgresRangeStoreOptions options;
-  options.uri = uri_;
-  options.probe_interval = absl::Milliseconds(50);
-  options.node_tag_lease.emplace();
-  options.node_tag_lease->candidates = {"X"};
-  options.node_tag_lease->holder = "host-a pid 1";
-  options.node_tag_lease->duration = absl::Seconds(30);
+  PostgresRangeStoreOptions options = RenewingX();
   options.before_read_batch_for_testing = [&] {
     if (!hold.load()) return;
     entered.Notify();
@@ -506,18 +515,12 @@ TEST_F(PostgresRangeStoreTest, RenewalGoesOnWhileReadsAreHeldBack) {
                         listed.set_value();
                       });
   entered.WaitForNotification();  // the read queue is stuck from here on
-  ASSERT_THAT(PostgresInstance::Execute(
-                  uri_,
-                  "UPDATE hilo_nodes SET expires_at = now() + interval '1 "
-                  "second' WHERE tag = 'X'"),
-              IsOk());
+  ASSERT_THAT(ShortenClaimOfX(), IsOk());
   Session session(uri_);
-  const std::string renewed =
-      "SELECT expires_at > now() + interval '20 seconds' FROM hilo_nodes "
-      "WHERE tag = 'X'";
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
   bool in_time = false;
-  while (!(in_time = session.Query(renewed) == "t") && absl::Now() < deadline) {
+  while (!(in_time = session.Query(kXRenewed) == "t") &&
+         absl::Now() < deadline) {
     std::this_thread::yield();
   }
   hold = false;
@@ -527,22 +530,92 @@ TEST_F(PostgresRangeStoreTest, RenewalGoesOnWhileReadsAreHeldBack) {
 }
 
 TEST_F(PostgresRangeStoreTest, BadNodeTagLeasesAreInvalidArgument) {
-  EXPECT_THAT(OpenWithTags(uri_, {}, "h"),
+  EXPECT_THAT(OpenWithTags({}, "h"),
               StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(OpenWithTags(uri_, {"X"}, ""),
+  EXPECT_THAT(OpenWithTags({"X"}, ""),
               StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(OpenWithTags(uri_, {"x-1"}, "h"),
+  EXPECT_THAT(OpenWithTags({"x-1"}, "h"),
               StatusIs(absl::StatusCode::kInvalidArgument));
-  PostgresRangeStoreOptions options;
-  options.uri = uri_;
-  options.node_tag_lease.emplace();
-  options.node_tag_lease->candidates = {"X"};
-  options.node_tag_lease->holder = "h";
+  PostgresRangeStoreOptions options = WithTags({"X"}, "h");
   options.node_tag_lease->duration = options.probe_interval;
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
       PostgresRangeStore::Open(std::move(options));
   EXPECT_THAT(store, StatusIs(absl::StatusCode::kInvalidArgument,
                               HasSubstr("would run out between two renewals")));
+}
+
+// Reachability follows the write connection: a read that succeeds while
+// that connection is lost reports nothing, and the next write, which
+// connects again, reports the database reachable.
+TEST_F(PostgresRangeStoreTest, ReadsNeverReportABrokenWriterReachable) {
+  std::atomic<bool> cut{false};
+  std::atomic<int> downs{0}, ups{0};
+  PostgresRangeStoreOptions options;
+  options.uri = uri_;
+  options.probe_interval = absl::Hours(1);  // no probe during the test
+  options.on_reachability = [&](bool reachable) {
+    ++(reachable ? ups : downs);
+  };
+  options.after_commit_sent_for_testing = [&](int socket) {
+    if (!cut.exchange(false)) return;
+    CutConnection(socket);  // the write connection is lost
+  };
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
+      PostgresRangeStore::Open(std::move(options));
+  ASSERT_THAT(store, IsOk());
+  cut = true;
+  EXPECT_THAT((*store)->Allocate("orders", 32, 0, NextToken()),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr("outcome of the commit")));
+  ASSERT_FALSE((*store)->reachable());
+
+  // On the read connection, which works.
+  EXPECT_THAT((*store)->Get("orders"), IsOk());
+  EXPECT_FALSE((*store)->reachable());
+  EXPECT_EQ(ups.load(), 0);
+  EXPECT_EQ(downs.load(), 1);
+
+  ASSERT_THAT((*store)->Allocate("orders", 32, 0, NextToken()), IsOk());
+  EXPECT_TRUE((*store)->reachable());
+  EXPECT_EQ(ups.load(), 1);
+  EXPECT_EQ(downs.load(), 1);
+}
+
+// The probe counts the rows on the read connection while writes go on: a
+// count taken before a collection was created is not stored over the
+// count that creation brought.
+TEST_F(PostgresRangeStoreTest, ProbeCountNeverOverwritesANewerCount) {
+  testing_util::Notification first_counted, first_stored_may_go, second_counted,
+      second_stored_may_go;
+  std::atomic<int> counts{0};
+  PostgresRangeStoreOptions options;
+  options.uri = uri_;
+  options.probe_interval = absl::Milliseconds(10);
+  options.before_count_stored_for_testing = [&] {
+    const int count = ++counts;
+    if (count == 1) {
+      first_counted.Notify();
+      first_stored_may_go.WaitForNotification();
+    } else if (count == 2) {
+      second_counted.Notify();
+      second_stored_may_go.WaitForNotification();
+    }
+  };
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
+      PostgresRangeStore::Open(std::move(options));
+  ASSERT_THAT(store, IsOk());
+  // Before the store closes, whatever failed: it waits for the probes.
+  absl::Cleanup release = [&] {
+    first_stored_may_go.Notify();
+    second_stored_may_go.Notify();
+  };
+  first_counted.WaitForNotification();  // no rows, not stored yet
+  ASSERT_THAT((*store)->Allocate("orders", 32, 0, NextToken()), IsOk());
+  EXPECT_EQ((*store)->collection_count(), 1);
+  first_stored_may_go.Notify();
+  // Probes run one at a time: the first one's batch is over.
+  second_counted.WaitForNotification();
+  EXPECT_EQ((*store)->collection_count(), 1);
 }
 
 // A database of the test's own: stopped and started again.

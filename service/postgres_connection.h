@@ -1,0 +1,175 @@
+// PostgresConnection: one libpq connection, and the few pieces hilo's
+// PostgreSQL code speaks through it: binary parameters (Params, Statement),
+// binary results (Result, ReadInt64), pipelines, and errors that name the
+// database and tell whether another attempt may succeed.
+//
+// Nothing here knows hilo's tables; postgres_schema.h, postgres_node_tag.h
+// and postgres_range_store.cc do. Private to service/.
+//
+//   absl::StatusOr<std::unique_ptr<internal::PostgresConnection>> c =
+//       internal::PostgresConnection::Open(
+//           {.uri = uri}, "postgresql://hilo@db:5432/hilo");
+//   if (!c.ok()) return c.status();
+//   internal::Statement s{"SELECT $1::BIGINT", {}};
+//   s.params.Int64(7);
+//   absl::StatusOr<internal::Result> r = (*c)->Query(s, "reading seven");
+//
+// Not thread-safe: a connection is used by one thread at a time.
+#ifndef HILO_SERVICE_POSTGRES_CONNECTION_H_
+#define HILO_SERVICE_POSTGRES_CONNECTION_H_
+
+#include <libpq-fe.h>
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace hilo {
+namespace internal {
+
+struct ResultDeleter {
+  void operator()(PGresult* r) const { PQclear(r); }
+};
+using Result = std::unique_ptr<PGresult, ResultDeleter>;
+
+// libpq's message on one line: its own lines end in newlines, some followed
+// by a tab.
+std::string Trimmed(const char* message);
+
+// Type OIDs of the parameters sent (pg_type.h is not in libpq-dev).
+constexpr Oid kInt8Oid = 20;
+constexpr Oid kInt4Oid = 23;
+constexpr Oid kByteaOid = 17;
+constexpr Oid kTextOid = 25;
+
+// Binary parameters of one statement, kept alive until it is sent.
+class Params {
+ public:
+  void Bytes(absl::string_view bytes) { Add(kByteaOid, std::string(bytes)); }
+  // Text is sent as its bytes, in the connection's encoding (UTF-8).
+  void Text(absl::string_view text) { Add(kTextOid, std::string(text)); }
+  void Int64(int64_t value) {
+    std::string big_endian(8, '\0');
+    for (int i = 0; i < 8; ++i) {
+      big_endian[i] =
+          static_cast<char>(static_cast<uint64_t>(value) >> (56 - 8 * i));
+    }
+    Add(kInt8Oid, std::move(big_endian));
+  }
+  void Int32(int32_t value) {
+    std::string big_endian(4, '\0');
+    for (int i = 0; i < 4; ++i) {
+      big_endian[i] =
+          static_cast<char>(static_cast<uint32_t>(value) >> (24 - 8 * i));
+    }
+    Add(kInt4Oid, std::move(big_endian));
+  }
+  // "$<n>" of the parameter added next.
+  std::string Next() const { return absl::StrCat("$", types_.size() + 1); }
+  int size() const { return static_cast<int>(types_.size()); }
+  const Oid* types() const { return types_.data(); }
+  const char* const* values() {
+    values_.clear();
+    for (const std::string& v : storage_) values_.push_back(v.data());
+    return values_.data();
+  }
+  const int* lengths() const { return lengths_.data(); }
+  const int* formats() const { return formats_.data(); }
+
+ private:
+  void Add(Oid type, std::string value) {
+    types_.push_back(type);
+    lengths_.push_back(static_cast<int>(value.size()));
+    formats_.push_back(1);
+    storage_.push_back(std::move(value));
+  }
+  std::deque<std::string> storage_;  // stable addresses
+  std::vector<Oid> types_;
+  std::vector<const char*> values_;
+  std::vector<int> lengths_;
+  std::vector<int> formats_;
+};
+
+struct Statement {
+  std::string sql;
+  Params params;
+};
+
+// Column `column` of row `row` of a binary result, a BIGINT.
+int64_t ReadInt64(const PGresult* r, int row, int column);
+
+// What a connection is opened with.
+struct PostgresConnectionOptions {
+  // A libpq connection string (see PostgresRangeStoreOptions::uri).
+  std::string uri;
+  absl::Duration connect_timeout = absl::Seconds(5);
+  absl::Duration statement_timeout = absl::Seconds(10);
+};
+
+// One libpq connection, used by one thread at a time.
+class PostgresConnection {
+ public:
+  // Connects and prepares the session: durable commits, a statement
+  // timeout. UNAVAILABLE naming `description` if it cannot.
+  static absl::StatusOr<std::unique_ptr<PostgresConnection>> Open(
+      const PostgresConnectionOptions& options, const std::string& description);
+
+  ~PostgresConnection();
+  PostgresConnection(const PostgresConnection&) = delete;
+  PostgresConnection& operator=(const PostgresConnection&) = delete;
+
+  // The first warning the server sent since the last call, or "".
+  std::string TakeWarning();
+
+  bool ok() const;
+
+  // Runs `sql` (one or more statements, text protocol) and returns the last
+  // statement's result.
+  absl::StatusOr<Result> Query(const std::string& sql, absl::string_view what);
+  absl::Status Exec(const std::string& sql, absl::string_view what);
+  // Runs one statement with parameters; results are binary.
+  absl::StatusOr<Result> Query(Statement& statement, absl::string_view what);
+
+  // Sends `statements` in one pipeline ending in a sync and collects one
+  // result per statement (binary columns). Returns an error only if the
+  // connection failed; a statement's own error is in its result (and the
+  // statements after it are PGRES_PIPELINE_ABORTED). `after_send` runs
+  // with the socket once everything is sent, before any result is read.
+  absl::Status Pipeline(std::vector<Statement>& statements,
+                        std::vector<Result>* results,
+                        const std::function<void(int)>& after_send = nullptr);
+
+  bool InTransaction() const;
+
+  // What a failed statement means for the batch, with the database's
+  // message: UNAVAILABLE where another attempt may succeed (connection
+  // lost, server shutting down, statement cancelled, serialization
+  // failure, deadlock, read-only standby, lock not available),
+  // RESOURCE_EXHAUSTED for SQLSTATE class 53, INTERNAL otherwise.
+  absl::Status Error(const PGresult* result, absl::string_view what) const;
+
+ private:
+  PostgresConnection(PGconn* conn, std::string description);
+
+  static void OnNotice(void* self, const PGresult* notice);
+  absl::Status Broken(absl::string_view what);
+
+  PGconn* const conn_;
+  const std::string description_;
+  std::string warning_;
+};
+
+}  // namespace internal
+}  // namespace hilo
+
+#endif  // HILO_SERVICE_POSTGRES_CONNECTION_H_

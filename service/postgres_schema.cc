@@ -1,0 +1,134 @@
+#include "service/postgres_schema.h"
+
+#include <cstdint>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace hilo {
+namespace internal {
+namespace {
+
+// The schema's identity and version, kept in table hilo_meta.
+constexpr char kApplication[] = "hilo";
+// Version 2 added hilo_nodes.
+constexpr int kSchemaVersion = 2;
+// Key of the advisory lock held while the schema is created or checked
+// ("HiLo" in ASCII).
+constexpr int64_t kSchemaLockKey = 0x48694c6f;
+
+// Names are bytes compared byte for byte (as in SQLite), so the list order
+// never depends on a collation. Tokens are unsigned 64-bit values stored in
+// BIGINT, bit for bit.
+constexpr char kSchema[] = R"sql(
+CREATE TABLE hilo_meta (
+  key   TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+);
+CREATE TABLE hilo_collections (
+  name                  BYTEA  PRIMARY KEY,
+  max                   BIGINT NOT NULL,
+  return_floor          BIGINT NOT NULL,
+  updated_at_us         BIGINT NOT NULL,
+  range_token           BIGINT NOT NULL,
+  previous_token        BIGINT NOT NULL,
+  previous_return_floor BIGINT NOT NULL
+);
+)sql";
+
+// Node tags claimed by live servers (schema version 2). Times are the
+// database's, so servers' clocks never matter.
+constexpr char kNodesTable[] = R"sql(
+CREATE TABLE hilo_nodes (
+  tag        TEXT        PRIMARY KEY,
+  holder     TEXT        NOT NULL,
+  expires_at TIMESTAMPTZ NOT NULL
+);
+)sql";
+
+}  // namespace
+
+absl::Status CreateOrCheckPostgresSchema(PostgresConnection& c,
+                                         absl::string_view description) {
+  // Servers starting together take turns: the first creates the schema,
+  // the others find it.
+  auto init = [&]() -> absl::Status {
+    if (absl::Status s =
+            c.Exec(absl::StrCat("BEGIN; SELECT pg_advisory_xact_lock(",
+                                kSchemaLockKey, ")"),
+                   "locking the schema");
+        !s.ok()) {
+      return s;
+    }
+    absl::StatusOr<Result> found = c.Query(
+        "SELECT current_schema(), to_regclass('hilo_meta') IS NOT NULL, "
+        "(SELECT count(*) FROM information_schema.tables "
+        "WHERE table_schema = current_schema())",
+        "reading the schema");
+    if (!found.ok()) return found.status();
+    const PGresult* r = found->get();
+    if (PQgetisnull(r, 0, 0)) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "PostgreSQL at %s has no schema to create hilo's tables in (the "
+          "search_path names none that exists)",
+          description));
+    }
+    const std::string schema = PQgetvalue(r, 0, 0);
+    const bool has_meta = std::string(PQgetvalue(r, 0, 1)) == "t";
+    const std::string tables = PQgetvalue(r, 0, 2);
+    if (!has_meta) {
+      if (tables != "0") {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "PostgreSQL at %s, schema %s, holds %s tables of another "
+            "application and no hilo_meta table; give hilo a database or "
+            "schema of its own (e.g. ?options=-csearch_path%%3Dhilo)",
+            description, schema, tables));
+      }
+      return c.Exec(
+          absl::StrCat(kSchema, kNodesTable,
+                       "INSERT INTO hilo_meta VALUES ('application', '",
+                       kApplication, "'), ('schema_version', '", kSchemaVersion,
+                       "')"),
+          "creating the schema");
+    }
+    absl::StatusOr<Result> meta = c.Query(
+        "SELECT (SELECT value FROM hilo_meta WHERE key = 'application'), "
+        "(SELECT value FROM hilo_meta WHERE key = 'schema_version')",
+        "reading hilo_meta");
+    if (!meta.ok()) return meta.status();
+    const std::string application = PQgetvalue(meta->get(), 0, 0);
+    int version = 0;
+    if (application != kApplication ||
+        !absl::SimpleAtoi(PQgetvalue(meta->get(), 0, 1), &version)) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "PostgreSQL at %s, schema %s: table hilo_meta belongs to another "
+          "application (\"%s\")",
+          description, schema, application));
+    }
+    if (version == 1) {
+      return c.Exec(
+          absl::StrCat(kNodesTable, "UPDATE hilo_meta SET value = '",
+                       kSchemaVersion, "' WHERE key = 'schema_version'"),
+          "migrating hilo schema version 1 to 2");
+    }
+    if (version != kSchemaVersion) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "PostgreSQL at %s, schema %s, has hilo schema version %d; this "
+          "server understands %d",
+          description, schema, version, kSchemaVersion));
+    }
+    return absl::OkStatus();
+  };
+  absl::Status s = init();
+  if (s.ok()) s = c.Exec("COMMIT", "committing the schema");
+  if (!s.ok()) {
+    if (c.ok() && c.InTransaction()) c.Exec("ROLLBACK", "").IgnoreError();
+    return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace internal
+}  // namespace hilo

@@ -1,0 +1,50 @@
+// One SQLite database file as SqliteRangeStore uses it: its directory made
+// durable, errors that name the file, and one-value queries. Nothing here
+// knows hilo's tables (sqlite_schema.h does).
+//
+// Private to service/. The functions keep no state; each runs on the thread
+// that owns the connection given.
+#ifndef HILO_SERVICE_SQLITE_FILE_H_
+#define HILO_SERVICE_SQLITE_FILE_H_
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "service/sqlite_range_store.h"
+
+namespace hilo {
+namespace internal {
+
+// Makes a directory entry durable: fsyncs `dir`, so that a file or
+// directory just created in it survives a power loss. Tells
+// options.directory_synced_for_testing. UNAVAILABLE if it cannot.
+absl::Status FsyncDirectory(const std::string& dir,
+                            const SqliteRangeStoreOptions& options);
+
+// Creates the missing directories of `dir` and makes each new entry
+// durable by flushing its parent. UNAVAILABLE naming options.path if it
+// cannot.
+absl::Status CreateDirectoriesDurably(const std::filesystem::path& dir,
+                                      const SqliteRangeStoreOptions& options);
+
+// The error of `rc` on connection `db` of database `path`, doing `what`:
+// UNAVAILABLE for a lock, I/O or open failure (another attempt may
+// succeed), RESOURCE_EXHAUSTED for a full disk, INTERNAL otherwise.
+absl::Status SqliteError(sqlite3* db, int rc, absl::string_view what,
+                         absl::string_view path);
+
+// Runs `sql` (one or more statements) on `db`; an error names it.
+absl::Status SqliteExec(sqlite3* db, const char* sql, absl::string_view path);
+
+// The first column of the first row of `sql` (a PRAGMA or a count).
+absl::StatusOr<int64_t> SqliteReadInt(sqlite3* db, const char* sql,
+                                      absl::string_view path);
+
+}  // namespace internal
+}  // namespace hilo
+
+#endif  // HILO_SERVICE_SQLITE_FILE_H_
