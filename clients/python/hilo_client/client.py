@@ -16,14 +16,17 @@ collection wait for it. Ranges grow while a collection is busy (the client
 reports its previous range with each request) and never move down.
 
 close() (or leaving a ``with`` block) hands the unused tail of every range
-back to the node that issued it, so the next client continues there. Nothing
-is returned from a destructor: call close().
+back to the node that issued it, so the next client continues there: all
+collections at once, in ReturnRanges calls of up to 1000 ranges per node (one
+ReturnRange per range to a node older than ReturnRanges). Nothing is
+returned from a destructor: call close().
 
 Each range comes with a range_token, a random secret of the node that issued
-it. The client keeps it with the range and sends it with the range's
-ReturnRange; the node applies a tokened return at most once (and only for
-the range it issued last), so the client retries a return that failed with
-UNAVAILABLE or DEADLINE_EXCEEDED, on the same node, within one RPC deadline.
+it. The client keeps it with the range and sends it with the range's return;
+the node applies a tokened return at most once (and only for the range it
+issued last), so the client retries a call that failed with UNAVAILABLE or
+DEADLINE_EXCEEDED, on the same node, within one RPC deadline. A call holding
+a range without a token is sent once.
 A client holds one range per collection at a time (it fetches nothing
 ahead), so it never has two adjacent ranges to hand back.
 
@@ -38,7 +41,10 @@ import logging
 import re
 import threading
 import time
-from typing import Callable, List, NamedTuple, Optional, Sequence, Union
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import (Callable, Dict, List, NamedTuple, Optional, Sequence,
+                    Tuple, Union)
 
 import grpc
 
@@ -64,6 +70,16 @@ _NODE_TAG = re.compile(r"[A-Z0-9]{1,4}")
 # before the second attempt, doubled before each later one.
 _RETURN_ATTEMPTS = 3
 _RETURN_BACKOFF = 0.05
+
+# One ReturnRanges call: the server takes at most 1000 items and a 64 KiB
+# request; these stay under them, as the C++ client's limits do.
+_MAX_BATCH_ITEMS = 1000
+_MAX_BATCH_BYTES = 60 * 1024
+# ReturnRanges calls in flight at once, all targets together.
+_BATCH_THREADS = 4
+
+# google.rpc.Code values (ReturnRangeResult.code) as grpc.StatusCode.
+_CODES: Dict[int, grpc.StatusCode] = {c.value[0]: c for c in grpc.StatusCode}
 
 
 class Id(NamedTuple):
@@ -111,15 +127,57 @@ class _Target(NamedTuple):
     stub: hilo_pb2_grpc.HiLoStub
 
 
+class _ReturnResult(NamedTuple):
+    """A return the node judged: applied, or refused (which is normal)."""
+
+    applied: bool
+    max: int
+
+
+@dataclass
+class _Batch:
+    """One ReturnRanges call: items (indexes into return_many's items, in
+    order) of one target, and the request's size so far."""
+
+    target: int
+    items: List[int]
+    request: object  # hilo_pb2.ReturnRangesRequest
+    bytes: int
+
+
+def _return_request(collection: str, issued: _Issued, last: int):
+    """The ReturnRangeRequest handing back (last, issued.high]."""
+    return hilo_pb2.ReturnRangeRequest(
+        collection=collection, end=issued.high, last=last,
+        node_tag=issued.node_tag, range_token=issued.token)
+
+
+def _batch_result(target: _Target, batch: _Batch, response,
+                  k: int) -> Union[_ReturnResult, HiloError]:
+    """The outcome of item k of `batch` from the ReturnRangesResponse."""
+    if len(response.results) != len(batch.request.returns):
+        return HiloError(
+            grpc.StatusCode.INTERNAL,
+            f"{target.name}: ReturnRanges answered {len(response.results)} "
+            f"results for {len(batch.request.returns)} returns")
+    r = response.results[k]
+    if r.code != 0:
+        return HiloError(_CODES.get(r.code, grpc.StatusCode.UNKNOWN),
+                         f"{target.name}: {r.message}")
+    return _ReturnResult(r.applied, r.max)
+
+
 class _GrpcRangeSource:
-    """Talks to the targets: NextRange with fail-over, ReturnRange (with the
-    range's token, retried on UNAVAILABLE or DEADLINE_EXCEEDED) to the
-    target that issued the range. Thread-safe."""
+    """Talks to the targets: NextRange with fail-over, ReturnRange and
+    ReturnRanges (with the ranges' tokens, retried on UNAVAILABLE or
+    DEADLINE_EXCEEDED) to the target that issued the range. Thread-safe."""
 
     def __init__(self, targets: List[_Target], rpc_deadline: float):
         self._targets = targets
         self._deadline = rpc_deadline
         self._preferred = 0  # an int store is atomic under the GIL
+        # Per target: it answered ReturnRanges with UNIMPLEMENTED.
+        self._no_batches = [False] * len(targets)
 
     def next(self, collection: str, previous: _Previous) -> _Issued:
         request = hilo_pb2.NextRangeRequest(
@@ -176,10 +234,85 @@ class _GrpcRangeSource:
         tokens) is returned without one and never retried: such a return
         could be applied twice."""
         target = self._targets[issued.source]
-        request = hilo_pb2.ReturnRangeRequest(
-            collection=collection, end=issued.high, last=last,
-            node_tag=issued.node_tag, range_token=issued.token)
-        attempts = _RETURN_ATTEMPTS if issued.token != 0 else 1
+        return self._call_with_retries(
+            target, "ReturnRange", target.stub.ReturnRange,
+            _return_request(collection, issued, last),
+            _RETURN_ATTEMPTS if issued.token != 0 else 1)
+
+    def return_many(self, items: Sequence[Tuple[str, _Issued, int]]
+                    ) -> List[Union[_ReturnResult, HiloError]]:
+        """Hands back many tails at once: items are (collection, issued,
+        last) as for return_, and the outcome of each, in order, is a
+        _ReturnResult or the HiloError that item failed with.
+
+        Each target's items go as ReturnRanges calls of at most
+        _MAX_BATCH_ITEMS items and _MAX_BATCH_BYTES bytes (the server takes
+        1000 items and 64 KiB), up to _BATCH_THREADS calls at once. A batch
+        is retried as return_ retries one return, but only if every item has
+        a token (the tokens make a retry of an applied batch refused, never
+        applied twice). A target that answers UNIMPLEMENTED (older than
+        ReturnRanges; nothing of the batch was applied) gets this batch and
+        all later ones as single ReturnRange calls."""
+        results: List[Union[_ReturnResult, HiloError]] = [
+            HiloError(grpc.StatusCode.UNKNOWN, "not sent")] * len(items)
+        batches: List[_Batch] = []
+        open_batch = {}  # target index -> index into batches
+        for i, (collection, issued, last) in enumerate(items):
+            request = _return_request(collection, issued, last)
+            # The item, its field tag and its length.
+            size = request.ByteSize() + 4
+            b = open_batch.get(issued.source)
+            if (b is None or len(batches[b].items) >= _MAX_BATCH_ITEMS
+                    or batches[b].bytes + size > _MAX_BATCH_BYTES):
+                b = open_batch[issued.source] = len(batches)
+                batches.append(_Batch(issued.source, [],
+                                      hilo_pb2.ReturnRangesRequest(), 0))
+            batch = batches[b]
+            batch.items.append(i)
+            batch.request.returns.append(request)
+            batch.bytes += size
+
+        def send(batch: _Batch) -> None:
+            target = self._targets[batch.target]
+            if not self._no_batches[batch.target]:
+                all_tokens = all(items[i][1].token != 0 for i in batch.items)
+                try:
+                    response = self._call_with_retries(
+                        target, "ReturnRanges", target.stub.ReturnRanges,
+                        batch.request,
+                        _RETURN_ATTEMPTS if all_tokens else 1)
+                except HiloError as e:
+                    if e.code != grpc.StatusCode.UNIMPLEMENTED:
+                        for i in batch.items:
+                            results[i] = e
+                        return
+                    self._no_batches[batch.target] = True
+                else:
+                    for k, i in enumerate(batch.items):
+                        results[i] = _batch_result(target, batch, response, k)
+                    return
+            # One by one, as to a server without batches.
+            for i in batch.items:
+                try:
+                    r = self.return_(*items[i])
+                    results[i] = _ReturnResult(r.applied, r.max)
+                except HiloError as e:
+                    results[i] = e
+
+        if len(batches) == 1:
+            send(batches[0])
+        elif batches:
+            with ThreadPoolExecutor(
+                    max_workers=min(_BATCH_THREADS, len(batches))) as pool:
+                for done in [pool.submit(send, b) for b in batches]:
+                    done.result()
+        return results
+
+    def _call_with_retries(self, target: _Target, method: str, call,
+                           request, attempts: int):
+        """call(request) on `target`, tried up to `attempts` times while it
+        fails with UNAVAILABLE or DEADLINE_EXCEEDED, all within one RPC
+        deadline (see return_). The reply, or raises HiloError."""
         give_up_at = time.monotonic() + self._deadline
         backoff = _RETURN_BACKOFF
         code = grpc.StatusCode.DEADLINE_EXCEEDED
@@ -190,8 +323,7 @@ class _GrpcRangeSource:
             if left <= 0:
                 break
             try:
-                return target.stub.ReturnRange(
-                    request, timeout=left / (attempts - attempt))
+                return call(request, timeout=left / (attempts - attempt))
             except grpc.RpcError as e:
                 code = e.code()
                 if code not in _FAIL_OVER:
@@ -204,7 +336,7 @@ class _GrpcRangeSource:
                                         give_up_at - time.monotonic())))
                 backoff *= 2
         raise HiloError(
-            code, f"{target.name}: ReturnRange failed {failures} time(s) "
+            code, f"{target.name}: {method} failed {failures} time(s) "
             f"within {self._deadline:g} s; the last time: {last_failure}")
 
     def close(self):
@@ -270,34 +402,43 @@ class _RangeCache:
             self._cond.notify_all()
         return Id(issued.low, issued.node_tag)
 
-    def return_unused(self) -> None:
+    @property
+    def collection(self) -> str:
+        return self._collection
+
+    def take_unused(self) -> Optional[Tuple[_Issued, int]]:
+        """Retires the current range and, if numbers of it are left, marks
+        the cache busy and returns (range, last number used) for the caller
+        to hand back; end_return must follow. None if nothing is left."""
         with self._cond:
             self._cond.wait_for(lambda: not self._busy)
             r = self._range
             if r is None:
-                return
+                return None
             # Retire the range first: from here on no caller takes its numbers.
             self._range = None
             if self._next > r.high:
-                return  # nothing left
+                return None  # nothing left
             last = self._next - 1  # low - 1 if none was used
             self._busy = True
-        response = None
-        try:
-            response = self._source.return_(self._collection, r, last)
-        except HiloError as e:
+            return r, last
+
+    def end_return(self, issued: _Issued, last: int,
+                   outcome: Union[_ReturnResult, HiloError]) -> None:
+        """Ends the return take_unused began: logs a failure, and wakes the
+        callers waiting for the cache."""
+        if isinstance(outcome, HiloError):
             self._log(
-                f"hilo: returning numbers {last + 1}-{r.high} of collection "
-                f"{self._collection!r} failed: {e}")
-        finally:
-            with self._cond:
-                self._busy = False
-                self._calls += 1
-                self._error = None
-                if response is not None and response.applied:
-                    # Our next range may start right after the numbers we used.
-                    self._previous = self._previous._replace(max=last)
-                self._cond.notify_all()
+                f"hilo: returning numbers {last + 1}-{issued.high} of "
+                f"collection {self._collection!r} failed: {outcome}")
+        with self._cond:
+            self._busy = False
+            self._calls += 1
+            self._error = None
+            if isinstance(outcome, _ReturnResult) and outcome.applied:
+                # Our next range may start right after the numbers we used.
+                self._previous = self._previous._replace(max=last)
+            self._cond.notify_all()
 
 
 class Client:
@@ -310,12 +451,13 @@ class Client:
     separator: between collection and number in a document ID; one
         character, anything but '|'.
     rpc_deadline: seconds each NextRange attempt may take (each target is
-        one attempt), and all attempts of one ReturnRange together.
+        one attempt), and all attempts of one ReturnRange or ReturnRanges
+        call together.
     credentials: grpc.ChannelCredentials for every target; None means
         plaintext.
-    log: receives best-effort failures (such as a ReturnRange that failed
-        on every attempt, or that the node refused with FAILED_PRECONDITION)
-        as one line; None means the "hilo_client" logger at WARNING.
+    log: receives best-effort failures (such as a return that failed on
+        every attempt, or that the node refused with FAILED_PRECONDITION) as
+        one line per range; None means the "hilo_client" logger at WARNING.
 
     Connecting is lazy, so creating a Client succeeds with no server running.
     Bad options raise ValueError.
@@ -350,6 +492,7 @@ class Client:
         self._log = log if log is not None else _logger.warning
         self._source = _GrpcRangeSource(channels, float(rpc_deadline))
         self._lock = threading.Lock()
+        self._return_lock = threading.Lock()
         self._caches = {}  # collection -> _RangeCache; never shrinks
         self._closed = False
 
@@ -391,16 +534,35 @@ class Client:
     def return_unused_ranges(self) -> None:
         """Hands the unused tail of each collection's range back to the node
         that issued it, with the range's token, so the next client continues
-        there. Best effort within the RPC deadline per collection (a return
-        that failed with UNAVAILABLE or DEADLINE_EXCEEDED is tried again on
-        that node; see the module docstring): failures are logged, never
-        raised, and a refused return (the node has issued a later range, or
-        already took this one back) is normal and silent. The client stays
-        usable; the next next_id fetches a new range."""
-        with self._lock:
-            caches = list(self._caches.values())
-        for cache in caches:
-            cache.return_unused()
+        there. Every collection goes back at once, in ReturnRanges calls of
+        up to 1000 ranges per node; to a node older than ReturnRanges, one
+        ReturnRange per range. Best effort within the RPC deadline per call
+        (a call that failed with UNAVAILABLE or DEADLINE_EXCEEDED is tried
+        again on that node; see the module docstring): failures are logged,
+        never raised, and a refused return (the node has issued a later
+        range, or already took this one back) is normal and silent. The
+        client stays usable; the next next_id fetches a new range. next_id
+        calls on these collections wait until the call ends."""
+        with self._return_lock:  # one at a time, as the C++ client
+            with self._lock:
+                caches = list(self._caches.values())
+            taken = []  # (cache, range, last)
+            outcomes: List[Union[_ReturnResult, HiloError]] = []
+            try:
+                for cache in caches:
+                    unused = cache.take_unused()
+                    if unused is not None:
+                        taken.append((cache, *unused))
+                if taken:
+                    outcomes = self._source.return_many(
+                        [(c.collection, r, last) for c, r, last in taken])
+            finally:
+                # Every taken cache ends its return, so no caller waits for
+                # ever, even if return_many raised.
+                for k, (cache, r, last) in enumerate(taken):
+                    cache.end_return(
+                        r, last, outcomes[k] if k < len(outcomes) else
+                        HiloError(grpc.StatusCode.INTERNAL, "no outcome"))
 
     def close(self) -> None:
         """Returns the unused ranges, then closes the channels. Idempotent."""

@@ -72,24 +72,35 @@ class FakeRpcError(grpc.RpcError):
 class StubSpy:
     """Sits between a client and the real stub of one of its targets.
 
-    Keeps every NextRange reply (next_replies) and every ReturnRange attempt
-    (returns: [request, reply or None]). Optionally rewrites replies
+    Keeps every NextRange reply (next_replies), every ReturnRange attempt
+    (returns: [request, reply or None]) and every ReturnRanges attempt
+    (batch_calls: [request, reply or None]). Optionally rewrites replies
     (node_tag, range_token) and makes ReturnRange attempts fail with
     UNAVAILABLE as a lost connection would: fail_returns[i] is None (pass),
     "before" (the request never reaches the server) or "after" (the server
-    serves it, the reply is lost)."""
+    serves it, the reply is lost); fail_batches does the same to ReturnRanges
+    attempts.
 
-    def __init__(self, client, index=0):
+    Unless batches is True, ReturnRanges answers UNIMPLEMENTED without
+    reaching the server, as a server older than it would (nothing applied),
+    so the client's returns go one by one through ReturnRange."""
+
+    def __init__(self, client, index=0, batches=False):
         self._stub = client._source._targets[index].stub
         self._next_range = self._stub.NextRange
         self._return_range = self._stub.ReturnRange
+        self._return_ranges = self._stub.ReturnRanges
         self.next_replies = []
         self.returns = []
         self.fail_returns = []
+        self.batch_calls = []
+        self.fail_batches = []
+        self.batches = batches
         self.node_tag = None
         self.range_token = None
         self._stub.NextRange = self._next
         self._stub.ReturnRange = self._return
+        self._stub.ReturnRanges = self._return_many
 
     def _next(self, request, timeout=None):
         reply = self._next_range(request, timeout=timeout)
@@ -101,18 +112,32 @@ class StubSpy:
         return reply
 
     def _return(self, request, timeout=None):
-        attempt = len(self.returns)
-        fail = (self.fail_returns[attempt]
-                if attempt < len(self.fail_returns) else None)
-        copy = hilo_pb2.ReturnRangeRequest()
+        return self._record(request, timeout, self.returns, self.fail_returns,
+                            self._return_range)
+
+    def _return_many(self, request, timeout=None):
+        return self._record(request, timeout, self.batch_calls,
+                            self.fail_batches,
+                            self._return_ranges if self.batches else None)
+
+    @staticmethod
+    def _record(request, timeout, calls, fails, send):
+        """Appends [request, reply or None] to calls, failing as
+        fails[len(calls)] says; send None means UNIMPLEMENTED."""
+        fail = fails[len(calls)] if len(calls) < len(fails) else None
+        copy = type(request)()
         copy.CopyFrom(request)
-        self.returns.append([copy, None])
+        call = [copy, None]
+        calls.append(call)
+        if send is None:
+            raise FakeRpcError(grpc.StatusCode.UNIMPLEMENTED,
+                               "Method not found: hilo.v1.HiLo/ReturnRanges")
         if fail == "before":
             raise FakeRpcError(grpc.StatusCode.UNAVAILABLE, "dropped before")
-        reply = self._return_range(request, timeout=timeout)
+        reply = send(request, timeout=timeout)
         if fail == "after":
             raise FakeRpcError(grpc.StatusCode.UNAVAILABLE, "reply lost")
-        self.returns[-1][1] = reply
+        call[1] = reply
         return reply
 
 
@@ -456,7 +481,130 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(len(self.logs), 1, self.logs)
         self.assertIn("returning numbers 2-32 of collection 'orders' failed: "
                       "UNAVAILABLE: ", self.logs[0])
-        self.assertIn("ReturnRange failed 3 time(s)", self.logs[0])
+        self.assertIn("ReturnRanges failed 3 time(s)", self.logs[0])
+
+    def test_close_sends_2500_collections_in_batches_of_1000(self):
+        # A node that may create 2,500 collections within a minute.
+        node = HiloServer(
+            "A", flags=["--max_collection_creations_per_minute=0"])
+        self.addCleanup(node.cleanup)
+        c = self.client([node.target])
+        spy = StubSpy(c, batches=True)
+        names = [f"c{i}" for i in range(2500)]
+        used = {name: i % 3 + 1 for i, name in enumerate(names)}
+        for name in names:
+            self.assertEqual([c.next_id(name) for _ in range(used[name])],
+                             [Id(n, "A") for n in range(1, used[name] + 1)])
+        tokens = {r.range_token for r in spy.next_replies}
+        self.assertEqual(len(tokens), 2500)
+        c.close()
+        self.assertEqual(spy.returns, [])
+        # Three calls, at most 1000 items each; every collection once.
+        self.assertEqual(sorted(len(request.returns)
+                                for request, _ in spy.batch_calls),
+                         [500, 1000, 1000])
+        items = {}
+        for request, reply in spy.batch_calls:
+            self.assertEqual(len(reply.results), len(request.returns))
+            for item, result in zip(request.returns, reply.results):
+                items[item.collection] = (
+                    item.end, item.last, item.node_tag,
+                    item.range_token in tokens, result.code, result.applied,
+                    result.max)
+        self.assertEqual(items, {
+            name: (32, used[name], "A", True, 0, True, used[name])
+            for name in names})
+        self.assertEqual(self.logs, [])
+        # A new client continues each collection right after the last
+        # number used.
+        d = self.client([node.target])
+        self.assertEqual([d.next_id(name) for name in names],
+                         [Id(used[name] + 1, "A") for name in names])
+
+    def test_server_without_return_ranges_gets_single_returns(self):
+        c = self.client()
+        spy = StubSpy(c)  # ReturnRanges is UNIMPLEMENTED
+        for n, name in enumerate(["a", "b", "c"], start=1):
+            self.assertEqual([c.next_id(name) for _ in range(n)],
+                             [Id(k, "A") for k in range(1, n + 1)])
+        c.return_unused_ranges()
+        self.assertEqual(len(spy.batch_calls), 1)
+        self.assertEqual(
+            [(r.collection, r.end, r.last)
+             for r in spy.batch_calls[0][0].returns],
+            [("a", 32, 1), ("b", 32, 2), ("c", 32, 3)])
+        self.assertEqual(
+            [(request.collection, request.end, request.last,
+              request.range_token, reply.applied, reply.max)
+             for request, reply in spy.returns],
+            [(name, 32, n, spy.next_replies[n - 1].range_token, True, n)
+             for n, name in enumerate(["a", "b", "c"], start=1)])
+        # Once UNIMPLEMENTED, that node gets single returns from then on.
+        self.assertEqual(c.next_id("a"), Id(2, "A"))
+        c.close()
+        self.assertEqual(len(spy.batch_calls), 1)
+        self.assertEqual([(r.collection, r.last) for r, _ in spy.returns[3:]],
+                         [("a", 2)])
+        self.assertEqual(self.logs, [])
+        d = self.client()
+        self.assertEqual([d.next_id(name) for name in ["a", "b", "c"]],
+                         [Id(3, "A"), Id(3, "A"), Id(4, "A")])
+
+    def test_batch_with_a_tokenless_range_is_sent_once(self):
+        old = HiloServer("B", flags=["--allow_returns_without_token"])
+        self.addCleanup(old.cleanup)
+        c = self.client([old.target])
+        spy = StubSpy(c, batches=True)
+        self.assertEqual(c.next_id("tokened"), Id(1, "B"))
+        spy.range_token = 0  # as from a server older than tokens
+        self.assertEqual(c.next_id("tokenless"), Id(1, "B"))
+        spy.fail_batches = ["before"]
+        c.close()
+        # Lost on the way: not sent again, since it could apply twice.
+        self.assertEqual(len(spy.batch_calls), 1)
+        self.assertEqual(spy.returns, [])
+        self.assertEqual(len(self.logs), 2, self.logs)
+        for log, name in zip(self.logs, ["tokened", "tokenless"]):
+            self.assertIn(f"returning numbers 2-32 of collection {name!r} "
+                          "failed: UNAVAILABLE: ", log)
+            self.assertIn("ReturnRanges failed 1 time(s)", log)
+        self.assertEqual(raw_next_range(old.target, "tokenless"),
+                         (33, 64, "B"))
+
+    def test_batch_that_failed_unavailable_is_retried_applied_once(self):
+        for fail, applied_by_retry in (("before", True), ("after", False)):
+            with self.subTest(fail=fail):
+                c = self.client()
+                spy = StubSpy(c, batches=True)
+                spy.fail_batches = [fail]
+                names = [f"{fail}-x", f"{fail}-y"]
+                self.assertEqual(c.next_id(names[0]), Id(1, "A"))
+                self.assertEqual([c.next_id(names[1]) for _ in range(2)],
+                                 [Id(1, "A"), Id(2, "A")])
+                c.close()
+                self.assertEqual(spy.returns, [])
+                self.assertEqual(len(spy.batch_calls), 2)
+                first, retry = spy.batch_calls
+                self.assertEqual(first[0], retry[0])
+                self.assertEqual(
+                    [(r.collection, r.last, r.range_token)
+                     for r in retry[0].returns],
+                    [(names[0], 1, spy.next_replies[0].range_token),
+                     (names[1], 2, spy.next_replies[1].range_token)])
+                # After a lost reply the retry is refused: the token was
+                # retired by the first, and Max stays at the last number.
+                self.assertEqual(
+                    [(r.code, r.applied, r.max) for r in retry[1].results],
+                    [(0, applied_by_retry, 1), (0, applied_by_retry, 2)])
+                self.assertEqual(stored(self.server.target, names[0])[:2],
+                                 (1, 1))
+                self.assertEqual(stored(self.server.target, names[1])[:2],
+                                 (2, 2))
+                self.assertEqual(self.logs, [])
+                self.assertEqual(raw_next_range(self.server.target, names[0]),
+                                 (2, 33, "A"))
+                self.assertEqual(raw_next_range(self.server.target, names[1]),
+                                 (3, 34, "A"))
 
     def test_threads_share_ranges_and_one_fetches_at_a_time(self):
         c = self.client()
