@@ -118,20 +118,38 @@ class Session {
   PGconn* const conn_;
 };
 
-// Two servers on one database share every collection's row: their ranges
-// tile 1..Max, including those of collections both create at once.
+// Holds each read batch of a store at its start, from the first one until
+// Release: the test knows the read queue is stuck once WaitUntilHeld
+// returns. Release before the store is destroyed.
+class ReadBatchGate {
+ public:
+  void InstallIn(PostgresRangeStoreOptions& options) {
+    options.before_read_batch_for_testing = [this] {
+      if (!hold_.load()) return;
+      entered_.Notify();
+      released_.wait();
+    };
+  }
+  void WaitUntilHeld() { entered_.WaitForNotification(); }
+  void Release() {
+    hold_ = false;
+    release_.set_value();
+  }
+
+ private:
+  std::promise<void> release_;
+  std::shared_future<void> released_ = release_.get_future().share();
+  std::atomic<bool> hold_{true};
+  testing_util::Notification entered_;
+};
+
+// Reads run on a connection of their own: a read batch that is held back
+// delays no allocation.
 TEST_F(PostgresRangeStoreTest, WriteCompletesWhileAReadBatchIsHeldBack) {
-  std::promise<void> release;
-  std::shared_future<void> released = release.get_future().share();
-  std::atomic<bool> hold{true};
-  testing_util::Notification entered;
+  ReadBatchGate gate;
   PostgresRangeStoreOptions options;
   options.uri = uri_;
-  options.before_read_batch_for_testing = [&] {
-    if (!hold.load()) return;
-    entered.Notify();
-    released.wait();
-  };
+  gate.InstallIn(options);
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
       PostgresRangeStore::Open(std::move(options));
   ASSERT_THAT(store, IsOk());
@@ -140,7 +158,7 @@ TEST_F(PostgresRangeStoreTest, WriteCompletesWhileAReadBatchIsHeldBack) {
       "", 10, [&](absl::StatusOr<std::vector<NamedCollectionState>> rows) {
         listed.set_value(std::move(rows));
       });
-  entered.WaitForNotification();  // the read batch is held from here on
+  gate.WaitUntilHeld();  // the read batch is held from here on
 
   std::promise<absl::StatusOr<Allocation>> allocated;
   std::future<absl::StatusOr<Allocation>> allocation = allocated.get_future();
@@ -149,8 +167,7 @@ TEST_F(PostgresRangeStoreTest, WriteCompletesWhileAReadBatchIsHeldBack) {
       [&](absl::StatusOr<Allocation> a) { allocated.set_value(std::move(a)); });
   const bool in_time =
       allocation.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
-  hold = false;
-  release.set_value();
+  gate.Release();
   EXPECT_TRUE(in_time) << "NextRange waited for a ListCollections";
   absl::StatusOr<Allocation> a = allocation.get();
   ASSERT_THAT(a, IsOk());
@@ -163,6 +180,8 @@ TEST_F(PostgresRangeStoreTest, WriteCompletesWhileAReadBatchIsHeldBack) {
   EXPECT_EQ((*row)->max, 32);
 }
 
+// Two servers on one database share every collection's row: their ranges
+// tile 1..Max, including those of collections both create at once.
 TEST_F(PostgresRangeStoreTest, ServersOnOneDatabaseNeverOverlap) {
   constexpr int kServers = 3;
   constexpr int kThreadsEach = 3;
@@ -496,16 +515,9 @@ TEST_F(PostgresRangeStoreTest, ProbeRenewsTheClaimAndReportsItTaken) {
 // reads are stuck (or whose read connection cannot be opened) never goes on
 // allocating under a tag whose lease ran out.
 TEST_F(PostgresRangeStoreTest, RenewalGoesOnWhileReadsAreHeldBack) {
-  std::promise<void> release;
-  std::shared_future<void> released = release.get_future().share();
-  std::atomic<bool> hold{true};
-  testing_util::Notification entered;
+  ReadBatchGate gate;
   PostgresRangeStoreOptions options = RenewingX();
-  options.before_read_batch_for_testing = [&] {
-    if (!hold.load()) return;
-    entered.Notify();
-    released.wait();
-  };
+  gate.InstallIn(options);
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
       PostgresRangeStore::Open(std::move(options));
   ASSERT_THAT(store, IsOk());
@@ -514,7 +526,7 @@ TEST_F(PostgresRangeStoreTest, RenewalGoesOnWhileReadsAreHeldBack) {
                       [&](absl::StatusOr<std::vector<NamedCollectionState>>) {
                         listed.set_value();
                       });
-  entered.WaitForNotification();  // the read queue is stuck from here on
+  gate.WaitUntilHeld();  // the read queue is stuck from here on
   ASSERT_THAT(ShortenClaimOfX(), IsOk());
   Session session(uri_);
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
@@ -523,8 +535,7 @@ TEST_F(PostgresRangeStoreTest, RenewalGoesOnWhileReadsAreHeldBack) {
          absl::Now() < deadline) {
     std::this_thread::yield();
   }
-  hold = false;
-  release.set_value();
+  gate.Release();
   listed.get_future().wait();
   EXPECT_TRUE(in_time) << "the lease was not renewed while reads were stuck";
 }
