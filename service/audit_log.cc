@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "service/validation.h"
 
 namespace hilo {
 namespace {
@@ -94,8 +95,11 @@ std::string AuditJson(const AuditRecord& record, absl::Time time) {
       "{\"time\":", JsonTime(time),
       ",\"identity\":", JsonString(record.identity),
       ",\"peer\":", JsonString(record.peer),
-      ",\"method\":", JsonString(record.method),
-      ",\"collection\":", JsonString(record.collection),
+      ",\"method\":", JsonString(record.method), ",\"collection\":",
+      // A refused name can be as long as a request (64 KB, 384 KB escaped);
+      // its refusal message gives the length.
+      JsonString(absl::string_view(record.collection)
+                     .substr(0, kMaxCollectionNameBytes)),
       ",\"request\":", request,
       ",\"code\":", JsonString(absl::StatusCodeToString(record.outcome.code())),
       ",\"message\":", JsonString(record.outcome.message()), "}");

@@ -70,12 +70,16 @@ struct AuditRecord {
 // invalid sequence becomes U+FFFD, so the line is always valid JSON.
 std::string JsonString(absl::string_view text);
 
-// The record as one JSON object (no newline), stamped with `time`.
+// The record as one JSON object (no newline), stamped with `time`. A
+// collection name is cut to its first kMaxCollectionNameBytes bytes (only a
+// refused name can be longer), so a line is at most about 1.8 KB plus
+// twice the identity's length.
 std::string AuditJson(const AuditRecord& record, absl::Time time);
 
-// Refusal lines written in one second by default: at about 300 bytes a
-// line, 30 KB/s or 2.6 GB a day of flooding at most (see README, "Audit
-// trail", for the worst case).
+// Refusal lines written in one second by default. A refusal line is about
+// 270 bytes, 1.8 KB at most (a 256-byte name of escaped bytes) plus twice
+// the identity's length: a flood writes 27 KB/s (2.4 GB a day) typically,
+// 180 KB/s (16 GB a day) at most, plus one summary line a second.
 inline constexpr int kDefaultAuditRefusalsPerSecond = 100;
 
 struct AuditLogOptions {

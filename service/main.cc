@@ -147,8 +147,9 @@ ABSL_FLAG(std::string, audit_log, "",
           "refused request) to this file; empty: stderr");
 ABSL_FLAG(int, audit_refusals_per_second, hilo::kDefaultAuditRefusalsPerSecond,
           "audit at most this many refused requests a second, one line each; "
-          "the rest are counted in one summary line (the default bounds a "
-          "flood of refusals to about 30 KB/s); 0: no limit");
+          "the rest are counted in one summary line a second (the default "
+          "bounds a flood of refusals to 27 KB/s typically, 180 KB/s at "
+          "most); 0: no limit");
 ABSL_FLAG(int64_t, max_last_max_jump, hilo::kDefaultMaxLastMaxJump,
           "refuse (FAILED_PRECONDITION) a last_max more than this above the "
           "collection's Max, unless the caller may administer; the default "

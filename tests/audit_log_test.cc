@@ -191,5 +191,25 @@ TEST_F(AuditLogLimitTest, ClockSteppedBackStartsANewSecond) {
                          Line(Denied("NextRange"), kStart - absl::Hours(1))));
 }
 
+// A refused name may be a whole request long; its line holds its first
+// 256 bytes only, so a refusal line stays about 2 KB at most.
+TEST(AuditJsonTest, LongCollectionNameIsCutTo256Bytes) {
+  AuditRecord record = Denied("SetFloor");
+  record.collection = std::string(60'000, '\xff');
+  record.outcome = absl::InvalidArgumentError(
+      "collection name is 60000 bytes; the limit is 256");
+  std::string escaped;
+  for (int i = 0; i < 256; ++i) escaped += "\\ufffd";
+  EXPECT_EQ(AuditJson(record, kStart),
+            absl::StrCat("{\"time\":\"2027-01-15T08:00:00.000000Z\","
+                         "\"identity\":\"anonymous\","
+                         "\"peer\":\"ipv4:10.0.0.9:4000\",\"method\":"
+                         "\"SetFloor\",\"collection\":\"",
+                         escaped,
+                         "\",\"request\":{},\"code\":\"INVALID_ARGUMENT\","
+                         "\"message\":\"collection name is 60000 bytes; the "
+                         "limit is 256\"}"));
+}
+
 }  // namespace
 }  // namespace hilo
