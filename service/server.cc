@@ -412,6 +412,8 @@ void Server::Shutdown(absl::Duration grace) {
   grpc_service_.reset();
   grpc_admin_service_.reset();
   gatekeeper_.reset();
+  // main() ends with _Exit, so the destructor's flush would never run.
+  if (audit_log_ != nullptr) audit_log_->Flush();  // null if Start failed
   service_.reset();
   admin_service_.reset();
   store_.reset();

@@ -1,14 +1,21 @@
 // AuditLog's limit on refusal lines: N a second, the rest counted in one
-// summary line; administrative calls always written.
+// summary line; administrative calls always written. Also through a real
+// server over gRPC (so not among the unit.tsan suites).
 #include "service/audit_log.h"
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
+#include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
+#include "hilo/v1/hilo.grpc.pb.h"
+#include "prometheus/text_serializer.h"
 #include "service/clock.h"
+#include "service/server.h"
 #include "testing/status_matchers.h"
 #include "tests/test_util.h"
 
@@ -18,6 +25,8 @@ namespace {
 using ::hilo::testing_util::IsOk;
 using ::hilo::testing_util::ReadFile;
 using ::hilo::testing_util::TempDir;
+using ::hilo::testing_util::WriteFile;
+using ::testing::HasSubstr;
 
 const absl::Time kStart = absl::FromUnixSeconds(1'800'000'000);
 
@@ -209,6 +218,53 @@ TEST(AuditJsonTest, LongCollectionNameIsCutTo256Bytes) {
                          "\",\"request\":{},\"code\":\"INVALID_ARGUMENT\","
                          "\"message\":\"collection name is 60000 bytes; the "
                          "limit is 256\"}"));
+}
+
+// The flag's plumbing, the metric and the summary at shutdown, through a
+// real server: refused NextRange calls over gRPC on a manual clock.
+TEST(AuditLogServerTest, RefusalFloodIsLimitedAndSummarizedAtShutdown) {
+  TempDir dir;
+  ManualClock clock(kStart);  // outlives the server
+  WriteFile(dir.File("policy.textproto"),
+            "grant { identity: \"cn:ops\" collections: \"*\" }\n");
+  ServerOptions options = testing_util::TestServerOptions(dir);
+  options.authz_policy = dir.File("policy.textproto");
+  options.audit_log = dir.File("audit.jsonl");
+  options.audit_refusals_per_second = 3;
+  options.clock = &clock;
+  std::unique_ptr<Server> server = testing_util::StartServer(options);
+  ASSERT_NE(server, nullptr);
+  auto stub = hilo::v1::HiLo::NewStub(
+      grpc::CreateChannel(testing_util::Address(server->port()),
+                          grpc::InsecureChannelCredentials()));
+  for (int i = 0; i < 50; ++i) {
+    grpc::ClientContext context;
+    hilo::v1::NextRangeRequest request;
+    request.set_collection("orders");
+    hilo::v1::NextRangeResponse response;
+    ASSERT_EQ(stub->NextRange(&context, request, &response).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
+  clock.Advance(absl::Milliseconds(250));
+  EXPECT_THAT(prometheus::TextSerializer().Serialize(
+                  server->metrics()->registry()->Collect()),
+              HasSubstr("\nhilo_audit_lines_suppressed_total 47\n"));
+  server->Shutdown(absl::ZeroDuration());
+
+  const std::vector<std::string> lines = absl::StrSplit(
+      ReadFile(dir.File("audit.jsonl")), '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 3 + 1);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_THAT(lines[i], HasSubstr("\"method\":\"NextRange\",\"collection\":"
+                                    "\"orders\""));
+    EXPECT_THAT(lines[i], HasSubstr("\"code\":\"PERMISSION_DENIED\""));
+  }
+  EXPECT_EQ(lines[3],
+            "{\"time\":\"2027-01-15T08:00:00.250000Z\",\"suppressed\":{"
+            "\"count\":47,\"first\":\"2027-01-15T08:00:00.000000Z\","
+            "\"last\":\"2027-01-15T08:00:00.000000Z\","
+            "\"by_method\":{\"NextRange\":47},"
+            "\"by_code\":{\"PERMISSION_DENIED\":47}}}");
 }
 
 }  // namespace
