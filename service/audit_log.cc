@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "service/validation.h"
 
 namespace hilo {
 namespace {
@@ -31,6 +32,21 @@ size_t Utf8SequenceLength(absl::string_view s) {
     return 4;
   }
   return 0;
+}
+
+std::string JsonTime(absl::Time time) {
+  return JsonString(
+      absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", time, absl::UTCTimeZone()));
+}
+
+std::string JsonCounts(const std::map<std::string, int64_t>& counts) {
+  std::string out = "{";
+  for (const auto& [key, count] : counts) {
+    absl::StrAppend(&out, out.size() == 1 ? "" : ",", JsonString(key), ":",
+                    count);
+  }
+  out += "}";
+  return out;
 }
 
 }  // namespace
@@ -76,40 +92,104 @@ std::string AuditJson(const AuditRecord& record, absl::Time time) {
   }
   request += "}";
   return absl::StrCat(
-      "{\"time\":",
-      JsonString(
-          absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", time, absl::UTCTimeZone())),
+      "{\"time\":", JsonTime(time),
       ",\"identity\":", JsonString(record.identity),
       ",\"peer\":", JsonString(record.peer),
-      ",\"method\":", JsonString(record.method),
-      ",\"collection\":", JsonString(record.collection),
+      ",\"method\":", JsonString(record.method), ",\"collection\":",
+      // A refused name can be as long as a request (64 KB, 384 KB escaped);
+      // its refusal message gives the length.
+      JsonString(absl::string_view(record.collection)
+                     .substr(0, kMaxCollectionNameBytes)),
       ",\"request\":", request,
       ",\"code\":", JsonString(absl::StatusCodeToString(record.outcome.code())),
       ",\"message\":", JsonString(record.outcome.message()), "}");
 }
 
-AuditLog::AuditLog(const Clock* clock) : AuditLog(clock, stderr, "stderr") {}
+AuditLog::AuditLog(const Clock* clock, AuditLogOptions options)
+    : AuditLog(clock, std::move(options), stderr, "stderr") {}
 
-AuditLog::AuditLog(const Clock* clock, std::FILE* file, std::string path)
-    : clock_(clock), file_(file), path_(std::move(path)) {}
+AuditLog::AuditLog(const Clock* clock, AuditLogOptions options, std::FILE* file,
+                   std::string path)
+    : clock_(clock),
+      options_(std::move(options)),
+      file_(file),
+      path_(std::move(path)) {}
 
 absl::StatusOr<std::unique_ptr<AuditLog>> AuditLog::Open(
-    const std::string& path, const Clock* clock) {
+    const std::string& path, const Clock* clock, AuditLogOptions options) {
   std::FILE* file = std::fopen(path.c_str(), "ae");
   if (file == nullptr) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "audit log %s cannot be opened: %s", path, std::strerror(errno)));
   }
-  return std::unique_ptr<AuditLog>(new AuditLog(clock, file, path));
+  return std::unique_ptr<AuditLog>(
+      new AuditLog(clock, std::move(options), file, path));
 }
 
 AuditLog::~AuditLog() {
+  Flush();
   if (file_ != stderr) std::fclose(file_);
 }
 
 void AuditLog::Write(const AuditRecord& record) {
-  const std::string line = absl::StrCat(AuditJson(record, clock_->Now()), "\n");
   base::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  AdvanceWindowLocked(now);
+  WriteLineLocked(AuditJson(record, now));
+}
+
+void AuditLog::WriteRefusal(const AuditRecord& record) {
+  {
+    base::MutexLock lock(&mu_);
+    // The time is read under the lock so that windows only move forward
+    // between threads.
+    const absl::Time now = clock_->Now();
+    AdvanceWindowLocked(now);
+    if (options_.refusals_per_second == 0 ||
+        refusals_in_window_ < options_.refusals_per_second) {
+      ++refusals_in_window_;
+      WriteLineLocked(AuditJson(record, now));
+      return;
+    }
+    if (suppressed_.count == 0) suppressed_.first = now;
+    suppressed_.last = now;
+    ++suppressed_.count;
+    ++suppressed_.by_method[record.method];
+    ++suppressed_.by_code[absl::StatusCodeToString(record.outcome.code())];
+  }
+  if (options_.on_suppressed) options_.on_suppressed();
+}
+
+void AuditLog::Flush() {
+  base::MutexLock lock(&mu_);
+  // Reads the clock only when a summary is due: some tests destroy a
+  // server after the clock they gave it, and the destructor flushes.
+  if (suppressed_.count == 0) return;
+  WriteSummaryLocked(clock_->Now());
+}
+
+void AuditLog::AdvanceWindowLocked(absl::Time now) {
+  if (now >= window_start_ && now - window_start_ < absl::Seconds(1)) return;
+  WriteSummaryLocked(now);
+  window_start_ = now;
+  refusals_in_window_ = 0;
+}
+
+void AuditLog::WriteSummaryLocked(absl::Time now) {
+  if (suppressed_.count == 0) return;
+  const std::string line =
+      absl::StrCat("{\"time\":", JsonTime(now),
+                   ",\"suppressed\":{\"count\":", suppressed_.count,
+                   ",\"first\":", JsonTime(suppressed_.first),
+                   ",\"last\":", JsonTime(suppressed_.last),
+                   ",\"by_method\":", JsonCounts(suppressed_.by_method),
+                   ",\"by_code\":", JsonCounts(suppressed_.by_code), "}}");
+  suppressed_ = Suppressed();
+  WriteLineLocked(line);
+}
+
+void AuditLog::WriteLineLocked(absl::string_view json) {
+  const std::string line = absl::StrCat(json, "\n");
   errno = 0;
   const bool written =
       std::fwrite(line.data(), 1, line.size(), file_) == line.size() &&

@@ -7,7 +7,25 @@
 //    "collection":"orders","request":{"floor":1000},
 //    "code":"OK","message":""}
 //
-// (one line in the file). Lines go to stderr, or are appended to a file
+// (one line in the file). Administrative calls that passed authorization
+// (Write) are always written. Refused calls (WriteRefusal) cost a client
+// nothing to send, so a flood of them could fill the disk: at most
+// `refusals_per_second` of them are written in any one second (a second
+// starts with the first refusal at least a second after the last one
+// started). The rest are counted, and the count is written as one summary
+// line, in the same file, just before the first line of a later second (or
+// at Flush, which the destructor calls):
+//
+//   {"time":"2026-11-24T02:00:01.200000Z",
+//    "suppressed":{"count":5120,"first":"2026-11-24T02:00:00.003000Z",
+//    "last":"2026-11-24T02:00:00.998000Z",
+//    "by_method":{"NextRange":5000,"SetFloor":120},
+//    "by_code":{"PERMISSION_DENIED":5120}}}
+//
+// A pipeline tells a summary from a call by its "suppressed" key (a call
+// has "method" instead); "first" and "last" are the times of the first and
+// the last refusal it counts, and the by_ maps (keys sorted) add up to
+// "count". Lines go to stderr, or are appended to a file
 // opened once; a failed write is reported on stderr once (again only after
 // a write worked in between) and never stops the server. Rotate the file with
 // copytruncate (the file is opened with O_APPEND, so writes land at its new
@@ -19,6 +37,8 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -50,32 +70,81 @@ struct AuditRecord {
 // invalid sequence becomes U+FFFD, so the line is always valid JSON.
 std::string JsonString(absl::string_view text);
 
-// The record as one JSON object (no newline), stamped with `time`.
+// The record as one JSON object (no newline), stamped with `time`. A
+// collection name is cut to its first kMaxCollectionNameBytes bytes (only a
+// refused name can be longer), so a line is at most about 1.8 KB plus
+// twice the identity's length.
 std::string AuditJson(const AuditRecord& record, absl::Time time);
+
+// Refusal lines written in one second by default. A refusal line is about
+// 270 bytes, 1.8 KB at most (a 256-byte name of escaped bytes) plus twice
+// the identity's length: a flood writes 27 KB/s (2.4 GB a day) typically,
+// 180 KB/s (16 GB a day) at most, plus one summary line a second.
+inline constexpr int kDefaultAuditRefusalsPerSecond = 100;
+
+struct AuditLogOptions {
+  // Refusal lines written in one second at most; 0: no limit.
+  int refusals_per_second = kDefaultAuditRefusalsPerSecond;
+  // Called (outside the log's lock) once for each refusal counted instead
+  // of written, e.g. to count it in a metric; may be empty.
+  std::function<void()> on_suppressed;
+};
 
 class AuditLog {
  public:
-  // Lines to stderr.
-  explicit AuditLog(const Clock* clock);
+  // Lines to stderr. `clock` must outlive the log.
+  explicit AuditLog(const Clock* clock, AuditLogOptions options = {});
   // Lines appended to `path`; INVALID_ARGUMENT naming it if it cannot be
   // opened. `clock` must outlive the log.
-  static absl::StatusOr<std::unique_ptr<AuditLog>> Open(const std::string& path,
-                                                        const Clock* clock);
+  static absl::StatusOr<std::unique_ptr<AuditLog>> Open(
+      const std::string& path, const Clock* clock,
+      AuditLogOptions options = {});
+  // Flushes.
   ~AuditLog();
 
   AuditLog(const AuditLog&) = delete;
   AuditLog& operator=(const AuditLog&) = delete;
 
+  // Writes the line of an administrative call that passed authorization
+  // (whatever the store then said): never suppressed.
   void Write(const AuditRecord& record);
+  // Writes the line of a refused call, or counts it if this second has had
+  // its refusals_per_second lines already.
+  void WriteRefusal(const AuditRecord& record);
+  // Writes the summary of the refusals counted and not yet summarized, if
+  // any, now rather than before the next line.
+  void Flush();
 
  private:
-  AuditLog(const Clock* clock, std::FILE* file, std::string path);
+  // The refusals counted since the last summary.
+  struct Suppressed {
+    int64_t count = 0;
+    absl::Time first;
+    absl::Time last;
+    std::map<std::string, int64_t> by_method;
+    std::map<std::string, int64_t> by_code;
+  };
+
+  AuditLog(const Clock* clock, AuditLogOptions options, std::FILE* file,
+           std::string path);
+
+  // Starts a new second if `now` is not in the current one (a clock stepped
+  // back also starts one, so it cannot silence refusals for long), writing
+  // the summary of the last one first.
+  void AdvanceWindowLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WriteSummaryLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WriteLineLocked(absl::string_view line)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Clock* const clock_;
+  const AuditLogOptions options_;
   base::Mutex mu_;
   std::FILE* const file_;  // stderr, or owned
   const std::string path_;
   bool failed_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time window_start_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  int refusals_in_window_ ABSL_GUARDED_BY(mu_) = 0;
+  Suppressed suppressed_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace hilo

@@ -51,7 +51,7 @@ absl::Status Gatekeeper::Admit(const Caller& caller, Method method,
     if (observer_ != nullptr) {
       observer_->OnDenied(MethodName(method), "permission");
     }
-    Audit(*record, decision.status);
+    AuditRefusal(*record, decision.status);
   }
   return decision.status;
 }
@@ -60,6 +60,12 @@ void Gatekeeper::Audit(AuditRecord record, const absl::Status& outcome) {
   if (audit_ == nullptr) return;
   record.outcome = outcome;
   audit_->Write(record);
+}
+
+void Gatekeeper::AuditRefusal(AuditRecord record, const absl::Status& outcome) {
+  if (audit_ == nullptr) return;
+  record.outcome = outcome;
+  audit_->WriteRefusal(record);
 }
 
 void Gatekeeper::NextRange(const Caller& caller,
@@ -87,7 +93,7 @@ void Gatekeeper::NextRange(const Caller& caller,
                           if (observer_ != nullptr) {
                             observer_->OnDenied(record.method, "guard_rail");
                           }
-                          Audit(std::move(record), status);
+                          AuditRefusal(std::move(record), status);
                         }
                         done(std::move(status));
                       });
@@ -173,8 +179,11 @@ void Gatekeeper::SetFloor(const Caller& caller,
   if (absl::Status s =
           Admit(caller, Method::kSetFloor, &record, &may_administer);
       !s.ok()) {
-    // Every SetFloor is audited; Admit audited the refused ones.
-    if (s.code() == absl::StatusCode::kInvalidArgument) Audit(record, s);
+    // Every SetFloor is audited; Admit audited the refused ones. A bad name
+    // costs nothing to send, so its line is a refusal's, limited.
+    if (s.code() == absl::StatusCode::kInvalidArgument) {
+      AuditRefusal(record, s);
+    }
     return done(std::move(s));
   }
   admin_->SetFloor(
@@ -201,7 +210,9 @@ void Gatekeeper::DeleteCollection(
           Admit(caller, Method::kDeleteCollection, &record, &may_administer);
       !s.ok()) {
     // Every DeleteCollection is audited; Admit audited the refused ones.
-    if (s.code() == absl::StatusCode::kInvalidArgument) Audit(record, s);
+    if (s.code() == absl::StatusCode::kInvalidArgument) {
+      AuditRefusal(record, s);
+    }
     return done(std::move(s));
   }
   admin_->DeleteCollection(

@@ -10,7 +10,9 @@
 // the calls it serves). An allowed call goes to the service;
 // a guard-rail refusal coming back from the store is audited and counted
 // (reason "guard_rail"), and every SetFloor and DeleteCollection is audited
-// whatever its outcome.
+// whatever its outcome. Refusals (and a SetFloor or DeleteCollection with a
+// bad collection name) go to AuditLog::WriteRefusal, which limits them; the
+// administrative calls that passed authorization are always written.
 // Without an Authorizer every caller is allowed and none may administer
 // (the guard rail holds for everyone): "trust every admitted client".
 //
@@ -76,7 +78,11 @@ class Gatekeeper {
   // counts it and returns it; *may_administer tells the caller's right.
   absl::Status Admit(const Caller& caller, Method method, AuditRecord* record,
                      bool* may_administer);
+  // The line of an administrative call that passed authorization: always
+  // written.
   void Audit(AuditRecord record, const absl::Status& outcome);
+  // The line of a refused call: limited by the AuditLog.
+  void AuditRefusal(AuditRecord record, const absl::Status& outcome);
 
   HiLoService* const service_;
   AdminService* const admin_;

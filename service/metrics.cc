@@ -100,8 +100,15 @@ Metrics::Metrics(const MetricsOptions& options)
       // Both exist from the start, like the series of denied_.
       refused_for_count_(
           &creations_refused_.Add({{"reason", kRefusedForCount}})),
-      refused_for_rate_(
-          &creations_refused_.Add({{"reason", kRefusedForRate}})) {
+      refused_for_rate_(&creations_refused_.Add({{"reason", kRefusedForRate}})),
+      audit_lines_suppressed_(
+          prometheus::BuildCounter()
+              .Name("hilo_audit_lines_suppressed_total")
+              .Help("Refused requests counted in an audit summary line "
+                    "instead of written one by one, past "
+                    "--audit_refusals_per_second.")
+              .Register(*registry_)
+              .Add({})) {
   // Every series exists from the start, so a rate() over it works before
   // the first refusal.
   for (const char* method :
@@ -193,6 +200,8 @@ void Metrics::OnDenied(absl::string_view method, absl::string_view reason) {
       .Add({{"method", std::string(method)}, {"reason", std::string(reason)}})
       .Increment();
 }
+
+void Metrics::OnAuditLineSuppressed() { audit_lines_suppressed_.Increment(); }
 
 void Metrics::OnCommit(absl::Duration elapsed, int operations,
                        int64_t collections) {

@@ -65,6 +65,10 @@ class Metrics final : public Observer {
   // holds `collections` collections.
   void OnCommit(absl::Duration elapsed, int operations, int64_t collections);
 
+  // The audit log counted a refusal instead of writing its line
+  // (AuditLogOptions::on_suppressed).
+  void OnAuditLineSuppressed();
+
  private:
   // The series of one collection label.
   struct CollectionSeries {
@@ -97,6 +101,7 @@ class Metrics final : public Observer {
   prometheus::Family<prometheus::Counter>& creations_refused_;
   prometheus::Counter* refused_for_count_;
   prometheus::Counter* refused_for_rate_;
+  prometheus::Counter& audit_lines_suppressed_;
 
   base::Mutex mu_;
   absl::flat_hash_map<std::string, CollectionSeries> by_collection_

@@ -106,6 +106,12 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
         "exhaustion share is %g; it must be above 0 and at most 1",
         options.exhaustion_share));
   }
+  if (options.audit_refusals_per_second < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "audit refusals per second is %d; it must not be negative (0: no "
+        "limit)",
+        options.audit_refusals_per_second));
+  }
   if (!options.authz_tokens.empty() && options.authz_policy.empty()) {
     return absl::InvalidArgumentError(
         "an authz token list needs an authz policy that names its tokens");
@@ -243,11 +249,17 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
     if (!authorizer.ok()) return authorizer.status();
     server->authorizer_ = *std::move(authorizer);
   }
+  AuditLogOptions audit_options;
+  audit_options.refusals_per_second = opts.audit_refusals_per_second;
+  audit_options.on_suppressed = [metrics = server->metrics_.get()] {
+    metrics->OnAuditLineSuppressed();
+  };
   if (opts.audit_log.empty()) {
-    server->audit_log_ = std::make_unique<AuditLog>(clock);
+    server->audit_log_ =
+        std::make_unique<AuditLog>(clock, std::move(audit_options));
   } else {
     absl::StatusOr<std::unique_ptr<AuditLog>> audit =
-        AuditLog::Open(opts.audit_log, clock);
+        AuditLog::Open(opts.audit_log, clock, std::move(audit_options));
     if (!audit.ok()) return audit.status();
     server->audit_log_ = *std::move(audit);
   }
@@ -400,6 +412,8 @@ void Server::Shutdown(absl::Duration grace) {
   grpc_service_.reset();
   grpc_admin_service_.reset();
   gatekeeper_.reset();
+  // main() ends with _Exit, so the destructor's flush would never run.
+  if (audit_log_ != nullptr) audit_log_->Flush();  // null if Start failed
   service_.reset();
   admin_service_.reset();
   store_.reset();

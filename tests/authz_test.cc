@@ -3,9 +3,11 @@
 // SQLite store.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "hilo/base/await.h"
@@ -468,6 +470,72 @@ TEST_F(GatekeeperTest, DeleteIsDeniedToNonAdminsAndEveryDeleteIsAudited) {
       Exposition(),
       HasSubstr("hilo_requests_denied_total{method=\"DeleteCollection\","
                 "reason=\"permission\"} 1\n"));
+}
+
+// A flood of refusals writes refusals_per_second lines and one summary;
+// the administrative calls in the middle of it are all written.
+TEST_F(GatekeeperTest, RefusalFloodIsSummarizedAndAdminCallsAreAllWritten) {
+  AuditLogOptions options;
+  options.refusals_per_second = 5;
+  options.on_suppressed = [this] { metrics_.OnAuditLineSuppressed(); };
+  auto audit =
+      AuditLog::Open(dir_.File("flood.jsonl"), &clock_, std::move(options));
+  ASSERT_THAT(audit, IsOk());
+  gate_ = std::make_unique<Gatekeeper>(service_.get(), admin_.get(),
+                                       authz_.get(), audit->get(), &metrics_);
+  audit_ = *std::move(audit);
+  Caller anonymous;
+  anonymous.peer = "ipv4:127.0.0.1:7777";
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_THAT(Next(anonymous, "orders"),
+                StatusIs(absl::StatusCode::kPermissionDenied));
+  }
+  for (int floor : {100, 200, 300}) {
+    ASSERT_THAT(Floor(Cert("cn:ops"), "orders", floor), IsOk());
+  }
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_THAT(
+        Next(Cert("uri:spiffe://test/orders"), "orders", 300 + kJump + 1),
+        StatusIs(absl::StatusCode::kFailedPrecondition));
+  }
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_THAT(Floor(anonymous, "bad\x01name", 7),
+                StatusIs(absl::StatusCode::kInvalidArgument));
+  }
+  clock_.Advance(absl::Milliseconds(1500));
+  ASSERT_THAT(Next(anonymous, "orders"),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+
+  const std::vector<std::string> lines = absl::StrSplit(
+      ReadFile(dir_.File("flood.jsonl")), '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 5 + 3 + 1 + 1);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_THAT(lines[i], HasSubstr("\"method\":\"NextRange\",\"collection\":"
+                                    "\"orders\",\"request\":{\"last_max\":0,"
+                                    "\"last_size\":0},\"code\":"
+                                    "\"PERMISSION_DENIED\""));
+  }
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_THAT(lines[5 + i],
+                HasSubstr(absl::StrCat("\"identity\":\"cn:ops\"",
+                                       ",\"peer\":"
+                                       "\"ipv4:127.0.0.1:5555\",\"method\":"
+                                       "\"SetFloor\",\"collection\":\"orders\","
+                                       "\"request\":{\"floor\":",
+                                       100 * (i + 1), "},\"code\":\"OK\"")));
+  }
+  EXPECT_EQ(lines[8],
+            "{\"time\":\"2027-01-15T08:00:01.500000Z\",\"suppressed\":{"
+            "\"count\":1007,\"first\":\"2027-01-15T08:00:00.000000Z\","
+            "\"last\":\"2027-01-15T08:00:00.000000Z\","
+            "\"by_method\":{\"NextRange\":1005,\"SetFloor\":2},"
+            "\"by_code\":{\"FAILED_PRECONDITION\":10,\"INVALID_ARGUMENT\":2,"
+            "\"PERMISSION_DENIED\":995}}}");
+  EXPECT_THAT(lines[9], HasSubstr("{\"time\":\"2027-01-15T08:00:01.500000Z\","
+                                  "\"identity\":\"anonymous\""));
+  EXPECT_THAT(lines[9], HasSubstr("\"code\":\"PERMISSION_DENIED\""));
+  EXPECT_THAT(Exposition(),
+              HasSubstr("\nhilo_audit_lines_suppressed_total 1007\n"));
 }
 
 TEST_F(GatekeeperTest, AuditLineEscapesAnyCollectionName) {

@@ -1,0 +1,271 @@
+// AuditLog's limit on refusal lines: N a second, the rest counted in one
+// summary line; administrative calls always written. Also through a real
+// server over gRPC (so not among the unit.tsan suites).
+#include "service/audit_log.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "grpcpp/create_channel.h"
+#include "gtest/gtest.h"
+#include "hilo/v1/hilo.grpc.pb.h"
+#include "prometheus/text_serializer.h"
+#include "service/clock.h"
+#include "service/server.h"
+#include "testing/status_matchers.h"
+#include "tests/test_util.h"
+
+namespace hilo {
+namespace {
+
+using ::hilo::testing_util::IsOk;
+using ::hilo::testing_util::ReadFile;
+using ::hilo::testing_util::TempDir;
+using ::hilo::testing_util::WriteFile;
+using ::testing::HasSubstr;
+
+const absl::Time kStart = absl::FromUnixSeconds(1'800'000'000);
+
+AuditRecord Refusal(std::string method, absl::Status outcome) {
+  AuditRecord record;
+  record.identity = "anonymous";
+  record.peer = "ipv4:10.0.0.9:4000";
+  record.method = std::move(method);
+  record.collection = "orders";
+  record.outcome = std::move(outcome);
+  return record;
+}
+
+AuditRecord Denied(std::string method) {
+  return Refusal(std::move(method),
+                 absl::PermissionDeniedError("anonymous may not"));
+}
+
+AuditRecord Accepted() {
+  AuditRecord record;
+  record.identity = "cn:ops";
+  record.peer = "ipv4:10.0.0.7:5000";
+  record.method = "SetFloor";
+  record.collection = "orders";
+  record.request = {{"floor", 1000}};
+  return record;
+}
+
+std::string Line(const AuditRecord& record, absl::Time time) {
+  return AuditJson(record, time) + "\n";
+}
+
+class AuditLogLimitTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<AuditLog> Open(int refusals_per_second) {
+    AuditLogOptions options;
+    options.refusals_per_second = refusals_per_second;
+    options.on_suppressed = [this] { ++suppressed_; };
+    auto log = AuditLog::Open(path_, &clock_, std::move(options));
+    EXPECT_THAT(log, IsOk());
+    return log.ok() ? *std::move(log) : nullptr;
+  }
+  std::string Contents() { return ReadFile(path_); }
+
+  TempDir dir_;
+  const std::string path_ = dir_.File("audit.jsonl");
+  ManualClock clock_{kStart};
+  int suppressed_ = 0;
+};
+
+TEST_F(AuditLogLimitTest, WritesNRefusalsASecondThenOneSummaryOfTheRest) {
+  std::unique_ptr<AuditLog> log = Open(3);
+  for (int i = 0; i < 3; ++i) log->WriteRefusal(Denied("NextRange"));
+  for (int i = 0; i < 1000; ++i) log->WriteRefusal(Denied("NextRange"));
+  clock_.Advance(absl::Milliseconds(10));
+  log->WriteRefusal(Denied("SetFloor"));
+  log->WriteRefusal(
+      Refusal("NextRange", absl::FailedPreconditionError("guard rail")));
+  clock_.Advance(absl::Milliseconds(989));  // still the first second
+  log->WriteRefusal(Denied("ReturnRange"));
+  EXPECT_EQ(suppressed_, 1003);
+  std::string expected;
+  for (int i = 0; i < 3; ++i) expected += Line(Denied("NextRange"), kStart);
+  EXPECT_EQ(Contents(), expected);
+
+  clock_.Advance(absl::Milliseconds(1));  // the next second
+  log->WriteRefusal(Denied("GetCollection"));
+  log->WriteRefusal(Denied("GetCollection"));
+  expected += absl::StrCat(
+      "{\"time\":\"2027-01-15T08:00:01.000000Z\",\"suppressed\":{"
+      "\"count\":1003,\"first\":\"2027-01-15T08:00:00.000000Z\","
+      "\"last\":\"2027-01-15T08:00:00.999000Z\","
+      "\"by_method\":{\"NextRange\":1001,\"ReturnRange\":1,\"SetFloor\":1},"
+      "\"by_code\":{\"FAILED_PRECONDITION\":1,\"PERMISSION_DENIED\":1002}}}\n",
+      Line(Denied("GetCollection"), kStart + absl::Seconds(1)),
+      Line(Denied("GetCollection"), kStart + absl::Seconds(1)));
+  EXPECT_EQ(Contents(), expected);
+  log.reset();  // nothing left to summarize
+  EXPECT_EQ(Contents(), expected);
+}
+
+TEST_F(AuditLogLimitTest, AcceptedAdministrativeCallsAreNeverSuppressed) {
+  std::unique_ptr<AuditLog> log = Open(1);
+  std::string expected;
+  for (int i = 0; i < 100; ++i) {
+    log->WriteRefusal(Denied("SetFloor"));
+    log->Write(Accepted());
+    expected += i == 0 ? Line(Denied("SetFloor"), kStart) : "";
+    expected += Line(Accepted(), kStart);
+  }
+  EXPECT_EQ(suppressed_, 99);
+  EXPECT_EQ(Contents(), expected);
+  // The first line of a later second, an accepted one too, is preceded by
+  // the summary.
+  clock_.Advance(absl::Seconds(5));
+  log->Write(Accepted());
+  expected += absl::StrCat(
+      "{\"time\":\"2027-01-15T08:00:05.000000Z\",\"suppressed\":{"
+      "\"count\":99,\"first\":\"2027-01-15T08:00:00.000000Z\","
+      "\"last\":\"2027-01-15T08:00:00.000000Z\","
+      "\"by_method\":{\"SetFloor\":99},"
+      "\"by_code\":{\"PERMISSION_DENIED\":99}}}\n",
+      Line(Accepted(), kStart + absl::Seconds(5)));
+  EXPECT_EQ(Contents(), expected);
+}
+
+TEST_F(AuditLogLimitTest, SummaryIsWrittenAtClose) {
+  std::unique_ptr<AuditLog> log = Open(1);
+  log->WriteRefusal(Denied("NextRange"));
+  log->WriteRefusal(Denied("NextRange"));
+  log->WriteRefusal(Denied("NextRange"));
+  clock_.Advance(absl::Milliseconds(250));
+  log.reset();
+  EXPECT_EQ(Contents(),
+            absl::StrCat(Line(Denied("NextRange"), kStart),
+                         "{\"time\":\"2027-01-15T08:00:00.250000Z\","
+                         "\"suppressed\":{\"count\":2,"
+                         "\"first\":\"2027-01-15T08:00:00.000000Z\","
+                         "\"last\":\"2027-01-15T08:00:00.000000Z\","
+                         "\"by_method\":{\"NextRange\":2},"
+                         "\"by_code\":{\"PERMISSION_DENIED\":2}}}\n"));
+}
+
+TEST_F(AuditLogLimitTest, FlushWritesTheSummaryOnceAndNothingWhenNoneIsDue) {
+  std::unique_ptr<AuditLog> log = Open(1);
+  log->Flush();
+  EXPECT_EQ(Contents(), "");
+  log->WriteRefusal(Denied("NextRange"));
+  log->WriteRefusal(Denied("NextRange"));
+  log->Flush();
+  log->Flush();
+  EXPECT_EQ(Contents(),
+            absl::StrCat(Line(Denied("NextRange"), kStart),
+                         "{\"time\":\"2027-01-15T08:00:00.000000Z\","
+                         "\"suppressed\":{\"count\":1,"
+                         "\"first\":\"2027-01-15T08:00:00.000000Z\","
+                         "\"last\":\"2027-01-15T08:00:00.000000Z\","
+                         "\"by_method\":{\"NextRange\":1},"
+                         "\"by_code\":{\"PERMISSION_DENIED\":1}}}\n"));
+}
+
+TEST_F(AuditLogLimitTest, ZeroMeansNoLimit) {
+  std::unique_ptr<AuditLog> log = Open(0);
+  std::string expected;
+  for (int i = 0; i < 500; ++i) {
+    log->WriteRefusal(Denied("NextRange"));
+    expected += Line(Denied("NextRange"), kStart);
+  }
+  log.reset();
+  EXPECT_EQ(suppressed_, 0);
+  EXPECT_EQ(Contents(), expected);
+}
+
+// A wall clock stepped back must not hold every refusal in one long
+// "second": the step starts a new one.
+TEST_F(AuditLogLimitTest, ClockSteppedBackStartsANewSecond) {
+  std::unique_ptr<AuditLog> log = Open(1);
+  log->WriteRefusal(Denied("NextRange"));
+  log->WriteRefusal(Denied("NextRange"));
+  clock_.Set(kStart - absl::Hours(1));
+  log->WriteRefusal(Denied("NextRange"));
+  EXPECT_EQ(suppressed_, 1);
+  EXPECT_EQ(Contents(),
+            absl::StrCat(Line(Denied("NextRange"), kStart),
+                         "{\"time\":\"2027-01-15T07:00:00.000000Z\","
+                         "\"suppressed\":{\"count\":1,"
+                         "\"first\":\"2027-01-15T08:00:00.000000Z\","
+                         "\"last\":\"2027-01-15T08:00:00.000000Z\","
+                         "\"by_method\":{\"NextRange\":1},"
+                         "\"by_code\":{\"PERMISSION_DENIED\":1}}}\n",
+                         Line(Denied("NextRange"), kStart - absl::Hours(1))));
+}
+
+// A refused name may be a whole request long; its line holds its first
+// 256 bytes only, so a refusal line stays about 2 KB at most.
+TEST(AuditJsonTest, LongCollectionNameIsCutTo256Bytes) {
+  AuditRecord record = Denied("SetFloor");
+  record.collection = std::string(60'000, '\xff');
+  record.outcome = absl::InvalidArgumentError(
+      "collection name is 60000 bytes; the limit is 256");
+  std::string escaped;
+  for (int i = 0; i < 256; ++i) escaped += "\\ufffd";
+  EXPECT_EQ(AuditJson(record, kStart),
+            absl::StrCat("{\"time\":\"2027-01-15T08:00:00.000000Z\","
+                         "\"identity\":\"anonymous\","
+                         "\"peer\":\"ipv4:10.0.0.9:4000\",\"method\":"
+                         "\"SetFloor\",\"collection\":\"",
+                         escaped,
+                         "\",\"request\":{},\"code\":\"INVALID_ARGUMENT\","
+                         "\"message\":\"collection name is 60000 bytes; the "
+                         "limit is 256\"}"));
+}
+
+// The flag's plumbing, the metric and the summary at shutdown, through a
+// real server: refused NextRange calls over gRPC on a manual clock.
+TEST(AuditLogServerTest, RefusalFloodIsLimitedAndSummarizedAtShutdown) {
+  TempDir dir;
+  ManualClock clock(kStart);  // outlives the server
+  WriteFile(dir.File("policy.textproto"),
+            "grant { identity: \"cn:ops\" collections: \"*\" }\n");
+  ServerOptions options = testing_util::TestServerOptions(dir);
+  options.authz_policy = dir.File("policy.textproto");
+  options.audit_log = dir.File("audit.jsonl");
+  options.audit_refusals_per_second = 3;
+  options.clock = &clock;
+  std::unique_ptr<Server> server = testing_util::StartServer(options);
+  ASSERT_NE(server, nullptr);
+  auto stub = hilo::v1::HiLo::NewStub(
+      grpc::CreateChannel(testing_util::Address(server->port()),
+                          grpc::InsecureChannelCredentials()));
+  for (int i = 0; i < 50; ++i) {
+    grpc::ClientContext context;
+    hilo::v1::NextRangeRequest request;
+    request.set_collection("orders");
+    hilo::v1::NextRangeResponse response;
+    ASSERT_EQ(stub->NextRange(&context, request, &response).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
+  clock.Advance(absl::Milliseconds(250));
+  EXPECT_THAT(prometheus::TextSerializer().Serialize(
+                  server->metrics()->registry()->Collect()),
+              HasSubstr("\nhilo_audit_lines_suppressed_total 47\n"));
+  server->Shutdown(absl::ZeroDuration());
+
+  const std::vector<std::string> lines = absl::StrSplit(
+      ReadFile(dir.File("audit.jsonl")), '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 3 + 1);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_THAT(lines[i], HasSubstr("\"method\":\"NextRange\",\"collection\":"
+                                    "\"orders\""));
+    EXPECT_THAT(lines[i], HasSubstr("\"code\":\"PERMISSION_DENIED\""));
+  }
+  EXPECT_EQ(lines[3],
+            "{\"time\":\"2027-01-15T08:00:00.250000Z\",\"suppressed\":{"
+            "\"count\":47,\"first\":\"2027-01-15T08:00:00.000000Z\","
+            "\"last\":\"2027-01-15T08:00:00.000000Z\","
+            "\"by_method\":{\"NextRange\":47},"
+            "\"by_code\":{\"PERMISSION_DENIED\":47}}}");
+}
+
+}  // namespace
+}  // namespace hilo
