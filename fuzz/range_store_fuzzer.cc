@@ -43,6 +43,12 @@
 // input that led to it.
 //
 // Build and run: fuzz/run_fuzz.sh [seconds] [build dir].
+//
+// Built with HILO_FUZZ_TRACE defined (the main build's fuzz_seed_replay,
+// fuzz/seed_replay.cmake), every step also writes one line to stdout: the
+// operation and collection, then each store call with the parameters it
+// decoded. The seed test compares that against fuzz/seed_traces/, so a
+// change to how inputs decode names the seeds it would reinterpret.
 #include <fuzzer/FuzzedDataProvider.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -58,6 +64,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "service/sqlite_range_store.h"
@@ -68,11 +75,27 @@ namespace {
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min();
 
+#ifdef HILO_FUZZ_TRACE
+constexpr bool kTrace = true;
+#else
+constexpr bool kTrace = false;
+#endif
+
+// One line of the operation trace (see the top of this file), its bytes
+// outside printable ASCII escaped; builds nothing unless tracing.
+template <typename... Parts>
+void Trace(const Parts&... parts) {
+  if constexpr (kTrace) {
+    std::printf("%s\n", absl::CHexEscape(absl::StrCat(parts...)).c_str());
+  }
+}
+
 // Collection names the sequences draw from (the store takes any bytes; the
 // service validates names before they get here).
 const char* const kCollections[] = {"orders", "a", "\xC3\x9F-\xE2\x82\xAC"};
 
 [[noreturn]] void Fail(const std::string& what) {
+  std::fflush(stdout);  // the trace so far, when there is one
   std::fprintf(stderr, "range_store_fuzzer: INVARIANT BROKEN: %s\n",
                what.c_str());
   std::abort();
@@ -136,7 +159,20 @@ class Harness {
     const std::string name = kCollections[in.ConsumeIntegralInRange<size_t>(
         0, std::size(kCollections) - 1)];
     Model& m = models_[name];
-    switch (in.ConsumeIntegralInRange<int>(0, 11)) {
+    // The seeds in fuzz/corpus/ hold each operation's number itself in its
+    // byte, which any pick of 0..N (N >= 10) reads the same: a new operation
+    // takes the next number and they keep their meaning. Renumbering, or
+    // changing what an operation consumes, makes them replay other
+    // operations than the ones they were saved for; the seed test
+    // (fuzz/seed_replay.cmake) then fails naming them, and they must be
+    // re-derived to replay their traces in fuzz/seed_traces/ again.
+    static constexpr const char* kOps[12] = {
+        "Allocate",     "Allocate", "ReturnHeld",       "ReturnHeld",
+        "AdjacentPair", "Replay",   "ReturnWrongToken", "ReturnAnything",
+        "SetFloor",     "SetFloor", "Restart",          "Delete"};
+    const int op = in.ConsumeIntegralInRange<int>(0, 11);
+    Trace(kOps[op], " on ", name);
+    switch (op) {
       case 0:
       case 1:
         AllocateAny(in, name, m);
@@ -277,6 +313,7 @@ class Harness {
     absl::StatusOr<Range> r = store_->Allocate(name, size, floor, token);
     const std::string call = absl::StrFormat(
         "Allocate(%s, size %d, floor %d, token %#x)", name, size, floor, token);
+    Trace("  ", call);
     if (size < 1 || floor < 0 || token == 0) {
       Expect(r.status(), absl::StatusCode::kInvalidArgument, call);
       return std::nullopt;
@@ -458,6 +495,7 @@ class Harness {
     const std::string call =
         absl::StrFormat("%s Return(%s, end %d, last %d, token %#x)", who, name,
                         end, last, token);
+    Trace("  ", call);
     if (last < 0 || last > end) {
       Expect(out.status(), absl::StatusCode::kInvalidArgument, call);
       return;
@@ -512,6 +550,7 @@ class Harness {
     }
     absl::StatusOr<FloorOutcome> out = store_->SetFloor(name, floor);
     const std::string call = absl::StrFormat("SetFloor(%s, %d)", name, floor);
+    Trace("  ", call);
     if (floor < 0) {
       Expect(out.status(), absl::StatusCode::kInvalidArgument, call);
       return;
@@ -554,6 +593,7 @@ class Harness {
     absl::StatusOr<CollectionState> out = store_->Delete(name);
     const std::string call = absl::StrFormat("Delete(%s) of %s", name,
                                              m.exists ? Describe(m) : "no row");
+    Trace("  ", call);
     if (!m.exists) {
       Expect(out.status(), absl::StatusCode::kNotFound, call);
       return;

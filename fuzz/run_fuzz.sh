@@ -16,7 +16,8 @@
 # the run, leaves the input in BUILD_DIR/artifacts/ and exits 1; reproduce it
 # with
 #   BUILD_DIR/range_store_fuzzer BUILD_DIR/artifacts/crash-...
-# and add it to fuzz/corpus/ once fixed. Exits 77 (skipped), naming what is
+# and add it to fuzz/corpus/ once fixed, with its trace in fuzz/seed_traces/
+# (docs/reliability.md, "Fuzzing the store"). Exits 77 (skipped), naming what is
 # missing, without clang++ or libFuzzer (scripts/install-deps-faults.sh).
 set -eu
 
