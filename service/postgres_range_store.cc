@@ -759,11 +759,9 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
                   /*writes_only=*/true);
     }
     const absl::Duration commit_time = absl::Now() - commit_start;
-    if (counted.has_value()) {
-      collection_count_.store(*counted + created, std::memory_order_relaxed);
-    } else {
-      collection_count_.fetch_add(created, std::memory_order_relaxed);
-    }
+    // A probe's count runs on the read connection, never in a batch that
+    // writes (StoreCountIfCurrent stores it): here the count only moves.
+    collection_count_.fetch_add(created, std::memory_order_relaxed);
     if (options_.on_commit) {
       options_.on_commit(commit_time, static_cast<int>(batch.size()),
                          collection_count_.load(std::memory_order_relaxed));
