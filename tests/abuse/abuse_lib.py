@@ -1,6 +1,7 @@
 """What the abuse tests share: a hilo_server child under prlimit and, where
-the tests can make them, memory and pids cgroups; a well-behaved bystander
-client on its own connection, a raw HTTP/2 attacker
+the tests can make them, memory and pids cgroups; the endpoint clients
+connect to (the server itself, or a proxy in front of it over TLS); a
+well-behaved bystander client on its own connection, a raw HTTP/2 attacker
 that writes frames by hand (Debian's python3-h2 stack: hyperframe, hpack),
 and the checks every test makes (bystander served, threads and RSS under
 bounds, recovery within a second, SIGTERM within the grace period).
@@ -12,6 +13,7 @@ import os
 import re
 import signal
 import socket
+import ssl
 import statistics
 import subprocess
 import sys
@@ -251,6 +253,7 @@ class Server:
                 self.cgroup.remove()
             sys.exit(f"no start-up line from hilo_server: {line!r}")
         self.port = int(match.group(1))
+        self.endpoint = Endpoint(self.port)
         self.metrics_port = int(match.group(2))
         self.stderr_bytes = 0
         self.stderr_lines = []
@@ -303,18 +306,104 @@ class Server:
         self.dir.cleanup()
 
 
-# ---- the bystander
+# ---- where clients connect
 
 
 _channel_ids = itertools.count(1)
 
 
-def channel(port):
-    # Its own connection: a channel argument no other channel has.
-    return grpc.insecure_channel(
-        f"127.0.0.1:{port}",
-        options=[("grpc.use_local_subchannel_pool", 1),
-                 ("hilo.abuse.bystander", next(_channel_ids))])
+class Endpoint:
+    """127.0.0.1:`port`: hilo_server itself in plaintext, or, with `ca`
+    (the certificate file that signed the server's), a TLS front such as
+    the proxy of tests/abuse/nginx_proxy.py."""
+
+    def __init__(self, port, ca=None):
+        self.port = port
+        self.ca = ca
+
+    def channel(self):
+        """A gRPC channel with a connection of its own (a channel argument
+        no other channel has)."""
+        options = [("grpc.use_local_subchannel_pool", 1),
+                   ("hilo.abuse.bystander", next(_channel_ids))]
+        target = f"127.0.0.1:{self.port}"
+        if self.ca is None:
+            return grpc.insecure_channel(target, options=options)
+        with open(self.ca, "rb") as f:
+            credentials = grpc.ssl_channel_credentials(root_certificates=f.read())
+        return grpc.secure_channel(target, credentials, options=options)
+
+    def connect(self, source="127.0.0.1"):
+        """A connected socket (TLS with ALPN h2 where the endpoint has a
+        `ca`) from the loopback address `source`: all of 127/8 is this
+        machine, so an attacker can come from an address of its own, as
+        it would to a proxy that limits per client address."""
+        sock = socket.create_connection(("127.0.0.1", self.port), timeout=10,
+                                        source_address=(source, 0))
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.ca is None:
+            return sock
+        context = ssl.create_default_context(cafile=self.ca)
+        context.set_alpn_protocols(["h2"])
+        return TlsSocket(sock, context, "127.0.0.1")
+
+
+class TlsSocket:
+    """TLS over a connected socket through memory BIOs: one thread may
+    recv() while others sendall(), which an ssl.SSLSocket does not allow
+    (OpenSSL's connection objects are not for concurrent use). The raw
+    socket's own send and recv may run at once."""
+
+    def __init__(self, sock, context, hostname):
+        self.sock = sock
+        self._incoming = ssl.MemoryBIO()
+        self._outgoing = ssl.MemoryBIO()
+        self._tls = context.wrap_bio(self._incoming, self._outgoing,
+                                     server_hostname=hostname)
+        self._lock = threading.Lock()  # the TLS state
+        self._send_lock = threading.Lock()  # keeps records in order
+        while True:
+            try:
+                self._tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                self.sock.sendall(self._outgoing.read())
+                data = self.sock.recv(65536)
+                if not data:
+                    raise ConnectionError("closed in the TLS handshake")
+                self._incoming.write(data)
+        self.sock.sendall(self._outgoing.read())
+
+    def settimeout(self, seconds):
+        self.sock.settimeout(seconds)
+
+    def sendall(self, data):
+        with self._send_lock:
+            with self._lock:
+                self._tls.write(data)
+                records = self._outgoing.read()
+            self.sock.sendall(records)
+
+    def recv(self, size):
+        while True:
+            with self._lock:
+                try:
+                    return self._tls.read(size)
+                except ssl.SSLWantReadError:
+                    pass
+                except ssl.SSLZeroReturnError:
+                    return b""
+            data = self.sock.recv(65536)
+            if not data:
+                return b""
+            with self._lock:
+                self._incoming.write(data)
+
+    def close(self):
+        self.sock.close()
+
+
+# ---- the bystander
 
 
 def next_range(ch, collection="bystander", last_max=0, timeout=2):
@@ -328,11 +417,12 @@ def next_range(ch, collection="bystander", last_max=0, timeout=2):
 class Bystander:
     """A client on its own connection asking for a range every 20 ms."""
 
-    def __init__(self, port, period=0.02):
-        self.channel = channel(port)
+    def __init__(self, endpoint, period=0.02):
+        self.channel = endpoint.channel()
         self.period = period
         self.latencies = []  # (time, seconds or None for a failure)
         self.errors = []
+        self.refusals = []  # times of failures that were a proxy's 429
         self._stop = threading.Event()
         next_range(self.channel, timeout=5)  # connected before the attack
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -351,7 +441,10 @@ class Bystander:
                 self.latencies.append((start, time.monotonic() - start))
             except grpc.RpcError as error:
                 self.latencies.append((start, None))
-                if len(self.errors) < 5:
+                if error.code() == grpc.StatusCode.UNAVAILABLE and \
+                        "status: 429" in (error.details() or ""):
+                    self.refusals.append(start)
+                elif len(self.errors) < 5:
                     self.errors.append(f"{error.code()}: {error.details()}")
             self._stop.wait(self.period)
 
@@ -386,9 +479,8 @@ class RawH2:
     SETTINGS and PINGs but never granting flow-control credit; with
     read=False nothing is ever read."""
 
-    def __init__(self, port, window=65535, read=True):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    def __init__(self, endpoint, window=65535, read=True, source="127.0.0.1"):
+        self.sock = endpoint.connect(source)
         self.encoder = hpack.Encoder()
         self.next_stream = 1
         self.lock = threading.Lock()
@@ -494,23 +586,26 @@ class Checks:
         sys.exit(1 if self.failures else 0)
 
 
-def watch(server, checks, seconds, step=0.25):
-    """Peak threads and RSS of the server over `seconds`."""
-    peak_threads = peak_rss = 0
+def watch(server, checks, seconds, step=0.25, proxy=None):
+    """Peak threads and RSS of the server, and RSS of the `proxy` in front
+    of it (0 without one), over `seconds`."""
+    peak_threads = peak_rss = peak_proxy_rss = 0
     end = time.monotonic() + seconds
     while time.monotonic() < end and server.alive():
         peak_threads = max(peak_threads, server.threads())
         peak_rss = max(peak_rss, server.rss_mb())
+        if proxy:
+            peak_proxy_rss = max(peak_proxy_rss, proxy.rss_mb())
         time.sleep(step)
-    return peak_threads, peak_rss
+    return peak_threads, peak_rss, peak_proxy_rss
 
 
-def recovery_seconds(port, limit=1.0):
+def recovery_seconds(endpoint, limit=1.0):
     """Seconds until a fresh connection gets a range; None if none did
     within `limit` (each attempt waits up to half a second)."""
     start = time.monotonic()
     while time.monotonic() - start < limit:
-        ch = channel(port)
+        ch = endpoint.channel()
         try:
             next_range(ch, "recovery",
                        timeout=max(0.05, min(0.5, limit - (time.monotonic()
@@ -536,6 +631,34 @@ def send_round_robin(stop, conns, count, send):
         h2.close()
 
 
+def reconnecting(stop, endpoint, source="127.0.0.1", **options):
+    """RawH2 connections from `source` to `endpoint`, a new one each time
+    the caller asks, until `stop` is set; each is closed when the next is
+    asked for. A refused connection (a limit on connections per address)
+    is tried again 10 ms later."""
+    while not stop.is_set():
+        try:
+            h2 = RawH2(endpoint, source=source, **options)
+        except OSError:
+            stop.wait(0.01)
+            continue
+        try:
+            yield h2
+        finally:
+            h2.close()
+
+
+def run_in_threads(stop, bodies):
+    """Runs each body(stop) in a thread of its own and waits for them all:
+    an attack made of several attackers."""
+    threads = [threading.Thread(target=body, args=(stop,), daemon=True)
+               for body in bodies]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def attack_and_finish(checks, server, attack, **bounds):
     """run_attack(checks, server, attack, **bounds); then closes the
     server whatever happened, and exits with the verdict."""
@@ -548,10 +671,16 @@ def attack_and_finish(checks, server, attack, **bounds):
 
 def run_attack(checks, server, attack, seconds, max_threads, max_rss_mb,
                max_bystander_p99_ms=1000, needs_proxy=False,
-               unloaded_seconds=0.5):
+               unloaded_seconds=0.5, proxy=None, max_proxy_rss_mb=0,
+               min_served_share=1.0):
     """Runs attack(stop_event) in a thread for `seconds` while a bystander
     asks for ranges; then checks bounds, recovery and a timely SIGTERM.
     The bystander's unloaded figures are of the `unloaded_seconds` before.
+    With a `proxy` (tests/abuse/nginx_proxy.py) in front of the server,
+    the bystander and the recovering client connect through it, and the
+    proxy must stay up with its RSS within `max_proxy_rss_mb`; below a
+    `min_served_share` of 1, the proxy may refuse that share of the
+    bystander's calls with 429 (a limit on all clients together).
 
     needs_proxy: an attack gRPC 1.51 cannot be made to hold (README
     "Security": a proxy in front stops it). Then only what hilo still
@@ -561,7 +690,10 @@ def run_attack(checks, server, attack, seconds, max_threads, max_rss_mb,
     baseline_rss = server.rss_mb()
     checks.figure("threads_before", server.threads())
     checks.figure("rss_mb_before", round(baseline_rss, 1))
-    bystander = Bystander(server.port)
+    front = proxy.endpoint if proxy else server.endpoint
+    if proxy:
+        checks.figure("proxy_rss_mb_before", round(proxy.rss_mb(), 1))
+    bystander = Bystander(front)
     time.sleep(unloaded_seconds)
     unloaded = summary(bystander.window(0))
     checks.figure("bystander_unloaded", unloaded)
@@ -569,7 +701,8 @@ def run_attack(checks, server, attack, seconds, max_threads, max_rss_mb,
     attack_started = time.monotonic()
     attacker = threading.Thread(target=attack, args=(stop,), daemon=True)
     attacker.start()
-    peak_threads, peak_rss = watch(server, checks, seconds)
+    peak_threads, peak_rss, peak_proxy_rss = watch(server, checks, seconds,
+                                                   proxy=proxy)
     during = summary(bystander.window(attack_started))
     stop.set()
     attacker.join(timeout=10)
@@ -578,6 +711,13 @@ def run_attack(checks, server, attack, seconds, max_threads, max_rss_mb,
     checks.figure("bystander_during_attack", during)
     bystander.stop()
     checks.expect(server.alive(), "the server died during the attack")
+    if proxy:
+        checks.figure("proxy_peak_rss_mb", round(peak_proxy_rss, 1))
+        checks.expect(proxy.alive(), f"nginx died during the attack: "
+                      f"{proxy.error_log()[-1000:]}")
+        checks.expect(peak_proxy_rss <= max_proxy_rss_mb,
+                      f"nginx's RSS reached {peak_proxy_rss:.0f} MB; the "
+                      f"bound is {max_proxy_rss_mb}")
     if server.cgroup:
         checks.figure("cgroup_memory_peak_mb", server.cgroup.memory_peak_mb())
         checks.expect(server.cgroup.oom_kills() == 0,
@@ -587,7 +727,7 @@ def run_attack(checks, server, attack, seconds, max_threads, max_rss_mb,
                       f"the server hit its cgroup's limit of {CGROUP_PIDS} "
                       f"tasks ({server.cgroup.pids_refused()} refused)")
     if needs_proxy:
-        expect_recovery(checks, server, 5.0,
+        expect_recovery(checks, front, 5.0,
                         "no range for a new client within 5 s after the "
                         "attack")
         # gRPC 1.51 still works through the attack's queued streams when
@@ -598,25 +738,33 @@ def run_attack(checks, server, attack, seconds, max_threads, max_rss_mb,
                   f"{peak_threads} threads; the bound is {max_threads}")
     checks.expect(peak_rss <= max_rss_mb,
                   f"RSS reached {peak_rss:.0f} MB; the bound is {max_rss_mb}")
-    checks.expect(during.get("failed", 1) == 0 and during["calls"] > 0,
+    refused = sum(1 for t in bystander.refusals if t >= attack_started)
+    if proxy:
+        checks.figure("bystander_refused_by_proxy", refused)
+    calls = during["calls"]
+    checks.expect(calls > 0 and during.get("failed", 1) ==
+                  (refused if min_served_share < 1 else 0) and
+                  calls - refused >= min_served_share * calls,
                   f"the bystander's calls failed during the attack: "
-                  f"{during} {bystander.errors}")
+                  f"{during} ({refused} refused by the proxy; at least "
+                  f"{min_served_share:.0%} must be served) {bystander.errors}")
     checks.expect(not bystander.errors or during.get("failed", 0) > 0,
                   f"bystander: {bystander.errors}")
     checks.expect(during.get("p99_ms", 1e9) <= max_bystander_p99_ms,
                   f"bystander p99 {during.get('p99_ms')} ms during the "
                   f"attack; the bound is {max_bystander_p99_ms} ms")
-    expect_recovery(checks, server, 1.0,
+    expect_recovery(checks, front, 1.0,
                     "a new client got no range within a second after the "
                     "attack")
     expect_clean_sigterm(checks, server, GRACE_S + 1,
                          f"; the grace period is {GRACE_S} s")
 
 
-def expect_recovery(checks, server, limit, failure):
-    """Records how long a new client waited for a range (recovery_s) and
-    expects it got one within `limit` seconds; `failure` says otherwise."""
-    recovered = recovery_seconds(server.port, limit=limit)
+def expect_recovery(checks, front, limit, failure):
+    """Records how long a new client of `front` waited for a range
+    (recovery_s) and expects it got one within `limit` seconds; `failure`
+    says otherwise."""
+    recovered = recovery_seconds(front, limit=limit)
     checks.figure("recovery_s", None if recovered is None
                   else round(recovered, 3))
     checks.expect(recovered is not None and recovered <= limit,

@@ -9,6 +9,8 @@ every range it asks for, within bounds; the server's threads and RSS stay
 under bounds; a new client is served within a second after the attacker
 leaves; SIGTERM completes within the grace period. --long runs the forms
 whose figures docs/reliability.md gives (by hand; not in ctest)."""
+import collections
+import functools
 import os
 import socket
 import subprocess
@@ -21,6 +23,7 @@ import grpc
 from hyperframe import frame as hf
 
 import abuse_lib as lib
+import nginx_proxy
 
 LONG = "--long" in sys.argv
 
@@ -33,7 +36,7 @@ def pipelined_no_credit(binary):
     total = 50_000 if LONG else 8_000
 
     def attack(stop):
-        h2 = lib.RawH2(server.port, window=0)
+        h2 = lib.RawH2(server.endpoint, window=0)
         batch = b""
         for i in range(total):
             if stop.is_set() or h2.closed:
@@ -51,16 +54,14 @@ def pipelined_no_credit(binary):
                           max_rss_mb=80)
 
 
-def rapid_reset(binary):
-    """HEADERS then RST_STREAM(CANCEL), as fast as one connection can."""
-    checks = lib.Checks("rapid_reset")
-    server = lib.Server(binary)
-    sent = [0]
-
-    def attack(stop):
-        while not stop.is_set():
-            h2 = lib.RawH2(server.port)
-            while not stop.is_set() and not h2.closed:
+def rapid_reset_attack(endpoint, sent, sources=("127.0.0.1",)):
+    """The body of a rapid-reset attack on `endpoint`: HEADERS, DATA and
+    RST_STREAM(CANCEL) for stream after stream, as fast as one connection
+    per source address can send them, reconnecting when the peer closes
+    or sends GOAWAY; counts streams in sent[0]."""
+    def one(stop, source):
+        for h2 in lib.reconnecting(stop, endpoint, source):
+            while not stop.is_set() and not h2.closed and not h2.goaway:
                 batch = b""
                 for _ in range(200):
                     stream, headers = h2.headers(lib.NEXT)
@@ -73,8 +74,17 @@ def rapid_reset(binary):
                 sent[0] += 200
                 if h2.next_stream > 2**31 - 1000:
                     break
-            h2.close()
 
+    return lambda stop: lib.run_in_threads(
+        stop, [functools.partial(one, source=source) for source in sources])
+
+
+def rapid_reset(binary):
+    """HEADERS then RST_STREAM(CANCEL), as fast as one connection can."""
+    checks = lib.Checks("rapid_reset")
+    server = lib.Server(binary)
+    sent = [0]
+    attack = rapid_reset_attack(server.endpoint, sent)
     try:
         # gRPC 1.51 has no rapid-reset defence (CVE-2023-44487): memory
         # grows with the streams sent. A proxy in front stops it.
@@ -88,7 +98,7 @@ def rapid_reset(binary):
 
 def create_collections(server, names):
     """A NextRange on each name, all at once, before an attack."""
-    ch = lib.channel(server.port)
+    ch = server.endpoint.channel()
     call = ch.unary_unary(lib.NEXT, request_serializer=None,
                           response_deserializer=None)
     futures = [call.future(lib.next_range_request(name), timeout=30)
@@ -96,6 +106,129 @@ def create_collections(server, names):
     for f in futures:
         f.result()
     ch.close()
+
+
+# The server's RSS under attacks through the proxy: 23-47 MB seen with the
+# shipped limits (22 MB idle), 72-80 MB from 64 addresses without the limit
+# on all clients together, 260-290 MB from four without any request limit.
+PROXIED_MAX_RSS_MB = 60
+
+# Where attacks on the proxy come from: addresses of their own, so that the
+# proxy's per-address limits do not also limit the bystander (127.0.0.1),
+# and more than one, so that they are not all the defence.
+PROXY_ATTACKER_SOURCES = ("127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5")
+
+
+def proxy_rapid_reset(binary):
+    """rapid_reset from four addresses at once, to nginx running
+    deploy/proxy/nginx-hilo.conf in front of the server (README "Security"):
+    the bystander, connecting through nginx too, must be served as under
+    the attacks hilo holds alone, and the server's memory must not grow
+    with the streams sent."""
+    checks = lib.Checks("proxy_rapid_reset")
+    server = lib.Server(binary)
+    proxy = nginx_proxy.NginxProxy(server.port)
+    sent = [0]
+    reset = rapid_reset_attack(proxy.endpoint, sent, PROXY_ATTACKER_SOURCES)
+    calls = {}
+
+    def attack(stop):
+        calls["before"] = server_calls(server)
+        reset(stop)
+        calls["after"] = server_calls(server)
+
+    try:
+        lib.run_attack(checks, server, attack, seconds=20 if LONG else 5,
+                       max_threads=40, max_rss_mb=PROXIED_MAX_RSS_MB,
+                       proxy=proxy, max_proxy_rss_mb=100)
+        checks.figure("streams_sent", sent[0])
+        # What got past nginx (the bystander's calls included).
+        checks.figure("server_calls_during_attack",
+                      calls["after"] - calls["before"])
+    finally:
+        server.close()
+        proxy.close()
+    checks.finish()
+
+
+def proxy_rapid_reset_many_addresses(binary):
+    """rapid_reset from 64 addresses, to nginx running
+    deploy/proxy/nginx-hilo.conf in front of the server: past what the
+    per-address limits let through, the limit on all clients together must
+    keep the server within its bounds. The proxy may then refuse some of
+    the bystander's calls too (429), but most must be served, and all of
+    them right after the attack."""
+    checks = lib.Checks("proxy_rapid_reset_many_addresses")
+    server = lib.Server(binary)
+    proxy = nginx_proxy.NginxProxy(server.port)
+    sent = [0]
+    sources = [f"127.0.1.{i}" for i in range(1, 65)]
+    reset = rapid_reset_attack(proxy.endpoint, sent, sources)
+    passed = {}
+    seconds = 20 if LONG else 5
+
+    def attack(stop):
+        passed["before"] = proxy.passed_to_server()
+        started = time.monotonic()
+        reset(stop)
+        passed["seconds"] = time.monotonic() - started
+        time.sleep(0.5)  # nginx logs a request when it ends
+        passed["after"] = proxy.passed_to_server()
+
+    try:
+        lib.run_attack(checks, server, attack, seconds=seconds,
+                       max_threads=40, max_rss_mb=PROXIED_MAX_RSS_MB,
+                       proxy=proxy, max_proxy_rss_mb=100,
+                       min_served_share=0.5)
+        checks.figure("streams_sent", sent[0])
+        count = passed["after"] - passed["before"]
+        allowed = proxy.total_burst + proxy.total_rate * passed["seconds"]
+        checks.figure("proxy_passed_to_server", count)
+        checks.expect(count <= allowed,
+                      f"nginx passed {count} requests to the server in "
+                      f"{passed['seconds']:.1f} s; its limit on all clients "
+                      f"allows {allowed:.0f}")
+    finally:
+        server.close()
+        proxy.close()
+    checks.finish()
+
+
+def proxy_continuation_flood(binary):
+    """continuation_flood on four connections from each of four addresses,
+    to nginx running deploy/proxy/nginx-hilo.conf in front of the server:
+    every bound of the attacks hilo holds alone."""
+    checks = lib.Checks("proxy_continuation_flood")
+    server = lib.Server(binary)
+    proxy = nginx_proxy.NginxProxy(server.port)
+    sent = collections.Counter()
+    floods = [continuation_flood_attack(proxy.endpoint, 4, sent, source)
+              for source in PROXY_ATTACKER_SOURCES]
+
+    def attack(stop):
+        lib.run_in_threads(stop, floods)
+
+    try:
+        lib.run_attack(checks, server, attack, seconds=20 if LONG else 5,
+                       max_threads=40, max_rss_mb=PROXIED_MAX_RSS_MB,
+                       proxy=proxy, max_proxy_rss_mb=100)
+        checks.figure("connections", sent["connections"])
+        checks.figure("bytes_sent", sent["bytes"])
+    finally:
+        server.close()
+        proxy.close()
+    checks.finish()
+
+
+def server_calls(server):
+    """Calls the server has answered, from its /metrics."""
+    with urllib.request.urlopen(
+            f"http://127.0.0.1:{server.metrics_port}/metrics",
+            timeout=5) as reply:
+        text = reply.read().decode()
+    return sum(int(float(line.rsplit(" ", 1)[1]))
+               for line in text.splitlines()
+               if line.startswith("hilo_requests_total{"))
 
 
 def list_unread(binary):
@@ -115,7 +248,7 @@ def list_unread(binary):
         h2.send(h2.call(lib.LIST, lib.list_request(1000)))
 
     def attack(stop):
-        conns = [lib.RawH2(server.port, read=False)
+        conns = [lib.RawH2(server.endpoint, read=False)
                  for _ in range(connections)]
         lib.send_round_robin(stop, conns, calls, send)
 
@@ -174,7 +307,7 @@ def list_flood(binary):
 def _list_reader(port, seconds):
     """One attacker process of list_flood: ListCollections with 8 calls in
     flight for `seconds`; prints how many were answered."""
-    ch = lib.channel(int(port))
+    ch = lib.Endpoint(int(port)).channel()
     call = ch.unary_unary(lib.LIST, request_serializer=None,
                           response_deserializer=None)
     end = time.monotonic() + float(seconds)
@@ -208,7 +341,7 @@ def half_sent(binary):
         h2.send(headers + hf.DataFrame(stream, data=chunk).serialize())
 
     def attack(stop):
-        conns = [lib.RawH2(server.port) for _ in range(connections)]
+        conns = [lib.RawH2(server.endpoint) for _ in range(connections)]
         lib.send_round_robin(stop, conns, streams, send)
 
     lib.attack_and_finish(checks, server, attack, seconds=6, max_threads=40,
@@ -228,38 +361,42 @@ def health_watch(binary):
 
     def attack(stop):
         # 100 streams a connection are admitted: 1,000 of the 3,000.
-        conns = [lib.RawH2(server.port) for _ in range(10)]
+        conns = [lib.RawH2(server.endpoint) for _ in range(10)]
         lib.send_round_robin(stop, conns, streams, send)
 
     lib.attack_and_finish(checks, server, attack, seconds=5, max_threads=40,
                           max_rss_mb=55)
 
 
+def continuation_flood_attack(endpoint, connections, sent,
+                              source="127.0.0.1"):
+    """The body of a CONTINUATION flood on `endpoint`: on each of
+    `connections` connections, HEADERS announcing a 2 GB header value,
+    then CONTINUATION frames without end (CVE-2023-33953 class), again on
+    a new connection when the peer closes one; counts the bytes the
+    sockets took in sent["bytes"] and the connections in
+    sent["connections"]."""
+    # A literal header whose value claims 2 GB.
+    block = b"\x40\x01x" + b"\x7f" + bytes([0xff, 0xff, 0xff, 0xff, 0x07])
+    junk = hf.ContinuationFrame(1, data=b"a" * 16000).serialize() * 4
+
+    def one(stop):
+        for h2 in lib.reconnecting(stop, endpoint, source):
+            sent["connections"] += 1
+            h2.sock.settimeout(0.5)  # leave when told, even mid-send
+            h2.send(hf.HeadersFrame(1, data=block).serialize())
+            while not stop.is_set() and h2.send(junk):
+                sent["bytes"] += len(junk)
+
+    return lambda stop: lib.run_in_threads(stop, [one] * connections)
+
+
 def continuation_flood(binary):
-    """HEADERS announcing a huge header value, then CONTINUATION frames
-    without end (CVE-2023-33953 class), on four connections."""
+    """A CONTINUATION flood on four connections, straight to the server."""
     checks = lib.Checks("continuation_flood")
     server = lib.Server(binary)
-
-    def attack(stop):
-        def one():
-            h2 = lib.RawH2(server.port)
-            h2.sock.settimeout(0.5)  # leave when told, even mid-send
-            # A literal header whose value claims 2 GB.
-            block = b"\x40\x01x" + b"\x7f" + bytes([0xff, 0xff, 0xff, 0xff,
-                                                     0x07])
-            h2.send(hf.HeadersFrame(1, data=block).serialize())
-            junk = hf.ContinuationFrame(1, data=b"a" * 16000).serialize()
-            while not stop.is_set() and h2.send(junk * 4):
-                pass
-            h2.close()
-
-        workers = [threading.Thread(target=one, daemon=True)
-                   for _ in range(4)]
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.join()
+    attack = continuation_flood_attack(server.endpoint, 4,
+                                       collections.Counter())
 
     # CVE-2023-33953 class: gRPC 1.51's HPACK parser; a proxy stops it.
     # The server works through what it already read after the attacker
@@ -303,7 +440,7 @@ def fd_exhaustion(binary):
         if not server.alive():
             outcome = f"exited with status {server.process.returncode}"
             break
-        if lib.recovery_seconds(server.port, limit=0.5) is not None:
+        if lib.recovery_seconds(server.endpoint, limit=0.5) is not None:
             outcome = "serving"
         time.sleep(0.2)
     checks.figure("outcome", outcome)
@@ -330,7 +467,7 @@ def bad_te_log_flood(binary):
     server's stderr must stay small."""
     checks = lib.Checks("bad_te_log_flood")
     server = lib.Server(binary)
-    h2 = lib.RawH2(server.port)
+    h2 = lib.RawH2(server.endpoint)
     start_bytes = server.stderr_bytes
     frames = b""
     for i in range(5000):
@@ -347,7 +484,7 @@ def bad_te_log_flood(binary):
     checks.figure("stderr_bytes", written)
     checks.expect(written < 16 * 1024,
                   f"5,000 bad requests wrote {written} bytes to stderr")
-    checks.expect(lib.recovery_seconds(server.port) is not None,
+    checks.expect(lib.recovery_seconds(server.endpoint) is not None,
                   "not serving after the flood")
     rc, took = server.terminate()
     checks.expect(rc == 0, f"SIGTERM: exit {rc}")
@@ -376,7 +513,7 @@ def collection_creation_flood(binary):
                and not unlimited)
     server = lib.Server(binary, "--max_collection_creations_per_minute="
                         + ("0" if unlimited else "600"))
-    ch = lib.channel(server.port)
+    ch = server.endpoint.channel()
     # The names run_attack needs after the attack exist before it.
     lib.next_range(ch, "recovery", timeout=5)
     bytes_before = db_bytes(server)  # the database and its WAL
@@ -504,7 +641,9 @@ def metrics_slowloris(binary):
 
 
 ATTACKS = {f.__name__: f for f in (
-    pipelined_no_credit, rapid_reset, list_unread, list_flood, half_sent,
+    pipelined_no_credit, rapid_reset, proxy_rapid_reset,
+    proxy_rapid_reset_many_addresses,
+    proxy_continuation_flood, list_unread, list_flood, half_sent,
     health_watch, continuation_flood, fd_exhaustion, bad_te_log_flood,
     metrics_slowloris, collection_creation_flood)}
 
