@@ -11,6 +11,7 @@ suite needs no generated stubs."""
 import itertools
 import os
 import re
+import shutil
 import signal
 import socket
 import ssl
@@ -304,6 +305,29 @@ class Server:
         if self.cgroup:
             self.cgroup.remove()
         self.dir.cleanup()
+
+
+class TempPostgres:
+    """A PostgreSQL 15 cluster of its own for one test, from
+    tests/postgres/temp_postgres.sh (127.0.0.1, a free port, data in a
+    temporary directory); `with` gives its URI and destroys it after."""
+
+    SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                          "postgres", "temp_postgres.sh")
+
+    def __enter__(self):
+        self.dir = tempfile.mkdtemp(prefix="hilo-abuse-pg-")
+        started = subprocess.run([self.SCRIPT, "start", f"{self.dir}/pg"],
+                                 capture_output=True, text=True)
+        if started.returncode != 0:
+            self.__exit__()
+            sys.exit(f"no PostgreSQL for the test: {started.stderr}")
+        return started.stdout.strip()
+
+    def __exit__(self, *_):
+        subprocess.run([self.SCRIPT, "destroy", f"{self.dir}/pg"],
+                       capture_output=True)
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 # ---- where clients connect

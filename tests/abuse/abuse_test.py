@@ -262,9 +262,23 @@ def list_flood(binary):
     --long) with 8 calls in flight each. Reads have a connection of their
     own in the store, so the bystander's NextRange must not queue behind
     them (the issue saw its p50 go from 3 ms to 230 ms)."""
-    checks = lib.Checks("list_flood")
+    flood_lists(binary, "list_flood")
+
+
+def list_flood_postgresql(binary):
+    """list_flood on a server whose store is a PostgreSQL cluster started
+    for the test: there too reads have a connection and a queue of their
+    own."""
+    with lib.TempPostgres() as uri:
+        flood_lists(binary, "list_flood_postgresql", f"--store={uri}")
+
+
+def flood_lists(binary, name, *flags):
+    """The body of list_flood, against a server started with `flags`."""
+    checks = lib.Checks(name)
     # 2,000 names in a second: above the default creation rate.
-    server = lib.Server(binary, "--max_collection_creations_per_minute=0")
+    server = lib.Server(binary, "--max_collection_creations_per_minute=0",
+                        *flags)
     # 16-byte names: a page of 1,000 stays under the 64 KiB reply bound.
     create_collections(server, [f"list-{i:011d}" for i in range(2000)])
     seconds = 20 if LONG else 5
@@ -643,7 +657,8 @@ def metrics_slowloris(binary):
 ATTACKS = {f.__name__: f for f in (
     pipelined_no_credit, rapid_reset, proxy_rapid_reset,
     proxy_rapid_reset_many_addresses,
-    proxy_continuation_flood, list_unread, list_flood, half_sent,
+    proxy_continuation_flood, list_unread, list_flood, list_flood_postgresql,
+    half_sent,
     health_watch, continuation_flood, fd_exhaustion, bad_te_log_flood,
     metrics_slowloris, collection_creation_flood)}
 
