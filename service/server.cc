@@ -214,8 +214,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
         raw->node_tag_lost_ = true;
       }
       raw->UpdateHealth();
-      if (raw->options_.on_node_tag_lost)
+      if (raw->options_.on_node_tag_lost) {
+        raw->FlushAuditLogBeforeExit();
         raw->options_.on_node_tag_lost(status);
+      }
     };
     absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
         PostgresRangeStore::Open(std::move(store_options));
@@ -360,12 +362,21 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
       // NOT_SERVING for good: the process is about to exit.
       raw->StartDraining();
       if (raw->options_.on_listener_deaf) {
+        raw->FlushAuditLogBeforeExit();
         raw->options_.on_listener_deaf(status);
       }
     };
     server->listener_probe_ = ListenerProbe::Start(std::move(probe));
   }
   return server;
+}
+
+void Server::FlushAuditLogBeforeExit() {
+  base::MutexLock lock(&health_mu_);
+  // Refusals are counted only once the gRPC server runs, and Start sets
+  // grpc_server_ under this lock after audit_log_; the store may report a
+  // lost tag before either.
+  if (grpc_server_ != nullptr) audit_log_->Flush();
 }
 
 void Server::UpdateHealth() {

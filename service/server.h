@@ -216,6 +216,9 @@ class Server {
   std::unique_ptr<ObserverList> observers_;
   // Reports health: SERVING unless draining or the store is unreachable.
   void UpdateHealth() ABSL_LOCKS_EXCLUDED(health_mu_);
+  // Writes the audit log's pending summary of refusals: the exits for a deaf
+  // listener and a lost node tag end the process with _Exit.
+  void FlushAuditLogBeforeExit() ABSL_LOCKS_EXCLUDED(health_mu_);
 
   std::unique_ptr<RangeStore> store_;
   std::unique_ptr<CollectionLimit> collection_limit_;

@@ -11,10 +11,12 @@ leaves; SIGTERM completes within the grace period. --long runs the forms
 whose figures docs/reliability.md gives (by hand; not in ctest)."""
 import collections
 import functools
+import json
 import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -425,16 +427,24 @@ def fd_exhaustion(binary):
     closed. The server must serve new clients again, or exit non-zero
     (gRPC 1.51's listener never accepts again after EMFILE); a live but
     deaf server fails. Also: the soft descriptor limit is raised to the
-    hard one at start."""
+    hard one at start, and refusals audited before the exit are all in the
+    audit log after it, one line each or counted in a summary line (the
+    exit does not flush what a clean stop would)."""
     checks = lib.Checks("fd_exhaustion")
+    audit_dir = tempfile.TemporaryDirectory(prefix="hilo-abuse-audit-")
+    audit_log = f"{audit_dir.name}/audit.log"
     server = lib.Server(binary, "--listener_probe_interval=300ms",
-                        "--listener_probe_failures=3", nofile="64:128")
+                        "--listener_probe_failures=3",
+                        f"--audit_log={audit_log}", nofile="64:128")
     with open(f"/proc/{server.pid}/limits") as f:
         limits = [l for l in f if l.startswith("Max open files")][0].split()
     checks.figure("open_files_soft_hard", (limits[3], limits[4]))
     checks.expect(limits[3] == limits[4] == "128",
                   f"soft descriptor limit {limits[3]} not raised to the "
                   f"hard limit {limits[4]}")
+    refused = refuse(server, AUDIT_REFUSALS)
+    checks.expect(refused == AUDIT_REFUSALS,
+                  f"{refused} of {AUDIT_REFUSALS} guard-rail calls refused")
     sockets = []
     for _ in range(200):
         try:
@@ -473,7 +483,48 @@ def fd_exhaustion(binary):
         checks.expect(rc == 0 and took <= lib.GRACE_S + 1,
                       f"SIGTERM: exit {rc} after {took:.1f} s")
     server.close()
+    lines, summarized = audited_refusals(audit_log)
+    audit_dir.cleanup()
+    checks.figure("audit_lines_and_summarized", (lines, summarized))
+    checks.expect(lines + summarized == AUDIT_REFUSALS and summarized > 0,
+                  f"the audit log has {lines} refusal lines and {summarized} "
+                  f"refusals in summaries; {AUDIT_REFUSALS} were refused, "
+                  f"more than --audit_refusals_per_second (100) a second")
     checks.finish()
+
+
+# Refusals fd_exhaustion sends at once before the exhaustion: more than the
+# 100 a second the audit log writes a line each for, within two seconds.
+AUDIT_REFUSALS = 400
+
+
+def refuse(server, count):
+    """`count` NextRange calls the guard rail refuses (last_max 2^33 above
+    a new collection's Max of 0), all in flight at once; how many were
+    FAILED_PRECONDITION."""
+    ch = server.endpoint.channel()
+    call = ch.unary_unary(lib.NEXT, request_serializer=None,
+                          response_deserializer=None)
+    futures = [call.future(lib.next_range_request(f"audit-{i}", 2**33),
+                           timeout=30) for i in range(count)]
+    refused = sum(1 for f in futures
+                  if f.exception() is not None and
+                  f.exception().code() == grpc.StatusCode.FAILED_PRECONDITION)
+    ch.close()
+    return refused
+
+
+def audited_refusals(path):
+    """(refusal lines, refusals counted in summary lines) of an audit log."""
+    lines = summarized = 0
+    with open(path) as f:
+        for line in f:
+            record = json.loads(line)
+            if "suppressed" in record:
+                summarized += record["suppressed"]["count"]
+            else:
+                lines += 1
+    return lines, summarized
 
 
 def bad_te_log_flood(binary):

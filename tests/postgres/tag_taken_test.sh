@@ -2,7 +2,9 @@
 # A hilo_server on PostgreSQL whose node tag another server has taken over
 # (as after a partition longer than the tag's claim) must stop serving under
 # that tag: it exits with status 4, saying who holds the tag now, for its
-# supervisor to start it again under a free one.
+# supervisor to start it again under a free one. Refusals it audited before
+# are all in its audit log after the exit, one line each or counted in a
+# summary line (the exit does not flush what a clean stop would).
 #
 #   tag_taken_test.sh HILO_SERVER POSTGRES_DIR   (the CTest fixture's dir)
 set -eu
@@ -27,7 +29,7 @@ fail() {
 psql -qX "$uri" -c "CREATE SCHEMA $schema"
 store="$uri?options=-csearch_path%3D$schema"
 "$server" --store="$store" --node_tag=T --listen=127.0.0.1:0 \
-  --metrics_listen= 2>"$work/stderr" &
+  --metrics_listen= --audit_log="$work/audit.log" 2>"$work/stderr" &
 pid=$!
 tries=0
 until grep -q "serving node T on port" "$work/stderr"; do
@@ -36,6 +38,24 @@ until grep -q "serving node T on port" "$work/stderr"; do
   [ "$tries" -le 300 ] || fail "no start-up line within 30 s"
   sleep 0.1
 done
+
+# 400 NextRange calls at once that the guard rail refuses (last_max 2^33
+# above a new collection's Max of 0): more than the 100 a second the audit
+# log writes a line each for.
+port=$(sed -n 's/.* on port \([0-9]*\) .*/\1/p' "$work/stderr" | head -n 1)
+/usr/bin/python3 - "$port" <<'PY' || fail "the guard rail did not refuse all 400 calls"
+import sys
+import grpc
+ch = grpc.insecure_channel(f"127.0.0.1:{sys.argv[1]}")
+call = ch.unary_unary("/hilo.v1.HiLo/NextRange", request_serializer=None,
+                      response_deserializer=None)
+def request(i):  # NextRangeRequest{collection = "audit-i", last_max = 2^33}
+    name = f"audit-{i}".encode()
+    return b"\x0a" + bytes([len(name)]) + name + b"\x20\x80\x80\x80\x80\x20"
+futures = [call.future(request(i), timeout=30) for i in range(400)]
+codes = [f.exception() and f.exception().code() for f in futures]
+sys.exit(codes.count(grpc.StatusCode.FAILED_PRECONDITION) != 400)
+PY
 
 psql -qX "$store" -c "UPDATE hilo_nodes SET holder = 'thief pid 1' WHERE tag = 'T'"
 # The next renewal (every second) finds the tag taken.
@@ -53,4 +73,17 @@ grep -qF 'node tag T is now held by "thief pid 1"; this server could not renew i
   "$work/stderr" || fail "no line naming the new holder"
 grep -qF "exiting with status 4 for the supervisor to restart the server under a free tag" \
   "$work/stderr" || fail "no line saying why it exits"
+/usr/bin/python3 - "$work/audit.log" <<'PY' || fail "refusals missing from the audit log"
+import json, sys
+lines = summarized = 0
+for line in open(sys.argv[1]):
+    record = json.loads(line)
+    if "suppressed" in record:
+        summarized += record["suppressed"]["count"]
+    else:
+        lines += 1
+print(f"tag_taken_test: audit log: {lines} refusal lines, {summarized} "
+      f"in summaries")
+sys.exit(lines + summarized != 400 or summarized == 0)
+PY
 echo "tag_taken_test: exited with status 4 once its tag was taken"
