@@ -372,11 +372,16 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
 }
 
 void Server::FlushAuditLogBeforeExit() {
-  base::MutexLock lock(&health_mu_);
   // Refusals are counted only once the gRPC server runs, and Start sets
-  // grpc_server_ under this lock after audit_log_; the store may report a
-  // lost tag before either.
-  if (grpc_server_ != nullptr) audit_log_->Flush();
+  // grpc_server_ under health_mu_ after audit_log_; the store may report a
+  // lost tag before either. The file is written outside the lock: a slow
+  // disk must not hold up health reports.
+  bool serving;
+  {
+    base::MutexLock lock(&health_mu_);
+    serving = grpc_server_ != nullptr;
+  }
+  if (serving) audit_log_->Flush();
 }
 
 void Server::UpdateHealth() {
