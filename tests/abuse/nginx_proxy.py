@@ -74,6 +74,14 @@ class NginxProxy:
         shipped = _replace_line(shipped, "server",
                                 f"    server 127.0.0.1:{upstream_port};")
         self.process = None
+        try:
+            self._start_on_a_free_port(shipped)
+        except BaseException:
+            self.close()  # nginx may be running, the directory exists
+            raise
+
+    def _start_on_a_free_port(self, shipped):
+        d = self.dir.name
         for _ in range(20):
             port = _free_port()
             site = _replace_line(shipped, "listen",
@@ -83,7 +91,6 @@ class NginxProxy:
             if self._start(port):
                 self.endpoint = lib.Endpoint(port, ca=self.ca)
                 return
-        self.close()
         raise SystemExit("nginx found no free port in 20 tries")
 
     def _start(self, port):

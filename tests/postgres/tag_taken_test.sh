@@ -39,23 +39,13 @@ until grep -q "serving node T on port" "$work/stderr"; do
   sleep 0.1
 done
 
-# 400 NextRange calls at once that the guard rail refuses (last_max 2^33
-# above a new collection's Max of 0): more than the 100 a second the audit
-# log writes a line each for.
+# 400 refusals at once: more than the 100 a second the audit log writes a
+# line each for.
 port=$(sed -n 's/.* on port \([0-9]*\) .*/\1/p' "$work/stderr" | head -n 1)
-/usr/bin/python3 - "$port" <<'PY' || fail "the guard rail did not refuse all 400 calls"
-import sys
-import grpc
-ch = grpc.insecure_channel(f"127.0.0.1:{sys.argv[1]}")
-call = ch.unary_unary("/hilo.v1.HiLo/NextRange", request_serializer=None,
-                      response_deserializer=None)
-def request(i):  # NextRangeRequest{collection = "audit-i", last_max = 2^33}
-    name = f"audit-{i}".encode()
-    return b"\x0a" + bytes([len(name)]) + name + b"\x20\x80\x80\x80\x80\x20"
-futures = [call.future(request(i), timeout=30) for i in range(400)]
-codes = [f.exception() and f.exception().code() for f in futures]
-sys.exit(codes.count(grpc.StatusCode.FAILED_PRECONDITION) != 400)
-PY
+[ -n "$port" ] || fail "no port in the start-up line"
+audit_refusals="$(dirname "$0")/../abuse/audit_refusals.py"
+PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 "$audit_refusals" refuse "$port" 400 ||
+  fail "the guard rail did not refuse all 400 calls"
 
 psql -qX "$store" -c "UPDATE hilo_nodes SET holder = 'thief pid 1' WHERE tag = 'T'"
 # The next renewal (every second) finds the tag taken.
@@ -73,17 +63,6 @@ grep -qF 'node tag T is now held by "thief pid 1"; this server could not renew i
   "$work/stderr" || fail "no line naming the new holder"
 grep -qF "exiting with status 4 for the supervisor to restart the server under a free tag" \
   "$work/stderr" || fail "no line saying why it exits"
-/usr/bin/python3 - "$work/audit.log" <<'PY' || fail "refusals missing from the audit log"
-import json, sys
-lines = summarized = 0
-for line in open(sys.argv[1]):
-    record = json.loads(line)
-    if "suppressed" in record:
-        summarized += record["suppressed"]["count"]
-    else:
-        lines += 1
-print(f"tag_taken_test: audit log: {lines} refusal lines, {summarized} "
-      f"in summaries")
-sys.exit(lines + summarized != 400 or summarized == 0)
-PY
+PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 "$audit_refusals" check "$work/audit.log" 400 ||
+  fail "refusals missing from the audit log"
 echo "tag_taken_test: exited with status 4 once its tag was taken"
