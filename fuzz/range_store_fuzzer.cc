@@ -2,7 +2,7 @@
 // Get and restart (destroy and reopen) on a SqliteRangeStore over a
 // temporary file, against a model of what the store must hold.
 //
-// The model is written from the contract (service/range_store.h and the
+// The model is written from the contract (service/store/range_store.h and the
 // ReturnRange / SetFloor / DeleteCollection comments of
 // proto/hilo/v1/hilo.proto), not from the store's code. Per collection it keeps
 // Max, the return floor, the token of the range last issued (0 once retired)
@@ -67,7 +67,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "service/sqlite_range_store.h"
+#include "service/store/sqlite/sqlite_range_store.h"
 
 namespace hilo {
 namespace {

@@ -24,10 +24,10 @@
 #include "absl/time/time.h"
 #include "grpc/support/log.h"
 #include "hilo/base/command_line.h"
-#include "service/log_limiter.h"
+#include "service/access/tls.h"
+#include "service/observe/log_limiter.h"
 #include "service/server.h"
-#include "service/tls.h"
-#include "service/validation.h"
+#include "service/store/validation.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
           "gRPC address to serve on (host:port); binding anything other than "
@@ -131,7 +131,7 @@ ABSL_FLAG(int, metrics_max_collections, hilo::kDefaultMetricsMaxCollections,
           "\"_other\"");
 ABSL_FLAG(std::string, authz_policy, "",
           "authorization policy (protobuf text format of "
-          "service/authz_policy.proto): which identities may use which "
+          "service/access/authz_policy.proto): which identities may use which "
           "collections and HiLoAdmin. Reloaded on SIGHUP and when it "
           "changes; a bad file is refused and the old policy kept. Empty: "
           "trust every admitted client");

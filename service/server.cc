@@ -19,7 +19,7 @@
 #include "grpcpp/resource_quota.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
-#include "service/validation.h"
+#include "service/store/validation.h"
 
 namespace hilo {
 namespace {

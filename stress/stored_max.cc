@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "service/sqlite_range_store.h"
+#include "service/store/sqlite/sqlite_range_store.h"
 #include "stress/code_counts.h"
 
 namespace hilo::stress {

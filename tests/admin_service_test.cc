@@ -1,5 +1,5 @@
 // hilo.v1.HiLoAdmin over real gRPC: inspect, list, raise a floor.
-#include "service/admin_service.h"
+#include "service/rpc/admin_service.h"
 
 #include <cstdint>
 #include <functional>
@@ -12,7 +12,7 @@
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
-#include "service/validation.h"
+#include "service/store/validation.h"
 #include "testing/status_matchers.h"
 #include "tests/test_util.h"
 

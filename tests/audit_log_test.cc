@@ -1,7 +1,7 @@
 // AuditLog's limit on refusal lines: N a second, the rest counted in one
 // summary line; administrative calls always written. Also through a real
 // server over gRPC (so not among the unit.tsan suites).
-#include "service/audit_log.h"
+#include "service/access/audit_log.h"
 
 #include <memory>
 #include <string>
@@ -12,9 +12,9 @@
 #include "gmock/gmock.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
+#include "hilo/base/clock.h"
 #include "hilo/v1/hilo.grpc.pb.h"
 #include "prometheus/text_serializer.h"
-#include "service/clock.h"
 #include "service/server.h"
 #include "testing/status_matchers.h"
 #include "tests/test_util.h"

@@ -1,10 +1,10 @@
 // CollectionLimit: the count of collections and the creations of the last
 // minute, at their edges, on a manual clock.
-#include "service/collection_limit.h"
+#include "service/access/collection_limit.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "service/clock.h"
+#include "hilo/base/clock.h"
 #include "testing/status_matchers.h"
 
 namespace hilo {

@@ -36,7 +36,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
-#include "service/sqlite_range_store.h"
+#include "service/store/sqlite/sqlite_range_store.h"
 #include "testing/status_matchers.h"
 #include "tests/test_util.h"
 

@@ -1,6 +1,6 @@
 // GroupCommit's contract: batches in arrival order, at most max_batch,
 // completions only after their batch's commit returned.
-#include "service/group_commit.h"
+#include "service/store/group_commit.h"
 
 #include <atomic>
 #include <memory>

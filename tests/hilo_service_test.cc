@@ -1,6 +1,6 @@
 // The hilo.v1.HiLo contract, exercised over real gRPC against an in-process
 // server on 127.0.0.1:0 with a manual clock.
-#include "service/hilo_service.h"
+#include "service/rpc/hilo_service.h"
 
 #include <atomic>
 #include <functional>
@@ -16,8 +16,8 @@
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
 #include "hilo/v1/conversions.h"
-#include "service/admin_service.h"
-#include "service/collection_limit.h"
+#include "service/access/collection_limit.h"
+#include "service/rpc/admin_service.h"
 #include "testing/status_matchers.h"
 #include "tests/test_util.h"
 

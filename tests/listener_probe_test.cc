@@ -1,7 +1,7 @@
 // ListenerProbe: a listener that accepts answers the probe; one that has
 // stopped accepting (connections left in the kernel's backlog, as gRPC
 // 1.51's after EMFILE) does not, and enough failures in a row call on_deaf.
-#include "service/listener_probe.h"
+#include "service/observe/listener_probe.h"
 
 #include <netinet/in.h>
 #include <sys/socket.h>

@@ -1,13 +1,13 @@
 // LogLimiter: at most N lines a second, each cut and escaped, with a count
 // of what was dropped.
-#include "service/log_limiter.h"
+#include "service/observe/log_limiter.h"
 
 #include <optional>
 #include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "service/clock.h"
+#include "hilo/base/clock.h"
 
 namespace hilo {
 namespace {

@@ -1,6 +1,6 @@
 // The Prometheus endpoint of a live server: what a scrape shows after
 // traffic, the per-collection label limit, and promtool's verdict.
-#include "service/metrics.h"
+#include "service/observe/metrics.h"
 
 #include <cstdio>
 #include <fstream>
@@ -16,7 +16,7 @@
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
-#include "service/clock.h"
+#include "hilo/base/clock.h"
 #include "testing/status_matchers.h"
 #include "tests/test_util.h"
 

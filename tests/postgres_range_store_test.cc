@@ -2,7 +2,7 @@
 // many hilo servers) on one database, schema checks, and the faults a
 // network database brings. What every store does is in
 // range_store_contract_test.cc.
-#include "service/postgres_range_store.h"
+#include "service/store/postgres/postgres_range_store.h"
 
 #include <fcntl.h>
 #include <libpq-fe.h>

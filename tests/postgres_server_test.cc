@@ -9,7 +9,7 @@
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
 #include "hilo/admin_client.h"
-#include "service/range_token.h"
+#include "service/store/range_token.h"
 #include "testing/status_matchers.h"
 #include "tests/postgres_instance.h"
 #include "tests/test_util.h"

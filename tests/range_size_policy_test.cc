@@ -1,4 +1,4 @@
-#include "service/range_size_policy.h"
+#include "service/store/range_size_policy.h"
 
 #include "gtest/gtest.h"
 #include "testing/status_matchers.h"

@@ -14,8 +14,8 @@
 
 #include "absl/strings/string_view.h"
 #include "gtest/gtest.h"
-#include "service/clock.h"
-#include "service/range_store.h"
+#include "hilo/base/clock.h"
+#include "service/store/range_store.h"
 
 namespace hilo::testing_util {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "hilo/base/mutex.h"
-#include "service/observer.h"
+#include "service/observe/observer.h"
 
 namespace hilo::testing_util {
 

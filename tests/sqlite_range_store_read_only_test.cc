@@ -12,8 +12,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "service/range_token.h"
-#include "service/sqlite_range_store.h"
+#include "service/store/range_token.h"
+#include "service/store/sqlite/sqlite_range_store.h"
 #include "testing/status_matchers.h"
 #include "testing/temp_dir.h"
 

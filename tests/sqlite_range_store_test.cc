@@ -1,4 +1,4 @@
-#include "service/sqlite_range_store.h"
+#include "service/store/sqlite/sqlite_range_store.h"
 
 #include <sqlite3.h>
 

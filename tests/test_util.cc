@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
-#include "service/tls.h"
+#include "service/access/tls.h"
 #include "testing/status_matchers.h"
 
 namespace hilo::testing_util {

@@ -15,7 +15,7 @@
 #include "hilo/base/mutex.h"
 #include "hilo/v1/hilo.grpc.pb.h"
 #include "service/server.h"
-#include "service/sqlite_range_store.h"
+#include "service/store/sqlite/sqlite_range_store.h"
 #include "testing/command.h"
 #include "testing/temp_dir.h"
 

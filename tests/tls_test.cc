@@ -1,6 +1,6 @@
 // TLS and mTLS on the gRPC port, with a throwaway CA and certificates made by
 // openssl for each test run.
-#include "service/tls.h"
+#include "service/access/tls.h"
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"

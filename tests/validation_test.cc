@@ -1,4 +1,4 @@
-#include "service/validation.h"
+#include "service/store/validation.h"
 
 #include <set>
 #include <string>

@@ -1,11 +1,11 @@
-#include "service/audit_log.h"
+#include "service/access/audit_log.h"
 
 #include <cerrno>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "service/validation.h"
+#include "service/store/validation.h"
 
 namespace hilo {
 namespace {

@@ -32,8 +32,8 @@
 // end).
 //
 // Thread-safe.
-#ifndef HILO_SERVICE_AUDIT_LOG_H_
-#define HILO_SERVICE_AUDIT_LOG_H_
+#ifndef HILO_SERVICE_ACCESS_AUDIT_LOG_H_
+#define HILO_SERVICE_ACCESS_AUDIT_LOG_H_
 
 #include <cstdint>
 #include <cstdio>
@@ -49,8 +49,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "hilo/base/clock.h"
 #include "hilo/base/mutex.h"
-#include "service/clock.h"
 
 namespace hilo {
 
@@ -149,4 +149,4 @@ class AuditLog {
 
 }  // namespace hilo
 
-#endif  // HILO_SERVICE_AUDIT_LOG_H_
+#endif  // HILO_SERVICE_ACCESS_AUDIT_LOG_H_

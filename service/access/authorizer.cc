@@ -1,4 +1,4 @@
-#include "service/authorizer.h"
+#include "service/access/authorizer.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -16,7 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
-#include "service/authz_policy.pb.h"
+#include "service/access/authz_policy.pb.h"
 
 namespace hilo {
 

@@ -1,7 +1,7 @@
 // Authorizer: who may call what on which collection, from a policy file.
 //
-// The policy (service/authz_policy.proto, in protobuf text format) grants
-// identities the collections they may call NextRange and ReturnRange on,
+// The policy (service/access/authz_policy.proto, in protobuf text format)
+// grants identities the collections they may call NextRange and ReturnRange on,
 // and their HiLoAdmin access. A caller's identities come from its client
 // certificate (SAN URIs, SAN DNS names, subject CN: what gRPC's
 // AuthContext reports) and from a bearer token, which the token file
@@ -18,8 +18,8 @@
 // a server trusts every admitted client (see README "Security").
 //
 // Thread-safe.
-#ifndef HILO_SERVICE_AUTHORIZER_H_
-#define HILO_SERVICE_AUTHORIZER_H_
+#ifndef HILO_SERVICE_ACCESS_AUTHORIZER_H_
+#define HILO_SERVICE_ACCESS_AUTHORIZER_H_
 
 #include <memory>
 #include <string>
@@ -126,4 +126,4 @@ class Authorizer {
 
 }  // namespace hilo
 
-#endif  // HILO_SERVICE_AUTHORIZER_H_
+#endif  // HILO_SERVICE_ACCESS_AUTHORIZER_H_

@@ -1,4 +1,4 @@
-#include "service/collection_limit.h"
+#include "service/access/collection_limit.h"
 
 #include <string>
 #include <vector>

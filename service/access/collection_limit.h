@@ -30,8 +30,8 @@
 // each such race may take them one past their limits.
 //
 // Thread-safe.
-#ifndef HILO_SERVICE_COLLECTION_LIMIT_H_
-#define HILO_SERVICE_COLLECTION_LIMIT_H_
+#ifndef HILO_SERVICE_ACCESS_COLLECTION_LIMIT_H_
+#define HILO_SERVICE_ACCESS_COLLECTION_LIMIT_H_
 
 #include <cstdint>
 #include <deque>
@@ -41,9 +41,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "hilo/base/clock.h"
 #include "hilo/base/mutex.h"
-#include "service/clock.h"
-#include "service/range_store.h"
+#include "service/store/range_store.h"
 
 namespace hilo {
 
@@ -110,4 +110,4 @@ absl::StatusOr<int64_t> CountCollections(RangeStore* store);
 
 }  // namespace hilo
 
-#endif  // HILO_SERVICE_COLLECTION_LIMIT_H_
+#endif  // HILO_SERVICE_ACCESS_COLLECTION_LIMIT_H_

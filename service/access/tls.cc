@@ -1,4 +1,4 @@
-#include "service/tls.h"
+#include "service/access/tls.h"
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/security/server_credentials.h"

@@ -6,8 +6,8 @@
 //
 // With `client_ca` set the server requires a client certificate signed by
 // that CA (mTLS); without it, any client that trusts the server may call.
-#ifndef HILO_SERVICE_TLS_H_
-#define HILO_SERVICE_TLS_H_
+#ifndef HILO_SERVICE_ACCESS_TLS_H_
+#define HILO_SERVICE_ACCESS_TLS_H_
 
 #include <memory>
 #include <string>
@@ -32,4 +32,4 @@ ServerCredentialsFromFiles(const TlsFiles& files);
 
 }  // namespace hilo
 
-#endif  // HILO_SERVICE_TLS_H_
+#endif  // HILO_SERVICE_ACCESS_TLS_H_

@@ -1,4 +1,4 @@
-#include "service/exhaustion_reporter.h"
+#include "service/observe/exhaustion_reporter.h"
 
 #include <cstdio>
 #include <limits>

@@ -10,8 +10,8 @@
 // hilo_collection_max gauge (Metrics) carries the same fact for alerts.
 //
 // Thread-safe.
-#ifndef HILO_SERVICE_EXHAUSTION_REPORTER_H_
-#define HILO_SERVICE_EXHAUSTION_REPORTER_H_
+#ifndef HILO_SERVICE_OBSERVE_EXHAUSTION_REPORTER_H_
+#define HILO_SERVICE_OBSERVE_EXHAUSTION_REPORTER_H_
 
 #include <cstdint>
 #include <functional>
@@ -20,8 +20,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
 #include "hilo/base/mutex.h"
-#include "service/log_limiter.h"
-#include "service/observer.h"
+#include "service/observe/log_limiter.h"
+#include "service/observe/observer.h"
 
 namespace hilo {
 
@@ -56,4 +56,4 @@ class ExhaustionReporter final : public Observer {
 
 }  // namespace hilo
 
-#endif  // HILO_SERVICE_EXHAUSTION_REPORTER_H_
+#endif  // HILO_SERVICE_OBSERVE_EXHAUSTION_REPORTER_H_

@@ -1,4 +1,4 @@
-#include "service/listener_probe.h"
+#include "service/observe/listener_probe.h"
 
 #include <netdb.h>
 #include <poll.h>

@@ -15,8 +15,8 @@
 //                                      absl::Seconds(2), 3, on_deaf});
 //
 // Thread-safe; the destructor stops the probe and waits for its thread.
-#ifndef HILO_SERVICE_LISTENER_PROBE_H_
-#define HILO_SERVICE_LISTENER_PROBE_H_
+#ifndef HILO_SERVICE_OBSERVE_LISTENER_PROBE_H_
+#define HILO_SERVICE_OBSERVE_LISTENER_PROBE_H_
 
 #include <atomic>
 #include <functional>
@@ -63,4 +63,4 @@ std::string ListenHost(const std::string& listen);
 
 }  // namespace hilo
 
-#endif  // HILO_SERVICE_LISTENER_PROBE_H_
+#endif  // HILO_SERVICE_OBSERVE_LISTENER_PROBE_H_

@@ -1,4 +1,4 @@
-#include "service/log_limiter.h"
+#include "service/observe/log_limiter.h"
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"

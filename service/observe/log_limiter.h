@@ -11,8 +11,8 @@
 //   if (std::optional<std::string> line = limiter.Admit(message)) print(*line);
 //
 // Thread-safe.
-#ifndef HILO_SERVICE_LOG_LIMITER_H_
-#define HILO_SERVICE_LOG_LIMITER_H_
+#ifndef HILO_SERVICE_OBSERVE_LOG_LIMITER_H_
+#define HILO_SERVICE_OBSERVE_LOG_LIMITER_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -22,8 +22,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "hilo/base/clock.h"
 #include "hilo/base/mutex.h"
-#include "service/clock.h"
 
 namespace hilo {
 
@@ -47,4 +47,4 @@ class LogLimiter {
 
 }  // namespace hilo
 
-#endif  // HILO_SERVICE_LOG_LIMITER_H_
+#endif  // HILO_SERVICE_OBSERVE_LOG_LIMITER_H_

@@ -1,4 +1,4 @@
-#include "service/metrics.h"
+#include "service/observe/metrics.h"
 
 #include <exception>
 #include <string>
@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_format.h"
 #include "prometheus/exposer.h"
-#include "service/collection_limit.h"
+#include "service/access/collection_limit.h"
 
 namespace hilo {
 namespace {

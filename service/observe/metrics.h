@@ -12,8 +12,8 @@
 //                                                metrics->registry());
 //
 // Thread-safe.
-#ifndef HILO_SERVICE_METRICS_H_
-#define HILO_SERVICE_METRICS_H_
+#ifndef HILO_SERVICE_OBSERVE_METRICS_H_
+#define HILO_SERVICE_OBSERVE_METRICS_H_
 
 #include <memory>
 #include <string>
@@ -28,7 +28,7 @@
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
-#include "service/observer.h"
+#include "service/observe/observer.h"
 
 namespace prometheus {
 class Exposer;
@@ -132,4 +132,4 @@ class MetricsEndpoint {
 
 }  // namespace hilo
 
-#endif  // HILO_SERVICE_METRICS_H_
+#endif  // HILO_SERVICE_OBSERVE_METRICS_H_

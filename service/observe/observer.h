@@ -2,15 +2,15 @@
 //
 // Metrics implement it to count and time requests; tests implement it to see
 // every range a node issued.
-#ifndef HILO_SERVICE_OBSERVER_H_
-#define HILO_SERVICE_OBSERVER_H_
+#ifndef HILO_SERVICE_OBSERVE_OBSERVER_H_
+#define HILO_SERVICE_OBSERVE_OBSERVER_H_
 
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "service/range_store.h"
+#include "service/store/range_store.h"
 
 namespace hilo {
 
@@ -79,4 +79,4 @@ class ObserverList final : public Observer {
 
 }  // namespace hilo
 
-#endif  // HILO_SERVICE_OBSERVER_H_
+#endif  // HILO_SERVICE_OBSERVE_OBSERVER_H_

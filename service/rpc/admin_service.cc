@@ -1,4 +1,4 @@
-#include "service/admin_service.h"
+#include "service/rpc/admin_service.h"
 
 #include <cstdint>
 #include <limits>
@@ -8,8 +8,8 @@
 #include "absl/strings/str_format.h"
 #include "hilo/base/await.h"
 #include "hilo/v1/conversions.h"
-#include "service/collection_limit.h"
-#include "service/validation.h"
+#include "service/access/collection_limit.h"
+#include "service/store/validation.h"
 
 namespace hilo {
 namespace {

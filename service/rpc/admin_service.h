@@ -8,15 +8,15 @@
 // serves it over gRPC.
 //
 // Thread-safe.
-#ifndef HILO_SERVICE_ADMIN_SERVICE_H_
-#define HILO_SERVICE_ADMIN_SERVICE_H_
+#ifndef HILO_SERVICE_RPC_ADMIN_SERVICE_H_
+#define HILO_SERVICE_RPC_ADMIN_SERVICE_H_
 
 #include <string>
 
 #include "absl/status/status.h"
 #include "hilo/v1/hilo.pb.h"
-#include "service/hilo_service.h"
-#include "service/range_store.h"
+#include "service/rpc/hilo_service.h"
+#include "service/store/range_store.h"
 
 namespace hilo {
 
@@ -76,4 +76,4 @@ class AdminService {
 
 }  // namespace hilo
 
-#endif  // HILO_SERVICE_ADMIN_SERVICE_H_
+#endif  // HILO_SERVICE_RPC_ADMIN_SERVICE_H_

@@ -1,11 +1,11 @@
-#include "service/gatekeeper.h"
+#include "service/rpc/gatekeeper.h"
 
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "service/collection_rules.h"
-#include "service/validation.h"
+#include "service/store/collection_rules.h"
+#include "service/store/validation.h"
 
 namespace hilo {
 namespace {

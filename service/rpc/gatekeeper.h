@@ -20,16 +20,16 @@
 //   gate.NextRange(caller, request, &response, [](absl::Status s) {...});
 //
 // Thread-safe.
-#ifndef HILO_SERVICE_GATEKEEPER_H_
-#define HILO_SERVICE_GATEKEEPER_H_
+#ifndef HILO_SERVICE_RPC_GATEKEEPER_H_
+#define HILO_SERVICE_RPC_GATEKEEPER_H_
 
 #include "absl/status/status.h"
 #include "hilo/v1/hilo.pb.h"
-#include "service/admin_service.h"
-#include "service/audit_log.h"
-#include "service/authorizer.h"
-#include "service/hilo_service.h"
-#include "service/observer.h"
+#include "service/access/audit_log.h"
+#include "service/access/authorizer.h"
+#include "service/observe/observer.h"
+#include "service/rpc/admin_service.h"
+#include "service/rpc/hilo_service.h"
 
 namespace hilo {
 
@@ -93,4 +93,4 @@ class Gatekeeper {
 
 }  // namespace hilo
 
-#endif  // HILO_SERVICE_GATEKEEPER_H_
+#endif  // HILO_SERVICE_RPC_GATEKEEPER_H_

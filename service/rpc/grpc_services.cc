@@ -1,4 +1,4 @@
-#include "service/grpc_services.h"
+#include "service/rpc/grpc_services.h"
 
 #include <utility>
 

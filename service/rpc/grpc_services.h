@@ -9,12 +9,12 @@
 // Gatekeeper decides what that caller may do.
 //
 // Thread-safe.
-#ifndef HILO_SERVICE_GRPC_SERVICES_H_
-#define HILO_SERVICE_GRPC_SERVICES_H_
+#ifndef HILO_SERVICE_RPC_GRPC_SERVICES_H_
+#define HILO_SERVICE_RPC_GRPC_SERVICES_H_
 
 #include "hilo/v1/hilo.grpc.pb.h"
-#include "service/authorizer.h"
-#include "service/gatekeeper.h"
+#include "service/access/authorizer.h"
+#include "service/rpc/gatekeeper.h"
 
 namespace hilo {
 
@@ -73,4 +73,4 @@ class GrpcAdminService final : public hilo::v1::HiLoAdmin::CallbackService {
 
 }  // namespace hilo
 
-#endif  // HILO_SERVICE_GRPC_SERVICES_H_
+#endif  // HILO_SERVICE_RPC_GRPC_SERVICES_H_

@@ -1,4 +1,4 @@
-#include "service/hilo_service.h"
+#include "service/rpc/hilo_service.h"
 
 #include <algorithm>
 #include <optional>
@@ -7,9 +7,9 @@
 #include "absl/strings/str_format.h"
 #include "hilo/base/await.h"
 #include "hilo/v1/conversions.h"
-#include "service/collection_limit.h"
-#include "service/range_token.h"
-#include "service/validation.h"
+#include "service/access/collection_limit.h"
+#include "service/store/range_token.h"
+#include "service/store/validation.h"
 
 namespace hilo {
 namespace {

@@ -10,8 +10,8 @@
 //   service.NextRange(request, &response, [](absl::Status s) { ... });
 //
 // Thread-safe.
-#ifndef HILO_SERVICE_HILO_SERVICE_H_
-#define HILO_SERVICE_HILO_SERVICE_H_
+#ifndef HILO_SERVICE_RPC_HILO_SERVICE_H_
+#define HILO_SERVICE_RPC_HILO_SERVICE_H_
 
 #include <cstdint>
 #include <string>
@@ -20,11 +20,11 @@
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
+#include "hilo/base/clock.h"
 #include "hilo/v1/hilo.pb.h"
-#include "service/clock.h"
-#include "service/observer.h"
-#include "service/range_size_policy.h"
-#include "service/range_store.h"
+#include "service/observe/observer.h"
+#include "service/store/range_size_policy.h"
+#include "service/store/range_store.h"
 
 namespace hilo {
 
@@ -111,4 +111,4 @@ class HiLoService {
 
 }  // namespace hilo
 
-#endif  // HILO_SERVICE_HILO_SERVICE_H_
+#endif  // HILO_SERVICE_RPC_HILO_SERVICE_H_

@@ -1,4 +1,4 @@
-#include "service/collection_rules.h"
+#include "service/store/collection_rules.h"
 
 #include <algorithm>
 #include <limits>

@@ -11,8 +11,8 @@
 //   absl::StatusOr<CollectionState> next =
 //       ApplyAllocate("orders", row, 32, 0, token, now, &range);
 //   if (next.ok()) ...;         // write *next, then reply with `range`
-#ifndef HILO_SERVICE_COLLECTION_RULES_H_
-#define HILO_SERVICE_COLLECTION_RULES_H_
+#ifndef HILO_SERVICE_STORE_COLLECTION_RULES_H_
+#define HILO_SERVICE_STORE_COLLECTION_RULES_H_
 
 #include <cstdint>
 #include <optional>
@@ -21,7 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "service/range_store.h"
+#include "service/store/range_store.h"
 
 namespace hilo {
 
@@ -77,4 +77,4 @@ absl::Status CheckDeletable(absl::string_view collection,
 
 }  // namespace hilo
 
-#endif  // HILO_SERVICE_COLLECTION_RULES_H_
+#endif  // HILO_SERVICE_STORE_COLLECTION_RULES_H_

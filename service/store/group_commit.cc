@@ -1,4 +1,4 @@
-#include "service/group_commit.h"
+#include "service/store/group_commit.h"
 
 #include <utility>
 #include <vector>

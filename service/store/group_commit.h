@@ -22,8 +22,8 @@
 // Thread-safe. Completions must not block and must not call Run() (they run
 // on the committer thread, which would wait for itself). The destructor
 // completes every operation already submitted, then stops the thread.
-#ifndef HILO_SERVICE_GROUP_COMMIT_H_
-#define HILO_SERVICE_GROUP_COMMIT_H_
+#ifndef HILO_SERVICE_STORE_GROUP_COMMIT_H_
+#define HILO_SERVICE_STORE_GROUP_COMMIT_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -99,4 +99,4 @@ class GroupCommit {
 
 }  // namespace hilo
 
-#endif  // HILO_SERVICE_GROUP_COMMIT_H_
+#endif  // HILO_SERVICE_STORE_GROUP_COMMIT_H_

@@ -7,8 +7,8 @@
 //
 //   RangeSizePolicy policy({.min_size = 32, .max_size = 1 << 20});
 //   int64_t size = policy.NextSize(32, now - absl::Seconds(5), now);  // 64
-#ifndef HILO_SERVICE_RANGE_SIZE_POLICY_H_
-#define HILO_SERVICE_RANGE_SIZE_POLICY_H_
+#ifndef HILO_SERVICE_STORE_RANGE_SIZE_POLICY_H_
+#define HILO_SERVICE_STORE_RANGE_SIZE_POLICY_H_
 
 #include <cstdint>
 #include <optional>
@@ -57,4 +57,4 @@ class RangeSizePolicy {
 
 }  // namespace hilo
 
-#endif  // HILO_SERVICE_RANGE_SIZE_POLICY_H_
+#endif  // HILO_SERVICE_STORE_RANGE_SIZE_POLICY_H_

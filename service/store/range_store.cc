@@ -1,11 +1,11 @@
-#include "service/range_store.h"
+#include "service/store/range_store.h"
 
 #include <atomic>
 #include <memory>
 #include <utility>
 
 #include "hilo/base/await.h"
-#include "service/collection_rules.h"
+#include "service/store/collection_rules.h"
 
 namespace hilo {
 namespace {

@@ -4,8 +4,8 @@
 // collection was never seen), the return floor, and the token of the range
 // last issued. Each operation is atomic: it either applies completely and
 // durably before it returns OK, or changes nothing.
-#ifndef HILO_SERVICE_RANGE_STORE_H_
-#define HILO_SERVICE_RANGE_STORE_H_
+#ifndef HILO_SERVICE_STORE_RANGE_STORE_H_
+#define HILO_SERVICE_STORE_RANGE_STORE_H_
 
 #include <cstdint>
 #include <limits>
@@ -225,4 +225,4 @@ class RangeStore {
 
 }  // namespace hilo
 
-#endif  // HILO_SERVICE_RANGE_STORE_H_
+#endif  // HILO_SERVICE_STORE_RANGE_STORE_H_

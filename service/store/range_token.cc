@@ -1,4 +1,4 @@
-#include "service/range_token.h"
+#include "service/store/range_token.h"
 
 #include <sys/random.h>
 

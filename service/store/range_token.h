@@ -1,6 +1,6 @@
 // Range tokens: the secret that proves a caller holds the range it returns.
-#ifndef HILO_SERVICE_RANGE_TOKEN_H_
-#define HILO_SERVICE_RANGE_TOKEN_H_
+#ifndef HILO_SERVICE_STORE_RANGE_TOKEN_H_
+#define HILO_SERVICE_STORE_RANGE_TOKEN_H_
 
 #include <cstdint>
 
@@ -13,4 +13,4 @@ uint64_t NewRangeToken();
 
 }  // namespace hilo
 
-#endif  // HILO_SERVICE_RANGE_TOKEN_H_
+#endif  // HILO_SERVICE_STORE_RANGE_TOKEN_H_

@@ -2,8 +2,8 @@
 //
 // Both return OK or INVALID_ARGUMENT with a message that names the problem,
 // e.g. "collection name is 300 bytes; the limit is 256".
-#ifndef HILO_SERVICE_VALIDATION_H_
-#define HILO_SERVICE_VALIDATION_H_
+#ifndef HILO_SERVICE_STORE_VALIDATION_H_
+#define HILO_SERVICE_STORE_VALIDATION_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -56,4 +56,4 @@ std::vector<std::string> NodeTagsHashedFromHostname(absl::string_view hostname,
 
 }  // namespace hilo
 
-#endif  // HILO_SERVICE_VALIDATION_H_
+#endif  // HILO_SERVICE_STORE_VALIDATION_H_

@@ -5,8 +5,8 @@
 //
 //   hilo::ManualClock clock(absl::FromUnixSeconds(1000));
 //   clock.Advance(absl::Seconds(45));
-#ifndef HILO_SERVICE_CLOCK_H_
-#define HILO_SERVICE_CLOCK_H_
+#ifndef HILO_BASE_CLOCK_H_
+#define HILO_BASE_CLOCK_H_
 
 #include "absl/base/thread_annotations.h"
 #include "absl/time/clock.h"
@@ -59,4 +59,4 @@ inline SystemClock* SystemClock::Get() {
 
 }  // namespace hilo
 
-#endif  // HILO_SERVICE_CLOCK_H_
+#endif  // HILO_BASE_CLOCK_H_

@@ -1,4 +1,4 @@
-#include "service/postgres_connection.h"
+#include "service/store/postgres/postgres_connection.h"
 
 #include <algorithm>
 #include <cstring>

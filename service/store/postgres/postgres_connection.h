@@ -15,8 +15,8 @@
 //   absl::StatusOr<internal::Result> r = (*c)->Query(s, "reading seven");
 //
 // Not thread-safe: a connection is used by one thread at a time.
-#ifndef HILO_SERVICE_POSTGRES_CONNECTION_H_
-#define HILO_SERVICE_POSTGRES_CONNECTION_H_
+#ifndef HILO_SERVICE_STORE_POSTGRES_POSTGRES_CONNECTION_H_
+#define HILO_SERVICE_STORE_POSTGRES_POSTGRES_CONNECTION_H_
 
 #include <libpq-fe.h>
 
@@ -172,4 +172,4 @@ class PostgresConnection {
 }  // namespace internal
 }  // namespace hilo
 
-#endif  // HILO_SERVICE_POSTGRES_CONNECTION_H_
+#endif  // HILO_SERVICE_STORE_POSTGRES_POSTGRES_CONNECTION_H_

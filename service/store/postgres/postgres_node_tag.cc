@@ -1,4 +1,4 @@
-#include "service/postgres_node_tag.h"
+#include "service/store/postgres/postgres_node_tag.h"
 
 #include <algorithm>
 #include <vector>

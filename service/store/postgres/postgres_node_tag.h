@@ -8,8 +8,8 @@
 //
 // Private to service/. The functions run on the connection given, on its
 // thread; none keeps state.
-#ifndef HILO_SERVICE_POSTGRES_NODE_TAG_H_
-#define HILO_SERVICE_POSTGRES_NODE_TAG_H_
+#ifndef HILO_SERVICE_STORE_POSTGRES_POSTGRES_NODE_TAG_H_
+#define HILO_SERVICE_STORE_POSTGRES_POSTGRES_NODE_TAG_H_
 
 #include <optional>
 #include <string>
@@ -17,8 +17,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "service/postgres_connection.h"
-#include "service/postgres_range_store.h"
+#include "service/store/postgres/postgres_connection.h"
+#include "service/store/postgres/postgres_range_store.h"
 
 namespace hilo {
 namespace internal {
@@ -57,4 +57,4 @@ Statement ReleaseNodeTag(absl::string_view tag, const NodeTagLease& lease);
 }  // namespace internal
 }  // namespace hilo
 
-#endif  // HILO_SERVICE_POSTGRES_NODE_TAG_H_
+#endif  // HILO_SERVICE_STORE_POSTGRES_POSTGRES_NODE_TAG_H_

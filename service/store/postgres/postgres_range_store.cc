@@ -1,4 +1,4 @@
-#include "service/postgres_range_store.h"
+#include "service/store/postgres/postgres_range_store.h"
 
 #include <libpq-fe.h>
 
@@ -13,11 +13,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "hilo/base/await.h"
-#include "service/collection_rules.h"
-#include "service/postgres_connection.h"
-#include "service/postgres_node_tag.h"
-#include "service/postgres_schema.h"
-#include "service/validation.h"
+#include "service/store/collection_rules.h"
+#include "service/store/postgres/postgres_connection.h"
+#include "service/store/postgres/postgres_node_tag.h"
+#include "service/store/postgres/postgres_schema.h"
+#include "service/store/validation.h"
 
 namespace hilo {
 namespace {

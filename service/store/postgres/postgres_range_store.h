@@ -54,8 +54,8 @@
 //
 // Thread-safe. Each connection is used by its queue's committer thread
 // only, once Open has returned.
-#ifndef HILO_SERVICE_POSTGRES_RANGE_STORE_H_
-#define HILO_SERVICE_POSTGRES_RANGE_STORE_H_
+#ifndef HILO_SERVICE_STORE_POSTGRES_POSTGRES_RANGE_STORE_H_
+#define HILO_SERVICE_STORE_POSTGRES_POSTGRES_RANGE_STORE_H_
 
 #include <atomic>
 #include <cstdint>
@@ -72,10 +72,10 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "hilo/base/clock.h"
 #include "hilo/base/mutex.h"
-#include "service/clock.h"
-#include "service/group_commit.h"
-#include "service/range_store.h"
+#include "service/store/group_commit.h"
+#include "service/store/range_store.h"
 
 namespace hilo {
 namespace internal {
@@ -278,4 +278,4 @@ absl::StatusOr<std::string> DescribePostgresConnection(absl::string_view uri);
 
 }  // namespace hilo
 
-#endif  // HILO_SERVICE_POSTGRES_RANGE_STORE_H_
+#endif  // HILO_SERVICE_STORE_POSTGRES_POSTGRES_RANGE_STORE_H_

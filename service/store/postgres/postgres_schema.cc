@@ -1,4 +1,4 @@
-#include "service/postgres_schema.h"
+#include "service/store/postgres/postgres_schema.h"
 
 #include <cstdint>
 #include <string>

@@ -3,12 +3,12 @@
 //
 // Private to service/; PostgresRangeStore::Open calls it once, on its first
 // connection, before it claims a node tag.
-#ifndef HILO_SERVICE_POSTGRES_SCHEMA_H_
-#define HILO_SERVICE_POSTGRES_SCHEMA_H_
+#ifndef HILO_SERVICE_STORE_POSTGRES_POSTGRES_SCHEMA_H_
+#define HILO_SERVICE_STORE_POSTGRES_POSTGRES_SCHEMA_H_
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "service/postgres_connection.h"
+#include "service/store/postgres/postgres_connection.h"
 
 namespace hilo {
 namespace internal {
@@ -28,4 +28,4 @@ absl::Status CreateOrCheckPostgresSchema(PostgresConnection& c,
 }  // namespace internal
 }  // namespace hilo
 
-#endif  // HILO_SERVICE_POSTGRES_SCHEMA_H_
+#endif  // HILO_SERVICE_STORE_POSTGRES_POSTGRES_SCHEMA_H_

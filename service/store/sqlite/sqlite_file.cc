@@ -1,4 +1,4 @@
-#include "service/sqlite_file.h"
+#include "service/store/sqlite/sqlite_file.h"
 
 #include <fcntl.h>
 #include <sqlite3.h>

@@ -4,8 +4,8 @@
 //
 // Private to service/. The functions keep no state; each runs on the thread
 // that owns the connection given.
-#ifndef HILO_SERVICE_SQLITE_FILE_H_
-#define HILO_SERVICE_SQLITE_FILE_H_
+#ifndef HILO_SERVICE_STORE_SQLITE_SQLITE_FILE_H_
+#define HILO_SERVICE_STORE_SQLITE_SQLITE_FILE_H_
 
 #include <cstdint>
 #include <filesystem>
@@ -14,7 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "service/sqlite_range_store.h"
+#include "service/store/sqlite/sqlite_range_store.h"
 
 namespace hilo {
 namespace internal {
@@ -47,4 +47,4 @@ absl::StatusOr<int64_t> SqliteReadInt(sqlite3* db, const char* sql,
 }  // namespace internal
 }  // namespace hilo
 
-#endif  // HILO_SERVICE_SQLITE_FILE_H_
+#endif  // HILO_SERVICE_STORE_SQLITE_SQLITE_FILE_H_

@@ -1,4 +1,4 @@
-#include "service/sqlite_range_store.h"
+#include "service/store/sqlite/sqlite_range_store.h"
 
 #include <sqlite3.h>
 #include <unistd.h>
@@ -12,9 +12,9 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "service/collection_rules.h"
-#include "service/sqlite_file.h"
-#include "service/sqlite_schema.h"
+#include "service/store/collection_rules.h"
+#include "service/store/sqlite/sqlite_file.h"
+#include "service/store/sqlite/sqlite_schema.h"
 
 namespace hilo {
 namespace {

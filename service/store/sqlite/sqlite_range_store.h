@@ -24,8 +24,8 @@
 // queue runs the write batches, one at a time, on its committer thread, the
 // only thread that uses the writing connection after Open; another runs the
 // reads on the reading connection.
-#ifndef HILO_SERVICE_SQLITE_RANGE_STORE_H_
-#define HILO_SERVICE_SQLITE_RANGE_STORE_H_
+#ifndef HILO_SERVICE_STORE_SQLITE_SQLITE_RANGE_STORE_H_
+#define HILO_SERVICE_STORE_SQLITE_SQLITE_RANGE_STORE_H_
 
 #include <atomic>
 #include <condition_variable>
@@ -43,9 +43,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "service/clock.h"
-#include "service/group_commit.h"
-#include "service/range_store.h"
+#include "hilo/base/clock.h"
+#include "service/store/group_commit.h"
+#include "service/store/range_store.h"
 
 struct sqlite3;
 struct sqlite3_stmt;
@@ -219,4 +219,4 @@ class SqliteRangeStore final : public RangeStore {
 
 }  // namespace hilo
 
-#endif  // HILO_SERVICE_SQLITE_RANGE_STORE_H_
+#endif  // HILO_SERVICE_STORE_SQLITE_SQLITE_RANGE_STORE_H_

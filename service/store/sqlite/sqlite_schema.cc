@@ -1,4 +1,4 @@
-#include "service/sqlite_schema.h"
+#include "service/store/sqlite/sqlite_schema.h"
 
 #include <sqlite3.h>
 
@@ -7,7 +7,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "service/sqlite_file.h"
+#include "service/store/sqlite/sqlite_file.h"
 
 namespace hilo {
 namespace internal {

@@ -4,8 +4,8 @@
 //
 // Private to service/; SqliteRangeStore::Open runs one of these on its
 // writing connection before it prepares any statement.
-#ifndef HILO_SERVICE_SQLITE_SCHEMA_H_
-#define HILO_SERVICE_SQLITE_SCHEMA_H_
+#ifndef HILO_SERVICE_STORE_SQLITE_SQLITE_SCHEMA_H_
+#define HILO_SERVICE_STORE_SQLITE_SQLITE_SCHEMA_H_
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -34,4 +34,4 @@ absl::Status CheckSqliteSchema(sqlite3* db, absl::string_view path);
 }  // namespace internal
 }  // namespace hilo
 
-#endif  // HILO_SERVICE_SQLITE_SCHEMA_H_
+#endif  // HILO_SERVICE_STORE_SQLITE_SQLITE_SCHEMA_H_
