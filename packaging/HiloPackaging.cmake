@@ -26,6 +26,7 @@ install(FILES "${_hilo_pkg}/hilo.sysusers" RENAME hilo.conf
 # Each package's /usr/share/doc: copyright, the README, CHANGELOG.md as the
 # upstream changelog.gz and a one-entry changelog.Debian.gz, compressed
 # without timestamps (gzip -n) as Debian wants them.
+set(CPACK_RESOURCE_FILE_LICENSE "${PROJECT_SOURCE_DIR}/LICENSE")
 set(CPACK_PACKAGE_CONTACT
     "hilo maintainers <maintainers@users.noreply.a-seed-ff12b63f.example>")
 set(_hilo_doc "${PROJECT_BINARY_DIR}/packaging/doc")
