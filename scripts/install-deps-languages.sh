@@ -42,7 +42,8 @@ if [ -f "$stamp" ] && [ -x "$ROOT/tools/node_modules/.bin/buf" ] &&
    cmp -s "$stamp" "$ROOT/tools/package-lock.json"; then
   echo "install-deps-languages: tools/node_modules up to date"
 else
-  echo "install-deps-languages: npm install in tools/"
-  (cd "$ROOT/tools" && npm install --no-audit --no-fund)
+  # npm ci installs exactly what the lockfile pins and never rewrites it.
+  echo "install-deps-languages: npm ci in tools/"
+  (cd "$ROOT/tools" && npm ci --no-audit --no-fund)
   cp "$ROOT/tools/package-lock.json" "$stamp"
 fi
