@@ -2,14 +2,16 @@
 # Builds the hilo OCI image from an already built hilo_server, on an empty
 # base: nothing is pulled from any registry.
 #
-#   deploy/build-image.sh --binary BUILD_DIR/service/hilo_server
+#   deploy/build-image.sh [--binary BUILD_DIR/service/hilo_server]
 #
 # stages a build context (rootfs.tar + Containerfile) and runs `buildah build`
 # on it, or `docker build` with --tool docker. See deploy/README.md.
 #
 # Options:
-#   --binary PATH      the hilo_server to package (default: build/service/
-#                      hilo_server under the repository)
+#   --binary PATH      the hilo_server to package (default: what the
+#                      "release" preset builds, build/release/service/
+#                      hilo_server, else what the "server" preset builds,
+#                      build/server/service/hilo_server)
 #   --tag NAME:TAG     image name (default: hilo:VERSION, VERSION from the
 #                      project() line of CMakeLists.txt; never :latest)
 #   --tool buildah|docker   (default: buildah if installed, else docker)
@@ -33,7 +35,20 @@ repo=$(dirname "$here")
 
 die() { echo "build-image: $*" >&2; exit 1; }
 
-binary="$repo/build/service/hilo_server"
+# The binary a preset builds: release first (the test command builds it),
+# then server (the quick start's).
+default_binary() {
+  local preset
+  for preset in release server; do
+    if [ -x "$repo/build/$preset/service/hilo_server" ]; then
+      echo "$repo/build/$preset/service/hilo_server"
+      return
+    fi
+  done
+  die "no --binary given and neither build/release/service/hilo_server nor build/server/service/hilo_server exists; build one with 'cmake --workflow --preset server'"
+}
+
+binary=""
 tag=""
 tool=""
 archive=""
@@ -74,6 +89,7 @@ if [ -z "$tool" ]; then
 fi
 case "$tool" in buildah|docker) ;; *) die "--tool must be buildah or docker" ;; esac
 
+[ -n "$binary" ] || binary=$(default_binary)
 if [ ! -f "$binary" ] || [ ! -x "$binary" ]; then
   die "no executable hilo_server at \"$binary\" (build it first, or pass --binary)"
 fi
