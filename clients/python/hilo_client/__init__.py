@@ -7,6 +7,15 @@ node applies a tokened return at most once). Needs the generated stubs
 (module hilo.v1, from scripts/gen-stubs.sh) on the import path.
 """
 
-from hilo_client.client import Client, HiloError, Id
+try:
+    import grpc  # noqa: F401  (checked here to say what to install)
+except ImportError as _e:
+    raise ImportError(
+        "hilo_client needs the grpc module (grpcio): on Debian 12 install "
+        "python3-grpcio and run Debian's /usr/bin/python3 (another python3 "
+        "earlier on PATH does not see Debian's packages); elsewhere "
+        "'pip install grpcio protobuf'") from _e
+
+from hilo_client.client import Client, HiloError, Id  # noqa: E402
 
 __all__ = ["Client", "HiloError", "Id"]
