@@ -228,7 +228,12 @@ int main(int argc, char** argv) {
       "  set-floor COLLECTION N     raise a collection's Max to at least N\n"
       "  delete COLLECTION          delete a collection that never kept a "
       "number\n"
-      "  health                     print the node's serving status");
+      "  health                     print the node's serving status",
+      {
+          {"Connection",
+           {"target", "timeout", "tls_ca", "tls_cert", "tls_key"}},
+          {"Output", {"json", "n"}},
+      });
   if (args.empty()) return Usage("no command given");
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
       Credentials();

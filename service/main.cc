@@ -249,7 +249,33 @@ int main(int argc, char** argv) {
       "shared PostgreSQL one.\n"
       "Usage: hilo_server [--listen=127.0.0.1:50051] [--db=PATH | "
       "--store=postgresql://...] "
-      "[--node_tag=A] ...");
+      "[--node_tag=A] ...",
+      {
+          {"Listening",
+           {"listen", "max_concurrent_streams", "max_memory_mb", "max_threads",
+            "max_connection_idle", "max_connection_age",
+            "max_connection_age_grace", "keepalive_time", "keepalive_timeout",
+            "enable_reflection"}},
+          {"Storage", {"db", "store", "store_file", "sync", "max_batch"}},
+          {"Node tag",
+           {"node_tag", "node_tag_from_hostname",
+            "node_tag_hashed_from_hostname"}},
+          {"Ranges",
+           {"min_range_size", "max_range_size", "max_last_max_jump",
+            "allow_returns_without_token"}},
+          {"Limits",
+           {"max_list_reply_bytes", "max_collections",
+            "max_collection_creations_per_minute"}},
+          {"TLS and authorization",
+           {"tls_cert", "tls_key", "tls_client_ca", "authz_policy",
+            "authz_tokens", "authz_reload_interval", "audit_log",
+            "audit_refusals_per_second"}},
+          {"Metrics and health",
+           {"metrics_listen", "metrics_threads", "metrics_request_timeout",
+            "metrics_max_collections", "exhaustion_share",
+            "listener_probe_interval", "listener_probe_failures"}},
+          {"Shutdown", {"shutdown_grace", "drain_delay"}},
+      });
   if (!args.empty()) {
     return Fail(absl::InvalidArgumentError(absl::StrFormat(
         "unexpected argument \"%s\"; every setting is a --flag", args[0])));
