@@ -438,8 +438,18 @@ def next_range(ch, collection="bystander", last_max=0, timeout=2):
     return fields.get(1, 0), fields.get(2, 0)
 
 
+# How long the bystander's calls may take and still count as served: long
+# enough that a loaded CI machine is not an attack, short enough that a
+# server that stopped serving fails the test.
+BYSTANDER_DEADLINE_S = 5
+
+# How soon after an attack a new client must get a range.
+RECOVERY_LIMIT_S = 5.0
+
+
 class Bystander:
-    """A client on its own connection asking for a range every 20 ms."""
+    """A client on its own connection asking for a range every 20 ms, each
+    call with a deadline of BYSTANDER_DEADLINE_S."""
 
     def __init__(self, endpoint, period=0.02):
         self.channel = endpoint.channel()
@@ -457,7 +467,8 @@ class Bystander:
         while not self._stop.is_set():
             start = time.monotonic()
             try:
-                low, high_now = next_range(self.channel, timeout=2)
+                low, high_now = next_range(self.channel,
+                                           timeout=BYSTANDER_DEADLINE_S)
                 if low <= high:
                     self.errors.append(f"range {low}-{high_now} not above "
                                        f"{high}")
@@ -624,9 +635,11 @@ def watch(server, checks, seconds, step=0.25, proxy=None):
     return peak_threads, peak_rss, peak_proxy_rss
 
 
-def recovery_seconds(endpoint, limit=1.0):
+def recovery_seconds(endpoint, limit=None):
     """Seconds until a fresh connection gets a range; None if none did
-    within `limit` (each attempt waits up to half a second)."""
+    within `limit` (default RECOVERY_LIMIT_S; each attempt waits up to half
+    a second)."""
+    limit = RECOVERY_LIMIT_S if limit is None else limit
     start = time.monotonic()
     while time.monotonic() - start < limit:
         ch = endpoint.channel()
@@ -694,11 +707,17 @@ def attack_and_finish(checks, server, attack, **bounds):
 
 
 def run_attack(checks, server, attack, seconds, max_threads, max_rss_mb,
-               max_bystander_p99_ms=1000, needs_proxy=False,
+               needs_proxy=False,
                unloaded_seconds=0.5, proxy=None, max_proxy_rss_mb=0,
                min_served_share=1.0):
     """Runs attack(stop_event) in a thread for `seconds` while a bystander
-    asks for ranges; then checks bounds, recovery and a timely SIGTERM.
+    asks for ranges; then checks what must hold however loaded the machine
+    is: the server alive and not killed for memory, its threads and RSS
+    within bounds, every bystander call served within
+    BYSTANDER_DEADLINE_S, a new client served within RECOVERY_LIMIT_S, and
+    SIGTERM within the grace period. The bystander's latencies (p50, p99,
+    max) are figures of the report, never pass/fail lines: they measure the
+    machine as much as the server.
     The bystander's unloaded figures are of the `unloaded_seconds` before.
     With a `proxy` (tests/abuse/nginx_proxy.py) in front of the server,
     the bystander and the recovering client connect through it, and the
@@ -727,13 +746,16 @@ def run_attack(checks, server, attack, seconds, max_threads, max_rss_mb,
     attacker.start()
     peak_threads, peak_rss, peak_proxy_rss = watch(server, checks, seconds,
                                                    proxy=proxy)
-    during = summary(bystander.window(attack_started))
+    attack_ended = time.monotonic()
     stop.set()
     attacker.join(timeout=10)
+    # Stopped first, so that every call the bystander began during the attack
+    # has ended (within its deadline) and is counted with its outcome.
+    bystander.stop()
+    during = summary(bystander.window(attack_started, attack_ended))
     checks.figure("peak_threads", peak_threads)
     checks.figure("peak_rss_mb", round(peak_rss, 1))
     checks.figure("bystander_during_attack", during)
-    bystander.stop()
     checks.expect(server.alive(), "the server died during the attack")
     if proxy:
         checks.figure("proxy_peak_rss_mb", round(peak_proxy_rss, 1))
@@ -751,9 +773,9 @@ def run_attack(checks, server, attack, seconds, max_threads, max_rss_mb,
                       f"the server hit its cgroup's limit of {CGROUP_PIDS} "
                       f"tasks ({server.cgroup.pids_refused()} refused)")
     if needs_proxy:
-        expect_recovery(checks, front, 5.0,
-                        "no range for a new client within 5 s after the "
-                        "attack")
+        expect_recovery(checks, front, RECOVERY_LIMIT_S,
+                        f"no range for a new client within "
+                        f"{RECOVERY_LIMIT_S:.0f} s after the attack")
         # gRPC 1.51 still works through the attack's queued streams when
         # the grace period ends: allow it 2 s more (4.1 s seen once).
         expect_clean_sigterm(checks, server, GRACE_S + 2)
@@ -762,7 +784,9 @@ def run_attack(checks, server, attack, seconds, max_threads, max_rss_mb,
                   f"{peak_threads} threads; the bound is {max_threads}")
     checks.expect(peak_rss <= max_rss_mb,
                   f"RSS reached {peak_rss:.0f} MB; the bound is {max_rss_mb}")
-    refused = sum(1 for t in bystander.refusals if t >= attack_started)
+    # The same window as `during`: a refusal after it is not among its calls.
+    refused = sum(1 for t in bystander.refusals
+                  if attack_started <= t < attack_ended)
     if proxy:
         checks.figure("bystander_refused_by_proxy", refused)
     calls = during["calls"]
@@ -774,12 +798,9 @@ def run_attack(checks, server, attack, seconds, max_threads, max_rss_mb,
                   f"{min_served_share:.0%} must be served) {bystander.errors}")
     checks.expect(not bystander.errors or during.get("failed", 0) > 0,
                   f"bystander: {bystander.errors}")
-    checks.expect(during.get("p99_ms", 1e9) <= max_bystander_p99_ms,
-                  f"bystander p99 {during.get('p99_ms')} ms during the "
-                  f"attack; the bound is {max_bystander_p99_ms} ms")
-    expect_recovery(checks, front, 1.0,
-                    "a new client got no range within a second after the "
-                    "attack")
+    expect_recovery(checks, front, RECOVERY_LIMIT_S,
+                    f"a new client got no range within {RECOVERY_LIMIT_S:.0f} "
+                    f"s after the attack")
     expect_clean_sigterm(checks, server, GRACE_S + 1,
                          f"; the grace period is {GRACE_S} s")
 

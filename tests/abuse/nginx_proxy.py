@@ -67,6 +67,13 @@ class NginxProxy:
             raise SystemExit(f"{CONFIG}: no hilo_total limit_req zone")
         self.total_rate = int(rate.group(1))
         self.total_burst = int(burst.group(1))
+        # What the limit per client address lets through.
+        rate = re.search(r"zone=hilo_requests:\S+ rate=(\d+)r/s", shipped)
+        burst = re.search(r"zone=hilo_requests burst=(\d+)", shipped)
+        if not rate or not burst:
+            raise SystemExit(f"{CONFIG}: no hilo_requests limit_req zone")
+        self.address_rate = int(rate.group(1))
+        self.address_burst = int(burst.group(1))
         shipped = _replace_line(shipped, "ssl_certificate",
                                 f"    ssl_certificate {self.ca};")
         shipped = _replace_line(shipped, "ssl_certificate_key",
