@@ -1459,6 +1459,72 @@ TEST(ClientCreateTest, RejectsBadOptions) {
 }
 
 // ClientStats, exactly: what an application puts on its own dashboard.
+// The README's rule for reading an ID back: the number is the digits
+// between the last separator and the last '-'. A separator that can stand
+// inside a number (a digit) makes two IDs equal; '-' leaves no number
+// between the two. Each is refused with the rule named; every other
+// character is accepted.
+TEST(ClientCreateTest, RefusesEverySeparatorThatCanBePartOfTheNumber) {
+  for (char digit = '0'; digit <= '9'; ++digit) {
+    ClientOptions options;
+    options.targets = {"127.0.0.1:1"};
+    options.separator = digit;
+    EXPECT_THAT(
+        Client::Create(options),
+        StatusIs(absl::StatusCode::kInvalidArgument,
+                 AllOf(HasSubstr(absl::StrFormat("separator '%c'", digit)),
+                       HasSubstr("is a digit"),
+                       HasSubstr("two IDs could be equal"))))
+        << digit;
+  }
+  ClientOptions dash;
+  dash.targets = {"127.0.0.1:1"};
+  dash.separator = '-';
+  EXPECT_THAT(Client::Create(dash), StatusIs(absl::StatusCode::kInvalidArgument,
+                                             AllOf(HasSubstr("separator '-'"),
+                                                   HasSubstr("last '-'"))));
+  for (const char fine : {'/', ':', '.', '_', 'a', 'Z', ' ', '\x7f'}) {
+    ClientOptions options;
+    options.targets = {"127.0.0.1:1"};
+    options.separator = fine;
+    EXPECT_THAT(Client::Create(options), IsOk()) << fine;
+  }
+}
+
+// With separator '1', collection "a" number 113 and collection "a1" number
+// 13 would both be "a1113-A". With any accepted separator the two IDs
+// differ, and each reads back (from its end) as what it was made from.
+TEST(ClientTest, IdsOfNeighbouringCollectionsStayApartAndReadBack) {
+  for (const char separator : {'/', ':', 'x', '.'}) {
+    auto source = std::make_unique<FakeSource>(200);
+    TestClient t = MakeClient(std::move(source), separator);
+    std::set<std::string> ids;
+    for (const std::string& collection :
+         {std::string("a"), std::string("a") + separator}) {
+      for (int i = 0; i < 150; ++i) {
+        absl::StatusOr<std::string> id = t.client->NextDocumentId(collection);
+        ASSERT_THAT(id, IsOk());
+        EXPECT_TRUE(ids.insert(*id).second) << *id << " twice";
+        // The reader's rule: the tag after the last '-', the number in the
+        // digits before it, the separator right before those.
+        const size_t dash = id->rfind('-');
+        ASSERT_NE(dash, std::string::npos) << *id;
+        size_t start = dash;
+        while (start > 0 && (*id)[start - 1] >= '0' &&
+               (*id)[start - 1] <= '9') {
+          --start;
+        }
+        ASSERT_GT(start, 0u) << *id;
+        EXPECT_EQ((*id)[start - 1], separator) << *id;
+        EXPECT_EQ(id->substr(0, start - 1), collection) << *id;
+        EXPECT_EQ(id->substr(start, dash - start), std::to_string(i + 1))
+            << *id;
+        EXPECT_EQ(id->substr(dash + 1), "A") << *id;
+      }
+    }
+  }
+}
+
 TEST(ClientStatsTest, CountsFetchesWaitsAndAppliedReturns) {
   TestClient t = MakeClient(10);
   EXPECT_EQ(t.client->stats().ranges_fetched, 0);

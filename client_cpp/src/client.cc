@@ -88,6 +88,34 @@ std::string DocumentId(absl::string_view collection, char separator,
   return out;
 }
 
+// A document ID is read back from its end: the tag follows the last '-'
+// (a tag has no '-'), the number is the digits before it (a number has no
+// sign), and the separator is the character right before those digits. So
+// any separator that is neither a digit nor '-' keeps two IDs of different
+// (collection, number, tag) apart; these two do not.
+absl::Status CheckSeparator(char separator) {
+  if (separator == '|') {
+    return absl::InvalidArgumentError(
+        "separator '|' is reserved; use any other character but a digit or "
+        "'-'");
+  }
+  if (separator >= '0' && separator <= '9') {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "separator '%c' is a digit; a digit can be read as part of the "
+        "number, so two IDs could be equal (collection \"a\" number 1%c5 "
+        "and collection \"a%c1\" number 5 would both be \"a%c1%c5-A\")",
+        separator, separator, separator, separator, separator));
+  }
+  if (separator == '-') {
+    return absl::InvalidArgumentError(
+        "separator '-' is the character that ends the number; the number of "
+        "an ID is the digits between the last separator and the last '-', "
+        "which would then be the same character, so the number could not be "
+        "read back");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 struct Client::State {
@@ -113,10 +141,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
   if (options.targets.empty()) {
     return absl::InvalidArgumentError("no server targets given");
   }
-  if (options.separator == '|') {
-    return absl::InvalidArgumentError(
-        "separator '|' is reserved; use any other character");
-  }
+  if (absl::Status s = CheckSeparator(options.separator); !s.ok()) return s;
   if (!(options.prefetch_at >= 0 && options.prefetch_at < 1)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "prefetch_at is ", options.prefetch_at, "; use 0 (off) or (0, 1)"));

@@ -60,7 +60,10 @@ struct ClientOptions {
   // and 0-9) is never used: that target is skipped the same way.
   std::vector<std::string> targets;
 
-  // Between collection and number in a document ID. Any character but '|'.
+  // Between collection and number in a document ID. Any character but '|'
+  // (reserved), a digit or '-': an ID is read from its end (the tag after
+  // the last '-', the number in the digits before it), and a digit or '-'
+  // here would let two IDs be equal or the number not be read back.
   char separator = '/';
 
   // Deadline of each NextRange attempt (each target is one attempt), and of
@@ -235,7 +238,7 @@ class Client {
  public:
   // Checks the options and creates a channel per target. Connecting is lazy,
   // so this succeeds with no server running. INVALID_ARGUMENT for bad
-  // options.
+  // options, naming the option and the rule (e.g. a digit as separator).
   static absl::StatusOr<std::unique_ptr<Client>> Create(ClientOptions options);
 
   // Hands the unused tail of every range back (ReturnUnusedRanges).

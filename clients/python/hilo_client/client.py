@@ -102,6 +102,41 @@ class HiloError(Exception):
         self.message = message
 
 
+class _OptionError(HiloError, ValueError):
+    """A bad option: a HiloError with INVALID_ARGUMENT, and a ValueError as
+    every bad option of the constructor is."""
+
+    def __init__(self, message: str):
+        super().__init__(grpc.StatusCode.INVALID_ARGUMENT, message)
+
+
+def _check_separator(separator: str) -> None:
+    """Raises _OptionError for a separator that IDs cannot keep apart.
+
+    An ID is read from its end: the tag follows the last '-' (a tag has no
+    '-'), the number is the digits before it (a number has no sign), and the
+    separator is the character right before those digits. A digit there
+    could be read as part of the number, so two IDs could be equal; with
+    '-' the last separator and the last '-' are the same character, so the
+    number could not be read back. Any other character is safe."""
+    if separator == "|":
+        raise _OptionError(
+            "separator '|' is reserved; use any other character but a digit "
+            "or '-'")
+    if separator in "0123456789":
+        d = separator
+        raise _OptionError(
+            f"separator '{d}' is a digit; a digit can be read as part of the "
+            f"number, so two IDs could be equal (collection 'a' number 1{d}5 "
+            f"and collection 'a{d}1' number 5 would both be 'a{d}1{d}5-A')")
+    if separator == "-":
+        raise _OptionError(
+            "separator '-' is the character that ends the number; the number "
+            "of an ID is the digits between the last separator and the last "
+            "'-', which would then be the same character, so the number "
+            "could not be read back")
+
+
 class _Previous(NamedTuple):
     """What the client tells the server about its previous range."""
 
@@ -449,7 +484,10 @@ class Client:
         DEADLINE_EXCEEDED the client tries the next, and stays with the one
         that answered.
     separator: between collection and number in a document ID; one
-        character, anything but '|'.
+        character, anything but '|' (reserved), a digit or '-' (those raise
+        HiloError with INVALID_ARGUMENT, also a ValueError: a digit could be
+        read as part of the number, so two IDs could be equal, and with '-'
+        the number could not be read back).
     rpc_deadline: seconds each NextRange attempt may take (each target is
         one attempt), and all attempts of one ReturnRange or ReturnRanges
         call together.
@@ -476,9 +514,7 @@ class Client:
             raise ValueError("a server target is empty")
         if not isinstance(separator, str) or len(separator) != 1:
             raise ValueError("separator must be exactly one character")
-        if separator == "|":
-            raise ValueError(
-                "separator '|' is reserved; use any other character")
+        _check_separator(separator)
         if not rpc_deadline > 0:
             raise ValueError(
                 f"rpc deadline is {rpc_deadline}; it must be positive")

@@ -189,6 +189,44 @@ class ClientTest(unittest.TestCase):
         # Connecting is lazy: no server is needed to create a client.
         Client(unused_target()).close()
 
+    def test_separators_that_can_be_part_of_the_number_are_refused(self):
+        # The number of an ID is the digits between the last separator and
+        # the last '-'. A digit as separator makes two IDs equal (with '1',
+        # collection 'a' number 113 and collection 'a1' number 13 are both
+        # 'a1113-A'); '-' leaves nothing between the two.
+        for sep in "0123456789":
+            with self.subTest(sep=sep):
+                with self.assertRaises(HiloError) as cm:
+                    Client(["x:1"], separator=sep)
+                self.assertEqual(cm.exception.code,
+                                 grpc.StatusCode.INVALID_ARGUMENT)
+                self.assertIn(f"separator '{sep}' is a digit",
+                              cm.exception.message)
+                self.assertIn("two IDs could be equal", cm.exception.message)
+        with self.assertRaises(HiloError) as cm:
+            Client(["x:1"], separator="-")
+        self.assertEqual(cm.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("last '-'", cm.exception.message)
+        for sep in "/:._aZ \u0663":  # U+0663 is a digit, but not one we print
+            Client(["x:1"], separator=sep).close()
+
+    def test_ids_of_neighbouring_collections_stay_apart_and_read_back(self):
+        for sep in "/:x.":
+            with self.subTest(sep=sep):
+                c = self.client(separator=sep)
+                seen = set()
+                for collection in ("a" + sep, "a"):
+                    for _ in range(40):
+                        doc = c.next_document_id(collection)
+                        self.assertNotIn(doc, seen)
+                        seen.add(doc)
+                        m = re.fullmatch(r"(.*)(\D)(\d+)-([A-Z0-9]{1,4})",
+                                         doc, re.S)
+                        self.assertIsNotNone(m, doc)
+                        self.assertEqual(m.group(1), collection)
+                        self.assertEqual(m.group(2), sep)
+                        self.assertEqual(m.group(4), "A")
+
     def test_numbers_come_in_order_from_growing_ranges(self):
         c = self.client()
         ids = [c.next_id("orders") for _ in range(32 + 64 + 1)]
