@@ -70,8 +70,10 @@ class GrpcRangeSource final : public RangeSource {
                                       int64_t last) override;
   // Sends each node's items as ReturnRanges calls of at most
   // kMaxReturnBatchItems items and kMaxReturnBatchBytes bytes, several at
-  // once, each retried as Return is; to a node that answers UNIMPLEMENTED
-  // (older than ReturnRanges), from then on single Return calls instead.
+  // once, each retried as Return is; a pair (ReturnRequest::with_next) is
+  // never split across two calls. To a node that answers UNIMPLEMENTED
+  // (older than ReturnRanges), from then on single Return calls instead,
+  // in the order given.
   std::vector<absl::StatusOr<ReturnResult>> ReturnMany(
       absl::Span<const ReturnRequest> items) override;
   std::string Describe() const override;

@@ -271,11 +271,14 @@ class Client {
   // to the same node, a few times within rpc_deadline. Best effort:
   // failures are logged, never returned. The client stays usable; the next
   // NextId fetches a new range. Every collection goes back at once, in
-  // ReturnRanges calls of up to 1000 ranges per node (first the ranges
-  // fetched ahead, then the tails; a few calls at a time, on threads that
-  // live only for this call); to a node older than ReturnRanges, one
-  // ReturnRange per range, up to 64 at a time. NextId calls on these
-  // collections wait until the call ends.
+  // ReturnRanges calls of up to 1000 ranges per node (a few calls at a
+  // time, on threads that live only for this call); a collection's range
+  // fetched ahead and the tail of its current range, when they are
+  // adjacent ranges of one node, go in the same call, the later range
+  // first, so that no other client's NextRange can come between them and
+  // make the tail's return refused. To a node older than ReturnRanges, one
+  // ReturnRange per range in that order, up to 64 collections at a time.
+  // NextId calls on these collections wait until the call ends.
   void ReturnUnusedRanges();
 
   // The counters so far, summed over every collection. Cheap enough to
