@@ -21,6 +21,7 @@
 #include "absl/synchronization/notification.h"
 #include "client_cpp/src/client_testing.h"
 #include "client_cpp/src/grpc_range_source.h"
+#include "client_cpp/src/monotonic_clock.h"
 #include "client_cpp/src/range_cache.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -941,14 +942,46 @@ struct MockTargets {
   std::unique_ptr<internal::GrpcRangeSource> source;
 };
 
+// A monotonic clock that moves only when a test moves it (or a backoff
+// sleeps on it). Thread-safe.
+class ManualMonotonicClock final : public internal::MonotonicClock {
+ public:
+  TimePoint Now() const override {
+    base::MutexLock lock(&mu_);
+    return now_;
+  }
+  void SleepFor(absl::Duration duration) const override { Advance(duration); }
+  void Advance(absl::Duration duration) const {
+    base::MutexLock lock(&mu_);
+    now_ = internal::After(now_, duration);
+  }
+  // How far it moved since it was made.
+  absl::Duration Elapsed() const {
+    base::MutexLock lock(&mu_);
+    return internal::TimeLeft(TimePoint(), now_);
+  }
+
+ private:
+  mutable base::Mutex mu_;
+  mutable TimePoint now_ ABSL_GUARDED_BY(mu_);
+};
+
+// The time a call's context gives it, whatever clock its deadline is on.
+absl::Duration Budget(const grpc::ClientContext& context) {
+  const gpr_timespec span =
+      gpr_convert_clock_type(context.raw_deadline(), GPR_TIMESPAN);
+  return absl::Seconds(span.tv_sec) + absl::Nanoseconds(span.tv_nsec);
+}
+
 // Two targets, or one (then `b` is null). Retried returns do not wait.
 // They stand for servers older than ReturnRanges: it is UNIMPLEMENTED, so
-// a client hands ranges back with ReturnRange.
-MockTargets MakeMockTargets(int count = 2,
-                            absl::Duration rpc_deadline = absl::Seconds(1),
-                            internal::ReturnRetryPolicy retry = {
-                                .attempts = 3,
-                                .backoff = absl::ZeroDuration()}) {
+// a client hands ranges back with ReturnRange. Deadlines are measured on
+// `clock` (the real monotonic clock if null).
+MockTargets MakeMockTargets(
+    int count = 2, absl::Duration rpc_deadline = absl::Seconds(1),
+    internal::ReturnRetryPolicy retry = {.attempts = 3,
+                                         .backoff = absl::ZeroDuration()},
+    const internal::MonotonicClock* clock = nullptr) {
   auto a = std::make_unique<hilo::v1::MockHiLoStub>();
   auto b = std::make_unique<hilo::v1::MockHiLoStub>();
   MockTargets m{a.get(), count > 1 ? b.get() : nullptr, nullptr};
@@ -961,8 +994,9 @@ MockTargets MakeMockTargets(int count = 2,
   std::vector<internal::GrpcRangeSource::Target> targets;
   targets.push_back({"node-a:1", std::move(a), /*channel=*/nullptr});
   if (count > 1) targets.push_back({"node-b:2", std::move(b), nullptr});
-  m.source = std::make_unique<internal::GrpcRangeSource>(std::move(targets),
-                                                         rpc_deadline, retry);
+  m.source = std::make_unique<internal::GrpcRangeSource>(
+      std::move(targets), rpc_deadline, retry,
+      clock != nullptr ? clock : &internal::MonotonicClock::Real());
   return m;
 }
 
@@ -1297,7 +1331,7 @@ TEST_P(GrpcRangeSourceReturnRetryTest, EachAttemptGetsAShareOfTheDeadline) {
       .WillRepeatedly([&](grpc::ClientContext* context,
                           const hilo::v1::ReturnRangeRequest&,
                           hilo::v1::ReturnRangeResponse*) {
-        budgets.push_back(absl::FromChrono(context->deadline()) - absl::Now());
+        budgets.push_back(Budget(*context));
         return grpc::Status(GetParam(), "down");
       });
   EXPECT_FALSE(m.source->Return("o", TokenedRange(), 5).ok());
@@ -1342,6 +1376,107 @@ INSTANTIATE_TEST_SUITE_P(Codes, GrpcRangeSourceReturnRetryTest,
                                       ? "Unavailable"
                                       : "DeadlineExceeded";
                          });
+
+// Every call's deadline reaches gRPC as a span from the call's start, which
+// gRPC measures on its monotonic clock: no later step of the wall clock can
+// move it (a point in wall-clock time would move with every step).
+TEST(GrpcRangeSourceTest, EveryDeadlineReachesGrpcAsASpan) {
+  MockTargets m = MakeMockTargets(1, absl::Seconds(3));
+  std::vector<std::pair<gpr_clock_type, absl::Duration>> deadlines;
+  auto record = [&](grpc::ClientContext* context) {
+    deadlines.emplace_back(context->raw_deadline().clock_type,
+                           Budget(*context));
+  };
+  EXPECT_CALL(*m.a, NextRange(_, _, _))
+      .WillOnce([&](grpc::ClientContext* context,
+                    const hilo::v1::NextRangeRequest& request,
+                    hilo::v1::NextRangeResponse* response) {
+        record(context);
+        return Reply(1, 32, "A", 7)(context, request, response);
+      });
+  EXPECT_CALL(*m.a, ReturnRanges(_, _, _))
+      .WillOnce([&](grpc::ClientContext* context,
+                    const hilo::v1::ReturnRangesRequest&,
+                    hilo::v1::ReturnRangesResponse*) {
+        record(context);
+        return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no");
+      });
+  EXPECT_CALL(*m.a, ReturnRange(_, _, _))
+      .WillOnce([&](grpc::ClientContext* context,
+                    const hilo::v1::ReturnRangeRequest& request,
+                    hilo::v1::ReturnRangeResponse* response) {
+        record(context);
+        return Returned(true, 4)(context, request, response);
+      });
+  absl::StatusOr<IssuedRange> range = m.source->Next("o", {});
+  ASSERT_THAT(range, IsOk());
+  const internal::ReturnRequest item{"o", &*range, 4};
+  ASSERT_THAT(m.source->ReturnMany({&item, 1})[0], IsOk());
+  ASSERT_EQ(deadlines.size(), 3u);
+  for (const auto& [clock_type, budget] : deadlines) {
+    EXPECT_EQ(clock_type, GPR_TIMESPAN);
+    EXPECT_GT(budget, absl::Milliseconds(900));  // a third of 3 s at least
+    EXPECT_LE(budget, absl::Seconds(3));
+  }
+  EXPECT_EQ(deadlines[0].second, absl::Seconds(3));  // NextRange: it all
+}
+
+// The wall clock steps back while a return's attempts run (here: the
+// monotonic clock moves on by each attempt's whole budget, as a server that
+// never answers makes it, while the wall clock does not move, which is
+// what the retry loop would see if the wall clock had been set back by as
+// much). The attempts still end when rpc_deadline is over: each got a
+// third of it, nothing more.
+TEST(GrpcRangeSourceTest, WallClockStepBackDoesNotStretchReturnRetries) {
+  ManualMonotonicClock clock;
+  MockTargets m =
+      MakeMockTargets(1, absl::Seconds(3),
+                      {.attempts = 3, .backoff = absl::ZeroDuration()}, &clock);
+  std::vector<absl::Duration> budgets;
+  EXPECT_CALL(*m.a, ReturnRange(_, _, _))
+      .Times(3)
+      .WillRepeatedly([&](grpc::ClientContext* context,
+                          const hilo::v1::ReturnRangeRequest&,
+                          hilo::v1::ReturnRangeResponse*) {
+        budgets.push_back(Budget(*context));
+        clock.Advance(budgets.back());  // it waited out its deadline
+        return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "no answer");
+      });
+  EXPECT_THAT(m.source->Return("o", TokenedRange(), 5),
+              StatusIs(absl::StatusCode::kDeadlineExceeded,
+                       HasSubstr("3 times within 3s")));
+  ASSERT_EQ(budgets.size(), 3u);
+  for (const absl::Duration budget : budgets) {
+    EXPECT_GT(budget, absl::Milliseconds(999)) << budget;
+    EXPECT_LE(budget, absl::Seconds(1)) << budget;
+  }
+  EXPECT_LE(clock.Elapsed(), absl::Seconds(3));
+}
+
+// The wall clock steps forward past the deadline right after the first
+// attempt failed (here: it moves past a 1 ms rpc_deadline while the
+// monotonic clock stands still). The retries still happen: no time has
+// passed for them.
+TEST(GrpcRangeSourceTest, WallClockStepForwardDoesNotCutReturnRetries) {
+  ManualMonotonicClock clock;
+  MockTargets m =
+      MakeMockTargets(1, absl::Milliseconds(1),
+                      {.attempts = 3, .backoff = absl::ZeroDuration()}, &clock);
+  EXPECT_CALL(*m.a, ReturnRange(_, _, _))
+      .WillOnce([&](grpc::ClientContext*, const hilo::v1::ReturnRangeRequest&,
+                    hilo::v1::ReturnRangeResponse*) {
+        // The wall clock passes the deadline (bounded: a few ms).
+        const absl::Time passed = absl::Now() + absl::Milliseconds(3);
+        while (absl::Now() < passed) absl::SleepFor(absl::Milliseconds(1));
+        return grpc::Status(grpc::StatusCode::UNAVAILABLE, "reset");
+      })
+      .WillOnce(Return(grpc::Status(grpc::StatusCode::UNAVAILABLE, "reset")))
+      .WillOnce(Returned(true, 5));
+  absl::StatusOr<ReturnResult> r = m.source->Return("o", TokenedRange(), 5);
+  ASSERT_THAT(r, IsOk());
+  EXPECT_TRUE(r->applied);
+  EXPECT_EQ(clock.Elapsed(), absl::ZeroDuration());
+}
 
 TEST(GrpcRangeSourceTest, ReturnIsNotRetriedOnOtherErrors) {
   for (const grpc::StatusCode code :

@@ -58,7 +58,8 @@ IssuedRange ToIssuedRange(const hilo::v1::NextRangeResponse& response,
 
 GrpcRangeSource::GrpcRangeSource(std::vector<Target> targets,
                                  absl::Duration rpc_deadline,
-                                 ReturnRetryPolicy return_retry)
+                                 ReturnRetryPolicy return_retry,
+                                 const MonotonicClock* clock)
     : rpc_deadline_(rpc_deadline),
       return_retry_(return_retry),
       no_batches_(std::make_unique<std::atomic<bool>[]>(targets.size())) {
@@ -67,7 +68,7 @@ GrpcRangeSource::GrpcRangeSource(std::vector<Target> targets,
   for (Target& target : targets) {
     any_channel = any_channel || target.channel != nullptr;
     targets_.emplace_back(std::move(target.name), std::move(target.stub),
-                          std::move(target.channel));
+                          std::move(target.channel), clock);
   }
   if (any_channel) keeper_ = std::thread([this] { KeepConnected(); });
 }
@@ -93,8 +94,8 @@ void GrpcRangeSource::KeepConnected() {
       if (state == GRPC_CHANNEL_READY) continue;
       all_ready = false;
       // Waiting polls the channel, which is what moves its connection on.
-      channel->WaitForStateChange(
-          state, std::chrono::system_clock::now() + kSlice / 2);
+      channel->WaitForStateChange(state,
+                                  DeadlineIn(absl::FromChrono(kSlice / 2)));
     }
     base::MutexLock lock(&keeper_mu_);
     if (stopping_) return;
