@@ -67,7 +67,8 @@ struct ClientOptions {
   char separator = '/';
 
   // Deadline of each NextRange attempt (each target is one attempt), and of
-  // each return with all its retries.
+  // each return with all its retries. Measured on a monotonic clock: a step
+  // of the wall clock neither stretches nor cuts it.
   absl::Duration rpc_deadline = absl::Seconds(5);
 
   // Share of a range used before the next one is fetched in the
