@@ -200,6 +200,56 @@ class ClientWithoutServerTest(unittest.TestCase):
     """What needs no server: options refused at construction, names, and
     how returns are cut into calls."""
 
+    def test_return_retries_run_on_the_monotonic_clock_alone(self):
+        # The wall clock steps back by an hour before each attempt and
+        # forward by two after it; the monotonic clock moves by what each
+        # attempt waited (its whole timeout: no answer). The attempts still
+        # share one rpc_deadline, neither stretched nor cut.
+        from unittest import mock
+
+        from hilo_client import client as impl
+
+        class Clocks:
+            def __init__(self):
+                self.mono = 1000.0
+                self.wall = 1.8e9
+
+            def monotonic(self):
+                return self.mono
+
+            def time(self):
+                return self.wall
+
+            def sleep(self, seconds):
+                self.mono += seconds
+                self.wall += seconds
+
+        clocks = Clocks()
+        timeouts = []
+
+        class SilentStub:
+            def ReturnRange(self, request, timeout=None):
+                clocks.wall -= 3600
+                timeouts.append(timeout)
+                clocks.mono += timeout
+                clocks.wall += 7200 + timeout
+                raise FakeRpcError(grpc.StatusCode.DEADLINE_EXCEEDED, "slow")
+
+        source = impl._GrpcRangeSource(
+            [impl._Target("node-a:1", None, SilentStub())], 3.0)
+        issued = impl._Issued(1, 32, "A", None, 0, 77)
+        with mock.patch.object(impl, "time", clocks):
+            with self.assertRaises(HiloError) as cm:
+                source.return_("o", issued, 4)
+        self.assertEqual(cm.exception.code,
+                         grpc.StatusCode.DEADLINE_EXCEEDED)
+        # 3 s for three attempts: a third, then half of the rest less the
+        # backoff, then what is left.
+        self.assertEqual(len(timeouts), 3)
+        self.assertAlmostEqual(timeouts[0], 1.0)
+        self.assertAlmostEqual(sum(timeouts) + 0.05 + 0.1, 3.0)
+        self.assertAlmostEqual(clocks.mono - 1000.0, 3.0)
+
     def test_a_pair_is_never_split_across_two_calls(self):
         from hilo_client import client as impl
 
