@@ -17,9 +17,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "client_cpp/src/client_testing.h"
 #include "client_cpp/src/grpc_range_source.h"
+#include "client_cpp/src/monotonic_clock.h"
 #include "client_cpp/src/range_cache.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -750,10 +752,15 @@ TEST(ClientReturnTest, ReturnWithAnotherRangesTokenIsRefused) {
     const int64_t max = prefetch_at > 0 ? 64 : 32;
     t.client->ReturnUnusedRanges();
     const std::vector<FakeSource::ReturnCall> returns = t.source->returns();
-    // After the first refusal the client sends nothing more.
-    ASSERT_EQ(returns.size(), 1u);
-    EXPECT_FALSE(returns[0].applied);
-    EXPECT_EQ(returns[0].max, max);
+    // With a range fetched ahead, the pair goes back together (one call
+    // where the node takes batches): each return is refused, nothing moves.
+    ASSERT_EQ(returns.size(), prefetch_at > 0 ? 2u : 1u);
+    for (const FakeSource::ReturnCall& r : returns) {
+      EXPECT_FALSE(r.applied);
+      EXPECT_EQ(r.max, max);
+    }
+    EXPECT_EQ(t.client->stats().returns_refused,
+              static_cast<int64_t>(returns.size()));
     EXPECT_EQ(t.source->node()->Max("o"), max);
     EXPECT_EQ(t.client->NextId("o")->number, max + 1);
   }
@@ -935,14 +942,46 @@ struct MockTargets {
   std::unique_ptr<internal::GrpcRangeSource> source;
 };
 
+// A monotonic clock that moves only when a test moves it (or a backoff
+// sleeps on it). Thread-safe.
+class ManualMonotonicClock final : public internal::MonotonicClock {
+ public:
+  TimePoint Now() const override {
+    base::MutexLock lock(&mu_);
+    return now_;
+  }
+  void SleepFor(absl::Duration duration) const override { Advance(duration); }
+  void Advance(absl::Duration duration) const {
+    base::MutexLock lock(&mu_);
+    now_ = internal::After(now_, duration);
+  }
+  // How far it moved since it was made.
+  absl::Duration Elapsed() const {
+    base::MutexLock lock(&mu_);
+    return internal::TimeLeft(TimePoint(), now_);
+  }
+
+ private:
+  mutable base::Mutex mu_;
+  mutable TimePoint now_ ABSL_GUARDED_BY(mu_);
+};
+
+// The time a call's context gives it, whatever clock its deadline is on.
+absl::Duration Budget(const grpc::ClientContext& context) {
+  const gpr_timespec span =
+      gpr_convert_clock_type(context.raw_deadline(), GPR_TIMESPAN);
+  return absl::Seconds(span.tv_sec) + absl::Nanoseconds(span.tv_nsec);
+}
+
 // Two targets, or one (then `b` is null). Retried returns do not wait.
 // They stand for servers older than ReturnRanges: it is UNIMPLEMENTED, so
-// a client hands ranges back with ReturnRange.
-MockTargets MakeMockTargets(int count = 2,
-                            absl::Duration rpc_deadline = absl::Seconds(1),
-                            internal::ReturnRetryPolicy retry = {
-                                .attempts = 3,
-                                .backoff = absl::ZeroDuration()}) {
+// a client hands ranges back with ReturnRange. Deadlines are measured on
+// `clock` (the real monotonic clock if null).
+MockTargets MakeMockTargets(
+    int count = 2, absl::Duration rpc_deadline = absl::Seconds(1),
+    internal::ReturnRetryPolicy retry = {.attempts = 3,
+                                         .backoff = absl::ZeroDuration()},
+    const internal::MonotonicClock* clock = nullptr) {
   auto a = std::make_unique<hilo::v1::MockHiLoStub>();
   auto b = std::make_unique<hilo::v1::MockHiLoStub>();
   MockTargets m{a.get(), count > 1 ? b.get() : nullptr, nullptr};
@@ -955,8 +994,9 @@ MockTargets MakeMockTargets(int count = 2,
   std::vector<internal::GrpcRangeSource::Target> targets;
   targets.push_back({"node-a:1", std::move(a), /*channel=*/nullptr});
   if (count > 1) targets.push_back({"node-b:2", std::move(b), nullptr});
-  m.source = std::make_unique<internal::GrpcRangeSource>(std::move(targets),
-                                                         rpc_deadline, retry);
+  m.source = std::make_unique<internal::GrpcRangeSource>(
+      std::move(targets), rpc_deadline, retry,
+      clock != nullptr ? clock : &internal::MonotonicClock::Real());
   return m;
 }
 
@@ -1291,7 +1331,7 @@ TEST_P(GrpcRangeSourceReturnRetryTest, EachAttemptGetsAShareOfTheDeadline) {
       .WillRepeatedly([&](grpc::ClientContext* context,
                           const hilo::v1::ReturnRangeRequest&,
                           hilo::v1::ReturnRangeResponse*) {
-        budgets.push_back(absl::FromChrono(context->deadline()) - absl::Now());
+        budgets.push_back(Budget(*context));
         return grpc::Status(GetParam(), "down");
       });
   EXPECT_FALSE(m.source->Return("o", TokenedRange(), 5).ok());
@@ -1336,6 +1376,107 @@ INSTANTIATE_TEST_SUITE_P(Codes, GrpcRangeSourceReturnRetryTest,
                                       ? "Unavailable"
                                       : "DeadlineExceeded";
                          });
+
+// Every call's deadline reaches gRPC as a span from the call's start, which
+// gRPC measures on its monotonic clock: no later step of the wall clock can
+// move it (a point in wall-clock time would move with every step).
+TEST(GrpcRangeSourceTest, EveryDeadlineReachesGrpcAsASpan) {
+  MockTargets m = MakeMockTargets(1, absl::Seconds(3));
+  std::vector<std::pair<gpr_clock_type, absl::Duration>> deadlines;
+  auto record = [&](grpc::ClientContext* context) {
+    deadlines.emplace_back(context->raw_deadline().clock_type,
+                           Budget(*context));
+  };
+  EXPECT_CALL(*m.a, NextRange(_, _, _))
+      .WillOnce([&](grpc::ClientContext* context,
+                    const hilo::v1::NextRangeRequest& request,
+                    hilo::v1::NextRangeResponse* response) {
+        record(context);
+        return Reply(1, 32, "A", 7)(context, request, response);
+      });
+  EXPECT_CALL(*m.a, ReturnRanges(_, _, _))
+      .WillOnce([&](grpc::ClientContext* context,
+                    const hilo::v1::ReturnRangesRequest&,
+                    hilo::v1::ReturnRangesResponse*) {
+        record(context);
+        return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no");
+      });
+  EXPECT_CALL(*m.a, ReturnRange(_, _, _))
+      .WillOnce([&](grpc::ClientContext* context,
+                    const hilo::v1::ReturnRangeRequest& request,
+                    hilo::v1::ReturnRangeResponse* response) {
+        record(context);
+        return Returned(true, 4)(context, request, response);
+      });
+  absl::StatusOr<IssuedRange> range = m.source->Next("o", {});
+  ASSERT_THAT(range, IsOk());
+  const internal::ReturnRequest item{"o", &*range, 4};
+  ASSERT_THAT(m.source->ReturnMany({&item, 1})[0], IsOk());
+  ASSERT_EQ(deadlines.size(), 3u);
+  for (const auto& [clock_type, budget] : deadlines) {
+    EXPECT_EQ(clock_type, GPR_TIMESPAN);
+    EXPECT_GT(budget, absl::Milliseconds(900));  // a third of 3 s at least
+    EXPECT_LE(budget, absl::Seconds(3));
+  }
+  EXPECT_EQ(deadlines[0].second, absl::Seconds(3));  // NextRange: it all
+}
+
+// The wall clock steps back while a return's attempts run (here: the
+// monotonic clock moves on by each attempt's whole budget, as a server that
+// never answers makes it, while the wall clock does not move, which is
+// what the retry loop would see if the wall clock had been set back by as
+// much). The attempts still end when rpc_deadline is over: each got a
+// third of it, nothing more.
+TEST(GrpcRangeSourceTest, WallClockStepBackDoesNotStretchReturnRetries) {
+  ManualMonotonicClock clock;
+  MockTargets m =
+      MakeMockTargets(1, absl::Seconds(3),
+                      {.attempts = 3, .backoff = absl::ZeroDuration()}, &clock);
+  std::vector<absl::Duration> budgets;
+  EXPECT_CALL(*m.a, ReturnRange(_, _, _))
+      .Times(3)
+      .WillRepeatedly([&](grpc::ClientContext* context,
+                          const hilo::v1::ReturnRangeRequest&,
+                          hilo::v1::ReturnRangeResponse*) {
+        budgets.push_back(Budget(*context));
+        clock.Advance(budgets.back());  // it waited out its deadline
+        return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "no answer");
+      });
+  EXPECT_THAT(m.source->Return("o", TokenedRange(), 5),
+              StatusIs(absl::StatusCode::kDeadlineExceeded,
+                       HasSubstr("3 times within 3s")));
+  ASSERT_EQ(budgets.size(), 3u);
+  for (const absl::Duration budget : budgets) {
+    EXPECT_GT(budget, absl::Milliseconds(999)) << budget;
+    EXPECT_LE(budget, absl::Seconds(1)) << budget;
+  }
+  EXPECT_LE(clock.Elapsed(), absl::Seconds(3));
+}
+
+// The wall clock steps forward past the deadline right after the first
+// attempt failed (here: it moves past a 1 ms rpc_deadline while the
+// monotonic clock stands still). The retries still happen: no time has
+// passed for them.
+TEST(GrpcRangeSourceTest, WallClockStepForwardDoesNotCutReturnRetries) {
+  ManualMonotonicClock clock;
+  MockTargets m =
+      MakeMockTargets(1, absl::Milliseconds(1),
+                      {.attempts = 3, .backoff = absl::ZeroDuration()}, &clock);
+  EXPECT_CALL(*m.a, ReturnRange(_, _, _))
+      .WillOnce([&](grpc::ClientContext*, const hilo::v1::ReturnRangeRequest&,
+                    hilo::v1::ReturnRangeResponse*) {
+        // The wall clock passes the deadline (bounded: a few ms).
+        const absl::Time passed = absl::Now() + absl::Milliseconds(3);
+        while (absl::Now() < passed) absl::SleepFor(absl::Milliseconds(1));
+        return grpc::Status(grpc::StatusCode::UNAVAILABLE, "reset");
+      })
+      .WillOnce(Return(grpc::Status(grpc::StatusCode::UNAVAILABLE, "reset")))
+      .WillOnce(Returned(true, 5));
+  absl::StatusOr<ReturnResult> r = m.source->Return("o", TokenedRange(), 5);
+  ASSERT_THAT(r, IsOk());
+  EXPECT_TRUE(r->applied);
+  EXPECT_EQ(clock.Elapsed(), absl::ZeroDuration());
+}
 
 TEST(GrpcRangeSourceTest, ReturnIsNotRetriedOnOtherErrors) {
   for (const grpc::StatusCode code :
@@ -1427,9 +1568,11 @@ TEST(ClientReturnTest, LostReplyOfAnAppliedReturnIsRetriedAndTheTailFollows) {
   EXPECT_EQ(client->NextId("o")->number, 2);
   EXPECT_EQ(scheduler->RunAll(), 1);  // 11-20 fetched ahead
   client->ReturnUnusedRanges();
-  EXPECT_THAT(calls, ::testing::ElementsAre("end 20 last 10 applied",
-                                            "end 20 last 10 refused",
-                                            "end 10 last 2 applied"));
+  // The pair goes in one call, later range first; the retried copy of
+  // both is refused, with Max already at the last number used.
+  EXPECT_THAT(calls, ::testing::ElementsAre(
+                         "end 20 last 10 applied", "end 10 last 2 applied",
+                         "end 20 last 10 refused", "end 10 last 2 refused"));
   EXPECT_EQ(node.Max("o"), 2);
   EXPECT_THAT(log->lines(), ::testing::IsEmpty());
   // The refused copy of a return that applied counts as applied: the
@@ -1440,6 +1583,227 @@ TEST(ClientReturnTest, LostReplyOfAnAppliedReturnIsRetriedAndTheTailFollows) {
   EXPECT_EQ(stats.returns_failed, 0);
   EXPECT_THAT(stats.errors, ::testing::IsEmpty());
   EXPECT_EQ(client->NextId("o")->number, 3);
+}
+
+// A node over the real service and store behind a mock stub, as a
+// GrpcRangeSource sees a server: NextRange and ReturnRanges reach the
+// service (or ReturnRanges is UNIMPLEMENTED, as on a server older than it,
+// and ReturnRange does). After each ReturnRange(s) call the client makes,
+// `after_return` runs: another client's request arriving then.
+struct StubbedNode {
+  explicit StubbedNode(int64_t size, bool batches = true) : node("A", size) {
+    auto mock = std::make_unique<hilo::v1::MockHiLoStub>();
+    EXPECT_CALL(*mock, NextRange(_, _, _))
+        .WillRepeatedly([this](grpc::ClientContext*,
+                               const hilo::v1::NextRangeRequest& request,
+                               hilo::v1::NextRangeResponse* response) {
+          return ToGrpcStatus(node.service().DoNextRange(request, response));
+        });
+    EXPECT_CALL(*mock, ReturnRanges(_, _, _))
+        .WillRepeatedly([this, batches](
+                            grpc::ClientContext*,
+                            const hilo::v1::ReturnRangesRequest& request,
+                            hilo::v1::ReturnRangesResponse* response) {
+          if (!batches) {
+            return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                                "no ReturnRanges");
+          }
+          const grpc::Status status =
+              ToGrpcStatus(node.service().DoReturnRanges(request, response));
+          std::vector<std::string> items;
+          for (int i = 0; i < request.returns_size(); ++i) {
+            const hilo::v1::ReturnRangeResult& r = response->results(i);
+            items.push_back(absl::StrFormat("end %d last %d %s",
+                                            request.returns(i).end(),
+                                            request.returns(i).last(),
+                                            r.code() != 0 ? "error"
+                                            : r.applied() ? "applied"
+                                                          : "refused"));
+          }
+          calls.push_back(absl::StrJoin(items, ", "));
+          if (after_return) after_return();
+          return status;
+        });
+    EXPECT_CALL(*mock, ReturnRange(_, _, _))
+        .WillRepeatedly([this](grpc::ClientContext*,
+                               const hilo::v1::ReturnRangeRequest& request,
+                               hilo::v1::ReturnRangeResponse* response) {
+          const grpc::Status status =
+              ToGrpcStatus(node.service().DoReturnRange(request, response));
+          calls.push_back(absl::StrFormat("end %d last %d %s", request.end(),
+                                          request.last(),
+                                          !status.ok()          ? "error"
+                                          : response->applied() ? "applied"
+                                                                : "refused"));
+          if (after_return) after_return();
+          return status;
+        });
+    stub = std::move(mock);
+  }
+
+  // A client of this node that runs prefetch tasks when the test says.
+  std::unique_ptr<Client> MakeClient(ManualScheduler* scheduler,
+                                     LogLines* log) {
+    std::vector<internal::GrpcRangeSource::Target> targets;
+    targets.push_back({"node-a:1", std::move(stub), /*channel=*/nullptr});
+    auto source = std::make_unique<internal::GrpcRangeSource>(
+        std::move(targets), absl::Seconds(5),
+        internal::ReturnRetryPolicy{.attempts = 3,
+                                    .backoff = absl::ZeroDuration()});
+    ClientOptions options;
+    options.prefetch_at = 0.2;
+    options.log = [log](absl::string_view line) { log->Add(line); };
+    return NewClientForTesting(options, std::move(source),
+                               [scheduler](std::function<void()> task) {
+                                 scheduler->Schedule(std::move(task));
+                               });
+  }
+
+  // Another client's first NextRange of `collection`: the range's low.
+  int64_t OtherClientTakesARange(absl::string_view collection) {
+    hilo::v1::NextRangeResponse response;
+    EXPECT_THAT(node.service().DoNextRange(
+                    internal::MakeNextRangeRequest(collection, {}), &response),
+                IsOk());
+    return response.low();
+  }
+
+  FakeNode node;
+  std::unique_ptr<hilo::v1::MockHiLoStub> stub;
+  std::vector<std::string> calls;  // one line per call the client made
+  std::function<void()> after_return;
+};
+
+// README "A pair of adjacent ranges": a client holding its current range
+// and the next one, fetched ahead, hands back the later one whole and then
+// its unused tail of the earlier one, and both apply. Another client that
+// asks for a range of the collection while the first one closes must not
+// come between the two (the tail would be refused and its numbers lost):
+// here it asks right after the closing client's first call, and still gets
+// the numbers right after the last one the closing client used.
+TEST(ClientReturnTest, PairOfAdjacentRangesGoesBackWholeBeforeAnyoneCutsIn) {
+  StubbedNode server(10);
+  std::optional<int64_t> other_low;
+  server.after_return = [&] {
+    if (!other_low.has_value()) other_low = server.OtherClientTakesARange("o");
+  };
+  ManualScheduler scheduler;
+  LogLines log;
+  std::unique_ptr<Client> client = server.MakeClient(&scheduler, &log);
+  EXPECT_EQ(client->NextId("o")->number, 1);
+  EXPECT_EQ(client->NextId("o")->number, 2);
+  EXPECT_EQ(scheduler.RunAll(), 1);  // 11-20 fetched ahead
+  client->ReturnUnusedRanges();
+  EXPECT_THAT(
+      server.calls,
+      ::testing::ElementsAre("end 20 last 10 applied, end 10 last 2 applied"));
+  ASSERT_TRUE(other_low.has_value());
+  EXPECT_EQ(*other_low, 3);
+  const ClientStats stats = client->stats();
+  EXPECT_EQ(stats.returns_applied, 2);
+  EXPECT_EQ(stats.returns_refused, 0);
+  EXPECT_EQ(stats.returns_failed, 0);
+  EXPECT_THAT(log.lines(), ::testing::IsEmpty());
+}
+
+// To a server older than ReturnRanges the pair goes as two ReturnRange
+// calls, the later range first; with nobody between them, both apply.
+TEST(ClientReturnTest, PairGoesBackLaterRangeFirstToAServerWithoutBatches) {
+  StubbedNode server(10, /*batches=*/false);
+  ManualScheduler scheduler;
+  LogLines log;
+  std::unique_ptr<Client> client = server.MakeClient(&scheduler, &log);
+  EXPECT_EQ(client->NextId("o")->number, 1);
+  EXPECT_EQ(client->NextId("o")->number, 2);
+  EXPECT_EQ(scheduler.RunAll(), 1);  // 11-20 fetched ahead
+  client->ReturnUnusedRanges();
+  EXPECT_THAT(server.calls, ::testing::ElementsAre("end 20 last 10 applied",
+                                                   "end 10 last 2 applied"));
+  EXPECT_EQ(server.node.Max("o"), 2);
+  EXPECT_EQ(server.OtherClientTakesARange("o"), 3);
+  EXPECT_EQ(client->stats().returns_applied, 2);
+  EXPECT_THAT(log.lines(), ::testing::IsEmpty());
+}
+
+// However many returns come before it, a pair is never split across two
+// ReturnRanges calls (batches of one node may go at once, in any order),
+// and no call passes the batch limits.
+TEST(GrpcRangeSourceTest, ReturnManyNeverSplitsAPairAcrossCalls) {
+  struct Case {
+    size_t singles;     // items before the pair
+    size_t name_bytes;  // of each collection name
+  };
+  std::vector<Case> cases;
+  for (size_t n = 990; n <= 1002; ++n) cases.push_back({n, 8});
+  for (size_t n = 190; n <= 230; ++n) cases.push_back({n, 256});
+  for (const Case& c : cases) {
+    MockTargets m = MakeMockTargets(1);
+    std::vector<std::string> names;
+    for (size_t i = 0; i <= c.singles; ++i) {
+      std::string name = absl::StrCat("c", i);
+      name.resize(c.name_bytes, 'x');
+      names.push_back(std::move(name));
+    }
+    std::vector<IssuedRange> ranges(c.singles + 2, TokenedRange());
+    for (size_t i = 0; i < ranges.size(); ++i) ranges[i].token = 1 + i;
+    std::vector<internal::ReturnRequest> items;
+    for (size_t i = 0; i < c.singles; ++i) {
+      items.push_back({names[i], &ranges[i], 4});
+    }
+    // The pair: the later range whole, then the earlier one's tail.
+    ranges[c.singles].low = 33;
+    ranges[c.singles].high = 64;
+    items.push_back({names[c.singles], &ranges[c.singles], 32,
+                     /*with_next=*/true});
+    items.push_back({names[c.singles], &ranges[c.singles + 1], 4});
+    std::vector<std::vector<std::string>> calls;
+    base::Mutex calls_mu;
+    EXPECT_CALL(*m.a, ReturnRanges(_, _, _))
+        .WillRepeatedly([&](grpc::ClientContext*,
+                            const hilo::v1::ReturnRangesRequest& request,
+                            hilo::v1::ReturnRangesResponse* response) {
+          std::vector<std::string> lines;
+          for (const hilo::v1::ReturnRangeRequest& item : request.returns()) {
+            lines.push_back(absl::StrFormat("%s end %d last %d",
+                                            item.collection().substr(0, 6),
+                                            item.end(), item.last()));
+            hilo::v1::ReturnRangeResult* result = response->add_results();
+            result->set_applied(true);
+            result->set_max(item.last());
+          }
+          EXPECT_LE(request.returns_size(), 1000);
+          EXPECT_LE(request.ByteSizeLong(), size_t{60 * 1024});
+          base::MutexLock lock(&calls_mu);
+          calls.push_back(std::move(lines));
+          return grpc::Status::OK;
+        });
+    const std::vector<absl::StatusOr<ReturnResult>> results =
+        m.source->ReturnMany(items);
+    ASSERT_EQ(results.size(), items.size());
+    for (const auto& r : results) ASSERT_THAT(r, IsOk());
+    const std::string pair_name = names[c.singles].substr(0, 6);
+    const std::string later = pair_name + " end 64 last 32";
+    const std::string tail = pair_name + " end 32 last 4";
+    size_t holding = 0;
+    for (const std::vector<std::string>& call : calls) {
+      auto it = std::find(call.begin(), call.end(), later);
+      if (it == call.end()) {
+        EXPECT_EQ(std::find(call.begin(), call.end(), tail), call.end())
+            << "the tail went without the later range; " << c.singles
+            << " items before the pair, names of " << c.name_bytes;
+        continue;
+      }
+      ++holding;
+      ASSERT_NE(it + 1, call.end())
+          << "the pair was split; " << c.singles << " items before it, "
+          << "names of " << c.name_bytes;
+      EXPECT_EQ(*(it + 1), tail);
+    }
+    EXPECT_EQ(holding, 1u);
+    size_t sent = 0;
+    for (const auto& call : calls) sent += call.size();
+    EXPECT_EQ(sent, items.size());
+  }
 }
 
 TEST(ClientCreateTest, RejectsBadOptions) {
@@ -1459,6 +1823,72 @@ TEST(ClientCreateTest, RejectsBadOptions) {
 }
 
 // ClientStats, exactly: what an application puts on its own dashboard.
+// The README's rule for reading an ID back: the number is the digits
+// between the last separator and the last '-'. A separator that can stand
+// inside a number (a digit) makes two IDs equal; '-' leaves no number
+// between the two. Each is refused with the rule named; every other
+// character is accepted.
+TEST(ClientCreateTest, RefusesEverySeparatorThatCanBePartOfTheNumber) {
+  for (char digit = '0'; digit <= '9'; ++digit) {
+    ClientOptions options;
+    options.targets = {"127.0.0.1:1"};
+    options.separator = digit;
+    EXPECT_THAT(
+        Client::Create(options),
+        StatusIs(absl::StatusCode::kInvalidArgument,
+                 AllOf(HasSubstr(absl::StrFormat("separator '%c'", digit)),
+                       HasSubstr("is a digit"),
+                       HasSubstr("two IDs could be equal"))))
+        << digit;
+  }
+  ClientOptions dash;
+  dash.targets = {"127.0.0.1:1"};
+  dash.separator = '-';
+  EXPECT_THAT(Client::Create(dash), StatusIs(absl::StatusCode::kInvalidArgument,
+                                             AllOf(HasSubstr("separator '-'"),
+                                                   HasSubstr("last '-'"))));
+  for (const char fine : {'/', ':', '.', '_', 'a', 'Z', ' ', '\x7f'}) {
+    ClientOptions options;
+    options.targets = {"127.0.0.1:1"};
+    options.separator = fine;
+    EXPECT_THAT(Client::Create(options), IsOk()) << fine;
+  }
+}
+
+// With separator '1', collection "a" number 113 and collection "a1" number
+// 13 would both be "a1113-A". With any accepted separator the two IDs
+// differ, and each reads back (from its end) as what it was made from.
+TEST(ClientTest, IdsOfNeighbouringCollectionsStayApartAndReadBack) {
+  for (const char separator : {'/', ':', 'x', '.'}) {
+    auto source = std::make_unique<FakeSource>(200);
+    TestClient t = MakeClient(std::move(source), separator);
+    std::set<std::string> ids;
+    for (const std::string& collection :
+         {std::string("a"), std::string("a") + separator}) {
+      for (int i = 0; i < 150; ++i) {
+        absl::StatusOr<std::string> id = t.client->NextDocumentId(collection);
+        ASSERT_THAT(id, IsOk());
+        EXPECT_TRUE(ids.insert(*id).second) << *id << " twice";
+        // The reader's rule: the tag after the last '-', the number in the
+        // digits before it, the separator right before those.
+        const size_t dash = id->rfind('-');
+        ASSERT_NE(dash, std::string::npos) << *id;
+        size_t start = dash;
+        while (start > 0 && (*id)[start - 1] >= '0' &&
+               (*id)[start - 1] <= '9') {
+          --start;
+        }
+        ASSERT_GT(start, 0u) << *id;
+        EXPECT_EQ((*id)[start - 1], separator) << *id;
+        EXPECT_EQ(id->substr(0, start - 1), collection) << *id;
+        EXPECT_EQ(id->substr(start, dash - start), std::to_string(i + 1))
+            << *id;
+        EXPECT_EQ(id->substr(dash + 1), "A") << *id;
+      }
+    }
+  }
+}
+
 TEST(ClientStatsTest, CountsFetchesWaitsAndAppliedReturns) {
   TestClient t = MakeClient(10);
   EXPECT_EQ(t.client->stats().ranges_fetched, 0);

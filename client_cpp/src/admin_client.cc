@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client_cpp/src/attribution.h"
+#include "client_cpp/src/monotonic_clock.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"
@@ -76,7 +77,7 @@ AdminClient::~AdminClient() = default;
 absl::StatusOr<CollectionInfo> AdminClient::GetCollection(
     absl::string_view collection) {
   grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + deadline_));
+  context.set_deadline(internal::DeadlineIn(deadline_));
   hilo::v1::GetCollectionRequest request;
   request.set_collection(std::string(collection));
   hilo::v1::GetCollectionResponse response;
@@ -90,7 +91,7 @@ absl::StatusOr<CollectionInfo> AdminClient::GetCollection(
 absl::StatusOr<CollectionPage> AdminClient::ListCollections(
     int page_size, absl::string_view page_token) {
   grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + deadline_));
+  context.set_deadline(internal::DeadlineIn(deadline_));
   hilo::v1::ListCollectionsRequest request;
   request.set_page_size(page_size);
   request.set_page_token(std::string(page_token));
@@ -110,7 +111,7 @@ absl::StatusOr<CollectionPage> AdminClient::ListCollections(
 absl::StatusOr<FloorResult> AdminClient::SetFloor(absl::string_view collection,
                                                   int64_t floor) {
   grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + deadline_));
+  context.set_deadline(internal::DeadlineIn(deadline_));
   hilo::v1::SetFloorRequest request;
   request.set_collection(std::string(collection));
   request.set_floor(floor);
@@ -124,7 +125,7 @@ absl::StatusOr<FloorResult> AdminClient::SetFloor(absl::string_view collection,
 
 absl::Status AdminClient::DeleteCollection(absl::string_view collection) {
   grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + deadline_));
+  context.set_deadline(internal::DeadlineIn(deadline_));
   hilo::v1::DeleteCollectionRequest request;
   request.set_collection(std::string(collection));
   hilo::v1::DeleteCollectionResponse response;
@@ -151,7 +152,7 @@ absl::StatusOr<ServingStatus> AdminClient::CheckHealth(
   grpc::ByteBuffer request(&slice, 1);
   grpc::ByteBuffer response;
   grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + deadline_));
+  context.set_deadline(internal::DeadlineIn(deadline_));
   grpc::CompletionQueue cq;
   grpc::Status status;
   auto call = stubs_->generic->PrepareUnaryCall(

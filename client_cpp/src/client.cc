@@ -88,6 +88,34 @@ std::string DocumentId(absl::string_view collection, char separator,
   return out;
 }
 
+// A document ID is read back from its end: the tag follows the last '-'
+// (a tag has no '-'), the number is the digits before it (a number has no
+// sign), and the separator is the character right before those digits. So
+// any separator that is neither a digit nor '-' keeps two IDs of different
+// (collection, number, tag) apart; these two do not.
+absl::Status CheckSeparator(char separator) {
+  if (separator == '|') {
+    return absl::InvalidArgumentError(
+        "separator '|' is reserved; use any other character but a digit or "
+        "'-'");
+  }
+  if (separator >= '0' && separator <= '9') {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "separator '%c' is a digit; a digit can be read as part of the "
+        "number, so two IDs could be equal (collection \"a\" number 1%c5 "
+        "and collection \"a%c1\" number 5 would both be \"a%c1%c5-A\")",
+        separator, separator, separator, separator, separator));
+  }
+  if (separator == '-') {
+    return absl::InvalidArgumentError(
+        "separator '-' is the character that ends the number; the number of "
+        "an ID is the digits between the last separator and the last '-', "
+        "which would then be the same character, so the number could not be "
+        "read back");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 struct Client::State {
@@ -113,10 +141,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
   if (options.targets.empty()) {
     return absl::InvalidArgumentError("no server targets given");
   }
-  if (options.separator == '|') {
-    return absl::InvalidArgumentError(
-        "separator '|' is reserved; use any other character");
-  }
+  if (absl::Status s = CheckSeparator(options.separator); !s.ok()) return s;
   if (!(options.prefetch_at >= 0 && options.prefetch_at < 1)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "prefetch_at is ", options.prefetch_at, "; use 0 (off) or (0, 1)"));
@@ -256,37 +281,29 @@ void Client::ReturnUnusedRanges() {
       caches.push_back(cache.get());
     }
   }
-  // Every collection's ranges are retired first; then they go back in two
-  // rounds, each as one ReturnMany (batches per node): first every
-  // collection's first return, then the second ones. A collection's returns
-  // may be chained (the tail goes back only if the range fetched ahead went
-  // back first), so its second return waits for the first round.
+  // Every collection's ranges are retired first; then they all go back in
+  // one ReturnMany (batches per node), a collection's pair of adjacent
+  // ranges in one call, so that no other client's request comes between
+  // the whole return of the range fetched ahead and the tail's.
   std::vector<internal::RangeCache::UnusedRanges> unused;
   unused.reserve(caches.size());
   for (internal::RangeCache* cache : caches) {
     unused.push_back(cache->TakeUnused());
   }
-  std::vector<bool> first_back(caches.size(), false);
-  for (size_t round = 0; round < 2; ++round) {
-    std::vector<internal::ReturnRequest> requests;
-    std::vector<size_t> owner;  // the cache of each request
-    for (size_t c = 0; c < caches.size(); ++c) {
-      const internal::RangeCache::UnusedRanges& u = unused[c];
-      if (round >= u.returns.size()) continue;
-      if (round == 1 && u.chained && !first_back[c]) continue;
-      const auto& [range, last] = u.returns[round];
-      requests.push_back({caches[c]->collection(), &range, last});
-      owner.push_back(c);
-    }
-    if (requests.empty()) continue;
-    const std::vector<absl::StatusOr<internal::ReturnResult>> results =
-        source_->ReturnMany(requests);
-    for (size_t k = 0; k < requests.size(); ++k) {
-      const bool back = caches[owner[k]]->RecordReturn(
-          *requests[k].range, requests[k].last,
-          k < results.size() ? results[k] : absl::InternalError("no outcome"));
-      if (round == 0) first_back[owner[k]] = back;
-    }
+  std::vector<internal::ReturnRequest> requests;
+  std::vector<size_t> first(caches.size());  // each cache's first request
+  for (size_t c = 0; c < caches.size(); ++c) {
+    first[c] = requests.size();
+    caches[c]->AppendRequests(unused[c], &requests);
+  }
+  std::vector<absl::StatusOr<internal::ReturnResult>> results;
+  if (!requests.empty()) results = source_->ReturnMany(requests);
+  results.resize(requests.size(),
+                 absl::InternalError("the range source gave no outcome"));
+  for (size_t c = 0; c < caches.size(); ++c) {
+    caches[c]->RecordReturns(unused[c],
+                             absl::MakeConstSpan(results).subspan(
+                                 first[c], unused[c].returns.size()));
   }
   for (size_t c = 0; c < caches.size(); ++c) caches[c]->EndReturn(unused[c]);
 }

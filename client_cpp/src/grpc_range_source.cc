@@ -58,7 +58,8 @@ IssuedRange ToIssuedRange(const hilo::v1::NextRangeResponse& response,
 
 GrpcRangeSource::GrpcRangeSource(std::vector<Target> targets,
                                  absl::Duration rpc_deadline,
-                                 ReturnRetryPolicy return_retry)
+                                 ReturnRetryPolicy return_retry,
+                                 const MonotonicClock* clock)
     : rpc_deadline_(rpc_deadline),
       return_retry_(return_retry),
       no_batches_(std::make_unique<std::atomic<bool>[]>(targets.size())) {
@@ -67,7 +68,7 @@ GrpcRangeSource::GrpcRangeSource(std::vector<Target> targets,
   for (Target& target : targets) {
     any_channel = any_channel || target.channel != nullptr;
     targets_.emplace_back(std::move(target.name), std::move(target.stub),
-                          std::move(target.channel));
+                          std::move(target.channel), clock);
   }
   if (any_channel) keeper_ = std::thread([this] { KeepConnected(); });
 }
@@ -93,8 +94,8 @@ void GrpcRangeSource::KeepConnected() {
       if (state == GRPC_CHANNEL_READY) continue;
       all_ready = false;
       // Waiting polls the channel, which is what moves its connection on.
-      channel->WaitForStateChange(
-          state, std::chrono::system_clock::now() + kSlice / 2);
+      channel->WaitForStateChange(state,
+                                  DeadlineIn(absl::FromChrono(kSlice / 2)));
     }
     base::MutexLock lock(&keeper_mu_);
     if (stopping_) return;
@@ -184,28 +185,46 @@ std::vector<absl::StatusOr<ReturnResult>> GrpcRangeSource::ReturnMany(
   std::vector<Batch> batches;
   std::vector<size_t> open(targets_.size(), SIZE_MAX);  // per target
   std::vector<size_t> bytes(targets_.size(), 0);
-  for (size_t i = 0; i < items.size(); ++i) {
+  auto to_proto = [&](size_t i) {
     const IssuedRange& range = *items[i].range;
-    const size_t target = range.source % targets_.size();
     hilo::v1::ReturnRangeRequest r;
     r.set_collection(std::string(items[i].collection));
     r.set_end(range.high);
     r.set_last(items[i].last);
     r.set_node_tag(range.node_tag);
     r.set_range_token(range.token);
-    // The item, its field tag and its length.
-    const size_t size = r.ByteSizeLong() + 4;
+    return r;
+  };
+  for (size_t i = 0; i < items.size();) {
+    const size_t target = items[i].range->source % targets_.size();
+    // The item, or the pair it starts (both to the same node: a pair of
+    // two nodes' ranges is two single items).
+    size_t count = 1;
+    if (items[i].with_next && i + 1 < items.size() &&
+        items[i + 1].range->source % targets_.size() == target) {
+      count = 2;
+    }
+    std::vector<hilo::v1::ReturnRangeRequest> protos;
+    size_t size = 0;
+    for (size_t k = 0; k < count; ++k) {
+      protos.push_back(to_proto(i + k));
+      // The item, its field tag and its length.
+      size += protos.back().ByteSizeLong() + 4;
+    }
     if (open[target] == SIZE_MAX ||
-        batches[open[target]].items.size() >= kMaxReturnBatchItems ||
+        batches[open[target]].items.size() + count > kMaxReturnBatchItems ||
         bytes[target] + size > kMaxReturnBatchBytes) {
       open[target] = batches.size();
       bytes[target] = 0;
       batches.push_back(Batch{target, {}, {}});
     }
     Batch& batch = batches[open[target]];
-    batch.items.push_back(i);
-    *batch.request.add_returns() = std::move(r);
+    for (size_t k = 0; k < count; ++k) {
+      batch.items.push_back(i + k);
+      *batch.request.add_returns() = std::move(protos[k]);
+    }
     bytes[target] += size;
+    i += count;
   }
   ForEachInParallel(batches.size(), kBatchThreads, [&](size_t b) {
     const Batch& batch = batches[b];

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "client_cpp/src/monotonic_clock.h"
 #include "client_cpp/src/range_source.h"
 #include "client_cpp/src/target_stub.h"
 #include "grpcpp/channel.h"
@@ -57,9 +58,11 @@ class GrpcRangeSource final : public RangeSource {
     std::shared_ptr<grpc::Channel> channel;
   };
 
-  // `targets` must not be empty.
+  // `targets` must not be empty. `clock` measures every deadline (see
+  // TargetStub); it must outlive the source.
   GrpcRangeSource(std::vector<Target> targets, absl::Duration rpc_deadline,
-                  ReturnRetryPolicy return_retry = {});
+                  ReturnRetryPolicy return_retry = {},
+                  const MonotonicClock* clock = &MonotonicClock::Real());
   // Stops the keeper thread (within about 100 ms).
   ~GrpcRangeSource() override;
 
@@ -70,8 +73,10 @@ class GrpcRangeSource final : public RangeSource {
                                       int64_t last) override;
   // Sends each node's items as ReturnRanges calls of at most
   // kMaxReturnBatchItems items and kMaxReturnBatchBytes bytes, several at
-  // once, each retried as Return is; to a node that answers UNIMPLEMENTED
-  // (older than ReturnRanges), from then on single Return calls instead.
+  // once, each retried as Return is; a pair (ReturnRequest::with_next) is
+  // never split across two calls. To a node that answers UNIMPLEMENTED
+  // (older than ReturnRanges), from then on single Return calls instead,
+  // in the order given.
   std::vector<absl::StatusOr<ReturnResult>> ReturnMany(
       absl::Span<const ReturnRequest> items) override;
   std::string Describe() const override;

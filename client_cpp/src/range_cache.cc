@@ -209,12 +209,9 @@ void RangeCache::Prefetch() {
 
 void RangeCache::ReturnUnused() {
   const UnusedRanges unused = TakeUnused();
-  for (size_t i = 0; i < unused.returns.size(); ++i) {
-    const auto& [range, last] = unused.returns[i];
-    const bool back =
-        RecordReturn(range, last, source_->Return(collection_, range, last));
-    if (!back && unused.chained && i == 0) break;  // the tail cannot apply
-  }
+  std::vector<ReturnRequest> requests;
+  AppendRequests(unused, &requests);
+  if (!requests.empty()) RecordReturns(unused, source_->ReturnMany(requests));
   EndReturn(unused);
 }
 
@@ -231,8 +228,8 @@ RangeCache::UnusedRanges RangeCache::TakeUnused() {
   unused.had_range = has_range_;
   if (has_next_) {
     unused.returns.emplace_back(next_, next_.low - 1);
-    unused.chained = has_range_ && next_.source == range_.source &&
-                     next_.low == range_.high + 1;
+    unused.pair = has_range_ && next_.source == range_.source &&
+                  next_.low == range_.high + 1;
     has_next_ = false;
   }
   if (has_range_) {
@@ -244,6 +241,7 @@ RangeCache::UnusedRanges RangeCache::TakeUnused() {
       unused.returns.emplace_back(range, used_up_to);
     }
   }
+  if (unused.returns.size() < 2) unused.pair = false;
   // Callers wait (as for a fetch) until EndReturn.
   if (!unused.returns.empty()) fetching_ = true;
   return unused;
@@ -267,6 +265,39 @@ bool RangeCache::RecordReturn(const IssuedRange& range, int64_t last,
   }
   returns_applied_.fetch_add(1, std::memory_order_relaxed);
   return true;
+}
+
+void RangeCache::AppendRequests(const UnusedRanges& unused,
+                                std::vector<ReturnRequest>* requests) const {
+  for (size_t i = 0; i < unused.returns.size(); ++i) {
+    const auto& [range, last] = unused.returns[i];
+    requests->push_back(
+        {collection_, &range, last, /*with_next=*/unused.pair && i == 0});
+  }
+}
+
+void RangeCache::RecordReturns(
+    const UnusedRanges& unused,
+    absl::Span<const absl::StatusOr<ReturnResult>> results) {
+  // A pair's tail can come back only after the range above it did: when
+  // the tail is back, so is the range fetched ahead, even if its own answer
+  // says otherwise (a retried copy of a call whose reply was lost).
+  bool tail_back = false;
+  if (unused.pair && results.size() == 2 && results[1].ok()) {
+    tail_back =
+        results[1]->applied || results[1]->max == unused.returns[1].second;
+  }
+  for (size_t i = 0; i < unused.returns.size(); ++i) {
+    const auto& [range, last] = unused.returns[i];
+    if (i == 0 && tail_back) {
+      returns_applied_.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    RecordReturn(range, last,
+                 i < results.size()
+                     ? results[i]
+                     : absl::InternalError("the range source gave no outcome"));
+  }
 }
 
 void RangeCache::EndReturn(const UnusedRanges& unused) {

@@ -37,6 +37,7 @@
 #include "absl/base/optimization.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "client_cpp/src/range_source.h"
 #include "hilo/base/mutex.h"
 #include "hilo/client.h"
@@ -61,27 +62,37 @@ class RangeCache {
   // unused: the prefetched range whole first (the server takes back only
   // the range it issued last; a whole return of a range issued right above
   // the current one makes the current one the last issued again), then the
-  // current range's unused tail, each with its own token. When they apply,
-  // the collection's Max ends at the last number this cache handed out, and
-  // so does the `last_max` of its next request. Best effort; failures go to
-  // the log, refusals are normal.
+  // current range's unused tail, each with its own token, both in one
+  // RangeSource::ReturnMany call (a pair, when the two are adjacent ranges
+  // of one node). When they apply, the collection's Max ends at the last
+  // number this cache handed out, and so does the `last_max` of its next
+  // request. Best effort; failures go to the log, refusals are normal.
   void ReturnUnused();
 
-  // ReturnUnused in three steps, so that a client can hand many caches
-  // back in batches: TakeUnused retires the ranges and says what to send
-  // (in order; when `chained`, the second only if the first came back),
-  // and makes callers wait; RecordReturn counts and logs each outcome and
-  // says whether the numbers are back; EndReturn, called exactly once after
-  // TakeUnused, lets callers go on.
+  // ReturnUnused in steps, so that a client can hand many caches back in
+  // batches: TakeUnused retires the ranges, says what to send, and makes
+  // callers wait; AppendRequests adds those returns to a ReturnMany call;
+  // RecordReturns counts and logs their outcomes; EndReturn, called exactly
+  // once after TakeUnused, lets callers go on.
   struct UnusedRanges {
     std::vector<std::pair<IssuedRange, int64_t>> returns;  // range, last
-    bool chained = false;  // the second return needs the first back
+    // The two returns are a pair of adjacent ranges of one node (README "A
+    // pair of adjacent ranges"): the second applies only right after the
+    // first, so they must reach the node in one call.
+    bool pair = false;
     bool had_range = false;
   };
   UnusedRanges TakeUnused();
   const std::string& collection() const { return collection_; }
-  bool RecordReturn(const IssuedRange& range, int64_t last,
-                    const absl::StatusOr<ReturnResult>& result);
+  // Appends the returns of `unused` to *requests, in order, the first of a
+  // pair marked ReturnRequest::with_next. The requests point into `unused`,
+  // which must outlive them.
+  void AppendRequests(const UnusedRanges& unused,
+                      std::vector<ReturnRequest>* requests) const;
+  // Counts and logs the outcome of each return of `unused`: results[i] is
+  // that of unused.returns[i].
+  void RecordReturns(const UnusedRanges& unused,
+                     absl::Span<const absl::StatusOr<ReturnResult>> results);
   void EndReturn(const UnusedRanges& unused);
 
   // Fetches the next range ahead of need, unless one is already fetched or
@@ -141,6 +152,9 @@ class RangeCache {
   void SchedulePrefetch();
   // Counts a failed fetch or return by its code.
   void CountError(const absl::Status& status);
+  // Counts and logs one return's outcome; true if its numbers are back.
+  bool RecordReturn(const IssuedRange& range, int64_t last,
+                    const absl::StatusOr<ReturnResult>& result);
   // Asks the source for the next range with mu_ released (fetching_ set
   // meanwhile, so other callers wait); on success the range becomes the
   // one the next request reports as previous. A range whose tag breaks

@@ -60,6 +60,11 @@ struct ReturnRequest {
   absl::string_view collection;
   const IssuedRange* range = nullptr;
   int64_t last = 0;
+  // This item and the next are a pair of adjacent ranges of one node (the
+  // later range whole, then the unused tail of the earlier one): they go to
+  // the node in one call, in this order, so that the node judges the second
+  // right after the first, with no other client's request between them.
+  bool with_next = false;
 };
 
 // Calls fn(0) ... fn(n - 1), on up to `threads` threads at once (this one
@@ -83,11 +88,12 @@ class RangeSource {
                                               const IssuedRange& range,
                                               int64_t last) = 0;
 
-  // Many returns; one outcome per item, in order. Items may be sent at
-  // once, so a caller whose returns depend on one another (a range's tail
-  // applies only after the range fetched ahead of it came back) puts at
-  // most one item of a collection in a call. This default sends each with
-  // Return, many at once (a collection's items one after another).
+  // Many returns; one outcome per item, in order. Items of different
+  // collections may be sent at once; a collection's items reach their node
+  // in the order given, and a pair (ReturnRequest::with_next) in one call
+  // where the node takes batches. This default sends each with Return, many
+  // collections at once, a collection's items one after another (a pair as
+  // two calls: another client's request may come between them).
   virtual std::vector<absl::StatusOr<ReturnResult>> ReturnMany(
       absl::Span<const ReturnRequest> items);
 

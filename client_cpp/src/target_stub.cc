@@ -6,7 +6,6 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/time/clock.h"
 #include "client_cpp/src/attribution.h"
 #include "grpcpp/client_context.h"
 #include "hilo/v1/conversions.h"
@@ -20,15 +19,17 @@ bool IsTransient(const absl::Status& status) {
 
 TargetStub::TargetStub(std::string name,
                        std::unique_ptr<hilo::v1::HiLo::StubInterface> stub,
-                       std::shared_ptr<grpc::Channel> channel)
+                       std::shared_ptr<grpc::Channel> channel,
+                       const MonotonicClock* clock)
     : name_(std::move(name)),
       stub_(std::move(stub)),
-      channel_(std::move(channel)) {}
+      channel_(std::move(channel)),
+      clock_(clock) {}
 
 absl::StatusOr<hilo::v1::NextRangeResponse> TargetStub::NextRange(
     const hilo::v1::NextRangeRequest& request, absl::Duration timeout) const {
   grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  context.set_deadline(DeadlineIn(timeout));
   hilo::v1::NextRangeResponse response;
   const absl::Status status =
       FromGrpcStatus(stub_->NextRange(&context, request, &response));
@@ -41,21 +42,20 @@ absl::StatusOr<Response> TargetStub::CallWithRetries(
     const char* method, Call call, int attempts, absl::Duration backoff,
     absl::Duration timeout) const {
   attempts = std::max(1, attempts);
-  const absl::Time deadline = absl::Now() + timeout;
+  const MonotonicClock::TimePoint deadline = After(clock_->Now(), timeout);
   std::vector<std::string> failures;
   for (int attempt = 1;; ++attempt) {
     grpc::ClientContext context;
     // Each attempt gets an equal share of the time left, so one that times
     // out still leaves room for the next.
-    const absl::Duration left = deadline - absl::Now();
-    context.set_deadline(
-        absl::ToChronoTime(absl::Now() + left / (attempts - attempt + 1)));
+    const absl::Duration left = TimeLeft(clock_->Now(), deadline);
+    context.set_deadline(DeadlineIn(left / (attempts - attempt + 1)));
     Response response;
     const absl::Status status = FromGrpcStatus(call(&context, &response));
     if (status.ok()) return response;
     failures.push_back(status.ToString());
     const bool retry = IsTransient(status) && attempt < attempts &&
-                       absl::Now() + backoff < deadline;
+                       TimeLeft(clock_->Now(), deadline) > backoff;
     if (!retry) {
       if (attempt == 1) return AttributedTo(name_, status);
       return absl::Status(
@@ -64,7 +64,7 @@ absl::StatusOr<Response> TargetStub::CallWithRetries(
                           attempt, absl::FormatDuration(timeout),
                           absl::StrJoin(failures, "; ")));
     }
-    absl::SleepFor(backoff);
+    clock_->SleepFor(backoff);
     backoff *= 2;
   }
 }

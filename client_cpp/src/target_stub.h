@@ -9,7 +9,12 @@
 // ReturnRetryPolicy::attempts calls with a doubling backoff between them, all
 // within one deadline. Choosing among servers is GrpcRangeSource's job.
 //
-// Thread-safe: the stub is, and a TargetStub holds no other state.
+// Every deadline is measured on a MonotonicClock, never the wall clock, and
+// gRPC gets each call's deadline as a span: a step of the wall clock neither
+// stretches a return's retries nor cuts them short.
+//
+// Thread-safe: the stub and the clock are, and a TargetStub holds no other
+// state.
 #ifndef HILO_CLIENT_CPP_SRC_TARGET_STUB_H_
 #define HILO_CLIENT_CPP_SRC_TARGET_STUB_H_
 
@@ -19,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "client_cpp/src/monotonic_clock.h"
 #include "client_cpp/src/range_source.h"
 #include "grpcpp/channel.h"
 #include "hilo/v1/hilo.grpc.pb.h"
@@ -38,10 +44,12 @@ bool IsTransient(const absl::Status& status);
 class TargetStub {
  public:
   // `name` is what error messages call the server; `channel` is the stub's
-  // channel (null for a mock stub).
+  // channel (null for a mock stub). `clock` measures the deadlines and
+  // sleeps the backoffs; it must outlive the stub.
   TargetStub(std::string name,
              std::unique_ptr<hilo::v1::HiLo::StubInterface> stub,
-             std::shared_ptr<grpc::Channel> channel);
+             std::shared_ptr<grpc::Channel> channel,
+             const MonotonicClock* clock = &MonotonicClock::Real());
 
   const std::string& name() const { return name_; }
   // The stub's channel, or null.
@@ -79,6 +87,7 @@ class TargetStub {
   std::string name_;
   std::unique_ptr<hilo::v1::HiLo::StubInterface> stub_;
   std::shared_ptr<grpc::Channel> channel_;
+  const MonotonicClock* clock_;
 };
 
 }  // namespace hilo::internal

@@ -60,11 +60,15 @@ struct ClientOptions {
   // and 0-9) is never used: that target is skipped the same way.
   std::vector<std::string> targets;
 
-  // Between collection and number in a document ID. Any character but '|'.
+  // Between collection and number in a document ID. Any character but '|'
+  // (reserved), a digit or '-': an ID is read from its end (the tag after
+  // the last '-', the number in the digits before it), and a digit or '-'
+  // here would let two IDs be equal or the number not be read back.
   char separator = '/';
 
   // Deadline of each NextRange attempt (each target is one attempt), and of
-  // each return with all its retries.
+  // each return with all its retries. Measured on a monotonic clock: a step
+  // of the wall clock neither stretches nor cuts it.
   absl::Duration rpc_deadline = absl::Seconds(5);
 
   // Share of a range used before the next one is fetched in the
@@ -235,7 +239,7 @@ class Client {
  public:
   // Checks the options and creates a channel per target. Connecting is lazy,
   // so this succeeds with no server running. INVALID_ARGUMENT for bad
-  // options.
+  // options, naming the option and the rule (e.g. a digit as separator).
   static absl::StatusOr<std::unique_ptr<Client>> Create(ClientOptions options);
 
   // Hands the unused tail of every range back (ReturnUnusedRanges).
@@ -268,11 +272,14 @@ class Client {
   // to the same node, a few times within rpc_deadline. Best effort:
   // failures are logged, never returned. The client stays usable; the next
   // NextId fetches a new range. Every collection goes back at once, in
-  // ReturnRanges calls of up to 1000 ranges per node (first the ranges
-  // fetched ahead, then the tails; a few calls at a time, on threads that
-  // live only for this call); to a node older than ReturnRanges, one
-  // ReturnRange per range, up to 64 at a time. NextId calls on these
-  // collections wait until the call ends.
+  // ReturnRanges calls of up to 1000 ranges per node (a few calls at a
+  // time, on threads that live only for this call); a collection's range
+  // fetched ahead and the tail of its current range, when they are
+  // adjacent ranges of one node, go in the same call, the later range
+  // first, so that no other client's NextRange can come between them and
+  // make the tail's return refused. To a node older than ReturnRanges, one
+  // ReturnRange per range in that order, up to 64 collections at a time.
+  // NextId calls on these collections wait until the call ends.
   void ReturnUnusedRanges();
 
   // The counters so far, summed over every collection. Cheap enough to

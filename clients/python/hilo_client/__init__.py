@@ -1,9 +1,10 @@
 """hilo_client: document IDs such as "orders/10-A" from a hilo service.
 
 Mirrors the C++ hilo::Client: a cached range per collection, thread-safe,
-each number kept with the tag of the node that issued its range, unused
-ranges handed back on close() with their range tokens (retried, since a
-node applies a tokened return at most once). Needs the generated stubs
+the next range fetched ahead, each number kept with the tag of the node that
+issued its range, unused ranges handed back on close() with their range
+tokens (retried, since a node applies a tokened return at most once), and
+the same stats counters. Needs the generated stubs
 (module hilo.v1, from scripts/gen-stubs.sh) on the import path.
 """
 
@@ -16,6 +17,6 @@ except ImportError as _e:
         "earlier on PATH does not see Debian's packages); elsewhere "
         "'pip install grpcio protobuf'") from _e
 
-from hilo_client.client import Client, HiloError, Id  # noqa: E402
+from hilo_client.client import Client, ClientStats, HiloError, Id  # noqa: E402
 
-__all__ = ["Client", "HiloError", "Id"]
+__all__ = ["Client", "ClientStats", "HiloError", "Id"]

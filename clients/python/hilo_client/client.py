@@ -10,25 +10,31 @@ the tag of the node that issued its range, so IDs stay unique across nodes::
         c.next_document_id("orders")   # "orders/1-A"
 
 A Client is safe for concurrent use by many threads. While a collection's
-range lasts, next_id takes one short lock; when the range runs dry, exactly
-one caller asks a server for the next one and the other callers of that
-collection wait for it. Ranges grow while a collection is busy (the client
-reports its previous range with each request) and never move down.
+range lasts, next_id takes one short lock. When a fifth of a range is used
+(prefetch_at), the next one is fetched on a background thread and kept
+aside, so callers switch ranges without waiting on the network; if a range
+does run dry first, exactly one caller asks a server (or waits for the
+fetch already in flight, the prefetch included) and the other callers of
+that collection wait for it. Ranges grow while a collection is busy (the
+client reports its previous range with each request) and never move down.
 
-close() (or leaving a ``with`` block) hands the unused tail of every range
-back to the node that issued it, so the next client continues there: all
-collections at once, in ReturnRanges calls of up to 1000 ranges per node (one
-ReturnRange per range to a node older than ReturnRanges). Nothing is
-returned from a destructor: call close().
+close() (or leaving a ``with`` block) hands the unused numbers back to the
+node that issued them, so the next client continues right after the last
+number this one used: all collections at once, in ReturnRanges calls of up
+to 1000 ranges per node (one ReturnRange per range to a node older than
+ReturnRanges). A range fetched ahead goes back whole, then the current
+range's tail; when they are adjacent ranges of one node, both go in one
+ReturnRanges call, the later range first (README "A pair of adjacent
+ranges"). Nothing is returned from a destructor: call close().
 
 Each range comes with a range_token, a random secret of the node that issued
 it. The client keeps it with the range and sends it with the range's return;
 the node applies a tokened return at most once (and only for the range it
 issued last), so the client retries a call that failed with UNAVAILABLE or
 DEADLINE_EXCEEDED, on the same node, within one RPC deadline. A call holding
-a range without a token is sent once.
-A client holds one range per collection at a time (it fetches nothing
-ahead), so it never has two adjacent ranges to hand back.
+a range without a token is sent once. Every deadline is measured on
+time.monotonic() or handed to gRPC as a relative timeout, so a step of the
+wall clock neither stretches nor cuts one.
 
 Replies that break the contract are refused with INTERNAL: a range that is
 empty or starts below 1, and a node tag that is not 1-4 characters of A-Z
@@ -37,14 +43,16 @@ and 0-9 (IDs built with it could collide or fail to parse).
 
 from __future__ import annotations
 
+import collections
 import logging
+import math
 import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import (Callable, Dict, List, NamedTuple, Optional, Sequence,
-                    Tuple, Union)
+from dataclasses import dataclass, field
+from typing import (Callable, Deque, Dict, List, NamedTuple, Optional,
+                    Sequence, Tuple, Union)
 
 import grpc
 
@@ -55,7 +63,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
         "hilo_client needs the generated Python stubs (module hilo.v1): run "
         "scripts/gen-stubs.sh and put build/gen/python on PYTHONPATH") from e
 
-__all__ = ["Client", "Id", "HiloError"]
+__all__ = ["Client", "ClientStats", "Id", "HiloError"]
 
 _logger = logging.getLogger("hilo_client")
 
@@ -102,6 +110,41 @@ class HiloError(Exception):
         self.message = message
 
 
+class _OptionError(HiloError, ValueError):
+    """A bad option: a HiloError with INVALID_ARGUMENT, and a ValueError as
+    every bad option of the constructor is."""
+
+    def __init__(self, message: str):
+        super().__init__(grpc.StatusCode.INVALID_ARGUMENT, message)
+
+
+def _check_separator(separator: str) -> None:
+    """Raises _OptionError for a separator that IDs cannot keep apart.
+
+    An ID is read from its end: the tag follows the last '-' (a tag has no
+    '-'), the number is the digits before it (a number has no sign), and the
+    separator is the character right before those digits. A digit there
+    could be read as part of the number, so two IDs could be equal; with
+    '-' the last separator and the last '-' are the same character, so the
+    number could not be read back. Any other character is safe."""
+    if separator == "|":
+        raise _OptionError(
+            "separator '|' is reserved; use any other character but a digit "
+            "or '-'")
+    if separator in "0123456789":
+        d = separator
+        raise _OptionError(
+            f"separator '{d}' is a digit; a digit can be read as part of the "
+            f"number, so two IDs could be equal (collection 'a' number 1{d}5 "
+            f"and collection 'a{d}1' number 5 would both be 'a{d}1{d}5-A')")
+    if separator == "-":
+        raise _OptionError(
+            "separator '-' is the character that ends the number; the number "
+            "of an ID is the digits between the last separator and the last "
+            "'-', which would then be the same character, so the number "
+            "could not be read back")
+
+
 class _Previous(NamedTuple):
     """What the client tells the server about its previous range."""
 
@@ -132,6 +175,18 @@ class _ReturnResult(NamedTuple):
 
     applied: bool
     max: int
+
+
+class _ReturnItem(NamedTuple):
+    """One return of return_many: (last, issued.high] of `issued`. With
+    with_next, this item and the next are a pair of adjacent ranges of one
+    node (the later range whole, then the earlier one's unused tail): they
+    go in one call, in this order."""
+
+    collection: str
+    issued: _Issued
+    last: int
+    with_next: bool = False
 
 
 @dataclass
@@ -178,6 +233,8 @@ class _GrpcRangeSource:
         self._preferred = 0  # an int store is atomic under the GIL
         # Per target: it answered ReturnRanges with UNIMPLEMENTED.
         self._no_batches = [False] * len(targets)
+        self._failovers_lock = threading.Lock()
+        self.failovers = 0  # ClientStats.failovers
 
     def next(self, collection: str, previous: _Previous) -> _Issued:
         request = hilo_pb2.NextRangeRequest(
@@ -211,6 +268,9 @@ class _GrpcRangeSource:
                     f"{response.node_tag!r}; a tag is 1-4 characters of A-Z "
                     f"and 0-9")
             self._preferred = index
+            if i > 0:
+                with self._failovers_lock:
+                    self.failovers += 1
             return _Issued(response.low, response.high, response.node_tag,
                            response.range_at, index, response.range_token)
         raise HiloError(
@@ -239,15 +299,17 @@ class _GrpcRangeSource:
             _return_request(collection, issued, last),
             _RETURN_ATTEMPTS if issued.token != 0 else 1)
 
-    def return_many(self, items: Sequence[Tuple[str, _Issued, int]]
+    def return_many(self, items: Sequence[_ReturnItem]
                     ) -> List[Union[_ReturnResult, HiloError]]:
-        """Hands back many tails at once: items are (collection, issued,
-        last) as for return_, and the outcome of each, in order, is a
-        _ReturnResult or the HiloError that item failed with.
+        """Hands back many ranges at once: items are _ReturnItems, and the
+        outcome of each, in order, is a _ReturnResult or the HiloError that
+        item failed with.
 
         Each target's items go as ReturnRanges calls of at most
         _MAX_BATCH_ITEMS items and _MAX_BATCH_BYTES bytes (the server takes
-        1000 items and 64 KiB), up to _BATCH_THREADS calls at once. A batch
+        1000 items and 64 KiB), up to _BATCH_THREADS calls at once; a pair
+        (with_next) is never split across two calls, so the node judges its
+        second item right after the first. A batch
         is retried as return_ retries one return, but only if every item has
         a token (the tokens make a retry of an applied batch refused, never
         applied twice). A target that answers UNIMPLEMENTED (older than
@@ -257,25 +319,36 @@ class _GrpcRangeSource:
             HiloError(grpc.StatusCode.UNKNOWN, "not sent")] * len(items)
         batches: List[_Batch] = []
         open_batch = {}  # target index -> index into batches
-        for i, (collection, issued, last) in enumerate(items):
-            request = _return_request(collection, issued, last)
-            # The item, its field tag and its length.
-            size = request.ByteSize() + 4
-            b = open_batch.get(issued.source)
-            if (b is None or len(batches[b].items) >= _MAX_BATCH_ITEMS
+        i = 0
+        while i < len(items):
+            source = items[i].issued.source
+            # The item, or the pair it starts (a pair of two targets'
+            # ranges is two single items).
+            count = 2 if (items[i].with_next and i + 1 < len(items)
+                          and items[i + 1].issued.source == source) else 1
+            requests = [_return_request(*items[k][:3])
+                        for k in range(i, i + count)]
+            # Each item, its field tag and its length.
+            size = sum(r.ByteSize() + 4 for r in requests)
+            b = open_batch.get(source)
+            if (b is None
+                    or len(batches[b].items) + count > _MAX_BATCH_ITEMS
                     or batches[b].bytes + size > _MAX_BATCH_BYTES):
-                b = open_batch[issued.source] = len(batches)
-                batches.append(_Batch(issued.source, [],
+                b = open_batch[source] = len(batches)
+                batches.append(_Batch(source, [],
                                       hilo_pb2.ReturnRangesRequest(), 0))
             batch = batches[b]
-            batch.items.append(i)
-            batch.request.returns.append(request)
+            for k, request in enumerate(requests):
+                batch.items.append(i + k)
+                batch.request.returns.append(request)
             batch.bytes += size
+            i += count
 
         def send(batch: _Batch) -> None:
             target = self._targets[batch.target]
             if not self._no_batches[batch.target]:
-                all_tokens = all(items[i][1].token != 0 for i in batch.items)
+                all_tokens = all(items[i].issued.token != 0
+                                 for i in batch.items)
                 try:
                     response = self._call_with_retries(
                         target, "ReturnRanges", target.stub.ReturnRanges,
@@ -291,10 +364,10 @@ class _GrpcRangeSource:
                     for k, i in enumerate(batch.items):
                         results[i] = _batch_result(target, batch, response, k)
                     return
-            # One by one, as to a server without batches.
+            # One by one, in order, as to a server without batches.
             for i in batch.items:
                 try:
-                    r = self.return_(*items[i])
+                    r = self.return_(*items[i][:3])
                     results[i] = _ReturnResult(r.applied, r.max)
                 except HiloError as e:
                     results[i] = e
@@ -344,40 +417,177 @@ class _GrpcRangeSource:
             target.channel.close()
 
 
+class _Prefetcher:
+    """One background thread that runs prefetch tasks in the order given, so
+    that next_id never waits on the network to fetch ahead. Started with the
+    first task; stop() drops the queued tasks and waits (bounded) for the
+    running one. Thread-safe."""
+
+    def __init__(self):
+        self._cond = threading.Condition(threading.Lock())
+        self._tasks: Deque[Callable[[], None]] = collections.deque()
+        self._stopping = False
+        self._thread: Optional[threading.Thread] = None
+
+    def schedule(self, task: Callable[[], None]) -> None:
+        """Queues `task`; dropped after stop()."""
+        with self._cond:
+            if self._stopping:
+                return
+            self._tasks.append(task)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="hilo-prefetch", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._tasks or self._stopping)
+                if self._stopping:
+                    return
+                task = self._tasks.popleft()
+            task()
+
+    def stop(self, timeout: float) -> None:
+        """Drops the queued tasks and waits up to `timeout` seconds for the
+        running one. Idempotent."""
+        with self._cond:
+            self._stopping = True
+            self._tasks.clear()
+            thread = self._thread
+            self._cond.notify_all()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
+
+@dataclass
+class ClientStats:
+    """Counters of a client's behaviour since it was created, named as the
+    C++ hilo::ClientStats: each only grows.
+
+    calls_waited: next_id calls that waited for a range to arrive from a
+        server (or for the error of that attempt), rather than taking a
+        cached number or a range fetched ahead.
+    ranges_fetched: ranges a server issued to this client, however they
+        were asked for; ranges_prefetched: of those, the ones fetched ahead
+        of need (prefetch_at).
+    failovers: NextRange calls that another target answered because the
+        preferred one failed; that target is preferred from then on.
+    returns_applied, returns_refused, returns_failed: unused ranges handed
+        back (close, return_unused_ranges), one count per range: the node
+        took them back; it refused them (it had issued a newer range: normal,
+        the numbers stay unused); no answer after the retries, or an error
+        (logged).
+    errors: failed range fetches (prefetches included) and returns, by
+        grpc.StatusCode; codes that never occurred are absent.
+    """
+
+    calls_waited: int = 0
+    ranges_fetched: int = 0
+    ranges_prefetched: int = 0
+    failovers: int = 0
+    returns_applied: int = 0
+    returns_refused: int = 0
+    returns_failed: int = 0
+    errors: Dict[grpc.StatusCode, int] = field(default_factory=dict)
+
+
+class _Unused(NamedTuple):
+    """What a cache hands back: (range, last) pairs in the order they must
+    reach their nodes; pair when they are two adjacent ranges of one node
+    (the later one whole first), which go in one call."""
+
+    returns: List[Tuple[_Issued, int]]
+    pair: bool
+
+
 class _RangeCache:
-    """One collection's current range, handed out number by number. Exactly
-    one caller at a time talks to the server for it (fetch or return); the
-    others wait. A number leaves only together with its range's tag."""
+    """One collection's current range, handed out number by number, and the
+    next range once it is fetched ahead. Exactly one caller at a time talks
+    to the server for it (fetch, prefetch or return); the others wait. A
+    number leaves only together with its own range's tag."""
 
     def __init__(self, collection: str, source: _GrpcRangeSource,
-                 log: Callable[[str], None]):
+                 log: Callable[[str], None], prefetch_at: float,
+                 schedule: Optional[Callable[[Callable[[], None]], None]]):
         self._collection = collection
         self._source = source
         self._log = log
+        self._prefetch_at = prefetch_at if schedule is not None else 0.0
+        self._schedule = schedule
         self._cond = threading.Condition(threading.Lock())
         self._range: Optional[_Issued] = None
         self._next = 0  # next number of _range to hand out
-        self._busy = False  # a fetch or return is in flight
+        # Taking this number of _range asks for the next range ahead.
+        self._prefetch_number: Optional[int] = None
+        self._ahead: Optional[_Issued] = None  # fetched ahead, not yet used
+        self._busy = False  # a fetch, prefetch or return is in flight
         self._calls = 0  # completed or failed fetches and returns
         self._error: Optional[HiloError] = None  # of the last fetch
         self._previous = _Previous()
+        # The highest number handed out from a retired range (0: none).
+        self._used_up_to = 0
+        # ClientStats counters, under _cond.
+        self._waited = 0
+        self._fetched = 0
+        self._prefetched = 0
+        self._applied = 0
+        self._refused = 0
+        self._failed = 0
+        self._errors: Dict[grpc.StatusCode, int] = {}
+
+    def _use(self, issued: _Issued) -> None:
+        """Makes `issued` the current range (with _cond held); the range it
+        replaces was used up."""
+        if self._range is not None:
+            self._used_up_to = max(self._used_up_to, self._next - 1)
+        self._range = issued
+        self._next = issued.low
+        self._prefetch_number = None
+        if self._prefetch_at > 0:
+            size = issued.high - issued.low + 1
+            self._prefetch_number = issued.low + max(
+                0, math.ceil(self._prefetch_at * size) - 1)
+
+    def _take(self) -> Id:
+        """The next number of the current range (with _cond held, the range
+        not used up); its taker asks for a prefetch if it is the set one."""
+        number = self._next
+        self._next += 1
+        if number == self._prefetch_number:
+            self._prefetch_number = None
+            self._schedule(self.prefetch)
+        return Id(number, self._range.node_tag)
+
+    def _count_error(self, e: HiloError) -> None:
+        self._errors[e.code] = self._errors.get(e.code, 0) + 1
 
     def next(self) -> Id:
         with self._cond:
+            waited = False
             while True:
                 r = self._range
                 if r is not None and self._next <= r.high:
-                    number = self._next
-                    self._next += 1
-                    return Id(number, r.node_tag)
+                    if waited:
+                        self._waited += 1
+                    return self._take()
+                if self._ahead is not None:
+                    # The range fetched ahead takes over, no round trip.
+                    self._use(self._ahead)
+                    self._ahead = None
+                    continue
                 if not self._busy:
                     break
+                waited = True
                 calls = self._calls
                 self._cond.wait_for(lambda: self._calls != calls)
-                if self._error is not None and (
+                if self._error is not None and self._ahead is None and (
                         self._range is None or self._next > self._range.high):
                     # The fetch this caller waited for failed: share its error
                     # rather than have every waiter try again at once.
+                    self._waited += 1
                     raise HiloError(self._error.code, self._error.message)
             # This caller fetches; callers arriving meanwhile wait above.
             self._busy = True
@@ -388,57 +598,146 @@ class _RangeCache:
             with self._cond:
                 self._busy = False
                 self._calls += 1
+                self._waited += 1
                 self._error = e if isinstance(e, HiloError) else None
+                if self._error is not None:
+                    self._count_error(self._error)
                 self._cond.notify_all()
             raise
         with self._cond:
             self._busy = False
             self._calls += 1
             self._error = None
-            self._range = issued
-            self._next = issued.low + 1  # this caller takes the first number
+            self._fetched += 1
+            self._waited += 1
+            self._use(issued)
             self._previous = _Previous(issued.high - issued.low + 1,
                                        issued.range_at, issued.high)
             self._cond.notify_all()
-        return Id(issued.low, issued.node_tag)
+            return self._take()  # this caller takes the first number
+
+    def prefetch(self) -> None:
+        """Fetches the next range ahead of need, unless one is fetched or
+        being fetched (or a return is in flight). Runs on the prefetch
+        thread; a failure is left for the caller that runs dry, which
+        fetches (and reports) by itself."""
+        with self._cond:
+            if self._busy or self._ahead is not None or self._range is None:
+                return
+            self._busy = True
+            previous = self._previous
+        issued = None
+        error: Optional[HiloError] = None
+        try:
+            issued = self._source.next(self._collection, previous)
+        except HiloError as e:
+            error = e
+        except Exception as e:  # noqa: BLE001 - a closed channel, say
+            error = HiloError(grpc.StatusCode.UNKNOWN,
+                              f"prefetch of {self._collection!r}: {e}")
+        with self._cond:
+            self._busy = False
+            self._calls += 1
+            self._error = None  # not a caller's error
+            if issued is not None:
+                self._ahead = issued
+                self._fetched += 1
+                self._prefetched += 1
+                # The server has moved past this range whatever we do.
+                self._previous = _Previous(issued.high - issued.low + 1,
+                                           issued.range_at, issued.high)
+            elif error is not None:
+                self._count_error(error)
+            self._cond.notify_all()
 
     @property
     def collection(self) -> str:
         return self._collection
 
-    def take_unused(self) -> Optional[Tuple[_Issued, int]]:
-        """Retires the current range and, if numbers of it are left, marks
-        the cache busy and returns (range, last number used) for the caller
-        to hand back; end_return must follow. None if nothing is left."""
+    def take_unused(self) -> Optional[_Unused]:
+        """Retires the current range and the one fetched ahead and, if
+        numbers of them are left, marks the cache busy and says what to hand
+        back: the range fetched ahead whole (last = low - 1), then the
+        current range's unused tail. end_return must follow. None if nothing
+        is left."""
         with self._cond:
             self._cond.wait_for(lambda: not self._busy)
             r = self._range
-            if r is None:
+            returns: List[Tuple[_Issued, int]] = []
+            pair = False
+            if self._ahead is not None:
+                a = self._ahead
+                returns.append((a, a.low - 1))
+                # Issued right above the current range by the same node: its
+                # whole return makes the current range the last issued again,
+                # so the tail can come back too (README "A pair of adjacent
+                # ranges").
+                pair = (r is not None and a.source == r.source
+                        and a.low == r.high + 1)
+                self._ahead = None
+            if r is not None:
+                # Retire the range first: from here on no caller takes its
+                # numbers.
+                self._range = None
+                self._prefetch_number = None
+                self._used_up_to = max(self._used_up_to, self._next - 1)
+                if self._next <= r.high:
+                    returns.append((r, self._next - 1))  # low - 1: none used
+                # Our next range may start right after the last number we
+                # handed out, whether the returns apply or not: the numbers
+                # above it are no longer ours.
+                self._previous = self._previous._replace(max=self._used_up_to)
+            if not returns:
                 return None
-            # Retire the range first: from here on no caller takes its numbers.
-            self._range = None
-            if self._next > r.high:
-                return None  # nothing left
-            last = self._next - 1  # low - 1 if none was used
             self._busy = True
-            return r, last
+            return _Unused(returns, pair and len(returns) == 2)
 
-    def end_return(self, issued: _Issued, last: int,
-                   outcome: Union[_ReturnResult, HiloError]) -> None:
-        """Ends the return take_unused began: logs a failure, and wakes the
-        callers waiting for the cache."""
-        if isinstance(outcome, HiloError):
-            self._log(
-                f"hilo: returning numbers {last + 1}-{issued.high} of "
-                f"collection {self._collection!r} failed: {outcome}")
+    def end_return(self, unused: _Unused,
+                   outcomes: Sequence[Union[_ReturnResult, HiloError]]
+                   ) -> None:
+        """Ends the return take_unused began: counts and logs each outcome
+        (outcomes[i] is that of unused.returns[i]) and wakes the callers
+        waiting for the cache."""
+        def back(k: int) -> bool:
+            o = outcomes[k]
+            # A refusal with Max already at `last` is a retried copy of a
+            # return that applied (its reply was lost).
+            return isinstance(o, _ReturnResult) and (
+                o.applied or o.max == unused.returns[k][1])
+
+        # A pair's tail comes back only after the range above it did.
+        tail_back = unused.pair and back(1)
+        lines = []
         with self._cond:
+            for k, (issued, last) in enumerate(unused.returns):
+                o = outcomes[k]
+                if back(k) or (k == 0 and tail_back):
+                    self._applied += 1
+                elif isinstance(o, HiloError):
+                    self._failed += 1
+                    self._count_error(o)
+                    lines.append(
+                        f"hilo: returning numbers {last + 1}-{issued.high} of "
+                        f"collection {self._collection!r} failed: {o}")
+                else:
+                    self._refused += 1
             self._busy = False
             self._calls += 1
             self._error = None
-            if isinstance(outcome, _ReturnResult) and outcome.applied:
-                # Our next range may start right after the numbers we used.
-                self._previous = self._previous._replace(max=last)
             self._cond.notify_all()
+        for line in lines:
+            self._log(line)
+
+    def add_stats_to(self, stats: Dict[str, object]) -> None:
+        with self._cond:
+            stats["calls_waited"] += self._waited
+            stats["ranges_fetched"] += self._fetched
+            stats["ranges_prefetched"] += self._prefetched
+            stats["returns_applied"] += self._applied
+            stats["returns_refused"] += self._refused
+            stats["returns_failed"] += self._failed
+            for code, n in self._errors.items():
+                stats["errors"][code] = stats["errors"].get(code, 0) + n
 
 
 class Client:
@@ -449,10 +748,17 @@ class Client:
         DEADLINE_EXCEEDED the client tries the next, and stays with the one
         that answered.
     separator: between collection and number in a document ID; one
-        character, anything but '|'.
+        character, anything but '|' (reserved), a digit or '-' (those raise
+        HiloError with INVALID_ARGUMENT, also a ValueError: a digit could be
+        read as part of the number, so two IDs could be equal, and with '-'
+        the number could not be read back).
     rpc_deadline: seconds each NextRange attempt may take (each target is
         one attempt), and all attempts of one ReturnRange or ReturnRanges
         call together.
+    prefetch_at: share of a range used before the next one is fetched in
+        the background, so callers switch ranges without waiting on the
+        network; 0 turns prefetching off, otherwise in (0, 1). Default 0.2,
+        as the C++ client.
     credentials: grpc.ChannelCredentials for every target; None means
         plaintext.
     log: receives best-effort failures (such as a return that failed on
@@ -465,6 +771,7 @@ class Client:
 
     def __init__(self, targets: Union[str, Sequence[str]], *,
                  separator: str = "/", rpc_deadline: float = 5.0,
+                 prefetch_at: float = 0.2,
                  credentials: Optional[grpc.ChannelCredentials] = None,
                  log: Optional[Callable[[str], None]] = None):
         if isinstance(targets, str):
@@ -476,12 +783,15 @@ class Client:
             raise ValueError("a server target is empty")
         if not isinstance(separator, str) or len(separator) != 1:
             raise ValueError("separator must be exactly one character")
-        if separator == "|":
-            raise ValueError(
-                "separator '|' is reserved; use any other character")
+        _check_separator(separator)
         if not rpc_deadline > 0:
             raise ValueError(
                 f"rpc deadline is {rpc_deadline}; it must be positive")
+        if (isinstance(prefetch_at, bool)
+                or not isinstance(prefetch_at, (int, float))
+                or not 0 <= prefetch_at < 1):
+            raise ValueError(
+                f"prefetch_at is {prefetch_at!r}; use 0 (off) or (0, 1)")
         channels = []
         for t in targets:
             channel = (grpc.secure_channel(t, credentials)
@@ -491,6 +801,10 @@ class Client:
         self._separator = separator
         self._log = log if log is not None else _logger.warning
         self._source = _GrpcRangeSource(channels, float(rpc_deadline))
+        self._rpc_deadline = float(rpc_deadline)
+        self._prefetch_at = float(prefetch_at)
+        # Runs prefetch tasks; None when prefetching is off.
+        self._prefetcher = _Prefetcher() if prefetch_at > 0 else None
         self._lock = threading.Lock()
         self._return_lock = threading.Lock()
         self._caches = {}  # collection -> _RangeCache; never shrinks
@@ -505,7 +819,10 @@ class Client:
                 raise RuntimeError("hilo client is closed")
             cache = self._caches.get(collection)
             if cache is None:
-                cache = _RangeCache(collection, self._source, self._log)
+                prefetcher = self._prefetcher
+                cache = _RangeCache(
+                    collection, self._source, self._log, self._prefetch_at,
+                    prefetcher.schedule if prefetcher is not None else None)
                 self._caches[collection] = cache
             return cache
 
@@ -532,44 +849,74 @@ class Client:
         return f"{collection}{self._separator}{number}-{tag}"
 
     def return_unused_ranges(self) -> None:
-        """Hands the unused tail of each collection's range back to the node
-        that issued it, with the range's token, so the next client continues
-        there. Every collection goes back at once, in ReturnRanges calls of
-        up to 1000 ranges per node; to a node older than ReturnRanges, one
-        ReturnRange per range. Best effort within the RPC deadline per call
-        (a call that failed with UNAVAILABLE or DEADLINE_EXCEEDED is tried
-        again on that node; see the module docstring): failures are logged,
-        never raised, and a refused return (the node has issued a later
-        range, or already took this one back) is normal and silent. The
-        client stays usable; the next next_id fetches a new range. next_id
-        calls on these collections wait until the call ends."""
+        """Hands the unused numbers of each collection back to the node that
+        issued them, with each range's token, so the next client continues
+        right after the last number this one handed out: a range fetched
+        ahead goes back whole, then the unused tail of the current range;
+        when the two are adjacent ranges of one node they go in the same
+        ReturnRanges call, the later range first, so that no other client's
+        NextRange can come between them and make the tail's return refused.
+        Every collection goes back at once, in ReturnRanges calls of up to
+        1000 ranges per node; to a node older than ReturnRanges, one
+        ReturnRange per range, in the same order. Best effort within the RPC
+        deadline per call (a call that failed with UNAVAILABLE or
+        DEADLINE_EXCEEDED is tried again on that node; see the module
+        docstring): failures are logged, never raised, and a refused return
+        (the node has issued a later range, or already took this one back)
+        is normal and silent. The client stays usable; the next next_id
+        fetches a new range. next_id calls on these collections wait until
+        the call ends."""
         with self._return_lock:  # one at a time, as the C++ client
             with self._lock:
                 caches = list(self._caches.values())
-            taken = []  # (cache, range, last)
+            taken: List[Tuple[_RangeCache, _Unused, int]] = []
+            items: List[_ReturnItem] = []
             outcomes: List[Union[_ReturnResult, HiloError]] = []
             try:
                 for cache in caches:
                     unused = cache.take_unused()
-                    if unused is not None:
-                        taken.append((cache, *unused))
-                if taken:
-                    outcomes = self._source.return_many(
-                        [(c.collection, r, last) for c, r, last in taken])
+                    if unused is None:
+                        continue
+                    taken.append((cache, unused, len(items)))
+                    for k, (issued, last) in enumerate(unused.returns):
+                        items.append(_ReturnItem(cache.collection, issued,
+                                                 last, unused.pair and k == 0))
+                if items:
+                    outcomes = self._source.return_many(items)
             finally:
                 # Every taken cache ends its return, so no caller waits for
                 # ever, even if return_many raised.
-                for k, (cache, r, last) in enumerate(taken):
-                    cache.end_return(
-                        r, last, outcomes[k] if k < len(outcomes) else
-                        HiloError(grpc.StatusCode.INTERNAL, "no outcome"))
+                missing = HiloError(grpc.StatusCode.INTERNAL, "no outcome")
+                for cache, unused, first in taken:
+                    cache.end_return(unused, [
+                        outcomes[first + k] if first + k < len(outcomes)
+                        else missing for k in range(len(unused.returns))])
+
+    def stats(self) -> ClientStats:
+        """The counters so far, summed over every collection (see
+        ClientStats)."""
+        totals: Dict[str, object] = {
+            "calls_waited": 0, "ranges_fetched": 0, "ranges_prefetched": 0,
+            "returns_applied": 0, "returns_refused": 0, "returns_failed": 0,
+            "errors": {}}
+        with self._lock:
+            caches = list(self._caches.values())
+        for cache in caches:
+            cache.add_stats_to(totals)
+        return ClientStats(failovers=self._source.failovers, **totals)
 
     def close(self) -> None:
-        """Returns the unused ranges, then closes the channels. Idempotent."""
+        """Stops fetching ahead, returns the unused ranges, then closes the
+        channels. Idempotent."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
+        if self._prefetcher is not None:
+            # A running prefetch ends within its NextRange deadlines; what
+            # it fetched goes back below.
+            self._prefetcher.stop(
+                self._rpc_deadline * len(self._source._targets) + 1)
         self.return_unused_ranges()
         self._source.close()
 

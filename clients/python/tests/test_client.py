@@ -18,7 +18,7 @@ import grpc
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from hilo.v1 import hilo_pb2, hilo_pb2_grpc  # noqa: E402
-from hilo_client import Client, HiloError, Id  # noqa: E402
+from hilo_client import Client, ClientStats, HiloError, Id  # noqa: E402
 from server import HiloServer, unused_target  # noqa: E402
 
 
@@ -69,6 +69,27 @@ class FakeRpcError(grpc.RpcError):
         return self._details
 
 
+class ManualPrefetcher:
+    """Stands in for the client's prefetch thread: holds the prefetch tasks
+    until the test runs them."""
+
+    def __init__(self):
+        self.tasks = []
+
+    def schedule(self, task):
+        self.tasks.append(task)
+
+    def run_all(self):
+        """Runs the queued tasks on this thread; returns how many ran."""
+        tasks, self.tasks = self.tasks, []
+        for task in tasks:
+            task()
+        return len(tasks)
+
+    def stop(self, timeout):
+        self.tasks.clear()
+
+
 class StubSpy:
     """Sits between a client and the real stub of one of its targets.
 
@@ -83,7 +104,10 @@ class StubSpy:
 
     Unless batches is True, ReturnRanges answers UNIMPLEMENTED without
     reaching the server, as a server older than it would (nothing applied),
-    so the client's returns go one by one through ReturnRange."""
+    so the client's returns go one by one through ReturnRange.
+
+    after_return, if set, runs after each ReturnRange or ReturnRanges call
+    the server served: another client's request arriving right then."""
 
     def __init__(self, client, index=0, batches=False):
         self._stub = client._source._targets[index].stub
@@ -98,6 +122,7 @@ class StubSpy:
         self.batches = batches
         self.node_tag = None
         self.range_token = None
+        self.after_return = None
         self._stub.NextRange = self._next
         self._stub.ReturnRange = self._return
         self._stub.ReturnRanges = self._return_many
@@ -112,13 +137,19 @@ class StubSpy:
         return reply
 
     def _return(self, request, timeout=None):
-        return self._record(request, timeout, self.returns, self.fail_returns,
-                            self._return_range)
+        reply = self._record(request, timeout, self.returns,
+                             self.fail_returns, self._return_range)
+        if self.after_return is not None:
+            self.after_return()
+        return reply
 
     def _return_many(self, request, timeout=None):
-        return self._record(request, timeout, self.batch_calls,
-                            self.fail_batches,
-                            self._return_ranges if self.batches else None)
+        reply = self._record(request, timeout, self.batch_calls,
+                             self.fail_batches,
+                             self._return_ranges if self.batches else None)
+        if self.after_return is not None:
+            self.after_return()
+        return reply
 
     @staticmethod
     def _record(request, timeout, calls, fails, send):
@@ -165,14 +196,157 @@ def run_threads(n, fn):
     return results
 
 
+class ClientWithoutServerTest(unittest.TestCase):
+    """What needs no server: options refused at construction, names, and
+    how returns are cut into calls."""
+
+    def test_return_retries_run_on_the_monotonic_clock_alone(self):
+        # The wall clock steps back by an hour before each attempt and
+        # forward by two after it; the monotonic clock moves by what each
+        # attempt waited (its whole timeout: no answer). The attempts still
+        # share one rpc_deadline, neither stretched nor cut.
+        from unittest import mock
+
+        from hilo_client import client as impl
+
+        class Clocks:
+            def __init__(self):
+                self.mono = 1000.0
+                self.wall = 1.8e9
+
+            def monotonic(self):
+                return self.mono
+
+            def time(self):
+                return self.wall
+
+            def sleep(self, seconds):
+                self.mono += seconds
+                self.wall += seconds
+
+        clocks = Clocks()
+        timeouts = []
+
+        class SilentStub:
+            def ReturnRange(self, request, timeout=None):
+                clocks.wall -= 3600
+                timeouts.append(timeout)
+                clocks.mono += timeout
+                clocks.wall += 7200 + timeout
+                raise FakeRpcError(grpc.StatusCode.DEADLINE_EXCEEDED, "slow")
+
+        source = impl._GrpcRangeSource(
+            [impl._Target("node-a:1", None, SilentStub())], 3.0)
+        issued = impl._Issued(1, 32, "A", None, 0, 77)
+        with mock.patch.object(impl, "time", clocks):
+            with self.assertRaises(HiloError) as cm:
+                source.return_("o", issued, 4)
+        self.assertEqual(cm.exception.code,
+                         grpc.StatusCode.DEADLINE_EXCEEDED)
+        # 3 s for three attempts: a third, then half of the rest less the
+        # backoff, then what is left.
+        self.assertEqual(len(timeouts), 3)
+        self.assertAlmostEqual(timeouts[0], 1.0)
+        self.assertAlmostEqual(sum(timeouts) + 0.05 + 0.1, 3.0)
+        self.assertAlmostEqual(clocks.mono - 1000.0, 3.0)
+
+    def test_a_pair_is_never_split_across_two_calls(self):
+        from hilo_client import client as impl
+
+        class RecordingStub:
+            def __init__(self):
+                self.calls = []
+
+            def ReturnRanges(self, request, timeout=None):
+                self.calls.append([(r.collection, r.end, r.last)
+                                   for r in request.returns])
+                return hilo_pb2.ReturnRangesResponse(results=[
+                    hilo_pb2.ReturnRangeResult(applied=True, max=r.last)
+                    for r in request.returns])
+
+        # Before the pair: enough items to fill a call to its item limit,
+        # or (with 256-byte names) to its byte limit, give or take one.
+        for singles, name_bytes in ([(n, 8) for n in range(997, 1002)]
+                                    + [(n, 256) for n in range(205, 230)]):
+            with self.subTest(singles=singles, name_bytes=name_bytes):
+                stub = RecordingStub()
+                source = impl._GrpcRangeSource(
+                    [impl._Target("node-a:1", None, stub)], 5.0)
+                ranges = [impl._Issued(1, 32, "A", None, 0, 1 + i)
+                          for i in range(singles)]
+                items = [impl._ReturnItem(f"c{i}".ljust(name_bytes, "x"),
+                                          r, 4)
+                         for i, r in enumerate(ranges)]
+                pair = "pair".ljust(name_bytes, "y")
+                items.append(impl._ReturnItem(
+                    pair, impl._Issued(33, 64, "A", None, 0, 9001), 32,
+                    True))
+                items.append(impl._ReturnItem(
+                    pair, impl._Issued(1, 32, "A", None, 0, 9002), 4))
+                results = source.return_many(items)
+                self.assertEqual(
+                    [(r.applied, r.max) for r in results],
+                    [(True, 4)] * singles + [(True, 32), (True, 4)])
+                holding = [call for call in stub.calls
+                           if any(c == pair for c, _, _ in call)]
+                self.assertEqual(len(holding), 1)
+                at = [c for c, _, _ in holding[0]].index(pair)
+                self.assertEqual(holding[0][at:at + 2],
+                                 [(pair, 64, 32), (pair, 32, 4)])
+                for call in stub.calls:
+                    self.assertLessEqual(len(call), 1000)
+
+    def test_separators_that_can_be_part_of_the_number_are_refused(self):
+        # The number of an ID is the digits between the last separator and
+        # the last '-'. A digit as separator makes two IDs equal (with '1',
+        # collection 'a' number 113 and collection 'a1' number 13 are both
+        # 'a1113-A'); '-' leaves nothing between the two.
+        for sep in "0123456789":
+            with self.subTest(sep=sep):
+                with self.assertRaises(HiloError) as cm:
+                    Client(["x:1"], separator=sep)
+                self.assertEqual(cm.exception.code,
+                                 grpc.StatusCode.INVALID_ARGUMENT)
+                self.assertIn(f"separator '{sep}' is a digit",
+                              cm.exception.message)
+                self.assertIn("two IDs could be equal", cm.exception.message)
+        with self.assertRaises(HiloError) as cm:
+            Client(["x:1"], separator="-")
+        self.assertEqual(cm.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("last '-'", cm.exception.message)
+        for sep in "/:._aZ \u0663":  # U+0663 is a digit, but not one we print
+            Client(["x:1"], separator=sep).close()
+
+    def test_prefetch_options_are_checked(self):
+        for bad in (-0.1, 1, 1.5, float("nan"), "0.2", None, True):
+            with self.subTest(prefetch_at=bad):
+                with self.assertRaises(ValueError):
+                    Client(["x:1"], prefetch_at=bad)
+        off = Client(["x:1"], prefetch_at=0)
+        self.assertIsNone(off._prefetcher)
+        off.close()
+
+    def test_stats_are_named_as_the_cpp_client_stats(self):
+        self.assertEqual(
+            [f for f in ClientStats.__dataclass_fields__],
+            ["calls_waited", "ranges_fetched", "ranges_prefetched",
+             "failovers", "returns_applied", "returns_refused",
+             "returns_failed", "errors"])
+
+
 class ClientTest(unittest.TestCase):
     def setUp(self):
         self.server = HiloServer("A")
         self.addCleanup(self.server.cleanup)
         self.logs = []
 
-    def client(self, targets=None, **kw):
+    def client(self, targets=None, manual_prefetch=True, **kw):
+        """A client of `targets` (this test's server by default). Unless
+        manual_prefetch is False, its prefetch tasks wait in
+        c._prefetcher (a ManualPrefetcher) until the test runs them."""
         c = Client(targets or [self.server.target], log=self.logs.append, **kw)
+        if manual_prefetch and c._prefetcher is not None:
+            c._prefetcher = ManualPrefetcher()
         self.addCleanup(c.close)
         return c
 
@@ -188,6 +362,23 @@ class ClientTest(unittest.TestCase):
                 Client(["x:1"], rpc_deadline=deadline)
         # Connecting is lazy: no server is needed to create a client.
         Client(unused_target()).close()
+
+    def test_ids_of_neighbouring_collections_stay_apart_and_read_back(self):
+        for sep in "/:x.":
+            with self.subTest(sep=sep):
+                c = self.client(separator=sep)
+                seen = set()
+                for collection in ("a" + sep, "a"):
+                    for _ in range(40):
+                        doc = c.next_document_id(collection)
+                        self.assertNotIn(doc, seen)
+                        seen.add(doc)
+                        m = re.fullmatch(r"(.*)(\D)(\d+)-([A-Z0-9]{1,4})",
+                                         doc, re.S)
+                        self.assertIsNotNone(m, doc)
+                        self.assertEqual(m.group(1), collection)
+                        self.assertEqual(m.group(2), sep)
+                        self.assertEqual(m.group(4), "A")
 
     def test_numbers_come_in_order_from_growing_ranges(self):
         c = self.client()
@@ -607,7 +798,14 @@ class ClientTest(unittest.TestCase):
                                  (3, 34, "A"))
 
     def test_threads_share_ranges_and_one_fetches_at_a_time(self):
-        c = self.client()
+        # Without prefetching, and with the real prefetch thread, which
+        # shares the one fetch in flight with the callers that run dry.
+        for prefetch_at in (0, 0.2):
+            with self.subTest(prefetch_at=prefetch_at):
+                self._threads_share_ranges(prefetch_at)
+
+    def _threads_share_ranges(self, prefetch_at):
+        c = self.client(prefetch_at=prefetch_at, manual_prefetch=False)
         source = c._source
         real_next = source.next
         lock = threading.Lock()
@@ -630,19 +828,248 @@ class ClientTest(unittest.TestCase):
 
         source.next = counting_next
         per_thread = 500
+        names = (f"even-{prefetch_at}", f"odd-{prefetch_at}")
         results = run_threads(
-            16, lambda i: [c.next_id("even" if i % 2 == 0 else "odd")
-                           for _ in range(per_thread)])
-        for parity, name in ((0, "even"), (1, "odd")):
+            16, lambda i: [c.next_id(names[i % 2]) for _ in range(per_thread)])
+        for parity, name in enumerate(names):
             got = [id_ for i, ids in enumerate(results) if i % 2 == parity
                    for id_ in ids]
             # Every number once, none skipped: one client's ranges follow
-            # each other and each is used up before the next is fetched.
+            # each other and each is used up before the next is taken.
             self.assertEqual(sorted(got),
                              [Id(n, "A") for n in range(1, 8 * per_thread + 1)])
             self.assertEqual(most[name], 1)
-            # 4000 numbers: 32+64+...+2048 = 4064, so exactly 7 ranges.
-            self.assertEqual(fetches[name], 7)
+            # 4000 numbers: 32+64+...+2048 = 4064, so exactly 7 ranges
+            # used; with prefetching, an 8th may have been fetched ahead.
+            if prefetch_at == 0:
+                self.assertEqual(fetches[name], 7)
+            else:
+                self.assertIn(fetches[name], (7, 8))
+        c.close()  # waits for a prefetch still in flight
+        stats = c.stats()
+        self.assertEqual(stats.ranges_fetched,
+                         fetches[names[0]] + fetches[names[1]])
+        if prefetch_at == 0:
+            self.assertEqual(stats.ranges_prefetched, 0)
+        else:
+            self.assertGreater(stats.ranges_prefetched, 0)
+
+    def test_prefetch_fetches_the_next_range_ahead_so_callers_do_not_wait(self):
+        c = self.client()  # prefetch_at 0.2 by default
+        spy = StubSpy(c)
+        self.assertEqual([c.next_id("o") for _ in range(6)],
+                         [Id(n, "A") for n in range(1, 7)])
+        self.assertEqual(c._prefetcher.tasks, [])
+        # The 7th number ends the first fifth of 1-32 (6.4, rounded up).
+        self.assertEqual(c.next_id("o"), Id(7, "A"))
+        self.assertEqual(c._prefetcher.run_all(), 1)
+        # It reported the range in use (so the size doubled) and asked for
+        # the range after it.
+        self.assertEqual([(r.low, r.high) for r in spy.next_replies],
+                         [(1, 32), (33, 96)])
+        self.assertEqual([c.next_id("o") for _ in range(8, 45)],
+                         [Id(n, "A") for n in range(8, 45)])
+        self.assertEqual(len(spy.next_replies), 2)  # 33 came from memory
+        self.assertEqual(c._prefetcher.tasks, [])
+        # A fifth of 33-96 is 12.8 numbers: the 13th, 45, asks again.
+        self.assertEqual(c.next_id("o"), Id(45, "A"))
+        self.assertEqual(c._prefetcher.run_all(), 1)
+        self.assertEqual((spy.next_replies[2].low, spy.next_replies[2].high),
+                         (97, 224))
+        stats = c.stats()
+        self.assertEqual(
+            (stats.calls_waited, stats.ranges_fetched,
+             stats.ranges_prefetched, stats.failovers, stats.errors),
+            (1, 3, 2, 0, {}))
+
+    def test_close_hands_back_the_pair_in_one_call_before_anyone_cuts_in(self):
+        # README "A pair of adjacent ranges": the range fetched ahead goes
+        # back whole, then the tail of the current one, and both apply.
+        # Another client asking right after the closing client's first
+        # return call must not come between them (the tail would then be
+        # refused and its numbers lost): it gets the numbers right after
+        # the last one used.
+        c = self.client()
+        spy = StubSpy(c, batches=True)
+        self.assertEqual([c.next_id("o") for _ in range(7)],
+                         [Id(n, "A") for n in range(1, 8)])
+        self.assertEqual(c._prefetcher.run_all(), 1)  # 33-96 ahead
+        other = []
+
+        def other_client_asks():
+            if not other:
+                other.append(raw_next_range(self.server.target, "o"))
+
+        spy.after_return = other_client_asks
+        c.close()
+        self.assertEqual(other, [(8, 39, "A")])
+        self.assertEqual(spy.returns, [])
+        self.assertEqual(len(spy.batch_calls), 1)
+        request, reply = spy.batch_calls[0]
+        self.assertEqual(
+            [(r.end, r.last, r.range_token) for r in request.returns],
+            [(96, 32, spy.next_replies[1].range_token),
+             (32, 7, spy.next_replies[0].range_token)])
+        self.assertEqual([(r.code, r.applied, r.max) for r in reply.results],
+                         [(0, True, 32), (0, True, 7)])
+        stats = c.stats()
+        self.assertEqual((stats.returns_applied, stats.returns_refused,
+                          stats.returns_failed), (2, 0, 0))
+        self.assertEqual(self.logs, [])
+
+    def test_pair_goes_back_later_range_first_to_a_server_without_batches(
+            self):
+        c = self.client()
+        spy = StubSpy(c)  # ReturnRanges is UNIMPLEMENTED
+        self.assertEqual([c.next_id("o") for _ in range(7)],
+                         [Id(n, "A") for n in range(1, 8)])
+        self.assertEqual(c._prefetcher.run_all(), 1)  # 33-96 ahead
+        c.close()
+        self.assertEqual(
+            [(q.end, q.last, r.applied, r.max) for q, r in spy.returns],
+            [(96, 32, True, 32), (32, 7, True, 7)])
+        self.assertEqual(raw_next_range(self.server.target, "o"),
+                         (8, 39, "A"))
+        self.assertEqual(self.logs, [])
+
+    def test_retried_pair_after_a_lost_reply_counts_both_as_applied(self):
+        c = self.client()
+        spy = StubSpy(c, batches=True)
+        spy.fail_batches = ["after"]  # both applied, the reply lost
+        self.assertEqual([c.next_id("o") for _ in range(7)],
+                         [Id(n, "A") for n in range(1, 8)])
+        self.assertEqual(c._prefetcher.run_all(), 1)
+        c.close()
+        self.assertEqual(len(spy.batch_calls), 2)
+        self.assertEqual(
+            [(r.code, r.applied, r.max) for r in spy.batch_calls[1][1].results],
+            [(0, False, 7), (0, False, 7)])
+        stats = c.stats()
+        self.assertEqual((stats.returns_applied, stats.returns_refused,
+                          stats.returns_failed), (2, 0, 0))
+        self.assertEqual(raw_next_range(self.server.target, "o"),
+                         (8, 39, "A"))
+
+    def test_prefetch_and_refill_share_one_fetch(self):
+        c = self.client()
+        source = c._source
+        real_next = source.next
+        gate = threading.Event()
+        calls = []
+
+        def gated_next(collection, previous):
+            calls.append(previous.max)
+            if len(calls) == 2:  # the prefetch: held until the test says
+                self.assertTrue(gate.wait(10))
+            return real_next(collection, previous)
+
+        source.next = gated_next
+        self.assertEqual([c.next_id("o") for _ in range(7)],
+                         [Id(n, "A") for n in range(1, 8)])
+        prefetch = threading.Thread(target=c._prefetcher.run_all)
+        prefetch.start()
+        try:
+            # The rest of 1-32 comes from memory while the prefetch waits.
+            self.assertEqual([c.next_id("o") for _ in range(8, 33)],
+                             [Id(n, "A") for n in range(8, 33)])
+            # Callers that run dry now wait for the fetch in flight.
+            drawn = []
+            drawers = [threading.Thread(
+                target=lambda: drawn.append(c.next_id("o")))
+                for _ in range(4)]
+            for t in drawers:
+                t.start()
+            cache = c._caches["o"]
+            deadline = time.monotonic() + 10
+            while (len(cache._cond._waiters) < 4
+                   and time.monotonic() < deadline):
+                time.sleep(0.005)
+            self.assertEqual(len(cache._cond._waiters), 4)
+        finally:
+            gate.set()
+            prefetch.join(10)
+        for t in drawers:
+            t.join(10)
+        self.assertEqual(sorted(drawn), [Id(n, "A") for n in range(33, 37)])
+        self.assertEqual(calls, [0, 32])  # one fetch, one prefetch
+        stats = c.stats()
+        self.assertEqual((stats.calls_waited, stats.ranges_fetched,
+                          stats.ranges_prefetched), (5, 2, 1))
+
+    def test_failed_prefetch_is_fetched_by_the_caller_that_runs_dry(self):
+        c = self.client()
+        source = c._source
+        real_next = source.next
+        calls = []
+
+        def failing_prefetch(collection, previous):
+            calls.append(previous.max)
+            if len(calls) == 2:
+                raise HiloError(grpc.StatusCode.UNAVAILABLE, "blip")
+            return real_next(collection, previous)
+
+        source.next = failing_prefetch
+        self.assertEqual([c.next_id("o") for _ in range(7)],
+                         [Id(n, "A") for n in range(1, 8)])
+        self.assertEqual(c._prefetcher.run_all(), 1)  # fails, quietly
+        self.assertEqual([c.next_id("o") for _ in range(8, 34)],
+                         [Id(n, "A") for n in range(8, 34)])
+        self.assertEqual(calls, [0, 32, 32])
+        stats = c.stats()
+        self.assertEqual(
+            (stats.calls_waited, stats.ranges_fetched,
+             stats.ranges_prefetched, stats.errors),
+            (2, 2, 0, {grpc.StatusCode.UNAVAILABLE: 1}))
+
+    def test_prefetched_range_keeps_its_own_node_tag_and_node(self):
+        b = HiloServer("B")
+        self.addCleanup(b.cleanup)
+        c = self.client([self.server.target, b.target], rpc_deadline=2)
+        spy_a = StubSpy(c, 0, batches=True)
+        StubSpy(c, 1, batches=True)
+        self.assertEqual([c.next_id("x") for _ in range(7)],
+                         [Id(n, "A") for n in range(1, 8)])
+        # A stops answering NextRange: the prefetch fails over to B.
+        real_a = spy_a._next
+
+        def a_down(request, timeout=None):
+            raise FakeRpcError(grpc.StatusCode.UNAVAILABLE, "A is down")
+
+        c._source._targets[0].stub.NextRange = a_down
+        self.assertEqual(c._prefetcher.run_all(), 1)
+        self.assertEqual(c.stats().failovers, 1)
+        # The rest of A's range keeps tag A; B's range comes with B's.
+        self.assertEqual([c.next_id("x") for _ in range(8, 33)],
+                         [Id(n, "A") for n in range(8, 33)])
+        self.assertEqual(c.next_id("x"), Id(33, "B"))
+        c._source._targets[0].stub.NextRange = real_a
+        c.return_unused_ranges()
+        # Only B's tail goes back (A's range is used up), to B.
+        self.assertEqual(raw_next_range(b.target, "x")[0], 34)
+        self.assertEqual(raw_next_range(self.server.target, "x")[0], 33)
+        self.assertEqual(self.logs, [])
+
+    def test_ranges_of_two_nodes_go_back_each_to_its_node(self):
+        b = HiloServer("B")
+        self.addCleanup(b.cleanup)
+        c = self.client([self.server.target, b.target], rpc_deadline=2)
+        self.assertEqual([c.next_id("x") for _ in range(7)],
+                         [Id(n, "A") for n in range(1, 8)])
+
+        def a_down(request, timeout=None):
+            raise FakeRpcError(grpc.StatusCode.UNAVAILABLE, "A is down")
+
+        real_a = c._source._targets[0].stub.NextRange
+        c._source._targets[0].stub.NextRange = a_down
+        self.assertEqual(c._prefetcher.run_all(), 1)  # 33-96 from B
+        c._source._targets[0].stub.NextRange = real_a
+        c.close()
+        # B took its range back whole, A the tail after 7.
+        self.assertEqual(raw_next_range(b.target, "x"), (33, 64, "B"))
+        self.assertEqual(raw_next_range(self.server.target, "x"),
+                         (8, 39, "A"))
+        self.assertEqual(c.stats().returns_applied, 2)
+        self.assertEqual(self.logs, [])
 
     def test_fail_over_keeps_each_number_with_its_tag(self):
         b = HiloServer("B")
