@@ -28,7 +28,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from run import FaultLoop, Node  # noqa: E402
+from run import FaultLoop, Node, Watchdog  # noqa: E402
 
 COLLECTIONS = ("orders", "users")
 
@@ -58,6 +58,7 @@ def main() -> int:
     langs = [x for x in args.langs.replace(";", ",").split(",") if x]
 
     tmp = tempfile.mkdtemp(prefix="hilo-draw-together.")
+    Watchdog.start(tmp)
     nodes, runs, faults = {}, [], None
     try:
         for name in ("A", "B"):
@@ -73,6 +74,7 @@ def main() -> int:
                      f"--seconds={args.seconds}"],
                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE)
+                Watchdog.record(proc.pid)
                 sink = []
                 t = threading.Thread(target=reader,
                                      args=(proc, sink, slow_until))

@@ -60,6 +60,34 @@ class Failure(Exception):
     """A scenario's expectation that did not hold."""
 
 
+class Watchdog:
+    """Cleans up after a runner that dies without doing it (ctest's SIGKILL
+    on a timeout): a shell outside the runner's process group waits for the
+    runner to go, then kills every child process recorded and removes the
+    work directory. A normal run cleans up by itself first."""
+
+    pids_file: Optional[str] = None
+
+    @classmethod
+    def start(cls, work: str) -> None:
+        cls.pids_file = os.path.join(work, "pids")
+        open(cls.pids_file, "w").close()
+        script = ('while kill -0 "$0" 2>/dev/null; do sleep 1; done; '
+                  'for p in $(cat "$1" 2>/dev/null); do '
+                  'kill -CONT "$p"; kill -KILL "$p"; done 2>/dev/null; '
+                  'rm -rf "$2"')
+        subprocess.Popen(["/bin/sh", "-c", script, str(os.getpid()),
+                          cls.pids_file, work],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
+
+    @classmethod
+    def record(cls, pid: int) -> None:
+        if cls.pids_file:
+            with open(cls.pids_file, "a") as f:
+                f.write(f"{pid}\n")
+
+
 # -- servers ----------------------------------------------------------------
 
 class Node:
@@ -89,6 +117,7 @@ class Node:
              "--metrics_listen=", f"--db={self.dir}/hilo.db",
              f"--node_tag={self.tag}"] + self.flags,
             stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        Watchdog.record(self.proc.pid)
         log.close()
         deadline = time.monotonic() + 10
         pattern = re.compile(r"serving node \S+ on port (\d+)")
@@ -144,6 +173,7 @@ class Driver:
         self.proc = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=self._stderr, text=True, bufsize=1)
+        Watchdog.record(self.proc.pid)
         self._lines: "queue.Queue[Optional[str]]" = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
         self.separator = "/"
@@ -767,10 +797,20 @@ def main(argv: List[str]) -> int:
               f"exist: {sorted(unknown)}", file=sys.stderr)
         return 2
     client = opts["client"] or "client"
+    work = tempfile.mkdtemp(prefix="hilo-conformance.")
+    Watchdog.start(work)
+    try:
+        return run_all(scenarios, opts, marks, client, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def run_all(scenarios: List[Dict], opts: Dict, marks: Dict, client: str,
+            work: str) -> int:
     bad = 0
     start_all = time.monotonic()
     for spec in scenarios:
-        tmp = tempfile.mkdtemp(prefix=f"hilo-conformance-{spec['name']}.")
+        tmp = tempfile.mkdtemp(prefix=f"{spec['name']}.", dir=work)
         scenario = Scenario(spec, opts["server"], opts["driver"], tmp)
         start = time.monotonic()
         error = None
