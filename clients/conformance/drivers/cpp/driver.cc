@@ -116,8 +116,7 @@ class Driver {
       absl::StatusOr<std::string> id =
           client_->NextDocumentId(StringField(request, "collection"));
       if (!id.ok()) return Error(id.status());
-      return absl::StrCat("{\"ok\": true, \"document_id\": ", Quote(*id),
-                          "}");
+      return absl::StrCat("{\"ok\": true, \"document_id\": ", Quote(*id), "}");
     }
     if (op == "draw") return Draw(request);
     if (op == "stats") return Stats();
@@ -142,9 +141,9 @@ class Driver {
     if (Field(request, "separator") != nullptr) {
       const std::string separator = StringField(request, "separator");
       if (separator.size() != 1) {
-        return Error("INVALID_ARGUMENT",
-                     absl::StrCat("separator \"", separator,
-                                  "\" is not one character"));
+        return Error(
+            "INVALID_ARGUMENT",
+            absl::StrCat("separator \"", separator, "\" is not one character"));
       }
       options.separator = separator[0];
     }
@@ -172,12 +171,12 @@ class Driver {
     const std::string collection = StringField(request, "collection");
     const int callers = static_cast<int>(NumberField(request, "callers", 1));
     const bool has_count = Field(request, "count") != nullptr;
-    const int64_t count = static_cast<int64_t>(NumberField(request, "count", 0));
+    const int64_t count =
+        static_cast<int64_t>(NumberField(request, "count", 0));
     const bool has_millis = Field(request, "millis") != nullptr;
-    const auto until =
-        std::chrono::steady_clock::now() +
-        std::chrono::milliseconds(
-            static_cast<int64_t>(NumberField(request, "millis", 0)));
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::milliseconds(static_cast<int64_t>(
+                           NumberField(request, "millis", 0)));
     const Value* keep = Field(request, "keep_going");
     const bool keep_going = keep != nullptr && keep->bool_value();
     if (callers < 1 || (!has_count && !has_millis)) {
