@@ -32,7 +32,7 @@ from __future__ import annotations
 import threading
 import time
 from concurrent import futures
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 import grpc

@@ -13,7 +13,7 @@ if [ $# -ne 5 ]; then
   echo "usage: $0 CLIENT SERVER_BIN GEN_DIR WORK_DIR DRIVER" >&2
   exit 2
 fi
-here=$(CDPATH= cd -- "$(dirname -- "$0")" && pwd)
+here=$(CDPATH='' cd -- "$(dirname -- "$0")" && pwd)
 client=$1 server=$2 gen=$3 work=$4 driver=$5
 case "$driver" in
   build:*)

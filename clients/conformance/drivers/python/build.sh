@@ -12,15 +12,15 @@ if [ $# -ne 2 ]; then
   echo "usage: $0 GEN_DIR OUT_DIR" >&2
   exit 2
 fi
-here=$(CDPATH= cd -- "$(dirname -- "$0")" && pwd)
-root=$(CDPATH= cd -- "$here/../../../.." && pwd)
-gen=$(CDPATH= cd -- "$1" && pwd)
+here=$(CDPATH='' cd -- "$(dirname -- "$0")" && pwd)
+root=$(CDPATH='' cd -- "$here/../../../.." && pwd)
+gen=$(CDPATH='' cd -- "$1" && pwd)
 if [ ! -f "$gen/python/hilo/v1/hilo_pb2_grpc.py" ]; then
   echo "build.sh: no Python stubs in $gen/python; run scripts/gen-stubs.sh $gen python" >&2
   exit 1
 fi
 mkdir -p "$2"
-out=$(CDPATH= cd -- "$2" && pwd)
+out=$(CDPATH='' cd -- "$2" && pwd)
 cat >"$out/driver" <<SCRIPT
 #!/bin/sh
 PYTHONPATH="$gen/python:$root/clients/python" PYTHONDONTWRITEBYTECODE=1 exec /usr/bin/python3 "$here/driver.py" "\$@"
