@@ -37,7 +37,13 @@ from typing import Dict, List, Optional
 
 import grpc
 
-from hilo.v1 import hilo_pb2, hilo_pb2_grpc
+try:
+    from hilo.v1 import hilo_pb2, hilo_pb2_grpc
+except ImportError as e:  # the runner's most common set-up mistake
+    raise SystemExit(
+        f"hilo conformance: the generated Python stubs (module hilo.v1) are "
+        f"not on PYTHONPATH ({e}); run scripts/gen-stubs.sh OUT_DIR python "
+        f"and put OUT_DIR/python there") from None
 
 
 @dataclass

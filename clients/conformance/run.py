@@ -737,7 +737,8 @@ def parse_args(argv: List[str]):
         a = argv[i]
         key, _, value = a.partition("=")
         if key not in own:
-            sys.exit(f"{usage}\nrun.py: unknown argument {a!r}")
+            print(f"{usage}\nrun.py: unknown argument {a!r}", file=sys.stderr)
+            sys.exit(2)
         if key == "--list":
             opts["list"] = True
             i += 1
@@ -753,13 +754,17 @@ def parse_args(argv: List[str]):
             continue
         if not value:
             if i + 1 >= len(argv):
-                sys.exit(f"{usage}\nrun.py: {key} needs a value")
+                print(f"{usage}\nrun.py: {key} needs a value",
+                      file=sys.stderr)
+                sys.exit(2)
             value = argv[i + 1]
             i += 1
         opts[key[2:]] = value
         i += 1
     if not opts["list"] and (not opts["server"] or not opts["driver"]):
-        sys.exit(usage)
+        print(f"{usage}\nrun.py: --server and --driver are needed",
+              file=sys.stderr)
+        sys.exit(2)
     return opts
 
 
