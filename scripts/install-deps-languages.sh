@@ -3,7 +3,8 @@
 # labelled "lang"), on top of scripts/install-deps.sh, and nothing that is
 # already there. Safe to run again. Uses sudo when not run as root.
 #
-#   Debian: protoc plugins and runtimes for Python, Go, Java and Ruby.
+#   Debian: protoc plugins and runtimes for Python, Go, Java and Ruby;
+#           libfaketime (the conformance suite steps a driver's wall clock).
 #   npm:    buf, ts-proto, TypeScript, @grpc/grpc-js, into tools/node_modules
 #           as tools/package-lock.json pins them (never global).
 set -eu
@@ -22,6 +23,7 @@ PACKAGES="
   libnetty-java libperfmark-java libgoogle-gson-java libguava-java
   libgeronimo-annotation-1.3-spec-java
   ruby ruby-grpc ruby-google-protobuf
+  libfaketime
 "
 # A JDK and Node.js may come from elsewhere (the machine image); only
 # install Debian's when the command is missing.

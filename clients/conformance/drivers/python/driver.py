@@ -1,0 +1,159 @@
+"""The Python client's conformance driver (clients/conformance/PROTOCOL.md):
+one hilo_client.Client, driven by JSON lines on stdin, answered on stdout.
+
+Needs hilo_client (clients/python) and the generated stubs on PYTHONPATH;
+build.sh makes an executable that sets both.
+"""
+
+import inspect
+import json
+import sys
+import threading
+import time
+
+import grpc
+
+import hilo_client
+
+
+def error(code, message):
+    return {"ok": False, "code": code, "message": message}
+
+
+def from_exception(e):
+    if isinstance(e, hilo_client.HiloError):
+        return error(e.code.name, e.message)
+    if isinstance(e, ValueError):  # bad options
+        return error("INVALID_ARGUMENT", str(e))
+    return error("UNKNOWN", f"{type(e).__name__}: {e}")
+
+
+class Driver:
+    def __init__(self):
+        self.client = None
+        self.separator = "/"
+
+    def open(self, req):
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+        kwargs = {"separator": req.get("separator", "/"),
+                  "rpc_deadline": req.get("rpc_deadline_ms", 5000) / 1000.0}
+        # prefetch_at goes to a client that takes it; one that fetches
+        # nothing ahead simply does not (the suite's prefetch scenarios
+        # then show it).
+        if "prefetch_at" in inspect.signature(
+                hilo_client.Client.__init__).parameters:
+            kwargs["prefetch_at"] = req.get("prefetch_at", 0.2)
+        if "ca_file" in req:
+            with open(req["ca_file"], "rb") as f:
+                kwargs["credentials"] = grpc.ssl_channel_credentials(f.read())
+        self.client = hilo_client.Client(req["targets"], **kwargs)
+        self.separator = kwargs["separator"]
+        return {"ok": True}
+
+    def need_client(self):
+        if self.client is None:
+            raise RuntimeError("no client: send open first")
+        return self.client
+
+    def next_id(self, req):
+        i = self.need_client().next_id(req["collection"])
+        return {"ok": True, "number": str(i.number), "tag": i.node_tag}
+
+    def next_document_id(self, req):
+        return {"ok": True, "document_id":
+                self.need_client().next_document_id(req["collection"])}
+
+    def draw(self, req):
+        client = self.need_client()
+        collection = req["collection"]
+        count = req.get("count")
+        until = (time.monotonic() + req["millis"] / 1000.0
+                 if "millis" in req else None)
+        keep_going = req.get("keep_going", False)
+        ids, errors = [], {}
+        lock = threading.Lock()
+        start = threading.Barrier(req["callers"])
+
+        def caller():
+            mine, failed = [], {}
+            start.wait()
+            n = 0
+            while (count is None or n < count) and (
+                    until is None or time.monotonic() < until):
+                n += 1
+                try:
+                    mine.append(client.next_document_id(collection))
+                except Exception as e:  # noqa: BLE001 - counted by code
+                    code = from_exception(e)["code"]
+                    failed[code] = failed.get(code, 0) + 1
+                    if not keep_going:
+                        break
+            with lock:
+                ids.extend(mine)
+                for k, v in failed.items():
+                    errors[k] = errors.get(k, 0) + v
+
+        threads = [threading.Thread(target=caller)
+                   for _ in range(req["callers"])]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return {"ok": True, "document_ids": ids,
+                "errors": {k: str(v) for k, v in errors.items()}}
+
+    def stats(self, req):
+        client = self.need_client()
+        stats = getattr(client, "stats", None)
+        if stats is None:
+            return error("UNIMPLEMENTED",
+                         "hilo_client.Client has no stats() in this version")
+        s = stats() if callable(stats) else stats
+        names = ("calls_waited", "ranges_fetched", "ranges_prefetched",
+                 "failovers", "returns_applied", "returns_refused",
+                 "returns_failed")
+        get = (s.get if isinstance(s, dict)
+               else lambda k: getattr(s, k))
+        return {"ok": True, "stats": {k: str(get(k)) for k in names}}
+
+    def close(self, req):
+        self.need_client().close()
+        return {"ok": True}
+
+
+def main():
+    driver = Driver()
+    ops = {"open": driver.open, "next_id": driver.next_id,
+           "next_document_id": driver.next_document_id, "draw": driver.draw,
+           "stats": driver.stats, "close": driver.close}
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            req = json.loads(line)
+            op = req["op"]
+        except (ValueError, KeyError, TypeError) as e:
+            answer = error("DRIVER", f"cannot parse request {line!r}: {e}")
+        else:
+            if op == "exit":
+                print(json.dumps({"ok": True}), flush=True)
+                break
+            handler = ops.get(op)
+            if handler is None:
+                answer = error("DRIVER", f"unknown op {op!r}")
+            else:
+                try:
+                    answer = handler(req)
+                except KeyError as e:
+                    answer = error("DRIVER", f"{op}: missing field {e}")
+                except Exception as e:  # noqa: BLE001 - sent to the runner
+                    answer = from_exception(e)
+        print(json.dumps(answer), flush=True)
+    if driver.client is not None:
+        driver.client.close()
+
+
+if __name__ == "__main__":
+    main()

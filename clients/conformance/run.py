@@ -1,0 +1,920 @@
+#!/usr/bin/python3
+"""The hilo client conformance runner.
+
+    run.py --server PATH/TO/hilo_server [--client NAME] [--scenario GLOB]
+           [--list] --driver CMD [ARG...]
+
+Runs each scenario of clients/conformance/scenarios/*.json (see README.md in
+this folder for their format) against one client, through that client's
+driver (PROTOCOL.md): real hilo_server processes on free ports with their
+databases in a temporary directory, killed with SIGKILL, paused with
+SIGSTOP, and scripted proxies (proxy.py) in front of real servers where a
+scenario needs a reply that breaks the contract.
+
+Whatever a scenario says, every ID any of its clients handed out is checked:
+no ID twice, every ID well formed (collection, separator, a number >= 1, "-",
+a tag of 1-4 characters of A-Z0-9), and, where the client reached the nodes
+only through proxies, inside a range that node issued with that tag. Every
+returned range is checked against the range it names (proxy.py).
+
+--client NAME looks NAME up in expected_failures.json: a scenario listed
+there for NAME must fail (XFAIL); if it passes, that is an error, so the mark
+gets removed. A scenario under cannot_run for NAME is skipped (SKIP), with
+the reason: the suite's tools cannot run it against that client. Exit status 0 when every scenario passed or failed as
+expected, 1 otherwise, 2 for bad usage.
+
+Needs the generated Python stubs (module hilo.v1) on PYTHONPATH.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import glob
+import json
+import os
+import queue
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Dict, List, Optional, Tuple
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from proxy import Proxy  # noqa: E402
+
+TAG = re.compile(r"[A-Z0-9]{1,4}")
+NUMBER_TAG = re.compile(r"([1-9][0-9]*)-([A-Z0-9]{1,4})")
+STAT_NAMES = ("calls_waited", "ranges_fetched", "ranges_prefetched",
+              "failovers", "returns_applied", "returns_refused",
+              "returns_failed")
+# How long the runner waits for any one driver answer, unless a step says.
+ANSWER_TIMEOUT_S = 30.0
+LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+
+
+class Failure(Exception):
+    """A scenario's expectation that did not hold."""
+
+
+class Watchdog:
+    """Cleans up after a runner that dies without doing it (ctest's SIGKILL
+    on a timeout): a shell outside the runner's process group waits for the
+    runner to go, then kills every child process recorded and removes the
+    work directory. A normal run cleans up by itself first."""
+
+    pids_file: Optional[str] = None
+
+    @classmethod
+    def start(cls, work: str) -> None:
+        cls.pids_file = os.path.join(work, "pids")
+        open(cls.pids_file, "w").close()
+        script = ('while kill -0 "$0" 2>/dev/null; do sleep 1; done; '
+                  'for p in $(cat "$1" 2>/dev/null); do '
+                  'kill -CONT "$p"; kill -KILL "$p"; done 2>/dev/null; '
+                  'rm -rf "$2"')
+        subprocess.Popen(["/bin/sh", "-c", script, str(os.getpid()),
+                          cls.pids_file, work],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
+
+    @classmethod
+    def record(cls, pid: int) -> None:
+        if cls.pids_file:
+            with open(cls.pids_file, "a") as f:
+                f.write(f"{pid}\n")
+
+
+# -- servers ----------------------------------------------------------------
+
+class Node:
+    """One hilo_server child: started on a free port, then restarted on the
+    same port (clients keep their targets) with the same database."""
+
+    def __init__(self, server: str, tmp: str, name: str, tag: str,
+                 flags: List[str]):
+        self.server, self.name, self.tag = server, name, tag
+        self.flags = list(flags)
+        self.dir = os.path.join(tmp, f"node-{name}")
+        os.makedirs(self.dir)
+        self.port = 0
+        self.proc: Optional[subprocess.Popen] = None
+        self.start()
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        log_path = os.path.join(self.dir, "server.log")
+        log = open(log_path, "a")
+        offset = log.tell()
+        self.proc = subprocess.Popen(
+            [self.server, f"--listen=127.0.0.1:{self.port}",
+             "--metrics_listen=", f"--db={self.dir}/hilo.db",
+             f"--node_tag={self.tag}"] + self.flags,
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        Watchdog.record(self.proc.pid)
+        log.close()
+        deadline = time.monotonic() + 10
+        pattern = re.compile(r"serving node \S+ on port (\d+)")
+        while time.monotonic() < deadline:
+            with open(log_path) as f:
+                f.seek(offset)
+                m = pattern.search(f.read())
+            if m:
+                self.port = int(m.group(1))
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.01)
+        with open(log_path) as f:
+            f.seek(offset)
+            text = f.read()
+        self.stop()
+        raise Failure(f"hilo_server node {self.name} did not start on port "
+                      f"{self.port or 'any'}; its log: {text.strip()}")
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def pause(self) -> None:
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.proc.send_signal(signal.SIGCONT)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+# -- drivers ----------------------------------------------------------------
+
+class Driver:
+    """One driver process (one client), spoken to in JSON lines."""
+
+    def __init__(self, command: List[str], name: str, log_dir: str,
+                 env: Optional[Dict[str, str]] = None):
+        self.name = name
+        self.stderr_path = os.path.join(log_dir, f"driver-{name}.log")
+        self._stderr = open(self.stderr_path, "w")
+        self.stuck = False  # it did not answer in time: kill, do not wait
+        self.proc = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=self._stderr, text=True, bufsize=1,
+            env=dict(os.environ, **env) if env else None)
+        Watchdog.record(self.proc.pid)
+        self._lines: "queue.Queue[Optional[str]]" = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        self.separator = "/"
+        self.targets: List[str] = []
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def call(self, request: Dict, timeout: float = ANSWER_TIMEOUT_S) -> Dict:
+        try:
+            self.proc.stdin.write(json.dumps(request) + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise Failure(f"driver {self.name} is gone (exit status "
+                          f"{self.proc.poll()}); its stderr: {self.tail()}")
+        try:
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            self.stuck = True
+            raise Failure(f"driver {self.name} did not answer "
+                          f"{request['op']} within {timeout:g} s")
+        if line is None:
+            raise Failure(f"driver {self.name} exited (status "
+                          f"{self.proc.wait(5)}) on {request['op']}; its "
+                          f"stderr: {self.tail()}")
+        try:
+            answer = json.loads(line)
+        except ValueError:
+            raise Failure(f"driver {self.name} answered {request['op']} "
+                          f"with a line that is not JSON: {line.strip()!r}")
+        if not isinstance(answer, dict) or not isinstance(
+                answer.get("ok"), bool):
+            raise Failure(f"driver {self.name} answered {request['op']} "
+                          f"without a boolean ok: {line.strip()!r}")
+        return answer
+
+    def tail(self) -> str:
+        self._stderr.flush()
+        with open(self.stderr_path) as f:
+            return f.read()[-2000:].strip()
+
+    def stop(self) -> None:
+        if self.stuck and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.write('{"op": "exit"}\n')
+                self.proc.stdin.flush()
+                self.proc.stdin.close()
+            except (BrokenPipeError, OSError):
+                pass
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self._stderr.close()
+
+
+# -- one scenario -----------------------------------------------------------
+
+class Scenario:
+    def __init__(self, spec: Dict, server: str, driver_cmd: List[str],
+                 tmp: str):
+        self.spec = spec
+        self.server = server
+        self.driver_cmd = driver_cmd
+        self.tmp = tmp
+        self.nodes: Dict[str, Node] = {}
+        self.proxies: Dict[str, Proxy] = {}
+        self.drivers: Dict[str, Driver] = {}
+        # (collection, number, tag) -> where it was seen first
+        self.ids: Dict[Tuple[str, int, str], str] = {}
+        self.direct_nodes: set = set()  # nodes some client targets directly
+        self.notes: List[str] = []
+
+    # IDs ------------------------------------------------------------------
+
+    def _see(self, collection: str, number: int, tag: str, where: str):
+        if number < 1:
+            raise Failure(f"{where}: number {number} of {collection!r} is "
+                          f"below 1")
+        if not TAG.fullmatch(tag):
+            raise Failure(f"{where}: {collection!r} number {number} has tag "
+                          f"{tag!r}, not 1-4 characters of A-Z0-9")
+        key = (collection, number, tag)
+        if key in self.ids:
+            raise Failure(f"{where}: ID {number}-{tag} of {collection!r} "
+                          f"handed out twice (first: {self.ids[key]})")
+        self.ids[key] = where
+
+    def _see_document_id(self, driver: Driver, collection: str, doc: str,
+                         where: str) -> Tuple[int, str]:
+        prefix = collection + driver.separator
+        if not isinstance(doc, str) or not doc.startswith(prefix):
+            raise Failure(f"{where}: document ID {doc!r} does not start with "
+                          f"{prefix!r}")
+        m = NUMBER_TAG.fullmatch(doc[len(prefix):])
+        if not m:
+            raise Failure(f"{where}: document ID {doc!r} is not "
+                          f"{prefix}NUMBER-TAG (NUMBER >= 1 without leading "
+                          f"zeros, TAG 1-4 of A-Z0-9)")
+        number, tag = int(m.group(1)), m.group(2)
+        self._see(collection, number, tag, where)
+        return number, tag
+
+    def _check_ranges(self) -> None:
+        """Every ID whose tag belongs to a node reached only through
+        proxies lies in a range that node issued, whole and unaltered."""
+        for (collection, number, tag), where in self.ids.items():
+            owners = [n for n in self.nodes.values() if n.tag == tag]
+            if not owners or any(n.name in self.direct_nodes for n in owners):
+                continue
+            ok = False
+            for p in self.proxies.values():
+                for r in p.issued:
+                    if (r.collection == collection and r.tag == tag and
+                            r.low <= number <= r.high and not r.broken):
+                        ok = True
+                        break
+                if ok:
+                    break
+            if not ok:
+                raise Failure(
+                    f"{where}: ID {number}-{tag} of {collection!r} is in no "
+                    f"range node {tag} issued (that reached the client "
+                    f"intact)")
+
+    # helpers --------------------------------------------------------------
+
+    def _address(self, name: str) -> str:
+        if name in self.proxies:
+            return self.proxies[name].address
+        if name in self.nodes:
+            self.direct_nodes.add(name)
+            return self.nodes[name].address
+        raise Failure(f"target {name!r} is neither a node nor a proxy of "
+                      f"this scenario")
+
+    def _driver(self, step: Dict) -> Driver:
+        name = step.get("client", "c1")
+        if name not in self.drivers:
+            env = None
+            if name in self.spec.get("faketime", []):
+                env = self._faketime_env(name)
+            self.drivers[name] = Driver(self.driver_cmd, name, self.tmp, env)
+        return self.drivers[name]
+
+    def _faketime_file(self, name: str) -> str:
+        return os.path.join(self.tmp, f"faketime-{name}")
+
+    def _faketime_env(self, name: str) -> Dict[str, str]:
+        """libfaketime for one driver: its wall clock (CLOCK_REALTIME) is
+        offset by what the client's faketime file says, read on every call;
+        its monotonic clock is left alone. A client whose runtime reads the
+        clock without libc (Go) is not affected."""
+        if not os.path.exists(LIBFAKETIME):
+            raise Failure(f"{LIBFAKETIME} is missing; run "
+                          f"scripts/install-deps-languages.sh (libfaketime)")
+        with open(self._faketime_file(name), "w") as f:
+            f.write("+0\n")
+        return {"LD_PRELOAD": LIBFAKETIME,
+                "FAKETIME_TIMESTAMP_FILE": self._faketime_file(name),
+                "FAKETIME_NO_CACHE": "1", "DONT_FAKE_MONOTONIC": "1"}
+
+    @staticmethod
+    def _expect_code(answer: Dict, expect: Dict, where: str,
+                     targets: List[str] = ()) -> bool:
+        """Checks ok/code; True if the answer is an expected error."""
+        if expect.get("any") and not answer["ok"]:
+            return True
+        code = expect.get("code")
+        if code is None:
+            if not answer["ok"]:
+                raise Failure(f"{where}: failed with {answer.get('code')}: "
+                              f"{answer.get('message')}")
+            return False
+        if answer["ok"]:
+            raise Failure(f"{where}: succeeded ({json.dumps(answer)}) where "
+                          f"{code} was expected")
+        codes = code if isinstance(code, list) else [code]
+        if answer.get("code") not in codes:
+            raise Failure(f"{where}: failed with {answer.get('code')} "
+                          f"({answer.get('message')}) where {code} was "
+                          f"expected")
+        if not answer.get("message"):
+            raise Failure(f"{where}: error {answer.get('code')} carries no "
+                          f"message")
+        if expect.get("names_targets"):
+            missing = [t for t in targets if t not in answer["message"]]
+            if missing:
+                raise Failure(f"{where}: the message does not name "
+                              f"{missing}: {answer['message']!r}")
+        return True
+
+    @staticmethod
+    def _bounds(value: int, spec, what: str, where: str) -> None:
+        if isinstance(spec, int):
+            spec = {"eq": spec}
+        if "eq" in spec and value != spec["eq"]:
+            raise Failure(f"{where}: {what} is {value}, expected "
+                          f"{spec['eq']}")
+        if "min" in spec and value < spec["min"]:
+            raise Failure(f"{where}: {what} is {value}, expected at least "
+                          f"{spec['min']}")
+        if "max" in spec and value > spec["max"]:
+            raise Failure(f"{where}: {what} is {value}, expected at most "
+                          f"{spec['max']}")
+
+    def _timed(self, driver: Driver, request: Dict, step: Dict, where: str):
+        within = step.get("within_ms")
+        timeout = (ANSWER_TIMEOUT_S if within is None else
+                   within / 1000.0 + 2)
+        start = time.monotonic()
+        answer = driver.call(request, timeout)
+        took = (time.monotonic() - start) * 1000
+        if within is not None and took > within:
+            raise Failure(f"{where}: answered after {took:.0f} ms; the "
+                          f"bound is {within} ms")
+        return answer
+
+    # steps ----------------------------------------------------------------
+
+    def run(self) -> None:
+        for name, node in self.spec.get("nodes", {}).items():
+            self.nodes[name] = Node(self.server, self.tmp, name,
+                                    node.get("tag", name),
+                                    node.get("flags", []))
+        for name, p in self.spec.get("proxies", {}).items():
+            proxy = Proxy(self.nodes[p["node"]].address)
+            proxy.set_script(p.get("script", {}))
+            self.proxies[name] = proxy
+        for i, step in enumerate(self.spec["steps"]):
+            where = f"step {i + 1} ({step['do']}" + (
+                f" by {step['client']}" if "client" in step else "") + ")"
+            getattr(self, "step_" + step["do"])(step, where)
+        for name, proxy in self.proxies.items():
+            if proxy.violations:
+                raise Failure(f"proxy {name} saw returns that break the "
+                              f"contract: " + "; ".join(proxy.violations))
+        self._check_ranges()
+
+    def close(self) -> None:
+        for d in self.drivers.values():
+            d.stop()
+        for p in self.proxies.values():
+            p.stop()
+        for n in self.nodes.values():
+            n.stop()
+
+    def step_open(self, step: Dict, where: str) -> None:
+        d = self._driver(step)
+        request = {"op": "open",
+                   "targets": [self._address(t) for t in step["targets"]]}
+        for k in ("separator", "prefetch_at", "rpc_deadline_ms"):
+            if k in step:
+                request[k] = step[k]
+        answer = self._timed(d, request, step, where)
+        if not self._expect_code(answer, step.get("expect", {}), where):
+            d.separator = step.get("separator", "/")
+            d.targets = request["targets"]
+
+    def step_next_id(self, step: Dict, where: str) -> None:
+        self._next(step, where, "next_id")
+
+    def step_next_document_id(self, step: Dict, where: str) -> None:
+        self._next(step, where, "next_document_id")
+
+    def _next(self, step: Dict, where: str, op: str) -> None:
+        d = self._driver(step)
+        collection = step["collection"]
+        expect = step.get("expect", {})
+        got: List[Tuple[int, str]] = []
+        for k in range(step.get("times", 1)):
+            w = f"{where} call {k + 1}"
+            answer = self._timed(d, {"op": op, "collection": collection},
+                                 step, w)
+            if "until_ok_ms" in step:
+                # Recovery: the same call again until it succeeds, failing
+                # only with the codes `retry_on` names meanwhile.
+                limit = time.monotonic() + step["until_ok_ms"] / 1000.0
+                while not answer["ok"] and time.monotonic() < limit:
+                    if answer.get("code") not in step["retry_on"]:
+                        break
+                    time.sleep(0.05)
+                    answer = self._timed(
+                        d, {"op": op, "collection": collection}, step, w)
+            if self._expect_code(answer, expect, w, d.targets):
+                continue
+            if op == "next_id":
+                try:
+                    number = int(answer["number"])
+                except (KeyError, TypeError, ValueError):
+                    raise Failure(f"{w}: answer has no decimal string "
+                                  f"number: {json.dumps(answer)}")
+                tag = answer.get("tag")
+                if not isinstance(tag, str):
+                    raise Failure(f"{w}: answer has no tag")
+                self._see(collection, number, tag, w)
+            else:
+                number, tag = self._see_document_id(
+                    d, collection, answer.get("document_id"), w)
+                if "ids" in expect and answer["document_id"] != \
+                        expect["ids"][k]:
+                    raise Failure(f"{w}: got {answer['document_id']!r}, "
+                                  f"expected {expect['ids'][k]!r}")
+            got.append((number, tag))
+        if "numbers" in expect:
+            lo, hi = expect["numbers"]
+            want = list(range(lo, hi + 1))
+            if [n for n, _ in got] != want:
+                raise Failure(f"{where}: numbers {self._brief(got)}, "
+                              f"expected {lo}..{hi} in order")
+        if "first" in expect and got and got[0][0] != expect["first"]:
+            raise Failure(f"{where}: first number {got[0][0]}, expected "
+                          f"{expect['first']}")
+        if "tag" in expect:
+            bad = [(n, t) for n, t in got if t != expect["tag"]]
+            if bad:
+                raise Failure(f"{where}: tags {self._brief(bad)}, expected "
+                              f"all {expect['tag']!r}")
+
+    @staticmethod
+    def _brief(got: List[Tuple[int, str]]) -> str:
+        text = ", ".join(f"{n}-{t}" for n, t in got[:12])
+        return text + (f", ... ({len(got)} in all)" if len(got) > 12 else "")
+
+    def step_draw(self, step: Dict, where: str) -> None:
+        """One draw, or with repeat_for_ms, draws one after another (gap_ms
+        apart) until that time is up: callers stay concurrent within each
+        draw while the number of IDs stays bounded however fast the client
+        is. With faults, a FaultLoop runs meanwhile."""
+        d = self._driver(step)
+        request = {"op": "draw", "collection": step["collection"],
+                   "callers": step["callers"],
+                   "keep_going": step.get("keep_going", False)}
+        for k in ("count", "millis"):
+            if k in step:
+                request[k] = step[k]
+        faults = None
+        if "faults" in step:
+            faults = FaultLoop(self.nodes, step["faults"])
+            faults.start()
+        total_ids, errors, draws = 0, {}, 0
+        start = time.monotonic()
+        try:
+            while True:
+                draws += 1
+                answer = self._timed(d, request, step, where)
+                if self._expect_code(answer, {}, where):
+                    return
+                ids = answer.get("document_ids")
+                got = answer.get("errors")
+                if not isinstance(ids, list) or not isinstance(got, dict):
+                    raise Failure(f"{where}: draw answered without "
+                                  f"document_ids and errors")
+                for doc in ids:
+                    self._see_document_id(d, step["collection"], doc, where)
+                total_ids += len(ids)
+                for code, n in got.items():
+                    errors[code] = errors.get(code, 0) + int(n)
+                left = step.get("repeat_for_ms", 0) / 1000.0 - (
+                    time.monotonic() - start)
+                if left <= 0:
+                    break
+                time.sleep(min(left, step.get("gap_ms", 0) / 1000.0))
+        finally:
+            if faults:
+                faults.stop()
+        if faults:
+            self.notes.append(f"{where}: {draws} draws, {total_ids} IDs, "
+                              f"errors {errors or 'none'}, {faults.rounds} "
+                              f"fault rounds")
+        expect = step.get("expect", {})
+        allowed = expect.get("errors", [])
+        for code, n in errors.items():
+            if code not in allowed:
+                raise Failure(f"{where}: {n} calls failed with {code}; "
+                              f"allowed: {allowed or 'none'}")
+        if "error_count" in expect:
+            self._bounds(sum(errors.values()), expect["error_count"],
+                         "the number of errors", where)
+        if "ids" in expect:
+            self._bounds(total_ids, expect["ids"], "the number of IDs",
+                         where)
+
+    def step_stats(self, step: Dict, where: str) -> None:
+        d = self._driver(step)
+        answer = self._timed(d, {"op": "stats"}, step, where)
+        self._expect_code(answer, {}, where)
+        stats = answer.get("stats")
+        if not isinstance(stats, dict):
+            raise Failure(f"{where}: stats answered without stats")
+        values = {}
+        for name in STAT_NAMES:
+            try:
+                values[name] = int(stats[name])
+            except (KeyError, TypeError, ValueError):
+                raise Failure(f"{where}: stats has no decimal string "
+                              f"{name!r}: {json.dumps(stats)}")
+        for name, spec in step.get("expect", {}).items():
+            self._bounds(values[name], spec, name, where)
+
+    def step_close(self, step: Dict, where: str) -> None:
+        d = self._driver(step)
+        answer = self._timed(d, {"op": "close"}, step, where)
+        self._expect_code(answer, {}, where)
+        # close answers once every return it sent was answered: a proxy
+        # must have forwarded the node's answer to each of them by now.
+        for name, proxy in self.proxies.items():
+            pending = [r for r in proxy.returns if r.applied is None]
+            if pending:
+                raise Failure(
+                    f"{where}: close answered while {len(pending)} "
+                    f"return(s) through proxy {name} were still unanswered "
+                    f"(first: {pending[0].collection!r} end {pending[0].end} "
+                    f"last {pending[0].last})")
+
+    def step_kill(self, step: Dict, where: str) -> None:
+        self.nodes[step["node"]].kill()
+
+    def step_restart(self, step: Dict, where: str) -> None:
+        self.nodes[step["node"]].start()
+
+    def step_pause(self, step: Dict, where: str) -> None:
+        self.nodes[step["node"]].pause()
+
+    def step_resume(self, step: Dict, where: str) -> None:
+        self.nodes[step["node"]].resume()
+
+    def step_script(self, step: Dict, where: str) -> None:
+        self.proxies[step["proxy"]].set_script(step.get("set", {}))
+
+    def step_wait_proxy(self, step: Dict, where: str) -> None:
+        proxy = self.proxies[step["proxy"]]
+        limit = time.monotonic() + step.get("within_ms", 5000) / 1000.0
+        while proxy.count(step["method"]) < step["at_least"]:
+            if time.monotonic() > limit:
+                raise Failure(f"{where}: proxy {step['proxy']} saw "
+                              f"{proxy.count(step['method'])} "
+                              f"{step['method']}, not {step['at_least']}, "
+                              f"within {step.get('within_ms', 5000)} ms")
+            time.sleep(0.005)
+
+    def step_expect_proxy(self, step: Dict, where: str) -> None:
+        proxy = self.proxies[step["proxy"]]
+        if "count" in step:
+            self._bounds(proxy.count(step["method"]), step["count"],
+                         f"the number of {step['method']} at proxy "
+                         f"{step['proxy']}", where)
+        if "sizes" in step:
+            sizes = [e["high"] - e["low"] + 1 for e in proxy.next_ranges
+                     if e.get("done")]
+            if sizes != step["sizes"]:
+                raise Failure(f"{where}: range sizes {sizes}, expected "
+                              f"{step['sizes']}")
+        if step.get("echo"):
+            self._check_echo(proxy, where)
+        if "returns" in step:
+            self._check_returns(proxy, step["returns"], where)
+        if "returned" in step:
+            self._check_returned(proxy, step["returned"], where)
+
+    @staticmethod
+    def _check_echo(proxy: Proxy, where: str) -> None:
+        """Each NextRange reports the range the client got before it, of
+        that collection: its size, its range_at as sent, and its high (or
+        the last number used, once that range's return was applied)."""
+        previous: Dict[str, Dict] = {}
+        for k, e in enumerate(proxy.next_ranges):
+            prev = previous.get(e["collection"])
+            what = f"{where}: NextRange {k + 1} of {e['collection']!r}"
+            if prev is None:
+                if e["last_size"] != 0 or e["last_max"] != 0 or \
+                        e["last_range_at_us"] is not None:
+                    raise Failure(f"{what} reports a previous range "
+                                  f"(last_size {e['last_size']}, last_max "
+                                  f"{e['last_max']}) before any")
+            else:
+                size = prev["sent_high"] - prev["sent_low"] + 1
+                lasts = {prev["sent_high"]} | {
+                    r.last for r in proxy.returns
+                    if r.token == prev["token"] and r.applied}
+                if e["last_size"] != size:
+                    raise Failure(f"{what}: last_size {e['last_size']}, "
+                                  f"but the previous range had {size}")
+                if e["last_range_at_us"] != prev["range_at_us"]:
+                    raise Failure(f"{what}: last_range_at "
+                                  f"{e['last_range_at_us']} us, but the "
+                                  f"previous range came with "
+                                  f"{prev['range_at_us']} us")
+                if e["last_max"] not in lasts:
+                    raise Failure(f"{what}: last_max {e['last_max']}, "
+                                  f"expected one of {sorted(lasts)}")
+            if e.get("done"):
+                previous[e["collection"]] = e
+
+    @staticmethod
+    def _check_returns(proxy: Proxy, want: List[List[Dict]], where: str):
+        calls = proxy.return_calls()
+        shown = [[{"collection": r.collection, "end": r.end, "last": r.last,
+                   "applied": r.applied} for r in c] for c in calls]
+        if len(calls) != len(want) or any(
+                len(c) != len(w) for c, w in zip(calls, want)):
+            raise Failure(f"{where}: returns came in calls {shown}, "
+                          f"expected {want}")
+        for c, w in zip(calls, want):
+            for r, item in zip(c, w):
+                for k, v in item.items():
+                    if getattr(r, k) != v:
+                        raise Failure(f"{where}: returns came in calls "
+                                      f"{shown}, expected {want}")
+
+    @staticmethod
+    def _check_returned(proxy: Proxy, want: List[Dict], where: str):
+        """The returned ranges, in any order and any grouping into calls."""
+        got = [{"collection": r.collection, "end": r.end, "last": r.last,
+                "applied": r.applied} for r in proxy.returns]
+        key = lambda x: json.dumps(x, sort_keys=True)  # noqa: E731
+        if sorted(map(key, got)) != sorted(map(key, want)):
+            raise Failure(f"{where}: returned {got}, expected {want} (in "
+                          f"any order)")
+
+    def step_clock_step(self, step: Dict, where: str) -> None:
+        """Steps a faketime client's wall clock by `seconds` (from where it
+        is now), at once or `after_ms` from now (so that it happens during
+        the next step)."""
+        name = step.get("client", "c1")
+        if name not in self.spec.get("faketime", []):
+            raise Failure(f"{where}: client {name} is not in the scenario's "
+                          f"faketime list")
+        path = self._faketime_file(name)
+        with open(path) as f:
+            offset = int(f.read().strip() or 0)
+        text = f"{offset + int(step['seconds']):+d}\n"
+
+        def write() -> None:
+            with open(path + ".new", "w") as f:
+                f.write(text)
+            os.replace(path + ".new", path)
+
+        if step.get("after_ms"):
+            timer = threading.Timer(step["after_ms"] / 1000.0, write)
+            timer.daemon = True
+            timer.start()
+        else:
+            write()
+
+    def step_sleep_ms(self, step: Dict, where: str) -> None:
+        time.sleep(step["ms"] / 1000.0)
+
+
+class FaultLoop(threading.Thread):
+    """Kills nodes with SIGKILL (or pauses them with SIGSTOP) in turn while
+    a step runs: each round takes the next node of `nodes` down for
+    `down_ms`, brings it back (restart on its port, or SIGCONT), then waits
+    `up_ms`. One node at a time, so another is up."""
+
+    def __init__(self, nodes: Dict[str, Node], spec: Dict):
+        super().__init__(daemon=True)
+        self.nodes = [nodes[n] for n in spec["nodes"]]
+        self.kind = spec.get("kind", "kill")
+        self.down = spec.get("down_ms", 300) / 1000.0
+        self.up = spec.get("up_ms", 300) / 1000.0
+        self.first = spec.get("first_ms", 200) / 1000.0
+        self._done = threading.Event()
+        self.rounds = 0
+        self.error: Optional[BaseException] = None
+
+    def run(self) -> None:
+        try:
+            if self._done.wait(self.first):
+                return
+            while True:
+                node = self.nodes[self.rounds % len(self.nodes)]
+                self.rounds += 1
+                if self.kind == "kill":
+                    node.kill()
+                else:
+                    node.pause()
+                self._done.wait(self.down)
+                if self.kind == "kill":
+                    node.start()
+                else:
+                    node.resume()
+                if self._done.wait(self.up):
+                    return
+        except BaseException as e:  # reported by stop()
+            self.error = e
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join(30)
+        if self.error:
+            raise Failure(f"fault loop: {self.error}")
+
+
+# -- main -------------------------------------------------------------------
+
+def parse_args(argv: List[str]):
+    opts = {"server": None, "client": None, "scenario": "*", "list": False,
+            "driver": None}
+    own = {"--server", "--client", "--scenario", "--list", "--driver"}
+    i = 0
+    usage = ("usage: run.py --server PATH/TO/hilo_server [--client NAME] "
+             "[--scenario GLOB] [--list] --driver CMD [ARG...]")
+    while i < len(argv):
+        a = argv[i]
+        key, _, value = a.partition("=")
+        if key not in own:
+            print(f"{usage}\nrun.py: unknown argument {a!r}", file=sys.stderr)
+            sys.exit(2)
+        if key == "--list":
+            opts["list"] = True
+            i += 1
+            continue
+        if key == "--driver":
+            j = i + 1
+            cmd = [value] if value else []
+            while j < len(argv) and argv[j].partition("=")[0] not in own:
+                cmd.append(argv[j])
+                j += 1
+            opts["driver"] = cmd
+            i = j
+            continue
+        if not value:
+            if i + 1 >= len(argv):
+                print(f"{usage}\nrun.py: {key} needs a value",
+                      file=sys.stderr)
+                sys.exit(2)
+            value = argv[i + 1]
+            i += 1
+        opts[key[2:]] = value
+        i += 1
+    if not opts["list"] and (not opts["server"] or not opts["driver"]):
+        print(f"{usage}\nrun.py: --server and --driver are needed",
+              file=sys.stderr)
+        sys.exit(2)
+    return opts
+
+
+def load_scenarios(pattern: str) -> List[Dict]:
+    out = []
+    for path in sorted(glob.glob(os.path.join(HERE, "scenarios", "*.json"))):
+        with open(path) as f:
+            spec = json.load(f)
+        name = os.path.splitext(os.path.basename(path))[0]
+        if spec.get("name") != name:
+            sys.exit(f"run.py: {path} names itself {spec.get('name')!r}; "
+                     f"the name must be the file's")
+        if fnmatch.fnmatch(name, pattern):
+            out.append(spec)
+    return out
+
+
+def main(argv: List[str]) -> int:
+    opts = parse_args(argv)
+    scenarios = load_scenarios(opts["scenario"])
+    if not scenarios:
+        print(f"run.py: no scenario matches {opts['scenario']!r}",
+              file=sys.stderr)
+        return 2
+    if opts["list"]:
+        for s in scenarios:
+            print(f"{s['name']}: rules {', '.join(s['rules'])}")
+        return 0
+    with open(os.path.join(HERE, "expected_failures.json")) as f:
+        config = json.load(f)
+    marks = config["expected_failures"].get(opts["client"] or "", {})
+    skips = config.get("cannot_run", {}).get(opts["client"] or "", {})
+    unknown = (set(marks) | set(skips)) - {
+        s["name"] for s in load_scenarios("*")}
+    if unknown:
+        print(f"run.py: expected_failures.json names scenarios that do not "
+              f"exist: {sorted(unknown)}", file=sys.stderr)
+        return 2
+    client = opts["client"] or "client"
+    work = tempfile.mkdtemp(prefix="hilo-conformance.")
+    Watchdog.start(work)
+    try:
+        return run_all(scenarios, opts, marks, skips, client, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def run_all(scenarios: List[Dict], opts: Dict, marks: Dict, skips: Dict,
+            client: str, work: str) -> int:
+    bad = 0
+    start_all = time.monotonic()
+    for spec in scenarios:
+        if spec["name"] in skips:
+            print(f"SKIP   {client}: {spec['name']}: "
+                  f"{skips[spec['name']]['why']}")
+            continue
+        tmp = tempfile.mkdtemp(prefix=f"{spec['name']}.", dir=work)
+        scenario = Scenario(spec, opts["server"], opts["driver"], tmp)
+        start = time.monotonic()
+        error = None
+        try:
+            scenario.run()
+        except Failure as e:
+            error = str(e)
+        except Exception as e:  # a runner or scenario bug: say so, go on
+            error = f"runner error: {type(e).__name__}: {e}"
+        finally:
+            try:
+                scenario.close()
+            except Exception as e:
+                error = error or f"cleanup: {type(e).__name__}: {e}"
+            shutil.rmtree(tmp, ignore_errors=True)
+        took = time.monotonic() - start
+        mark = marks.get(spec["name"])
+        name = f"{client}: {spec['name']}"
+        if error is None and mark is None:
+            print(f"PASS   {name} ({took:.1f} s)")
+        elif error is not None and mark is not None:
+            print(f"XFAIL  {name} ({took:.1f} s): {error}\n"
+                  f"       expected: {mark['why']}")
+        elif error is None:
+            bad += 1
+            print(f"XPASS  {name} ({took:.1f} s): passes, but "
+                  f"expected_failures.json says it fails ({mark['why']}); "
+                  f"remove the mark")
+        else:
+            bad += 1
+            print(f"FAIL   {name} ({took:.1f} s): {error}")
+        for note in scenario.notes:
+            print(f"       {note}")
+        sys.stdout.flush()
+    print(f"{client}: {len(scenarios)} scenarios, {bad} unexpected "
+          f"result(s), {time.monotonic() - start_all:.1f} s")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

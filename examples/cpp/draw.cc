@@ -1,0 +1,98 @@
+// hilo_draw: N threads take document IDs from one collection for S seconds
+// and print each on its own line, then the client hands its unused numbers
+// back and the program exits 0. The C++ branch of scripts/hilo-draw:
+//
+//   hilo_draw [--targets=HOST:PORT,...] --collection=NAME --threads=N
+//             --seconds=S
+//
+// It keeps drawing through UNAVAILABLE (every target down for a moment)
+// until S is over. Any other error prints one line naming it to stderr and
+// exits 1. Lines go to stdout through one buffer, so a reader that reads
+// slowly slows the drawing down (nothing is dropped).
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "hilo/client.h"
+
+ABSL_FLAG(std::vector<std::string>, targets, {"127.0.0.1:50051"},
+          "hilo servers, in failover order");
+ABSL_FLAG(std::string, collection, "", "collection to draw from");
+ABSL_FLAG(int, threads, 1, "threads drawing at once");
+ABSL_FLAG(double, seconds, 1, "how long to draw");
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  const std::string collection = absl::GetFlag(FLAGS_collection);
+  const int threads = absl::GetFlag(FLAGS_threads);
+  const double seconds = absl::GetFlag(FLAGS_seconds);
+  if (collection.empty() || threads < 1 || !(seconds >= 0)) {
+    std::fprintf(stderr,
+                 "hilo_draw: needs --collection=NAME, --threads >= 1 and "
+                 "--seconds >= 0\n");
+    return 2;
+  }
+  hilo::ClientOptions options;
+  options.targets = absl::GetFlag(FLAGS_targets);
+  absl::StatusOr<std::unique_ptr<hilo::Client>> client =
+      hilo::Client::Create(options);
+  if (!client.ok()) {
+    std::fprintf(stderr, "hilo_draw: %s\n", client.status().ToString().c_str());
+    return 1;
+  }
+  hilo::CollectionHandle handle = (*client)->Collection(collection);
+  const auto until = std::chrono::steady_clock::now() +
+                     std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::duration<double>(seconds));
+  std::mutex out_mu;
+  std::mutex error_mu;
+  std::string error;  // the first error that is not UNAVAILABLE
+  std::atomic<bool> failed{false};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&] {
+      std::string id;
+      while (!failed.load(std::memory_order_relaxed) &&
+             std::chrono::steady_clock::now() < until) {
+        id.clear();
+        const absl::Status status = handle.AppendDocumentId(&id);
+        if (status.code() == absl::StatusCode::kUnavailable) {
+          // A node is down; the client moves on or recovers by itself.
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          continue;
+        }
+        if (!status.ok()) {
+          std::lock_guard<std::mutex> lock(error_mu);
+          if (error.empty()) error = status.ToString();
+          failed.store(true);
+          return;
+        }
+        id.push_back('\n');
+        std::lock_guard<std::mutex> lock(out_mu);
+        std::fwrite(id.data(), 1, id.size(), stdout);
+      }
+    });
+  }
+  for (std::thread& w : workers) w.join();
+  if (std::fflush(stdout) != 0) {
+    std::fprintf(stderr, "hilo_draw: writing the IDs to stdout failed\n");
+    return 1;
+  }
+  if (failed.load()) {
+    std::fprintf(stderr, "hilo_draw: drawing from \"%s\" failed: %s\n",
+                 collection.c_str(), error.c_str());
+    return 1;
+  }
+  (*client)->ReturnUnusedRanges();
+  return 0;
+}
