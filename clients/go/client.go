@@ -25,6 +25,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -427,6 +428,9 @@ func (c *Client) Close(ctx context.Context) error {
 		caches = append(caches, v.(*rangeCache))
 		return true
 	})
+	// In name order, so that what goes back in which call does not depend
+	// on the map's order.
+	sort.Slice(caches, func(i, j int) bool { return caches[i].name < caches[j].name })
 	for _, rc := range caches {
 		rc.stopFetching()
 	}

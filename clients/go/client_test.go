@@ -556,3 +556,51 @@ func TestManyGoroutinesTwoNodesNoIDTwice(t *testing.T) {
 		t.Fatalf("%d distinct IDs, want %d", len(seen), goroutines*each)
 	}
 }
+
+func TestCloseNeverSplitsAPairAcrossBatches(t *testing.T) {
+	node := newFakeNode("A")
+	c := newTestClient(t, Config{}, node)
+	// c000 holds only a tail; c001-c600 a tail and a range fetched ahead:
+	// 1201 returns, more than one call's 1000. In name order the 1000th
+	// return is c500's range fetched ahead, whose tail must go with it.
+	mustID(t, c, "c000")
+	const pairs = 600
+	for i := 1; i <= pairs; i++ {
+		for k := 0; k < 7; k++ {
+			mustID(t, c, fmt.Sprintf("c%03d", i))
+		}
+	}
+	eventually(t, "every range after the first is fetched ahead", func() bool {
+		return c.Stats().RangesPrefetched == pairs
+	})
+	if err := c.Close(bg); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	node.with(func() {
+		callOf := map[string][]int{}
+		total := 0
+		for b, batch := range node.batches {
+			if len(batch.Returns) > 1000 {
+				t.Fatalf("a ReturnRanges call of %d returns; the limit is 1000", len(batch.Returns))
+			}
+			total += len(batch.Returns)
+			for _, r := range batch.Returns {
+				callOf[r.Collection] = append(callOf[r.Collection], b)
+			}
+		}
+		if total != 1+2*pairs {
+			t.Fatalf("%d returns, want %d", total, 1+2*pairs)
+		}
+		for name, calls := range callOf {
+			if len(calls) == 2 && calls[0] != calls[1] {
+				t.Fatalf("the two returns of %s went in calls %v", name, calls)
+			}
+			if m := node.colls[name].max; m != 7 && name != "c000" {
+				t.Fatalf("%s: Max %d after Close, want 7", name, m)
+			}
+		}
+	})
+	if s := c.Stats(); s.ReturnsApplied != 1+2*pairs {
+		t.Fatalf("stats %+v, want every return applied", s)
+	}
+}
