@@ -1,0 +1,23 @@
+#!/bin/sh
+# The Go client's tests, as CTest runs them (lang.go_client): go vet, then
+# go test -race against in-process nodes and real hilo_server processes
+# (SERVER_BIN), offline in GOPATH mode; also builds (and vets) the
+# conformance driver and the draw example, so that they keep compiling.
+#
+#   clients/go/run_tests.sh SERVER_BIN GEN_DIR WORK_DIR
+#
+# GEN_DIR is what scripts/gen-stubs.sh writes; WORK_DIR holds build products.
+set -eu
+if [ $# -ne 3 ]; then
+  echo "usage: $0 SERVER_BIN GEN_DIR WORK_DIR" >&2
+  exit 2
+fi
+ROOT=$(CDPATH= cd -- "$(dirname -- "$0")/../.." && pwd)
+mkdir -p "$3"
+. "$ROOT/clients/go/goenv.sh"
+hilo_go_env "$ROOT" "$2" "$3"
+pkg=github.com/hilo-id/hilo/clients/go
+go vet "$pkg"
+"$ROOT/clients/conformance/drivers/go/build.sh" "$2" "$3/driver"
+"$ROOT/examples/go/draw/build.sh" "$2" "$3/draw"
+HILO_SERVER_BIN=$1 go test -race -count=1 -timeout 240s "$pkg"
