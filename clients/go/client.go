@@ -140,8 +140,11 @@ type Client struct {
 	logf       func(string, ...interface{})
 	conns      []*grpc.ClientConn // dialed by New; closed by Close
 
-	caches sync.Map // collection name -> *rangeCache
-	// Creation of caches, so that Close sees every one.
+	// Collection name -> its cache: read without a lock on every call,
+	// replaced by a copy with one more entry (under createMu) when a
+	// collection is first used. A Go map with string keys is found faster
+	// than a sync.Map entry, and collections are few and long-lived.
+	caches   atomic.Pointer[map[string]*rangeCache]
 	createMu sync.Mutex
 
 	closed   atomic.Bool
@@ -261,23 +264,35 @@ func newClient(cfg Config, clients []hilov1.HiLoClient) *Client {
 	if logf == nil {
 		logf = log.Printf
 	}
-	return &Client{
+	c := &Client{
 		src:        src,
 		separator:  cfg.Separator,
 		prefetchAt: cfg.PrefetchAt,
 		fetchBound: time.Duration(len(clients)+1) * cfg.RPCTimeout,
 		logf:       logf,
 	}
+	c.caches.Store(&map[string]*rangeCache{})
+	return c
 }
 
 func (c *Client) cache(collection string) *rangeCache {
-	if v, ok := c.caches.Load(collection); ok {
-		return v.(*rangeCache)
+	if rc := (*c.caches.Load())[collection]; rc != nil {
+		return rc
 	}
 	c.createMu.Lock()
 	defer c.createMu.Unlock()
-	v, _ := c.caches.LoadOrStore(collection, &rangeCache{name: collection, client: c})
-	return v.(*rangeCache)
+	old := *c.caches.Load()
+	if rc := old[collection]; rc != nil {
+		return rc
+	}
+	caches := make(map[string]*rangeCache, len(old)+1)
+	for k, v := range old {
+		caches[k] = v
+	}
+	rc := &rangeCache{name: collection, client: c}
+	caches[collection] = rc
+	c.caches.Store(&caches)
+	return rc
 }
 
 // NextID returns the next number of collection and the tag of the node
@@ -292,8 +307,8 @@ func (c *Client) cache(collection string) *rangeCache {
 // FAILED_PRECONDITION (ErrClosed) after Close; otherwise the server's code.
 // A caller that waited for another caller's fetch gets that fetch's error.
 func (c *Client) NextID(ctx context.Context, collection string) (ID, error) {
-	if v, ok := c.caches.Load(collection); ok {
-		return v.(*rangeCache).next(ctx)
+	if rc := (*c.caches.Load())[collection]; rc != nil {
+		return rc.next(ctx)
 	}
 	if c.closed.Load() {
 		return ID{}, ErrClosed
@@ -421,13 +436,12 @@ func (c *Client) Close(ctx context.Context) error {
 	if c.closed.Swap(true) {
 		return ErrClosed
 	}
-	c.createMu.Lock() // no cache is created from here on
-	c.createMu.Unlock()
+	c.createMu.Lock()
 	var caches []*rangeCache
-	c.caches.Range(func(_, v interface{}) bool {
-		caches = append(caches, v.(*rangeCache))
-		return true
-	})
+	for _, rc := range *c.caches.Load() {
+		caches = append(caches, rc)
+	}
+	c.createMu.Unlock()
 	// In name order, so that what goes back in which call does not depend
 	// on the map's order.
 	sort.Slice(caches, func(i, j int) bool { return caches[i].name < caches[j].name })

@@ -233,7 +233,7 @@ func (n *fakeNode) with(f func()) {
 
 // serve runs n on an in-process listener until the test ends, and returns
 // a client of it.
-func serve(t *testing.T, n *fakeNode) hilov1.HiLoClient {
+func serve(t testing.TB, n *fakeNode) hilov1.HiLoClient {
 	t.Helper()
 	lis := bufconn.Listen(1 << 20)
 	srv := grpc.NewServer()
