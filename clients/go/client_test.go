@@ -604,3 +604,41 @@ func TestCloseNeverSplitsAPairAcrossBatches(t *testing.T) {
 		t.Fatalf("stats %+v, want every return applied", s)
 	}
 }
+
+func TestCloseFallbackKeepsEachCollectionsOrderAcrossManyCollections(t *testing.T) {
+	node := newFakeNode("A")
+	node.with(func() { node.noBatches = true })
+	c := newTestClient(t, Config{}, node)
+	const collections = 40
+	for i := 0; i < collections; i++ {
+		for k := 0; k < 7; k++ {
+			mustID(t, c, fmt.Sprintf("m%02d", i))
+		}
+	}
+	eventually(t, "every collection has a range fetched ahead", func() bool {
+		return c.Stats().RangesPrefetched == collections
+	})
+	if err := c.Close(bg); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	node.with(func() {
+		if len(node.singles) != 2*collections {
+			t.Fatalf("%d ReturnRange calls, want %d", len(node.singles), 2*collections)
+		}
+		aheadAt := map[string]int{}
+		for i, r := range node.singles {
+			if r.Last == 32 {
+				aheadAt[r.Collection] = i
+				continue
+			}
+			if at, ok := aheadAt[r.Collection]; !ok || at > i {
+				t.Fatalf("%s: its tail went back before its range fetched ahead", r.Collection)
+			}
+		}
+		for name, coll := range node.colls {
+			if coll.max != 7 {
+				t.Fatalf("%s: Max %d after Close, want 7", name, coll.max)
+			}
+		}
+	})
+}

@@ -20,8 +20,11 @@ import (
 const (
 	maxBatchItems = 1000
 	maxBatchBytes = 60 * 1024
-	// ReturnRanges calls in flight at once during Close, all nodes together.
-	returnCalls = 4
+	// ReturnRanges calls in flight at once during Close, all nodes together;
+	// and per such call, to a node without ReturnRanges, the collections
+	// whose single ReturnRange calls go at once.
+	returnCalls       = 4
+	singleReturnCalls = 16
 	// Calls a return makes in all (the first and its retries), and the
 	// pause before the second, doubling after that.
 	returnAttempts = 3
@@ -199,10 +202,12 @@ func (s *source) returnAll(ctx context.Context, groups []returnGroup) [][]return
 			defer wg.Done()
 			for b := range work {
 				var items []returnItem
+				var lens []int
 				for _, g := range b.groups {
 					items = append(items, groups[g]...)
+					lens = append(lens, len(groups[g]))
 				}
-				results := s.returnBatch(ctx, s.targets[b.target], items)
+				results := s.returnBatch(ctx, s.targets[b.target], items, lens)
 				k := 0
 				for _, g := range b.groups {
 					k += copy(out[g], results[k:])
@@ -219,8 +224,9 @@ func (s *source) returnAll(ctx context.Context, groups []returnGroup) [][]return
 }
 
 // returnBatch sends items to t in one ReturnRanges call, or one by one to a
-// node without ReturnRanges.
-func (s *source) returnBatch(ctx context.Context, t *target, items []returnItem) []returnOutcome {
+// node without ReturnRanges: the items of a group (lens gives each group's
+// length, in order) one after another, several groups at once.
+func (s *source) returnBatch(ctx context.Context, t *target, items []returnItem, lens []int) []returnOutcome {
 	out := make([]returnOutcome, len(items))
 	if !t.noBatches.Load() {
 		req := &hilov1.ReturnRangesRequest{Returns: make([]*hilov1.ReturnRangeRequest, len(items))}
@@ -252,19 +258,29 @@ func (s *source) returnBatch(ctx context.Context, t *target, items []returnItem)
 		}
 		t.noBatches.Store(true)
 	}
-	for i, it := range items {
-		req := it.request()
-		var resp *hilov1.ReturnRangeResponse
-		err := s.withRetries(ctx, t, "ReturnRange", func(ctx context.Context) (err error) {
-			resp, err = t.client.ReturnRange(ctx, req)
-			return err
-		})
-		if err != nil {
-			out[i].err = err
-		} else {
-			out[i] = returnOutcome{applied: resp.GetApplied(), max: resp.GetMax()}
-		}
+	sem := make(chan struct{}, singleReturnCalls)
+	var wg sync.WaitGroup
+	for first, g := 0, 0; g < len(lens); first, g = first+lens[g], g+1 {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(group []returnItem, out []returnOutcome) {
+			defer func() { <-sem; wg.Done() }()
+			for i, it := range group {
+				req := it.request()
+				var resp *hilov1.ReturnRangeResponse
+				err := s.withRetries(ctx, t, "ReturnRange", func(ctx context.Context) (err error) {
+					resp, err = t.client.ReturnRange(ctx, req)
+					return err
+				})
+				if err != nil {
+					out[i].err = err
+				} else {
+					out[i] = returnOutcome{applied: resp.GetApplied(), max: resp.GetMax()}
+				}
+			}
+		}(items[first:first+lens[g]], out[first:first+lens[g]])
 	}
+	wg.Wait()
 	return out
 }
 
