@@ -122,6 +122,7 @@ func wantDocumentID(t *testing.T, c *Client, collection, want string) {
 }
 
 func TestRealServerSeedSequenceAndReturns(t *testing.T) {
+	t.Parallel() // each has servers of its own
 	srv := startServer(t, "A")
 	off := Config{PrefetchAt: PrefetchOff}
 	first := newRealClient(t, off, srv)
@@ -149,6 +150,7 @@ func TestRealServerSeedSequenceAndReturns(t *testing.T) {
 }
 
 func TestRealServerCloseHandsBackTheRangeAheadAndTheTail(t *testing.T) {
+	t.Parallel() // each has servers of its own
 	srv := startServer(t, "A")
 	c := newRealClient(t, Config{}, srv)
 	for i := 1; i <= 10; i++ {
@@ -166,6 +168,7 @@ func TestRealServerCloseHandsBackTheRangeAheadAndTheTail(t *testing.T) {
 }
 
 func TestRealServerFailoverAfterKill9(t *testing.T) {
+	t.Parallel() // each has servers of its own
 	a, b := startServer(t, "A"), startServer(t, "B")
 	c := newRealClient(t, Config{PrefetchAt: PrefetchOff, RPCTimeout: 2 * time.Second}, a, b)
 	wantDocumentID(t, c, "fail", "fail/1-A")
@@ -181,6 +184,7 @@ func TestRealServerFailoverAfterKill9(t *testing.T) {
 }
 
 func TestRealServersAllDownIsUnavailableNamingEach(t *testing.T) {
+	t.Parallel() // each has servers of its own
 	a := startServer(t, "A")
 	c := newRealClient(t, Config{RPCTimeout: time.Second}, a)
 	a.kill9(t)
@@ -189,6 +193,7 @@ func TestRealServersAllDownIsUnavailableNamingEach(t *testing.T) {
 }
 
 func TestRealServersGoroutinesUnderKill9NoIDTwice(t *testing.T) {
+	t.Parallel() // each has servers of its own
 	a, b := startServer(t, "A"), startServer(t, "B")
 	c := newRealClient(t, Config{RPCTimeout: 2 * time.Second}, a, b)
 	const goroutines, each = 10, 2000
@@ -225,6 +230,7 @@ func TestRealServersGoroutinesUnderKill9NoIDTwice(t *testing.T) {
 }
 
 func TestRealServerDNSTarget(t *testing.T) {
+	t.Parallel() // each has servers of its own
 	srv := startServer(t, "A")
 	c, err := New(Config{Targets: []string{"dns:///" + srv.target}})
 	if err != nil {
@@ -271,6 +277,7 @@ func writeCert(t *testing.T, dir string) (certFile, keyFile string) {
 }
 
 func TestRealServerOverTLS(t *testing.T) {
+	t.Parallel() // each has servers of its own
 	cert, key := writeCert(t, t.TempDir())
 	srv := startServer(t, "T", "--tls_cert="+cert, "--tls_key="+key)
 	creds, err := credentials.NewClientTLSFromFile(cert, "")

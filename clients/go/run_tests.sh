@@ -13,6 +13,8 @@ if [ $# -ne 3 ]; then
   exit 2
 fi
 ROOT=$(CDPATH= cd -- "$(dirname -- "$0")/../.." && pwd)
+# go test runs in the package's directory: the server's path must be absolute.
+server=$(CDPATH= cd -- "$(dirname -- "$1")" && pwd)/$(basename -- "$1")
 mkdir -p "$3"
 . "$ROOT/clients/go/goenv.sh"
 hilo_go_env "$ROOT" "$2" "$3"
@@ -20,4 +22,4 @@ pkg=github.com/hilo-id/hilo/clients/go
 go vet "$pkg"
 "$ROOT/clients/conformance/drivers/go/build.sh" "$2" "$3/driver"
 "$ROOT/examples/go/draw/build.sh" "$2" "$3/draw"
-HILO_SERVER_BIN=$1 go test -race -count=1 -timeout 240s "$pkg"
+HILO_SERVER_BIN=$server go test -race -count=1 -timeout 240s "$pkg"
