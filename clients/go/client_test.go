@@ -10,6 +10,7 @@ import (
 	"time"
 
 	hilov1 "github.com/hilo-id/hilo/gen/go/hilo/v1"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -641,4 +642,38 @@ func TestCloseFallbackKeepsEachCollectionsOrderAcrossManyCollections(t *testing.
 			}
 		}
 	})
+}
+
+// stuckClient is a HiLoClient whose NextRange ignores its deadline and
+// answers only when released: a fetch that hangs.
+type stuckClient struct {
+	hilov1.HiLoClient
+	release chan struct{}
+}
+
+func (s *stuckClient) NextRange(ctx context.Context, in *hilov1.NextRangeRequest, _ ...grpc.CallOption) (*hilov1.NextRangeResponse, error) {
+	<-s.release
+	return nil, status.Error(codes.Unavailable, "released")
+}
+
+func TestWaitersGiveUpOnAFetchThatHangs(t *testing.T) {
+	stuck := &stuckClient{release: make(chan struct{})}
+	c, err := NewFromClients(Config{RPCTimeout: 10 * time.Millisecond}, stuck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(bg)
+	defer close(stuck.release)
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.NextID(bg, "hang")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		// The bound is every target's deadline and one more: 2 x 10 ms.
+		wantCode(t, err, codes.DeadlineExceeded, `waited 20ms for a range of "hang" from target 0`)
+	case <-time.After(10 * time.Second):
+		t.Fatal("NextID still waits for a hung fetch after 10 s")
+	}
 }
