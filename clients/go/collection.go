@@ -43,13 +43,15 @@ func newSpan(r *hilov1.NextRangeResponse, target int) *span {
 	return s
 }
 
-// take hands out the next number of s, if any is left.
-func (s *span) take() (int64, bool) {
-	k := s.taken.Add(1) - 1
+// take hands out the next number of s, if any is left, as its offset k
+// (the number is low + k). After retire the counter sits at the top of
+// int64 and the next adds wrap it below 0: those find nothing too.
+func (s *span) take() (k int64, ok bool) {
+	k = s.taken.Add(1) - 1
 	if k >= s.size || k < 0 {
 		return 0, false
 	}
-	return s.low + k, true
+	return k, true
 }
 
 // retire ends s: no number of it is handed out after this returns. It says
@@ -91,8 +93,7 @@ type rangeCache struct {
 // next hands out the next number of the collection.
 func (c *rangeCache) next(ctx context.Context) (ID, error) {
 	if s := c.cur.Load(); s != nil {
-		k := s.taken.Add(1) - 1
-		if k < s.size && k >= 0 {
+		if k, ok := s.take(); ok {
 			if k == s.prefetch {
 				c.startPrefetch(s)
 			}
@@ -125,12 +126,12 @@ func (c *rangeCache) refill(ctx context.Context, seen *span) (ID, error) {
 			// A newer range is out: take a number of it (reading its
 			// counter would not reserve one).
 			seen = s
-			if n, ok := s.take(); ok {
+			if k, ok := s.take(); ok {
 				c.mu.Unlock()
-				if n-s.low == s.prefetch {
+				if k == s.prefetch {
 					c.startPrefetch(s)
 				}
-				return ID{Number: n, NodeTag: s.tag}, nil
+				return ID{Number: s.low + k, NodeTag: s.tag}, nil
 			}
 			c.mu.Unlock()
 			continue
