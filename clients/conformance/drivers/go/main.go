@@ -109,10 +109,13 @@ func (d *driver) open(req *request) answer {
 		}
 	}
 	if req.RPCDeadlineMS != nil {
-		cfg.RPCTimeout = time.Duration(*req.RPCDeadlineMS) * time.Millisecond
-		if cfg.RPCTimeout == 0 {
-			cfg.RPCTimeout = -1 // refused by New, as a zero deadline should be
+		if *req.RPCDeadlineMS <= 0 {
+			// Config's zero would mean the default; the protocol's is a
+			// deadline of nothing, which no client can keep.
+			return answer{"ok": false, "code": "INVALID_ARGUMENT",
+				"message": fmt.Sprintf("rpc_deadline_ms is %d; it must be positive", *req.RPCDeadlineMS)}
 		}
+		cfg.RPCTimeout = time.Duration(*req.RPCDeadlineMS) * time.Millisecond
 	}
 	if req.CAFile != "" {
 		creds, err := credentials.NewClientTLSFromFile(req.CAFile, "")
