@@ -2,6 +2,7 @@ package hilo
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -16,6 +17,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -290,5 +293,83 @@ func TestRealServerOverTLS(t *testing.T) {
 	plain := newRealClient(t, Config{RPCTimeout: time.Second}, srv)
 	if _, err := plain.NextID(bg, "tls"); err == nil || errors.Is(err, ErrClosed) {
 		t.Fatalf("a plaintext client got %v from a TLS server", err)
+	}
+}
+
+// TestRealServerGoAndCppClientsNeverCollide draws from one collection with
+// the Go client and, at the same time, with the C++ client
+// ($HILO_CPP_ID_DUMP, tests/languages/cpp_id_dump), each in rounds of new
+// clients that hand their tails back when they close: no ID may be drawn
+// twice, within a language or across them.
+func TestRealServerGoAndCppClientsNeverCollide(t *testing.T) {
+	t.Parallel()
+	dump := os.Getenv("HILO_CPP_ID_DUMP")
+	if dump == "" {
+		t.Skip("HILO_CPP_ID_DUMP is not set")
+	}
+	srv := startServer(t, "A")
+	const rounds, perRound, goroutines = 5, 4000, 4
+	cpp := exec.Command(dump, srv.target, "shared", strconv.Itoa(rounds*perRound), "4", strconv.Itoa(rounds))
+	var cppOut, cppErr bytes.Buffer
+	cpp.Stdout, cpp.Stderr = &cppOut, &cppErr
+	if err := cpp.Start(); err != nil {
+		t.Fatalf("start %s: %v", dump, err)
+	}
+	var goIDs []string
+	for r := 0; r < rounds; r++ {
+		c, err := New(Config{Targets: []string{srv.target}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for g := 0; g < goroutines; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < perRound/goroutines; i++ {
+					id, err := c.NextDocumentID(bg, "shared")
+					if err != nil {
+						t.Errorf("NextDocumentID: %v", err)
+						return
+					}
+					mu.Lock()
+					goIDs = append(goIDs, id)
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if err := c.Close(bg); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- cpp.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("cpp_id_dump: %v: %s", err, cppErr.String())
+		}
+	case <-time.After(60 * time.Second):
+		cpp.Process.Kill()
+		<-done
+		t.Fatal("cpp_id_dump did not finish within 60 s")
+	}
+	cppIDs := strings.Fields(cppOut.String())
+	if len(cppIDs) != rounds*perRound || len(goIDs) != rounds*perRound {
+		t.Fatalf("%d C++ and %d Go IDs, want %d each", len(cppIDs), len(goIDs), rounds*perRound)
+	}
+	owner := map[string]string{}
+	for lang, ids := range map[string][]string{"C++": cppIDs, "Go": goIDs} {
+		for _, id := range ids {
+			if !regexp.MustCompile(`^shared/[1-9][0-9]*-A$`).MatchString(id) {
+				t.Fatalf("%s ID %q is malformed", lang, id)
+			}
+			if other, ok := owner[id]; ok {
+				t.Fatalf("%s drawn by %s and by %s", id, other, lang)
+			}
+			owner[id] = lang
+		}
 	}
 }

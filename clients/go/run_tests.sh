@@ -4,17 +4,22 @@
 # (SERVER_BIN), offline in GOPATH mode; also builds (and vets) the
 # conformance driver and the draw example, so that they keep compiling.
 #
-#   clients/go/run_tests.sh SERVER_BIN GEN_DIR WORK_DIR
+#   clients/go/run_tests.sh SERVER_BIN GEN_DIR WORK_DIR [CPP_ID_DUMP]
 #
 # GEN_DIR is what scripts/gen-stubs.sh writes; WORK_DIR holds build products.
+# CPP_ID_DUMP (tests/languages/cpp_id_dump) lets a test draw with the C++
+# client at the same time, checking that no ID of either comes twice.
 set -eu
-if [ $# -ne 3 ]; then
-  echo "usage: $0 SERVER_BIN GEN_DIR WORK_DIR" >&2
+if [ $# -ne 3 ] && [ $# -ne 4 ]; then
+  echo "usage: $0 SERVER_BIN GEN_DIR WORK_DIR [CPP_ID_DUMP]" >&2
   exit 2
 fi
+absolute() { echo "$(CDPATH= cd -- "$(dirname -- "$1")" && pwd)/$(basename -- "$1")"; }
 ROOT=$(CDPATH= cd -- "$(dirname -- "$0")/../.." && pwd)
-# go test runs in the package's directory: the server's path must be absolute.
-server=$(CDPATH= cd -- "$(dirname -- "$1")" && pwd)/$(basename -- "$1")
+# go test runs in the package's directory: the paths must be absolute.
+server=$(absolute "$1")
+dump=""
+[ $# -eq 4 ] && dump=$(absolute "$4")
 mkdir -p "$3"
 . "$ROOT/clients/go/goenv.sh"
 hilo_go_env "$ROOT" "$2" "$3"
@@ -22,4 +27,4 @@ pkg=github.com/hilo-id/hilo/clients/go
 go vet "$pkg"
 "$ROOT/clients/conformance/drivers/go/build.sh" "$2" "$3/driver"
 "$ROOT/examples/go/draw/build.sh" "$2" "$3/draw"
-HILO_SERVER_BIN=$server go test -race -count=1 -timeout 240s "$pkg"
+HILO_SERVER_BIN=$server HILO_CPP_ID_DUMP=$dump go test -race -count=1 -timeout 240s -v "$pkg"
