@@ -677,3 +677,26 @@ func TestWaitersGiveUpOnAFetchThatHangs(t *testing.T) {
 		t.Fatal("NextID still waits for a hung fetch after 10 s")
 	}
 }
+
+func TestTheTargetThatAnsweredStaysPreferred(t *testing.T) {
+	a, b := newFakeNode("A"), newFakeNode("B")
+	a.with(func() { a.nextErr = []codes.Code{codes.DeadlineExceeded} })
+	c := newTestClient(t, Config{PrefetchAt: PrefetchOff}, a, b)
+	if id := mustID(t, c, "stay"); id != (ID{1, "B"}) {
+		t.Fatalf("got %+v, want 1-B after A timed out", id)
+	}
+	// A is fine again, but B answered last: the next ranges come from B.
+	for i := 2; i <= 40; i++ {
+		if id := mustID(t, c, "stay"); id.NodeTag != "B" {
+			t.Fatalf("ID %d came from %s, want B", i, id.NodeTag)
+		}
+	}
+	a.with(func() {
+		if len(a.nextReqs) != 1 {
+			t.Fatalf("A was asked %d times, want once", len(a.nextReqs))
+		}
+	})
+	if s := c.Stats(); s.Failovers != 1 || s.RangesFetched != 2 {
+		t.Fatalf("stats %+v, want 1 failover and 2 ranges", s)
+	}
+}

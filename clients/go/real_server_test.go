@@ -373,3 +373,22 @@ func TestRealServerGoAndCppClientsNeverCollide(t *testing.T) {
 		}
 	}
 }
+
+func TestRealServerFailoverWhenANodeIsStopped(t *testing.T) {
+	t.Parallel()
+	a, b := startServer(t, "A"), startServer(t, "B")
+	c := newRealClient(t, Config{PrefetchAt: PrefetchOff, RPCTimeout: 300 * time.Millisecond}, a, b)
+	wantDocumentID(t, c, "stop", "stop/1-A")
+	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.cmd.Process.Signal(syscall.SIGCONT) }) // runs before the SIGTERM
+	for i := 2; i <= 32; i++ {
+		wantDocumentID(t, c, "stop", fmt.Sprintf("stop/%d-A", i))
+	}
+	// A takes the connection but never answers: DEADLINE_EXCEEDED, then B.
+	wantDocumentID(t, c, "stop", "stop/33-B")
+	if s := c.Stats(); s.Failovers != 1 {
+		t.Fatalf("stats %+v, want 1 failover", s)
+	}
+}
