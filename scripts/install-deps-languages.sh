@@ -14,11 +14,14 @@ ROOT=$(CDPATH= cd -- "$(dirname -- "$0")/.." && pwd)
 
 # golang-github-golang-protobuf-1-5-dev: gRPC-Go also accepts the 1.3 API,
 # which cannot marshal messages from today's protoc-gen-go; ask for 1.5.
+# golang-github-google-uuid-dev: the Go client's benchmark compares its
+# document IDs with random UUID v4 strings.
 PACKAGES="
   protobuf-compiler protobuf-compiler-grpc
   python3 python3-grpcio python3-protobuf
   golang-go protoc-gen-go protoc-gen-go-grpc golang-google-grpc-dev
   golang-google-protobuf-dev golang-github-golang-protobuf-1-5-dev
+  golang-github-google-uuid-dev
   protobuf-compiler-grpc-java-plugin libgrpc-java libprotobuf-java
   libnetty-java libperfmark-java libgoogle-gson-java libguava-java
   libgeronimo-annotation-1.3-spec-java

@@ -1,0 +1,18 @@
+#!/bin/sh
+# Builds the Go client's conformance driver offline (GOPATH mode, Debian's
+# Go packages) and leaves it as OUT_DIR/driver.
+#
+#   clients/conformance/drivers/go/build.sh GEN_DIR OUT_DIR
+#
+# GEN_DIR is what scripts/gen-stubs.sh writes (it needs GEN_DIR/go).
+set -eu
+if [ $# -ne 2 ]; then
+  echo "usage: $0 GEN_DIR OUT_DIR" >&2
+  exit 2
+fi
+ROOT=$(CDPATH= cd -- "$(dirname -- "$0")/../../../.." && pwd)
+mkdir -p "$2"
+. "$ROOT/clients/go/goenv.sh"
+hilo_go_env "$ROOT" "$1" "$2"
+go vet "$ROOT/clients/conformance/drivers/go/main.go"
+go build -o "$2/driver" "$ROOT/clients/conformance/drivers/go/main.go"

@@ -1,0 +1,90 @@
+package hilo
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/uuid"
+)
+
+// Run with -cpu 1,2 for 1 and 2 goroutines: b.RunParallel starts
+// GOMAXPROCS of them. The client draws from an in-process node, so ranges
+// (up to 2^20 numbers) arrive ahead of need and the fast path is measured.
+
+func benchClient(b *testing.B) *Client {
+	c, err := NewFromClients(Config{}, serve(b, newFakeNode("A")))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
+// BenchmarkAtomicAdd is the floor NextID is measured against: one shared
+// counter, one atomic add per ID.
+func BenchmarkAtomicAdd(b *testing.B) {
+	b.ReportAllocs()
+	var n int64
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			atomic.AddInt64(&n, 1)
+		}
+	})
+}
+
+func BenchmarkNextID(b *testing.B) {
+	c := benchClient(b)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := c.NextID(ctx, "bench"); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+func BenchmarkCollectionNextID(b *testing.B) {
+	h := benchClient(b).Collection("bench")
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := h.NextID(ctx); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+func BenchmarkNextDocumentID(b *testing.B) {
+	c := benchClient(b)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := c.NextDocumentID(ctx, "bench"); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkUUIDString is what NextDocumentID is measured against: a random
+// (version 4) UUID as a string.
+func BenchmarkUUIDString(b *testing.B) {
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			_ = uuid.NewString()
+		}
+	})
+}

@@ -1,0 +1,503 @@
+// Package hilo is the Go client of a hilo ID service: document IDs such as
+// "orders/10-A", without a round trip per ID.
+//
+// The client keeps one range of numbers per collection, obtained from a hilo
+// server with NextRange, and hands its numbers out locally. Each number
+// keeps the tag of the node that issued its range, so IDs stay unique
+// across nodes:
+//
+//	client, err := hilo.New(hilo.Config{Targets: []string{"hilo-0.hilo:50051", "hilo-1.hilo:50051"}})
+//	if err != nil { ... }
+//	defer client.Close(context.Background()) // hands unused numbers back
+//	id, err := client.NextDocumentID(ctx, "orders") // "orders/1-A"
+//
+// A Client is safe for concurrent use by many goroutines. While a range
+// lasts, NextID is an atomic load and one atomic add, with no lock. When a
+// fifth of a range is used the next one is fetched in the background, so
+// callers rarely wait; if a range runs dry first, exactly one NextRange is
+// sent and the other callers of that collection wait for it. Ranges grow
+// while a collection is busy (each request reports the previous range) and
+// never move down. Close hands the numbers the client did not use back, so
+// the next client continues right after the last number this one handed out.
+package hilo
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	hilov1 "github.com/hilo-id/hilo/gen/go/hilo/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+)
+
+// Defaults of Config's zero fields.
+const (
+	DefaultSeparator  = '/'
+	DefaultRPCTimeout = 5 * time.Second
+	DefaultPrefetchAt = 0.2
+)
+
+// PrefetchOff as Config.PrefetchAt turns prefetching off.
+const PrefetchOff = -1.0
+
+// Config says how a Client reaches its servers and builds IDs. The zero
+// value of each field but Targets means its default; New checks the rest.
+type Config struct {
+	// Server addresses in gRPC target syntax ("host:port",
+	// "dns:///name:port"; a dns:/// name's addresses are used round robin).
+	// At least one. On UNAVAILABLE or DEADLINE_EXCEEDED the client tries
+	// the next, and stays with the one that answered. A reply that breaks
+	// the contract (a node tag that is not 1-4 characters of A-Z and 0-9, a
+	// range below 1 or upside down, a range that does not lie above the
+	// previous one from the same node) is never used: that target is
+	// skipped the same way.
+	Targets []string
+
+	// Between collection and number in a document ID; DefaultSeparator if
+	// zero. Never '|' (reserved) nor a digit 0-9 (it would read as part of
+	// the number, so two IDs could be equal).
+	Separator rune
+
+	// Deadline of each NextRange attempt (each target is one attempt), and
+	// of each return with all its retries; DefaultRPCTimeout if zero.
+	RPCTimeout time.Duration
+
+	// Share of a range used before the next one is fetched in the
+	// background, in (0, 1); DefaultPrefetchAt if zero, PrefetchOff turns
+	// prefetching off.
+	PrefetchAt float64
+
+	// Credentials for every target (credentials.NewTLS, or
+	// credentials.NewClientTLSFromFile); nil means plaintext.
+	TransportCredentials credentials.TransportCredentials
+
+	// More options for every connection the client dials.
+	DialOptions []grpc.DialOption
+
+	// Where best-effort failures go (a return that still failed after its
+	// retries), one line per call, never from two goroutines at once; nil
+	// means the standard logger. A refused return is normal and not logged.
+	Logf func(format string, args ...interface{})
+}
+
+// ID is one number and the tag of the node whose range it came from.
+type ID struct {
+	Number  int64
+	NodeTag string
+}
+
+// Stats counts what a Client did since it was created; each counter only
+// grows. They move only where a range is fetched or returned, never on
+// NextID's fast path.
+type Stats struct {
+	// ID requests that waited for a range from a server (or for that
+	// fetch's error), rather than taking a cached number.
+	CallsWaited int64
+	// Ranges a server issued to this client, prefetched or not.
+	RangesFetched int64
+	// Of RangesFetched, those fetched ahead of need.
+	RangesPrefetched int64
+	// Fetches another target answered because the preferred one failed.
+	Failovers int64
+	// Ranges handed back on Close: applied, refused by the node (it issued
+	// a newer range meanwhile; normal), or failed after the retries.
+	ReturnsApplied, ReturnsRefused, ReturnsFailed int64
+	// Failed fetches and returns by the code they failed with; a fetch
+	// counts once however many callers waited for it.
+	Errors map[codes.Code]int64
+}
+
+type counters struct {
+	callsWaited, rangesFetched, rangesPrefetched  atomic.Int64
+	returnsApplied, returnsRefused, returnsFailed atomic.Int64
+	errors                                        [codes.Unauthenticated + 1]atomic.Int64
+}
+
+func (c *counters) countError(code codes.Code) {
+	if int(code) >= len(c.errors) || code == codes.OK {
+		code = codes.Unknown
+	}
+	c.errors[code].Add(1)
+}
+
+// Client hands out IDs; see the package documentation. Safe for concurrent
+// use by many goroutines.
+type Client struct {
+	src        *source
+	separator  rune
+	prefetchAt float64
+	fetchBound time.Duration // longest a fetch can take: every target's deadline
+	logf       func(string, ...interface{})
+	conns      []*grpc.ClientConn // dialed by New; closed by Close
+
+	// Collection name -> its cache: read without a lock on every call,
+	// replaced by a copy with one more entry (under createMu) when a
+	// collection is first used. A Go map with string keys is found faster
+	// than a sync.Map entry, and collections are few and long-lived.
+	caches   atomic.Pointer[map[string]*rangeCache]
+	createMu sync.Mutex
+
+	closed   atomic.Bool
+	closeMu  sync.Mutex
+	inflight sync.WaitGroup // fetch goroutines
+	logMu    sync.Mutex
+	stats    counters
+}
+
+// New checks cfg and dials every target. Connecting is lazy, so New
+// succeeds with no server running. Errors: INVALID_ARGUMENT naming the bad
+// field.
+func New(cfg Config) (*Client, error) {
+	if err := checkConfig(&cfg); err != nil {
+		return nil, err
+	}
+	if len(cfg.Targets) == 0 {
+		return nil, newError(codes.InvalidArgument, nil, "Config.Targets is empty; give at least one server")
+	}
+	opts := []grpc.DialOption{
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"round_robin": {}}]}`),
+		// An ID service sits under every insert: come back within a second
+		// of a server's return rather than after gRPC's default of up to
+		// two minutes.
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{
+			BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second,
+		}}),
+	}
+	if cfg.TransportCredentials != nil {
+		opts = append(opts, grpc.WithTransportCredentials(cfg.TransportCredentials))
+	} else {
+		opts = append(opts, grpc.WithInsecure())
+	}
+	opts = append(opts, cfg.DialOptions...)
+	clients := make([]hilov1.HiLoClient, len(cfg.Targets))
+	conns := make([]*grpc.ClientConn, 0, len(cfg.Targets))
+	for i, t := range cfg.Targets {
+		if t == "" {
+			return nil, newError(codes.InvalidArgument, nil, "Config.Targets[%d] is empty", i)
+		}
+		conn, err := grpc.Dial(t, opts...)
+		if err != nil {
+			for _, c := range conns {
+				c.Close()
+			}
+			return nil, newError(codes.InvalidArgument, err, "cannot dial target %q: %v", t, err)
+		}
+		conns = append(conns, conn)
+		clients[i] = hilov1.NewHiLoClient(conn)
+	}
+	c := newClient(cfg, clients)
+	c.conns = conns
+	return c, nil
+}
+
+// NewFromClients is New with connections the caller made and owns (an
+// in-process server in a test, a connection with its own interceptors):
+// clients[i] stands for target i. cfg.Targets, if given, names them in
+// messages and must be as many; otherwise they are "target 0", "target 1",
+// and so on. Close does not close the connections.
+func NewFromClients(cfg Config, clients ...hilov1.HiLoClient) (*Client, error) {
+	if err := checkConfig(&cfg); err != nil {
+		return nil, err
+	}
+	if len(clients) == 0 {
+		return nil, newError(codes.InvalidArgument, nil, "no clients given; give at least one")
+	}
+	if len(cfg.Targets) == 0 {
+		for i := range clients {
+			cfg.Targets = append(cfg.Targets, fmt.Sprintf("target %d", i))
+		}
+	}
+	if len(cfg.Targets) != len(clients) {
+		return nil, newError(codes.InvalidArgument, nil, "Config.Targets names %d targets for %d clients",
+			len(cfg.Targets), len(clients))
+	}
+	return newClient(cfg, clients), nil
+}
+
+// checkConfig fills in defaults and refuses what cannot work.
+func checkConfig(cfg *Config) error {
+	if cfg.Separator == 0 {
+		cfg.Separator = DefaultSeparator
+	}
+	switch sep := cfg.Separator; {
+	case sep == '|':
+		return newError(codes.InvalidArgument, nil, "separator '|' is reserved; use any other character")
+	case sep >= '0' && sep <= '9':
+		return newError(codes.InvalidArgument, nil,
+			"separator %q is a digit; a digit can be read as part of the number, so two IDs could be equal", sep)
+	case !utf8.ValidRune(sep):
+		return newError(codes.InvalidArgument, nil, "separator %U is not a valid character", sep)
+	}
+	if cfg.RPCTimeout == 0 {
+		cfg.RPCTimeout = DefaultRPCTimeout
+	}
+	if cfg.RPCTimeout < 0 {
+		return newError(codes.InvalidArgument, nil, "RPCTimeout is %s; it must be positive", cfg.RPCTimeout)
+	}
+	switch p := cfg.PrefetchAt; {
+	case p == 0:
+		cfg.PrefetchAt = DefaultPrefetchAt
+	case p == PrefetchOff:
+		cfg.PrefetchAt = 0
+	case !(p > 0 && p < 1):
+		return newError(codes.InvalidArgument, nil, "PrefetchAt is %v; use a share in (0, 1), or PrefetchOff", p)
+	}
+	return nil
+}
+
+func newClient(cfg Config, clients []hilov1.HiLoClient) *Client {
+	src := &source{rpcTimeout: cfg.RPCTimeout, sleep: sleepCtx}
+	for i, hc := range clients {
+		src.targets = append(src.targets, &target{name: cfg.Targets[i], client: hc})
+	}
+	logf := cfg.Logf
+	if logf == nil {
+		logf = log.Printf
+	}
+	c := &Client{
+		src:        src,
+		separator:  cfg.Separator,
+		prefetchAt: cfg.PrefetchAt,
+		fetchBound: time.Duration(len(clients)+1) * cfg.RPCTimeout,
+		logf:       logf,
+	}
+	c.caches.Store(&map[string]*rangeCache{})
+	return c
+}
+
+func (c *Client) cache(collection string) *rangeCache {
+	if rc := (*c.caches.Load())[collection]; rc != nil {
+		return rc
+	}
+	c.createMu.Lock()
+	defer c.createMu.Unlock()
+	old := *c.caches.Load()
+	if rc := old[collection]; rc != nil {
+		return rc
+	}
+	caches := make(map[string]*rangeCache, len(old)+1)
+	for k, v := range old {
+		caches[k] = v
+	}
+	rc := &rangeCache{name: collection, client: c}
+	caches[collection] = rc
+	c.caches.Store(&caches)
+	return rc
+}
+
+// NextID returns the next number of collection and the tag of the node
+// whose range it came from. A cached number is returned at once; ctx
+// bounds only the wait for a range from a server (returned as ctx.Err()
+// when it ends first).
+//
+// Errors (*Error): INVALID_ARGUMENT for a bad collection name (from the
+// server); UNAVAILABLE, naming every target, when no server answered within
+// its deadline; INTERNAL, naming every target, when a server replied with a
+// range that breaks the contract and no other gave a usable one;
+// FAILED_PRECONDITION (ErrClosed) after Close; otherwise the server's code.
+// A caller that waited for another caller's fetch gets that fetch's error.
+func (c *Client) NextID(ctx context.Context, collection string) (ID, error) {
+	if rc := (*c.caches.Load())[collection]; rc != nil {
+		return rc.next(ctx)
+	}
+	if c.closed.Load() {
+		return ID{}, ErrClosed
+	}
+	return c.cache(collection).next(ctx)
+}
+
+// NextDocumentID returns "collection<separator>number-tag", e.g.
+// "orders/10-A". Errors as NextID.
+func (c *Client) NextDocumentID(ctx context.Context, collection string) (string, error) {
+	id, err := c.NextID(ctx, collection)
+	if err != nil {
+		return "", err
+	}
+	return formatID(collection, c.separator, id), nil
+}
+
+// Collection is a handle on one collection of a Client, for callers that
+// draw many IDs from it: the name is looked up once. It draws from the same
+// ranges as Client.NextID on that collection. Safe for concurrent use.
+type Collection struct {
+	name      string
+	separator rune
+	cache     *rangeCache
+}
+
+// Collection returns a handle on collection. A bad name is reported by the
+// handle's first NextID, as by Client.NextID.
+func (c *Client) Collection(collection string) *Collection {
+	return &Collection{name: collection, separator: c.separator, cache: c.cache(collection)}
+}
+
+// Name is the collection's name.
+func (h *Collection) Name() string { return h.name }
+
+// NextID is Client.NextID on this collection.
+func (h *Collection) NextID(ctx context.Context) (ID, error) { return h.cache.next(ctx) }
+
+// NextDocumentID is Client.NextDocumentID on this collection.
+func (h *Collection) NextDocumentID(ctx context.Context) (string, error) {
+	id, err := h.cache.next(ctx)
+	if err != nil {
+		return "", err
+	}
+	return formatID(h.name, h.separator, id), nil
+}
+
+// AppendDocumentID appends the next document ID to buf and returns the
+// extended buffer, for hot loops that reuse one buffer (no allocation once
+// its capacity holds an ID). On error buf is returned unchanged.
+func (h *Collection) AppendDocumentID(ctx context.Context, buf []byte) ([]byte, error) {
+	id, err := h.cache.next(ctx)
+	if err != nil {
+		return buf, err
+	}
+	return appendID(buf, h.name, h.separator, id), nil
+}
+
+func appendID(buf []byte, collection string, sep rune, id ID) []byte {
+	buf = append(buf, collection...)
+	if sep < utf8.RuneSelf {
+		buf = append(buf, byte(sep))
+	} else {
+		buf = utf8.AppendRune(buf, sep)
+	}
+	buf = strconv.AppendInt(buf, id.Number, 10)
+	buf = append(buf, '-')
+	return append(buf, id.NodeTag...)
+}
+
+// formatID builds the document ID in one allocation.
+func formatID(collection string, sep rune, id ID) string {
+	var digits [20]byte
+	num := strconv.AppendInt(digits[:0], id.Number, 10)
+	var b strings.Builder
+	b.Grow(len(collection) + utf8.RuneLen(sep) + len(num) + 1 + len(id.NodeTag))
+	b.WriteString(collection)
+	b.WriteRune(sep)
+	b.Write(num)
+	b.WriteByte('-')
+	b.WriteString(id.NodeTag)
+	return b.String()
+}
+
+// Stats returns the counters so far.
+func (c *Client) Stats() Stats {
+	s := Stats{
+		CallsWaited:      c.stats.callsWaited.Load(),
+		RangesFetched:    c.stats.rangesFetched.Load(),
+		RangesPrefetched: c.stats.rangesPrefetched.Load(),
+		Failovers:        c.src.failovers.Load(),
+		ReturnsApplied:   c.stats.returnsApplied.Load(),
+		ReturnsRefused:   c.stats.returnsRefused.Load(),
+		ReturnsFailed:    c.stats.returnsFailed.Load(),
+		Errors:           map[codes.Code]int64{},
+	}
+	for code := range c.stats.errors {
+		if n := c.stats.errors[code].Load(); n != 0 {
+			s.Errors[codes.Code(code)] = n
+		}
+	}
+	return s
+}
+
+// Close hands the unused numbers of every collection back to the node
+// that issued them, then closes the connections New dialed. For each
+// collection the range fetched ahead goes back whole, then the current
+// range's unused tail, each with its range token, in one ReturnRanges call
+// per node (up to 1000 returns per call; to a node older than ReturnRanges,
+// one ReturnRange per range, in the same order); a call that fails with
+// UNAVAILABLE or DEADLINE_EXCEEDED is sent again to the same node within
+// RPCTimeout (a node applies each return at most once). Close first waits
+// for the fetches under way (each within its deadlines) and for its
+// returns, within ctx. No number of a returned range is handed out after
+// Close begins: every later call returns ErrClosed.
+//
+// Refused returns are normal (another client took a range meanwhile).
+// Close returns nil when every return was applied or refused; otherwise an
+// *Error with the code of the first failure, counting the failures (each
+// one also went to Config.Logf); ctx.Err() when ctx ended first. A second
+// Close returns ErrClosed.
+func (c *Client) Close(ctx context.Context) error {
+	c.closeMu.Lock()
+	defer c.closeMu.Unlock()
+	if c.closed.Swap(true) {
+		return ErrClosed
+	}
+	c.createMu.Lock()
+	var caches []*rangeCache
+	for _, rc := range *c.caches.Load() {
+		caches = append(caches, rc)
+	}
+	c.createMu.Unlock()
+	// In name order, so that what goes back in which call does not depend
+	// on the map's order.
+	sort.Slice(caches, func(i, j int) bool { return caches[i].name < caches[j].name })
+	for _, rc := range caches {
+		rc.stopFetching()
+	}
+	c.inflight.Wait()
+	var groups []returnGroup
+	for _, rc := range caches {
+		groups = append(groups, rc.takeUnused()...)
+	}
+	err := c.returnGroups(ctx, groups)
+	for _, conn := range c.conns {
+		conn.Close()
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// returnGroups sends the returns and counts and logs their outcomes.
+func (c *Client) returnGroups(ctx context.Context, groups []returnGroup) error {
+	if len(groups) == 0 {
+		return nil
+	}
+	outcomes := c.src.returnAll(ctx, groups)
+	var first error
+	failed, total := 0, 0
+	for g, group := range groups {
+		for i, it := range group {
+			total++
+			o := outcomes[g][i]
+			switch {
+			case o.err != nil:
+				failed++
+				if first == nil {
+					first = o.err
+				}
+				c.stats.returnsFailed.Add(1)
+				c.stats.countError(codeOf(o.err))
+				c.logMu.Lock()
+				c.logf("hilo: returning numbers %d-%d of collection %q failed: %v", it.last+1, it.r.high,
+					it.collection, o.err)
+				c.logMu.Unlock()
+			case o.applied || o.max == it.last:
+				// A refusal with Max already at last is a retried copy of a
+				// return that applied (its reply was lost).
+				c.stats.returnsApplied.Add(1)
+			default:
+				c.stats.returnsRefused.Add(1)
+			}
+		}
+	}
+	if first != nil {
+		return newError(codeOf(first), first, "%d of %d returns failed; the first: %v", failed, total, first)
+	}
+	return nil
+}

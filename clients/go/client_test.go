@@ -1,0 +1,702 @@
+package hilo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	hilov1 "github.com/hilo-id/hilo/gen/go/hilo/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+var bg = context.Background()
+
+// newTestClient is a client of the given in-process nodes (in that
+// order), closed when the test ends.
+func newTestClient(t *testing.T, cfg Config, nodes ...*fakeNode) *Client {
+	t.Helper()
+	var clients []hilov1.HiLoClient
+	for _, n := range nodes {
+		clients = append(clients, serve(t, n))
+	}
+	c, err := NewFromClients(cfg, clients...)
+	if err != nil {
+		t.Fatalf("NewFromClients: %v", err)
+	}
+	// Retries pause without sleeping in these tests.
+	c.src.sleep = func(ctx context.Context, d time.Duration) error { return ctx.Err() }
+	t.Cleanup(func() {
+		if err := c.Close(bg); err != nil && !errors.Is(err, ErrClosed) {
+			t.Errorf("Close at the end of the test: %v", err)
+		}
+	})
+	return c
+}
+
+// eventually waits (bounded) until cond holds.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting until %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func mustID(t *testing.T, c *Client, collection string) ID {
+	t.Helper()
+	id, err := c.NextID(bg, collection)
+	if err != nil {
+		t.Fatalf("NextID(%q): %v", collection, err)
+	}
+	return id
+}
+
+func wantCode(t *testing.T, err error, code codes.Code, msgPart string) {
+	t.Helper()
+	var e *Error
+	if !errors.As(err, &e) {
+		t.Fatalf("error %v (%T) is not a *hilo.Error", err, err)
+	}
+	if e.Code != code || status.Code(err) != code {
+		t.Fatalf("error %v: code %s (status.Code %s), want %s", err, e.Code, status.Code(err), code)
+	}
+	if !strings.Contains(err.Error(), msgPart) {
+		t.Fatalf("error %q does not mention %q", err, msgPart)
+	}
+}
+
+func TestDocumentIDsCarryCollectionSeparatorNumberAndTag(t *testing.T) {
+	c := newTestClient(t, Config{Separator: ':'}, newFakeNode("AB1"))
+	for want := 1; want <= 3; want++ {
+		id, err := c.NextDocumentID(bg, "orders")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w := fmt.Sprintf("orders:%d-AB1", want); id != w {
+			t.Fatalf("got %q, want %q", id, w)
+		}
+	}
+	h := c.Collection("orders")
+	buf, err := h.AppendDocumentID(bg, []byte("x="))
+	if err != nil || string(buf) != "x=orders:4-AB1" {
+		t.Fatalf("AppendDocumentID: %q, %v", buf, err)
+	}
+	if id, err := h.NextID(bg); err != nil || id != (ID{5, "AB1"}) {
+		t.Fatalf("handle NextID: %v, %v", id, err)
+	}
+}
+
+func TestConfigRefusesBadSeparatorsAndOptions(t *testing.T) {
+	cases := []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Separator: '|'}, "separator '|' is reserved"},
+		{Config{PrefetchAt: 1}, "PrefetchAt is 1"},
+		{Config{PrefetchAt: -0.5}, "PrefetchAt is -0.5"},
+		{Config{RPCTimeout: -time.Second}, "RPCTimeout is -1s"},
+	}
+	for d := '0'; d <= '9'; d++ {
+		cases = append(cases, struct {
+			cfg  Config
+			want string
+		}{Config{Separator: d}, fmt.Sprintf("separator '%c' is a digit", d)})
+	}
+	for _, tc := range cases {
+		tc.cfg.Targets = []string{"127.0.0.1:1"}
+		_, err := New(tc.cfg)
+		wantCode(t, err, codes.InvalidArgument, tc.want)
+	}
+	_, err := New(Config{})
+	wantCode(t, err, codes.InvalidArgument, "Config.Targets is empty")
+}
+
+func TestOneFetchWhenManyCallersFindACollectionDry(t *testing.T) {
+	node := newFakeNode("A")
+	gate := make(chan struct{})
+	node.with(func() { node.gate = gate })
+	c := newTestClient(t, Config{PrefetchAt: PrefetchOff}, node)
+	const callers = 32 // the first range holds exactly 32 numbers
+	ids := make(chan ID, callers)
+	errs := make(chan error, callers)
+	var wg sync.WaitGroup
+	for i := 0; i < callers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id, err := c.NextID(bg, "dry")
+			if err != nil {
+				errs <- err
+				return
+			}
+			ids <- id
+		}()
+	}
+	// Every caller is in: each either waits for the fetch or is about to.
+	eventually(t, "one NextRange arrived", func() bool {
+		var n int
+		node.with(func() { n = len(node.nextReqs) })
+		return n == 1
+	})
+	time.Sleep(20 * time.Millisecond) // give late callers a chance to misbehave
+	close(gate)
+	wg.Wait()
+	close(ids)
+	close(errs)
+	for err := range errs {
+		t.Fatalf("NextID: %v", err)
+	}
+	seen := map[int64]bool{}
+	for id := range ids {
+		if id.NodeTag != "A" || id.Number < 1 || id.Number > 32 || seen[id.Number] {
+			t.Fatalf("bad or repeated ID %+v", id)
+		}
+		seen[id.Number] = true
+	}
+	node.with(func() {
+		if len(node.nextReqs) != 1 {
+			t.Fatalf("%d NextRange calls for %d callers on a dry collection, want 1", len(node.nextReqs), callers)
+		}
+	})
+	if s := c.Stats(); s.CallsWaited != callers || s.RangesFetched != 1 {
+		t.Fatalf("stats %+v, want %d calls waited and 1 range fetched", s, callers)
+	}
+}
+
+func TestWaitersGetTheFetchErrorAndDoNotFetchAgain(t *testing.T) {
+	node := newFakeNode("A")
+	gate := make(chan struct{})
+	arrived := make(chan struct{}, 100)
+	node.with(func() { node.gate, node.arrived, node.nextErr = gate, arrived, []codes.Code{codes.Unavailable} })
+	c := newTestClient(t, Config{PrefetchAt: PrefetchOff}, node)
+	const callers = 10
+	errs := make(chan error, callers)
+	for i := 0; i < callers; i++ {
+		go func() {
+			_, err := c.NextID(bg, "dry")
+			errs <- err
+		}()
+	}
+	<-arrived
+	time.Sleep(20 * time.Millisecond)
+	close(gate)
+	for i := 0; i < callers; i++ {
+		wantCode(t, <-errs, codes.Unavailable, "no hilo server answered NextRange for \"dry\"")
+	}
+	node.with(func() {
+		if len(node.nextReqs) != 1 {
+			t.Fatalf("%d NextRange calls, want 1: waiters must not fetch again", len(node.nextReqs))
+		}
+	})
+	if s := c.Stats(); s.Errors[codes.Unavailable] != 1 {
+		t.Fatalf("stats errors %v, want one UNAVAILABLE fetch", s.Errors)
+	}
+}
+
+func TestCallerContextEndsItsWait(t *testing.T) {
+	node := newFakeNode("A")
+	gate := make(chan struct{})
+	arrived := make(chan struct{}, 1)
+	node.with(func() { node.gate, node.arrived = gate, arrived })
+	c := newTestClient(t, Config{}, node)
+	ctx, cancel := context.WithCancel(bg)
+	done := make(chan error)
+	go func() {
+		_, err := c.NextID(ctx, "slow")
+		done <- err
+	}()
+	<-arrived
+	cancel()
+	if err := <-done; err != ctx.Err() || !errors.Is(err, context.Canceled) {
+		t.Fatalf("NextID after cancel: %v, want ctx.Err() = %v", err, ctx.Err())
+	}
+	close(gate)
+	// The fetch goes on for others: the next caller gets 1.
+	if id := mustID(t, c, "slow"); id.Number != 1 {
+		t.Fatalf("after the cancelled wait got %+v, want number 1", id)
+	}
+}
+
+func TestServerErrorsWrapTheirStatus(t *testing.T) {
+	c := newTestClient(t, Config{}, newFakeNode("A"))
+	_, err := c.NextID(bg, "")
+	wantCode(t, err, codes.InvalidArgument, "target 0: NextRange of \"\"")
+	st, ok := status.FromError(errors.Unwrap(err))
+	if !ok || st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), "collection name") {
+		t.Fatalf("unwrapped %v: not the server's status", errors.Unwrap(err))
+	}
+}
+
+func TestEachRequestReportsThePreviousRange(t *testing.T) {
+	node := newFakeNode("A")
+	c := newTestClient(t, Config{PrefetchAt: PrefetchOff}, node)
+	for i := 0; i < 33; i++ {
+		mustID(t, c, "sizes")
+	}
+	node.with(func() {
+		if len(node.nextReqs) != 2 {
+			t.Fatalf("%d NextRange calls, want 2", len(node.nextReqs))
+		}
+		first, second := node.nextReqs[0], node.nextReqs[1]
+		if first.LastSize != 0 || first.LastMax != 0 || first.LastRangeAt != nil {
+			t.Fatalf("first request %v reports a previous range", first)
+		}
+		if second.LastSize != 32 || second.LastMax != 32 || second.LastRangeAt == nil {
+			t.Fatalf("second request %v, want last_size 32, last_max 32 and last_range_at", second)
+		}
+	})
+	// A range issued under 30 s ago doubles: 33-96.
+	for i := 34; i <= 96; i++ {
+		if id := mustID(t, c, "sizes"); id.Number != int64(i) {
+			t.Fatalf("got %d, want %d", id.Number, i)
+		}
+	}
+}
+
+func TestPrefetchAtAFifthKeepsCallersFromWaiting(t *testing.T) {
+	node := newFakeNode("A")
+	c := newTestClient(t, Config{}, node)
+	for i := 1; i <= 7; i++ { // the 7th of 32 is ceil(0.2*32)
+		mustID(t, c, "ahead")
+	}
+	eventually(t, "the range after 1-32 is fetched ahead", func() bool { return c.Stats().RangesPrefetched == 1 })
+	for i := 8; i <= 40; i++ {
+		if id := mustID(t, c, "ahead"); id.Number != int64(i) || id.NodeTag != "A" {
+			t.Fatalf("got %+v, want %d-A", id, i)
+		}
+	}
+	s := c.Stats()
+	if s.CallsWaited != 1 || s.RangesFetched != 2 || s.RangesPrefetched != 1 {
+		t.Fatalf("stats %+v: want only the first call to wait, 2 ranges, 1 prefetched", s)
+	}
+}
+
+func TestEachNumberCarriesTheTagOfItsRange(t *testing.T) {
+	a, b := newFakeNode("A"), newFakeNode("B")
+	c := newTestClient(t, Config{}, a, b)
+	if id := mustID(t, c, "tags"); id != (ID{1, "A"}) {
+		t.Fatalf("first ID %+v, want 1-A", id)
+	}
+	// A stops answering: the range fetched ahead comes from B, while the
+	// rest of A's range is still handed out with A's tag.
+	a.with(func() { a.nextErr = []codes.Code{codes.Unavailable, codes.Unavailable, codes.Unavailable} })
+	for i := 2; i <= 7; i++ {
+		mustID(t, c, "tags")
+	}
+	eventually(t, "B's range is fetched ahead", func() bool { return c.Stats().RangesPrefetched == 1 })
+	for i := 8; i <= 40; i++ {
+		id := mustID(t, c, "tags")
+		want := ID{int64(i), "A"}
+		if i > 32 {
+			want.NodeTag = "B" // B starts above last_max = 32
+		}
+		if id != want {
+			t.Fatalf("got %+v, want %+v", id, want)
+		}
+	}
+	if s := c.Stats(); s.Failovers != 1 {
+		t.Fatalf("stats %+v, want 1 failover", s)
+	}
+}
+
+func TestRepliesThatBreakTheContractAreRefused(t *testing.T) {
+	cases := []struct {
+		name   string
+		mangle func(r *hilov1.NextRangeResponse)
+		want   string
+	}{
+		{"tag with a bad character", func(r *hilov1.NextRangeResponse) { r.NodeTag = "ab!" }, `node tag "ab!"`},
+		{"empty tag", func(r *hilov1.NextRangeResponse) { r.NodeTag = "" }, `node tag ""`},
+		{"five-character tag", func(r *hilov1.NextRangeResponse) { r.NodeTag = "ABCDE" }, `node tag "ABCDE"`},
+		{"range from 0", func(r *hilov1.NextRangeResponse) { r.Low = 0 }, "invalid range [0, 32]"},
+		{"high below low", func(r *hilov1.NextRangeResponse) { r.High = r.Low - 1 }, "invalid range [1, 0]"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := newFakeNode("A")
+			bad.with(func() { bad.mangle = tc.mangle })
+			alone := newTestClient(t, Config{}, bad)
+			_, err := alone.NextID(bg, "c")
+			wantCode(t, err, codes.Internal, tc.want)
+			// With a good node after it, the good node's range is used.
+			bad2, good := newFakeNode("A"), newFakeNode("G")
+			bad2.with(func() { bad2.mangle = tc.mangle })
+			both := newTestClient(t, Config{}, bad2, good)
+			if id := mustID(t, both, "c"); id != (ID{1, "G"}) {
+				t.Fatalf("got %+v, want 1-G from the good node", id)
+			}
+			if s := both.Stats(); s.Failovers != 1 {
+				t.Fatalf("stats %+v, want 1 failover", s)
+			}
+		})
+	}
+}
+
+func TestARangeNotAboveThatNodesLastOneIsRefused(t *testing.T) {
+	node := newFakeNode("A")
+	c := newTestClient(t, Config{PrefetchAt: PrefetchOff}, node)
+	for i := 0; i < 32; i++ {
+		mustID(t, c, "again")
+	}
+	// The node now hands out 1-32 again (as after losing its disk).
+	node.with(func() {
+		node.mangle = func(r *hilov1.NextRangeResponse) { r.Low, r.High = 32, 63 }
+	})
+	_, err := c.NextID(bg, "again")
+	wantCode(t, err, codes.Internal, "does not lie above that node's previous range of \"again\" (up to 32)")
+	node.with(func() { node.mangle = nil })
+	if id := mustID(t, c, "again"); id.Number <= 32 {
+		t.Fatalf("got %+v after the node recovered; nothing at or below 32 may come again", id)
+	}
+}
+
+// holdTwoRanges leaves c holding 1-32 with 7 numbers used and 33-96
+// fetched ahead, both from node.
+func holdTwoRanges(t *testing.T, c *Client) {
+	t.Helper()
+	for i := 0; i < 7; i++ {
+		mustID(t, c, "pair")
+	}
+	eventually(t, "33-96 is fetched ahead", func() bool { return c.Stats().RangesPrefetched == 1 })
+}
+
+func TestCloseReturnsTheRangeAheadThenTheTailInOneCall(t *testing.T) {
+	node := newFakeNode("A")
+	c := newTestClient(t, Config{}, node)
+	holdTwoRanges(t, c)
+	if err := c.Close(bg); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	node.with(func() {
+		if len(node.batches) != 1 || len(node.singles) != 0 {
+			t.Fatalf("%d ReturnRanges and %d ReturnRange calls, want one ReturnRanges", len(node.batches), len(node.singles))
+		}
+		got := node.batches[0].Returns
+		if len(got) != 2 || got[0].End != 96 || got[0].Last != 32 || got[1].End != 32 || got[1].Last != 7 ||
+			got[0].RangeToken == 0 || got[1].RangeToken == 0 || got[0].RangeToken == got[1].RangeToken ||
+			got[0].NodeTag != "A" || got[1].NodeTag != "A" {
+			t.Fatalf("returns %v, want 33-96 whole then 8-32, each with its own token", got)
+		}
+		if m := node.colls["pair"].max; m != 7 {
+			t.Fatalf("the node's Max is %d after Close, want 7 (the last number used)", m)
+		}
+	})
+	if s := c.Stats(); s.ReturnsApplied != 2 || s.ReturnsRefused != 0 || s.ReturnsFailed != 0 {
+		t.Fatalf("stats %+v, want 2 returns applied", s)
+	}
+	if _, err := c.NextID(bg, "pair"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("NextID after Close: %v, want ErrClosed", err)
+	}
+	if err := c.Close(bg); !errors.Is(err, ErrClosed) {
+		t.Fatalf("second Close: %v, want ErrClosed", err)
+	}
+}
+
+func TestCloseFallsBackToSingleReturnsInTheSameOrder(t *testing.T) {
+	node := newFakeNode("A")
+	node.with(func() { node.noBatches = true })
+	c := newTestClient(t, Config{}, node)
+	holdTwoRanges(t, c)
+	if err := c.Close(bg); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	node.with(func() {
+		got := node.singles
+		if len(got) != 2 || got[0].End != 96 || got[0].Last != 32 || got[1].End != 32 || got[1].Last != 7 {
+			t.Fatalf("ReturnRange calls %v, want 33-96 whole then 8-32", got)
+		}
+		if m := node.colls["pair"].max; m != 7 {
+			t.Fatalf("the node's Max is %d, want 7", m)
+		}
+	})
+}
+
+func TestCloseRetriesAReturnThatFoundTheNodeUnavailable(t *testing.T) {
+	node := newFakeNode("A")
+	node.with(func() { node.returnsErr = []codes.Code{codes.Unavailable, codes.DeadlineExceeded} })
+	c := newTestClient(t, Config{PrefetchAt: PrefetchOff}, node)
+	for i := 0; i < 3; i++ {
+		mustID(t, c, "retry")
+	}
+	if err := c.Close(bg); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	node.with(func() {
+		if len(node.batches) != 3 || node.colls["retry"].max != 3 {
+			t.Fatalf("%d ReturnRanges calls, Max %d; want 3 calls and Max 3", len(node.batches), node.colls["retry"].max)
+		}
+		for _, b := range node.batches {
+			if !proto.Equal(b, node.batches[0]) {
+				t.Fatalf("a retry differs: %v vs %v", b, node.batches[0])
+			}
+		}
+	})
+	if s := c.Stats(); s.ReturnsApplied != 1 {
+		t.Fatalf("stats %+v, want 1 return applied", s)
+	}
+}
+
+func TestCloseReportsAReturnThatKeptFailing(t *testing.T) {
+	node := newFakeNode("A")
+	node.with(func() {
+		node.returnsErr = []codes.Code{codes.Unavailable, codes.Unavailable, codes.Unavailable, codes.Unavailable}
+	})
+	var logged []string
+	c := newTestClient(t, Config{PrefetchAt: PrefetchOff, Logf: func(f string, a ...interface{}) {
+		logged = append(logged, fmt.Sprintf(f, a...))
+	}}, node)
+	mustID(t, c, "lost")
+	err := c.Close(bg)
+	wantCode(t, err, codes.Unavailable, "1 of 1 returns failed")
+	node.with(func() {
+		if len(node.batches) != returnAttempts {
+			t.Fatalf("%d calls, want %d attempts", len(node.batches), returnAttempts)
+		}
+	})
+	if s := c.Stats(); s.ReturnsFailed != 1 || s.Errors[codes.Unavailable] != 1 {
+		t.Fatalf("stats %+v, want 1 failed return counted as UNAVAILABLE", s)
+	}
+	if len(logged) != 1 || !strings.Contains(logged[0], `returning numbers 2-32 of collection "lost" failed`) {
+		t.Fatalf("logged %q", logged)
+	}
+}
+
+func TestAReturnedRangeIsNeverUsedAgain(t *testing.T) {
+	node := newFakeNode("A")
+	c := newTestClient(t, Config{PrefetchAt: PrefetchOff}, node)
+	h := c.Collection("gone")
+	if _, err := h.NextID(bg); err != nil {
+		t.Fatal(err)
+	}
+	// Callers draw while Close retires the range: each either got its
+	// number before (it is counted as used) or gets ErrClosed.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var got []int64
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				id, err := h.NextID(bg)
+				if errors.Is(err, ErrClosed) {
+					return
+				}
+				if err != nil {
+					t.Errorf("NextID: %v", err)
+					return
+				}
+				mu.Lock()
+				got = append(got, id.Number)
+				mu.Unlock()
+			}
+		}()
+	}
+	if err := c.Close(bg); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	wg.Wait()
+	var max int64 = 1
+	for _, n := range got {
+		if n > max {
+			max = n
+		}
+	}
+	node.with(func() {
+		m := node.colls["gone"].max
+		if m < max {
+			t.Fatalf("the node took back numbers up to %d, but %d was handed out", m, max)
+		}
+	})
+}
+
+func TestManyGoroutinesTwoNodesNoIDTwice(t *testing.T) {
+	a, b := newFakeNode("A"), newFakeNode("B")
+	c := newTestClient(t, Config{}, a, b)
+	const goroutines, each = 8, 3000
+	var mu sync.Mutex
+	seen := map[ID]bool{}
+	var wg sync.WaitGroup
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				if g == 0 && i == each/2 {
+					down := make([]codes.Code, 1000)
+					for k := range down {
+						down[k] = codes.Unavailable
+					}
+					a.with(func() { a.nextErr = down })
+				}
+				id, err := c.NextID(bg, "busy")
+				if err != nil {
+					t.Errorf("NextID: %v", err)
+					return
+				}
+				mu.Lock()
+				if seen[id] {
+					t.Errorf("ID %+v handed out twice", id)
+				}
+				seen[id] = true
+				mu.Unlock()
+			}
+		}(g)
+	}
+	wg.Wait()
+	if len(seen) != goroutines*each {
+		t.Fatalf("%d distinct IDs, want %d", len(seen), goroutines*each)
+	}
+}
+
+func TestCloseNeverSplitsAPairAcrossBatches(t *testing.T) {
+	node := newFakeNode("A")
+	c := newTestClient(t, Config{}, node)
+	// c000 holds only a tail; c001-c600 a tail and a range fetched ahead:
+	// 1201 returns, more than one call's 1000. In name order the 1000th
+	// return is c500's range fetched ahead, whose tail must go with it.
+	mustID(t, c, "c000")
+	const pairs = 600
+	for i := 1; i <= pairs; i++ {
+		for k := 0; k < 7; k++ {
+			mustID(t, c, fmt.Sprintf("c%03d", i))
+		}
+	}
+	eventually(t, "every range after the first is fetched ahead", func() bool {
+		return c.Stats().RangesPrefetched == pairs
+	})
+	if err := c.Close(bg); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	node.with(func() {
+		callOf := map[string][]int{}
+		total := 0
+		for b, batch := range node.batches {
+			if len(batch.Returns) > 1000 {
+				t.Fatalf("a ReturnRanges call of %d returns; the limit is 1000", len(batch.Returns))
+			}
+			total += len(batch.Returns)
+			for _, r := range batch.Returns {
+				callOf[r.Collection] = append(callOf[r.Collection], b)
+			}
+		}
+		if total != 1+2*pairs {
+			t.Fatalf("%d returns, want %d", total, 1+2*pairs)
+		}
+		for name, calls := range callOf {
+			if len(calls) == 2 && calls[0] != calls[1] {
+				t.Fatalf("the two returns of %s went in calls %v", name, calls)
+			}
+			if m := node.colls[name].max; m != 7 && name != "c000" {
+				t.Fatalf("%s: Max %d after Close, want 7", name, m)
+			}
+		}
+	})
+	if s := c.Stats(); s.ReturnsApplied != 1+2*pairs {
+		t.Fatalf("stats %+v, want every return applied", s)
+	}
+}
+
+func TestCloseFallbackKeepsEachCollectionsOrderAcrossManyCollections(t *testing.T) {
+	node := newFakeNode("A")
+	node.with(func() { node.noBatches = true })
+	c := newTestClient(t, Config{}, node)
+	const collections = 40
+	for i := 0; i < collections; i++ {
+		for k := 0; k < 7; k++ {
+			mustID(t, c, fmt.Sprintf("m%02d", i))
+		}
+	}
+	eventually(t, "every collection has a range fetched ahead", func() bool {
+		return c.Stats().RangesPrefetched == collections
+	})
+	if err := c.Close(bg); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	node.with(func() {
+		if len(node.singles) != 2*collections {
+			t.Fatalf("%d ReturnRange calls, want %d", len(node.singles), 2*collections)
+		}
+		aheadAt := map[string]int{}
+		for i, r := range node.singles {
+			if r.Last == 32 {
+				aheadAt[r.Collection] = i
+				continue
+			}
+			if at, ok := aheadAt[r.Collection]; !ok || at > i {
+				t.Fatalf("%s: its tail went back before its range fetched ahead", r.Collection)
+			}
+		}
+		for name, coll := range node.colls {
+			if coll.max != 7 {
+				t.Fatalf("%s: Max %d after Close, want 7", name, coll.max)
+			}
+		}
+	})
+}
+
+// stuckClient is a HiLoClient whose NextRange ignores its deadline and
+// answers only when released: a fetch that hangs.
+type stuckClient struct {
+	hilov1.HiLoClient
+	release chan struct{}
+}
+
+func (s *stuckClient) NextRange(ctx context.Context, in *hilov1.NextRangeRequest, _ ...grpc.CallOption) (*hilov1.NextRangeResponse, error) {
+	<-s.release
+	return nil, status.Error(codes.Unavailable, "released")
+}
+
+func TestWaitersGiveUpOnAFetchThatHangs(t *testing.T) {
+	stuck := &stuckClient{release: make(chan struct{})}
+	c, err := NewFromClients(Config{RPCTimeout: 10 * time.Millisecond}, stuck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(bg)
+	defer close(stuck.release)
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.NextID(bg, "hang")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		// The bound is every target's deadline and one more: 2 x 10 ms.
+		wantCode(t, err, codes.DeadlineExceeded, `waited 20ms for a range of "hang" from target 0`)
+	case <-time.After(10 * time.Second):
+		t.Fatal("NextID still waits for a hung fetch after 10 s")
+	}
+}
+
+func TestTheTargetThatAnsweredStaysPreferred(t *testing.T) {
+	a, b := newFakeNode("A"), newFakeNode("B")
+	a.with(func() { a.nextErr = []codes.Code{codes.DeadlineExceeded} })
+	c := newTestClient(t, Config{PrefetchAt: PrefetchOff}, a, b)
+	if id := mustID(t, c, "stay"); id != (ID{1, "B"}) {
+		t.Fatalf("got %+v, want 1-B after A timed out", id)
+	}
+	// A is fine again, but B answered last: the next ranges come from B.
+	for i := 2; i <= 40; i++ {
+		if id := mustID(t, c, "stay"); id.NodeTag != "B" {
+			t.Fatalf("ID %d came from %s, want B", i, id.NodeTag)
+		}
+	}
+	a.with(func() {
+		if len(a.nextReqs) != 1 {
+			t.Fatalf("A was asked %d times, want once", len(a.nextReqs))
+		}
+	})
+	if s := c.Stats(); s.Failovers != 1 || s.RangesFetched != 2 {
+		t.Fatalf("stats %+v, want 1 failover and 2 ranges", s)
+	}
+}

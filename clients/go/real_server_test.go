@@ -1,0 +1,394 @@
+package hilo
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+)
+
+// serverProcess is a hilo_server child on 127.0.0.1:0 with a database of
+// its own, stopped (and its files removed) when the test ends.
+type serverProcess struct {
+	cmd    *exec.Cmd
+	target string
+	exited chan struct{}
+}
+
+var servingLine = regexp.MustCompile(`serving node \S+ on port (\d+)`)
+
+// startServer starts $HILO_SERVER_BIN with node tag `tag` and extra flags.
+// Without HILO_SERVER_BIN the test is skipped (CTest always sets it).
+func startServer(t *testing.T, tag string, flags ...string) *serverProcess {
+	t.Helper()
+	bin := os.Getenv("HILO_SERVER_BIN")
+	if bin == "" {
+		t.Skip("HILO_SERVER_BIN is not set")
+	}
+	dir := t.TempDir()
+	args := append([]string{"--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
+		"--db=" + filepath.Join(dir, "hilo.db"), "--node_tag=" + tag}, flags...)
+	cmd := exec.Command(bin, args...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	p := &serverProcess{cmd: cmd, exited: make(chan struct{})}
+	port := make(chan string, 1)
+	go func() {
+		scanner := bufio.NewScanner(stderr)
+		for scanner.Scan() {
+			if m := servingLine.FindStringSubmatch(scanner.Text()); m != nil {
+				select {
+				case port <- m[1]:
+				default:
+				}
+			}
+		}
+		cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.exited:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-p.exited
+		}
+	})
+	select {
+	case n := <-port:
+		p.target = net.JoinHostPort("127.0.0.1", n)
+	case <-p.exited:
+		t.Fatalf("hilo_server exited before serving")
+	case <-time.After(20 * time.Second):
+		t.Fatalf("hilo_server did not say which port it serves within 20 s")
+	}
+	return p
+}
+
+// kill9 kills the server outright and waits until it is gone.
+func (p *serverProcess) kill9(t *testing.T) {
+	t.Helper()
+	p.cmd.Process.Kill()
+	select {
+	case <-p.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("hilo_server survived kill -9 for 10 s")
+	}
+}
+
+func newRealClient(t *testing.T, cfg Config, servers ...*serverProcess) *Client {
+	t.Helper()
+	for _, s := range servers {
+		cfg.Targets = append(cfg.Targets, s.target)
+	}
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { c.Close(bg) })
+	return c
+}
+
+func wantDocumentID(t *testing.T, c *Client, collection, want string) {
+	t.Helper()
+	got, err := c.NextDocumentID(bg, collection)
+	if err != nil || got != want {
+		t.Fatalf("NextDocumentID(%q) = %q, %v; want %q", collection, got, err, want)
+	}
+}
+
+func TestRealServerSeedSequenceAndReturns(t *testing.T) {
+	t.Parallel() // each has servers of its own
+	srv := startServer(t, "A")
+	off := Config{PrefetchAt: PrefetchOff}
+	first := newRealClient(t, off, srv)
+	for i := 1; i <= 10; i++ {
+		wantDocumentID(t, first, "seed", fmt.Sprintf("seed/%d-A", i))
+	}
+	second := newRealClient(t, off, srv)
+	wantDocumentID(t, second, "seed", "seed/33-A")
+	// The second client's range is the node's last one: its tail comes
+	// back. The first's is refused (normal), and its numbers stay unused.
+	if err := second.Close(bg); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := first.Close(bg); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if s := second.Stats(); s.ReturnsApplied != 1 {
+		t.Fatalf("second client's stats %+v, want 1 return applied", s)
+	}
+	if s := first.Stats(); s.ReturnsRefused != 1 {
+		t.Fatalf("first client's stats %+v, want 1 return refused", s)
+	}
+	third := newRealClient(t, off, srv)
+	wantDocumentID(t, third, "seed", "seed/34-A")
+}
+
+func TestRealServerCloseHandsBackTheRangeAheadAndTheTail(t *testing.T) {
+	t.Parallel() // each has servers of its own
+	srv := startServer(t, "A")
+	c := newRealClient(t, Config{}, srv)
+	for i := 1; i <= 10; i++ {
+		wantDocumentID(t, c, "pair", fmt.Sprintf("pair/%d-A", i))
+	}
+	eventually(t, "33-96 is fetched ahead", func() bool { return c.Stats().RangesPrefetched == 1 })
+	if err := c.Close(bg); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if s := c.Stats(); s.ReturnsApplied != 2 || s.ReturnsRefused != 0 || s.ReturnsFailed != 0 {
+		t.Fatalf("stats %+v, want both returns applied", s)
+	}
+	next := newRealClient(t, Config{}, srv)
+	wantDocumentID(t, next, "pair", "pair/11-A")
+}
+
+func TestRealServerFailoverAfterKill9(t *testing.T) {
+	t.Parallel() // each has servers of its own
+	a, b := startServer(t, "A"), startServer(t, "B")
+	c := newRealClient(t, Config{PrefetchAt: PrefetchOff, RPCTimeout: 2 * time.Second}, a, b)
+	wantDocumentID(t, c, "fail", "fail/1-A")
+	a.kill9(t)
+	for i := 2; i <= 32; i++ {
+		wantDocumentID(t, c, "fail", fmt.Sprintf("fail/%d-A", i)) // still A's range
+	}
+	// B starts above the highest number this client saw.
+	wantDocumentID(t, c, "fail", "fail/33-B")
+	if s := c.Stats(); s.Failovers != 1 {
+		t.Fatalf("stats %+v, want 1 failover", s)
+	}
+}
+
+func TestRealServersAllDownIsUnavailableNamingEach(t *testing.T) {
+	t.Parallel() // each has servers of its own
+	a := startServer(t, "A")
+	c := newRealClient(t, Config{RPCTimeout: time.Second}, a)
+	a.kill9(t)
+	_, err := c.NextID(bg, "down")
+	wantCode(t, err, codes.Unavailable, a.target)
+}
+
+func TestRealServersGoroutinesUnderKill9NoIDTwice(t *testing.T) {
+	t.Parallel() // each has servers of its own
+	a, b := startServer(t, "A"), startServer(t, "B")
+	c := newRealClient(t, Config{RPCTimeout: 2 * time.Second}, a, b)
+	const goroutines, each = 10, 2000
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	var wg sync.WaitGroup
+	var killOnce sync.Once
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				if g == 0 && i == each/4 {
+					killOnce.Do(func() { a.kill9(t) })
+				}
+				id, err := c.NextDocumentID(bg, "many")
+				if err != nil {
+					t.Errorf("NextDocumentID: %v", err)
+					return
+				}
+				mu.Lock()
+				if seen[id] {
+					t.Errorf("%s handed out twice", id)
+				}
+				seen[id] = true
+				mu.Unlock()
+			}
+		}(g)
+	}
+	wg.Wait()
+	if len(seen) != goroutines*each {
+		t.Fatalf("%d distinct IDs, want %d", len(seen), goroutines*each)
+	}
+}
+
+func TestRealServerDNSTarget(t *testing.T) {
+	t.Parallel() // each has servers of its own
+	srv := startServer(t, "A")
+	c, err := New(Config{Targets: []string{"dns:///" + srv.target}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(bg)
+	wantDocumentID(t, c, "dns", "dns/1-A")
+}
+
+// writeCert writes a self-signed certificate for 127.0.0.1 and its key.
+func writeCert(t *testing.T, dir string) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "hilo test"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile
+}
+
+func TestRealServerOverTLS(t *testing.T) {
+	t.Parallel() // each has servers of its own
+	cert, key := writeCert(t, t.TempDir())
+	srv := startServer(t, "T", "--tls_cert="+cert, "--tls_key="+key)
+	creds, err := credentials.NewClientTLSFromFile(cert, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newRealClient(t, Config{TransportCredentials: creds}, srv)
+	wantDocumentID(t, c, "tls", "tls/1-T")
+	// Plaintext to a TLS port gets no range.
+	plain := newRealClient(t, Config{RPCTimeout: time.Second}, srv)
+	if _, err := plain.NextID(bg, "tls"); err == nil || errors.Is(err, ErrClosed) {
+		t.Fatalf("a plaintext client got %v from a TLS server", err)
+	}
+}
+
+// TestRealServerGoAndCppClientsNeverCollide draws from one collection with
+// the Go client and, at the same time, with the C++ client
+// ($HILO_CPP_ID_DUMP, tests/languages/cpp_id_dump), each in rounds of new
+// clients that hand their tails back when they close: no ID may be drawn
+// twice, within a language or across them.
+func TestRealServerGoAndCppClientsNeverCollide(t *testing.T) {
+	t.Parallel()
+	dump := os.Getenv("HILO_CPP_ID_DUMP")
+	if dump == "" {
+		t.Skip("HILO_CPP_ID_DUMP is not set")
+	}
+	srv := startServer(t, "A")
+	const rounds, perRound, goroutines = 5, 4000, 4
+	cpp := exec.Command(dump, srv.target, "shared", strconv.Itoa(rounds*perRound), "4", strconv.Itoa(rounds))
+	var cppOut, cppErr bytes.Buffer
+	cpp.Stdout, cpp.Stderr = &cppOut, &cppErr
+	if err := cpp.Start(); err != nil {
+		t.Fatalf("start %s: %v", dump, err)
+	}
+	var goIDs []string
+	for r := 0; r < rounds; r++ {
+		c, err := New(Config{Targets: []string{srv.target}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for g := 0; g < goroutines; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < perRound/goroutines; i++ {
+					id, err := c.NextDocumentID(bg, "shared")
+					if err != nil {
+						t.Errorf("NextDocumentID: %v", err)
+						return
+					}
+					mu.Lock()
+					goIDs = append(goIDs, id)
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if err := c.Close(bg); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- cpp.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("cpp_id_dump: %v: %s", err, cppErr.String())
+		}
+	case <-time.After(60 * time.Second):
+		cpp.Process.Kill()
+		<-done
+		t.Fatal("cpp_id_dump did not finish within 60 s")
+	}
+	cppIDs := strings.Fields(cppOut.String())
+	if len(cppIDs) != rounds*perRound || len(goIDs) != rounds*perRound {
+		t.Fatalf("%d C++ and %d Go IDs, want %d each", len(cppIDs), len(goIDs), rounds*perRound)
+	}
+	owner := map[string]string{}
+	for lang, ids := range map[string][]string{"C++": cppIDs, "Go": goIDs} {
+		for _, id := range ids {
+			if !regexp.MustCompile(`^shared/[1-9][0-9]*-A$`).MatchString(id) {
+				t.Fatalf("%s ID %q is malformed", lang, id)
+			}
+			if other, ok := owner[id]; ok {
+				t.Fatalf("%s drawn by %s and by %s", id, other, lang)
+			}
+			owner[id] = lang
+		}
+	}
+}
+
+func TestRealServerFailoverWhenANodeIsStopped(t *testing.T) {
+	t.Parallel()
+	a, b := startServer(t, "A"), startServer(t, "B")
+	c := newRealClient(t, Config{PrefetchAt: PrefetchOff, RPCTimeout: 300 * time.Millisecond}, a, b)
+	wantDocumentID(t, c, "stop", "stop/1-A")
+	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.cmd.Process.Signal(syscall.SIGCONT) }) // runs before the SIGTERM
+	for i := 2; i <= 32; i++ {
+		wantDocumentID(t, c, "stop", fmt.Sprintf("stop/%d-A", i))
+	}
+	// A takes the connection but never answers: DEADLINE_EXCEEDED, then B.
+	wantDocumentID(t, c, "stop", "stop/33-B")
+	if s := c.Stats(); s.Failovers != 1 {
+		t.Fatalf("stats %+v, want 1 failover", s)
+	}
+}

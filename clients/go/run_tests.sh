@@ -1,0 +1,30 @@
+#!/bin/sh
+# The Go client's tests, as CTest runs them (lang.go_client): go vet, then
+# go test -race against in-process nodes and real hilo_server processes
+# (SERVER_BIN), offline in GOPATH mode; also builds (and vets) the
+# conformance driver and the draw example, so that they keep compiling.
+#
+#   clients/go/run_tests.sh SERVER_BIN GEN_DIR WORK_DIR [CPP_ID_DUMP]
+#
+# GEN_DIR is what scripts/gen-stubs.sh writes; WORK_DIR holds build products.
+# CPP_ID_DUMP (tests/languages/cpp_id_dump) lets a test draw with the C++
+# client at the same time, checking that no ID of either comes twice.
+set -eu
+if [ $# -ne 3 ] && [ $# -ne 4 ]; then
+  echo "usage: $0 SERVER_BIN GEN_DIR WORK_DIR [CPP_ID_DUMP]" >&2
+  exit 2
+fi
+absolute() { echo "$(CDPATH= cd -- "$(dirname -- "$1")" && pwd)/$(basename -- "$1")"; }
+ROOT=$(CDPATH= cd -- "$(dirname -- "$0")/../.." && pwd)
+# go test runs in the package's directory: the paths must be absolute.
+server=$(absolute "$1")
+dump=""
+[ $# -eq 4 ] && dump=$(absolute "$4")
+mkdir -p "$3"
+. "$ROOT/clients/go/goenv.sh"
+hilo_go_env "$ROOT" "$2" "$3"
+pkg=github.com/hilo-id/hilo/clients/go
+go vet "$pkg"
+"$ROOT/clients/conformance/drivers/go/build.sh" "$2" "$3/driver"
+"$ROOT/examples/go/draw/build.sh" "$2" "$3/draw"
+HILO_SERVER_BIN=$server HILO_CPP_ID_DUMP=$dump go test -race -count=1 -timeout 240s -v "$pkg"
