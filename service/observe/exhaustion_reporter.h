@@ -7,7 +7,8 @@
 // far above it), which deserves a person's attention while 15/16 of the
 // space is left. The line is written once per collection crossing (and
 // again only if the process restarts), through a LogLimiter; the
-// hilo_collection_max gauge (Metrics) carries the same fact for alerts.
+// hilo_collection_max_share gauge (Metrics) carries the same fact, without
+// the name, for alerts.
 //
 // Thread-safe.
 #ifndef HILO_SERVICE_OBSERVE_EXHAUSTION_REPORTER_H_

@@ -1,5 +1,6 @@
 #include "service/observe/metrics.h"
 
+#include <cstdint>
 #include <exception>
 #include <string>
 #include <utility>
@@ -81,13 +82,15 @@ Metrics::Metrics(const MetricsOptions& options)
                         "the last_max guard rail (reason=\"guard_rail\"), "
                         "by RPC method.")
                   .Register(*registry_)),
-      collection_max_(prometheus::BuildGauge()
-                          .Name("hilo_collection_max")
-                          .Help("A collection's Max as this node last saw it "
-                                "(after NextRange and SetFloor); \"_other\" "
-                                "holds the largest among the collections "
-                                "without their own label.")
-                          .Register(*registry_)),
+      collection_max_share_(
+          prometheus::BuildGauge()
+              .Name("hilo_collection_max_share")
+              .Help("The highest Max among the collections this node served "
+                    "since it started (NextRange, SetFloor), as a share of "
+                    "INT64_MAX, the end of every collection's ID space. "
+                    "Which collection: the node's exhaustion log line.")
+              .Register(*registry_)
+              .Add({})),
       creations_refused_(
           prometheus::BuildCounter()
               .Name("hilo_collection_creations_refused_total")
@@ -133,19 +136,17 @@ Metrics::CollectionSeries Metrics::SeriesOf(absl::string_view collection) {
       static_cast<int>(by_collection_.size()) < max_collections_;
   const std::string label =
       own_label ? std::string(collection) : std::string(kOtherCollections);
-  const CollectionSeries series{&ids_reserved_.Add({{"collection", label}}),
-                                &collection_max_.Add({{"collection", label}})};
+  const CollectionSeries series{&ids_reserved_.Add({{"collection", label}})};
   if (own_label) by_collection_.emplace(std::string(collection), series);
   return series;
 }
 
-void Metrics::SetCollectionMax(absl::string_view collection, int64_t max) {
+void Metrics::NoteCollectionMax(int64_t max) {
   base::MutexLock lock(&mu_);
-  prometheus::Gauge* gauge = SeriesOf(collection).max;
-  // A named collection's gauge is its own; "_other" keeps the largest.
-  const bool own = by_collection_.contains(collection);
-  const double value = static_cast<double>(max);
-  if (own || value > gauge->Value()) gauge->Set(value);
+  if (max <= highest_max_) return;
+  highest_max_ = max;
+  collection_max_share_.Set(static_cast<double>(max) /
+                            static_cast<double>(INT64_MAX));
 }
 
 void Metrics::OnNextRange(absl::string_view collection,
@@ -164,7 +165,7 @@ void Metrics::OnNextRange(absl::string_view collection,
           .ids_reserved->Increment(static_cast<double>(range->size()));
     }
     range_size_.Observe(static_cast<double>(range->size()));
-    SetCollectionMax(collection, range->high);
+    NoteCollectionMax(range->high);
   }
 }
 
@@ -186,7 +187,7 @@ void Metrics::OnSetFloor(absl::string_view collection,
                          const absl::Status& status,
                          const FloorOutcome* outcome) {
   CountCreationRefusal(status);
-  if (outcome != nullptr) SetCollectionMax(collection, outcome->max);
+  if (outcome != nullptr) NoteCollectionMax(outcome->max);
 }
 
 void Metrics::CountCreationRefusal(const absl::Status& status) {

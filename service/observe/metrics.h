@@ -73,12 +73,13 @@ class Metrics final : public Observer {
   // The series of one collection label.
   struct CollectionSeries {
     prometheus::Counter* ids_reserved;
-    prometheus::Gauge* max;
   };
   CollectionSeries SeriesOf(absl::string_view collection)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // hilo_collection_max = `max`; under "_other", the largest seen.
-  void SetCollectionMax(absl::string_view collection, int64_t max);
+  // Raises hilo_collection_max_share to `max`'s share of INT64_MAX if that
+  // is more. No collection's name or Max is exported: the metrics port is
+  // unauthenticated, and Max is what GetCollection needs admin rights for.
+  void NoteCollectionMax(int64_t max);
   // Counts `status` if it refused a new collection (CollectionRefusalReason).
   void CountCreationRefusal(const absl::Status& status);
 
@@ -97,7 +98,7 @@ class Metrics final : public Observer {
   prometheus::Histogram& commit_operations_;
   prometheus::Gauge& collections_;
   prometheus::Family<prometheus::Counter>& denied_;
-  prometheus::Family<prometheus::Gauge>& collection_max_;
+  prometheus::Gauge& collection_max_share_;
   prometheus::Family<prometheus::Counter>& creations_refused_;
   prometheus::Counter* refused_for_count_;
   prometheus::Counter* refused_for_rate_;
@@ -106,6 +107,7 @@ class Metrics final : public Observer {
   base::Mutex mu_;
   absl::flat_hash_map<std::string, CollectionSeries> by_collection_
       ABSL_GUARDED_BY(mu_);
+  int64_t highest_max_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // Serves a registry at http://<address>/metrics.
