@@ -78,6 +78,7 @@ generate() {
         "$PROTO"
       ;;
     node)
+      need node || return 1
       need "$NODE_BIN/protoc-gen-ts_proto" || return 1
       # int64 as bigint (numbers reach INT64_MAX); Timestamp kept as
       # {seconds, nanos} so range_at echoes back exactly.
