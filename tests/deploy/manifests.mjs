@@ -169,7 +169,7 @@ if (command === 'pod-spec') {
 }
 if (command !== 'validate') usage(`unknown command "${command}" (validate or pod-spec)`);
 const variant = options.variant ?? 'base';
-if (!['base', 'prometheus-operator', 'postgresql'].includes(variant)) usage(`unknown --variant ${variant}`);
+if (!['base', 'prometheus-operator', 'postgresql', 'authz'].includes(variant)) usage(`unknown --variant ${variant}`);
 // The StatefulSet variants keep a SQLite database per pod; postgresql runs a
 // Deployment of stateless servers on one shared database.
 const shared = variant === 'postgresql';
@@ -244,11 +244,13 @@ const image = containerfile();
 const version = projectVersion();
 
 const expectedKinds = {
-  base: ['PodDisruptionBudget', 'Service', 'Service', 'StatefulSet'],
-  'prometheus-operator': ['PodDisruptionBudget', 'PrometheusRule', 'Service', 'Service', 'ServiceMonitor', 'StatefulSet'],
+  base: ['NetworkPolicy', 'PodDisruptionBudget', 'Service', 'Service', 'StatefulSet'],
+  'prometheus-operator': ['NetworkPolicy', 'PodDisruptionBudget', 'PrometheusRule', 'Service', 'Service', 'ServiceMonitor', 'StatefulSet'],
   // No StatefulSet, no PersistentVolumeClaim, and no Secret: the user creates
   // that, so no password is ever in the repository.
-  postgresql: ['Deployment', 'PodDisruptionBudget', 'Service', 'Service'],
+  postgresql: ['Deployment', 'NetworkPolicy', 'PodDisruptionBudget', 'Service', 'Service'],
+  // The policy as a ConfigMap; the tokens' Secret is the user's.
+  authz: ['ConfigMap', 'NetworkPolicy', 'PodDisruptionBudget', 'Service', 'Service', 'StatefulSet'],
 }[variant];
 check(JSON.stringify(objects.map((o) => o.kind).sort()) === JSON.stringify(expectedKinds),
   `objects are ${objects.map((o) => o.kind).sort()}, expected ${expectedKinds}`);
@@ -412,6 +414,68 @@ for (const kind of ['requests', 'limits']) {
 for (const r of ['cpu', 'memory']) {
   check(quantity(container.resources?.requests?.[r]) <= quantity(container.resources?.limits?.[r]),
     `resources.requests.${r} exceeds the limit`);
+}
+
+// gRPC's memory quota below the pod's memory limit, with room for the rest of
+// the process, so that gRPC refuses work before the kernel kills the pod.
+{
+  const limitMiB = quantity(container.resources?.limits?.memory) / (1024 * 1024);
+  const quota = Number(flags.get('max_memory_mb'));
+  check(Number.isInteger(quota) && quota > 0,
+    `--max_memory_mb=${flags.get('max_memory_mb')} must be set: the default (256) is the pod's whole limit`);
+  check(limitMiB - quota >= 64,
+    `--max_memory_mb=${quota} leaves ${limitMiB - quota} MiB of the ${limitMiB} MiB limit for the rest of the process; keep at least 64`);
+}
+
+// The NetworkPolicy: the pods accept the gRPC port only from labelled client
+// pods and the metrics port only from a monitoring namespace, nothing else.
+{
+  const policies = objects.filter((o) => o.kind === 'NetworkPolicy');
+  const np = policies[0]?.spec ?? {};
+  check(policies.length === 1, `expected one NetworkPolicy, found ${policies.length}`);
+  check(isSubset(np.podSelector?.matchLabels, podLabels) && Object.keys(np.podSelector?.matchLabels ?? {}).length > 0,
+    'the NetworkPolicy does not select the pods');
+  check((np.policyTypes ?? []).includes('Ingress'), 'the NetworkPolicy must restrict Ingress');
+  const rules = np.ingress ?? [];
+  const portsOf = (rule) => (rule.ports ?? []).map((p) => p.port);
+  const grpcRule = rules.filter((r) => portsOf(r).some((p) => p === 'grpc' || p === listen?.port));
+  const metricsRule = rules.filter((r) => portsOf(r).some((p) => p === 'metrics' || p === metricsListen?.port));
+  check(rules.every((r) => (r.ports ?? []).length > 0), 'every ingress rule must name its ports (a rule without ports opens all)');
+  check(rules.every((r) => (r.from ?? []).length > 0), 'every ingress rule must name who may connect (a rule without from admits everyone)');
+  check(rules.every((r) => (r.from ?? []).every((f) => !f.ipBlock)), 'no ipBlock: the policy admits pods by label, not addresses');
+  check(grpcRule.length === 1 && grpcRule[0].from.every((f) => f.podSelector && Object.keys(f.podSelector.matchLabels ?? {}).length > 0),
+    'the gRPC port must admit only pods with a client label');
+  check(metricsRule.length === 1 && metricsRule[0].from.every((f) => f.namespaceSelector && Object.keys(f.namespaceSelector.matchLabels ?? {}).length > 0),
+    'the metrics port must admit only a monitoring namespace');
+  check(rules.length === 2, `expected two ingress rules (gRPC, metrics), found ${rules.length}`);
+}
+
+if (variant === 'authz') {
+  // The policy from the ConfigMap, the tokens from the user's Secret, each
+  // mounted read-only as a folder (a subPath mount misses updates).
+  const policyFile = flags.get('authz_policy') ?? '';
+  const tokensFile = flags.get('authz_tokens') ?? '';
+  const policyMount = mountFor(container, policyFile);
+  const tokensMount = mountFor(container, tokensFile);
+  const policyVolume = (podSpec.volumes ?? []).find((v) => v.name === policyMount?.name);
+  const tokensVolume = (podSpec.volumes ?? []).find((v) => v.name === tokensMount?.name);
+  const configMap = objects.find((o) => o.kind === 'ConfigMap');
+  check(policyFile.startsWith('/') && policyVolume?.configMap?.name === configMap?.metadata?.name,
+    `--authz_policy=${policyFile} is not a file of the policy ConfigMap`);
+  check(tokensFile.startsWith('/') && tokensVolume?.secret?.secretName === 'hilo-tokens',
+    `--authz_tokens=${tokensFile} is not a file of the Secret hilo-tokens`);
+  for (const m of [policyMount, tokensMount]) {
+    check(m?.readOnly === true && m?.subPath === undefined, `mount ${m?.name} must be read-only and not by subPath`);
+  }
+  const mode = tokensVolume?.secret?.defaultMode ?? 0o644;
+  check((mode & 0o007) === 0, `the tokens file (mode ${mode.toString(8)}) must not be readable by others`);
+  const policyText = Object.values(configMap?.data ?? {}).join('\n');
+  const grants = policyText.split('\n').filter((l) => /^\s*grant\b/.test(l)).length;
+  check(grants > 0, 'the policy ConfigMap grants nothing: every caller would be refused');
+  check(!objects.some((o) => o.kind === 'Secret'), 'no Secret in the manifests: the tokens are the user\'s');
+  const readme = fs.readFileSync(path.join(src, 'deploy', 'README.md'), 'utf8');
+  check(/kubectl create secret generic hilo-tokens[\s\\]+(?:-n \S+[\s\\]+)?--from-file=tokens=/.test(readme),
+    'deploy/README.md must document `kubectl create secret generic hilo-tokens --from-file=tokens=...`');
 }
 
 // Drain: the grace period covers preStop, --shutdown_grace and the exit.
