@@ -1,6 +1,7 @@
 #!/bin/sh
 # Builds the hilo-client npm package into OUT_DIR (never into the tree):
 #   OUT_DIR/package/            the package: package.json, README.md,
+#                               node_modules/ (runtime dependencies, bundled),
 #                               dist/esm (ES module) and dist/cjs (CommonJS),
 #                               each with its .d.ts type declarations
 #   OUT_DIR/hilo-client-VERSION.tgz   what `npm pack` makes of it
@@ -41,6 +42,14 @@ COMMON="--strict --target ES2022 --lib ES2022,ESNext.Disposable --declaration
 echo '{"type": "commonjs"}' > "$OUT/package/dist/cjs/package.json"
 echo '{"type": "module"}' > "$OUT/package/dist/esm/package.json"
 cp "$DIR/package.json" "$DIR/README.md" "$OUT/package/"
+# The runtime dependencies travel inside the tarball (bundleDependencies),
+# exactly as package-lock.json pins them: an install needs no registry, and
+# gets the tree the package was tested with, not whatever a transitive range
+# (protobufjs wants any @types/node) allows today. Installed here from the
+# cache npm ci just filled.
+cp "$DIR/package-lock.json" "$OUT/package/"
+(cd "$OUT/package" && npm ci --offline --omit=dev --ignore-scripts --no-audit --no-fund >/dev/null)
+rm "$OUT/package/package-lock.json"
 (cd "$OUT/package" && npm pack --silent --pack-destination "$OUT" >/dev/null)
 ls "$OUT"/hilo-client-*.tgz >/dev/null
 echo "clients/node: built $OUT/package and $(basename "$OUT"/hilo-client-*.tgz)" >&2
