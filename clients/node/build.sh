@@ -5,6 +5,7 @@
 #                               dist/esm (ES module) and dist/cjs (CommonJS),
 #                               each with its .d.ts type declarations
 #   OUT_DIR/hilo-client-VERSION.tgz   what `npm pack` makes of it
+#   OUT_DIR/examples/draw.js    examples/node/draw.ts, for scripts/hilo-draw
 #
 #   clients/node/build.sh OUT_DIR
 #
@@ -50,6 +51,16 @@ cp "$DIR/package.json" "$DIR/README.md" "$OUT/package/"
 cp "$DIR/package-lock.json" "$OUT/package/"
 (cd "$OUT/package" && npm ci --offline --omit=dev --ignore-scripts --no-audit --no-fund >/dev/null)
 rm "$OUT/package/package-lock.json"
+# examples/node/draw.ts (for scripts/hilo-draw), compiled against the package
+# as a user would import it: OUT_DIR/examples/draw.js.
+rm -rf "$OUT/examples"
+mkdir -p "$OUT/examples/node_modules"
+ln -sfn "$OUT/package" "$OUT/examples/node_modules/hilo-client"
+echo '{"type": "module"}' > "$OUT/examples/package.json"
+cp "$ROOT/examples/node/draw.ts" "$OUT/examples/"
+"$TSC" --strict --target ES2022 --module nodenext --moduleResolution nodenext \
+  --types node --typeRoots "$DIR/node_modules/@types" --skipLibCheck \
+  "$OUT/examples/draw.ts"
 (cd "$OUT/package" && npm pack --silent --pack-destination "$OUT" >/dev/null)
 ls "$OUT"/hilo-client-*.tgz >/dev/null
 echo "clients/node: built $OUT/package and $(basename "$OUT"/hilo-client-*.tgz)" >&2
