@@ -62,6 +62,8 @@ export interface HiloClientOptions {
   channelOptions?: grpc.ChannelOptions;
   /** Where best-effort failures (a return that failed after its retries) go; default: one line on stderr. */
   log?: (line: string) => void;
+  /** A monotonic clock in milliseconds (default performance.now), for tests that move time by hand. */
+  clock?: () => number;
 }
 
 /** One number and the tag of the node whose range it came from. */
@@ -271,6 +273,7 @@ export class HiloClient {
   private readonly rpcDeadlineMs: number;
   private readonly prefetchAt: number;
   private readonly log: (line: string) => void;
+  private readonly now: () => number;
   private readonly stubs: HiLoStub[];
   private readonly collections = new Map<string, Collection>();
   private preferred = 0;
@@ -317,6 +320,7 @@ export class HiloClient {
     this.rpcDeadlineMs = deadline;
     this.prefetchAt = prefetchAt;
     this.log = options.log ?? ((line) => process.stderr.write(line + '\n'));
+    this.now = options.clock ?? (() => performance.now());
     const credentials = options.credentials ?? makeCredentials(options.tls);
     const channelOptions: grpc.ChannelOptions = { ...options.channelOptions };
     if (options.tls?.serverName !== undefined) {
@@ -385,7 +389,8 @@ export class HiloClient {
   // ---- internals (the leading underscore: used by Collection and CollectionHandle only) ----
 
   /** Waits until `c` may have a number again: joins or starts its fetch. Throws the fetch's error. */
-  async _wait(c: Collection, signal: AbortSignal | undefined, started: number, counted: boolean): Promise<void> {
+  async _wait(c: Collection, signal: AbortSignal | undefined, started: number | null, counted: boolean): Promise<number> {
+    if (started === null) started = this.now();
     if (!counted) this.counters.calls_waited++;
     if (this.closing || c.retired) {
       throw new HiloError(StatusCode.FAILED_PRECONDITION, `client is closed; no more IDs of "${c.name}"`);
@@ -393,7 +398,7 @@ export class HiloClient {
     if (signal?.aborted) throw aborted(c.name, signal);
     // A caller whose fetches keep succeeding while others drain them still stops.
     const bound = this.rpcDeadlineMs * (this.targets.length + 1);
-    if (performance.now() - started > bound) {
+    if (this.now() - started > bound) {
       throw new HiloError(
         StatusCode.DEADLINE_EXCEEDED,
         `waited over ${bound} ms for a number of "${c.name}"; other callers took every one`,
@@ -401,6 +406,7 @@ export class HiloClient {
     }
     if (c.inflight === null) this.startFetch(c, false);
     await untilAborted(c.inflight!, signal, c.name);
+    return started;
   }
 
   /** Starts the background fetch of the next range of `c`, unless one is out or waiting. */
@@ -623,16 +629,16 @@ export class HiloClient {
 
   /** A unary call retried on UNAVAILABLE / DEADLINE_EXCEEDED, all attempts within rpcDeadlineMs. */
   private async withRetries<Req, Res>(method: () => Function, stub: HiLoStub, request: Req): Promise<Res> {
-    const end = performance.now() + this.rpcDeadlineMs;
+    const end = this.now() + this.rpcDeadlineMs;
     for (let attempt = 1; ; attempt++) {
-      const left = end - performance.now();
+      const left = end - this.now();
       // Each attempt gets an equal share of the time left.
       const budget = left / (RETURN_ATTEMPTS - attempt + 1);
       try {
         return await this.unary<Req, Res>(method(), stub, request, budget);
       } catch (e) {
         const err = e as grpc.ServiceError;
-        if (!isTransient(err.code) || attempt >= RETURN_ATTEMPTS || end - performance.now() <= 1) throw e;
+        if (!isTransient(err.code) || attempt >= RETURN_ATTEMPTS || end - this.now() <= 1) throw e;
       }
     }
   }
@@ -708,18 +714,18 @@ export class CollectionHandle {
   }
 
   private async slowId(signal: AbortSignal | undefined): Promise<HiloId> {
-    const started = performance.now();
+    let started: number | null = null;
     for (let counted = false; ; counted = true) {
-      await this.client._wait(this.c, signal, started, counted);
+      started = await this.client._wait(this.c, signal, started, counted);
       const id = this.c.tryId();
       if (id !== undefined) return id;
     }
   }
 
   private async slowDocumentId(signal: AbortSignal | undefined): Promise<string> {
-    const started = performance.now();
+    let started: number | null = null;
     for (let counted = false; ; counted = true) {
-      await this.client._wait(this.c, signal, started, counted);
+      started = await this.client._wait(this.c, signal, started, counted);
       const id = this.c.tryDocumentId();
       if (id !== undefined) return id;
     }

@@ -227,3 +227,22 @@ test('ranges from two nodes: each number carries its own range\'s tag, each rang
   await a.close();
   assert.deepEqual(db.returnCalls.map((c) => c.items.map((i) => `${i.node_tag}:${i.end}:${i.last}`)), [['B:64:34']]);
 });
+
+test('waiters that keep losing the race stop with DEADLINE_EXCEEDED; they never refetch forever', async () => {
+  const d = await double({ size: 1 });
+  let now = 0;
+  const a = new HiloClient({ targets: [d.target], prefetchAt: 0, rpcDeadlineMs: 1000, clock: () => now });
+  const release = d.hold();
+  const calls = [a.nextId('c'), a.nextId('c'), a.nextId('c')];
+  await until(() => d.requests.length === 1, 5000, 'the NextRange');
+  now = 2001; // past rpcDeadlineMs x (targets + 1) since the callers started waiting
+  release();
+  const results = await within(Promise.allSettled(calls), 5000, 'callers');
+  assert.deepEqual(results[0], { status: 'fulfilled', value: { number: 1n, tag: 'A' } });
+  for (const r of results.slice(1)) {
+    assert.equal(r.status, 'rejected');
+    assert.equal(r.reason.codeName, 'DEADLINE_EXCEEDED');
+    assert.match(r.reason.message, /waited over 2000 ms for a number of "c"/);
+  }
+  assert.equal(d.requests.length, 1);
+});
