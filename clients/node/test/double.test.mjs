@@ -246,3 +246,16 @@ test('waiters that keep losing the race stop with DEADLINE_EXCEEDED; they never 
   }
   assert.equal(d.requests.length, 1);
 });
+
+test('close sends a node more than 1000 returns in several ReturnRanges calls, every one applied', async () => {
+  const d = await double();
+  const a = new HiloClient({ targets: [d.target], prefetchAt: 0 });
+  for (let i = 0; i < 1001; i++) await a.nextId(`c${i}`);
+  await a.close();
+  const sizes = d.returnCalls.map((c) => c.items.length);
+  assert.equal(sizes.length, 2, String(sizes)); // 1000 items or 60 KiB per call, whichever comes first
+  assert.ok(sizes.every((n) => n <= 1000), String(sizes));
+  assert.equal(sizes[0] + sizes[1], 1001);
+  assert.equal(a.stats().returns_applied, 1001);
+  assert.equal(d.max('c1000'), 1n);
+});

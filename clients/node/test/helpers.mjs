@@ -99,7 +99,8 @@ export function call(stub, method, request) {
  * only with the token of the range issued last and not retired, Max == end
  * and last >= the return floor; a whole return of a range right above the
  * previous one gives the previous one its token back; last > end is
- * INVALID_ARGUMENT, a return without a token FAILED_PRECONDITION. Tests
+ * INVALID_ARGUMENT, a return without a token FAILED_PRECONDITION, a
+ * ReturnRanges of more than 1000 items INVALID_ARGUMENT. Tests
  * script deviations: `nextRangeHook(request, rules)` may answer instead of
  * the rules; `gate` holds every reply until opened; `returnsMode` =
  * 'unimplemented' answers ReturnRanges with UNIMPLEMENTED; `failReturns` =
@@ -197,6 +198,9 @@ export async function startDouble({ tag = 'A', size = 32 } = {}) {
       const items = c.request.returns;
       d.returnCalls.push({ items, single: false });
       await wait();
+      if (items.length > 1000) {
+        return cb({ code: grpc.status.INVALID_ARGUMENT, details: `${items.length} returns; at most 1000 per call` });
+      }
       if (d.returnsMode === 'unimplemented') return cb({ code: grpc.status.UNIMPLEMENTED, details: 'no ReturnRanges here' });
       if (d.failReturns > 0) {
         d.failReturns--;

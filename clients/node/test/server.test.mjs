@@ -211,3 +211,31 @@ test('after close every call is FAILED_PRECONDITION; close twice is one close; S
   assert.equal(await c.nextDocumentId('closed'), 'closed/3-A');
   await c.close();
 });
+
+test('examples/node/draw.ts: concurrent callers print unique IDs, close, exit 0; a bad name is one line on stderr, exit 1', async () => {
+  const s = await server();
+  const draw = join(process.env.HILO_NODE_OUT, 'examples', 'draw.js');
+  const { spawnSync } = await import('node:child_process');
+  const ok = spawnSync('node', [draw, `--targets=${s.target}`, '--collection=draw', '--threads=3', '--seconds=0.3'], {
+    encoding: 'utf8',
+    maxBuffer: 1 << 30,
+    timeout: 30000,
+  });
+  assert.equal(ok.status, 0, ok.stderr);
+  const lines = ok.stdout.split('\n').filter((l) => l !== '');
+  assert.ok(lines.length > 32, `only ${lines.length} IDs`);
+  assert.equal(new Set(lines).size, lines.length);
+  assert.ok(lines.every((l) => /^draw\/[1-9][0-9]*-A$/.test(l)), lines.find((l) => !/^draw\/[1-9][0-9]*-A$/.test(l)));
+  const max = lines.reduce((m, l) => Math.max(m, Number(l.slice(5, -2))), 0);
+  // The tails went back: the next client continues right after the highest ID drawn.
+  const next = new HiloClient({ targets: [s.target] });
+  assert.equal(await next.nextDocumentId('draw'), `draw/${max + 1}-A`);
+  await next.close();
+  const bad = spawnSync('node', [draw, `--targets=${s.target}`, '--collection=', '--threads=2', '--seconds=0.3'], {
+    encoding: 'utf8',
+    timeout: 30000,
+  });
+  assert.equal(bad.status, 1);
+  assert.equal(bad.stdout, '');
+  assert.match(bad.stderr, /^draw: INVALID_ARGUMENT: .*collection name is empty\n$/);
+});
