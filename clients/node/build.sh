@@ -25,7 +25,8 @@ OUT=$(CDPATH= cd -- "$1" && pwd)
 "$DIR/scripts/install.sh"
 rm -rf "$OUT/src" "$OUT/package" "$OUT"/hilo-client-*.tgz
 mkdir -p "$OUT/src" "$OUT/package"
-cp "$DIR"/src/*.ts "$OUT/src/"
+# HILO_NODE_SRC: another copy of src/ (scripts/mutants.mjs builds mutated ones).
+cp "${HILO_NODE_SRC:-$DIR/src}"/*.ts "$OUT/src/"
 node "$DIR/scripts/descriptor.cjs" "$ROOT/proto/hilo/v1/hilo.proto" "$OUT/src/descriptor.ts"
 # tsc (and node, for tests run from here) resolve packages by walking up.
 ln -sfn "$DIR/node_modules" "$OUT/node_modules"
