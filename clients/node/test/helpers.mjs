@@ -61,6 +61,14 @@ export async function startServer({ tag = 'A', args = [] } = {}) {
     'hilo_server start',
   );
   proc.stderr.resume();
+  // If this test process dies without its after() hooks (killed outright),
+  // the watchdog still stops the server and removes its directory.
+  const watchdog = spawn(
+    'sh',
+    ['-c', 'while kill -0 "$1" 2>/dev/null; do sleep 1; done; kill -CONT "$2"; kill -KILL "$2"; rm -rf "$3"', 'watchdog', String(process.pid), String(proc.pid), dir],
+    { detached: true, stdio: 'ignore' },
+  );
+  watchdog.unref();
   const server = {
     target: `127.0.0.1:${port}`,
     port,
@@ -75,6 +83,7 @@ export async function startServer({ tag = 'A', args = [] } = {}) {
         await within(new Promise((r) => proc.once('exit', r)), 10000, 'hilo_server exit');
       }
       rmSync(dir, { recursive: true, force: true });
+      watchdog.kill('SIGKILL');
     },
   };
   return server;
