@@ -1,0 +1,27 @@
+#!/bin/sh
+# Builds the Node conformance driver offline: the hilo-client package (its
+# clients/node/build.sh, npm ci from package-lock.json) into OUT_DIR/client,
+# and OUT_DIR/driver, a wrapper that runs driver.mjs against it.
+#
+#   clients/conformance/drivers/node/build.sh GEN_DIR OUT_DIR
+#
+# GEN_DIR (scripts/gen-stubs.sh's output) is accepted for the runner's sake
+# and not read: the client embeds the service description from
+# proto/hilo/v1/hilo.proto itself.
+set -eu
+HERE=$(CDPATH= cd -- "$(dirname -- "$0")" && pwd)
+ROOT=$(CDPATH= cd -- "$HERE/../../../.." && pwd)
+if [ $# -ne 2 ]; then
+  echo "usage: $0 GEN_DIR OUT_DIR" >&2
+  exit 2
+fi
+mkdir -p "$2"
+OUT=$(CDPATH= cd -- "$2" && pwd)
+"$ROOT/clients/node/build.sh" "$OUT/client"
+cp "$HERE/driver.mjs" "$OUT/driver.mjs"
+cat > "$OUT/driver" <<WRAPPER
+#!/bin/sh
+HILO_NODE_PKG="$OUT/client/package" exec node "$OUT/driver.mjs" "\$@"
+WRAPPER
+chmod +x "$OUT/driver"
+echo "node driver: built $OUT/driver" >&2

@@ -1,0 +1,78 @@
+// Breaks src/client.ts one rule at a time and checks that the tests notice:
+// each mutant below is a rule of the contract (or a mistake RavenDB's HiLo
+// generators made) put wrong on purpose, built from a copy of src/ (the tree
+// is never touched) and run against test/server.test.mjs and
+// test/double.test.mjs. A mutant no test fails is reported as SURVIVED and
+// the exit status is 1. Takes a few minutes; not part of the CTest run.
+//
+//   node clients/node/scripts/mutants.mjs SERVER_BIN WORK_DIR [NAME...]
+import { spawnSync } from 'node:child_process';
+import { cpSync, mkdirSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const DIR = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const [serverBin, workArg, ...only] = process.argv.slice(2);
+if (!serverBin || !workArg) {
+  process.stderr.write('usage: mutants.mjs SERVER_BIN WORK_DIR [NAME...]\n');
+  process.exit(2);
+}
+const work = resolve(workArg);
+
+// [name, text in src/client.ts (exactly once), replacement]
+const MUTANTS = [
+  ["tag check off", "!NODE_TAG.test(r.node_tag)", "false"],
+  ["low<1 allowed", "if (low < 1n || high < low)", "if (high < low)"],
+  ["above-last check off", "if (previous !== undefined && low <= previous)", "if (false)"],
+  ["no single flight", "if (c.inflight === null) this.startFetch(c, false);", "this.startFetch(c, false);"],
+  ["failed refill kept", "      } finally {\n        c.inflight = null;\n      }", "      } finally {\n        if (!prefetch) {} else c.inflight = null;\n      }"],
+  ["pair order tail first", "add(whole.range.target, [whole, tail]); // later range first", "add(whole.range.target, [tail, whole]);"],
+  ["recheck reads counter", "      const id = this.c.tryId();\n      if (id !== undefined) return id;", "      const r = this.c.cur;\n      if (r !== null && !r.dry()) return { number: BigInt(r.next), tag: r.tag };\n      const id = this.c.tryId();\n      if (id !== undefined) return id;"],
+  ["client current tag", "            return this.prefix + n + r.suffix;\n          }\n        } else {", "            return this.prefix + n + (this.ahead ?? r).suffix;\n          }\n        } else {"],
+  ["close does not wait", "    await Promise.allSettled(sends);\n", ""],
+  ["digit separator ok", "if (separator >= '0' && separator <= '9')", "if (false)"],
+  ["last_max not reported", "if (high > c.lastMax) c.lastMax = high;", ""],
+  ["no sticky preferred", "this.preferred = index;", ""],
+  ["no return retry", "const RETURN_ATTEMPTS = 3;", "const RETURN_ATTEMPTS = 1;"],
+  ["no UNIMPLEMENTED fallback", "if (err.code === StatusCode.UNIMPLEMENTED) {", "if (false) {"],
+  ["range used after return", "      c.ahead = null;\n      c.cur = null;\n", "      c.ahead = null;\n"],
+  ["past high", "          if (n <= r.last) {\n            r.next = n + 1;\n            if (n === r.trigger) this.client._prefetch(this);\n            return { number", "          if (n <= r.last + 1) {\n            r.next = n + 1;\n            if (n === r.trigger) this.client._prefetch(this);\n            return { number"],
+  ["numbers always JS numbers", "this.small = high <= MAX_SAFE;", "this.small = true;"],
+  ["signal ignored", "    signal.addEventListener('abort', onAbort, { once: true });", ""],
+  ["no waiter bound", "    if (this.now() - started > bound) {", "    if (false) {"],
+  ["no batching", "const MAX_BATCH_ITEMS = 1000;\nconst MAX_BATCH_BYTES = 60 * 1024;", "const MAX_BATCH_ITEMS = 1e9;\nconst MAX_BATCH_BYTES = 1e12;"],
+  ["no prefetch", "    if (c.inflight !== null || c.ahead !== null || this.closing || c.retired) return;", "    return;"],
+  ["whole return last=low", "last: ahead.low - 1n }", "last: ahead.low }"],
+];
+
+const original = readFileSync(join(DIR, 'src', 'client.ts'), 'utf8');
+let survived = 0;
+for (const [name, from, to] of MUTANTS) {
+  if (only.length > 0 && !only.includes(name)) continue;
+  if (original.split(from).length !== 2) throw new Error(`mutant "${name}": its text is not in client.ts exactly once`);
+  const src = join(work, 'src');
+  rmSync(src, { recursive: true, force: true });
+  mkdirSync(work, { recursive: true });
+  cpSync(join(DIR, 'src'), src, { recursive: true });
+  writeFileSync(join(src, 'client.ts'), original.replace(from, to));
+  const out = join(work, 'out');
+  const build = spawnSync(join(DIR, 'build.sh'), [out], { encoding: 'utf8', env: { ...process.env, HILO_NODE_SRC: src } });
+  if (build.status !== 0) {
+    console.log(`${name}: does not build (${build.stderr.trim().split('\n').pop()})`);
+    continue;
+  }
+  const run = spawnSync(
+    'node',
+    ['--test', '--test-concurrency=1', '--test-timeout=30000', join(DIR, 'test', 'server.test.mjs'), join(DIR, 'test', 'double.test.mjs')],
+    {
+      encoding: 'utf8',
+      timeout: 600000,
+      maxBuffer: 1 << 28,
+      env: { ...process.env, HILO_SERVER_BIN: serverBin, HILO_NODE_PKG: join(out, 'package'), HILO_NODE_OUT: out },
+    },
+  );
+  const failing = [...run.stdout.matchAll(/^not ok \d+ - (.*)$/gm)].map((m) => m[1]).filter((t) => !t.startsWith('/'));
+  if (failing.length === 0) survived++;
+  console.log(`${name}: ${failing.length === 0 ? 'SURVIVED' : `${failing.length} failing: ${failing.join(' | ')}`}`);
+}
+process.exit(survived === 0 ? 0 : 1);

@@ -1,0 +1,241 @@
+// HiloClient against real hilo_server processes: the contract of README
+// "The contract" and clients/CONTRACT.md, seen from the client's side.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { HiloClient, StatusCode, startServer, rawStub, call, rejectsWith, until, within } from './helpers.mjs';
+
+const servers = [];
+async function server(opts) {
+  const s = await startServer(opts);
+  servers.push(s);
+  return s;
+}
+after(async () => {
+  for (const s of servers) await s.stop();
+});
+
+async function draw(client, collection, n) {
+  const out = [];
+  for (let i = 0; i < n; i++) out.push(await client.nextDocumentId(collection));
+  return out;
+}
+
+test('the first client gets 1-32 and a second client continues at 33', async () => {
+  const s = await server();
+  const a = new HiloClient({ targets: [s.target], prefetchAt: 0 });
+  const b = new HiloClient({ targets: [s.target], prefetchAt: 0 });
+  const first = await draw(a, 'orders', 32);
+  assert.deepEqual(first, Array.from({ length: 32 }, (_, i) => `orders/${i + 1}-A`));
+  assert.deepEqual(await b.nextId('orders'), { number: 33n, tag: 'A' });
+  assert.equal(a.stats().ranges_fetched, 1);
+  assert.equal(a.stats().calls_waited, 1);
+  await a.close();
+  await b.close();
+});
+
+test('ranges double while a client asks often: 1-32, 33-96, 97-224', async () => {
+  const s = await server();
+  const a = new HiloClient({ targets: [s.target], prefetchAt: 0 });
+  const ids = await draw(a, 'grow', 97);
+  assert.equal(ids[96], 'grow/97-A');
+  assert.equal(a.stats().ranges_fetched, 3);
+  const b = new HiloClient({ targets: [s.target], prefetchAt: 0 });
+  assert.equal(await b.nextDocumentId('grow'), 'grow/225-A');
+  await a.close();
+  await b.close();
+});
+
+test('close hands back the tail and the range fetched ahead; the next client continues after the last number used', async () => {
+  const s = await server();
+  const a = new HiloClient({ targets: [s.target] });
+  await draw(a, 'tail', 7); // the 7th number (a fifth of 32, rounded up) starts the prefetch
+  await until(() => a.stats().ranges_prefetched === 1, 5000, 'prefetch');
+  await a.close();
+  assert.equal(a.stats().returns_applied, 2, JSON.stringify(a.stats()));
+  assert.equal(a.stats().returns_refused, 0);
+  const b = new HiloClient({ targets: [s.target] });
+  assert.equal(await b.nextDocumentId('tail'), 'tail/8-A');
+  await b.close();
+});
+
+test('many concurrent callers on a dry collection cause exactly one NextRange', async () => {
+  const s = await server();
+  const a = new HiloClient({ targets: [s.target], prefetchAt: 0 });
+  const ids = await within(Promise.all(Array.from({ length: 25 }, () => a.nextId('flight'))), 10000, 'callers');
+  assert.equal(a.stats().ranges_fetched, 1);
+  assert.equal(a.stats().calls_waited, 25);
+  assert.deepEqual(ids.map((i) => i.number).sort((x, y) => (x < y ? -1 : 1)), Array.from({ length: 25 }, (_, i) => BigInt(i + 1)));
+  await a.close();
+});
+
+test('IDs past 2^53 - 1 stay exact: consecutive bigints and exact document IDs', async () => {
+  // A client may move Max by a bounded jump; this server allows up to 2^62.
+  const s = await server({ args: [`--max_last_max_jump=${2n ** 62n}`] });
+  const stub = rawStub(s.target);
+  // Any client may report a last_max; the server then starts above it.
+  const edge = 2n ** 53n - 3n;
+  await call(stub, 'NextRange', { collection: 'edge', last_size: '0', last_max: edge.toString() });
+  await call(stub, 'NextRange', { collection: 'big', last_size: '0', last_max: (2n ** 62n).toString() });
+  stub.close();
+  const a = new HiloClient({ targets: [s.target], prefetchAt: 0 });
+  const numbers = [];
+  for (let i = 0; i < 8; i++) numbers.push((await a.nextId('edge')).number);
+  // A JS number would give 2^53 twice: 2^53 + 1 is not representable.
+  assert.deepEqual(numbers, Array.from({ length: 8 }, (_, i) => edge + 33n + BigInt(i)));
+  const big = 2n ** 62n + 33n;
+  assert.deepEqual(await a.nextId('big'), { number: big, tag: 'A' });
+  assert.equal(await a.nextDocumentId('big'), `big/${big + 1n}-A`);
+  await a.close();
+  assert.equal(a.stats().returns_applied, 2);
+  const b = new HiloClient({ targets: [s.target], prefetchAt: 0 });
+  assert.equal(await b.nextDocumentId('big'), `big/${big + 2n}-A`);
+  await b.close();
+});
+
+test('separator: "|" and every digit are INVALID_ARGUMENT naming the rule; another character is used as given', async () => {
+  for (const sep of ['|', ...'0123456789']) {
+    assert.throws(
+      () => new HiloClient({ targets: ['127.0.0.1:1'], separator: sep }),
+      (e) => e.codeName === 'INVALID_ARGUMENT' && e.code === StatusCode.INVALID_ARGUMENT && e.message.includes(`'${sep}'`),
+    );
+  }
+  const s = await server();
+  const a = new HiloClient({ targets: [s.target], separator: '#' });
+  assert.equal(await a.nextDocumentId('sep'), 'sep#1-A');
+  await a.close();
+});
+
+test('a bad collection name is INVALID_ARGUMENT from the server, not tried on the next target', async () => {
+  const s1 = await server({ tag: 'A' });
+  const s2 = await server({ tag: 'B' });
+  const a = new HiloClient({ targets: [s1.target, s2.target] });
+  const e = await rejectsWith(a.nextId(''), 'INVALID_ARGUMENT');
+  assert.match(e.message, new RegExp(s1.target));
+  assert.equal(a.stats().failovers, 0);
+  await a.close();
+});
+
+test('kill -9 of the node in use: the client moves to the next target, and no ID repeats', async () => {
+  const s1 = await server({ tag: 'A' });
+  const s2 = await server({ tag: 'B' });
+  const a = new HiloClient({ targets: [s1.target, s2.target], prefetchAt: 0, rpcDeadlineMs: 2000 });
+  const before = await draw(a, 'fo', 10);
+  s1.signal('SIGKILL');
+  const afterKill = await draw(a, 'fo', 40);
+  const all = [...before, ...afterKill];
+  assert.equal(new Set(all).size, 50);
+  assert.equal(afterKill[21], 'fo/32-A'); // the cached range runs out first
+  // B starts above the last_max the client reports, not at 1.
+  assert.equal(afterKill[22], 'fo/33-B');
+  assert.equal(a.stats().failovers, 1);
+  await a.close();
+});
+
+test('SIGSTOP of the node in use: DEADLINE_EXCEEDED moves the client on; it stays with the one that answered', async () => {
+  const s1 = await server({ tag: 'A' });
+  const s2 = await server({ tag: 'B' });
+  const a = new HiloClient({ targets: [s1.target, s2.target], prefetchAt: 0, rpcDeadlineMs: 300 });
+  await draw(a, 'stop', 32);
+  s1.signal('SIGSTOP');
+  try {
+    assert.equal(await a.nextDocumentId('stop'), 'stop/33-B');
+    // B's range doubled (33-96); the next fetch asks B first: no second failover.
+    await draw(a, 'stop', 63);
+    assert.equal(await a.nextDocumentId('stop'), 'stop/97-B');
+    assert.equal(a.stats().ranges_fetched, 3);
+    assert.equal(a.stats().failovers, 1);
+  } finally {
+    s1.signal('SIGCONT');
+  }
+  await a.close();
+});
+
+test('with every target down, UNAVAILABLE names each; the client recovers when one is back', async () => {
+  const s = await server();
+  const port = s.port;
+  await s.stop();
+  const a = new HiloClient({ targets: [`127.0.0.1:${port}`, '127.0.0.1:1'], rpcDeadlineMs: 1000 });
+  const e = await rejectsWith(a.nextId('down'), 'UNAVAILABLE');
+  assert.match(e.message, new RegExp(`127\\.0\\.0\\.1:${port}.*127\\.0\\.0\\.1:1`));
+  assert.equal(a.stats().errors.UNAVAILABLE, 1);
+  await a.close();
+});
+
+test('a dns:/// target works', async () => {
+  const s = await server();
+  const a = new HiloClient({ targets: [`dns:///127.0.0.1:${s.port}`] });
+  assert.equal(await a.nextDocumentId('dns'), 'dns/1-A');
+  await a.close();
+});
+
+test('TLS: the client checks the server certificate against the given CA', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'hilo-node-tls-'));
+  try {
+    execFileSync('openssl', [
+      'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '1',
+      '-subj', '/CN=hilo-test', '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1',
+      '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'),
+    ], { stdio: 'ignore' });
+    const s = await server({ args: [`--tls_cert=${join(dir, 'cert.pem')}`, `--tls_key=${join(dir, 'key.pem')}`] });
+    const a = new HiloClient({ targets: [`localhost:${s.port}`], tls: { ca: readFileSync(join(dir, 'cert.pem')) } });
+    assert.equal(await a.nextDocumentId('tls'), 'tls/1-A');
+    await a.close();
+    assert.equal(a.stats().returns_applied, 1);
+    const plain = new HiloClient({ targets: [s.target], rpcDeadlineMs: 1000 });
+    await rejectsWith(plain.nextId('tls'), 'UNAVAILABLE');
+    await plain.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('after close every call is FAILED_PRECONDITION; close twice is one close; Symbol.asyncDispose closes', async () => {
+  const s = await server();
+  const a = new HiloClient({ targets: [s.target] });
+  await a.nextId('closed');
+  const p1 = a.close();
+  assert.equal(a.close(), p1);
+  await p1;
+  await rejectsWith(a.nextId('closed'), 'FAILED_PRECONDITION');
+  await rejectsWith(a.nextDocumentId('other'), 'FAILED_PRECONDITION');
+  // Node 20 has Symbol.asyncDispose but not yet the `await using` syntax.
+  const b = new HiloClient({ targets: [s.target] });
+  assert.equal(await b.nextDocumentId('closed'), 'closed/2-A');
+  await b[Symbol.asyncDispose]();
+  await rejectsWith(b.nextId('closed'), 'FAILED_PRECONDITION');
+  const c = new HiloClient({ targets: [s.target] });
+  assert.equal(await c.nextDocumentId('closed'), 'closed/3-A');
+  await c.close();
+});
+
+test('examples/node/draw.ts: concurrent callers print unique IDs, close, exit 0; a bad name is one line on stderr, exit 1', async () => {
+  const s = await server();
+  const draw = join(process.env.HILO_NODE_OUT, 'examples', 'draw.js');
+  const { spawnSync } = await import('node:child_process');
+  const ok = spawnSync('node', [draw, `--targets=${s.target}`, '--collection=draw', '--threads=3', '--seconds=0.3'], {
+    encoding: 'utf8',
+    maxBuffer: 1 << 30,
+    timeout: 30000,
+  });
+  assert.equal(ok.status, 0, ok.stderr);
+  const lines = ok.stdout.split('\n').filter((l) => l !== '');
+  assert.ok(lines.length > 32, `only ${lines.length} IDs`);
+  assert.equal(new Set(lines).size, lines.length);
+  assert.ok(lines.every((l) => /^draw\/[1-9][0-9]*-A$/.test(l)), lines.find((l) => !/^draw\/[1-9][0-9]*-A$/.test(l)));
+  const max = lines.reduce((m, l) => Math.max(m, Number(l.slice(5, -2))), 0);
+  // The tails went back: the next client continues right after the highest ID drawn.
+  const next = new HiloClient({ targets: [s.target] });
+  assert.equal(await next.nextDocumentId('draw'), `draw/${max + 1}-A`);
+  await next.close();
+  const bad = spawnSync('node', [draw, `--targets=${s.target}`, '--collection=', '--threads=2', '--seconds=0.3'], {
+    encoding: 'utf8',
+    timeout: 30000,
+  });
+  assert.equal(bad.status, 1);
+  assert.equal(bad.stdout, '');
+  assert.match(bad.stderr, /^draw: INVALID_ARGUMENT: .*collection name is empty\n$/);
+});
