@@ -3,7 +3,9 @@
 # labelled "lang"), on top of scripts/install-deps.sh, and nothing that is
 # already there. Safe to run again. Uses sudo when not run as root.
 #
-#   Debian: protoc plugins and runtimes for Python, Go, Java and Ruby.
+#   Debian: protoc plugins and runtimes for Python, Go, Java and Ruby;
+#           JUnit 5 for the Java client's tests, netty-tcnative for its TLS
+#           (Debian's netty has no JDK ALPN).
 #   npm:    buf, ts-proto, TypeScript, @grpc/grpc-js, into tools/node_modules
 #           as tools/package-lock.json pins them (never global).
 set -eu
@@ -21,6 +23,7 @@ PACKAGES="
   protobuf-compiler-grpc-java-plugin libgrpc-java libprotobuf-java
   libnetty-java libperfmark-java libgoogle-gson-java libguava-java
   libgeronimo-annotation-1.3-spec-java
+  junit5 liberror-prone-java libnetty-tcnative-java libnetty-tcnative-jni
   ruby ruby-grpc ruby-google-protobuf
 "
 # A JDK and Node.js may come from elsewhere (the machine image); only
