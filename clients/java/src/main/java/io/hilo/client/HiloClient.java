@@ -357,8 +357,8 @@ public final class HiloClient implements AutoCloseable {
     }
 
     /**
-     * Checks the options and creates the channels (connecting is lazy, so this succeeds with no server
-     * running). Throws {@link HiloException} with INVALID_ARGUMENT naming the bad option.
+     * Checks the options and creates the channels, which start connecting in the background (this
+     * succeeds with no server running). Throws {@link HiloException} with INVALID_ARGUMENT naming the bad option.
      */
     public HiloClient build() {
       if (targets.isEmpty() && channels.isEmpty()) {
@@ -393,6 +393,8 @@ public final class HiloClient implements AutoCloseable {
           for (ManagedChannel o : owned) o.shutdownNow();
           throw new HiloException(Status.Code.INVALID_ARGUMENT, "target \"" + t + "\": " + e.getMessage(), e);
         }
+        // Start connecting now, so that a failover finds the next target's connection ready.
+        c.getState(true);
         owned.add(c);
         names.add(t);
         all.add(c);

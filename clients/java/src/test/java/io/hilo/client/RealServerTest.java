@@ -110,7 +110,7 @@ class RealServerTest {
     ServerProcess a = start("A");
     ServerProcess b = start("B");
     try (HiloClient client =
-        quiet().targets(a.target(), b.target()).prefetchAt(0).rpcDeadline(Duration.ofMillis(500)).build()) {
+        quiet().targets(a.target(), b.target()).prefetchAt(0).rpcDeadline(Duration.ofSeconds(2)).build()) {
       assertEquals(new Id(1, "A"), client.nextId("orders"));
       a.signal("STOP");
       for (int i = 2; i <= 32; i++) assertEquals(new Id(i, "A"), client.nextId("orders"));
