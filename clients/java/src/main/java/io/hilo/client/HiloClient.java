@@ -2,6 +2,7 @@ package io.hilo.client;
 
 import io.grpc.Channel;
 import io.grpc.ChannelCredentials;
+import io.grpc.ConnectivityState;
 import io.grpc.Deadline;
 import io.grpc.Grpc;
 import io.grpc.InsecureChannelCredentials;
@@ -17,6 +18,7 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.RejectedExecutionException;
@@ -357,8 +359,9 @@ public final class HiloClient implements AutoCloseable {
     }
 
     /**
-     * Checks the options and creates the channels, which start connecting in the background (this
-     * succeeds with no server running). Throws {@link HiloException} with INVALID_ARGUMENT naming the bad option.
+     * Checks the options, creates the channels and waits (at most rpcDeadline in all) until each has
+     * connected or failed to, so that the first call is not charged for setting up the JVM's first
+     * connection. Succeeds with no server running. Throws {@link HiloException} with INVALID_ARGUMENT naming the bad option.
      */
     public HiloClient build() {
       if (targets.isEmpty() && channels.isEmpty()) {
@@ -403,7 +406,38 @@ public final class HiloClient implements AutoCloseable {
         names.add(c.authority());
         all.add(c);
       }
+      awaitConnections(owned, rpcDeadline);
       return new HiloClient(this, new Targets(names, all, rpcDeadline), List.copyOf(owned));
+    }
+
+    /**
+     * Waits, at most {@code bound} in all, until each channel has connected or failed to. A JVM's first
+     * connection loads and runs much of gRPC and netty for the first time (well over 300 ms on a busy
+     * machine); without this wait the first NextRange would spend its deadline on that and fail over.
+     */
+    private static void awaitConnections(List<ManagedChannel> channels, Duration bound) {
+      // Loads the message classes too, which the first call would otherwise do inside its deadline.
+      io.hilo.v1.NextRangeRequest.newBuilder().setCollection("warm-up").build().toByteArray();
+      long deadline = System.nanoTime() + bound.toNanos();
+      for (ManagedChannel c : channels) {
+        while (true) {
+          ConnectivityState state = c.getState(true);
+          if (state == ConnectivityState.READY || state == ConnectivityState.TRANSIENT_FAILURE
+              || state == ConnectivityState.SHUTDOWN) {
+            break;
+          }
+          long left = deadline - System.nanoTime();
+          if (left <= 0) return;
+          CountDownLatch changed = new CountDownLatch(1);
+          c.notifyWhenStateChanged(state, changed::countDown);
+          try {
+            if (!changed.await(left, TimeUnit.NANOSECONDS)) return;
+          } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return;
+          }
+        }
+      }
     }
 
     private static HiloException invalid(String message) {
