@@ -189,7 +189,11 @@ public final class HiloClient implements AutoCloseable {
         ownerByTarget.computeIfAbsent(u.range().target, t -> new ArrayList<>()).add(cache);
       }
     }
-    List<CompletableFuture<Void>> calls = new ArrayList<>();
+    // One per call: its items, their caches, and whether its outcomes are counted yet (by the call, or
+    // as failed by close when the call outlives its bound; never both).
+    record Call(List<RangeCache.Unused> items, List<RangeCache> owners, AtomicBoolean counted,
+        CompletableFuture<Void> done) {}
+    List<Call> calls = new ArrayList<>();
     Deadline deadline = Deadline.after(Math.min(rpcDeadline.toNanos(), bound), TimeUnit.NANOSECONDS);
     for (Map.Entry<Integer, List<RangeCache.Unused>> e : byTarget.entrySet()) {
       int target = e.getKey();
@@ -198,6 +202,7 @@ public final class HiloClient implements AutoCloseable {
       for (int[] chunk : chunks(owners)) {
         List<RangeCache.Unused> part = items.subList(chunk[0], chunk[1]);
         List<RangeCache> partOwners = owners.subList(chunk[0], chunk[1]);
+        AtomicBoolean counted = new AtomicBoolean();
         Runnable send =
             () -> {
               List<ReturnRangeRequest> requests = new ArrayList<>(part.size());
@@ -205,26 +210,36 @@ public final class HiloClient implements AutoCloseable {
                 requests.add(part.get(i).toRequest(partOwners.get(i).collection()));
               }
               List<Targets.ReturnOutcome> outcomes = targets.returnRanges(target, requests, deadline);
+              if (!counted.compareAndSet(false, true)) return;
               for (int i = 0; i < part.size(); i++) partOwners.get(i).recordReturn(part.get(i), outcomes.get(i));
             };
+        CompletableFuture<Void> done;
         try {
-          calls.add(CompletableFuture.runAsync(send, executor));
+          done = CompletableFuture.runAsync(send, executor);
         } catch (RejectedExecutionException ex) {
           send.run();
+          done = CompletableFuture.completedFuture(null);
         }
+        calls.add(new Call(part, partOwners, counted, done));
       }
     }
-    for (CompletableFuture<Void> call : calls) {
+    for (Call call : calls) {
       long left = Math.max(rpcDeadline.toNanos(), bound - (System.nanoTime() - start));
       try {
-        call.get(left + TimeUnit.SECONDS.toNanos(1), TimeUnit.NANOSECONDS);
+        call.done().get(left, TimeUnit.NANOSECONDS);
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
         return;
-      } catch (TimeoutException e) {
-        log("hilo: a return call did not finish within its bound; closing without its answer");
-      } catch (Exception e) {
-        log("hilo: a return call failed: " + e);
+      } catch (TimeoutException | java.util.concurrent.ExecutionException e) {
+        if (call.counted().compareAndSet(false, true)) {
+          HiloException failed =
+              new HiloException(
+                  Status.Code.DEADLINE_EXCEEDED,
+                  "the return call did not finish within close's bound of " + closeTimeout.toMillis() + " ms");
+          for (int i = 0; i < call.items().size(); i++) {
+            call.owners().get(i).recordReturn(call.items().get(i), new Targets.ReturnOutcome(false, 0, failed));
+          }
+        }
       }
     }
   }

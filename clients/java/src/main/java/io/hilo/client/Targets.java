@@ -72,6 +72,26 @@ final class Targets {
     return code == Status.Code.UNAVAILABLE || code == Status.Code.DEADLINE_EXCEEDED;
   }
 
+  /**
+   * The status of a failed call, as this client judges it. grpc-java 1.41 over netty reports a connection
+   * that closed under a call (a node killed mid-call) as UNKNOWN "channel closed", from netty's
+   * ClosedChannelException; that is the node going away, so it counts as UNAVAILABLE. (Safe to fail over
+   * or retry either way: a NextRange that did arrive only leaves a range unused, and a return applies at
+   * most once.)
+   */
+  static Status statusOf(StatusRuntimeException e) {
+    Status status = e.getStatus();
+    if (status.getCode() == Status.Code.UNKNOWN) {
+      for (Throwable t = status.getCause(); t != null; t = t.getCause()) {
+        if (t instanceof java.nio.channels.ClosedChannelException) {
+          return Status.UNAVAILABLE.withDescription(
+              "the connection closed during the call (" + status.getDescription() + ")").withCause(t);
+        }
+      }
+    }
+    return status;
+  }
+
   /** A NextRange reply and the index of the target that gave it. */
   record Reply(NextRangeResponse response, int target) {}
 
@@ -93,7 +113,7 @@ final class Targets {
         response =
             stubs.get(index).withDeadlineAfter(rpcDeadline.toNanos(), TimeUnit.NANOSECONDS).nextRange(request);
       } catch (StatusRuntimeException e) {
-        Status status = e.getStatus();
+        Status status = statusOf(e);
         if (!isTransient(status.getCode())) {
           throw new HiloException(status.getCode(), names.get(index) + ": " + describe(status), e);
         }
@@ -187,7 +207,7 @@ final class Targets {
         return call.apply(stubs.get(target).withDeadline(deadline));
       } catch (StatusRuntimeException e) {
         last = e;
-        if (!isTransient(e.getStatus().getCode())) break;
+        if (!isTransient(statusOf(e).getCode())) break;
         long pause = Math.min(RETURN_BACKOFF_MILLIS * attempt, deadline.timeRemaining(TimeUnit.MILLISECONDS));
         if (attempt == RETURN_ATTEMPTS || pause <= 0) break;
         try {
@@ -201,7 +221,7 @@ final class Targets {
     if (last == null) {
       return throwDeadline(target);
     }
-    Status status = last.getStatus();
+    Status status = statusOf(last);
     throw new HiloException(status.getCode(), names.get(target) + ": " + describe(status), last);
   }
 

@@ -70,6 +70,8 @@ final class FakeHilo extends HiLoGrpc.HiLoImplBase implements AutoCloseable {
   volatile UnaryOperator<NextRangeResponse> corrupt = UnaryOperator.identity();
   /** When set, NextRange waits for it (bounded) before answering. */
   volatile CountDownLatch gate;
+  /** When set, ReturnRanges waits for it (bounded) before answering. */
+  volatile CountDownLatch returnGate;
   final AtomicInteger nextRangeStarted = new AtomicInteger();
   volatile boolean returnRangesUnimplemented;
   private final Queue<Status> nextRangeFailures = new ArrayDeque<>();
@@ -230,6 +232,14 @@ final class FakeHilo extends HiLoGrpc.HiLoImplBase implements AutoCloseable {
     if (returnRangesUnimplemented) {
       out.onError(Status.UNIMPLEMENTED.withDescription("Method not found: hilo.v1.HiLo/ReturnRanges").asRuntimeException());
       return;
+    }
+    CountDownLatch g = returnGate;
+    if (g != null) {
+      try {
+        g.await(10, TimeUnit.SECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
     }
     ReturnRangesResponse.Builder response = ReturnRangesResponse.newBuilder();
     synchronized (this) {

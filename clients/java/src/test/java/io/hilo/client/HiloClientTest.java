@@ -266,6 +266,21 @@ class HiloClientTest {
   }
 
   @Test
+  void close_gives_up_on_a_node_that_does_not_answer_within_the_deadline() {
+    a.returnGate = new CountDownLatch(1);
+    HiloClient client = quiet().channel(a.channel).prefetchAt(0).rpcDeadline(Duration.ofMillis(300)).build();
+    client.nextId("orders");
+    long start = System.nanoTime();
+    client.close();
+    long tookMillis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+    a.returnGate.countDown();
+    // Bounded by closeTimeout (2 x rpcDeadline) and a little slack, never by the node.
+    assertTrue(tookMillis < 3_000, "close took " + tookMillis + " ms");
+    assertEquals(1, client.stats().returnsFailed());
+    assertEquals(1L, client.stats().errors().get(Status.Code.DEADLINE_EXCEEDED));
+  }
+
+  @Test
   void a_return_after_another_client_took_a_range_is_refused_and_counted() {
     HiloClient first = quiet().channel(a.channel).prefetchAt(0).build();
     try (HiloClient second = quiet().channel(a.channel).prefetchAt(0).build()) {
