@@ -53,7 +53,7 @@ if [ $# -eq 4 ]; then
   # The consumer test compiles a program against the jar alone (plus
   # Debian's gRPC jars), as a user outside this tree would.
   exec env HILO_SERVER_BIN="$4" HILO_CLIENT_JAR="$OUT/hilo-client.jar" HILO_GRPC_CP="$CP" \
-    HILO_CONSUMER_SRC="$HERE/src/test/consumer" HILO_WORK="$OUT/work" \
+    HILO_CONSUMER_SRC="$HERE/src/test/consumer" \
     java -Djava.library.path="$OUT/native" \
     -cp "$OUT/test-classes:$OUT/hilo-client.jar:$CP:/usr/share/java/netty-tcnative.jar:$JUNIT" \
     org.junit.platform.console.ConsoleLauncher --disable-banner --disable-ansi-colors --details=tree \

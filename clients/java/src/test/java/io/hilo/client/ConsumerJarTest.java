@@ -22,16 +22,20 @@ class ConsumerJarTest {
 
   @Test
   void a_program_built_against_the_jar_alone_draws_ids() throws Exception {
-    Path work = Files.createDirectories(Path.of(env("HILO_WORK")).resolve("consumer"));
-    Path classes = Files.createTempDirectory(work, "classes");
-    String cp = env("HILO_CLIENT_JAR") + ":" + env("HILO_GRPC_CP");
+    // A project of its own outside the tree: the source copied into a temporary directory, compiled
+    // and run there with the jar and Debian's gRPC jars on the classpath, nothing else.
+    Path project = Files.createTempDirectory("hilo-java-consumer");
+    Path classes = Files.createDirectories(project.resolve("classes"));
+    Path source = Files.copy(Path.of(env("HILO_CONSUMER_SRC"), "Consumer.java"), project.resolve("Consumer.java"));
+    String cp = Path.of(env("HILO_CLIENT_JAR")).toAbsolutePath() + ":" + env("HILO_GRPC_CP");
     int rc = ToolProvider.getSystemJavaCompiler().run(null, null, null,
-        "-d", classes.toString(), "-cp", cp, Path.of(env("HILO_CONSUMER_SRC"), "Consumer.java").toString());
+        "-d", classes.toString(), "-cp", cp, source.toString());
     assertEquals(0, rc, "javac of the consumer failed");
     try (ServerProcess server = ServerProcess.start("C")) {
       Process p = new ProcessBuilder(
               Path.of(System.getProperty("java.home"), "bin", "java").toString(),
               "-cp", classes + ":" + cp, "Consumer", server.target())
+          .directory(project.toFile())
           .redirectError(ProcessBuilder.Redirect.INHERIT)
           .start();
       String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8).trim();
@@ -39,7 +43,7 @@ class ConsumerJarTest {
       assertEquals(0, p.exitValue());
       assertEquals("orders/1-C 2 C", out);
     } finally {
-      ServerProcess.deleteTree(classes);
+      ServerProcess.deleteTree(project);
     }
   }
 }
