@@ -304,6 +304,7 @@ public final class HiloClient implements AutoCloseable {
     private double prefetchAt = 0.2;
     private Duration rpcDeadline = Duration.ofSeconds(5);
     private Duration closeTimeout;
+    private Duration connectTimeout;
     private ChannelCredentials credentials;
     private Consumer<String> log;
 
@@ -358,6 +359,17 @@ public final class HiloClient implements AutoCloseable {
       return this;
     }
 
+    /**
+     * How long {@link #build} waits in all for the channels it creates to connect (or fail to); default
+     * the larger of rpcDeadline and 3 s; zero skips the wait. A JVM's first connection loads and runs much
+     * of gRPC and netty for the first time; without the wait the first NextRange pays for that inside its
+     * deadline and may fail over for no reason.
+     */
+    public Builder connectTimeout(Duration connectTimeout) {
+      this.connectTimeout = Objects.requireNonNull(connectTimeout, "connectTimeout");
+      return this;
+    }
+
     /** Credentials of every channel the client creates, e.g. TlsChannelCredentials; default plaintext. */
     public Builder credentials(ChannelCredentials credentials) {
       this.credentials = Objects.requireNonNull(credentials, "credentials");
@@ -374,9 +386,9 @@ public final class HiloClient implements AutoCloseable {
     }
 
     /**
-     * Checks the options, creates the channels and waits (at most rpcDeadline in all) until each has
-     * connected or failed to, so that the first call is not charged for setting up the JVM's first
-     * connection. Succeeds with no server running. Throws {@link HiloException} with INVALID_ARGUMENT naming the bad option.
+     * Checks the options, creates the channels and waits (at most {@link #connectTimeout} in all) until
+     * each has connected or failed to, so that the first call is not charged for setting up the JVM's
+     * first connection. Succeeds with no server running (a refused connection ends the wait at once). Throws {@link HiloException} with INVALID_ARGUMENT naming the bad option.
      */
     public HiloClient build() {
       if (targets.isEmpty() && channels.isEmpty()) {
@@ -394,6 +406,9 @@ public final class HiloClient implements AutoCloseable {
       }
       if (rpcDeadline.isNegative() || rpcDeadline.isZero()) {
         throw invalid("rpcDeadline is " + rpcDeadline + "; it must be positive");
+      }
+      if (connectTimeout != null && connectTimeout.isNegative()) {
+        throw invalid("connectTimeout is " + connectTimeout + "; it must not be negative");
       }
       if (closeTimeout != null && closeTimeout.isNegative()) {
         throw invalid("closeTimeout is " + closeTimeout + "; it must not be negative");
@@ -421,7 +436,11 @@ public final class HiloClient implements AutoCloseable {
         names.add(c.authority());
         all.add(c);
       }
-      awaitConnections(owned, rpcDeadline);
+      Duration connectWait =
+          connectTimeout != null
+              ? connectTimeout
+              : (rpcDeadline.compareTo(Duration.ofSeconds(3)) > 0 ? rpcDeadline : Duration.ofSeconds(3));
+      awaitConnections(owned, connectWait);
       return new HiloClient(this, new Targets(names, all, rpcDeadline), List.copyOf(owned));
     }
 

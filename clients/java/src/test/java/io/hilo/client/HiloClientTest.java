@@ -426,6 +426,9 @@ class HiloClientTest {
         assertThrows(HiloException.class, () -> quiet().channel(a.channel).prefetchAt(1).build()).code());
     assertEquals(Status.Code.INVALID_ARGUMENT,
         assertThrows(HiloException.class, () -> quiet().channel(a.channel).rpcDeadline(Duration.ZERO).build()).code());
+    assertEquals(Status.Code.INVALID_ARGUMENT,
+        assertThrows(HiloException.class,
+            () -> quiet().channel(a.channel).connectTimeout(Duration.ofSeconds(-1)).build()).code());
   }
 
   @Test
