@@ -5,6 +5,8 @@
 #
 #   Debian: protoc plugins and runtimes for Python, Go, Java and Ruby;
 #           libfaketime (the conformance suite steps a driver's wall clock).
+#           JUnit 5 for the Java client's tests, netty-tcnative for its TLS
+#           (Debian's netty has no JDK ALPN).
 #   npm:    buf, ts-proto, TypeScript, @grpc/grpc-js, into tools/node_modules
 #           as tools/package-lock.json pins them (never global).
 set -eu
@@ -25,6 +27,7 @@ PACKAGES="
   protobuf-compiler-grpc-java-plugin libgrpc-java libprotobuf-java
   libnetty-java libperfmark-java libgoogle-gson-java libguava-java
   libgeronimo-annotation-1.3-spec-java
+  junit5 liberror-prone-java libnetty-tcnative-java libnetty-tcnative-jni
   ruby ruby-grpc ruby-google-protobuf
   libfaketime
 "
@@ -39,9 +42,9 @@ command -v npm >/dev/null 2>&1 || PACKAGES="$PACKAGES npm"
 apt_install_missing install-deps-languages $PACKAGES
 
 # npm packages, at the versions tools/package-lock.json pins; skipped when
-# tools/node_modules was installed from this very lockfile. (npm install, not
-# npm ci: the registry here lacks some of buf's optional per-platform
-# binaries, which npm ci insists on finding in the lockfile.)
+# tools/node_modules was installed from this very lockfile. The lockfile lists
+# buf's optional per-platform packages too (npm ci needs every one listed; it
+# downloads only this platform's).
 stamp="$ROOT/tools/node_modules/.hilo-lock-stamp"
 if [ -f "$stamp" ] && [ -x "$ROOT/tools/node_modules/.bin/buf" ] &&
    cmp -s "$stamp" "$ROOT/tools/package-lock.json"; then

@@ -1,0 +1,481 @@
+package io.hilo.client;
+
+import io.grpc.Channel;
+import io.grpc.ChannelCredentials;
+import io.grpc.ConnectivityState;
+import io.grpc.Deadline;
+import io.grpc.Grpc;
+import io.grpc.InsecureChannelCredentials;
+import io.grpc.ManagedChannel;
+import io.grpc.Status;
+import io.hilo.v1.ReturnRangeRequest;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.EnumMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.Consumer;
+
+/**
+ * Document IDs from a hilo service, without a round trip per ID.
+ *
+ * <pre>{@code
+ * try (HiloClient ids = HiloClient.builder().targets("hilo-0:50051", "hilo-1:50051").build()) {
+ *   String id = ids.nextDocumentId("orders");   // "orders/1-A"
+ *   Id raw = ids.nextId("orders");              // Id[number=2, nodeTag=A]
+ * }
+ * }</pre>
+ *
+ * <p>The client keeps one range of numbers per collection, got from a hilo server with NextRange, and
+ * hands its numbers out locally; each number keeps the tag of the node that issued its range. A HiloClient
+ * is safe for concurrent use by many threads. While a range lasts, a number costs one atomic add; when a
+ * fifth of it is used (see {@link Builder#prefetchAt}) the next range is fetched in the background, and if
+ * a range does run dry, exactly one caller asks a server while the others wait for its answer (bounded).
+ * Ranges grow while a collection is busy and never go down: each request reports the previous range.
+ *
+ * <p>{@link #close()} hands the unused numbers back, so the next client continues right after the last
+ * number this one handed out. Every failure is a {@link HiloException} carrying a gRPC status code.
+ */
+public final class HiloClient implements AutoCloseable {
+  private final char separator;
+  private final double prefetchAt;
+  private final Duration rpcDeadline;
+  private final Duration closeTimeout;
+  private final Duration waitBound;
+  private final Targets targets;
+  private final List<ManagedChannel> ownedChannels;
+  private final ExecutorService executor;
+  private final Consumer<String> log;
+  private final Object logLock = new Object();
+  private final ConcurrentHashMap<String, RangeCache> caches = new ConcurrentHashMap<>();
+  private final AtomicBoolean closed = new AtomicBoolean();
+  private final CompletableFuture<Void> closeDone = new CompletableFuture<>();
+
+  private HiloClient(Builder b, Targets targets, List<ManagedChannel> owned) {
+    this.separator = b.separator;
+    this.prefetchAt = b.prefetchAt;
+    this.rpcDeadline = b.rpcDeadline;
+    this.closeTimeout = b.closeTimeout != null ? b.closeTimeout : b.rpcDeadline.multipliedBy(2);
+    // A fetch tries each target once, each within rpcDeadline; a waiter allows for that and a little more.
+    this.waitBound = b.rpcDeadline.multipliedBy(targets.size() + 1);
+    this.targets = targets;
+    this.ownedChannels = owned;
+    this.log = b.log != null ? b.log : HiloClient::logToSystemLogger;
+    this.executor =
+        Executors.newCachedThreadPool(
+            r -> {
+              Thread t = new Thread(r, "hilo-client");
+              t.setDaemon(true);
+              return t;
+            });
+  }
+
+  /** A builder with the defaults: separator '/', prefetchAt 0.2, rpcDeadline 5 s, plaintext. */
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  /**
+   * The next number of {@code collection} and the tag of its range's node. Throws {@link HiloException}:
+   * INVALID_ARGUMENT for a bad collection name (from the server); UNAVAILABLE naming every target when
+   * none answered; INTERNAL naming every target when the replies broke the contract; FAILED_PRECONDITION
+   * once closed; DEADLINE_EXCEEDED after waiting too long for another caller's fetch; else the server's.
+   */
+  public Id nextId(String collection) {
+    return cacheFor(collection).next();
+  }
+
+  /** "collection" + separator + number + "-" + tag, e.g. "orders/10-A". Errors as {@link #nextId}. */
+  public String nextDocumentId(String collection) {
+    RangeCache cache = cacheFor(collection);
+    return cache.nextDocumentId(collection + separator);
+  }
+
+  /**
+   * A handle on {@code collection} for hot loops (see {@link CollectionHandle}). Never fails for a bad
+   * name: the handle's first call reports it, as {@link #nextId} would.
+   */
+  public CollectionHandle collection(String collection) {
+    return new CollectionHandle(cacheFor(collection), separator);
+  }
+
+  private RangeCache cacheFor(String collection) {
+    if (collection == null) throw new HiloException(Status.Code.INVALID_ARGUMENT, "collection is null");
+    RangeCache cache = caches.get(collection);
+    if (cache != null) return cache;
+    if (closed.get()) throw new HiloException(Status.Code.FAILED_PRECONDITION, "the hilo client is closed");
+    return caches.computeIfAbsent(collection, c -> new RangeCache(c, this, targets, prefetchAt));
+  }
+
+  /** The counters so far, summed over every collection. */
+  public ClientStats stats() {
+    long waited = 0, fetched = 0, prefetched = 0, applied = 0, refused = 0, failed = 0;
+    Status.Code[] codes = Status.Code.values();
+    long[] errors = new long[codes.length];
+    for (RangeCache c : caches.values()) {
+      waited += c.callsWaited.get();
+      fetched += c.rangesFetched.get();
+      prefetched += c.rangesPrefetched.get();
+      applied += c.returnsApplied.get();
+      refused += c.returnsRefused.get();
+      failed += c.returnsFailed.get();
+      for (int i = 0; i < codes.length; i++) errors[i] += c.errors.get(i);
+    }
+    Map<Status.Code, Long> byCode = new EnumMap<>(Status.Code.class);
+    for (int i = 0; i < codes.length; i++) if (errors[i] != 0) byCode.put(codes[i], errors[i]);
+    return new ClientStats(
+        waited, fetched, prefetched, targets.failovers(), applied, refused, failed, Map.copyOf(byCode));
+  }
+
+  /**
+   * Hands the unused numbers back and releases what the client created (channels it made, its threads;
+   * never a {@link Channel} the caller passed in). For each collection the range fetched ahead goes back
+   * whole, then the current range's unused tail, both in ONE ReturnRanges call to the node that issued
+   * them (to a node older than ReturnRanges, one ReturnRange each, in the same order), each with its range
+   * token; retried on UNAVAILABLE or DEADLINE_EXCEEDED within rpcDeadline. Waits for the answers, at most
+   * about closeTimeout. Best effort: failures are logged and counted (stats().returnsFailed()), never
+   * thrown. After close every call fails with FAILED_PRECONDITION; a second close waits for the first.
+   */
+  @Override
+  public void close() {
+    if (!closed.compareAndSet(false, true)) {
+      try {
+        closeDone.get(closeTimeout.toNanos() + rpcDeadline.toNanos(), TimeUnit.NANOSECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      } catch (Exception e) {
+        // The first close reports its own trouble.
+      }
+      return;
+    }
+    try {
+      returnAll();
+    } finally {
+      executor.shutdownNow();
+      for (ManagedChannel c : ownedChannels) c.shutdown();
+      for (ManagedChannel c : ownedChannels) {
+        try {
+          if (!c.awaitTermination(1, TimeUnit.SECONDS)) c.shutdownNow();
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+          c.shutdownNow();
+        }
+      }
+      closeDone.complete(null);
+    }
+  }
+
+  private void returnAll() {
+    long start = System.nanoTime();
+    long bound = closeTimeout.toNanos();
+    // Per target, in order: each collection's returns, adjacent (the later range first).
+    Map<Integer, List<RangeCache.Unused>> byTarget = new LinkedHashMap<>();
+    Map<Integer, List<RangeCache>> ownerByTarget = new LinkedHashMap<>();
+    for (RangeCache cache : caches.values()) {
+      long left = Math.max(0, bound - (System.nanoTime() - start));
+      for (RangeCache.Unused u : cache.close(left)) {
+        byTarget.computeIfAbsent(u.range().target, t -> new ArrayList<>()).add(u);
+        ownerByTarget.computeIfAbsent(u.range().target, t -> new ArrayList<>()).add(cache);
+      }
+    }
+    // One per call: its items, their caches, and whether its outcomes are counted yet (by the call, or
+    // as failed by close when the call outlives its bound; never both).
+    record Call(List<RangeCache.Unused> items, List<RangeCache> owners, AtomicBoolean counted,
+        CompletableFuture<Void> done) {}
+    List<Call> calls = new ArrayList<>();
+    Deadline deadline = Deadline.after(Math.min(rpcDeadline.toNanos(), bound), TimeUnit.NANOSECONDS);
+    for (Map.Entry<Integer, List<RangeCache.Unused>> e : byTarget.entrySet()) {
+      int target = e.getKey();
+      List<RangeCache.Unused> items = e.getValue();
+      List<RangeCache> owners = ownerByTarget.get(target);
+      for (int[] chunk : chunks(owners)) {
+        List<RangeCache.Unused> part = items.subList(chunk[0], chunk[1]);
+        List<RangeCache> partOwners = owners.subList(chunk[0], chunk[1]);
+        AtomicBoolean counted = new AtomicBoolean();
+        Runnable send =
+            () -> {
+              List<ReturnRangeRequest> requests = new ArrayList<>(part.size());
+              for (int i = 0; i < part.size(); i++) {
+                requests.add(part.get(i).toRequest(partOwners.get(i).collection()));
+              }
+              List<Targets.ReturnOutcome> outcomes = targets.returnRanges(target, requests, deadline);
+              if (!counted.compareAndSet(false, true)) return;
+              for (int i = 0; i < part.size(); i++) partOwners.get(i).recordReturn(part.get(i), outcomes.get(i));
+            };
+        CompletableFuture<Void> done;
+        try {
+          done = CompletableFuture.runAsync(send, executor);
+        } catch (RejectedExecutionException ex) {
+          send.run();
+          done = CompletableFuture.completedFuture(null);
+        }
+        calls.add(new Call(part, partOwners, counted, done));
+      }
+    }
+    for (Call call : calls) {
+      long left = Math.max(rpcDeadline.toNanos(), bound - (System.nanoTime() - start));
+      try {
+        call.done().get(left, TimeUnit.NANOSECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        return;
+      } catch (TimeoutException | java.util.concurrent.ExecutionException e) {
+        if (call.counted().compareAndSet(false, true)) {
+          HiloException failed =
+              new HiloException(
+                  Status.Code.DEADLINE_EXCEEDED,
+                  "the return call did not finish within close's bound of " + closeTimeout.toMillis() + " ms");
+          for (int i = 0; i < call.items().size(); i++) {
+            call.owners().get(i).recordReturn(call.items().get(i), new Targets.ReturnOutcome(false, 0, failed));
+          }
+        }
+      }
+    }
+  }
+
+  /**
+   * Cuts one target's items into calls of at most 1000 items and about 60 KiB, never between the two
+   * items of one collection (they must be judged in one call, the later range first).
+   */
+  private static List<int[]> chunks(List<RangeCache> owners) {
+    final int maxItems = 1000;
+    final int maxBytes = 60 * 1024;
+    List<int[]> out = new ArrayList<>();
+    int begin = 0, bytes = 0;
+    int i = 0;
+    while (i < owners.size()) {
+      int group = i + 1 < owners.size() && owners.get(i + 1) == owners.get(i) ? 2 : 1;
+      // An item: the collection's bytes and about 40 bytes of numbers, tag, token and framing.
+      int size = group * (owners.get(i).collection().length() * 3 + 40);
+      if (i > begin && (i + group - begin > maxItems || bytes + size > maxBytes)) {
+        out.add(new int[] {begin, i});
+        begin = i;
+        bytes = 0;
+      }
+      bytes += size;
+      i += group;
+    }
+    if (begin < owners.size()) out.add(new int[] {begin, owners.size()});
+    return out;
+  }
+
+  boolean isClosed() {
+    return closed.get();
+  }
+
+  Duration waitBound() {
+    return waitBound;
+  }
+
+  void schedulePrefetch(RangeCache cache) {
+    try {
+      executor.execute(cache::prefetch);
+    } catch (RejectedExecutionException e) {
+      // Closing: nothing is fetched ahead any more.
+    }
+  }
+
+  void log(String line) {
+    synchronized (logLock) {
+      log.accept(line);
+    }
+  }
+
+  private static void logToSystemLogger(String line) {
+    System.getLogger("io.hilo.client").log(System.Logger.Level.WARNING, line);
+  }
+
+  /** Options of a {@link HiloClient}; {@link #build} checks them. Not thread-safe. */
+  public static final class Builder {
+    private final List<String> targets = new ArrayList<>();
+    private final List<Channel> channels = new ArrayList<>();
+    private char separator = '/';
+    private double prefetchAt = 0.2;
+    private Duration rpcDeadline = Duration.ofSeconds(5);
+    private Duration closeTimeout;
+    private Duration connectTimeout;
+    private ChannelCredentials credentials;
+    private Consumer<String> log;
+
+    private Builder() {}
+
+    /**
+     * Server addresses in gRPC target syntax ("host:port", "dns:///name:port"), tried in this order: on
+     * UNAVAILABLE or DEADLINE_EXCEEDED (or a reply that breaks the contract) the client moves to the next
+     * and stays with the one that answered. The client creates a channel for each and shuts it down on
+     * close.
+     */
+    public Builder targets(String... targets) {
+      for (String t : targets) this.targets.add(Objects.requireNonNull(t, "target"));
+      return this;
+    }
+
+    /** As {@link #targets(String...)}. */
+    public Builder targets(List<String> targets) {
+      return targets(targets.toArray(new String[0]));
+    }
+
+    /**
+     * A channel the caller made (and shuts down; close never does), used as a target after those given
+     * by {@link #targets}: for an in-process server, interceptors, or a channel shared with other code.
+     */
+    public Builder channel(Channel channel) {
+      channels.add(Objects.requireNonNull(channel, "channel"));
+      return this;
+    }
+
+    /** Between collection and number in a document ID. Any character but '|' and the digits 0-9. */
+    public Builder separator(char separator) {
+      this.separator = separator;
+      return this;
+    }
+
+    /** Share of a range used before the next is fetched in the background; 0 turns it off; [0, 1). */
+    public Builder prefetchAt(double prefetchAt) {
+      this.prefetchAt = prefetchAt;
+      return this;
+    }
+
+    /** Deadline of each NextRange attempt (each target is one), and of each return with its retries. */
+    public Builder rpcDeadline(Duration rpcDeadline) {
+      this.rpcDeadline = Objects.requireNonNull(rpcDeadline, "rpcDeadline");
+      return this;
+    }
+
+    /** How long close waits in all for fetches in flight and its returns; default twice rpcDeadline. */
+    public Builder closeTimeout(Duration closeTimeout) {
+      this.closeTimeout = Objects.requireNonNull(closeTimeout, "closeTimeout");
+      return this;
+    }
+
+    /**
+     * How long {@link #build} waits in all for the channels it creates to connect (or fail to); default
+     * the larger of rpcDeadline and 3 s; zero skips the wait. A JVM's first connection loads and runs much
+     * of gRPC and netty for the first time; without the wait the first NextRange pays for that inside its
+     * deadline and may fail over for no reason.
+     */
+    public Builder connectTimeout(Duration connectTimeout) {
+      this.connectTimeout = Objects.requireNonNull(connectTimeout, "connectTimeout");
+      return this;
+    }
+
+    /** Credentials of every channel the client creates, e.g. TlsChannelCredentials; default plaintext. */
+    public Builder credentials(ChannelCredentials credentials) {
+      this.credentials = Objects.requireNonNull(credentials, "credentials");
+      return this;
+    }
+
+    /**
+     * Where best-effort failures (a return that failed after its retries) go, one line at a time, never
+     * from two threads at once; default: System.Logger "io.hilo.client" at WARNING.
+     */
+    public Builder log(Consumer<String> log) {
+      this.log = Objects.requireNonNull(log, "log");
+      return this;
+    }
+
+    /**
+     * Checks the options, creates the channels and waits (at most {@link #connectTimeout} in all) until
+     * each has connected or failed to, so that the first call is not charged for setting up the JVM's
+     * first connection. Succeeds with no server running (a refused connection ends the wait at once). Throws {@link HiloException} with INVALID_ARGUMENT naming the bad option.
+     */
+    public HiloClient build() {
+      if (targets.isEmpty() && channels.isEmpty()) {
+        throw invalid("no targets: give at least one target or channel");
+      }
+      if (separator == '|') {
+        throw invalid("separator '|' is not allowed: '|' is reserved");
+      }
+      if (separator >= '0' && separator <= '9') {
+        throw invalid(
+            "separator '" + separator + "' is a digit; a digit would run into the number of a document ID");
+      }
+      if (!(prefetchAt >= 0 && prefetchAt < 1)) {
+        throw invalid("prefetchAt is " + prefetchAt + "; it must be 0 (off) or in (0, 1)");
+      }
+      if (rpcDeadline.isNegative() || rpcDeadline.isZero()) {
+        throw invalid("rpcDeadline is " + rpcDeadline + "; it must be positive");
+      }
+      if (connectTimeout != null && connectTimeout.isNegative()) {
+        throw invalid("connectTimeout is " + connectTimeout + "; it must not be negative");
+      }
+      if (closeTimeout != null && closeTimeout.isNegative()) {
+        throw invalid("closeTimeout is " + closeTimeout + "; it must not be negative");
+      }
+      ChannelCredentials creds = credentials != null ? credentials : InsecureChannelCredentials.create();
+      List<String> names = new ArrayList<>();
+      List<Channel> all = new ArrayList<>();
+      List<ManagedChannel> owned = new ArrayList<>();
+      for (String t : targets) {
+        if (t.isEmpty()) throw invalid("a target is empty");
+        ManagedChannel c;
+        try {
+          c = Grpc.newChannelBuilder(t, creds).build();
+        } catch (RuntimeException e) {
+          for (ManagedChannel o : owned) o.shutdownNow();
+          throw new HiloException(Status.Code.INVALID_ARGUMENT, "target \"" + t + "\": " + e.getMessage(), e);
+        }
+        // Start connecting now, so that a failover finds the next target's connection ready.
+        c.getState(true);
+        owned.add(c);
+        names.add(t);
+        all.add(c);
+      }
+      for (Channel c : channels) {
+        names.add(c.authority());
+        all.add(c);
+      }
+      Duration connectWait =
+          connectTimeout != null
+              ? connectTimeout
+              : (rpcDeadline.compareTo(Duration.ofSeconds(3)) > 0 ? rpcDeadline : Duration.ofSeconds(3));
+      awaitConnections(owned, connectWait);
+      return new HiloClient(this, new Targets(names, all, rpcDeadline), List.copyOf(owned));
+    }
+
+    /**
+     * Waits, at most {@code bound} in all, until each channel has connected or failed to. A JVM's first
+     * connection loads and runs much of gRPC and netty for the first time (well over 300 ms on a busy
+     * machine); without this wait the first NextRange would spend its deadline on that and fail over.
+     */
+    private static void awaitConnections(List<ManagedChannel> channels, Duration bound) {
+      // Loads the message classes too, which the first call would otherwise do inside its deadline.
+      io.hilo.v1.NextRangeRequest.newBuilder().setCollection("warm-up").build().toByteArray();
+      long deadline = System.nanoTime() + bound.toNanos();
+      for (ManagedChannel c : channels) {
+        while (true) {
+          ConnectivityState state = c.getState(true);
+          if (state == ConnectivityState.READY || state == ConnectivityState.TRANSIENT_FAILURE
+              || state == ConnectivityState.SHUTDOWN) {
+            break;
+          }
+          long left = deadline - System.nanoTime();
+          if (left <= 0) return;
+          CountDownLatch changed = new CountDownLatch(1);
+          c.notifyWhenStateChanged(state, changed::countDown);
+          try {
+            if (!changed.await(left, TimeUnit.NANOSECONDS)) return;
+          } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return;
+          }
+        }
+      }
+    }
+
+    private static HiloException invalid(String message) {
+      return new HiloException(Status.Code.INVALID_ARGUMENT, message);
+    }
+  }
+}

@@ -1,0 +1,355 @@
+package io.hilo.client;
+
+import com.google.protobuf.Timestamp;
+import io.grpc.Status;
+import io.hilo.v1.NextRangeRequest;
+import io.hilo.v1.NextRangeResponse;
+import io.hilo.v1.ReturnRangeRequest;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicLongArray;
+import java.util.concurrent.locks.ReentrantLock;
+
+/**
+ * One collection's ranges, handed out number by number.
+ *
+ * <p>Fast path: one volatile read of the current {@link Range} and one atomic add on its counter; no lock.
+ * A caller that finds the range used up takes the slow path under {@link #lock}: it first TAKES a number
+ * from whatever range is current (another caller may have refilled meanwhile; reading the counter would
+ * let two callers have one number), then publishes a prefetched range if one waits, else starts a fetch
+ * unless one is in flight. Exactly one fetch is in flight at a time: it is the {@link CompletableFuture} in
+ * {@link #refill}, which the other callers join with a bound; a failed fetch fails its waiters with its own
+ * error (they do not fetch again), and the next caller starts a new one.
+ *
+ * <p>Prefetch: the caller that takes the offset at {@code prefetchAt} of a range schedules a fetch of the
+ * next range on the client's executor; the result waits in {@link #next}, with its own tag and token,
+ * until the current range runs dry.
+ *
+ * <p>Thread-safe.
+ */
+final class RangeCache {
+  private final String collection;
+  private final HiloClient client;
+  private final Targets targets;
+  private final double prefetchAt;
+
+  /** The range numbers are taken from; {@link Range#NONE} before the first fetch and after close. */
+  private volatile Range current = Range.NONE;
+
+  private final ReentrantLock lock = new ReentrantLock();
+  // Guarded by lock:
+  /** The fetch in flight (a refill or a prefetch); null if none. */
+  private CompletableFuture<Void> refill;
+  /** A prefetched range, not yet current; null if none. */
+  private Range next;
+  /** The client's previous range of this collection, as NextRange's last_* fields report it. */
+  private long lastSize;
+  private Timestamp lastRangeAt;
+  /** The highest number this client has seen from any range of this collection. */
+  private long lastMax;
+  private boolean closed;
+  /** Per node tag: the high of the last range this client got for this collection from that node. */
+  private final Map<String, Long> lastHighByTag = new ConcurrentHashMap<>();
+
+  // Stats: moved only where a range is fetched or returned.
+  final AtomicLong callsWaited = new AtomicLong();
+  final AtomicLong rangesFetched = new AtomicLong();
+  final AtomicLong rangesPrefetched = new AtomicLong();
+  final AtomicLong returnsApplied = new AtomicLong();
+  final AtomicLong returnsRefused = new AtomicLong();
+  final AtomicLong returnsFailed = new AtomicLong();
+  final AtomicLongArray errors = new AtomicLongArray(Status.Code.values().length);
+
+  RangeCache(String collection, HiloClient client, Targets targets, double prefetchAt) {
+    this.collection = collection;
+    this.client = client;
+    this.targets = targets;
+    this.prefetchAt = prefetchAt;
+  }
+
+  String collection() {
+    return collection;
+  }
+
+  Id next() {
+    Range r = current;
+    long offset = r.take();
+    if (offset < r.size) {
+      if (offset == r.prefetchOffset) client.schedulePrefetch(this);
+      return new Id(r.low + offset, r.nodeTag);
+    }
+    return slowNext();
+  }
+
+  /** {@code prefix + number + "-" + tag}; {@code prefix} is the collection and the separator. */
+  String nextDocumentId(String prefix) {
+    Range r = current;
+    long offset = r.take();
+    if (offset < r.size) {
+      if (offset == r.prefetchOffset) client.schedulePrefetch(this);
+      return prefix + (r.low + offset) + r.suffix;
+    }
+    Id id = slowNext();
+    return prefix + id.number() + "-" + id.nodeTag();
+  }
+
+  private Id slowNext() {
+    long deadline = System.nanoTime() + client.waitBound().toNanos();
+    boolean waited = false;
+    try {
+      while (true) {
+        CompletableFuture<Void> pending;
+        boolean fetchHere = false;
+        lock.lock();
+        try {
+          if (closed || client.isClosed()) throw closedError();
+          Range r = current;
+          long offset = r.take();  // take, never just read: the number is ours alone
+          if (offset < r.size) {
+            if (offset == r.prefetchOffset) client.schedulePrefetch(this);
+            return new Id(r.low + offset, r.nodeTag);
+          }
+          if (next != null) {
+            current = next;  // the prefetched range takes over without a round trip
+            next = null;
+            continue;
+          }
+          if (refill == null) {
+            refill = new CompletableFuture<>();
+            fetchHere = true;
+          }
+          pending = refill;
+        } finally {
+          lock.unlock();
+        }
+        waited = true;
+        if (fetchHere) {
+          Range range;
+          try {
+            range = fetch();
+          } catch (HiloException e) {
+            lock.lock();
+            try {
+              refill = null;
+            } finally {
+              lock.unlock();
+            }
+            pending.completeExceptionally(e);
+            throw e;
+          }
+          lock.lock();
+          try {
+            refill = null;
+            if (!closed) current = range;
+          } finally {
+            lock.unlock();
+          }
+          pending.complete(null);
+          continue;
+        }
+        long remaining = deadline - System.nanoTime();
+        if (remaining <= 0) throw waitedTooLong();
+        try {
+          pending.get(remaining, TimeUnit.NANOSECONDS);
+        } catch (ExecutionException e) {
+          Throwable cause = e.getCause();
+          if (cause instanceof HiloException h) throw h;
+          throw new HiloException(Status.Code.INTERNAL, "fetching a range of \"" + collection + "\" failed", cause);
+        } catch (TimeoutException e) {
+          throw waitedTooLong();
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+          throw new HiloException(
+              Status.Code.CANCELLED, "interrupted while waiting for a range of \"" + collection + "\"", e);
+        }
+      }
+    } finally {
+      if (waited) callsWaited.incrementAndGet();
+    }
+  }
+
+  private HiloException closedError() {
+    return new HiloException(Status.Code.FAILED_PRECONDITION, "the hilo client is closed");
+  }
+
+  private HiloException waitedTooLong() {
+    return new HiloException(
+        Status.Code.DEADLINE_EXCEEDED,
+        "waited " + client.waitBound().toMillis() + " ms for another caller's fetch of a range of \""
+            + collection + "\" (targets " + targets.describe() + ")");
+  }
+
+  /** Fetches the next range ahead of need unless one waits or a fetch is in flight. On the executor. */
+  void prefetch() {
+    CompletableFuture<Void> pending;
+    lock.lock();
+    try {
+      if (closed || client.isClosed() || refill != null || next != null || current == Range.NONE) return;
+      pending = refill = new CompletableFuture<>();
+    } finally {
+      lock.unlock();
+    }
+    Range range = null;
+    try {
+      range = fetch();
+    } catch (HiloException e) {
+      // Not worth a caller's error: a caller that runs dry fetches (and reports) by itself.
+    }
+    lock.lock();
+    try {
+      refill = null;
+      if (range != null && !closed) {
+        next = range;
+        rangesPrefetched.incrementAndGet();
+      }
+    } finally {
+      lock.unlock();
+    }
+    pending.complete(null);  // waiters look again, and fetch themselves if nothing came
+  }
+
+  /**
+   * Asks the targets for the next range, reporting the previous one. Called only by the holder of {@link
+   * #refill}, without the lock.
+   */
+  private Range fetch() {
+    NextRangeRequest.Builder request = NextRangeRequest.newBuilder().setCollection(collection);
+    lock.lock();
+    try {
+      request.setLastSize(lastSize).setLastMax(lastMax);
+      if (lastRangeAt != null) request.setLastRangeAt(lastRangeAt);
+    } finally {
+      lock.unlock();
+    }
+    Targets.Reply reply;
+    try {
+      reply = targets.nextRange(request.build(), this::problemWith);
+    } catch (HiloException e) {
+      errors.incrementAndGet(e.code().ordinal());
+      throw e;
+    }
+    NextRangeResponse r = reply.response();
+    lock.lock();
+    try {
+      lastSize = r.getHigh() - r.getLow() + 1;
+      lastRangeAt = r.getRangeAt();
+      lastMax = Math.max(lastMax, r.getHigh());
+      lastHighByTag.merge(r.getNodeTag(), r.getHigh(), Math::max);
+    } finally {
+      lock.unlock();
+    }
+    rangesFetched.incrementAndGet();
+    return new Range(
+        r.getLow(), r.getHigh(), r.getNodeTag(), r.getRangeToken(), reply.target(), r.getRangeAt(), prefetchAt);
+  }
+
+  /** Null for a usable NextRange reply, else what is wrong with it. */
+  private String problemWith(NextRangeResponse r) {
+    if (r.getLow() < 1 || r.getHigh() < r.getLow()) {
+      return "NextRange replied with the invalid range [" + r.getLow() + ", " + r.getHigh() + "] of \""
+          + collection + "\"";
+    }
+    if (!isValidNodeTag(r.getNodeTag())) {
+      return "NextRange replied with node tag \"" + r.getNodeTag()
+          + "\", which is not 1-4 characters of A-Z and 0-9";
+    }
+    Long lastHigh = lastHighByTag.get(r.getNodeTag());
+    if (lastHigh != null && r.getLow() <= lastHigh) {
+      return "NextRange replied with range [" + r.getLow() + ", " + r.getHigh() + "] of \"" + collection
+          + "\" from node " + r.getNodeTag() + ", which does not lie above " + lastHigh
+          + ", the high of the range this client got from that node before";
+    }
+    return null;
+  }
+
+  static boolean isValidNodeTag(String tag) {
+    if (tag.isEmpty() || tag.length() > 4) return false;
+    for (int i = 0; i < tag.length(); i++) {
+      char c = tag.charAt(i);
+      if (!((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))) return false;
+    }
+    return true;
+  }
+
+  /** A return to send on close: the range it hands back and the last number used of it. */
+  record Unused(Range range, long last) {
+    ReturnRangeRequest toRequest(String collection) {
+      return ReturnRangeRequest.newBuilder()
+          .setCollection(collection)
+          .setEnd(range.high)
+          .setLast(last)
+          .setNodeTag(range.nodeTag)
+          .setRangeToken(range.token)
+          .build();
+    }
+  }
+
+  /**
+   * Closes the cache: waits (up to {@code waitNanos}) for a fetch in flight, retires the current range so
+   * that no caller takes a number of it any more, and says what to hand back, in order: a prefetched range
+   * whole (it is the later one), then the current range's unused tail. Callers fail with
+   * FAILED_PRECONDITION from here on.
+   */
+  List<Unused> close(long waitNanos) {
+    CompletableFuture<Void> pending;
+    lock.lock();
+    try {
+      closed = true;
+      pending = refill;
+    } finally {
+      lock.unlock();
+    }
+    if (pending != null) {
+      try {
+        pending.get(waitNanos, TimeUnit.NANOSECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      } catch (ExecutionException | TimeoutException e) {
+        // A failed fetch brought nothing; one still out after the bound is left to its fetcher (it will
+        // find the cache closed and use nothing of it).
+      }
+    }
+    List<Unused> unused = new ArrayList<>(2);
+    lock.lock();
+    try {
+      Range r = current;
+      current = Range.NONE;
+      if (next != null) {
+        unused.add(new Unused(next, next.low - 1));
+        next = null;
+      }
+      if (r != Range.NONE) {
+        long taken = r.retire();
+        if (taken < r.size) unused.add(new Unused(r, r.low + taken - 1));
+      }
+    } finally {
+      lock.unlock();
+    }
+    return unused;
+  }
+
+  /** Counts the outcome of one return; logs a failure. */
+  void recordReturn(Unused u, Targets.ReturnOutcome outcome) {
+    if (outcome.error() != null) {
+      returnsFailed.incrementAndGet();
+      errors.incrementAndGet(outcome.error().code().ordinal());
+      client.log(
+          "hilo: returning numbers " + (u.last() + 1) + "-" + u.range().high + " of collection \"" + collection
+              + "\" failed: " + outcome.error().getMessage());
+      return;
+    }
+    // Refused with Max already at `last`: a retried copy of a return that applied (its reply was lost).
+    if (outcome.applied() || outcome.max() == u.last()) {
+      returnsApplied.incrementAndGet();
+    } else {
+      returnsRefused.incrementAndGet();
+    }
+  }
+}

@@ -1,0 +1,237 @@
+package io.hilo.client;
+
+import io.grpc.Channel;
+import io.grpc.Deadline;
+import io.grpc.Status;
+import io.grpc.StatusRuntimeException;
+import io.hilo.v1.HiLoGrpc;
+import io.hilo.v1.NextRangeRequest;
+import io.hilo.v1.NextRangeResponse;
+import io.hilo.v1.ReturnRangeRequest;
+import io.hilo.v1.ReturnRangeResponse;
+import io.hilo.v1.ReturnRangeResult;
+import io.hilo.v1.ReturnRangesRequest;
+import io.hilo.v1.ReturnRangesResponse;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Function;
+
+/**
+ * The servers a client talks to, and the only place where a gRPC status becomes a {@link HiloException}.
+ * NextRange goes to the preferred target first and on to the next after UNAVAILABLE, DEADLINE_EXCEEDED or
+ * a reply that breaks the contract; the target that answered becomes the preferred one. Returns go to the
+ * target that issued the range, retried on UNAVAILABLE or DEADLINE_EXCEEDED within one deadline. Every RPC
+ * carries a deadline (gRPC measures it on the monotonic clock). Thread-safe.
+ */
+final class Targets {
+  /** Attempts of one return call (ReturnRanges, or a ReturnRange of the fallback). */
+  static final int RETURN_ATTEMPTS = 3;
+
+  private static final long RETURN_BACKOFF_MILLIS = 50;
+
+  private final List<String> names;
+  private final List<HiLoGrpc.HiLoBlockingStub> stubs;
+  private final Duration rpcDeadline;
+  private final AtomicInteger preferred = new AtomicInteger();
+  private final AtomicLong failovers = new AtomicLong();
+  /** Per target: it answered ReturnRanges with UNIMPLEMENTED (a server older than the RPC). */
+  private final AtomicBoolean[] noBatches;
+
+  Targets(List<String> names, List<Channel> channels, Duration rpcDeadline) {
+    this.names = List.copyOf(names);
+    this.rpcDeadline = rpcDeadline;
+    List<HiLoGrpc.HiLoBlockingStub> s = new ArrayList<>();
+    for (Channel c : channels) s.add(HiLoGrpc.newBlockingStub(c));
+    this.stubs = List.copyOf(s);
+    this.noBatches = new AtomicBoolean[names.size()];
+    for (int i = 0; i < noBatches.length; i++) noBatches[i] = new AtomicBoolean();
+  }
+
+  int size() {
+    return names.size();
+  }
+
+  String name(int target) {
+    return names.get(target);
+  }
+
+  long failovers() {
+    return failovers.get();
+  }
+
+  String describe() {
+    return String.join(", ", names);
+  }
+
+  static boolean isTransient(Status.Code code) {
+    return code == Status.Code.UNAVAILABLE || code == Status.Code.DEADLINE_EXCEEDED;
+  }
+
+  /**
+   * The status of a failed call, as this client judges it. grpc-java 1.41 over netty reports a connection
+   * that closed under a call (a node killed mid-call) as UNKNOWN "channel closed", from netty's
+   * ClosedChannelException; that is the node going away, so it counts as UNAVAILABLE. (Safe to fail over
+   * or retry either way: a NextRange that did arrive only leaves a range unused, and a return applies at
+   * most once.)
+   */
+  static Status statusOf(StatusRuntimeException e) {
+    Status status = e.getStatus();
+    if (status.getCode() == Status.Code.UNKNOWN) {
+      for (Throwable t = status.getCause(); t != null; t = t.getCause()) {
+        if (t instanceof java.nio.channels.ClosedChannelException) {
+          return Status.UNAVAILABLE.withDescription(
+              "the connection closed during the call (" + status.getDescription() + ")").withCause(t);
+        }
+      }
+    }
+    return status;
+  }
+
+  /** A NextRange reply and the index of the target that gave it. */
+  record Reply(NextRangeResponse response, int target) {}
+
+  /**
+   * Asks the targets in turn, from the preferred one, for the next range. {@code check} returns null for a
+   * usable reply, else why it is not: such a target is skipped like one that is down. Throws UNAVAILABLE
+   * naming every target if none answered, INTERNAL naming every target if one answered with an unusable
+   * range and none with a usable one, and a target's own status for any other error.
+   */
+  Reply nextRange(NextRangeRequest request, Function<NextRangeResponse, String> check) {
+    List<String> failures = new ArrayList<>();
+    boolean anyInvalid = false;
+    int first = preferred.get();
+    int n = stubs.size();
+    for (int i = 0; i < n; i++) {
+      int index = (first + i) % n;
+      NextRangeResponse response;
+      try {
+        response =
+            stubs.get(index).withDeadlineAfter(rpcDeadline.toNanos(), TimeUnit.NANOSECONDS).nextRange(request);
+      } catch (StatusRuntimeException e) {
+        Status status = statusOf(e);
+        if (!isTransient(status.getCode())) {
+          throw new HiloException(status.getCode(), names.get(index) + ": " + describe(status), e);
+        }
+        failures.add(names.get(index) + ": " + status.getCode() + ": " + describe(status));
+        continue;
+      }
+      String problem = check.apply(response);
+      if (problem != null) {
+        anyInvalid = true;
+        failures.add(names.get(index) + ": " + problem);
+        continue;
+      }
+      if (i > 0) {
+        preferred.set(index);
+        failovers.incrementAndGet();
+      }
+      return new Reply(response, index);
+    }
+    if (anyInvalid) {
+      throw new HiloException(
+          Status.Code.INTERNAL,
+          "no hilo server gave a usable range of \"" + request.getCollection() + "\": "
+              + String.join("; ", failures));
+    }
+    throw new HiloException(
+        Status.Code.UNAVAILABLE,
+        "no hilo server answered NextRange for \"" + request.getCollection() + "\": "
+            + String.join("; ", failures));
+  }
+
+  /** The outcome of one return: a judgement (applied or not, Max after it) or the error it failed with. */
+  record ReturnOutcome(boolean applied, long max, HiloException error) {}
+
+  /**
+   * Sends {@code items} to {@code target} in one ReturnRanges call, judged in the order given; on
+   * UNIMPLEMENTED (a server older than ReturnRanges) one ReturnRange per item, in the same order. Each call
+   * is retried on UNAVAILABLE or DEADLINE_EXCEEDED (up to {@link #RETURN_ATTEMPTS} attempts) while {@code
+   * deadline} lasts. One outcome per item, in order; never throws.
+   */
+  List<ReturnOutcome> returnRanges(int target, List<ReturnRangeRequest> items, Deadline deadline) {
+    List<ReturnOutcome> outcomes = new ArrayList<>();
+    if (!noBatches[target].get()) {
+      ReturnRangesRequest request = ReturnRangesRequest.newBuilder().addAllReturns(items).build();
+      try {
+        ReturnRangesResponse response =
+            withRetries(deadline, stub -> stub.returnRanges(request), target);
+        if (response.getResultsCount() != items.size()) {
+          HiloException e =
+              new HiloException(
+                  Status.Code.INTERNAL,
+                  names.get(target) + ": ReturnRanges answered " + response.getResultsCount()
+                      + " results for " + items.size() + " returns");
+          for (int i = 0; i < items.size(); i++) outcomes.add(new ReturnOutcome(false, 0, e));
+          return outcomes;
+        }
+        for (ReturnRangeResult r : response.getResultsList()) {
+          if (r.getCode() != 0) {
+            Status.Code code = Status.fromCodeValue(r.getCode()).getCode();
+            outcomes.add(
+                new ReturnOutcome(false, 0, new HiloException(code, names.get(target) + ": " + r.getMessage())));
+          } else {
+            outcomes.add(new ReturnOutcome(r.getApplied(), r.getMax(), null));
+          }
+        }
+        return outcomes;
+      } catch (HiloException e) {
+        if (e.code() != Status.Code.UNIMPLEMENTED) {
+          for (int i = 0; i < items.size(); i++) outcomes.add(new ReturnOutcome(false, 0, e));
+          return outcomes;
+        }
+        noBatches[target].set(true);
+      }
+    }
+    for (ReturnRangeRequest item : items) {
+      try {
+        ReturnRangeResponse r = withRetries(deadline, stub -> stub.returnRange(item), target);
+        outcomes.add(new ReturnOutcome(r.getApplied(), r.getMax(), null));
+      } catch (HiloException e) {
+        outcomes.add(new ReturnOutcome(false, 0, e));
+      }
+    }
+    return outcomes;
+  }
+
+  private <T> T withRetries(
+      Deadline deadline, Function<HiLoGrpc.HiLoBlockingStub, T> call, int target) {
+    StatusRuntimeException last = null;
+    for (int attempt = 1; attempt <= RETURN_ATTEMPTS; attempt++) {
+      if (deadline.isExpired()) break;
+      try {
+        return call.apply(stubs.get(target).withDeadline(deadline));
+      } catch (StatusRuntimeException e) {
+        last = e;
+        if (!isTransient(statusOf(e).getCode())) break;
+        long pause = Math.min(RETURN_BACKOFF_MILLIS * attempt, deadline.timeRemaining(TimeUnit.MILLISECONDS));
+        if (attempt == RETURN_ATTEMPTS || pause <= 0) break;
+        try {
+          Thread.sleep(pause);
+        } catch (InterruptedException ie) {
+          Thread.currentThread().interrupt();
+          break;
+        }
+      }
+    }
+    if (last == null) {
+      return throwDeadline(target);
+    }
+    Status status = statusOf(last);
+    throw new HiloException(status.getCode(), names.get(target) + ": " + describe(status), last);
+  }
+
+  private <T> T throwDeadline(int target) {
+    throw new HiloException(
+        Status.Code.DEADLINE_EXCEEDED, names.get(target) + ": the return's deadline passed before it was sent");
+  }
+
+  private static String describe(Status status) {
+    String d = status.getDescription();
+    return d == null || d.isEmpty() ? "(no message)" : d;
+  }
+}

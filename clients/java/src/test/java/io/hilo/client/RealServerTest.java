@@ -1,0 +1,198 @@
+package io.hilo.client;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.grpc.Status;
+import io.grpc.TlsChannelCredentials;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/** The client against real hilo_server processes (HILO_SERVER_BIN). */
+class RealServerTest {
+  private static final Pattern DOCUMENT_ID = Pattern.compile("orders/([1-9][0-9]*)-([A-Z0-9]{1,4})");
+
+  private final List<ServerProcess> servers = new ArrayList<>();
+  private ExecutorService callers;
+
+  @BeforeEach
+  void setUp() {
+    callers = Executors.newFixedThreadPool(8);
+  }
+
+  @AfterEach
+  void tearDown() throws Exception {
+    callers.shutdownNow();
+    callers.awaitTermination(10, TimeUnit.SECONDS);
+    for (ServerProcess s : servers) s.close();
+  }
+
+  private ServerProcess start(String tag, String... flags) throws Exception {
+    ServerProcess s = ServerProcess.start(tag, flags);
+    servers.add(s);
+    return s;
+  }
+
+  private static HiloClient.Builder quiet() {
+    return HiloClient.builder().log(line -> {});
+  }
+
+  @Test
+  void seed_sequence_then_a_second_client_gets_the_next_range() throws Exception {
+    ServerProcess a = start("A");
+    try (HiloClient first = quiet().targets(a.target()).prefetchAt(0).build();
+        HiloClient second = quiet().targets(a.target()).prefetchAt(0).build()) {
+      assertEquals("orders/1-A", first.nextDocumentId("orders"));
+      assertEquals(new Id(2, "A"), first.nextId("orders"));
+      assertEquals(new Id(33, "A"), second.nextId("orders"));
+    }
+  }
+
+  @Test
+  void close_hands_back_the_tails_and_the_next_client_continues_after_the_last_number() throws Exception {
+    ServerProcess a = start("A");
+    HiloClient first = quiet().targets(a.target()).build();
+    for (int i = 1; i <= 10; i++) assertEquals(i, first.nextId("orders").number());
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (first.stats().rangesPrefetched() < 1 && System.nanoTime() < deadline) Thread.sleep(2);
+    assertEquals(1, first.stats().rangesPrefetched());
+    first.close();
+    assertEquals(2, first.stats().returnsApplied());
+    try (HiloClient next = quiet().targets(a.target()).build()) {
+      assertEquals(new Id(11, "A"), next.nextId("orders"));
+    }
+  }
+
+  @Test
+  void a_bad_collection_name_is_invalid_argument() throws Exception {
+    ServerProcess a = start("A");
+    try (HiloClient client = quiet().targets(a.target()).build()) {
+      HiloException e = assertThrows(HiloException.class, () -> client.nextId("bad\u0001name"));
+      assertEquals(Status.Code.INVALID_ARGUMENT, e.code());
+    }
+  }
+
+  @Test
+  void fails_over_when_a_node_is_killed_and_never_repeats_an_id() throws Exception {
+    ServerProcess a = start("A");
+    ServerProcess b = start("B");
+    Set<String> ids = new HashSet<>();
+    try (HiloClient client =
+        quiet().targets(a.target(), b.target()).prefetchAt(0).rpcDeadline(Duration.ofSeconds(2)).build()) {
+      for (int i = 0; i < 40; i++) assertTrue(ids.add(client.nextDocumentId("orders")));
+      a.kill();
+      for (int i = 0; i < 100; i++) assertTrue(ids.add(client.nextDocumentId("orders")));
+      // A issued 1-32 and 33-96 (doubled); B's first range starts above last_max 96.
+      assertTrue(ids.contains("orders/96-A"));
+      assertTrue(ids.contains("orders/97-B"));
+      assertTrue(ids.contains("orders/140-B"));
+      assertEquals(1, client.stats().failovers());
+    }
+  }
+
+  @Test
+  void fails_over_when_a_node_stops_answering() throws Exception {
+    ServerProcess a = start("A");
+    ServerProcess b = start("B");
+    try (HiloClient client =
+        quiet().targets(a.target(), b.target()).prefetchAt(0).rpcDeadline(Duration.ofSeconds(2)).build()) {
+      assertEquals(new Id(1, "A"), client.nextId("orders"));
+      a.signal("STOP");
+      for (int i = 2; i <= 32; i++) assertEquals(new Id(i, "A"), client.nextId("orders"));
+      assertEquals(new Id(33, "B"), client.nextId("orders"));
+      a.signal("CONT");
+    }
+  }
+
+  @Test
+  void all_targets_down_is_unavailable_naming_each() throws Exception {
+    ServerProcess a = start("A");
+    String target = a.target();
+    a.kill();
+    try (HiloClient client = quiet().targets(target, "dns:///127.0.0.1:1").rpcDeadline(Duration.ofSeconds(2)).build()) {
+      HiloException e = assertThrows(HiloException.class, () -> client.nextId("orders"));
+      assertEquals(Status.Code.UNAVAILABLE, e.code());
+      assertTrue(e.getMessage().contains(target) && e.getMessage().contains("dns:///127.0.0.1:1"), e.getMessage());
+    }
+  }
+
+  @Test
+  void takes_a_dns_target() throws Exception {
+    ServerProcess a = start("A");
+    try (HiloClient client = quiet().targets("dns:///" + a.target()).build()) {
+      assertEquals("orders/1-A", client.nextDocumentId("orders"));
+    }
+  }
+
+  @Test
+  void eight_threads_draw_unique_well_formed_ids() throws Exception {
+    ServerProcess a = start("A");
+    try (HiloClient client = quiet().targets(a.target()).build()) {
+      CountDownLatch go = new CountDownLatch(1);
+      List<Future<List<String>>> parts = new ArrayList<>();
+      for (int t = 0; t < 8; t++) {
+        parts.add(callers.submit(() -> {
+          go.await();
+          List<String> mine = new ArrayList<>();
+          for (int i = 0; i < 3000; i++) mine.add(client.nextDocumentId("orders"));
+          return mine;
+        }));
+      }
+      go.countDown();
+      Set<String> all = new HashSet<>();
+      for (Future<List<String>> p : parts) {
+        for (String id : p.get(60, TimeUnit.SECONDS)) {
+          assertTrue(DOCUMENT_ID.matcher(id).matches(), id);
+          assertTrue(all.add(id), "twice: " + id);
+        }
+      }
+      assertEquals(24_000, all.size());
+    }
+  }
+
+  @Test
+  void speaks_tls_with_a_trusted_ca() throws Exception {
+    Path dir = Files.createTempDirectory("hilo-java-tls");
+    try {
+      String script =
+          "set -e\n"
+              + "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > san.ext\n"
+              + "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout ca.key"
+              + " -out ca.pem -days 2 -subj '/CN=hilo java test ca' 2>/dev/null\n"
+              + "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout server.key"
+              + " -out server.csr -subj '/CN=server' 2>/dev/null\n"
+              + "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem"
+              + " -days 2 -extfile san.ext 2>/dev/null\n";
+      Process p = new ProcessBuilder("sh", "-c", script).directory(dir.toFile()).inheritIO().start();
+      assertTrue(p.waitFor(30, TimeUnit.SECONDS) && p.exitValue() == 0, "openssl failed");
+      ServerProcess a =
+          start("A", "--tls_cert=" + dir.resolve("server.pem"), "--tls_key=" + dir.resolve("server.key"));
+      TlsChannelCredentials.Builder tls = TlsChannelCredentials.newBuilder();
+      tls.trustManager(dir.resolve("ca.pem").toFile());
+      try (HiloClient client = quiet().targets(a.target()).credentials(tls.build()).build()) {
+        assertEquals("orders/1-A", client.nextDocumentId("orders"));
+      }
+      // Plaintext to a TLS port gets no range.
+      try (HiloClient plain = quiet().targets(a.target()).rpcDeadline(Duration.ofSeconds(2)).build()) {
+        assertEquals(Status.Code.UNAVAILABLE, assertThrows(HiloException.class, () -> plain.nextId("orders")).code());
+      }
+    } finally {
+      ServerProcess.deleteTree(dir);
+    }
+  }
+}
