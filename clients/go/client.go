@@ -64,8 +64,10 @@ type Config struct {
 	Targets []string
 
 	// Between collection and number in a document ID; DefaultSeparator if
-	// zero. Never '|' (reserved) nor a digit 0-9 (it would read as part of
-	// the number, so two IDs could be equal).
+	// zero. Never '|' (reserved), a digit 0-9 (it would read as part of
+	// the number, so two IDs could be equal) nor '-' (an ID's number is
+	// the digits between the last separator and the last '-', which would
+	// be the same character).
 	Separator rune
 
 	// Deadline of each NextRange attempt (each target is one attempt), and
@@ -231,10 +233,16 @@ func checkConfig(cfg *Config) error {
 	}
 	switch sep := cfg.Separator; {
 	case sep == '|':
-		return newError(codes.InvalidArgument, nil, "separator '|' is reserved; use any other character")
+		return newError(codes.InvalidArgument, nil,
+			"separator '|' is reserved; use any other character but a digit or '-'")
 	case sep >= '0' && sep <= '9':
 		return newError(codes.InvalidArgument, nil,
 			"separator %q is a digit; a digit can be read as part of the number, so two IDs could be equal", sep)
+	case sep == '-':
+		return newError(codes.InvalidArgument, nil,
+			"separator '-' is the character that ends the number; the number of an ID is the digits "+
+				"between the last separator and the last '-', which would then be the same character, "+
+				"so the number could not be read back")
 	case !utf8.ValidRune(sep):
 		return newError(codes.InvalidArgument, nil, "separator %U is not a valid character", sep)
 	}

@@ -101,6 +101,11 @@ func TestConfigRefusesBadSeparatorsAndOptions(t *testing.T) {
 		want string
 	}{
 		{Config{Separator: '|'}, "separator '|' is reserved"},
+		// The number is read back as the digits between the last
+		// separator and the last '-': with '-' as separator both are the
+		// same character.
+		{Config{Separator: '-'}, "separator '-' is the character that ends the number; the number of an ID " +
+			"is the digits between the last separator and the last '-'"},
 		{Config{PrefetchAt: 1}, "PrefetchAt is 1"},
 		{Config{PrefetchAt: -0.5}, "PrefetchAt is -0.5"},
 		{Config{RPCTimeout: -time.Second}, "RPCTimeout is -1s"},
