@@ -170,10 +170,17 @@ func New(cfg Config) (*Client, error) {
 		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"round_robin": {}}]}`),
 		// An ID service sits under every insert: come back within a second
 		// of a server's return rather than after gRPC's default of up to
-		// two minutes.
-		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{
-			BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second,
-		}}),
+		// two minutes. Each connection attempt may take as long as a call:
+		// left at zero, MinConnectTimeout would cut an attempt at the
+		// backoff's current step (about 100 ms at first), so a TLS
+		// handshake under load or a long round trip would fail the first
+		// calls with UNAVAILABLE.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff: backoff.Config{
+				BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second,
+			},
+			MinConnectTimeout: cfg.RPCTimeout,
+		}),
 	}
 	if cfg.TransportCredentials != nil {
 		opts = append(opts, grpc.WithTransportCredentials(cfg.TransportCredentials))
