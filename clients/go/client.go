@@ -64,8 +64,10 @@ type Config struct {
 	Targets []string
 
 	// Between collection and number in a document ID; DefaultSeparator if
-	// zero. Never '|' (reserved) nor a digit 0-9 (it would read as part of
-	// the number, so two IDs could be equal).
+	// zero. Never '|' (reserved), a digit 0-9 (it would read as part of
+	// the number, so two IDs could be equal) nor '-' (an ID's number is
+	// the digits between the last separator and the last '-', which would
+	// be the same character).
 	Separator rune
 
 	// Deadline of each NextRange attempt (each target is one attempt), and
@@ -168,10 +170,17 @@ func New(cfg Config) (*Client, error) {
 		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"round_robin": {}}]}`),
 		// An ID service sits under every insert: come back within a second
 		// of a server's return rather than after gRPC's default of up to
-		// two minutes.
-		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{
-			BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second,
-		}}),
+		// two minutes. Each connection attempt may take as long as a call:
+		// left at zero, MinConnectTimeout would cut an attempt at the
+		// backoff's current step (about 100 ms at first), so a TLS
+		// handshake under load or a long round trip would fail the first
+		// calls with UNAVAILABLE.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff: backoff.Config{
+				BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second,
+			},
+			MinConnectTimeout: cfg.RPCTimeout,
+		}),
 	}
 	if cfg.TransportCredentials != nil {
 		opts = append(opts, grpc.WithTransportCredentials(cfg.TransportCredentials))
@@ -231,10 +240,16 @@ func checkConfig(cfg *Config) error {
 	}
 	switch sep := cfg.Separator; {
 	case sep == '|':
-		return newError(codes.InvalidArgument, nil, "separator '|' is reserved; use any other character")
+		return newError(codes.InvalidArgument, nil,
+			"separator '|' is reserved; use any other character but a digit or '-'")
 	case sep >= '0' && sep <= '9':
 		return newError(codes.InvalidArgument, nil,
 			"separator %q is a digit; a digit can be read as part of the number, so two IDs could be equal", sep)
+	case sep == '-':
+		return newError(codes.InvalidArgument, nil,
+			"separator '-' is the character that ends the number; the number of an ID is the digits "+
+				"between the last separator and the last '-', which would then be the same character, "+
+				"so the number could not be read back")
 	case !utf8.ValidRune(sep):
 		return newError(codes.InvalidArgument, nil, "separator %U is not a valid character", sep)
 	}

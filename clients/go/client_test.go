@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -101,6 +103,11 @@ func TestConfigRefusesBadSeparatorsAndOptions(t *testing.T) {
 		want string
 	}{
 		{Config{Separator: '|'}, "separator '|' is reserved"},
+		// The number is read back as the digits between the last
+		// separator and the last '-': with '-' as separator both are the
+		// same character.
+		{Config{Separator: '-'}, "separator '-' is the character that ends the number; the number of an ID " +
+			"is the digits between the last separator and the last '-'"},
 		{Config{PrefetchAt: 1}, "PrefetchAt is 1"},
 		{Config{PrefetchAt: -0.5}, "PrefetchAt is -0.5"},
 		{Config{RPCTimeout: -time.Second}, "RPCTimeout is -1s"},
@@ -698,5 +705,45 @@ func TestTheTargetThatAnsweredStaysPreferred(t *testing.T) {
 	})
 	if s := c.Stats(); s.Failovers != 1 || s.RangesFetched != 2 {
 		t.Fatalf("stats %+v, want 1 failover and 2 ranges", s)
+	}
+}
+
+// A connection that takes longer to set up than gRPC's reconnect backoff (a
+// TLS handshake under load, a link with a long round trip) still serves the
+// first call: each connection attempt may take as long as a call
+// (RPCTimeout), not just the backoff's first step of about 100 ms.
+func TestASlowConnectionSetUpStillServesTheFirstCall(t *testing.T) {
+	node := newFakeNode("S")
+	lis := bufconn.Listen(1 << 20)
+	srv := grpc.NewServer()
+	hilov1.RegisterHiLoServer(srv, node)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		srv.Serve(lis)
+	}()
+	defer func() {
+		srv.Stop()
+		<-done
+	}()
+	const setUp = 400 * time.Millisecond // the link's delay before the connection is there
+	slowLink := grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+		delay := time.NewTimer(setUp)
+		defer delay.Stop()
+		select {
+		case <-delay.C:
+			return lis.Dial()
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	})
+	c, err := New(Config{Targets: []string{"slow-link"}, DialOptions: []grpc.DialOption{slowLink}})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	defer c.Close(bg)
+	id, err := c.NextID(bg, "slow")
+	if err != nil || id != (ID{Number: 1, NodeTag: "S"}) {
+		t.Fatalf("NextID over a link that takes %s to connect: %v, %v; want 1-S", setUp, id, err)
 	}
 }

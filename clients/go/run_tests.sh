@@ -2,7 +2,8 @@
 # The Go client's tests, as CTest runs them (lang.go_client): go vet, then
 # go test -race against in-process nodes and real hilo_server processes
 # (SERVER_BIN), offline in GOPATH mode; also builds (and vets) the
-# conformance driver and the draw example, so that they keep compiling.
+# conformance driver and the draw example, so that they keep compiling, and
+# runs the draw example's tests.
 #
 #   clients/go/run_tests.sh SERVER_BIN GEN_DIR WORK_DIR [CPP_ID_DUMP]
 #
@@ -27,4 +28,5 @@ pkg=github.com/hilo-id/hilo/clients/go
 go vet "$pkg"
 "$ROOT/clients/conformance/drivers/go/build.sh" "$2" "$3/driver"
 "$ROOT/examples/go/draw/build.sh" "$2" "$3/draw"
+go test -count=1 "$ROOT/examples/go/draw/main.go" "$ROOT/examples/go/draw/main_test.go"
 HILO_SERVER_BIN=$server HILO_CPP_ID_DUMP=$dump go test -race -count=1 -timeout 240s -v "$pkg"

@@ -4,11 +4,15 @@
 //	draw --targets=HOST:PORT[,HOST:PORT...] --collection=NAME --threads=N --seconds=S
 //
 // N goroutines take document IDs of NAME for S seconds and print each on a
-// line of its own to stdout. UNAVAILABLE and DEADLINE_EXCEEDED (a node down
-// or stopped) are waited out: the goroutine tries again until S is over.
-// Then the client closes, handing its unused numbers back, and draw exits 0.
-// Any other error: one line on stderr naming it, exit 1. Build it with
-// examples/go/draw/build.sh.
+// line of its own to stdout. UNAVAILABLE (every target down for a moment)
+// is waited out: the goroutine tries again until S is over. Any other error
+// while drawing stops the draw: one line on stderr naming it, exit 1. Then
+// the client closes, handing its unused numbers back. A return that fails
+// is printed to stderr; it makes the exit status 1 only when it failed for
+// a reason other than its node being down (UNAVAILABLE, or
+// DEADLINE_EXCEEDED: killed, stopped or restarting), since numbers a down
+// node does not get back are only skipped. Otherwise draw exits 0. Build it
+// with examples/go/draw/build.sh.
 package main
 
 import (
@@ -18,6 +22,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -44,6 +49,39 @@ func main() {
 	}
 }
 
+// waitOut says whether an error of a draw is waited out (the goroutine
+// tries again) rather than ending the draw: only UNAVAILABLE, which the
+// client answers when no target answered.
+func waitOut(err error) bool {
+	return status.Code(err) == codes.Unavailable
+}
+
+// nodeDown says whether a return failed because its node was down:
+// UNAVAILABLE (killed, not listening) or DEADLINE_EXCEEDED (stopped, or
+// not answering yet after a restart).
+func nodeDown(code codes.Code) bool {
+	return code == codes.Unavailable || code == codes.DeadlineExceeded
+}
+
+// closeErrors reads what went wrong during Close from the client's stats
+// before and after it: nil when every failure (a return, or a fetch still
+// under way when Close began) failed because its node was down; otherwise
+// an error counting the others by code.
+func closeErrors(before, after hilo.Stats) error {
+	var other []string
+	for code, n := range after.Errors {
+		if d := n - before.Errors[code]; d > 0 && !nodeDown(code) {
+			other = append(other, fmt.Sprintf("%d %s", d, code))
+		}
+	}
+	if len(other) == 0 {
+		return nil
+	}
+	sort.Strings(other)
+	return fmt.Errorf("handing unused numbers back failed for a reason other than a node being down: %s",
+		strings.Join(other, ", "))
+}
+
 func run(targets []string, collection string, threads int, length time.Duration) error {
 	client, err := hilo.New(hilo.Config{Targets: targets, RPCTimeout: time.Second})
 	if err != nil {
@@ -64,7 +102,7 @@ func run(targets []string, collection string, threads int, length time.Duration)
 			var lines []byte
 			flush := func() {
 				outMu.Lock()
-				out.Write(lines)
+				out.Write(lines) // an error sticks to out: Flush reports it
 				outMu.Unlock()
 				lines = lines[:0]
 			}
@@ -73,11 +111,11 @@ func run(targets []string, collection string, threads int, length time.Duration)
 				var err error
 				lines, err = orders.AppendDocumentID(ctx, lines)
 				if err != nil {
-					if ctx.Err() != nil {
-						return // time is up while waiting for a range
+					if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+						return // time is up (or the draw stopped) while waiting for a range
 					}
-					if c := status.Code(err); c == codes.Unavailable || c == codes.DeadlineExceeded {
-						time.Sleep(10 * time.Millisecond) // a node is down: keep trying
+					if waitOut(err) {
+						time.Sleep(10 * time.Millisecond) // every target down: keep trying
 						continue
 					}
 					errOnce.Do(func() { firstErr = err; stop() })
@@ -91,20 +129,22 @@ func run(targets []string, collection string, threads int, length time.Duration)
 		}()
 	}
 	wg.Wait()
+	before := client.Stats()
 	closeCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	closeErr := client.Close(closeCtx)
+	after := client.Stats()
+	if closeErr != nil {
+		fmt.Fprintf(os.Stderr, "draw: close: %v\n", closeErr)
+	}
 	if err := out.Flush(); err != nil {
 		return fmt.Errorf("writing IDs to stdout: %w", err)
 	}
 	if firstErr != nil {
-		return firstErr
+		return fmt.Errorf("drawing from %q failed: %w", collection, firstErr)
 	}
-	if closeErr != nil && !errors.Is(closeErr, hilo.ErrClosed) {
-		// Returns that failed (the node that issued a range is down) are
-		// no error of the draw: the IDs drawn are good, and numbers not
-		// handed back are only skipped.
-		fmt.Fprintf(os.Stderr, "draw: close: %v\n", closeErr)
+	if closeErr != nil && errors.Is(closeErr, closeCtx.Err()) {
+		return fmt.Errorf("close: returns not answered within 30 s: %w", closeErr)
 	}
-	return nil
+	return closeErrors(before, after)
 }
