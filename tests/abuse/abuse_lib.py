@@ -27,6 +27,8 @@ import hpack
 from hyperframe import frame as hf
 
 NEXT = "/hilo.v1.HiLo/NextRange"
+RETURN_MANY = "/hilo.v1.HiLo/ReturnRanges"
+SET_FLOOR = "/hilo.v1.HiLoAdmin/SetFloor"
 LIST = "/hilo.v1.HiLoAdmin/ListCollections"
 WATCH = "/grpc.health.v1.Health/Watch"
 GRACE_S = 3  # --shutdown_grace the tests give the server
@@ -62,6 +64,22 @@ def next_range_request(collection, last_max=0):
     if last_max:
         body += field_varint(4, last_max)
     return body
+
+
+def return_ranges_request(items):
+    """A ReturnRanges of `items` items (collections r0, r1, ...), each with
+    a range token, as a client closing with many ranges sends."""
+    body = b""
+    for i in range(items):
+        item = (field_bytes(1, f"r{i}".encode()) + field_varint(2, 100) +
+                field_varint(3, 50) + varint(5 << 3 | 1) +
+                (i + 1).to_bytes(8, "little"))
+        body += field_bytes(1, item)
+    return body
+
+
+def set_floor_request(collection, floor):
+    return field_bytes(1, collection.encode()) + field_varint(2, floor)
 
 
 def list_request(page_size, page_token=b""):
@@ -276,6 +294,13 @@ class Server:
 
     def threads(self):
         return self.status("Threads")
+
+    def cpu_seconds(self):
+        """User and system CPU the server has used, its exited threads'
+        included (/proc/PID/stat, in clock ticks)."""
+        with open(f"/proc/{self.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def rss_mb(self):
         return self.status("VmRSS") / 1024
@@ -706,6 +731,10 @@ def run_attack(checks, server, attack, seconds, max_threads, max_rss_mb,
     `min_served_share` of 1, the proxy may refuse that share of the
     bystander's calls with 429 (a limit on all clients together).
 
+    max_bystander_p99_ms=None reports the bystander's latencies as figures
+    and bounds only that every call was served (issue 24 item 8: a p99
+    bound fails on a loaded machine).
+
     needs_proxy: an attack gRPC 1.51 cannot be made to hold (README
     "Security": a proxy in front stops it). Then only what hilo still
     promises is asserted (alive, served again within 5 s, SIGTERM within
@@ -774,9 +803,10 @@ def run_attack(checks, server, attack, seconds, max_threads, max_rss_mb,
                   f"{min_served_share:.0%} must be served) {bystander.errors}")
     checks.expect(not bystander.errors or during.get("failed", 0) > 0,
                   f"bystander: {bystander.errors}")
-    checks.expect(during.get("p99_ms", 1e9) <= max_bystander_p99_ms,
-                  f"bystander p99 {during.get('p99_ms')} ms during the "
-                  f"attack; the bound is {max_bystander_p99_ms} ms")
+    if max_bystander_p99_ms is not None:
+        checks.expect(during.get("p99_ms", 1e9) <= max_bystander_p99_ms,
+                      f"bystander p99 {during.get('p99_ms')} ms during the "
+                      f"attack; the bound is {max_bystander_p99_ms} ms")
     expect_recovery(checks, front, 1.0,
                     "a new client got no range within a second after the "
                     "attack")
