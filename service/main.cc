@@ -416,8 +416,14 @@ int main(int argc, char** argv) {
     }
     last_reload_error.clear();
     if ((*server)->authz_generation() != before) {
-      absl::FPrintF(stderr, "hilo_server: authz policy %s reloaded\n",
-                    options.authz_policy);
+      absl::FPrintF(
+          stderr, "hilo_server: authz policy %s reloaded%s\n",
+          options.authz_policy,
+          (*server)->authz_tokens_missing()
+              ? absl::StrCat("; authz token file ", options.authz_tokens,
+                             " is gone: every bearer token is "
+                             "refused until it is back")
+              : "");
     }
   }
   std::fprintf(stderr, "hilo_server: %s received; draining\n",

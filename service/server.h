@@ -185,10 +185,16 @@ class Server {
   RangeStore* store() { return store_.get(); }
 
   // Reads the authorization policy and token files again (SIGHUP, or a
-  // periodic check: unchanged files cost a read). A bad file is refused
-  // with Authorizer::Load's error and the policy in force stays. OK and
-  // nothing happens without a policy.
+  // periodic check: unchanged files cost a read). A bad file (a policy
+  // without grants included, unless it says deny_all) is refused with
+  // Authorizer::Load's error and the policy in force stays; a deleted token
+  // file revokes every token. OK and nothing happens without a policy.
   absl::Status ReloadAuthz();
+  // The token file (--authz_tokens) was gone at the last reload that took
+  // effect: every bearer token is refused until it is back.
+  bool authz_tokens_missing() const {
+    return authorizer_ != nullptr && authorizer_->tokens_file_missing();
+  }
   // Authorizer::generation(), or 0 without a policy.
   int64_t authz_generation() const {
     return authorizer_ == nullptr ? 0 : authorizer_->generation();

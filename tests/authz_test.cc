@@ -1,10 +1,12 @@
 // The authorization policy, the audit trail, the guard rail and the refusal
 // counts, without gRPC: a Gatekeeper in front of real services on a real
 // SQLite store.
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -258,6 +260,79 @@ TEST_F(AuthorizerTest, OverlongTokenIsUnknownUnread) {
   EXPECT_EQ(authz_->Check(Bearer(overlong.substr(1)), Method::kNextRange, "x")
                 .identity,
             "token:long");
+}
+
+// An empty policy file parses to no grant, which refuses everyone: a
+// truncated write must not lock every client out, so such a policy is
+// refused (at start and on reload, the old one staying) unless it says
+// deny_all: true.
+TEST_F(AuthorizerTest, PolicyWithoutGrantsIsRefusedUnlessItSaysDenyAll) {
+  const Caller orders = Cert("uri:spiffe://test/orders");
+  const std::string refusal = absl::StrCat(
+      "authz policy ", policy_,
+      " grants nothing: an empty or truncated file would refuse every "
+      "caller; to refuse every caller on purpose, write \"deny_all: true\"");
+  for (const char* text : {"", "\n", "# grant { identity: \"cn:ops\" }\n"}) {
+    SCOPED_TRACE(absl::StrCat("policy \"", absl::CEscape(text), "\""));
+    WriteFile(policy_, text);
+    EXPECT_THAT(authz_->Reload(),
+                StatusIs(absl::StatusCode::kInvalidArgument, refusal));
+    EXPECT_THAT(Check(orders, Method::kNextRange, "orders"), IsOk());
+    EXPECT_EQ(authz_->generation(), 1);
+    EXPECT_THAT(Authorizer::Load(policy_, tokens_),
+                StatusIs(absl::StatusCode::kInvalidArgument, refusal));
+  }
+
+  WriteFile(policy_, "deny_all: true\n");
+  ASSERT_THAT(authz_->Reload(), IsOk());
+  EXPECT_EQ(authz_->generation(), 2);
+  EXPECT_THAT(Check(orders, Method::kNextRange, "orders"),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(Check(Cert("cn:ops"), Method::kSetFloor, "orders"),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+
+  WriteFile(policy_,
+            "deny_all: true\n"
+            "grant { identity: \"cn:ops\" collections: \"*\" }\n");
+  EXPECT_THAT(authz_->Reload(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       absl::StrCat("authz policy ", policy_,
+                                    " says deny_all: true: yet has 1 grants; "
+                                    "remove one or the other")));
+  EXPECT_EQ(authz_->generation(), 2);
+}
+
+// A token file deleted while the server runs revokes every token (a token
+// revoked by deleting its file must not stay valid); certificates keep
+// their rights, and the tokens are back with the file. At start a missing
+// file is refused: it is a mistake in the flags.
+TEST_F(AuthorizerTest, TokenFileDeletedOnReloadRevokesEveryToken) {
+  const Caller ops = Bearer("0123456789abcdef0123");
+  ASSERT_THAT(Check(ops, Method::kSetFloor, "orders"), IsOk());
+  ASSERT_EQ(std::remove(tokens_.c_str()), 0);
+  ASSERT_THAT(authz_->Reload(), IsOk());
+  EXPECT_EQ(authz_->generation(), 2);
+  EXPECT_TRUE(authz_->tokens_file_missing());
+  EXPECT_THAT(Check(ops, Method::kSetFloor, "orders"),
+              StatusIs(absl::StatusCode::kUnauthenticated,
+                       "anonymous sent a bearer token this server does not "
+                       "know (calling SetFloor)"));
+  EXPECT_THAT(Check(Cert("cn:ops"), Method::kSetFloor, "orders"), IsOk());
+  // Still gone: nothing changes.
+  ASSERT_THAT(authz_->Reload(), IsOk());
+  EXPECT_EQ(authz_->generation(), 2);
+
+  EXPECT_THAT(
+      Authorizer::Load(policy_, tokens_),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               absl::StrCat("authz token file ", tokens_,
+                            " cannot be read: No such file or directory")));
+
+  WriteFile(tokens_, kTokens);
+  ASSERT_THAT(authz_->Reload(), IsOk());
+  EXPECT_EQ(authz_->generation(), 3);
+  EXPECT_FALSE(authz_->tokens_file_missing());
+  EXPECT_THAT(Check(ops, Method::kSetFloor, "orders"), IsOk());
 }
 
 TEST(AuthorizerLoadTest, MissingFileIsNamed) {

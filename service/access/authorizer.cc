@@ -160,6 +160,20 @@ absl::Status ParsePolicy(const std::string& path, const std::string& text,
     return absl::InvalidArgumentError(
         absl::StrFormat("%s %s %s", kWhat, path, errors.error()));
   }
+  // An empty file parses, and would refuse every caller: a truncated write
+  // must not lock every client out, so refusing everyone is said outright.
+  if (proto.grant_size() == 0 && !proto.deny_all()) {
+    return Malformed(kWhat, path, "grants nothing",
+                     "an empty or truncated file would refuse every caller; "
+                     "to refuse every caller on purpose, write "
+                     "\"deny_all: true\"");
+  }
+  if (proto.grant_size() > 0 && proto.deny_all()) {
+    return Malformed(
+        kWhat, path, "says deny_all: true",
+        absl::StrFormat("yet has %d grants; remove one or the other",
+                        proto.grant_size()));
+  }
   for (int i = 0; i < proto.grant_size(); ++i) {
     const hilo::internal::Grant& grant = proto.grant(i);
     const std::string where = absl::StrFormat("grant %d", i + 1);
@@ -260,19 +274,30 @@ absl::Status Authorizer::Reload() {
     return absl::InvalidArgumentError(policy_text.status().message());
   }
   std::string tokens_text;
+  bool tokens_missing = false;
   if (!tokens_path_.empty()) {
     absl::StatusOr<std::string> read =
         ReadFile(tokens_path_, "authz token file");
-    if (!read.ok()) {
-      return absl::InvalidArgumentError(read.status().message());
+    bool loaded;
+    {
+      base::MutexLock lock(&mu_);
+      loaded = policy_ != nullptr;
     }
-    tokens_text = *std::move(read);
+    // Removed after start: no tokens, so that a token revoked by deleting
+    // the file cannot stay valid. At start it is a mistake in the flags.
+    if (absl::IsNotFound(read.status()) && loaded) {
+      tokens_missing = true;
+    } else if (!read.ok()) {
+      return absl::InvalidArgumentError(read.status().message());
+    } else {
+      tokens_text = *std::move(read);
+    }
   }
   const TokenDigest tokens_digest = Sha256(tokens_text);
   {
     base::MutexLock lock(&mu_);
     if (policy_ != nullptr && *policy_text == policy_text_ &&
-        tokens_digest == tokens_digest_) {
+        tokens_digest == tokens_digest_ && tokens_missing == tokens_missing_) {
       return absl::OkStatus();
     }
   }
@@ -289,8 +314,14 @@ absl::Status Authorizer::Reload() {
   policy_ = std::move(policy);
   policy_text_ = *std::move(policy_text);
   tokens_digest_ = tokens_digest;
+  tokens_missing_ = tokens_missing;
   ++generation_;
   return absl::OkStatus();
+}
+
+bool Authorizer::tokens_file_missing() const {
+  base::MutexLock lock(&mu_);
+  return tokens_missing_;
 }
 
 int64_t Authorizer::generation() const {

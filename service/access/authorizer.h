@@ -22,8 +22,10 @@
 //   if (!d.status.ok()) return done(d.status);  // PERMISSION_DENIED
 //
 // Reload() reads both files again and swaps the policy in only if both
-// parse; a bad file leaves the old policy in force. Without an Authorizer
-// a server trusts every admitted client (see README "Security").
+// parse; a bad file leaves the old policy in force, a policy that grants
+// nothing is a bad file unless it says `deny_all: true`, and a token file
+// deleted after Load is an empty one (every token revoked). Without an
+// Authorizer a server trusts every admitted client (see README "Security").
 //
 // Thread-safe.
 #ifndef HILO_SERVICE_ACCESS_AUTHORIZER_H_
@@ -129,8 +131,10 @@ class Authorizer {
 
   // Reads both files again. If both parse, the new policy answers every
   // Resolve from now on and this returns OK; otherwise the old one stays
-  // and this returns Load's error. Unchanged files are a cheap no-op, so
-  // calling it every few seconds is how a changed file is noticed.
+  // and this returns Load's error. A token file deleted after Load (ENOENT)
+  // is read as an empty one: every token is revoked, and
+  // tokens_file_missing() says so until it is back. Unchanged files are a cheap
+  // no-op, so calling it every few seconds is how a changed file is noticed.
   absl::Status Reload();
 
   // Who `caller` is, for a call of the RPC named `rpc` (for the message):
@@ -148,6 +152,9 @@ class Authorizer {
   // Resolve then Check, for a call that asks for one thing.
   Decision Check(const Caller& caller, Method method,
                  absl::string_view collection) const;
+
+  // The token file was absent at the last Reload that took effect.
+  bool tokens_file_missing() const;
 
   // For tests: calls of Resolve, and token digests compared, since Load.
   int64_t resolutions() const { return resolutions_.load(); }
@@ -169,8 +176,10 @@ class Authorizer {
   mutable base::Mutex mu_;
   std::shared_ptr<const Policy> policy_ ABSL_GUARDED_BY(mu_);
   std::string policy_text_ ABSL_GUARDED_BY(mu_);
-  // The token file's SHA-256 (its text holds secrets).
+  // The token file's SHA-256 (its text holds secrets), and whether it was
+  // absent.
   std::array<unsigned char, 32> tokens_digest_ ABSL_GUARDED_BY(mu_) = {};
+  bool tokens_missing_ ABSL_GUARDED_BY(mu_) = false;
   int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   mutable std::atomic<int64_t> resolutions_{0};
   mutable std::atomic<int64_t> token_digest_comparisons_{0};
