@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
@@ -218,6 +219,53 @@ TEST(AuditJsonTest, LongCollectionNameIsCutTo256Bytes) {
                          "\",\"request\":{},\"code\":\"INVALID_ARGUMENT\","
                          "\"message\":\"collection name is 60000 bytes; the "
                          "limit is 256\"}"));
+}
+
+// Every Unicode line separator and bidirectional control in a refused
+// name (or any field) is escaped: the line stays one line for a reader
+// that splits on Unicode line breaks (U+2028 made one refusal several
+// unparsable lines) and shows in the order it was written (U+202E).
+// Their neighbours, ordinary characters, are kept as they are.
+TEST(AuditJsonTest, EscapesEveryUnicodeLineSeparatorAndBidiControl) {
+  struct Case {
+    const char* utf8;
+    const char* escaped;
+  };
+  const Case kEscaped[] = {
+      {"\x0B", "\\u000b"},         {"\x0C", "\\u000c"},
+      {"\xC2\x85", "\\u0085"},     {"\xE2\x80\xA8", "\\u2028"},
+      {"\xE2\x80\xA9", "\\u2029"}, {"\xD8\x9C", "\\u061c"},
+      {"\xE2\x80\x8E", "\\u200e"}, {"\xE2\x80\x8F", "\\u200f"},
+      {"\xE2\x80\xAA", "\\u202a"}, {"\xE2\x80\xAB", "\\u202b"},
+      {"\xE2\x80\xAC", "\\u202c"}, {"\xE2\x80\xAD", "\\u202d"},
+      {"\xE2\x80\xAE", "\\u202e"}, {"\xE2\x81\xA6", "\\u2066"},
+      {"\xE2\x81\xA7", "\\u2067"}, {"\xE2\x81\xA8", "\\u2068"},
+      {"\xE2\x81\xA9", "\\u2069"}, {"\xC2\x80", "\\u0080"},
+      {"\xC2\x9F", "\\u009f"},
+  };
+  for (const Case& c : kEscaped) {
+    SCOPED_TRACE(c.escaped);
+    AuditRecord record = Denied("NextRange");
+    record.identity = absl::StrCat("uri:spiffe://x/", c.utf8);
+    record.collection = absl::StrCat("pay", c.utf8, "ments");
+    record.outcome = absl::PermissionDeniedError(
+        absl::StrCat("may not call NextRange on \"", record.collection, "\""));
+    const std::string line = AuditJson(record, kStart);
+    EXPECT_THAT(line, HasSubstr(absl::StrCat("\"identity\":\"uri:spiffe://x/",
+                                             c.escaped, "\"")));
+    EXPECT_THAT(line, HasSubstr(absl::StrCat("\"collection\":\"pay", c.escaped,
+                                             "ments\"")));
+    EXPECT_THAT(
+        line, HasSubstr(absl::StrCat("on \\\"pay", c.escaped, "ments\\\"\"")));
+    EXPECT_THAT(line, ::testing::Not(HasSubstr(c.utf8)));
+  }
+  // Neighbours of the ranges, and ordinary non-ASCII: kept.
+  for (const char* kept :
+       {"\xC2\xA0", "\xD8\x9B", "\xE2\x80\x8D", "\xE2\x80\xA7", "\xE2\x80\xAF",
+        "\xE2\x81\xA5", "\xE2\x81\xAA", "\xC3\xA9"}) {
+    SCOPED_TRACE(absl::CHexEscape(kept));
+    EXPECT_EQ(JsonString(kept), absl::StrCat("\"", kept, "\""));
+  }
 }
 
 // The flag's plumbing, the metric and the summary at shutdown, through a

@@ -1,6 +1,7 @@
 #include "service/access/audit_log.h"
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -32,6 +33,36 @@ size_t Utf8SequenceLength(absl::string_view s) {
     return 4;
   }
   return 0;
+}
+
+// The code point of the valid UTF-8 sequence of `length` bytes at the
+// start of `s`.
+uint32_t CodePoint(absl::string_view s, size_t length) {
+  const auto byte = [&](size_t i) {
+    return static_cast<uint32_t>(static_cast<unsigned char>(s[i]));
+  };
+  switch (length) {
+    case 1:
+      return byte(0);
+    case 2:
+      return (byte(0) & 0x1F) << 6 | (byte(1) & 0x3F);
+    case 3:
+      return (byte(0) & 0x0F) << 12 | (byte(1) & 0x3F) << 6 | (byte(2) & 0x3F);
+    default:
+      return (byte(0) & 0x07) << 18 | (byte(1) & 0x3F) << 12 |
+             (byte(2) & 0x3F) << 6 | (byte(3) & 0x3F);
+  }
+}
+
+// Characters a reader may take for the end of a line, or that reorder
+// what a terminal shows: C0 and C1 controls and DEL (U+000B, U+000C and
+// U+0085 among them), the line and paragraph separators U+2028 and U+2029,
+// and the bidirectional controls (U+061C, U+200E, U+200F, U+202A-U+202E,
+// U+2066-U+2069).
+bool MustEscape(uint32_t c) {
+  return c < 0x20 || (c >= 0x7F && c <= 0x9F) || c == 0x061C || c == 0x200E ||
+         c == 0x200F || (c >= 0x2028 && c <= 0x202E) ||
+         (c >= 0x2066 && c <= 0x2069);
 }
 
 std::string JsonTime(absl::Time time) {
@@ -72,8 +103,9 @@ std::string JsonString(absl::string_view text) {
       out += "\\r";
     } else if (c == '\t') {
       out += "\\t";
-    } else if (c < 0x20 || c == 0x7F) {
-      absl::StrAppendFormat(&out, "\\u%04x", c);
+    } else if (const uint32_t code = CodePoint(text, length);
+               MustEscape(code)) {
+      absl::StrAppendFormat(&out, "\\u%04x", code);
     } else {
       out.append(text.data(), length);
     }

@@ -66,8 +66,13 @@ struct AuditRecord {
 };
 
 // `text` as a JSON string literal, quotes included. Valid UTF-8 stays as it
-// is, except '"', '\\' and control characters (escaped); each byte of an
-// invalid sequence becomes U+FFFD, so the line is always valid JSON.
+// is, except '"', '\\', control characters (C0, DEL and C1, U+0085
+// included), the line separators U+2028 and U+2029 and the bidirectional
+// controls (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069), which are
+// escaped (\uXXXX): a line is one line for any reader that splits on Unicode
+// line breaks, and shows in a terminal in the order it was written. Each
+// byte of an invalid sequence becomes U+FFFD, so the line is always valid
+// JSON.
 std::string JsonString(absl::string_view text);
 
 // The record as one JSON object (no newline), stamped with `time`. A
