@@ -146,9 +146,15 @@ ABSL_FLAG(std::string, audit_log, "",
           "append the audit trail (one JSON line per SetFloor and per "
           "refused request) to this file; empty: stderr");
 ABSL_FLAG(int, audit_refusals_per_second, hilo::kDefaultAuditRefusalsPerSecond,
-          "audit at most this many refused requests a second, one line each; "
-          "the rest are counted in one summary line a second (the default "
-          "bounds a flood of refusals to 27 KB/s typically, 180 KB/s at "
+          "audit at most this many refused requests a second, one line each, "
+          "for each caller: each authenticated identity, and each peer "
+          "address of anonymous callers; the rest are counted in one summary "
+          "line a second; 0: no limit");
+ABSL_FLAG(int, audit_anonymous_refusals_per_second,
+          hilo::kDefaultAuditAnonymousRefusalsPerSecond,
+          "audit at most this many refused requests of anonymous callers a "
+          "second, all addresses together (the default bounds what callers "
+          "without credentials write to 27 KB/s typically, 180 KB/s at "
           "most); 0: no limit");
 ABSL_FLAG(int64_t, max_last_max_jump, hilo::kDefaultMaxLastMaxJump,
           "refuse (FAILED_PRECONDITION) a last_max more than this above the "
@@ -356,6 +362,8 @@ int main(int argc, char** argv) {
   options.audit_log = absl::GetFlag(FLAGS_audit_log);
   options.audit_refusals_per_second =
       absl::GetFlag(FLAGS_audit_refusals_per_second);
+  options.audit_anonymous_refusals_per_second =
+      absl::GetFlag(FLAGS_audit_anonymous_refusals_per_second);
   options.max_last_max_jump = absl::GetFlag(FLAGS_max_last_max_jump);
   options.exhaustion_share = absl::GetFlag(FLAGS_exhaustion_share);
   options.credentials = *credentials;

@@ -148,9 +148,13 @@ struct ServerOptions {
   std::string authz_tokens;
   // The audit trail's file (appended to); empty: stderr.
   std::string audit_log;
-  // Refused requests audited one line each per second at most; the rest
-  // are counted in a summary line (see AuditLog). 0: no limit.
+  // Refused requests audited one line each per second at most, for each
+  // caller (an authenticated identity, or one address of anonymous
+  // callers), and for all anonymous callers together; the rest are counted
+  // in a summary line (see AuditLog). 0: no limit.
   int audit_refusals_per_second = kDefaultAuditRefusalsPerSecond;
+  int audit_anonymous_refusals_per_second =
+      kDefaultAuditAnonymousRefusalsPerSecond;
   // A last_max more than this above Max is FAILED_PRECONDITION unless the
   // caller may administer (see kDefaultMaxLastMaxJump).
   int64_t max_last_max_jump = kDefaultMaxLastMaxJump;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -708,7 +709,10 @@ TEST_F(GatekeeperTest, RefusalFloodIsSummarizedAndAdminCallsAreAllWritten) {
 
   const std::vector<std::string> lines = absl::StrSplit(
       ReadFile(dir_.File("flood.jsonl")), '\n', absl::SkipEmpty());
-  ASSERT_EQ(lines.size(), 5 + 3 + 1 + 1);
+  // The anonymous address's 5, the 3 SetFloor calls, the 5 of
+  // uri:spiffe://test/orders (a budget of its own), the summary, and the
+  // anonymous line of the next second.
+  ASSERT_EQ(lines.size(), 5 + 3 + 5 + 1 + 1);
   for (int i = 0; i < 5; ++i) {
     EXPECT_THAT(lines[i], HasSubstr("\"method\":\"NextRange\",\"collection\":"
                                     "\"orders\",\"request\":{\"last_max\":0,"
@@ -724,18 +728,76 @@ TEST_F(GatekeeperTest, RefusalFloodIsSummarizedAndAdminCallsAreAllWritten) {
                                        "\"request\":{\"floor\":",
                                        100 * (i + 1), "},\"code\":\"OK\"")));
   }
-  EXPECT_EQ(lines[8],
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_THAT(lines[8 + i],
+                HasSubstr("\"identity\":\"uri:spiffe://test/orders\""));
+    EXPECT_THAT(lines[8 + i], HasSubstr("\"code\":\"FAILED_PRECONDITION\""));
+  }
+  EXPECT_EQ(lines[13],
             "{\"time\":\"2027-01-15T08:00:01.500000Z\",\"suppressed\":{"
-            "\"count\":1007,\"first\":\"2027-01-15T08:00:00.000000Z\","
+            "\"count\":1002,\"first\":\"2027-01-15T08:00:00.000000Z\","
             "\"last\":\"2027-01-15T08:00:00.000000Z\","
-            "\"by_method\":{\"NextRange\":1005,\"SetFloor\":2},"
-            "\"by_code\":{\"FAILED_PRECONDITION\":10,\"INVALID_ARGUMENT\":2,"
-            "\"PERMISSION_DENIED\":995}}}");
-  EXPECT_THAT(lines[9], HasSubstr("{\"time\":\"2027-01-15T08:00:01.500000Z\","
-                                  "\"identity\":\"anonymous\""));
-  EXPECT_THAT(lines[9], HasSubstr("\"code\":\"PERMISSION_DENIED\""));
+            "\"by_method\":{\"NextRange\":1000,\"SetFloor\":2},"
+            "\"by_code\":{\"FAILED_PRECONDITION\":5,\"INVALID_ARGUMENT\":2,"
+            "\"PERMISSION_DENIED\":995},"
+            "\"top_callers\":{\"anonymous ipv4:127.0.0.1\":997,"
+            "\"uri:spiffe://test/orders\":5},"
+            "\"top_collections\":{\"orders\":1000,\"bad\\u0001name\":2}}}");
+  EXPECT_THAT(lines[14], HasSubstr("{\"time\":\"2027-01-15T08:00:01.500000Z\","
+                                   "\"identity\":\"anonymous\""));
+  EXPECT_THAT(lines[14], HasSubstr("\"code\":\"PERMISSION_DENIED\""));
   EXPECT_THAT(Exposition(),
-              HasSubstr("\nhilo_audit_lines_suppressed_total 1007\n"));
+              HasSubstr("\nhilo_audit_lines_suppressed_total 1002\n"));
+}
+
+// The attack of issue 24 item 2: anonymous callers flood refusals while
+// token:lowpriv tries SetFloor("payments", 2^62) three times. With one
+// budget for everybody, 404 lines were written and none named lowpriv or
+// payments; now lowpriv's three refusals are written, whatever the flood.
+TEST_F(GatekeeperTest, AnonymousFloodCannotHideAnAuthenticatedRefusal) {
+  WriteFile(tokens_, absl::StrCat(kTokens, "lowpriv 0123456789abcdefLOWP\n"));
+  WriteFile(policy_, absl::StrCat(kPolicy,
+                                  "grant { identity: "
+                                  "\"token:lowpriv\" collections: "
+                                  "\"lowpriv-ids\" }\n"));
+  ASSERT_THAT(authz_->Reload(), IsOk());
+  auto audit = AuditLog::Open(dir_.File("drown.jsonl"), &clock_);  // defaults
+  ASSERT_THAT(audit, IsOk());
+  gate_ = std::make_unique<Gatekeeper>(service_.get(), admin_.get(),
+                                       authz_.get(), audit->get(), &metrics_);
+  audit_ = *std::move(audit);
+  const Caller lowpriv = Bearer("0123456789abcdefLOWP");
+  for (int i = 0; i < 4000; ++i) {
+    Caller anonymous;
+    anonymous.peer = absl::StrCat("ipv4:127.0.0.1:", 40000 + i % 4);
+    ASSERT_THAT(Next(anonymous, absl::StrCat("junk-", i % 4)),
+                StatusIs(absl::StatusCode::kPermissionDenied));
+    if (i == 500 || i == 1500 || i == 2500) {
+      ASSERT_THAT(Floor(lowpriv, "payments", int64_t{1} << 62),
+                  StatusIs(absl::StatusCode::kPermissionDenied));
+    }
+  }
+  clock_.Advance(absl::Seconds(2));
+  audit_->Flush();
+  const std::vector<std::string> lines = absl::StrSplit(
+      ReadFile(dir_.File("drown.jsonl")), '\n', absl::SkipEmpty());
+  int lowpriv_lines = 0;
+  for (const std::string& line : lines) {
+    if (absl::StrContains(line, "\"identity\":\"token:lowpriv\"")) {
+      ++lowpriv_lines;
+      EXPECT_THAT(line, HasSubstr("\"method\":\"SetFloor\","
+                                  "\"collection\":\"payments\","
+                                  "\"request\":{\"floor\":"
+                                  "4611686018427387904},"
+                                  "\"code\":\"PERMISSION_DENIED\""));
+    }
+  }
+  EXPECT_EQ(lowpriv_lines, 3);
+  // One address: its 20 lines, then the summary naming it.
+  ASSERT_EQ(lines.size(), 20u + 3 + 1);
+  EXPECT_THAT(lines.back(), HasSubstr("\"count\":3980,"));
+  EXPECT_THAT(lines.back(),
+              HasSubstr("\"top_callers\":{\"anonymous ipv4:127.0.0.1\":3980}"));
 }
 
 TEST_F(GatekeeperTest, AuditLineEscapesAnyCollectionName) {
