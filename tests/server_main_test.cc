@@ -183,6 +183,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadStart{"TokensWithoutPolicy",
                  {"--authz_tokens=$DIR/file"},
                  "an authz token list needs an authz policy"},
+        BadStart{"NegativeAnonymousAuditRefusals",
+                 {"--audit_anonymous_refusals_per_second=-1"},
+                 "audit anonymous refusals per second is -1; it must not be "
+                 "negative (0: no limit)"},
         BadStart{"NegativeJump",
                  {"--max_last_max_jump=-1"},
                  "max last_max jump is -1; it must not be negative"},
