@@ -133,12 +133,14 @@ ABSL_FLAG(std::string, authz_policy, "",
           "authorization policy (protobuf text format of "
           "service/access/authz_policy.proto): which identities may use which "
           "collections and HiLoAdmin. Reloaded on SIGHUP and when it "
-          "changes; a bad file is refused and the old policy kept. Empty: "
+          "changes; a bad file (one without grants too, unless it says "
+          "deny_all: true) is refused and the old policy kept. Empty: "
           "trust every admitted client");
 ABSL_FLAG(std::string, authz_tokens, "",
           "bearer tokens, one \"NAME TOKEN\" a line; a call with "
-          "\"authorization: Bearer TOKEN\" is identity token:NAME. Reloaded "
-          "with --authz_policy; send tokens only over TLS");
+          "\"authorization: Bearer TOKEN\" is identity token:NAME (tokens of "
+          "16 to 512 bytes). Reloaded with --authz_policy; deleted while the "
+          "server runs, it revokes every token; send tokens only over TLS");
 ABSL_FLAG(absl::Duration, authz_reload_interval, absl::Seconds(5),
           "how often to check --authz_policy and --authz_tokens for changes "
           "(SIGHUP reloads at once); 0: only on SIGHUP");
