@@ -10,6 +10,7 @@ set -eu
 PACKAGES="
   cmake ninja-build g++ pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
+  libssl-dev
   libsqlite3-dev prometheus-cpp-dev libpq-dev
 "
 

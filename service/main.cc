@@ -133,12 +133,14 @@ ABSL_FLAG(std::string, authz_policy, "",
           "authorization policy (protobuf text format of "
           "service/access/authz_policy.proto): which identities may use which "
           "collections and HiLoAdmin. Reloaded on SIGHUP and when it "
-          "changes; a bad file is refused and the old policy kept. Empty: "
+          "changes; a bad file (one without grants too, unless it says "
+          "deny_all: true) is refused and the old policy kept. Empty: "
           "trust every admitted client");
 ABSL_FLAG(std::string, authz_tokens, "",
           "bearer tokens, one \"NAME TOKEN\" a line; a call with "
-          "\"authorization: Bearer TOKEN\" is identity token:NAME. Reloaded "
-          "with --authz_policy; send tokens only over TLS");
+          "\"authorization: Bearer TOKEN\" is identity token:NAME (tokens of "
+          "16 to 512 bytes). Reloaded with --authz_policy; deleted while the "
+          "server runs, it revokes every token; send tokens only over TLS");
 ABSL_FLAG(absl::Duration, authz_reload_interval, absl::Seconds(5),
           "how often to check --authz_policy and --authz_tokens for changes "
           "(SIGHUP reloads at once); 0: only on SIGHUP");
@@ -146,9 +148,15 @@ ABSL_FLAG(std::string, audit_log, "",
           "append the audit trail (one JSON line per SetFloor and per "
           "refused request) to this file; empty: stderr");
 ABSL_FLAG(int, audit_refusals_per_second, hilo::kDefaultAuditRefusalsPerSecond,
-          "audit at most this many refused requests a second, one line each; "
-          "the rest are counted in one summary line a second (the default "
-          "bounds a flood of refusals to 27 KB/s typically, 180 KB/s at "
+          "audit at most this many refused requests a second, one line each, "
+          "for each caller: each authenticated identity, and each peer "
+          "address of anonymous callers; the rest are counted in one summary "
+          "line a second; 0: no limit");
+ABSL_FLAG(int, audit_anonymous_refusals_per_second,
+          hilo::kDefaultAuditAnonymousRefusalsPerSecond,
+          "audit at most this many refused requests of anonymous callers a "
+          "second, all addresses together (the default bounds what callers "
+          "without credentials write to 27 KB/s typically, 180 KB/s at "
           "most); 0: no limit");
 ABSL_FLAG(int64_t, max_last_max_jump, hilo::kDefaultMaxLastMaxJump,
           "refuse (FAILED_PRECONDITION) a last_max more than this above the "
@@ -382,6 +390,8 @@ int main(int argc, char** argv) {
   options.audit_log = absl::GetFlag(FLAGS_audit_log);
   options.audit_refusals_per_second =
       absl::GetFlag(FLAGS_audit_refusals_per_second);
+  options.audit_anonymous_refusals_per_second =
+      absl::GetFlag(FLAGS_audit_anonymous_refusals_per_second);
   options.max_last_max_jump = absl::GetFlag(FLAGS_max_last_max_jump);
   options.exhaustion_share = absl::GetFlag(FLAGS_exhaustion_share);
   options.credentials = *credentials;
@@ -442,8 +452,14 @@ int main(int argc, char** argv) {
     }
     last_reload_error.clear();
     if ((*server)->authz_generation() != before) {
-      absl::FPrintF(stderr, "hilo_server: authz policy %s reloaded\n",
-                    options.authz_policy);
+      absl::FPrintF(
+          stderr, "hilo_server: authz policy %s reloaded%s\n",
+          options.authz_policy,
+          (*server)->authz_tokens_missing()
+              ? absl::StrCat("; authz token file ", options.authz_tokens,
+                             " is gone: every bearer token is "
+                             "refused until it is back")
+              : "");
     }
   }
   std::fprintf(stderr, "hilo_server: %s received; draining\n",

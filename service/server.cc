@@ -112,6 +112,12 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
         "limit)",
         options.audit_refusals_per_second));
   }
+  if (options.audit_anonymous_refusals_per_second < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "audit anonymous refusals per second is %d; it must not be negative "
+        "(0: no limit)",
+        options.audit_anonymous_refusals_per_second));
+  }
   if (!options.authz_tokens.empty() && options.authz_policy.empty()) {
     return absl::InvalidArgumentError(
         "an authz token list needs an authz policy that names its tokens");
@@ -253,6 +259,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   }
   AuditLogOptions audit_options;
   audit_options.refusals_per_second = opts.audit_refusals_per_second;
+  audit_options.anonymous_refusals_per_second =
+      opts.audit_anonymous_refusals_per_second;
   audit_options.on_suppressed = [metrics = server->metrics_.get()] {
     metrics->OnAuditLineSuppressed();
   };

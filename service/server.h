@@ -148,9 +148,13 @@ struct ServerOptions {
   std::string authz_tokens;
   // The audit trail's file (appended to); empty: stderr.
   std::string audit_log;
-  // Refused requests audited one line each per second at most; the rest
-  // are counted in a summary line (see AuditLog). 0: no limit.
+  // Refused requests audited one line each per second at most, for each
+  // caller (an authenticated identity, or one address of anonymous
+  // callers), and for all anonymous callers together; the rest are counted
+  // in a summary line (see AuditLog). 0: no limit.
   int audit_refusals_per_second = kDefaultAuditRefusalsPerSecond;
+  int audit_anonymous_refusals_per_second =
+      kDefaultAuditAnonymousRefusalsPerSecond;
   // A last_max more than this above Max is FAILED_PRECONDITION unless the
   // caller may administer (see kDefaultMaxLastMaxJump).
   int64_t max_last_max_jump = kDefaultMaxLastMaxJump;
@@ -185,10 +189,16 @@ class Server {
   RangeStore* store() { return store_.get(); }
 
   // Reads the authorization policy and token files again (SIGHUP, or a
-  // periodic check: unchanged files cost a read). A bad file is refused
-  // with Authorizer::Load's error and the policy in force stays. OK and
-  // nothing happens without a policy.
+  // periodic check: unchanged files cost a read). A bad file (a policy
+  // without grants included, unless it says deny_all) is refused with
+  // Authorizer::Load's error and the policy in force stays; a deleted token
+  // file revokes every token. OK and nothing happens without a policy.
   absl::Status ReloadAuthz();
+  // The token file (--authz_tokens) was gone at the last reload that took
+  // effect: every bearer token is refused until it is back.
+  bool authz_tokens_missing() const {
+    return authorizer_ != nullptr && authorizer_->tokens_file_missing();
+  }
   // Authorizer::generation(), or 0 without a policy.
   int64_t authz_generation() const {
     return authorizer_ == nullptr ? 0 : authorizer_->generation();

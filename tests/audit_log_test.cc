@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
@@ -61,9 +62,13 @@ std::string Line(const AuditRecord& record, absl::Time time) {
 
 class AuditLogLimitTest : public ::testing::Test {
  protected:
-  std::unique_ptr<AuditLog> Open(int refusals_per_second) {
+  // Each caller's budget; all anonymous callers together have none of
+  // their own unless given one.
+  std::unique_ptr<AuditLog> Open(int refusals_per_second,
+                                 int anonymous_refusals_per_second = 0) {
     AuditLogOptions options;
     options.refusals_per_second = refusals_per_second;
+    options.anonymous_refusals_per_second = anonymous_refusals_per_second;
     options.on_suppressed = [this] { ++suppressed_; };
     auto log = AuditLog::Open(path_, &clock_, std::move(options));
     EXPECT_THAT(log, IsOk());
@@ -100,12 +105,91 @@ TEST_F(AuditLogLimitTest, WritesNRefusalsASecondThenOneSummaryOfTheRest) {
       "\"count\":1003,\"first\":\"2027-01-15T08:00:00.000000Z\","
       "\"last\":\"2027-01-15T08:00:00.999000Z\","
       "\"by_method\":{\"NextRange\":1001,\"ReturnRange\":1,\"SetFloor\":1},"
-      "\"by_code\":{\"FAILED_PRECONDITION\":1,\"PERMISSION_DENIED\":1002}}}\n",
+      "\"by_code\":{\"FAILED_PRECONDITION\":1,\"PERMISSION_DENIED\":1002},"
+      "\"top_callers\":{\"anonymous "
+      "ipv4:10.0.0.9\":1003},\"top_collections\":{\"orders\":1003}}}\n",
       Line(Denied("GetCollection"), kStart + absl::Seconds(1)),
       Line(Denied("GetCollection"), kStart + absl::Seconds(1)));
   EXPECT_EQ(Contents(), expected);
   log.reset();  // nothing left to summarize
   EXPECT_EQ(Contents(), expected);
+}
+
+AuditRecord From(std::string identity, std::string peer,
+                 std::string collection) {
+  AuditRecord record = Denied("NextRange");
+  record.identity = std::move(identity);
+  record.peer = std::move(peer);
+  record.collection = std::move(collection);
+  return record;
+}
+
+// Each authenticated identity has a budget of its own, which no flood of
+// anyone else's touches; anonymous callers are counted by address (the
+// port dropped), each address with a budget, all of them within one total.
+// The summary names the callers and collections it counted most.
+TEST_F(AuditLogLimitTest,
+       EachCallerHasItsOwnBudgetAndAnonymousOnesShareATotal) {
+  std::unique_ptr<AuditLog> log = Open(3, /*anonymous_refusals_per_second=*/5);
+  const AuditRecord a1 = From("anonymous", "ipv4:10.0.0.1:1000", "junk-a");
+  const AuditRecord a1_other_port =
+      From("anonymous", "ipv4:10.0.0.1:2000", "junk-a");
+  const AuditRecord a2 = From("anonymous", "ipv6:[::2]:3000", "junk-b");
+  const AuditRecord a3 = From("anonymous", "ipv4:10.0.0.3:4000", "junk-c");
+  const AuditRecord lowpriv =
+      From("token:lowpriv", "ipv4:10.0.0.1:5000", "payments");
+  const AuditRecord ops = From("cn:ops", "ipv4:10.0.0.7:5000", "orders");
+  std::string expected;
+  for (int i = 0; i < 500; ++i) {
+    log->WriteRefusal(a1);
+    log->WriteRefusal(a1_other_port);
+    log->WriteRefusal(a2);
+    log->WriteRefusal(a3);
+    if (i < 3) {
+      // Written line by line for a1, a2 and a3 until the total of 5.
+      if (i == 0) {
+        expected += Line(a1, kStart) + Line(a1_other_port, kStart) +
+                    Line(a2, kStart) + Line(a3, kStart);
+      } else if (i == 1) {
+        expected += Line(a1, kStart);
+      }
+      log->WriteRefusal(lowpriv);
+      expected += Line(lowpriv, kStart);
+    }
+  }
+  log->WriteRefusal(lowpriv);  // its fourth: over its own budget
+  log->WriteRefusal(ops);
+  log->WriteRefusal(ops);
+  expected += Line(ops, kStart) + Line(ops, kStart);
+  EXPECT_EQ(Contents(), expected);
+  EXPECT_EQ(suppressed_, 2000 - 5 + 1);
+
+  clock_.Advance(absl::Seconds(1));
+  log->WriteRefusal(a3);
+  expected += absl::StrCat(
+      "{\"time\":\"2027-01-15T08:00:01.000000Z\",\"suppressed\":{"
+      "\"count\":1996,\"first\":\"2027-01-15T08:00:00.000000Z\","
+      "\"last\":\"2027-01-15T08:00:00.000000Z\","
+      "\"by_method\":{\"NextRange\":1996},"
+      "\"by_code\":{\"PERMISSION_DENIED\":1996},"
+      "\"top_callers\":{\"anonymous ipv4:10.0.0.1\":997,"
+      "\"anonymous ipv4:10.0.0.3\":499,\"anonymous ipv6:[::2]\":499,"
+      "\"token:lowpriv\":1},"
+      "\"top_collections\":{\"junk-a\":997,\"junk-b\":499,"
+      "\"junk-c\":499,\"payments\":1}}}\n",
+      Line(a3, kStart + absl::Seconds(1)));
+  EXPECT_EQ(Contents(), expected);
+}
+
+TEST(AuditCallerTest, AnonymousCallersAreTheirAddressWithoutThePort) {
+  EXPECT_EQ(AuditCaller("anonymous", "ipv4:10.0.0.9:41234"),
+            "anonymous ipv4:10.0.0.9");
+  EXPECT_EQ(AuditCaller("anonymous", "ipv6:[::1]:41234"),
+            "anonymous ipv6:[::1]");
+  EXPECT_EQ(AuditCaller("anonymous", "unix:/run/hilo.sock"),
+            "anonymous unix:/run/hilo.sock");
+  EXPECT_EQ(AuditCaller("token:lowpriv", "ipv4:10.0.0.9:41234"),
+            "token:lowpriv");
 }
 
 TEST_F(AuditLogLimitTest, AcceptedAdministrativeCallsAreNeverSuppressed) {
@@ -128,7 +212,9 @@ TEST_F(AuditLogLimitTest, AcceptedAdministrativeCallsAreNeverSuppressed) {
       "\"count\":99,\"first\":\"2027-01-15T08:00:00.000000Z\","
       "\"last\":\"2027-01-15T08:00:00.000000Z\","
       "\"by_method\":{\"SetFloor\":99},"
-      "\"by_code\":{\"PERMISSION_DENIED\":99}}}\n",
+      "\"by_code\":{\"PERMISSION_DENIED\":99},"
+      "\"top_callers\":{\"anonymous "
+      "ipv4:10.0.0.9\":99},\"top_collections\":{\"orders\":99}}}\n",
       Line(Accepted(), kStart + absl::Seconds(5)));
   EXPECT_EQ(Contents(), expected);
 }
@@ -141,13 +227,16 @@ TEST_F(AuditLogLimitTest, SummaryIsWrittenAtClose) {
   clock_.Advance(absl::Milliseconds(250));
   log.reset();
   EXPECT_EQ(Contents(),
-            absl::StrCat(Line(Denied("NextRange"), kStart),
-                         "{\"time\":\"2027-01-15T08:00:00.250000Z\","
-                         "\"suppressed\":{\"count\":2,"
-                         "\"first\":\"2027-01-15T08:00:00.000000Z\","
-                         "\"last\":\"2027-01-15T08:00:00.000000Z\","
-                         "\"by_method\":{\"NextRange\":2},"
-                         "\"by_code\":{\"PERMISSION_DENIED\":2}}}\n"));
+            absl::StrCat(
+                Line(Denied("NextRange"), kStart),
+                "{\"time\":\"2027-01-15T08:00:00.250000Z\","
+                "\"suppressed\":{\"count\":2,"
+                "\"first\":\"2027-01-15T08:00:00.000000Z\","
+                "\"last\":\"2027-01-15T08:00:00.000000Z\","
+                "\"by_method\":{\"NextRange\":2},"
+                "\"by_code\":{\"PERMISSION_DENIED\":2},"
+                "\"top_callers\":{\"anonymous "
+                "ipv4:10.0.0.9\":2},\"top_collections\":{\"orders\":2}}}\n"));
 }
 
 TEST_F(AuditLogLimitTest, FlushWritesTheSummaryOnceAndNothingWhenNoneIsDue) {
@@ -159,13 +248,16 @@ TEST_F(AuditLogLimitTest, FlushWritesTheSummaryOnceAndNothingWhenNoneIsDue) {
   log->Flush();
   log->Flush();
   EXPECT_EQ(Contents(),
-            absl::StrCat(Line(Denied("NextRange"), kStart),
-                         "{\"time\":\"2027-01-15T08:00:00.000000Z\","
-                         "\"suppressed\":{\"count\":1,"
-                         "\"first\":\"2027-01-15T08:00:00.000000Z\","
-                         "\"last\":\"2027-01-15T08:00:00.000000Z\","
-                         "\"by_method\":{\"NextRange\":1},"
-                         "\"by_code\":{\"PERMISSION_DENIED\":1}}}\n"));
+            absl::StrCat(
+                Line(Denied("NextRange"), kStart),
+                "{\"time\":\"2027-01-15T08:00:00.000000Z\","
+                "\"suppressed\":{\"count\":1,"
+                "\"first\":\"2027-01-15T08:00:00.000000Z\","
+                "\"last\":\"2027-01-15T08:00:00.000000Z\","
+                "\"by_method\":{\"NextRange\":1},"
+                "\"by_code\":{\"PERMISSION_DENIED\":1},"
+                "\"top_callers\":{\"anonymous "
+                "ipv4:10.0.0.9\":1},\"top_collections\":{\"orders\":1}}}\n"));
 }
 
 TEST_F(AuditLogLimitTest, ZeroMeansNoLimit) {
@@ -189,15 +281,18 @@ TEST_F(AuditLogLimitTest, ClockSteppedBackStartsANewSecond) {
   clock_.Set(kStart - absl::Hours(1));
   log->WriteRefusal(Denied("NextRange"));
   EXPECT_EQ(suppressed_, 1);
-  EXPECT_EQ(Contents(),
-            absl::StrCat(Line(Denied("NextRange"), kStart),
-                         "{\"time\":\"2027-01-15T07:00:00.000000Z\","
-                         "\"suppressed\":{\"count\":1,"
-                         "\"first\":\"2027-01-15T08:00:00.000000Z\","
-                         "\"last\":\"2027-01-15T08:00:00.000000Z\","
-                         "\"by_method\":{\"NextRange\":1},"
-                         "\"by_code\":{\"PERMISSION_DENIED\":1}}}\n",
-                         Line(Denied("NextRange"), kStart - absl::Hours(1))));
+  EXPECT_EQ(
+      Contents(),
+      absl::StrCat(Line(Denied("NextRange"), kStart),
+                   "{\"time\":\"2027-01-15T07:00:00.000000Z\","
+                   "\"suppressed\":{\"count\":1,"
+                   "\"first\":\"2027-01-15T08:00:00.000000Z\","
+                   "\"last\":\"2027-01-15T08:00:00.000000Z\","
+                   "\"by_method\":{\"NextRange\":1},"
+                   "\"by_code\":{\"PERMISSION_DENIED\":1},"
+                   "\"top_callers\":{\"anonymous "
+                   "ipv4:10.0.0.9\":1},\"top_collections\":{\"orders\":1}}}\n",
+                   Line(Denied("NextRange"), kStart - absl::Hours(1))));
 }
 
 // A refused name may be a whole request long; its line holds its first
@@ -218,6 +313,53 @@ TEST(AuditJsonTest, LongCollectionNameIsCutTo256Bytes) {
                          "\",\"request\":{},\"code\":\"INVALID_ARGUMENT\","
                          "\"message\":\"collection name is 60000 bytes; the "
                          "limit is 256\"}"));
+}
+
+// Every Unicode line separator and bidirectional control in a refused
+// name (or any field) is escaped: the line stays one line for a reader
+// that splits on Unicode line breaks (U+2028 made one refusal several
+// unparsable lines) and shows in the order it was written (U+202E).
+// Their neighbours, ordinary characters, are kept as they are.
+TEST(AuditJsonTest, EscapesEveryUnicodeLineSeparatorAndBidiControl) {
+  struct Case {
+    const char* utf8;
+    const char* escaped;
+  };
+  const Case kEscaped[] = {
+      {"\x0B", "\\u000b"},         {"\x0C", "\\u000c"},
+      {"\xC2\x85", "\\u0085"},     {"\xE2\x80\xA8", "\\u2028"},
+      {"\xE2\x80\xA9", "\\u2029"}, {"\xD8\x9C", "\\u061c"},
+      {"\xE2\x80\x8E", "\\u200e"}, {"\xE2\x80\x8F", "\\u200f"},
+      {"\xE2\x80\xAA", "\\u202a"}, {"\xE2\x80\xAB", "\\u202b"},
+      {"\xE2\x80\xAC", "\\u202c"}, {"\xE2\x80\xAD", "\\u202d"},
+      {"\xE2\x80\xAE", "\\u202e"}, {"\xE2\x81\xA6", "\\u2066"},
+      {"\xE2\x81\xA7", "\\u2067"}, {"\xE2\x81\xA8", "\\u2068"},
+      {"\xE2\x81\xA9", "\\u2069"}, {"\xC2\x80", "\\u0080"},
+      {"\xC2\x9F", "\\u009f"},
+  };
+  for (const Case& c : kEscaped) {
+    SCOPED_TRACE(c.escaped);
+    AuditRecord record = Denied("NextRange");
+    record.identity = absl::StrCat("uri:spiffe://x/", c.utf8);
+    record.collection = absl::StrCat("pay", c.utf8, "ments");
+    record.outcome = absl::PermissionDeniedError(
+        absl::StrCat("may not call NextRange on \"", record.collection, "\""));
+    const std::string line = AuditJson(record, kStart);
+    EXPECT_THAT(line, HasSubstr(absl::StrCat("\"identity\":\"uri:spiffe://x/",
+                                             c.escaped, "\"")));
+    EXPECT_THAT(line, HasSubstr(absl::StrCat("\"collection\":\"pay", c.escaped,
+                                             "ments\"")));
+    EXPECT_THAT(
+        line, HasSubstr(absl::StrCat("on \\\"pay", c.escaped, "ments\\\"\"")));
+    EXPECT_THAT(line, ::testing::Not(HasSubstr(c.utf8)));
+  }
+  // Neighbours of the ranges, and ordinary non-ASCII: kept.
+  for (const char* kept :
+       {"\xC2\xA0", "\xD8\x9B", "\xE2\x80\x8D", "\xE2\x80\xA7", "\xE2\x80\xAF",
+        "\xE2\x81\xA5", "\xE2\x81\xAA", "\xC3\xA9"}) {
+    SCOPED_TRACE(absl::CHexEscape(kept));
+    EXPECT_EQ(JsonString(kept), absl::StrCat("\"", kept, "\""));
+  }
 }
 
 // The flag's plumbing, the metric and the summary at shutdown, through a
@@ -264,7 +406,9 @@ TEST(AuditLogServerTest, RefusalFloodIsLimitedAndSummarizedAtShutdown) {
             "\"count\":47,\"first\":\"2027-01-15T08:00:00.000000Z\","
             "\"last\":\"2027-01-15T08:00:00.000000Z\","
             "\"by_method\":{\"NextRange\":47},"
-            "\"by_code\":{\"PERMISSION_DENIED\":47}}}");
+            "\"by_code\":{\"PERMISSION_DENIED\":47},"
+            "\"top_callers\":{\"anonymous ipv4:127.0.0.1\":47},"
+            "\"top_collections\":{\"orders\":47}}}");
 }
 
 }  // namespace

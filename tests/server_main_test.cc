@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <string>
 #include <utility>
@@ -182,6 +183,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadStart{"TokensWithoutPolicy",
                  {"--authz_tokens=$DIR/file"},
                  "an authz token list needs an authz policy"},
+        BadStart{"NegativeAnonymousAuditRefusals",
+                 {"--audit_anonymous_refusals_per_second=-1"},
+                 "audit anonymous refusals per second is -1; it must not be "
+                 "negative (0: no limit)"},
         BadStart{"NegativeJump",
                  {"--max_last_max_jump=-1"},
                  "max last_max jump is -1; it must not be negative"},
@@ -239,6 +244,48 @@ TEST(ServerMainTest, SighupReloadsThePolicyAndKeepsItOverABadFile) {
       denied,
       StatusIs(absl::StatusCode::kPermissionDenied,
                "anonymous may not call NextRange on collection \"orders\""));
+
+  EXPECT_THAT(server->Terminate(), IsOkAndHolds(0));
+}
+
+// A policy file emptied (a truncated write) is refused on SIGHUP and the
+// policy in force stays; a token file deleted revokes every token, and the
+// reload line says so.
+TEST(ServerMainTest, SighupRefusesAnEmptyPolicyAndSaysWhenTheTokensAreGone) {
+  TempDir dir;
+  const std::string policy = dir.File("policy.textproto");
+  const std::string tokens = dir.File("tokens");
+  std::ofstream(policy) << "grant { identity: \"anonymous\" "
+                           "collections: \"orders\" }\n";
+  std::ofstream(tokens) << "ops 0123456789abcdef0123\n";
+  std::unique_ptr<ServerProcess> server =
+      Start({"--db=" + dir.File("h.db"), "--authz_policy=" + policy,
+             "--authz_tokens=" + tokens, "--authz_reload_interval=0",
+             "--audit_log=" + dir.File("audit.jsonl")});
+  ASSERT_NE(server, nullptr);
+  const int port = server->port();
+  ASSERT_THAT(NextOrders(port), IsOk());
+
+  size_t seen = server->StderrLines().size();
+  std::ofstream(policy, std::ios::trunc).flush();
+  ASSERT_THAT(server->Signal(SIGHUP), IsOk());
+  EXPECT_EQ(NextLine(*server, seen++),
+            "hilo_server: authz policy " + policy +
+                " grants nothing: an empty or truncated file would refuse "
+                "every caller; to refuse every caller on purpose, write "
+                "\"deny_all: true\"; keeping the policy in force");
+  EXPECT_THAT(NextOrders(port), IsOk());
+
+  std::ofstream(policy, std::ios::trunc)
+      << "grant { identity: \"anonymous\" collections: \"orders\" }\n"
+         "grant { identity: \"token:ops\" admin: ADMIN_SET_FLOOR }\n";
+  ASSERT_EQ(std::remove(tokens.c_str()), 0);
+  ASSERT_THAT(server->Signal(SIGHUP), IsOk());
+  EXPECT_EQ(NextLine(*server, seen++),
+            "hilo_server: authz policy " + policy + " reloaded; authz token " +
+                "file " + tokens +
+                " is gone: every bearer token is refused until it is back");
+  EXPECT_THAT(NextOrders(port), IsOk());
 
   EXPECT_THAT(server->Terminate(), IsOkAndHolds(0));
 }

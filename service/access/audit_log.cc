@@ -1,8 +1,12 @@
 #include "service/access/audit_log.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
+#include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "service/store/validation.h"
@@ -34,10 +38,73 @@ size_t Utf8SequenceLength(absl::string_view s) {
   return 0;
 }
 
+// The code point of the valid UTF-8 sequence of `length` bytes at the
+// start of `s`.
+uint32_t CodePoint(absl::string_view s, size_t length) {
+  const auto byte = [&](size_t i) {
+    return static_cast<uint32_t>(static_cast<unsigned char>(s[i]));
+  };
+  switch (length) {
+    case 1:
+      return byte(0);
+    case 2:
+      return (byte(0) & 0x1F) << 6 | (byte(1) & 0x3F);
+    case 3:
+      return (byte(0) & 0x0F) << 12 | (byte(1) & 0x3F) << 6 | (byte(2) & 0x3F);
+    default:
+      return (byte(0) & 0x07) << 18 | (byte(1) & 0x3F) << 12 |
+             (byte(2) & 0x3F) << 6 | (byte(3) & 0x3F);
+  }
+}
+
+// Characters a reader may take for the end of a line, or that reorder
+// what a terminal shows: C0 and C1 controls and DEL (U+000B, U+000C and
+// U+0085 among them), the line and paragraph separators U+2028 and U+2029,
+// and the bidirectional controls (U+061C, U+200E, U+200F, U+202A-U+202E,
+// U+2066-U+2069).
+bool MustEscape(uint32_t c) {
+  return c < 0x20 || (c >= 0x7F && c <= 0x9F) || c == 0x061C || c == 0x200E ||
+         c == 0x200F || (c >= 0x2028 && c <= 0x202E) ||
+         (c >= 0x2066 && c <= 0x2069);
+}
+
 std::string JsonTime(absl::Time time) {
   return JsonString(
       absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", time, absl::UTCTimeZone()));
 }
+
+// The kMaxSummaryTop largest counts, largest first (then by key), as a
+// JSON object.
+std::string JsonTop(const absl::flat_hash_map<std::string, int64_t>& counts) {
+  std::vector<std::pair<std::string, int64_t>> top(counts.begin(),
+                                                   counts.end());
+  const auto before = [](const std::pair<std::string, int64_t>& a,
+                         const std::pair<std::string, int64_t>& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  };
+  const size_t n = std::min<size_t>(top.size(), kMaxSummaryTop);
+  std::partial_sort(top.begin(), top.begin() + n, top.end(), before);
+  std::string out = "{";
+  for (size_t i = 0; i < n; ++i) {
+    absl::StrAppend(&out, i == 0 ? "" : ",", JsonString(top[i].first), ":",
+                    top[i].second);
+  }
+  out += "}";
+  return out;
+}
+
+// Counts one more for `key`, unless `counts` is full and lacks it.
+void CountKey(absl::flat_hash_map<std::string, int64_t>* counts,
+              absl::string_view key) {
+  auto it = counts->find(key);
+  if (it != counts->end()) {
+    ++it->second;
+  } else if (counts->size() < static_cast<size_t>(kMaxSummaryKeys)) {
+    counts->emplace(std::string(key), 1);
+  }
+}
+
+constexpr absl::string_view kAnonymousCaller = "anonymous";
 
 std::string JsonCounts(const std::map<std::string, int64_t>& counts) {
   std::string out = "{";
@@ -72,8 +139,9 @@ std::string JsonString(absl::string_view text) {
       out += "\\r";
     } else if (c == '\t') {
       out += "\\t";
-    } else if (c < 0x20 || c == 0x7F) {
-      absl::StrAppendFormat(&out, "\\u%04x", c);
+    } else if (const uint32_t code = CodePoint(text, length);
+               MustEscape(code)) {
+      absl::StrAppendFormat(&out, "\\u%04x", code);
     } else {
       out.append(text.data(), length);
     }
@@ -81,6 +149,21 @@ std::string JsonString(absl::string_view text) {
   }
   out += '"';
   return out;
+}
+
+std::string AuditCaller(absl::string_view identity, absl::string_view peer) {
+  if (identity != kAnonymousCaller) return std::string(identity);
+  // "ipv4:10.0.0.9:41234", "ipv6:[::1]:41234": the port is the client's
+  // choice, the address is not.
+  if (absl::StartsWith(peer, "ipv4:") || absl::StartsWith(peer, "ipv6:")) {
+    const size_t colon = peer.rfind(':');
+    if (colon > 4 && colon + 1 < peer.size() &&
+        peer.find_first_not_of("0123456789", colon + 1) ==
+            absl::string_view::npos) {
+      peer = peer.substr(0, colon);
+    }
+  }
+  return absl::StrCat(kAnonymousCaller, " ", peer);
 }
 
 std::string AuditJson(const AuditRecord& record, absl::Time time) {
@@ -145,9 +228,24 @@ void AuditLog::WriteRefusal(const AuditRecord& record) {
     // between threads.
     const absl::Time now = clock_->Now();
     AdvanceWindowLocked(now);
-    if (options_.refusals_per_second == 0 ||
-        refusals_in_window_ < options_.refusals_per_second) {
-      ++refusals_in_window_;
+    const std::string caller = AuditCaller(record.identity, record.peer);
+    const bool anonymous = record.identity == kAnonymousCaller;
+    auto it = lines_by_caller_.find(caller);
+    const int lines = it == lines_by_caller_.end() ? 0 : it->second;
+    const bool caller_may = options_.refusals_per_second == 0 ||
+                            lines < options_.refusals_per_second;
+    const bool anonymous_may =
+        !anonymous || options_.anonymous_refusals_per_second == 0 ||
+        anonymous_lines_ < options_.anonymous_refusals_per_second;
+    if (caller_may && anonymous_may) {
+      // Only callers with a line written are tracked: at most a line's
+      // worth of memory each.
+      if (it == lines_by_caller_.end()) {
+        lines_by_caller_.emplace(caller, 1);
+      } else {
+        ++it->second;
+      }
+      if (anonymous) ++anonymous_lines_;
       WriteLineLocked(AuditJson(record, now));
       return;
     }
@@ -156,6 +254,12 @@ void AuditLog::WriteRefusal(const AuditRecord& record) {
     ++suppressed_.count;
     ++suppressed_.by_method[record.method];
     ++suppressed_.by_code[absl::StatusCodeToString(record.outcome.code())];
+    CountKey(&suppressed_.by_caller, caller);
+    if (!record.collection.empty()) {
+      CountKey(&suppressed_.by_collection,
+               absl::string_view(record.collection)
+                   .substr(0, kMaxCollectionNameBytes));
+    }
   }
   if (options_.on_suppressed) options_.on_suppressed();
 }
@@ -172,18 +276,21 @@ void AuditLog::AdvanceWindowLocked(absl::Time now) {
   if (now >= window_start_ && now - window_start_ < absl::Seconds(1)) return;
   WriteSummaryLocked(now);
   window_start_ = now;
-  refusals_in_window_ = 0;
+  lines_by_caller_.clear();
+  anonymous_lines_ = 0;
 }
 
 void AuditLog::WriteSummaryLocked(absl::Time now) {
   if (suppressed_.count == 0) return;
-  const std::string line =
-      absl::StrCat("{\"time\":", JsonTime(now),
-                   ",\"suppressed\":{\"count\":", suppressed_.count,
-                   ",\"first\":", JsonTime(suppressed_.first),
-                   ",\"last\":", JsonTime(suppressed_.last),
-                   ",\"by_method\":", JsonCounts(suppressed_.by_method),
-                   ",\"by_code\":", JsonCounts(suppressed_.by_code), "}}");
+  const std::string line = absl::StrCat(
+      "{\"time\":", JsonTime(now),
+      ",\"suppressed\":{\"count\":", suppressed_.count,
+      ",\"first\":", JsonTime(suppressed_.first),
+      ",\"last\":", JsonTime(suppressed_.last),
+      ",\"by_method\":", JsonCounts(suppressed_.by_method),
+      ",\"by_code\":", JsonCounts(suppressed_.by_code),
+      ",\"top_callers\":", JsonTop(suppressed_.by_caller),
+      ",\"top_collections\":", JsonTop(suppressed_.by_collection), "}}");
   suppressed_ = Suppressed();
   WriteLineLocked(line);
 }

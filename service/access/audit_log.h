@@ -9,27 +9,44 @@
 //
 // (one line in the file). Administrative calls that passed authorization
 // (Write) are always written. Refused calls (WriteRefusal) cost a client
-// nothing to send, so a flood of them could fill the disk: at most
-// `refusals_per_second` of them are written in any one second (a second
-// starts with the first refusal at least a second after the last one
-// started). The rest are counted, and the count is written as one summary
-// line, in the same file, just before the first line of a later second (or
-// at Flush, which the destructor calls):
+// nothing to send, so a flood of them could fill the disk, or hide the
+// refusals that matter among junk. They are limited per caller, in seconds
+// (a second starts with the first line at least a second after the last
+// one started):
+//
+//  - each authenticated identity (a certificate's, or a known token's) has
+//    `refusals_per_second` lines of its own, whatever anyone else sends:
+//    its refusals are always written, up to that many a second;
+//  - an anonymous caller (identity "anonymous", an unknown token's too) is
+//    counted by its peer address (the port dropped), with
+//    `refusals_per_second` lines for each address and
+//    `anonymous_refusals_per_second` lines for all of them together, so
+//    callers without credentials write a bounded amount whatever their
+//    number.
+//
+// The rest are counted, and the count is written as one summary line, in
+// the same file, just before the first line of a later second (or at
+// Flush, which the destructor calls):
 //
 //   {"time":"2026-11-24T02:00:01.200000Z",
 //    "suppressed":{"count":5120,"first":"2026-11-24T02:00:00.003000Z",
 //    "last":"2026-11-24T02:00:00.998000Z",
 //    "by_method":{"NextRange":5000,"SetFloor":120},
-//    "by_code":{"PERMISSION_DENIED":5120}}}
+//    "by_code":{"PERMISSION_DENIED":5120},
+//    "top_callers":{"anonymous ipv4:10.0.0.9":5000,"token:lowpriv":120},
+//    "top_collections":{"orders":5000,"payments":120}}}
 //
 // A pipeline tells a summary from a call by its "suppressed" key (a call
 // has "method" instead); "first" and "last" are the times of the first and
 // the last refusal it counts, and the by_ maps (keys sorted) add up to
-// "count". Lines go to stderr, or are appended to a file
-// opened once; a failed write is reported on stderr once (again only after
-// a write worked in between) and never stops the server. Rotate the file with
-// copytruncate (the file is opened with O_APPEND, so writes land at its new
-// end).
+// "count". top_callers (identities, and "anonymous ADDRESS") and
+// top_collections name the kMaxSummaryTop most counted, most first; a
+// summary tracks its first kMaxSummaryKeys callers and collections, and
+// counts later ones only in "count". Lines go to stderr, or are appended to
+// a file opened once; a failed write is reported on stderr once (again only
+// after a write worked in between) and never stops the server. Rotate the
+// file with copytruncate (the file is opened with O_APPEND, so writes land
+// at its new end).
 //
 // Thread-safe.
 #ifndef HILO_SERVICE_ACCESS_AUDIT_LOG_H_
@@ -45,6 +62,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -53,6 +71,11 @@
 #include "hilo/base/mutex.h"
 
 namespace hilo {
+
+// The caller a refusal's budget belongs to: `identity`, or for "anonymous"
+// "anonymous ADDRESS", the peer's address without its port
+// ("anonymous ipv4:10.0.0.9", "anonymous ipv6:[::1]").
+std::string AuditCaller(absl::string_view identity, absl::string_view peer);
 
 // One audited call.
 struct AuditRecord {
@@ -66,8 +89,13 @@ struct AuditRecord {
 };
 
 // `text` as a JSON string literal, quotes included. Valid UTF-8 stays as it
-// is, except '"', '\\' and control characters (escaped); each byte of an
-// invalid sequence becomes U+FFFD, so the line is always valid JSON.
+// is, except '"', '\\', control characters (C0, DEL and C1, U+0085
+// included), the line separators U+2028 and U+2029 and the bidirectional
+// controls (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069), which are
+// escaped (\uXXXX): a line is one line for any reader that splits on Unicode
+// line breaks, and shows in a terminal in the order it was written. Each
+// byte of an invalid sequence becomes U+FFFD, so the line is always valid
+// JSON.
 std::string JsonString(absl::string_view text);
 
 // The record as one JSON object (no newline), stamped with `time`. A
@@ -76,15 +104,26 @@ std::string JsonString(absl::string_view text);
 // twice the identity's length.
 std::string AuditJson(const AuditRecord& record, absl::Time time);
 
-// Refusal lines written in one second by default. A refusal line is about
-// 270 bytes, 1.8 KB at most (a 256-byte name of escaped bytes) plus twice
-// the identity's length: a flood writes 27 KB/s (2.4 GB a day) typically,
-// 180 KB/s (16 GB a day) at most, plus one summary line a second.
-inline constexpr int kDefaultAuditRefusalsPerSecond = 100;
+// Refusal lines written in one second for each caller by default, and for
+// all anonymous callers together. A refusal line is about 270 bytes, 1.8 KB
+// at most (a 256-byte name of escaped bytes) plus twice the identity's
+// length: callers without credentials write 27 KB/s (2.4 GB a day)
+// typically, 180 KB/s (16 GB a day) at most, plus one summary line a
+// second; each authenticated identity refused adds at most a fifth of that.
+inline constexpr int kDefaultAuditRefusalsPerSecond = 20;
+inline constexpr int kDefaultAuditAnonymousRefusalsPerSecond = 100;
+
+// The most callers and collections a summary line names, and tracks.
+inline constexpr int kMaxSummaryTop = 10;
+inline constexpr int kMaxSummaryKeys = 1000;
 
 struct AuditLogOptions {
-  // Refusal lines written in one second at most; 0: no limit.
+  // Refusal lines written in one second for each caller (an authenticated
+  // identity, or the address of anonymous callers); 0: no limit.
   int refusals_per_second = kDefaultAuditRefusalsPerSecond;
+  // Refusal lines of all anonymous callers together in one second; 0: no
+  // limit.
+  int anonymous_refusals_per_second = kDefaultAuditAnonymousRefusalsPerSecond;
   // Called (outside the log's lock) once for each refusal counted instead
   // of written, e.g. to count it in a metric; may be empty.
   std::function<void()> on_suppressed;
@@ -108,8 +147,8 @@ class AuditLog {
   // Writes the line of an administrative call that passed authorization
   // (whatever the store then said): never suppressed.
   void Write(const AuditRecord& record);
-  // Writes the line of a refused call, or counts it if this second has had
-  // its refusals_per_second lines already.
+  // Writes the line of a refused call, or counts it if its caller (or all
+  // anonymous callers) had their lines this second already.
   void WriteRefusal(const AuditRecord& record);
   // Writes the summary of the refusals counted and not yet summarized, if
   // any, now rather than before the next line.
@@ -123,6 +162,9 @@ class AuditLog {
     absl::Time last;
     std::map<std::string, int64_t> by_method;
     std::map<std::string, int64_t> by_code;
+    // The first kMaxSummaryKeys of each.
+    absl::flat_hash_map<std::string, int64_t> by_caller;
+    absl::flat_hash_map<std::string, int64_t> by_collection;
   };
 
   AuditLog(const Clock* clock, AuditLogOptions options, std::FILE* file,
@@ -143,7 +185,10 @@ class AuditLog {
   const std::string path_;
   bool failed_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time window_start_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  int refusals_in_window_ ABSL_GUARDED_BY(mu_) = 0;
+  // Lines written this second, by caller ("anonymous ADDRESS" for
+  // anonymous callers), and by all anonymous callers together.
+  absl::flat_hash_map<std::string, int> lines_by_caller_ ABSL_GUARDED_BY(mu_);
+  int anonymous_lines_ ABSL_GUARDED_BY(mu_) = 0;
   Suppressed suppressed_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -16,20 +16,24 @@
 #include "absl/strings/str_split.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
+#include "openssl/crypto.h"
+#include "openssl/sha.h"
 #include "service/access/authz_policy.pb.h"
 
 namespace hilo {
 
+using TokenDigest = std::array<unsigned char, SHA256_DIGEST_LENGTH>;
+
 // A parsed policy and token list.
-struct Authorizer::Policy {
+struct ParsedAuthzPolicy {
   // What one identity may do, the union of the grants naming it.
   struct Rights {
     std::vector<std::string> collections;
     hilo::internal::AdminAccess admin = hilo::internal::ADMIN_NONE;
   };
   absl::flat_hash_map<std::string, Rights> rights;
-  // Token and the identity ("token:NAME") it stands for.
-  std::vector<std::pair<std::string, std::string>> tokens;
+  // A token's SHA-256 and the identity ("token:NAME") it stands for.
+  std::vector<std::pair<TokenDigest, std::string>> tokens;
 };
 
 namespace {
@@ -49,12 +53,17 @@ class FirstError final : public google::protobuf::io::ErrorCollector {
   std::string error_;
 };
 
+// The file's bytes; INVALID_ARGUMENT naming it if it cannot be read, and
+// NOT_FOUND if it does not exist.
 absl::StatusOr<std::string> ReadFile(const std::string& path,
                                      absl::string_view what) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s %s cannot be read: %s", what, path, std::strerror(errno)));
+    const int error = errno;
+    const std::string message = absl::StrFormat(
+        "%s %s cannot be read: %s", what, path, std::strerror(error));
+    return error == ENOENT ? absl::NotFoundError(message)
+                           : absl::InvalidArgumentError(message);
   }
   std::ostringstream text;
   text << in.rdbuf();
@@ -81,17 +90,11 @@ bool ValidIdentity(absl::string_view identity) {
 absl::Status ParsePolicy(const std::string& path, const std::string& text,
                          Authorizer::Policy* policy);
 
-// Equal, in time that depends on the lengths alone, not on where the bytes
-// differ.
-bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
-  const size_t n = std::max(a.size(), b.size());
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < n; ++i) {
-    const unsigned char x = i < a.size() ? a[i] : 0;
-    const unsigned char y = i < b.size() ? b[i] : 0;
-    diff |= x ^ y;
-  }
-  return diff == 0;
+TokenDigest Sha256(absl::string_view bytes) {
+  TokenDigest digest;
+  SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(),
+         digest.data());
+  return digest;
 }
 
 }  // namespace
@@ -157,6 +160,20 @@ absl::Status ParsePolicy(const std::string& path, const std::string& text,
     return absl::InvalidArgumentError(
         absl::StrFormat("%s %s %s", kWhat, path, errors.error()));
   }
+  // An empty file parses, and would refuse every caller: a truncated write
+  // must not lock every client out, so refusing everyone is said outright.
+  if (proto.grant_size() == 0 && !proto.deny_all()) {
+    return Malformed(kWhat, path, "grants nothing",
+                     "an empty or truncated file would refuse every caller; "
+                     "to refuse every caller on purpose, write "
+                     "\"deny_all: true\"");
+  }
+  if (proto.grant_size() > 0 && proto.deny_all()) {
+    return Malformed(
+        kWhat, path, "says deny_all: true",
+        absl::StrFormat("yet has %d grants; remove one or the other",
+                        proto.grant_size()));
+  }
   for (int i = 0; i < proto.grant_size(); ++i) {
     const hilo::internal::Grant& grant = proto.grant(i);
     const std::string where = absl::StrFormat("grant %d", i + 1);
@@ -213,20 +230,25 @@ absl::Status ParseTokens(const std::string& path, const std::string& text,
                        "the token is shorter than 16 bytes; use a random one "
                        "(openssl rand -hex 32)");
     }
+    if (fields[1].size() > kMaxBearerTokenBytes) {
+      return Malformed(kWhat, path, where,
+                       absl::StrFormat("the token is %d bytes; the limit is %d",
+                                       fields[1].size(), kMaxBearerTokenBytes));
+    }
     auto [it, inserted] = names.emplace(std::string(fields[0]), line_number);
     if (!inserted) {
       return Malformed(kWhat, path, where,
                        absl::StrFormat("name %s is already on line %d",
                                        fields[0], it->second));
     }
-    for (const auto& [token, identity] : policy->tokens) {
-      if (token == fields[1]) {
+    const TokenDigest digest = Sha256(fields[1]);
+    for (const auto& [other, identity] : policy->tokens) {
+      if (other == digest) {
         return Malformed(kWhat, path, where,
                          absl::StrFormat("its token is also %s's", identity));
       }
     }
-    policy->tokens.emplace_back(std::string(fields[1]),
-                                absl::StrCat("token:", fields[0]));
+    policy->tokens.emplace_back(digest, absl::StrCat("token:", fields[0]));
   }
   return absl::OkStatus();
 }
@@ -248,18 +270,34 @@ absl::StatusOr<std::unique_ptr<Authorizer>> Authorizer::Load(
 absl::Status Authorizer::Reload() {
   absl::StatusOr<std::string> policy_text =
       ReadFile(policy_path_, "authz policy");
-  if (!policy_text.ok()) return policy_text.status();
+  if (!policy_text.ok()) {
+    return absl::InvalidArgumentError(policy_text.status().message());
+  }
   std::string tokens_text;
+  bool tokens_missing = false;
   if (!tokens_path_.empty()) {
     absl::StatusOr<std::string> read =
         ReadFile(tokens_path_, "authz token file");
-    if (!read.ok()) return read.status();
-    tokens_text = *std::move(read);
+    bool loaded;
+    {
+      base::MutexLock lock(&mu_);
+      loaded = policy_ != nullptr;
+    }
+    // Removed after start: no tokens, so that a token revoked by deleting
+    // the file cannot stay valid. At start it is a mistake in the flags.
+    if (absl::IsNotFound(read.status()) && loaded) {
+      tokens_missing = true;
+    } else if (!read.ok()) {
+      return absl::InvalidArgumentError(read.status().message());
+    } else {
+      tokens_text = *std::move(read);
+    }
   }
+  const TokenDigest tokens_digest = Sha256(tokens_text);
   {
     base::MutexLock lock(&mu_);
     if (policy_ != nullptr && *policy_text == policy_text_ &&
-        tokens_text == tokens_text_) {
+        tokens_digest == tokens_digest_ && tokens_missing == tokens_missing_) {
       return absl::OkStatus();
     }
   }
@@ -275,9 +313,15 @@ absl::Status Authorizer::Reload() {
   base::MutexLock lock(&mu_);
   policy_ = std::move(policy);
   policy_text_ = *std::move(policy_text);
-  tokens_text_ = std::move(tokens_text);
+  tokens_digest_ = tokens_digest;
+  tokens_missing_ = tokens_missing;
   ++generation_;
   return absl::OkStatus();
+}
+
+bool Authorizer::tokens_file_missing() const {
+  base::MutexLock lock(&mu_);
+  return tokens_missing_;
 }
 
 int64_t Authorizer::generation() const {
@@ -285,34 +329,61 @@ int64_t Authorizer::generation() const {
   return generation_;
 }
 
-Decision Authorizer::Check(const Caller& caller, Method method,
-                           absl::string_view collection) const {
-  std::shared_ptr<const Policy> policy;
+Principal Authorizer::Resolve(const Caller& caller,
+                              absl::string_view rpc) const {
+  resolutions_.fetch_add(1, std::memory_order_relaxed);
+  Principal who;
   {
     base::MutexLock lock(&mu_);
-    policy = policy_;
+    who.policy = policy_;
   }
-  Decision decision;
-  std::vector<std::string> identities = caller.certificate_identities;
+  who.identities = caller.certificate_identities;
   if (caller.has_bearer_token) {
-    // Every entry is compared, so the time says nothing about which one
-    // (if any) matched.
+    // A token too long to be one is unknown unread. Any other is hashed
+    // once, and every digest is compared in full, so the time says nothing
+    // about which entry (if any) matched.
     const std::string* found = nullptr;
-    for (const auto& [token, identity] : policy->tokens) {
-      if (ConstantTimeEquals(token, caller.bearer_token)) found = &identity;
+    if (caller.bearer_token.size() <= kMaxBearerTokenBytes) {
+      const TokenDigest digest = Sha256(caller.bearer_token);
+      for (const auto& [configured, identity] : who.policy->tokens) {
+        if (CRYPTO_memcmp(configured.data(), digest.data(), digest.size()) ==
+            0) {
+          found = &identity;
+        }
+      }
+      token_digest_comparisons_.fetch_add(
+          static_cast<int64_t>(who.policy->tokens.size()),
+          std::memory_order_relaxed);
     }
     if (found == nullptr) {
-      decision.identity = DisplayIdentity(caller);
-      decision.status = absl::UnauthenticatedError(absl::StrFormat(
+      who.identity = DisplayIdentity(caller);
+      who.status = absl::UnauthenticatedError(absl::StrFormat(
           "%s sent a bearer token this server does not know (calling %s)",
-          decision.identity, MethodName(method)));
-      return decision;
+          who.identity, rpc));
+      return who;
     }
-    identities.push_back(*found);
+    who.identities.push_back(*found);
   }
-  if (identities.empty()) identities.push_back(kAnonymous);
-  decision.identity = identities.front();
+  if (who.identities.empty()) who.identities.push_back(kAnonymous);
+  who.identity = who.identities.front();
+  return who;
+}
 
+Decision Authorizer::Check(const Caller& caller, Method method,
+                           absl::string_view collection) const {
+  return Check(Resolve(caller, MethodName(method)), method, collection);
+}
+
+Decision Authorizer::Check(const Principal& who, Method method,
+                           absl::string_view collection) {
+  Decision decision;
+  decision.identity = who.identity;
+  if (!who.status.ok()) {
+    decision.status = who.status;
+    return decision;
+  }
+  const Policy* policy = who.policy.get();
+  const std::vector<std::string>& identities = who.identities;
   bool collection_allowed = false;
   hilo::internal::AdminAccess admin = hilo::internal::ADMIN_NONE;
   for (const std::string& identity : identities) {

@@ -1,8 +1,11 @@
 // Gatekeeper: the authorization policy, the audit trail and the refusal
 // counts, in front of HiLoService and AdminService, without gRPC.
 //
-// Each call first checks the collection name (so messages and audit lines
-// only ever carry valid UTF-8), then asks the Authorizer; a refusal
+// Each call resolves its caller once (Authorizer::Resolve: an unknown
+// bearer token refuses the whole call, a ReturnRanges included, as
+// UNAUTHENTICATED), then for each collection it names checks the name (so
+// messages and audit lines only ever carry valid UTF-8) and asks the
+// policy; a refusal
 // (PERMISSION_DENIED, or UNAUTHENTICATED for an unknown bearer token) is
 // audited, counted (Observer::OnDenied, reason "permission") and returned
 // before anything reaches the store (a refused NextRange or ReturnRange is
@@ -23,7 +26,10 @@
 #ifndef HILO_SERVICE_RPC_GATEKEEPER_H_
 #define HILO_SERVICE_RPC_GATEKEEPER_H_
 
+#include <optional>
+
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "hilo/v1/hilo.pb.h"
 #include "service/access/audit_log.h"
 #include "service/access/authorizer.h"
@@ -50,9 +56,12 @@ class Gatekeeper {
                    const hilo::v1::ReturnRangeRequest& request,
                    hilo::v1::ReturnRangeResponse* response,
                    ServiceCallback done);
-  // Each item is admitted as a ReturnRange of its own: a refused item gets
-  // its refusal as its result (and is audited and counted as a refused
-  // ReturnRange); the others go to the service together.
+  // The caller is resolved once for the whole call: an unknown bearer token
+  // refuses it whole (UNAUTHENTICATED, one audit line, counted once as a
+  // refused ReturnRange). Otherwise each item is admitted as a ReturnRange
+  // of its own: a refused item gets its refusal as its result (and is
+  // audited and counted as a refused ReturnRange); the others go to the
+  // service together.
   void ReturnRanges(const Caller& caller,
                     const hilo::v1::ReturnRangesRequest& request,
                     hilo::v1::ReturnRangesResponse* response,
@@ -73,9 +82,16 @@ class Gatekeeper {
                         ServiceCallback done);
 
  private:
+  // Who the caller is (none without an Authorizer).
+  std::optional<Principal> Resolve(const Caller& caller,
+                                   absl::string_view rpc) const;
   // Checks the call `record` describes (its method, collection and the
-  // numbers asked for); fills record->identity. On a refusal, audits and
-  // counts it and returns it; *may_administer tells the caller's right.
+  // numbers asked for) for `who` (null: allowed); fills record->identity.
+  // On a refusal, audits and counts it and returns it; *may_administer
+  // tells the caller's right.
+  absl::Status Admit(const Caller& caller, const Principal* who, Method method,
+                     AuditRecord* record, bool* may_administer);
+  // Resolve, then Admit: a call that names one collection.
   absl::Status Admit(const Caller& caller, Method method, AuditRecord* record,
                      bool* may_administer);
   // The line of an administrative call that passed authorization: always

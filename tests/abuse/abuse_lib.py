@@ -27,6 +27,8 @@ import hpack
 from hyperframe import frame as hf
 
 NEXT = "/hilo.v1.HiLo/NextRange"
+RETURN_MANY = "/hilo.v1.HiLo/ReturnRanges"
+SET_FLOOR = "/hilo.v1.HiLoAdmin/SetFloor"
 LIST = "/hilo.v1.HiLoAdmin/ListCollections"
 WATCH = "/grpc.health.v1.Health/Watch"
 GRACE_S = 3  # --shutdown_grace the tests give the server
@@ -62,6 +64,22 @@ def next_range_request(collection, last_max=0):
     if last_max:
         body += field_varint(4, last_max)
     return body
+
+
+def return_ranges_request(items):
+    """A ReturnRanges of `items` items (collections r0, r1, ...), each with
+    a range token, as a client closing with many ranges sends."""
+    body = b""
+    for i in range(items):
+        item = (field_bytes(1, f"r{i}".encode()) + field_varint(2, 100) +
+                field_varint(3, 50) + varint(5 << 3 | 1) +
+                (i + 1).to_bytes(8, "little"))
+        body += field_bytes(1, item)
+    return body
+
+
+def set_floor_request(collection, floor):
+    return field_bytes(1, collection.encode()) + field_varint(2, floor)
 
 
 def list_request(page_size, page_token=b""):
@@ -276,6 +294,13 @@ class Server:
 
     def threads(self):
         return self.status("Threads")
+
+    def cpu_seconds(self):
+        """User and system CPU the server has used, its exited threads'
+        included (/proc/PID/stat, in clock ticks)."""
+        with open(f"/proc/{self.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def rss_mb(self):
         return self.status("VmRSS") / 1024

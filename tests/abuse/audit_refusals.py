@@ -19,9 +19,9 @@ import abuse_lib as lib
 
 def refuse(endpoint, count):
     """`count` NextRange calls the guard rail refuses (last_max 2^33 above
-    a new collection's Max of 0), all in flight at once: more than the 100
-    a second the audit log writes a line each for. Returns how many were
-    FAILED_PRECONDITION."""
+    a new collection's Max of 0), all in flight at once: more than the 20
+    a second the audit log writes a line each for one address. Returns how
+    many were FAILED_PRECONDITION."""
     ch = endpoint.channel()
     call = ch.unary_unary(lib.NEXT, request_serializer=None,
                           response_deserializer=None)
