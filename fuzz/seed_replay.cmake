@@ -10,6 +10,8 @@ find_path(HILO_FUZZED_DATA_PROVIDER_DIR fuzzer/FuzzedDataProvider.h
 if(HILO_FUZZED_DATA_PROVIDER_DIR)
   add_executable(fuzz_seed_replay
     "${PROJECT_SOURCE_DIR}/fuzz/range_store_fuzzer.cc"
+    "${PROJECT_SOURCE_DIR}/fuzz/contract_model.cc"
+    "${PROJECT_SOURCE_DIR}/fuzz/store_under_test.cc"
     "${PROJECT_SOURCE_DIR}/fuzz/seed_replay_main.cc")
   # The header alone: clang's include directory also holds its own
   # stddef.h and the like, which g++ must not pick up.
@@ -19,8 +21,8 @@ if(HILO_FUZZED_DATA_PROVIDER_DIR)
     "${_hilo_fdp_dir}/fuzzer/FuzzedDataProvider.h" COPYONLY)
   target_include_directories(fuzz_seed_replay PRIVATE "${_hilo_fdp_dir}")
   target_compile_definitions(fuzz_seed_replay PRIVATE HILO_FUZZ_TRACE)
-  target_link_libraries(fuzz_seed_replay PRIVATE hilo::service
-                        SQLite::SQLite3)
+  target_link_libraries(fuzz_seed_replay PRIVATE hilo::store_sqlite
+                        hilo::store_postgres SQLite::SQLite3)
   add_test(NAME unit.fuzz_seed_traces
     COMMAND "${PROJECT_SOURCE_DIR}/fuzz/check_seed_traces.sh"
       "$<TARGET_FILE:fuzz_seed_replay>" "${PROJECT_SOURCE_DIR}/fuzz/corpus"
