@@ -155,9 +155,8 @@ std::vector<CollectionModel::ReturnNext> CollectionModel::ReturnRule(
     return {{true, next}};
   }
   // R1
-  if (!(s.exists && s.last >= 0 && s.live &&
-        holdings_[s.last].token == token && s.max == end &&
-        s.return_floor <= last)) {
+  if (!(s.exists && s.last >= 0 && s.live && holdings_[s.last].token == token &&
+        s.max == end && s.return_floor <= last)) {
     return {{false, s}};
   }
   State retired = s;  // R2
@@ -181,8 +180,7 @@ std::vector<CollectionModel::ReturnNext> CollectionModel::ReturnRule(
   return {{true, retired}};
 }
 
-void CollectionModel::CheckHandBack(const Holding& h, int64_t end,
-                                    int64_t last,
+void CollectionModel::CheckHandBack(const Holding& h, int64_t end, int64_t last,
                                     absl::string_view call) const {
   if (last == end) return;  // nothing handed back
   if (last < h.issued.low - 1 || end > h.owned_high || last < h.used_high ||
@@ -221,8 +219,8 @@ void CollectionModel::Return(int64_t end, int64_t last, uint64_t token,
     Fail(absl::StrFormat("%s gave applied=%d max %d; want %s with max %d (%s)",
                          call, got->applied, got->max,
                          may_apply && may_refuse ? "either"
-                         : may_apply            ? "applied"
-                                                : "refused",
+                         : may_apply             ? "applied"
+                                                 : "refused",
                          got->applied ? last : max(), Describe()));
   }
   if (got->applied) {

@@ -152,8 +152,8 @@ class CollectionModel {
     bool applied;
     State state;
   };
-  std::vector<ReturnNext> ReturnRule(const State& s, int64_t end,
-                                     int64_t last, uint64_t token) const;
+  std::vector<ReturnNext> ReturnRule(const State& s, int64_t end, int64_t last,
+                                     uint64_t token) const;
   void CheckMax(int64_t max, absl::string_view what) const;
   void CheckHandBack(const Holding& h, int64_t end, int64_t last,
                      absl::string_view call) const;

@@ -96,7 +96,8 @@ class Completions {
     std::unique_lock<std::mutex> lock(mu_);
     if (!cv_.wait_for(lock, std::chrono::minutes(1),
                       [&] { return pending_ == 0; })) {
-      Fail(absl::StrCat(pending_, " calls of a batch still pending after 1 min"));
+      Fail(absl::StrCat(pending_,
+                        " calls of a batch still pending after 1 min"));
     }
   }
 
@@ -122,9 +123,9 @@ class Driver {
     // (fuzz/seed_replay.cmake) then fails naming them, and they must be
     // re-derived to replay their traces in fuzz/seed_traces/ again.
     static constexpr const char* kOps[14] = {
-        "Allocate",     "Allocate",     "ReturnHeld",       "ReturnHeld",
-        "AdjacentPair", "Replay",       "ReturnWrongToken", "ReturnAnything",
-        "SetFloor",     "SetFloor",     "Restart",          "Delete",
+        "Allocate",     "Allocate", "ReturnHeld",       "ReturnHeld",
+        "AdjacentPair", "Replay",   "ReturnWrongToken", "ReturnAnything",
+        "SetFloor",     "SetFloor", "Restart",          "Delete",
         "CrashRestart", "Batch"};
     const int op = in.ConsumeIntegralInRange<int>(0, 13);
     Trace(kOps[op], " on ", name);
@@ -183,8 +184,7 @@ class Driver {
   }
 
   void CheckStored(const std::string& name, absl::string_view when) {
-    models_.at(name).CheckStored(store_.store().Get(store_.Stored(name)),
-                                 when);
+    models_.at(name).CheckStored(store_.store().Get(store_.Stored(name)), when);
   }
 
   // A fresh token: distinct from every other of this input (splitmix64's
@@ -248,8 +248,7 @@ class Driver {
     Trace("  ", call);
     return models_.at(name).Allocate(
         size, floor, token,
-        store_.store().Allocate(store_.Stored(name), size, floor, token),
-        call);
+        store_.store().Allocate(store_.Stored(name), size, floor, token), call);
   }
 
   // Which holder returns what, decoded; nullopt when nobody holds anything.
@@ -298,13 +297,12 @@ class Driver {
     CheckStored(name, "after the second range of a pair");
     CollectionModel& m = models_.at(name);
     const Holding later = m.holdings()[*second];
-    SendAsHolder(name, {later.issued.high, later.issued.low - 1, later.token,
-                        *second});
+    SendAsHolder(
+        name, {later.issued.high, later.issued.low - 1, later.token, *second});
     CheckStored(name, "after the whole return of the second range of a pair");
     const Holding earlier = m.holdings()[*first];
-    const int64_t last =
-        in.ConsumeIntegralInRange<int64_t>(earlier.issued.low - 1,
-                                           earlier.issued.high);
+    const int64_t last = in.ConsumeIntegralInRange<int64_t>(
+        earlier.issued.low - 1, earlier.issued.high);
     SendAsHolder(name, {earlier.issued.high, last, earlier.token, *first});
     // README, "A pair of adjacent ranges": "Max ends at the last number the
     // client used".
@@ -386,8 +384,8 @@ class Driver {
       return;
     }
     if (0 <= last && last <= end) m.HolderReturns(*sender, last);
-    Return(name, end, last, token, sender, token == 0 ? "an old client's"
-                                                      : "a buggy holder's");
+    Return(name, end, last, token, sender,
+           token == 0 ? "an old client's" : "a buggy holder's");
   }
 
   void Return(const std::string& name, int64_t end, int64_t last,
@@ -449,10 +447,10 @@ class Driver {
       switch (in.ConsumeIntegralInRange<int>(0, 2)) {
         case 0: {
           const AllocateCall a = DecodeAllocate(in, name);
-          const std::string call =
-              absl::StrFormat("queued Allocate(%s, size %d, floor %d, "
-                              "token %#x)",
-                              name, a.size, a.floor, a.token);
+          const std::string call = absl::StrFormat(
+              "queued Allocate(%s, size %d, floor %d, "
+              "token %#x)",
+              name, a.size, a.floor, a.token);
           Trace("  ", call);
           auto got = std::make_shared<absl::StatusOr<Allocation>>();
           completions.Expect();
@@ -505,9 +503,8 @@ class Driver {
                 *got = std::move(out);
                 completions.Done();
               });
-          judge.push_back([m, floor, got, call] {
-            m->SetFloor(floor, *got, call);
-          });
+          judge.push_back(
+              [m, floor, got, call] { m->SetFloor(floor, *got, call); });
           break;
         }
       }

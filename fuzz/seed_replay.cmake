@@ -33,3 +33,14 @@ else()
   set_tests_properties(unit.fuzz_seed_traces PROPERTIES SKIP_RETURN_CODE 77)
 endif()
 set_tests_properties(unit.fuzz_seed_traces PROPERTIES LABELS unit)
+
+# The same fuzzer on PostgreSQL (the run's cluster, tests/CMakeLists.txt):
+# the seeds replay their traces there too, then 40 pseudo-random inputs from
+# a fixed seed (about half a minute).
+if(HILO_FUZZED_DATA_PROVIDER_DIR)
+  add_test(NAME e2e.postgresql_fuzz
+    COMMAND "${PROJECT_SOURCE_DIR}/fuzz/run_postgres_fuzz.sh"
+      "$<TARGET_FILE:fuzz_seed_replay>" "${HILO_TEST_POSTGRES_DIR}" 40)
+  set_tests_properties(e2e.postgresql_fuzz PROPERTIES
+    LABELS e2e.postgresql FIXTURES_REQUIRED postgresql TIMEOUT 120)
+endif()
