@@ -50,10 +50,6 @@ const std::string& ScratchDir() {
 
 }  // namespace
 
-const char* StoreUnderTest::Engine() {
-  return PostgresUri() != nullptr ? "PostgresRangeStore" : "SqliteRangeStore";
-}
-
 StoreUnderTest::StoreUnderTest() {
   static uint64_t inputs = 0;
   ++inputs;

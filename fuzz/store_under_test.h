@@ -41,8 +41,6 @@ class StoreUnderTest {
   std::string Stored(absl::string_view collection) const;
   void Restart();
   void CrashRestart();
-  // "SqliteRangeStore" or "PostgresRangeStore".
-  static const char* Engine();
 
  private:
   void Open();
