@@ -1,9 +1,11 @@
-# Included from tests/CMakeLists.txt: the fuzzer (range_store_fuzzer.cc) as
-# a plain replay binary of the main build, with its operation trace on
-# (HILO_FUZZ_TRACE), and the test that every seed in fuzz/corpus/ still
-# replays the operations of its trace in fuzz/seed_traces/. It needs only
-# FuzzedDataProvider.h, which clang (scripts/install-deps.sh) installs;
-# libFuzzer and the clang build stay with fuzz/CMakeLists.txt.
+# Included from tests/CMakeLists.txt: the fuzzer (range_store_fuzzer.cc, the
+# contract model and the store it drives) as a plain replay binary of the
+# main build, with its operation trace on (HILO_FUZZ_TRACE); the test that
+# every seed in fuzz/corpus/ still replays the operations of its trace in
+# fuzz/seed_traces/; and the same on the run's PostgreSQL with a bounded
+# number of pseudo-random inputs. It needs only FuzzedDataProvider.h, which
+# clang (scripts/install-deps.sh) installs; libFuzzer and the clang build
+# stay with fuzz/CMakeLists.txt.
 file(GLOB _hilo_clang_includes /usr/lib/llvm-*/lib/clang/*/include)
 find_path(HILO_FUZZED_DATA_PROVIDER_DIR fuzzer/FuzzedDataProvider.h
   PATHS ${_hilo_clang_includes})
