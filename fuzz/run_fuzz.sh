@@ -19,6 +19,8 @@
 # and add it to fuzz/corpus/ once fixed, with its trace in fuzz/seed_traces/
 # (docs/reliability.md, "Fuzzing the store"). Exits 77 (skipped), naming what is
 # missing, without clang++ or libFuzzer (scripts/install-deps-faults.sh).
+# With HILO_FUZZ_POSTGRES_URI set, the store fuzzed is PostgreSQL on that
+# database instead of SQLite (fuzz/store_under_test.h).
 set -eu
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -66,7 +68,9 @@ else
 fi
 mkdir -p "$corpus" "$build/artifacts" "$scratch/db"
 
-echo "run_fuzz: fuzzing SqliteRangeStore (${limit[*]}, corpus $corpus and $root/fuzz/corpus)"
+engine=SqliteRangeStore
+[ -n "${HILO_FUZZ_POSTGRES_URI:-}" ] && engine="PostgresRangeStore on \$HILO_FUZZ_POSTGRES_URI"
+echo "run_fuzz: fuzzing $engine (${limit[*]}, corpus $corpus and $root/fuzz/corpus)"
 code=0
 HILO_FUZZ_DIR=$scratch/db "$build/range_store_fuzzer" "${limit[@]}" \
   -max_len=1024 -timeout=20 -rss_limit_mb=2048 -print_final_stats=1 \
@@ -79,4 +83,4 @@ if [ "$code" -ne 0 ]; then
   echo "run_fuzz: FAILED (exit $code); the input is in $build/artifacts/"
   exit 1
 fi
-echo "run_fuzz: OK: no invariant broken"
+echo "run_fuzz: OK: no rule of the contract broken"
