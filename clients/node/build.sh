@@ -19,14 +19,14 @@
 # checksum instead of three compilations. Several callers at once take
 # turns on OUT_DIR/.lock (at most 300 s), so none sees a half-built tree.
 set -eu
-DIR=$(CDPATH= cd -- "$(dirname -- "$0")" && pwd)
-ROOT=$(CDPATH= cd -- "$DIR/../.." && pwd)
+DIR=$(CDPATH='' cd -- "$(dirname -- "$0")" && pwd)
+ROOT=$(CDPATH='' cd -- "$DIR/../.." && pwd)
 if [ $# -ne 1 ]; then
   echo "usage: $0 OUT_DIR" >&2
   exit 2
 fi
 mkdir -p "$1"
-OUT=$(CDPATH= cd -- "$1" && pwd)
+OUT=$(CDPATH='' cd -- "$1" && pwd)
 
 "$DIR/scripts/install.sh"
 exec 9>"$OUT/.lock"
