@@ -12,17 +12,36 @@
 # Dependencies come from clients/node/node_modules, installed by npm ci from
 # package-lock.json (scripts/install.sh). The service description is read
 # from proto/hilo/v1/hilo.proto and embedded (scripts/descriptor.cjs).
+#
+# It builds only when OUT_DIR was built from other sources: the checksums of
+# everything it reads are kept in OUT_DIR/.built.sums, so a second call
+# (scripts/hilo-draw node, the conformance driver, the tests) costs a
+# checksum instead of three compilations. Several callers at once take
+# turns on OUT_DIR/.lock (at most 300 s), so none sees a half-built tree.
 set -eu
-DIR=$(CDPATH= cd -- "$(dirname -- "$0")" && pwd)
-ROOT=$(CDPATH= cd -- "$DIR/../.." && pwd)
+DIR=$(CDPATH='' cd -- "$(dirname -- "$0")" && pwd)
+ROOT=$(CDPATH='' cd -- "$DIR/../.." && pwd)
 if [ $# -ne 1 ]; then
   echo "usage: $0 OUT_DIR" >&2
   exit 2
 fi
 mkdir -p "$1"
-OUT=$(CDPATH= cd -- "$1" && pwd)
+OUT=$(CDPATH='' cd -- "$1" && pwd)
 
 "$DIR/scripts/install.sh"
+exec 9>"$OUT/.lock"
+if ! flock -w 300 9; then
+  echo "clients/node: $OUT/.lock is still held after 300 s (another build into $OUT)" >&2
+  exit 1
+fi
+sums=$(sha256sum "${HILO_NODE_SRC:-$DIR/src}"/*.ts "$ROOT/proto/hilo/v1/hilo.proto" \
+         "$ROOT/examples/node/draw.ts" "$DIR/package.json" "$DIR/package-lock.json" \
+         "$DIR/README.md" "$DIR/scripts/descriptor.cjs" "$0" | cut -d ' ' -f 1)
+if [ -f "$OUT/examples/draw.js" ] && [ "$sums" = "$(cat "$OUT/.built.sums" 2>/dev/null)" ]; then
+  echo "clients/node: $OUT is up to date" >&2
+  exit 0
+fi
+rm -f "$OUT/.built.sums"
 rm -rf "$OUT/src" "$OUT/package" "$OUT"/hilo-client-*.tgz
 mkdir -p "$OUT/src" "$OUT/package"
 # HILO_NODE_SRC: another copy of src/ (scripts/mutants.mjs builds mutated ones).
@@ -64,4 +83,5 @@ cp "$ROOT/examples/node/draw.ts" "$OUT/examples/"
   "$OUT/examples/draw.ts"
 (cd "$OUT/package" && npm pack --silent --pack-destination "$OUT" >/dev/null)
 ls "$OUT"/hilo-client-*.tgz >/dev/null
+printf '%s\n' "$sums" >"$OUT/.built.sums"
 echo "clients/node: built $OUT/package and $(basename "$OUT"/hilo-client-*.tgz)" >&2

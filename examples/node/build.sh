@@ -10,7 +10,7 @@
 # The TypeScript compiler, @grpc/grpc-js and @bufbuild/protobuf come from
 # tools/node_modules (scripts/install-deps-languages.sh).
 set -eu
-ROOT=$(CDPATH= cd -- "$(dirname -- "$0")/../.." && pwd)
+ROOT=$(CDPATH='' cd -- "$(dirname -- "$0")/../.." && pwd)
 if [ $# -ne 2 ]; then
   echo "usage: $0 GEN_NODE_DIR OUT_DIR" >&2
   exit 2

@@ -4,12 +4,37 @@
 //       --collection=NAME --threads=N --seconds=S
 //
 // N concurrent async callers take document IDs of NAME for S seconds and
-// print each on its own line to stdout; they keep drawing through
-// UNAVAILABLE and DEADLINE_EXCEEDED (a node down). Then the client closes,
-// handing its unused numbers back, and the program exits 0. Any other error:
-// one line on stderr naming it, exit 1. Built by clients/node/build.sh
-// OUT_DIR into OUT_DIR/examples/draw.js.
+// print each on its own line to stdout. UNAVAILABLE (no target answered: a
+// node down) is waited out: the caller tries again until S is over (issue 26
+// section 3). Any other error while drawing stops the draw: the client
+// closes, one line on stderr names the error, exit 1. Otherwise the client
+// closes, handing its unused numbers back, and the program exits 0, unless a
+// return failed for a reason other than its node being down (UNAVAILABLE, or
+// DEADLINE_EXCEEDED: killed, stopped or restarting; numbers a down node does
+// not get back are only skipped): then a line on stderr names it, exit 1.
+// Built by clients/node/build.sh OUT_DIR into OUT_DIR/examples/draw.js.
+import { realpathSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
 import { HiloClient, HiloError } from 'hilo-client';
+
+/** Whether a caller waits an error out and draws on: only UNAVAILABLE, every target down for a moment. */
+export function waitedOut(e: unknown): boolean {
+  return e instanceof HiloError && e.codeName === 'UNAVAILABLE';
+}
+
+/**
+ * What failed during close(), from the client's error counts (by code name)
+ * before and after it: null when every failure was a node being down
+ * (UNAVAILABLE, DEADLINE_EXCEEDED), else the others, counted by code.
+ */
+export function closeFailures(before: Record<string, number>, after: Record<string, number>): string | null {
+  const other = Object.keys(after)
+    .filter((code) => code !== 'UNAVAILABLE' && code !== 'DEADLINE_EXCEEDED')
+    .filter((code) => after[code] - (before[code] ?? 0) > 0)
+    .sort()
+    .map((code) => `${after[code] - (before[code] ?? 0)} ${code}`);
+  return other.length === 0 ? null : `handing unused numbers back failed for a reason other than a node being down: ${other.join(', ')}`;
+}
 
 function flag(name: string, fallback?: string): string {
   const prefix = `--${name}=`;
@@ -51,8 +76,8 @@ async function main(): Promise<void> {
       try {
         out.push(await handle.nextDocumentId());
       } catch (e) {
-        if (e instanceof HiloError && (e.codeName === 'UNAVAILABLE' || e.codeName === 'DEADLINE_EXCEEDED')) {
-          await new Promise((r) => setTimeout(r, 5)); // a node is down: try again shortly
+        if (waitedOut(e)) {
+          await new Promise((r) => setTimeout(r, 5)); // every target down: try again shortly
           continue;
         }
         fatal = e;
@@ -68,15 +93,21 @@ async function main(): Promise<void> {
 
   await Promise.all(Array.from({ length: callers }, caller));
   await flush();
+  const before = client.stats().errors;
   await client.close();
   if (fatal !== null) throw fatal;
+  const failed = closeFailures(before, client.stats().errors);
+  if (failed !== null) throw new Error(failed);
 }
 
-main().then(
-  () => process.exit(0),
-  (e: unknown) => {
-    const text = e instanceof HiloError ? `${e.codeName}: ${e.message}` : e instanceof Error ? e.message : String(e);
-    process.stderr.write(`draw: ${text.replace(/\n/g, ' ')}\n`);
-    process.exit(1);
-  },
-);
+// Run as a program (not when a test imports waitedOut and closeFailures).
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href) {
+  main().then(
+    () => process.exit(0),
+    (e: unknown) => {
+      const text = e instanceof HiloError ? `${e.codeName}: ${e.message}` : e instanceof Error ? e.message : String(e);
+      process.stderr.write(`draw: ${text.replace(/\n/g, ' ')}\n`);
+      process.exit(1);
+    },
+  );
+}

@@ -4,7 +4,7 @@
 # installed from this very lockfile. npm fills its cache on the way, which
 # the offline-install test relies on.
 set -eu
-DIR=$(CDPATH= cd -- "$(dirname -- "$0")/.." && pwd)
+DIR=$(CDPATH='' cd -- "$(dirname -- "$0")/.." && pwd)
 stamp="$DIR/node_modules/.hilo-lock-stamp"
 if [ -f "$stamp" ] && cmp -s "$stamp" "$DIR/package-lock.json" &&
    [ -x "$DIR/node_modules/.bin/tsc" ]; then

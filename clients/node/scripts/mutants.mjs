@@ -31,6 +31,7 @@ const MUTANTS = [
   ["client current tag", "            return this.prefix + n + r.suffix;\n          }\n        } else {", "            return this.prefix + n + (this.ahead ?? r).suffix;\n          }\n        } else {"],
   ["close does not wait", "    await Promise.allSettled(sends);\n", ""],
   ["digit separator ok", "if (separator >= '0' && separator <= '9')", "if (false)"],
+  ["dash separator ok", "if (separator === '-') {", "if (false) {"],
   ["last_max not reported", "if (high > c.lastMax) c.lastMax = high;", ""],
   ["no sticky preferred", "this.preferred = index;", ""],
   ["no return retry", "const RETURN_ATTEMPTS = 3;", "const RETURN_ATTEMPTS = 1;"],

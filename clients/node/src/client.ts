@@ -42,7 +42,7 @@ export interface HiloClientOptions {
    * answered.
    */
   targets: readonly string[];
-  /** Between collection and number in a document ID: one character, not '|' and not a digit. Default '/'. */
+  /** Between collection and number in a document ID: one character, not '|', '-' or a digit. Default '/'. */
   separator?: string;
   /** Deadline of each NextRange attempt, and of each return with all its retries, in milliseconds. Default 5000. */
   rpcDeadlineMs?: number;
@@ -732,21 +732,27 @@ export class CollectionHandle {
   }
 }
 
+/**
+ * CONTRACT.md R12: one character, neither '|', nor '-' (the number is read
+ * between the last separator and the last '-', which a '-' separator makes
+ * ambiguous), nor a digit (it would run into the number).
+ */
 function checkSeparator(separator: string): void {
+  const rule = "use one character other than '|', '-' and 0-9";
   if (typeof separator !== 'string' || [...separator].length !== 1) {
-    throw new HiloError(
-      StatusCode.INVALID_ARGUMENT,
-      `separator ${JSON.stringify(separator)} is not one character; use one character other than '|' and 0-9`,
-    );
+    throw new HiloError(StatusCode.INVALID_ARGUMENT, `separator ${JSON.stringify(separator)} is not one character; ${rule}`);
   }
   if (separator === '|') {
-    throw new HiloError(StatusCode.INVALID_ARGUMENT, "separator '|' is reserved; use any character other than '|' and 0-9");
+    throw new HiloError(StatusCode.INVALID_ARGUMENT, `separator '|' is reserved; ${rule}`);
   }
-  if (separator >= '0' && separator <= '9') {
+  if (separator === '-') {
     throw new HiloError(
       StatusCode.INVALID_ARGUMENT,
-      `separator '${separator}' is a digit, which would run into the number; use any character other than '|' and 0-9`,
+      `separator '-' would make the number ambiguous (it is read between the last separator and the last '-'); ${rule}`,
     );
+  }
+  if (separator >= '0' && separator <= '9') {
+    throw new HiloError(StatusCode.INVALID_ARGUMENT, `separator '${separator}' is a digit, which would run into the number; ${rule}`);
   }
 }
 

@@ -3,7 +3,9 @@
 // replies that break the contract, held replies, returns, outages.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { grpc, HiloClient, startDouble, rejectsWith, settle, until, within } from './helpers.mjs';
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { grpc, HiloClient, HiloError, StatusCode, startDouble, rejectsWith, settle, until, within } from './helpers.mjs';
 
 const doubles = [];
 async function double(opts) {
@@ -258,4 +260,58 @@ test('close sends a node more than 1000 returns in several ReturnRanges calls, e
   assert.equal(sizes[0] + sizes[1], 1001);
   assert.equal(a.stats().returns_applied, 1001);
   assert.equal(d.max('c1000'), 1n);
+});
+
+// examples/node/draw.ts (scripts/hilo-draw node), issue 26 section 3: only
+// UNAVAILABLE is waited out while drawing; a return that fails at close for
+// a reason other than its node being down makes the exit status 1.
+const DRAW = process.env.HILO_NODE_OUT && join(process.env.HILO_NODE_OUT, 'examples', 'draw.js');
+
+/** Runs draw.js to its end without blocking this process's event loop (the double answers from it). */
+function runDraw(args) {
+  const proc = spawn('node', [DRAW, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  proc.stdout.on('data', (c) => (stdout += c));
+  proc.stderr.on('data', (c) => (stderr += c));
+  const done = new Promise((r) => proc.once('close', (status) => r({ status, stdout, stderr })));
+  return within(done, 30000, 'draw.js').finally(() => proc.kill('SIGKILL'));
+}
+
+test('draw.js: only UNAVAILABLE is waited out; DEADLINE_EXCEEDED and every other code end the draw', async () => {
+  const { waitedOut, closeFailures } = await import(DRAW);
+  const e = (code) => new HiloError(StatusCode[code], 'x');
+  assert.equal(waitedOut(e('UNAVAILABLE')), true);
+  for (const code of ['DEADLINE_EXCEEDED', 'INTERNAL', 'INVALID_ARGUMENT', 'FAILED_PRECONDITION', 'OUT_OF_RANGE']) {
+    assert.equal(waitedOut(e(code)), false, code);
+  }
+  assert.equal(waitedOut(new Error('not a HiloError')), false);
+  // Close: a node down (UNAVAILABLE, DEADLINE_EXCEEDED) is no failure of the draw; anything else is.
+  assert.equal(closeFailures({ INTERNAL: 1 }, { INTERNAL: 1, UNAVAILABLE: 2, DEADLINE_EXCEEDED: 1 }), null);
+  assert.match(
+    closeFailures({ UNAVAILABLE: 1 }, { UNAVAILABLE: 3, PERMISSION_DENIED: 2, INTERNAL: 1 }),
+    /other than a node being down: 1 INTERNAL, 2 PERMISSION_DENIED$/,
+  );
+});
+
+test('draw.js: replies that break the contract end the draw with INTERNAL on stderr, exit 1', async () => {
+  const d = await double({ tag: 'A' });
+  d.nextRangeHook = (req, rules) => ({ ...rules.issue(req), node_tag: 'ab!' });
+  const r = await runDraw([`--targets=${d.target}`, '--collection=c', '--threads=2', '--seconds=2']);
+  assert.equal(r.status, 1, r.stderr);
+  assert.equal(r.stdout, '');
+  assert.match(r.stderr, /^draw: INTERNAL: no hilo server gave a usable range of "c": .*ab!/m);
+});
+
+test('draw.js: a return refused with PERMISSION_DENIED at close is named on stderr, exit 1; UNAVAILABLE is not', async () => {
+  const d = await double({ tag: 'A' });
+  d.returnsError = { code: grpc.status.PERMISSION_DENIED, details: 'no returns for you' };
+  const denied = await runDraw([`--targets=${d.target}`, '--collection=c', '--threads=2', '--seconds=0.2']);
+  assert.equal(denied.status, 1, denied.stderr);
+  assert.ok(denied.stdout.split('\n').filter((l) => l !== '').length > 0, 'no IDs printed');
+  assert.match(denied.stderr, /^draw: handing unused numbers back failed for a reason other than a node being down: [1-9][0-9]* PERMISSION_DENIED$/m);
+  d.returnsError = { code: grpc.status.UNAVAILABLE, details: 'node going down' };
+  const down = await runDraw([`--targets=${d.target}`, '--collection=c', '--threads=2', '--seconds=0.2']);
+  assert.equal(down.status, 0, down.stderr);
+  assert.match(down.stderr, /UNAVAILABLE/); // the client logged the failed return
 });

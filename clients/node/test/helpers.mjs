@@ -113,7 +113,8 @@ export function call(stub, method, request) {
  * script deviations: `nextRangeHook(request, rules)` may answer instead of
  * the rules; `gate` holds every reply until opened; `returnsMode` =
  * 'unimplemented' answers ReturnRanges with UNIMPLEMENTED; `failReturns` =
- * n fails the next n ReturnRanges calls with UNAVAILABLE.
+ * n fails the next n ReturnRanges calls with UNAVAILABLE; `returnsError` =
+ * { code, details } fails every ReturnRanges call with that status.
  */
 export async function startDouble({ tag = 'A', size = 32 } = {}) {
   const collections = new Map();
@@ -125,6 +126,7 @@ export async function startDouble({ tag = 'A', size = 32 } = {}) {
     gate: null,
     returnsMode: 'ranges',
     failReturns: 0,
+    returnsError: null,
     hold() {
       let open;
       d.gate = new Promise((r) => (open = r));
@@ -211,6 +213,7 @@ export async function startDouble({ tag = 'A', size = 32 } = {}) {
         return cb({ code: grpc.status.INVALID_ARGUMENT, details: `${items.length} returns; at most 1000 per call` });
       }
       if (d.returnsMode === 'unimplemented') return cb({ code: grpc.status.UNIMPLEMENTED, details: 'no ReturnRanges here' });
+      if (d.returnsError !== null) return cb(d.returnsError);
       if (d.failReturns > 0) {
         d.failReturns--;
         return cb({ code: grpc.status.UNAVAILABLE, details: 'scripted outage' });

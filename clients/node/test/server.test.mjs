@@ -96,11 +96,17 @@ test('IDs past 2^53 - 1 stay exact: consecutive bigints and exact document IDs',
   await b.close();
 });
 
-test('separator: "|" and every digit are INVALID_ARGUMENT naming the rule; another character is used as given', async () => {
-  for (const sep of ['|', ...'0123456789']) {
+test('separator: "|", "-" and every digit are INVALID_ARGUMENT naming the rule; another character is used as given', async () => {
+  // CONTRACT.md R12: a "-" separator would make the number (read between
+  // the last separator and the last "-") ambiguous, so it is refused too.
+  for (const sep of ['-', '|', ...'0123456789']) {
     assert.throws(
       () => new HiloClient({ targets: ['127.0.0.1:1'], separator: sep }),
-      (e) => e.codeName === 'INVALID_ARGUMENT' && e.code === StatusCode.INVALID_ARGUMENT && e.message.includes(`'${sep}'`),
+      (e) =>
+        e.codeName === 'INVALID_ARGUMENT' &&
+        e.code === StatusCode.INVALID_ARGUMENT &&
+        e.message.includes(`'${sep}'`) &&
+        e.message.includes("other than '|', '-' and 0-9"),
     );
   }
   const s = await server();

@@ -9,14 +9,14 @@
 # and not read: the client embeds the service description from
 # proto/hilo/v1/hilo.proto itself.
 set -eu
-HERE=$(CDPATH= cd -- "$(dirname -- "$0")" && pwd)
-ROOT=$(CDPATH= cd -- "$HERE/../../../.." && pwd)
+HERE=$(CDPATH='' cd -- "$(dirname -- "$0")" && pwd)
+ROOT=$(CDPATH='' cd -- "$HERE/../../../.." && pwd)
 if [ $# -ne 2 ]; then
   echo "usage: $0 GEN_DIR OUT_DIR" >&2
   exit 2
 fi
 mkdir -p "$2"
-OUT=$(CDPATH= cd -- "$2" && pwd)
+OUT=$(CDPATH='' cd -- "$2" && pwd)
 "$ROOT/clients/node/build.sh" "$OUT/client"
 cp "$HERE/driver.mjs" "$OUT/driver.mjs"
 cat > "$OUT/driver" <<WRAPPER

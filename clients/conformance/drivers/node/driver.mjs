@@ -1,6 +1,9 @@
 // The Node client's conformance driver: one HiloClient, driven by JSON lines
 // on stdin, one answer per line on stdout (clients/conformance/PROTOCOL.md).
-// Numbers that can pass 2^53 - 1 travel as decimal strings.
+// Numbers that can pass 2^53 - 1 (IDs, counters) travel as decimal strings:
+// every answer goes through encode(), which turns a bigint into its digits
+// and refuses to write a JS number that is not a safe integer, so no number
+// past 2^53 - 1 ever leaves as a JSON number (a reader would round it).
 //
 //   HILO_NODE_PKG=BUILD/package node driver.mjs   (build.sh writes a wrapper)
 import { createInterface } from 'node:readline';
@@ -96,6 +99,17 @@ async function handle(req) {
   }
 }
 
+/** One answer as a JSON line: bigints as decimal strings, never a number past 2^53 - 1. */
+function encode(answer) {
+  return JSON.stringify(answer, (key, v) => {
+    if (typeof v === 'bigint') return v.toString();
+    if (typeof v === 'number' && !Number.isSafeInteger(v)) {
+      throw new Error(`answer field "${key}" is the JS number ${v}, not a safe integer; send it as a decimal string`);
+    }
+    return v;
+  });
+}
+
 const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
 for await (const line of lines) {
   if (line.trim() === '') continue;
@@ -109,7 +123,13 @@ for await (const line of lines) {
   }
   const exit = answer.exit === true;
   delete answer.exit;
-  await new Promise((r) => process.stdout.write(JSON.stringify(answer) + '\n', r));
+  let text;
+  try {
+    text = encode(answer);
+  } catch (e) {
+    text = encode(fail(e));
+  }
+  await new Promise((r) => process.stdout.write(text + '\n', r));
   if (exit) break;
 }
 if (client !== null) await client.close();
