@@ -62,6 +62,11 @@ class Failure(Exception):
     """A scenario's expectation that did not hold."""
 
 
+class Skip(Exception):
+    """The driver cannot do what the scenario needs (an optional part of
+    PROTOCOL.md it does not offer): the scenario is skipped, not failed."""
+
+
 class Watchdog:
     """Cleans up after a runner that dies without doing it (ctest's SIGKILL
     on a timeout): a shell outside the runner's process group waits for the
@@ -587,8 +592,15 @@ class Scenario:
 
     def step_close(self, step: Dict, where: str) -> None:
         d = self._driver(step)
-        answer = self._timed(d, {"op": "close"}, step, where)
+        request = {"op": "close"}
+        if step.get("keep_open"):
+            request["keep_open"] = True
+        answer = self._timed(d, request, step, where)
         self._expect_code(answer, {}, where)
+        if step.get("keep_open") and answer.get("kept_open") is not True:
+            raise Skip(f"{where}: the driver closed its client rather than "
+                       f"keep it open after returning its ranges (no "
+                       f"kept_open in its answer)")
         # close answers once every return it sent was answered: a proxy
         # must have forwarded the node's answer to each of them by now.
         for name, proxy in self.proxies.items():
@@ -880,10 +892,13 @@ def run_all(scenarios: List[Dict], opts: Dict, marks: Dict, skips: Dict,
         scenario = Scenario(spec, opts["server"], opts["driver"], tmp)
         start = time.monotonic()
         error = None
+        skipped = None
         try:
             scenario.run()
         except Failure as e:
             error = str(e)
+        except Skip as e:
+            skipped = str(e)
         except Exception as e:  # a runner or scenario bug: say so, go on
             error = f"runner error: {type(e).__name__}: {e}"
         finally:
@@ -895,7 +910,9 @@ def run_all(scenarios: List[Dict], opts: Dict, marks: Dict, skips: Dict,
         took = time.monotonic() - start
         mark = marks.get(spec["name"])
         name = f"{client}: {spec['name']}"
-        if error is None and mark is None:
+        if skipped is not None and error is None:
+            print(f"SKIP   {name}: {skipped}")
+        elif error is None and mark is None:
             print(f"PASS   {name} ({took:.1f} s)")
         elif error is not None and mark is not None:
             print(f"XFAIL  {name} ({took:.1f} s): {error}\n"

@@ -106,6 +106,10 @@ class Driver:
         return {"ok": True, "stats": {k: str(getattr(s, k)) for k in names}}
 
     def close(self, req):
+        if req.get("keep_open"):
+            # Hands every unused range back; the client stays usable.
+            self.need_client().return_unused_ranges()
+            return {"ok": True, "kept_open": True}
         self.need_client().close()
         return {"ok": True}
 
