@@ -55,6 +55,8 @@ STAT_NAMES = ("calls_waited", "ranges_fetched", "ranges_prefetched",
               "returns_failed")
 # How long the runner waits for any one driver answer, unless a step says.
 ANSWER_TIMEOUT_S = 30.0
+# How long a hilo_server may take to print the port it serves on.
+NODE_START_S = 30.0
 LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
 
@@ -126,7 +128,9 @@ class Node:
             stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         Watchdog.record(self.proc.pid)
         log.close()
-        deadline = time.monotonic() + 10
+        # Far above a start on a loaded machine (well under 1 s): reached
+        # only by a server that cannot start.
+        deadline = time.monotonic() + NODE_START_S
         pattern = re.compile(r"serving node \S+ on port (\d+)")
         while time.monotonic() < deadline:
             with open(log_path) as f:
@@ -143,7 +147,8 @@ class Node:
             text = f.read()
         self.stop()
         raise Failure(f"hilo_server node {self.name} did not start on port "
-                      f"{self.port or 'any'}; its log: {text.strip()}")
+                      f"{self.port or 'any'} within {NODE_START_S:g} s; its "
+                      f"log: {text.strip()}")
 
     def kill(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -574,7 +579,28 @@ class Scenario:
                          where)
 
     def step_stats(self, step: Dict, where: str) -> None:
+        """Checks the driver's counters. With until_ms, asks again (every
+        10 ms) until `until` holds, failing only if it does not within
+        until_ms: a wait for something the client does in the background
+        (a prefetch) that ends on what happened, not on a guess of how
+        long it takes. Then `expect` must hold."""
         d = self._driver(step)
+        limit = time.monotonic() + step.get("until_ms", 0) / 1000.0
+        while True:
+            values = self._stats(d, step, where)
+            try:
+                for name, spec in step.get("until", {}).items():
+                    self._bounds(values[name], spec, name, where)
+                break
+            except Failure as e:
+                if time.monotonic() >= limit:
+                    raise Failure(f"{e} (still, after waiting "
+                                  f"{step.get('until_ms', 0)} ms)")
+            time.sleep(0.01)
+        for name, spec in step.get("expect", {}).items():
+            self._bounds(values[name], spec, name, where)
+
+    def _stats(self, d: Driver, step: Dict, where: str) -> Dict[str, int]:
         answer = self._timed(d, {"op": "stats"}, step, where)
         self._expect_code(answer, {}, where)
         stats = answer.get("stats")
@@ -587,8 +613,7 @@ class Scenario:
             except (KeyError, TypeError, ValueError):
                 raise Failure(f"{where}: stats has no decimal string "
                               f"{name!r}: {json.dumps(stats)}")
-        for name, spec in step.get("expect", {}).items():
-            self._bounds(values[name], spec, name, where)
+        return values
 
     def step_close(self, step: Dict, where: str) -> None:
         d = self._driver(step)
