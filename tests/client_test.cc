@@ -50,6 +50,16 @@ using ::testing::Return;
 
 const absl::Time kT0 = absl::FromUnixSeconds(1'800'000'000);
 
+// What a client reports after a range of `size` issued at `range_at`, up to
+// `max`; it holds nothing (PreviousRange::held empty).
+PreviousRange Previous(int64_t size, absl::Time range_at, int64_t max) {
+  PreviousRange previous;
+  previous.size = size;
+  previous.range_at = range_at;
+  previous.max = max;
+  return previous;
+}
+
 // One hilo node in-process, without the network: the real service over the
 // real SQLite store (in a directory of its own), so every range and every
 // return obeys exactly the rules a hilo_server applies, tokens included.
@@ -781,7 +791,7 @@ TEST(ClientReturnTest, DuplicateReturnIsRefusedAndMovesNothing) {
     EXPECT_FALSE(again->applied) << last;
     EXPECT_EQ(again->max, 5) << last;
   }
-  absl::StatusOr<IssuedRange> next = source.Next("o", {32, kT0, 5});
+  absl::StatusOr<IssuedRange> next = source.Next("o", Previous(32, kT0, 5));
   ASSERT_THAT(next, IsOk());
   EXPECT_EQ(next->low, 6);
   // A late copy after the numbers went out again takes none of them back.
@@ -1168,6 +1178,139 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(info.param.name);
     });
 
+// CONTRACT R11: a range at or below the highest number the client holds or
+// handed out from that node would hand those numbers out again.
+TEST(GrpcRangeSourceTest, RangeAtOrBelowWhatTheClientHasFromThatNodeIsRefused) {
+  MockTargets m = MakeMockTargets(1);
+  EXPECT_CALL(*m.a, NextRange(_, _, _))
+      .WillOnce(Reply(1, 32, "A", 7))
+      .WillOnce(Reply(20, 83, "A", 8))
+      .WillOnce(Reply(32, 95, "A", 9))
+      .WillOnce(Reply(33, 96, "A", 10))
+      .WillOnce(Reply(1, 32, "B", 11));
+  PreviousRange previous = Previous(32, kT0, 32);
+  previous.held["A"] = 32;
+  for (const char* range : {"1-32", "20-83", "32-95"}) {
+    EXPECT_THAT(
+        m.source->Next("o", previous),
+        StatusIs(
+            absl::StatusCode::kInternal,
+            AllOf(HasSubstr("node-a:1"),
+                  HasSubstr(absl::StrCat("replied with ", range,
+                                         " of tag \"A\", but the client has "
+                                         "numbers up to 32 of that node")))));
+  }
+  EXPECT_EQ(m.source->Next("o", previous)->low, 33);
+  // Another node's numbers are other IDs (their tag tells them apart).
+  EXPECT_EQ(m.source->Next("o", previous)->node_tag, "B");
+  EXPECT_EQ(m.source->failovers(), 0);
+}
+
+TEST(GrpcRangeSourceTest, RangeBelowWhatTheClientHasFailsOverAndCountsIt) {
+  MockTargets m = MakeMockTargets();
+  EXPECT_CALL(*m.a, NextRange(_, _, _)).WillOnce(Reply(1, 32, "A", 7));
+  EXPECT_CALL(*m.b, NextRange(_, _, _)).WillOnce(Reply(33, 96, "B", 8));
+  PreviousRange previous = Previous(32, kT0, 32);
+  previous.held["A"] = 32;
+  absl::StatusOr<IssuedRange> r = m.source->Next("o", previous);
+  ASSERT_THAT(r, IsOk());
+  EXPECT_EQ(r->node_tag, "B");
+  EXPECT_EQ(r->low, 33);
+  EXPECT_EQ(m.source->failovers(), 1);
+}
+
+// The client keeps the marks itself: after 1-32 is used, the same range
+// again (or one starting inside it) is INTERNAL and none of it handed out.
+TEST(ClientTest, ReplyRepeatingARangeOfThatNodeIsRefusedNeverHandedOutTwice) {
+  MockTargets m = MakeMockTargets(1);
+  EXPECT_CALL(*m.a, NextRange(_, _, _))
+      .WillOnce(Reply(1, 32, "A", 7))
+      .WillOnce(Reply(1, 32, "A", 8))
+      .WillOnce(Reply(20, 83, "A", 9))
+      .WillOnce(Reply(161, 224, "A", 10));
+  EXPECT_CALL(*m.a, ReturnRange(_, _, _))
+      .WillOnce(Returned(/*applied=*/true, 161));
+  ClientOptions options;
+  options.prefetch_at = 0;
+  std::unique_ptr<Client> client =
+      NewClientForTesting(options, std::move(m.source));
+  for (int64_t n = 1; n <= 32; ++n) ASSERT_EQ(client->NextId("o")->number, n);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_THAT(client->NextId("o"),
+                StatusIs(absl::StatusCode::kInternal,
+                         HasSubstr("client has numbers up to 32")));
+  }
+  EXPECT_EQ(client->NextId("o")->number, 161);
+  EXPECT_EQ(client->stats().ranges_fetched, 2);
+}
+
+// R11's refinement: after an applied return the node continues right after
+// the last number used, below the old high, and that range is accepted.
+TEST(ClientTest, AfterAnAppliedReturnTheNextRangeMayStartBelowTheOldHigh) {
+  MockTargets m = MakeMockTargets(1);
+  EXPECT_CALL(*m.a, NextRange(_, _, _))
+      .WillOnce(Reply(1, 32, "A", 7))
+      .WillOnce(Reply(6, 69, "A", 8));
+  EXPECT_CALL(*m.a, ReturnRange(_, _, _))
+      .WillOnce(Returned(/*applied=*/true, 5))
+      .WillOnce(Returned(/*applied=*/true, 6));
+  ClientOptions options;
+  options.prefetch_at = 0;
+  std::unique_ptr<Client> client =
+      NewClientForTesting(options, std::move(m.source));
+  for (int64_t n = 1; n <= 5; ++n) ASSERT_EQ(client->NextId("o")->number, n);
+  client->ReturnUnusedRanges();
+  absl::StatusOr<Id> next = client->NextId("o");
+  ASSERT_THAT(next, IsOk());
+  EXPECT_EQ(next->number, 6);
+}
+
+// Only an applied return lowers the mark: after a refused one the numbers
+// up to the old high may still be out (the node kept them).
+TEST(ClientTest, AfterARefusedReturnARangeBelowTheOldHighIsRefused) {
+  MockTargets m = MakeMockTargets(1);
+  EXPECT_CALL(*m.a, NextRange(_, _, _))
+      .WillOnce(Reply(1, 32, "A", 7))
+      .WillOnce(Reply(6, 69, "A", 8));
+  EXPECT_CALL(*m.a, ReturnRange(_, _, _))
+      .WillOnce(Returned(/*applied=*/false, 64));
+  ClientOptions options;
+  options.prefetch_at = 0;
+  std::unique_ptr<Client> client =
+      NewClientForTesting(options, std::move(m.source));
+  for (int64_t n = 1; n <= 5; ++n) ASSERT_EQ(client->NextId("o")->number, n);
+  client->ReturnUnusedRanges();
+  EXPECT_THAT(client->NextId("o"),
+              StatusIs(absl::StatusCode::kInternal,
+                       HasSubstr("client has numbers up to 32")));
+}
+
+// A pair (33-96 fetched ahead, 1-32 with 10 used) goes back in order, and
+// the marks follow: 96, then 32, then 10; the node's next range is 11-.
+TEST(RangeCacheTest, AfterAPairIsBackTheNextRangeMayStartAfterTheLastUsed) {
+  MockTargets m = MakeMockTargets(1);
+  EXPECT_CALL(*m.a, NextRange(_, _, _))
+      .WillOnce(Reply(1, 32, "A", 7))
+      .WillOnce(Reply(33, 96, "A", 8))
+      .WillOnce(Reply(11, 138, "A", 9));
+  EXPECT_CALL(*m.a, ReturnRange(_, _, _))
+      .WillOnce(Returned(/*applied=*/true, 32))
+      .WillOnce(Returned(/*applied=*/true, 10));
+  std::vector<std::function<void()>> tasks;
+  internal::RangeCache cache(
+      "o", m.source.get(), [](absl::string_view) {}, /*prefetch_at=*/0.2,
+      [&tasks](std::function<void()> task) {
+        tasks.push_back(std::move(task));
+      });
+  for (int64_t n = 1; n <= 10; ++n) ASSERT_EQ(cache.Next()->number, n);
+  ASSERT_EQ(tasks.size(), 1u);
+  tasks[0]();  // 33-96 ahead
+  cache.ReturnUnused();
+  absl::StatusOr<Id> next = cache.Next();
+  ASSERT_THAT(next, IsOk());
+  EXPECT_EQ(next->number, 11);
+}
+
 TEST(GrpcRangeSourceTest, TagsOfOneToFourOfAToZAndDigitsAreAccepted) {
   for (const char* tag : {"A", "Z", "0", "9", "Z9", "AB12", "ZZZZ"}) {
     MockTargets m = MakeMockTargets(1);
@@ -1180,7 +1323,7 @@ TEST(GrpcRangeSourceTest, TagsOfOneToFourOfAToZAndDigitsAreAccepted) {
 
 TEST(GrpcRangeSourceTest, SendsPreviousRangeAndReturnsToIssuingTarget) {
   MockTargets m = MakeMockTargets();
-  PreviousRange previous{64, kT0, 640};
+  PreviousRange previous = Previous(64, kT0, 640);
   EXPECT_CALL(*m.a, NextRange(_, _, _))
       .WillOnce([](grpc::ClientContext*,
                    const hilo::v1::NextRangeRequest& request,

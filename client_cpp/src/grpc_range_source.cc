@@ -16,8 +16,10 @@
 namespace hilo::internal {
 namespace {
 
-// OK, or what is wrong with a NextRange reply.
-absl::Status CheckReply(const hilo::v1::NextRangeResponse& response) {
+// OK, or what is wrong with a NextRange reply (CONTRACT.md R11), given what
+// the client holds of the collection (PreviousRange::held).
+absl::Status CheckReply(const hilo::v1::NextRangeResponse& response,
+                        const PreviousRange& previous) {
   if (response.low() < 1 || response.high() < response.low()) {
     return absl::InternalError(
         absl::StrFormat("NextRange replied with the invalid range [%d, %d]",
@@ -28,6 +30,13 @@ absl::Status CheckReply(const hilo::v1::NextRangeResponse& response) {
         "NextRange replied with node tag \"%s\", which is not 1-%d "
         "characters of A-Z and 0-9",
         absl::CHexEscape(response.node_tag()), kMaxNodeTagSize));
+  }
+  if (const auto it = previous.held.find(response.node_tag());
+      it != previous.held.end() && response.low() <= it->second) {
+    return absl::InternalError(absl::StrFormat(
+        "NextRange replied with %d-%d of tag \"%s\", but the client has "
+        "numbers up to %d of that node; a new range must start above them",
+        response.low(), response.high(), response.node_tag(), it->second));
   }
   return absl::OkStatus();
 }
@@ -127,7 +136,7 @@ absl::StatusOr<IssuedRange> GrpcRangeSource::Next(
     const absl::StatusOr<hilo::v1::NextRangeResponse> response =
         target.NextRange(request, rpc_deadline_);
     if (response.ok()) {
-      const absl::Status valid = CheckReply(*response);
+      const absl::Status valid = CheckReply(*response, previous);
       if (valid.ok()) {
         preferred_.store(index, std::memory_order_relaxed);
         if (i > 0) failovers_.fetch_add(1, std::memory_order_relaxed);

@@ -6,7 +6,9 @@
 // DEADLINE_EXCEEDED, each other target once; the target that answers becomes
 // the preferred one. A reply that breaks the contract (a range outside
 // [1, INT64_MAX], a node tag that is not 1-4 characters of A-Z and 0-9)
-// counts as that target failing: the next target is tried, and if none gives
+// counts as that target failing (so does a range at or below what the
+// client holds from that node, PreviousRange::held): the next target is
+// tried, and if none gives
 // a usable range the error is INTERNAL (not UNAVAILABLE: a misbehaving server
 // does not get better by retrying), naming every target and what it did.
 //

@@ -168,8 +168,9 @@ absl::StatusOr<IssuedRange> RangeCache::Fetch() {
     return range;
   }
   // The server has moved past this range whatever we do with it.
-  previous_ =
-      PreviousRange{range->high - range->low + 1, range->range_at, range->high};
+  previous_.size = range->high - range->low + 1;
+  previous_.range_at = range->range_at;
+  previous_.max = range->high;
   if (!IsValidNodeTag(range->node_tag)) {
     // The packed tag holds only a valid one; never hand out a number with
     // a tag other than its range's.
@@ -181,6 +182,8 @@ absl::StatusOr<IssuedRange> RangeCache::Fetch() {
     CountError(bad);
     return bad;
   }
+  // Ours now: that node's next range must start above it.
+  previous_.held[range->node_tag] = range->high;
   fetched_.fetch_add(1, std::memory_order_relaxed);
   return range;
 }
@@ -289,14 +292,27 @@ void RangeCache::RecordReturns(
   }
   for (size_t i = 0; i < unused.returns.size(); ++i) {
     const auto& [range, last] = unused.returns[i];
+    bool back;
     if (i == 0 && tail_back) {
       returns_applied_.fetch_add(1, std::memory_order_relaxed);
-      continue;
+      back = true;
+    } else {
+      back = RecordReturn(
+          range, last,
+          i < results.size()
+              ? results[i]
+              : absl::InternalError("the range source gave no outcome"));
     }
-    RecordReturn(range, last,
-                 i < results.size()
-                     ? results[i]
-                     : absl::InternalError("the range source gave no outcome"));
+    if (back) {
+      // Its numbers above `last` are no longer held. In order: a pair's
+      // later range lowers the mark to the earlier range's high, then the
+      // earlier range's tail lowers it below that.
+      base::MutexLock lock(&mu_);
+      const auto it = previous_.held.find(range.node_tag);
+      if (it != previous_.held.end() && it->second == range.high) {
+        it->second = last;
+      }
+    }
   }
 }
 

@@ -193,6 +193,9 @@ class RangeCache {
   bool has_range_ ABSL_GUARDED_BY(mu_) = false;
   IssuedRange range_ ABSL_GUARDED_BY(mu_);  // valid if has_range_
   int64_t range_usable_ ABSL_GUARDED_BY(mu_) = 0;
+  // Its `held` is kept up to date: each range fetched raises its node's
+  // mark to the range's high, each return that came back lowers it to the
+  // return's last (if the mark was that range's high).
   PreviousRange previous_ ABSL_GUARDED_BY(mu_);
   // The highest number a caller took from a retired range (0: none).
   int64_t handed_out_up_to_ ABSL_GUARDED_BY(mu_) = 0;

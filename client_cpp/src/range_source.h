@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -31,12 +32,18 @@ inline bool IsValidNodeTag(absl::string_view tag) {
   return true;
 }
 
-// What the client tells the server about its previous range of a collection.
+// What the client tells the server about its previous range of a collection
+// (size, range_at, max), and what a reply is checked against (held).
 struct PreviousRange {
   int64_t size = 0;                    // 0 if none
   std::optional<absl::Time> range_at;  // nullopt if none
   int64_t max = 0;                     // its high (or the last number
                                        // used, after a return); 0 if none
+  // Not sent. Per node tag, the highest number of the collection the client
+  // holds or handed out from that node's ranges; after an applied return,
+  // the last number it used. A range of that node starting at or below it
+  // is refused (CONTRACT.md R11): its numbers could be handed out twice.
+  absl::flat_hash_map<std::string, int64_t> held;
 };
 
 // A range as a server issued it.

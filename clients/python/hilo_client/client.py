@@ -36,9 +36,14 @@ a range without a token is sent once. Every deadline is measured on
 time.monotonic() or handed to gRPC as a relative timeout, so a step of the
 wall clock neither stretches nor cuts one.
 
-Replies that break the contract are refused with INTERNAL: a range that is
-empty or starts below 1, and a node tag that is not 1-4 characters of A-Z
-and 0-9 (IDs built with it could collide or fail to parse).
+A reply that breaks the contract is refused (CONTRACT.md R11) and counts as
+that target failing: the next target is asked, and if none gives a usable
+range the call fails with INTERNAL naming every target. Refused are a range
+that is empty or starts below 1, a node tag that is not 1-4 characters of
+A-Z and 0-9 (IDs built with it could collide or fail to parse), and a range
+at or below the highest number of its collection that the client holds or
+handed out from that node's ranges (after an applied return: the last
+number it used), whose numbers could be handed out twice.
 """
 
 from __future__ import annotations
@@ -101,8 +106,10 @@ class HiloError(Exception):
     """A failed call: ``code`` is the grpc.StatusCode, as the C++ client's
     absl::Status code. INVALID_ARGUMENT for a bad collection name (from the
     server); UNAVAILABLE, naming every target, when no server answered within
-    its deadline; INTERNAL for a reply that breaks the contract (an invalid
-    range or node tag); otherwise the server's code."""
+    its deadline; INTERNAL, naming every target, when a reply broke the
+    contract (an invalid range or node tag, or a range at or below one the
+    client had from that node) and no other target gave a
+    usable range; otherwise the server's code."""
 
     def __init__(self, code: grpc.StatusCode, message: str):
         super().__init__(f"{code.name}: {message}")
@@ -222,6 +229,26 @@ def _batch_result(target: _Target, batch: _Batch, response,
     return _ReturnResult(r.applied, r.max)
 
 
+def _refusal(response, held: Optional[Dict[str, int]]) -> Optional[str]:
+    """Why the client refuses a NextRangeResponse (CONTRACT.md R11), or
+    None: a range that is empty or starts below 1, a node tag that is not
+    1-4 characters of A-Z and 0-9, or a range at or below held[tag], the
+    highest number the client holds or handed out from that node's ranges
+    of the collection (its numbers could be handed out twice)."""
+    if response.low < 1 or response.high < response.low:
+        return (f"NextRange replied with an invalid range "
+                f"[{response.low}, {response.high}]")
+    if not _NODE_TAG.fullmatch(response.node_tag):
+        return (f"NextRange replied with node tag {response.node_tag!r}; a "
+                f"tag is 1-4 characters of A-Z and 0-9")
+    up_to = (held or {}).get(response.node_tag, 0)
+    if response.low <= up_to:
+        return (f"NextRange replied with {response.low}-{response.high} of "
+                f"tag {response.node_tag!r}, but the client has numbers up "
+                f"to {up_to} of that node; a new range must start above them")
+    return None
+
+
 class _GrpcRangeSource:
     """Talks to the targets: NextRange with fail-over, ReturnRange and
     ReturnRanges (with the ranges' tokens, retried on UNAVAILABLE or
@@ -236,13 +263,24 @@ class _GrpcRangeSource:
         self._failovers_lock = threading.Lock()
         self.failovers = 0  # ClientStats.failovers
 
-    def next(self, collection: str, previous: _Previous) -> _Issued:
+    def next(self, collection: str, previous: _Previous,
+             held: Optional[Dict[str, int]] = None) -> _Issued:
+        """The next range of `collection`, from the preferred target or, if
+        it fails with UNAVAILABLE or DEADLINE_EXCEEDED or its reply is
+        refused (_refusal), from each other target in turn; the target that
+        gives a usable range becomes the preferred one. `held` maps a node
+        tag to the highest number of the collection the client holds or
+        handed out from that node's ranges (after an applied return, the
+        last number it used). Raises HiloError: the server's code for any
+        other error, INTERNAL naming every target when a reply was refused
+        and no target gave a usable range, otherwise UNAVAILABLE."""
         request = hilo_pb2.NextRangeRequest(
             collection=collection, last_size=previous.size,
             last_max=previous.max)
         if previous.range_at is not None:
             request.last_range_at.CopyFrom(previous.range_at)
         failures = []
+        any_refused = False
         first = self._preferred
         for i in range(len(self._targets)):
             index = (first + i) % len(self._targets)
@@ -256,23 +294,26 @@ class _GrpcRangeSource:
                     raise HiloError(code, f"{target.name}: {e.details()}")
                 failures.append(f"{target.name}: {code.name}: {e.details()}")
                 continue
-            if response.low < 1 or response.high < response.low:
-                raise HiloError(
-                    grpc.StatusCode.INTERNAL,
-                    f"{target.name}: NextRange replied with an invalid range "
-                    f"[{response.low}, {response.high}]")
-            if not _NODE_TAG.fullmatch(response.node_tag):
-                raise HiloError(
-                    grpc.StatusCode.INTERNAL,
-                    f"{target.name}: NextRange replied with node tag "
-                    f"{response.node_tag!r}; a tag is 1-4 characters of A-Z "
-                    f"and 0-9")
+            refusal = _refusal(response, held)
+            if refusal is not None:
+                # A server that breaks the contract: its range is skipped
+                # (never used, never returned) and the next target asked.
+                any_refused = True
+                failures.append(f"{target.name}: {refusal}")
+                continue
             self._preferred = index
             if i > 0:
                 with self._failovers_lock:
                     self.failovers += 1
             return _Issued(response.low, response.high, response.node_tag,
                            response.range_at, index, response.range_token)
+        if any_refused:
+            # Not UNAVAILABLE: a misbehaving server does not get better by
+            # retrying.
+            raise HiloError(
+                grpc.StatusCode.INTERNAL,
+                f"no hilo server gave a usable range of {collection!r}: "
+                + "; ".join(failures))
         raise HiloError(
             grpc.StatusCode.UNAVAILABLE,
             f"no hilo server answered NextRange for {collection!r}: "
@@ -527,6 +568,11 @@ class _RangeCache:
         self._calls = 0  # completed or failed fetches and returns
         self._error: Optional[HiloError] = None  # of the last fetch
         self._previous = _Previous()
+        # Per node tag: the highest number of this collection the client
+        # holds or handed out from that node's ranges; after an applied
+        # return, the last number it used. A new range of that node must
+        # start above it (CONTRACT.md R11).
+        self._held: Dict[str, int] = {}
         # The highest number handed out from a retired range (0: none).
         self._used_up_to = 0
         # ClientStats counters, under _cond.
@@ -592,8 +638,9 @@ class _RangeCache:
             # This caller fetches; callers arriving meanwhile wait above.
             self._busy = True
             previous = self._previous
+            held = dict(self._held)
         try:
-            issued = self._source.next(self._collection, previous)
+            issued = self._source.next(self._collection, previous, held)
         except BaseException as e:
             with self._cond:
                 self._busy = False
@@ -610,6 +657,7 @@ class _RangeCache:
             self._error = None
             self._fetched += 1
             self._waited += 1
+            self._held[issued.node_tag] = issued.high
             self._use(issued)
             self._previous = _Previous(issued.high - issued.low + 1,
                                        issued.range_at, issued.high)
@@ -626,10 +674,11 @@ class _RangeCache:
                 return
             self._busy = True
             previous = self._previous
+            held = dict(self._held)
         issued = None
         error: Optional[HiloError] = None
         try:
-            issued = self._source.next(self._collection, previous)
+            issued = self._source.next(self._collection, previous, held)
         except HiloError as e:
             error = e
         except Exception as e:  # noqa: BLE001 - a closed channel, say
@@ -641,6 +690,7 @@ class _RangeCache:
             self._error = None  # not a caller's error
             if issued is not None:
                 self._ahead = issued
+                self._held[issued.node_tag] = issued.high
                 self._fetched += 1
                 self._prefetched += 1
                 # The server has moved past this range whatever we do.
@@ -713,6 +763,11 @@ class _RangeCache:
                 o = outcomes[k]
                 if back(k) or (k == 0 and tail_back):
                     self._applied += 1
+                    # Its numbers above `last` are no longer held (in
+                    # order: a pair's later range first lowers the mark to
+                    # the earlier range's high, then its tail below that).
+                    if self._held.get(issued.node_tag) == issued.high:
+                        self._held[issued.node_tag] = last
                 elif isinstance(o, HiloError):
                     self._failed += 1
                     self._count_error(o)

@@ -93,10 +93,12 @@ class ManualPrefetcher:
 class StubSpy:
     """Sits between a client and the real stub of one of its targets.
 
-    Keeps every NextRange reply (next_replies), every ReturnRange attempt
+    Keeps every NextRange reply (next_replies, as the client got them),
+    every ReturnRange attempt
     (returns: [request, reply or None]) and every ReturnRanges attempt
     (batch_calls: [request, reply or None]). Optionally rewrites replies
-    (node_tag, range_token) and makes ReturnRange attempts fail with
+    (node_tag, range_token, or rewrite(reply) for anything else) and makes
+    ReturnRange attempts fail with
     UNAVAILABLE as a lost connection would: fail_returns[i] is None (pass),
     "before" (the request never reaches the server) or "after" (the server
     serves it, the reply is lost); fail_batches does the same to ReturnRanges
@@ -122,6 +124,7 @@ class StubSpy:
         self.batches = batches
         self.node_tag = None
         self.range_token = None
+        self.rewrite = None
         self.after_return = None
         self._stub.NextRange = self._next
         self._stub.ReturnRange = self._return
@@ -133,6 +136,8 @@ class StubSpy:
             reply.node_tag = self.node_tag
         if self.range_token is not None:
             reply.range_token = self.range_token
+        if self.rewrite is not None:
+            self.rewrite(reply)
         self.next_replies.append(reply)
         return reply
 
@@ -623,6 +628,106 @@ class ClientTest(unittest.TestCase):
                          (9 * 65 + 1, 9 * 65 + 32, "A"))
         self.assertEqual(self.logs, [])
 
+    def test_reply_that_breaks_the_contract_fails_over(self):
+        # CONTRACT R9/R11: a refused reply counts as that target failing;
+        # the next target is asked, and it answers the call.
+        b = HiloServer("B")
+        self.addCleanup(b.cleanup)
+        c = self.client([self.server.target, b.target], prefetch_at=0)
+        spy = StubSpy(c, 0)
+        spy.node_tag = "ab!"
+        self.assertEqual(c.next_id("o"), Id(1, "B"))
+        self.assertEqual(c.next_id("o"), Id(2, "B"))
+        self.assertEqual(len(spy.next_replies), 1)
+        stats = c.stats()
+        self.assertEqual((stats.failovers, stats.ranges_fetched),
+                         (1, 1))
+        # With every target's reply refused the call fails with INTERNAL,
+        # naming each target and what it did.
+        spy_b = StubSpy(c, 1)
+        spy_b.node_tag = "b"
+        with self.assertRaises(HiloError) as cm:
+            c.next_id("p")
+        self.assertEqual(cm.exception.code, grpc.StatusCode.INTERNAL)
+        self.assertIn(f"{self.server.target}: NextRange replied with node "
+                      f"tag 'ab!'", cm.exception.message)
+        self.assertIn(f"{b.target}: NextRange replied with node tag 'b'",
+                      cm.exception.message)
+        self.assertEqual(self.logs, [])
+
+    def test_range_at_or_below_the_last_from_that_node_is_refused(self):
+        # CONTRACT R11: a range at or below the highest number the client
+        # holds or handed out from that node would hand numbers out twice.
+        c = self.client(prefetch_at=0)
+        spy = StubSpy(c)
+        self.assertEqual([c.next_id("o") for _ in range(32)],
+                         [Id(n, "A") for n in range(1, 33)])
+        for low, high in ((1, 32), (20, 83), (32, 95)):
+            with self.subTest(low=low, high=high):
+                def rewrite(reply, low=low, high=high):
+                    reply.low, reply.high = low, high
+                spy.rewrite = rewrite
+                with self.assertRaises(HiloError) as cm:
+                    c.next_id("o")
+                self.assertEqual(cm.exception.code, grpc.StatusCode.INTERNAL)
+                self.assertIn(f"{self.server.target}: NextRange replied "
+                              f"with {low}-{high} of tag 'A', but the client "
+                              f"has numbers up to 32 of that node",
+                              cm.exception.message)
+        spy.rewrite = None
+        # The server issued 33-96, 97-160 and 161-224 for those replies
+        # (each request reported 1-32, so each range had 64 numbers); none
+        # of them is used, and the next range right above them is.
+        self.assertEqual(c.next_id("o"), Id(225, "A"))
+        stats = c.stats()
+        self.assertEqual((stats.ranges_fetched, stats.failovers,
+                          stats.errors), (2, 0, {grpc.StatusCode.INTERNAL: 3}))
+
+    def test_range_below_the_last_fails_over_to_the_next_target(self):
+        b = HiloServer("B")
+        self.addCleanup(b.cleanup)
+        c = self.client([self.server.target, b.target], prefetch_at=0)
+        spy = StubSpy(c, 0)
+        self.assertEqual([c.next_id("o") for _ in range(32)],
+                         [Id(n, "A") for n in range(1, 33)])
+
+        def replay_first(reply):
+            reply.low, reply.high = 1, 32
+        spy.rewrite = replay_first
+        # B's range starts above the last_max the client reports.
+        self.assertEqual(c.next_id("o"), Id(33, "B"))
+        self.assertEqual(c.stats().failovers, 1)
+
+    def test_after_an_applied_return_a_range_may_start_below_the_old_high(
+            self):
+        # CONTRACT R11's refinement: once the pair (33-96 fetched ahead,
+        # then 1-32's tail after 10) is back, the node continues at 11,
+        # below both highs the client held, and that range is accepted.
+        c = self.client()  # prefetch_at 0.2
+        self.assertEqual([c.next_id("o") for _ in range(10)],
+                         [Id(n, "A") for n in range(1, 11)])
+        self.assertEqual(c._prefetcher.run_all(), 1)  # 33-96 ahead
+        c.return_unused_ranges()
+        self.assertEqual(c.stats().returns_applied, 2)
+        self.assertEqual(c.next_id("o"), Id(11, "A"))
+        self.assertEqual(self.logs, [])
+
+    def test_another_nodes_range_may_start_below_this_nodes_high(self):
+        # The rule is per node: A's 1-32 (5 used) could not go back (A is
+        # down), yet B may issue 6-37 (the client reports last_max 5): with
+        # tag B those are other IDs.
+        b = HiloServer("B")
+        self.addCleanup(b.cleanup)
+        c = self.client([self.server.target, b.target], prefetch_at=0,
+                        rpc_deadline=2)
+        self.assertEqual([c.next_id("o") for _ in range(5)],
+                         [Id(n, "A") for n in range(1, 6)])
+        self.assertEqual(self.server.stop(), 0)
+        c.return_unused_ranges()
+        self.assertEqual(c.stats().returns_failed, 1)
+        self.assertEqual(c.next_id("o"), Id(6, "B"))
+        self.assertEqual(len(self.logs), 1, self.logs)
+
     def test_four_character_tags_are_fine(self):
         node = HiloServer("AB12")
         self.addCleanup(node.cleanup)
@@ -813,7 +918,7 @@ class ClientTest(unittest.TestCase):
         most = {}
         fetches = {}
 
-        def counting_next(collection, previous):
+        def counting_next(collection, previous, held=None):
             with lock:
                 in_flight[collection] = in_flight.get(collection, 0) + 1
                 most[collection] = max(most.get(collection, 0),
@@ -821,7 +926,7 @@ class ClientTest(unittest.TestCase):
                 fetches[collection] = fetches.get(collection, 0) + 1
             try:
                 time.sleep(0.02)  # widen the window for a second fetcher
-                return real_next(collection, previous)
+                return real_next(collection, previous, held)
             finally:
                 with lock:
                     in_flight[collection] -= 1
@@ -957,11 +1062,11 @@ class ClientTest(unittest.TestCase):
         gate = threading.Event()
         calls = []
 
-        def gated_next(collection, previous):
+        def gated_next(collection, previous, held=None):
             calls.append(previous.max)
             if len(calls) == 2:  # the prefetch: held until the test says
                 self.assertTrue(gate.wait(10))
-            return real_next(collection, previous)
+            return real_next(collection, previous, held)
 
         source.next = gated_next
         self.assertEqual([c.next_id("o") for _ in range(7)],
@@ -1002,11 +1107,11 @@ class ClientTest(unittest.TestCase):
         real_next = source.next
         calls = []
 
-        def failing_prefetch(collection, previous):
+        def failing_prefetch(collection, previous, held=None):
             calls.append(previous.max)
             if len(calls) == 2:
                 raise HiloError(grpc.StatusCode.UNAVAILABLE, "blip")
-            return real_next(collection, previous)
+            return real_next(collection, previous, held)
 
         source.next = failing_prefetch
         self.assertEqual([c.next_id("o") for _ in range(7)],

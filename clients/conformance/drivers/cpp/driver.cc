@@ -4,7 +4,8 @@
 // google.protobuf.Struct; answers are written by hand (flat objects).
 //
 // `close` is Client::ReturnUnusedRanges(): the C++ client stays usable after
-// it, and fetches a new range on the next call.
+// it, and fetches a new range on the next call (so it answers kept_open,
+// with or without keep_open).
 
 #include <atomic>
 #include <chrono>
@@ -122,7 +123,7 @@ class Driver {
     if (op == "stats") return Stats();
     if (op == "close") {
       client_->ReturnUnusedRanges();
-      return "{\"ok\": true}";
+      return "{\"ok\": true, \"kept_open\": true}";
     }
     return Error("DRIVER", absl::StrCat("unknown op \"", op, "\""));
   }

@@ -5,7 +5,6 @@ Needs hilo_client (clients/python) and the generated stubs on PYTHONPATH;
 build.sh makes an executable that sets both.
 """
 
-import inspect
 import json
 import sys
 import threading
@@ -38,13 +37,8 @@ class Driver:
             self.client.close()
             self.client = None
         kwargs = {"separator": req.get("separator", "/"),
-                  "rpc_deadline": req.get("rpc_deadline_ms", 5000) / 1000.0}
-        # prefetch_at goes to a client that takes it; one that fetches
-        # nothing ahead simply does not (the suite's prefetch scenarios
-        # then show it).
-        if "prefetch_at" in inspect.signature(
-                hilo_client.Client.__init__).parameters:
-            kwargs["prefetch_at"] = req.get("prefetch_at", 0.2)
+                  "rpc_deadline": req.get("rpc_deadline_ms", 5000) / 1000.0,
+                  "prefetch_at": req.get("prefetch_at", 0.2)}
         if "ca_file" in req:
             with open(req["ca_file"], "rb") as f:
                 kwargs["credentials"] = grpc.ssl_channel_credentials(f.read())
@@ -105,20 +99,17 @@ class Driver:
                 "errors": {k: str(v) for k, v in errors.items()}}
 
     def stats(self, req):
-        client = self.need_client()
-        stats = getattr(client, "stats", None)
-        if stats is None:
-            return error("UNIMPLEMENTED",
-                         "hilo_client.Client has no stats() in this version")
-        s = stats() if callable(stats) else stats
+        s = self.need_client().stats()
         names = ("calls_waited", "ranges_fetched", "ranges_prefetched",
                  "failovers", "returns_applied", "returns_refused",
                  "returns_failed")
-        get = (s.get if isinstance(s, dict)
-               else lambda k: getattr(s, k))
-        return {"ok": True, "stats": {k: str(get(k)) for k in names}}
+        return {"ok": True, "stats": {k: str(getattr(s, k)) for k in names}}
 
     def close(self, req):
+        if req.get("keep_open"):
+            # Hands every unused range back; the client stays usable.
+            self.need_client().return_unused_ranges()
+            return {"ok": True, "kept_open": True}
         self.need_client().close()
         return {"ok": True}
 
