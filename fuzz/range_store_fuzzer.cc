@@ -67,6 +67,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "service/store/range_token.h"
 #include "service/store/sqlite/sqlite_range_store.h"
 
 namespace hilo {
@@ -227,8 +228,9 @@ class Harness {
     // live; after that its fields are of no consequence.
     const bool previous_matters = m.token != 0;
     if (s.max != m.max || s.return_floor != m.return_floor ||
-        s.range_token != m.token ||
-        (previous_matters && s.previous_token != m.previous_token) ||
+        s.range_token != RangeTokenDigest(m.token) ||
+        (previous_matters &&
+         s.previous_token != RangeTokenDigest(m.previous_token)) ||
         (previous_matters && m.previous_token != 0 &&
          s.previous_return_floor != m.previous_return_floor)) {
       Fail(absl::StrFormat(

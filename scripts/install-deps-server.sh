@@ -10,7 +10,7 @@ set -eu
 PACKAGES="
   cmake ninja-build g++ pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
-  libsqlite3-dev prometheus-cpp-dev libpq-dev
+  libsqlite3-dev prometheus-cpp-dev libpq-dev libssl-dev
 "
 
 # shellcheck disable=SC2086  # a list of package names

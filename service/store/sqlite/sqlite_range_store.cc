@@ -95,6 +95,11 @@ absl::StatusOr<std::unique_ptr<SqliteRangeStore>> SqliteRangeStore::Open(
     }
     return s;
   };
+  if (is_new) {
+    if (absl::Status s = internal::CreateOwnerOnlyFile(path); !s.ok()) {
+      return explain(std::move(s));
+    }
+  }
   sqlite3* db = nullptr;
   const int rc =
       sqlite3_open_v2(path.c_str(), &db,

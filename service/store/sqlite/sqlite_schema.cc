@@ -3,10 +3,12 @@
 #include <sqlite3.h>
 
 #include <cstdint>
+#include <iterator>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "service/store/range_token.h"
 #include "service/store/sqlite/sqlite_file.h"
 
 namespace hilo {
@@ -15,13 +17,14 @@ namespace {
 
 // Identifies a hilo database ("HiLo" in ASCII) and its schema version.
 constexpr int32_t kApplicationId = 0x48694c6f;
-// Version 3 adds the range tokens; version 2 stores return_floor; version 1
+// Version 4 keeps digests of the range tokens instead of the tokens;
+// version 3 adds the range tokens; version 2 stores return_floor; version 1
 // stored last_low, which is return_floor + 1 and so could not say "nothing
 // may come back" at INT64_MAX.
-constexpr int kSchemaVersion = 3;
+constexpr int kSchemaVersion = 4;
 
-// Tokens are unsigned 64-bit values stored in SQLite's signed INTEGER, bit
-// for bit.
+// Token digests (RangeTokenDigest) are unsigned 64-bit values stored in
+// SQLite's signed INTEGER, bit for bit.
 constexpr char kSchema[] = R"sql(
 CREATE TABLE IF NOT EXISTS collections (
   name                  TEXT    NOT NULL PRIMARY KEY,
@@ -58,6 +61,21 @@ ALTER TABLE collections ADD COLUMN previous_return_floor INTEGER NOT NULL
   DEFAULT 0;
 PRAGMA user_version = 3;
 )sql";
+
+// Version 3 to 4. Tokens were stored in clear, so whoever read the file
+// could return a live range; each becomes its digest (0 stays 0), which
+// the holder's token still matches.
+constexpr char kMigrateFrom3[] = R"sql(
+UPDATE collections SET range_token = hilo_token_digest(range_token),
+                       previous_token = hilo_token_digest(previous_token);
+PRAGMA user_version = 4;
+)sql";
+
+// hilo_token_digest(token): RangeTokenDigest, for the migration to 4.
+void TokenDigestFunction(sqlite3_context* context, int, sqlite3_value** argv) {
+  const auto token = static_cast<uint64_t>(sqlite3_value_int64(argv[0]));
+  sqlite3_result_int64(context, static_cast<int64_t>(RangeTokenDigest(token)));
+}
 
 }  // namespace
 
@@ -96,7 +114,15 @@ absl::Status CreateOrMigrateSqliteSchema(sqlite3* db, absl::string_view path) {
     }
     // Each step is rolled back with the start-up transaction if a later one
     // fails: the file stays at the version it had.
-    const char* const migrations[] = {nullptr, kMigrateFrom1, kMigrateFrom2};
+    const char* const migrations[] = {nullptr, kMigrateFrom1, kMigrateFrom2,
+                                      kMigrateFrom3};
+    static_assert(std::size(migrations) == kSchemaVersion);
+    const int rc = sqlite3_create_function_v2(
+        db, "hilo_token_digest", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, nullptr,
+        TokenDigestFunction, nullptr, nullptr, nullptr);
+    if (rc != SQLITE_OK) {
+      return SqliteError(db, rc, "registering hilo_token_digest", path);
+    }
     for (int from = 1; from < kSchemaVersion; ++from) {
       if (*version != from) continue;
       const int rc =
