@@ -60,6 +60,11 @@ absl::Status CreateDirectoriesDurably(const std::filesystem::path& dir,
     if (std::filesystem::exists(p, ec)) break;
     missing.push_back(p);
   }
+  if (missing.empty() && !std::filesystem::is_directory(dir, ec)) {
+    return absl::UnavailableError(
+        absl::StrFormat("cannot create directory %s for database %s: %s",
+                        dir.string(), options.path, strerror(ENOTDIR)));
+  }
   // Shallowest first, each owner-only whatever the umask: the directory
   // holds the database, which no other user has any business reading.
   for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
@@ -88,7 +93,7 @@ absl::Status CreateOwnerOnlyFile(const std::string& path) {
   if (fd < 0) {
     if (errno == EEXIST) return absl::OkStatus();
     return absl::UnavailableError(absl::StrFormat(
-        "cannot create database %s: %s", path, strerror(errno)));
+        "cannot open database %s: %s", path, strerror(errno)));
   }
   const int rc = fchmod(fd, 0600);
   const int err = errno;
