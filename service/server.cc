@@ -65,6 +65,17 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
         "alternative node tags need a shared store: with a database per "
         "node, two nodes with one tag would hand out the same IDs");
   }
+  if (!options.retag_database_from.empty()) {
+    if (!options.postgres_uri.empty()) {
+      return absl::InvalidArgumentError(
+          "--retag_database is for an SQLite database (--db); on a shared "
+          "store the tags are leased, not kept with the numbers");
+    }
+    if (absl::Status s = ValidateNodeTag(options.retag_database_from);
+        !s.ok()) {
+      return s;
+    }
+  }
   if (absl::Status s = ValidateRangeSizeLimits(options.range_sizes); !s.ok()) {
     return s;
   }
@@ -227,6 +238,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   } else {
     SqliteRangeStoreOptions store_options;
     store_options.path = opts.db_path;
+    store_options.node_tag = opts.node_tag;
+    store_options.retag_from = opts.retag_database_from;
     store_options.sync = opts.sync;
     store_options.max_batch = opts.max_batch;
     store_options.clock = clock;

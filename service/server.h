@@ -72,6 +72,10 @@ struct ServerOptions {
   // server on the database draws from the same rows.
   std::string postgres_uri;
   std::string node_tag = "A";
+  // With the SQLite store: the tag the database file was created under, to
+  // re-tag it as node_tag on purpose (SqliteRangeStoreOptions::retag_from).
+  // Empty: a file of another tag is refused.
+  std::string retag_database_from;
   // With postgres_uri, the server claims its tag in the database (see
   // NodeTagLease) so no two live servers show one tag. If another live
   // server holds node_tag, the first free one of these is taken instead;

@@ -213,8 +213,8 @@ absl::Status SqliteRangeStore::Init() {
   }
 
   // Check the identity and version, then create the schema, atomically.
-  if (absl::Status s =
-          internal::CreateOrMigrateSqliteSchema(db_, options_.path);
+  if (absl::Status s = internal::CreateOrMigrateSqliteSchema(
+          db_, options_.path, options_.node_tag, options_.retag_from);
       !s.ok()) {
     if (s.code() == absl::StatusCode::kInternal) return not_hilo(s);
     return s;
