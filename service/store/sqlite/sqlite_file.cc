@@ -92,8 +92,8 @@ absl::Status CreateOwnerOnlyFile(const std::string& path) {
       open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
     if (errno == EEXIST) return absl::OkStatus();
-    return absl::UnavailableError(absl::StrFormat(
-        "cannot open database %s: %s", path, strerror(errno)));
+    return absl::UnavailableError(
+        absl::StrFormat("cannot open database %s: %s", path, strerror(errno)));
   }
   const int rc = fchmod(fd, 0600);
   const int err = errno;
