@@ -53,6 +53,11 @@ ABSL_FLAG(bool, node_tag_hashed_from_hostname, false,
           "name, for pods of a Deployment; if another live server holds it "
           "(tags are leased in the database), the next of 64 hashed from the "
           "name; overrides --node_tag");
+ABSL_FLAG(std::string, retag_database, "",
+          "the node tag the --db file was created under, to serve it as "
+          "--node_tag on purpose (a file of another tag is refused); only "
+          "when no IDs under the new tag can collide with the file's: see "
+          "service/store/sqlite/README.md");
 ABSL_FLAG(int64_t, min_range_size, hilo::kDefaultMinRangeSize,
           "smallest range handed out");
 ABSL_FLAG(int64_t, max_range_size, hilo::kDefaultMaxRangeSize,
@@ -334,6 +339,7 @@ int main(int argc, char** argv) {
     options.node_tag = tags.front();
     options.node_tag_alternates.assign(tags.begin() + 1, tags.end());
   }
+  options.retag_database_from = absl::GetFlag(FLAGS_retag_database);
   options.range_sizes.min_size = absl::GetFlag(FLAGS_min_range_size);
   options.range_sizes.max_size = absl::GetFlag(FLAGS_max_range_size);
   options.max_batch = absl::GetFlag(FLAGS_max_batch);

@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -19,6 +18,7 @@
 #include "grpcpp/resource_quota.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
+#include "service/store/range_token.h"
 #include "service/store/validation.h"
 
 namespace hilo {
@@ -40,20 +40,13 @@ class WithoutReflection final : public grpc::ServerBuilderOption {
   }
 };
 
-// Who claims a node tag in a shared store: unique among live servers (a
-// process may run several). A container restarted in place (same host
-// name, pid 1) takes its own claim back at once.
-std::string LeaseHolder() {
-  static std::atomic<int> servers{0};
-  const int server = ++servers;
-  char host[256] = {};
-  if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
-  return absl::StrFormat("%s pid %d%s", host[0] != '\0' ? host : "unknown-host",
-                         getpid(),
-                         server == 1 ? "" : absl::StrCat(" server ", server));
-}
-
 }  // namespace
+
+std::string NewLeaseHolder(absl::string_view host, int pid) {
+  return absl::StrFormat("%s pid %d start %016x",
+                         host.empty() ? "unknown-host" : host, pid,
+                         NewRangeToken());
+}
 
 absl::Status ValidateServerOptions(const ServerOptions& options) {
   if (absl::Status s = ValidateNodeTag(options.node_tag); !s.ok()) return s;
@@ -64,6 +57,17 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
     return absl::InvalidArgumentError(
         "alternative node tags need a shared store: with a database per "
         "node, two nodes with one tag would hand out the same IDs");
+  }
+  if (!options.retag_database_from.empty()) {
+    if (!options.postgres_uri.empty()) {
+      return absl::InvalidArgumentError(
+          "--retag_database is for an SQLite database (--db); on a shared "
+          "store the tags are leased, not kept with the numbers");
+    }
+    if (absl::Status s = ValidateNodeTag(options.retag_database_from);
+        !s.ok()) {
+      return s;
+    }
   }
   if (absl::Status s = ValidateRangeSizeLimits(options.range_sizes); !s.ok()) {
     return s;
@@ -209,7 +213,14 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
     lease.candidates.insert(lease.candidates.end(),
                             opts.node_tag_alternates.begin(),
                             opts.node_tag_alternates.end());
-    lease.holder = LeaseHolder();
+    std::string host = opts.lease_host_for_testing;
+    if (host.empty()) {
+      char name[256] = {};
+      if (gethostname(name, sizeof(name) - 1) == 0) host = name;
+    }
+    lease.holder = NewLeaseHolder(host, opts.lease_pid_for_testing != 0
+                                            ? opts.lease_pid_for_testing
+                                            : getpid());
     lease.duration = opts.node_tag_lease;
     if (opts.node_tag_alternates.empty()) {
       lease.wait_for_held = opts.node_tag_lease + absl::Seconds(1);
@@ -233,6 +244,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   } else {
     SqliteRangeStoreOptions store_options;
     store_options.path = opts.db_path;
+    store_options.node_tag = opts.node_tag;
+    store_options.retag_from = opts.retag_database_from;
     store_options.sync = opts.sync;
     store_options.max_batch = opts.max_batch;
     store_options.clock = clock;

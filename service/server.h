@@ -22,6 +22,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
@@ -72,6 +73,10 @@ struct ServerOptions {
   // server on the database draws from the same rows.
   std::string postgres_uri;
   std::string node_tag = "A";
+  // With the SQLite store: the tag the database file was created under, to
+  // re-tag it as node_tag on purpose (SqliteRangeStoreOptions::retag_from).
+  // Empty: a file of another tag is refused.
+  std::string retag_database_from;
   // With postgres_uri, the server claims its tag in the database (see
   // NodeTagLease) so no two live servers show one tag. If another live
   // server holds node_tag, the first free one of these is taken instead;
@@ -79,6 +84,12 @@ struct ServerOptions {
   // server's claim to run out, then fails.
   std::vector<std::string> node_tag_alternates;
   absl::Duration node_tag_lease = absl::Seconds(10);
+  // Test hooks: the host name and pid the lease holder names instead of
+  // this host's and this process's (empty, 0: the real ones), so a test can
+  // start two servers that share both, as two containers with one host
+  // name and pid 1 do.
+  std::string lease_host_for_testing;
+  int lease_pid_for_testing = 0;
   // Runs (on the store's thread) if another server took the tag over after
   // this one could not renew its claim: hilo_server logs and exits non-zero,
   // to come back under a free tag. Health is NOT_SERVING from then on.
@@ -166,6 +177,13 @@ struct ServerOptions {
   // Told about every finished call; null for none. Must outlive the server.
   Observer* observer = nullptr;
 };
+
+// Who claims a node tag in a shared store (NodeTagLease::holder):
+// "HOST pid PID start NONCE", NONCE 64 random bits drawn anew by every
+// call, so every server start is a holder of its own, never one before it,
+// even two containers with one host name and pid 1. Host and pid are only
+// there for people reading hilo_nodes. Thread-safe.
+std::string NewLeaseHolder(absl::string_view host, int pid);
 
 class Server {
  public:

@@ -114,5 +114,46 @@ TEST(PostgresServerTest, ServersOnOneDatabaseShowDistinctTags) {
   EXPECT_EQ(from_second.low(), from_first.high() + 1);
 }
 
+// Two containers with one host name and pid 1 (host networking) were one
+// lease holder, "hilo pid 1": the second took the first's live claim, and
+// both served tag P. Every start is a holder of its own: the second finds P
+// held and takes its next choice.
+TEST(PostgresServerTest, StartsWithOneHostNameAndPidDoNotShareATag) {
+  absl::StatusOr<PostgresInstance*> postgres = PostgresInstance::Shared();
+  ASSERT_THAT(postgres, IsOk());
+  absl::StatusOr<std::string> uri = (*postgres)->NewSchema();
+  ASSERT_THAT(uri, IsOk());
+  testing_util::TempDir dir;
+  ServerOptions options = testing_util::TestServerOptions(dir);
+  options.postgres_uri = *uri;
+  options.node_tag = "P";
+  options.node_tag_alternates = {"Q"};
+  options.lease_host_for_testing = "hilo";
+  options.lease_pid_for_testing = 1;
+  std::unique_ptr<Server> first = testing_util::StartServer(options);
+  ASSERT_NE(first, nullptr);
+  std::unique_ptr<Server> second = testing_util::StartServer(options);
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ(first->node_tag(), "P");
+  EXPECT_EQ(second->node_tag(), "Q");
+  hilo::v1::NextRangeResponse from_first, from_second;
+  ASSERT_THAT(NextRange(*testing_util::NewStub(first->port()), absl::Seconds(5),
+                        &from_first),
+              IsOk());
+  ASSERT_THAT(NextRange(*testing_util::NewStub(second->port()),
+                        absl::Seconds(5), &from_second),
+              IsOk());
+  EXPECT_EQ(from_first.node_tag(), "P");
+  EXPECT_EQ(from_second.node_tag(), "Q");
+}
+
+TEST(LeaseHolderTest, EveryStartIsItsOwnHolderEvenWithOneHostAndPid) {
+  const std::string a = NewLeaseHolder("hilo", 1);
+  const std::string b = NewLeaseHolder("hilo", 1);
+  EXPECT_NE(a, b);
+  EXPECT_THAT(a, ::testing::StartsWith("hilo pid 1 start "));
+  EXPECT_THAT(b, ::testing::StartsWith("hilo pid 1 start "));
+}
+
 }  // namespace
 }  // namespace hilo

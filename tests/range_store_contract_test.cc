@@ -14,6 +14,7 @@
 #include "service/store/collection_rules.h"
 #include "service/store/postgres/postgres_range_store.h"
 #include "service/store/range_store.h"
+#include "service/store/range_token.h"
 #include "service/store/sqlite/sqlite_range_store.h"
 #include "testing/status_matchers.h"
 #include "tests/postgres_instance.h"
@@ -177,9 +178,9 @@ TEST_P(RangeStoreContractTest, ReturnManyJudgesEachItemInOrder) {
   EXPECT_EQ(StoredMax("b"), 9);
   EXPECT_EQ(MustGet("b").range_token, 0u);
   EXPECT_EQ(StoredMax("c"), 32);
-  EXPECT_EQ(MustGet("c").range_token, TokenOf("c", 32));
+  EXPECT_EQ(MustGet("c").range_token, RangeTokenDigest(TokenOf("c", 32)));
   EXPECT_EQ(StoredMax("d"), 32);
-  EXPECT_EQ(MustGet("d").range_token, TokenOf("d", 32));
+  EXPECT_EQ(MustGet("d").range_token, RangeTokenDigest(TokenOf("d", 32)));
   EXPECT_EQ(StoredMax("ghost"), -1);
 }
 
@@ -408,7 +409,7 @@ TEST_P(RangeStoreContractTest, WholeReturnOfAdjacentRangeRestoresThePrevious) {
   EXPECT_EQ(later->max, 32);
   CollectionState row = MustGet("orders");
   EXPECT_EQ(row.return_floor, 0);
-  EXPECT_EQ(row.range_token, TokenOf("orders", 32));
+  EXPECT_EQ(row.range_token, RangeTokenDigest(TokenOf("orders", 32)));
   EXPECT_EQ(row.previous_token, 0u);
   absl::StatusOr<ReturnOutcome> tail = Return("orders", 32, 5);
   ASSERT_THAT(tail, IsOk());

@@ -117,6 +117,38 @@ TEST(ServerMainTest, SigintAlsoStopsCleanlyAndStateSurvives) {
   }
 }
 
+// A database file moved to another node's volume, or a tag renamed by
+// hand: the server refuses to hand the file's numbers out under the new
+// tag, in one line naming both, until told on purpose.
+TEST(ServerMainTest, DatabaseOfAnotherTagIsRefusedUntilRetaggedOnPurpose) {
+  TempDir dir;
+  const std::string db = "--db=" + dir.File("h.db");
+  auto serve_once = [&](std::vector<std::string> args, int64_t want_low,
+                        const std::string& want_tag) {
+    std::unique_ptr<ServerProcess> server = Start(std::move(args));
+    ASSERT_NE(server, nullptr);
+    hilo::v1::NextRangeResponse response;
+    ASSERT_THAT(NextOrders(server->port(), &response), IsOk());
+    EXPECT_EQ(response.low(), want_low);
+    EXPECT_EQ(response.node_tag(), want_tag);
+    EXPECT_THAT(server->Signal(SIGTERM), IsOk());
+    EXPECT_THAT(server->WaitForExit(), IsOkAndHolds(0));
+  };
+  serve_once({db, "--node_tag=A"}, 1, "A");
+  {
+    const auto [code, lines] = RunToRefusal({db, "--node_tag=B"});
+    EXPECT_NE(code, 0);
+    ASSERT_EQ(lines.size(), 1u) << ::testing::PrintToString(lines);
+    EXPECT_THAT(lines[0], HasSubstr("under node tag A, not B"));
+  }
+  serve_once({db, "--node_tag=B", "--retag_database=A"}, 33, "B");
+  serve_once({db, "--node_tag=B"}, 65, "B");
+  const auto [code, lines] = RunToRefusal({db, "--node_tag=A"});
+  EXPECT_NE(code, 0);
+  ASSERT_EQ(lines.size(), 1u) << ::testing::PrintToString(lines);
+  EXPECT_THAT(lines[0], HasSubstr("under node tag B, not A"));
+}
+
 struct BadStart {
   std::string label;
   std::vector<std::string> args;
@@ -194,6 +226,11 @@ INSTANTIATE_TEST_SUITE_P(
                  {"--max_collection_creations_per_minute=-1"},
                  "max collection creations per minute is -1; it must not be "
                  "negative (0: no limit)"},
+        BadStart{
+            "RetagOnASharedStore",
+            {"--store=postgresql://127.0.0.1:1/hilo", "--retag_database=B"},
+            "--retag_database is for an SQLite database"},
+        BadStart{"RetagToABadTag", {"--retag_database=b"}, "node tag \"b\""},
         BadStart{"ZeroExhaustionShare",
                  {"--exhaustion_share=0"},
                  "exhaustion share is 0; it must be above 0 and at most 1"}),

@@ -382,7 +382,7 @@ TEST(SqliteRangeStoreOpenTest, SchemaOneIsMigratedToReturnFloors) {
   EXPECT_FALSE(
       (*store)->Return("wrapped", kMax, kMax - 1, /*token=*/0)->applied);
   store->reset();
-  EXPECT_EQ(UserVersion(options.path), 3);
+  EXPECT_EQ(UserVersion(options.path), 5);
 }
 
 TEST(SqliteRangeStoreOpenTest, SchemaTwoGainsTokensThatNoReturnCanMatch) {
@@ -427,7 +427,7 @@ TEST(SqliteRangeStoreOpenTest, FailedMigrationNamesItselfAndChangesNothing) {
       SqliteRangeStore::Open(options);
   EXPECT_THAT(store,
               StatusIs(absl::StatusCode::kFailedPrecondition,
-                       AllOf(HasSubstr("migrating schema version 1 to 3 "
+                       AllOf(HasSubstr("migrating schema version 1 to 5 "
                                        "(nothing changed)"),
                              HasSubstr("bad-v1.db"), HasSubstr("last_low"))));
   EXPECT_EQ(UserVersion(path), 1);

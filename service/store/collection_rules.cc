@@ -5,6 +5,7 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_format.h"
+#include "service/store/range_token.h"
 
 namespace hilo {
 
@@ -84,7 +85,8 @@ absl::StatusOr<CollectionState> ApplyAllocate(absl::string_view collection,
   CollectionState next;
   next.max = range->high;
   next.return_floor = base;
-  next.range_token = token;
+  // Only the digest is stored: a reader of the row cannot return with it.
+  next.range_token = RangeTokenDigest(token);
   // Only a range issued right above the last one can hand that one back
   // its token: a whole return then leaves Max exactly at its high.
   if (base == row.max && row.range_token != 0) {
@@ -105,8 +107,9 @@ std::optional<CollectionState> ApplyReturn(const CollectionState& row,
                                            uint64_t token, absl::Time now,
                                            ReturnOutcome* outcome) {
   // last <= end, so an applied return never raises Max.
-  const bool applies = row.max == end && last >= row.return_floor &&
-                       (token == 0 || token == row.range_token);
+  const bool applies =
+      row.max == end && last >= row.return_floor &&
+      (token == 0 || RangeTokenDigest(token) == row.range_token);
   if (!applies) {
     *outcome = ReturnOutcome{false, row.max};
     return std::nullopt;

@@ -37,12 +37,13 @@ struct CollectionState {
   // The lowest `last` a return may carry: low - 1 of the range last issued,
   // raised to `last` by an applied return and to the floor by SetFloor.
   int64_t return_floor = 0;
-  // Token of the range last issued; 0 once retired (by an applied return or
-  // a floor above Max), after which no tokened return applies.
+  // RangeTokenDigest of the token of the range last issued (never the token
+  // itself); 0 once retired (by an applied return or a floor above Max),
+  // after which no tokened return applies.
   uint64_t range_token = 0;
   // The range issued just before it, when the last range was issued right
-  // above it (its low = that range's high + 1): that range's token and
-  // return floor, which a whole return of the last range restores. 0 and 0
+  // above it (its low = that range's high + 1): that range's token digest
+  // and return floor, which a whole return of the last range restores. 0 and 0
   // when there is none.
   uint64_t previous_token = 0;
   int64_t previous_return_floor = 0;
@@ -113,9 +114,9 @@ class RangeStore {
 
   // Reserves `size` (>= 1) numbers: low = max(Max, floor) + 1,
   // high = low + size - 1, then stores Max = high, return_floor = low - 1
-  // and range_token = `token`. If low == Max + 1, the range issued before
-  // becomes the previous one (its token and return floor are kept);
-  // otherwise there is none. `token` (!= 0) is the caller's secret for
+  // and range_token = RangeTokenDigest(`token`). If low == Max + 1, the range
+  // issued before becomes the previous one (its token and return floor are
+  // kept); otherwise there is none. `token` (!= 0) is the caller's secret for
   // returning the range: random, never a counter. The outcome says whether
   // the collection's row was created (the services count rows by it: see
   // CollectionLimit); the synchronous form gives the range alone.
@@ -132,7 +133,7 @@ class RangeStore {
                                  int64_t max_floor_jump = kNoFloorJumpLimit);
 
   // Hands back the tail (last, end] of a range. With a token (!= 0):
-  // applied only if token == range_token, Max == end and
+  // applied only if RangeTokenDigest(token) == range_token, Max == end and
   // return_floor <= last. Then Max = last, and
   //  - if last == return_floor (the whole range, or all of it above a floor
   //    SetFloor raised into it) and there is a previous range: that range

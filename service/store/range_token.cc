@@ -1,5 +1,6 @@
 #include "service/store/range_token.h"
 
+#include <openssl/sha.h>
 #include <sys/random.h>
 
 #include <cerrno>
@@ -23,6 +24,19 @@ uint64_t NewRangeToken() {
     // server safely: tokens must not be guessable.
     std::abort();
   }
+}
+
+uint64_t RangeTokenDigest(uint64_t token) {
+  if (token == 0) return 0;
+  unsigned char bytes[8];
+  for (int i = 0; i < 8; ++i) {
+    bytes[i] = static_cast<unsigned char>(token >> (56 - 8 * i));
+  }
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(bytes, sizeof(bytes), digest);
+  uint64_t value = 0;
+  for (int i = 0; i < 8; ++i) value = (value << 8) | digest[i];
+  return value | 1;
 }
 
 }  // namespace hilo

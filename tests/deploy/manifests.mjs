@@ -294,6 +294,8 @@ const metricsListen = hostPort(flags.get('metrics_listen'));
 check(listen?.host === '0.0.0.0', `--listen=${flags.get('listen')} must bind 0.0.0.0 in a pod`);
 check(metricsListen?.host === '0.0.0.0', `--metrics_listen=${flags.get('metrics_listen')} must bind 0.0.0.0 in a pod`);
 check(!flags.has('node_tag'), '--node_tag must not be set: every pod would share it');
+check(!flags.has('retag_database'),
+  '--retag_database must not be set: re-tagging a database is a one-off step, and left in a manifest it would let a mixed-up volume start');
 const db = flags.get('db') ?? '';
 const storeFile = flags.get('store_file') ?? '';
 if (!shared) {

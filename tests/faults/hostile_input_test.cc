@@ -25,6 +25,7 @@
 #include "hilo/base/clock.h"
 #include "hilo/v1/conversions.h"
 #include "hilo/v1/hilo.grpc.pb.h"
+#include "service/store/range_token.h"
 #include "service/store/validation.h"
 #include "stress/raw_call.h"
 #include "testing/status_matchers.h"
@@ -257,7 +258,8 @@ class HostileInputTest : public ::testing::Test {
                FromProtoTimeUnchecked(c.updated_at())};
   }
 
-  // The stored token of the range last issued (0: retired).
+  // What the store keeps of the token of the range last issued: its
+  // RangeTokenDigest (0: retired).
   uint64_t StoredToken(const std::string& collection) {
     absl::StatusOr<std::optional<CollectionState>> row =
         server_->store()->Get(collection);
@@ -319,7 +321,7 @@ TEST_P(HostileInputTableTest, ExactCodeAndOnlyTheContractsChange) {
     if (c.range.has_value() && after[i].name == "orders") {
       EXPECT_EQ(is.max, c.range->second);
       EXPECT_EQ(is.return_floor, c.range->first - 1);
-      EXPECT_EQ(is.range_token, out.token);
+      EXPECT_EQ(is.range_token, RangeTokenDigest(out.token));
       // Right above the last range: that one is the previous range now.
       const bool adjacent = c.range->first == was.max + 1;
       EXPECT_EQ(is.previous_token, adjacent ? was.range_token : 0u);
@@ -368,12 +370,13 @@ const std::string kReturn = "/hilo.v1.HiLo/ReturnRange";
 // A row whose Max is 10 below INT64_MAX, its last range of 32 outstanding
 // with kEdgeToken.
 void PutEdge(HostileInputTest* t) {
-  ASSERT_THAT(t->server_->store()->PutForTesting(
-                  "edge", CollectionState{.max = kInt64Max - 10,
-                                          .return_floor = kInt64Max - 42,
-                                          .range_token = kEdgeToken,
-                                          .updated_at = kStart}),
-              IsOk());
+  ASSERT_THAT(
+      t->server_->store()->PutForTesting(
+          "edge", CollectionState{.max = kInt64Max - 10,
+                                  .return_floor = kInt64Max - 42,
+                                  .range_token = RangeTokenDigest(kEdgeToken),
+                                  .updated_at = kStart}),
+      IsOk());
 }
 
 // "orders" with Max 100 below the last_max guard rail (2^62), within the
@@ -787,8 +790,9 @@ TEST_F(HostileInputTest, FloorBelowMaxRefusesAReturnReachingUnderIt) {
   EXPECT_EQ(floor.ret, std::pair(false, int64_t{64}));
   const absl::Time floored = clock_.Now();
   EXPECT_EQ(GetRow("orders"), (Row{64, 50, floored}));
-  EXPECT_EQ(StoredToken("orders"), held.token) << "a floor below Max retires "
-                                                  "no token";
+  EXPECT_EQ(StoredToken("orders"), RangeTokenDigest(held.token))
+      << "a floor below Max retires "
+         "no token";
 
   clock_.Advance(absl::Seconds(1));
   const Outcome returned = Return("orders", 64, 40, held.token);
@@ -891,7 +895,7 @@ TEST_F(HostileInputTest, StaleCopyAfterTheNumbersWereIssuedAgainIsRefused) {
   EXPECT_THAT(stale.status, IsOk());
   EXPECT_EQ(stale.ret, std::pair(false, int64_t{32}));
   EXPECT_EQ(GetRow("orders"), (Row{32, 0, reissued}));
-  EXPECT_EQ(StoredToken("orders"), b.token);
+  EXPECT_EQ(StoredToken("orders"), RangeTokenDigest(b.token));
 
   clock_.Advance(absl::Seconds(1));
   EXPECT_EQ(Next("orders").range, Pair(33, 64));
@@ -919,7 +923,7 @@ TEST_F(HostileInputTest, GuessingATokenBitByBitNeverApplies) {
   }
   EXPECT_EQ(guesses, 3 * 64);
   EXPECT_EQ(GetRow("orders"), before);
-  EXPECT_EQ(StoredToken("orders"), a.token);
+  EXPECT_EQ(StoredToken("orders"), RangeTokenDigest(a.token));
 
   clock_.Advance(absl::Seconds(1));
   EXPECT_EQ(Return("orders", 32, 5, a.token).ret, std::pair(true, int64_t{5}));
@@ -940,7 +944,7 @@ TEST_F(HostileInputTest, AdjacentRangesComeBackWholeThenTheTail) {
             std::pair(true, int64_t{32}));
   const absl::Time whole = clock_.Now();
   EXPECT_EQ(GetRow("orders"), (Row{32, 0, whole}));
-  EXPECT_EQ(StoredToken("orders"), current.token);
+  EXPECT_EQ(StoredToken("orders"), RangeTokenDigest(current.token));
 
   clock_.Advance(absl::Seconds(1));
   EXPECT_EQ(Return("orders", 64, 32, ahead.token).ret,

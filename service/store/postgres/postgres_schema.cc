@@ -13,15 +13,15 @@ namespace {
 
 // The schema's identity and version, kept in table hilo_meta.
 constexpr char kApplication[] = "hilo";
-// Version 2 added hilo_nodes.
-constexpr int kSchemaVersion = 2;
+// Version 2 added hilo_nodes; version 3 keeps digests of the range tokens.
+constexpr int kSchemaVersion = 3;
 // Key of the advisory lock held while the schema is created or checked
 // ("HiLo" in ASCII).
 constexpr int64_t kSchemaLockKey = 0x48694c6f;
 
 // Names are bytes compared byte for byte (as in SQLite), so the list order
-// never depends on a collation. Tokens are unsigned 64-bit values stored in
-// BIGINT, bit for bit.
+// never depends on a collation. Token digests (RangeTokenDigest, never the
+// tokens) are unsigned 64-bit values stored in BIGINT, bit for bit.
 constexpr char kSchema[] = R"sql(
 CREATE TABLE hilo_meta (
   key   TEXT PRIMARY KEY,
@@ -46,6 +46,19 @@ CREATE TABLE hilo_nodes (
   holder     TEXT        NOT NULL,
   expires_at TIMESTAMPTZ NOT NULL
 );
+)sql";
+
+// Version 2 to 3: tokens were stored in clear, so a role that could read
+// the table could return a live range; each becomes RangeTokenDigest of
+// itself (0 stays 0), which the holder's token still matches.
+constexpr char kDigestTokens[] = R"sql(
+UPDATE hilo_collections SET
+  range_token = CASE WHEN range_token = 0 THEN 0 ELSE
+    ('x' || encode(substr(sha256(int8send(range_token)), 1, 8), 'hex'))
+      ::bit(64)::bigint | 1 END,
+  previous_token = CASE WHEN previous_token = 0 THEN 0 ELSE
+    ('x' || encode(substr(sha256(int8send(previous_token)), 1, 8), 'hex'))
+      ::bit(64)::bigint | 1 END;
 )sql";
 
 }  // namespace
@@ -107,11 +120,13 @@ absl::Status CreateOrCheckPostgresSchema(PostgresConnection& c,
           "application (\"%s\")",
           description, schema, application));
     }
-    if (version == 1) {
+    if (version == 1 || version == 2) {
       return c.Exec(
-          absl::StrCat(kNodesTable, "UPDATE hilo_meta SET value = '",
-                       kSchemaVersion, "' WHERE key = 'schema_version'"),
-          "migrating hilo schema version 1 to 2");
+          absl::StrCat(version == 1 ? kNodesTable : "", kDigestTokens,
+                       "UPDATE hilo_meta SET value = '", kSchemaVersion,
+                       "' WHERE key = 'schema_version'"),
+          absl::StrFormat("migrating hilo schema version %d to %d", version,
+                          kSchemaVersion));
     }
     if (version != kSchemaVersion) {
       return absl::FailedPreconditionError(absl::StrFormat(

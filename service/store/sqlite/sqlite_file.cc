@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -59,18 +60,47 @@ absl::Status CreateDirectoriesDurably(const std::filesystem::path& dir,
     if (std::filesystem::exists(p, ec)) break;
     missing.push_back(p);
   }
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
+  if (missing.empty() && !std::filesystem::is_directory(dir, ec)) {
     return absl::UnavailableError(
         absl::StrFormat("cannot create directory %s for database %s: %s",
-                        dir.string(), options.path, ec.message()));
+                        dir.string(), options.path, strerror(ENOTDIR)));
   }
+  // Shallowest first, each owner-only whatever the umask: the directory
+  // holds the database, which no other user has any business reading.
   for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
+    if (mkdir(it->c_str(), 0700) != 0 && errno != EEXIST) {
+      return absl::UnavailableError(
+          absl::StrFormat("cannot create directory %s for database %s: %s",
+                          it->string(), options.path, strerror(errno)));
+    }
+    if (chmod(it->c_str(), 0700) != 0) {
+      return absl::UnavailableError(absl::StrFormat(
+          "cannot make directory %s for database %s owner-only: %s",
+          it->string(), options.path, strerror(errno)));
+    }
     std::filesystem::path parent = it->parent_path();
     if (parent.empty()) parent = ".";
     if (absl::Status s = FsyncDirectory(parent.string(), options); !s.ok()) {
       return s;
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CreateOwnerOnlyFile(const std::string& path) {
+  const int fd =
+      open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    if (errno == EEXIST) return absl::OkStatus();
+    return absl::UnavailableError(
+        absl::StrFormat("cannot open database %s: %s", path, strerror(errno)));
+  }
+  const int rc = fchmod(fd, 0600);
+  const int err = errno;
+  close(fd);
+  if (rc != 0) {
+    return absl::UnavailableError(absl::StrFormat(
+        "cannot make database %s owner-only: %s", path, strerror(err)));
   }
   return absl::OkStatus();
 }

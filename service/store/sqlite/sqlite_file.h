@@ -25,11 +25,16 @@ namespace internal {
 absl::Status FsyncDirectory(const std::string& dir,
                             const SqliteRangeStoreOptions& options);
 
-// Creates the missing directories of `dir` and makes each new entry
-// durable by flushing its parent. UNAVAILABLE naming options.path if it
-// cannot.
+// Creates the missing directories of `dir`, each mode 0700 whatever the
+// umask, and makes each new entry durable by flushing its parent.
+// UNAVAILABLE naming options.path if it cannot.
 absl::Status CreateDirectoriesDurably(const std::filesystem::path& dir,
                                       const SqliteRangeStoreOptions& options);
+
+// Creates `path` empty with mode 0600 whatever the umask, if no file is
+// there (SQLite makes an empty file a new database and gives its -wal and
+// -shm files the database's mode). UNAVAILABLE if it cannot.
+absl::Status CreateOwnerOnlyFile(const std::string& path);
 
 // The error of `rc` on connection `db` of database `path`, doing `what`:
 // UNAVAILABLE for a lock, I/O or open failure (another attempt may

@@ -15,21 +15,15 @@
 #include "service/store/collection_rules.h"
 #include "service/store/sqlite/sqlite_file.h"
 #include "service/store/sqlite/sqlite_schema.h"
+#include "service/store/sqlite/sqlite_statement.h"
 
 namespace hilo {
 namespace {
 
 using internal::CreateDirectoriesDurably;
 using internal::FsyncDirectory;
-
-// A collection's row, and a page of rows after a name.
-constexpr char kSelectRow[] =
-    "SELECT max, return_floor, updated_at_us, range_token, previous_token, "
-    "previous_return_floor FROM collections WHERE name=?1";
-constexpr char kSelectRows[] =
-    "SELECT name, max, return_floor, updated_at_us, range_token, "
-    "previous_token, previous_return_floor FROM collections WHERE name > ?1 "
-    "ORDER BY name LIMIT ?2";
+using internal::kSelectRow;
+using internal::kSelectRows;
 
 }  // namespace
 
@@ -44,21 +38,6 @@ absl::StatusOr<SyncMode> ParseSyncMode(absl::string_view text) {
 absl::string_view SyncModeName(SyncMode mode) {
   return mode == SyncMode::kFull ? "full" : "normal";
 }
-
-// A prepared statement, reset and unbound after each use.
-class SqliteRangeStore::Statement {
- public:
-  Statement(sqlite3_stmt* stmt) : stmt_(stmt) {}
-  ~Statement() { sqlite3_finalize(stmt_); }
-  sqlite3_stmt* get() const { return stmt_; }
-  void Reset() {
-    sqlite3_reset(stmt_);
-    sqlite3_clear_bindings(stmt_);
-  }
-
- private:
-  sqlite3_stmt* const stmt_;
-};
 
 absl::StatusOr<std::unique_ptr<SqliteRangeStore>> SqliteRangeStore::Open(
     SqliteRangeStoreOptions options) {
@@ -116,6 +95,11 @@ absl::StatusOr<std::unique_ptr<SqliteRangeStore>> SqliteRangeStore::Open(
     }
     return s;
   };
+  if (is_new) {
+    if (absl::Status s = internal::CreateOwnerOnlyFile(path); !s.ok()) {
+      return explain(std::move(s));
+    }
+  }
   sqlite3* db = nullptr;
   const int rc =
       sqlite3_open_v2(path.c_str(), &db,
@@ -188,29 +172,6 @@ SqliteRangeStore::~SqliteRangeStore() {
   sqlite3_close(db_);
 }
 
-absl::Status SqliteRangeStore::Error(int rc, absl::string_view what) const {
-  return ErrorOn(db_, rc, what);
-}
-
-absl::Status SqliteRangeStore::ErrorOn(sqlite3* db, int rc,
-                                       absl::string_view what) const {
-  return internal::SqliteError(db, rc, what, options_.path);
-}
-
-absl::Status SqliteRangeStore::Exec(const char* sql) {
-  return internal::SqliteExec(db_, sql, options_.path);
-}
-
-absl::Status SqliteRangeStore::Step(Statement& statement) {
-  const int rc = sqlite3_step(statement.get());
-  absl::Status status;
-  if (rc != SQLITE_DONE) {
-    status = Error(rc, absl::StrCat("\"", sqlite3_sql(statement.get()), "\""));
-  }
-  statement.Reset();
-  return status;
-}
-
 absl::Status SqliteRangeStore::Init() {
   sqlite3_busy_timeout(
       db_, static_cast<int>(absl::ToInt64Milliseconds(options_.busy_timeout)));
@@ -252,8 +213,8 @@ absl::Status SqliteRangeStore::Init() {
   }
 
   // Check the identity and version, then create the schema, atomically.
-  if (absl::Status s =
-          internal::CreateOrMigrateSqliteSchema(db_, options_.path);
+  if (absl::Status s = internal::CreateOrMigrateSqliteSchema(
+          db_, options_.path, options_.node_tag, options_.retag_from);
       !s.ok()) {
     if (s.code() == absl::StatusCode::kInternal) return not_hilo(s);
     return s;
@@ -340,153 +301,6 @@ absl::Status SqliteRangeStore::OpenReader() {
         for (GroupCommit::Operation* op : batch) op->status = op->body(*op);
       });
   reader_ = std::move(reader);
-  return absl::OkStatus();
-}
-
-void SqliteRangeStore::RunBatch(
-    absl::Span<GroupCommit::Operation* const> batch) {
-  RunBatchInTransaction(batch);
-}
-
-bool SqliteRangeStore::RunBatchInTransaction(
-    absl::Span<GroupCommit::Operation* const> batch) {
-  if (!sqlite3_get_autocommit(db_)) {
-    // A ROLLBACK of an earlier batch failed and left its transaction open:
-    // nothing of it was reported applied; end it before starting anew, or
-    // every later batch would fail, and reads would see its writes.
-    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-  }
-  absl::Status begin = Exec("BEGIN IMMEDIATE");
-  if (!begin.ok()) {
-    for (GroupCommit::Operation* op : batch) op->status = begin;
-    return false;
-  }
-  bool released_failed = false;
-  for (size_t i = 0; i < batch.size(); ++i) {
-    GroupCommit::Operation* op = batch[i];
-    absl::Status s = Step(*savepoint_);
-    if (s.ok()) {
-      s = op->body(*op);
-      if (!s.ok()) {
-        // Undo this operation alone. If SQLite already rolled back the
-        // whole transaction (some I/O errors do), the batch is lost below.
-        if (!sqlite3_get_autocommit(db_)) {
-          Step(*rollback_to_).IgnoreError();
-        }
-      }
-    }
-    if (sqlite3_get_autocommit(db_)) {
-      // The transaction is gone: nothing in this batch was applied.
-      const absl::Status lost =
-          s.ok() ? absl::UnavailableError(absl::StrFormat(
-                       "transaction on database %s ended unexpectedly",
-                       options_.path))
-                 : s;
-      for (size_t j = 0; j < batch.size(); ++j) {
-        if (j == i) {
-          batch[j]->status = s.ok() ? lost : s;
-        } else if (j > i || batch[j]->status.ok()) {
-          batch[j]->status = lost;
-        }
-      }
-      return false;
-    }
-    if (s.ok() && options_.before_release_for_testing) {
-      s = options_.before_release_for_testing();
-      if (!s.ok()) released_failed = true;
-    }
-    if (!released_failed) {
-      if (absl::Status r = Step(*release_); !r.ok()) {
-        s = r;
-        released_failed = true;
-      }
-    }
-    if (released_failed) {
-      // Whether this operation's writes are still part of the transaction is
-      // unknown: fail the whole batch rather than report it failed and then
-      // commit it.
-      if (!sqlite3_get_autocommit(db_)) {
-        sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-      }
-      for (GroupCommit::Operation* each : batch) each->status = s;
-      return false;
-    }
-    op->status = s;
-  }
-  absl::Status commit;
-  if (options_.before_commit_for_testing) {
-    commit = options_.before_commit_for_testing();
-  }
-  const absl::Time commit_start = absl::Now();
-  if (commit.ok()) commit = Exec("COMMIT");
-  const absl::Duration commit_time = absl::Now() - commit_start;
-  if (!commit.ok()) {
-    if (!sqlite3_get_autocommit(db_)) {
-      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-    }
-    for (GroupCommit::Operation* op : batch) {
-      if (op->status.ok()) op->status = commit;
-    }
-    return false;
-  }
-  int64_t created = 0;
-  for (GroupCommit::Operation* op : batch) {
-    if (op->status.ok()) created += op->rows_created;
-  }
-  collection_count_.fetch_add(created, std::memory_order_relaxed);
-  if (options_.on_commit) {
-    options_.on_commit(commit_time, static_cast<int>(batch.size()),
-                       collection_count_.load(std::memory_order_relaxed));
-  }
-  return true;
-}
-
-absl::StatusOr<std::optional<CollectionState>> SqliteRangeStore::ReadRow(
-    absl::string_view collection) {
-  return ReadRow(db_, *select_, collection);
-}
-
-absl::StatusOr<std::optional<CollectionState>> SqliteRangeStore::ReadRow(
-    sqlite3* db, Statement& select, absl::string_view collection) {
-  sqlite3_stmt* stmt = select.get();
-  sqlite3_bind_text(stmt, 1, collection.data(),
-                    static_cast<int>(collection.size()), SQLITE_STATIC);
-  const int rc = sqlite3_step(stmt);
-  std::optional<CollectionState> state;
-  if (rc == SQLITE_ROW) {
-    state.emplace();
-    state->max = sqlite3_column_int64(stmt, 0);
-    state->return_floor = sqlite3_column_int64(stmt, 1);
-    state->updated_at = absl::FromUnixMicros(sqlite3_column_int64(stmt, 2));
-    state->range_token = static_cast<uint64_t>(sqlite3_column_int64(stmt, 3));
-    state->previous_token =
-        static_cast<uint64_t>(sqlite3_column_int64(stmt, 4));
-    state->previous_return_floor = sqlite3_column_int64(stmt, 5);
-  }
-  select.Reset();
-  if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-    return ErrorOn(db, rc,
-                   absl::StrCat("reading collection \"", collection, "\""));
-  }
-  return state;
-}
-
-absl::Status SqliteRangeStore::WriteRow(absl::string_view collection,
-                                        const CollectionState& state) {
-  sqlite3_stmt* stmt = upsert_->get();
-  sqlite3_bind_text(stmt, 1, collection.data(),
-                    static_cast<int>(collection.size()), SQLITE_STATIC);
-  sqlite3_bind_int64(stmt, 2, state.max);
-  sqlite3_bind_int64(stmt, 3, state.return_floor);
-  sqlite3_bind_int64(stmt, 4, absl::ToUnixMicros(state.updated_at));
-  sqlite3_bind_int64(stmt, 5, static_cast<int64_t>(state.range_token));
-  sqlite3_bind_int64(stmt, 6, static_cast<int64_t>(state.previous_token));
-  sqlite3_bind_int64(stmt, 7, state.previous_return_floor);
-  const int rc = sqlite3_step(stmt);
-  upsert_->Reset();
-  if (rc != SQLITE_DONE) {
-    return Error(rc, absl::StrCat("writing collection \"", collection, "\""));
-  }
   return absl::OkStatus();
 }
 
@@ -692,34 +506,6 @@ void SqliteRangeStore::DeleteAsync(absl::string_view collection,
         return absl::OkStatus();
       },
       std::move(done));
-}
-
-absl::Status SqliteRangeStore::ReadRows(
-    sqlite3* db, Statement& list, absl::string_view after, int limit,
-    std::vector<NamedCollectionState>* result) {
-  result->clear();
-  sqlite3_stmt* stmt = list.get();
-  sqlite3_bind_text(stmt, 1, after.data(), static_cast<int>(after.size()),
-                    SQLITE_STATIC);
-  sqlite3_bind_int(stmt, 2, limit);
-  int rc;
-  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-    NamedCollectionState row;
-    row.name.assign(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)),
-                    sqlite3_column_bytes(stmt, 0));
-    row.state.max = sqlite3_column_int64(stmt, 1);
-    row.state.return_floor = sqlite3_column_int64(stmt, 2);
-    row.state.updated_at = absl::FromUnixMicros(sqlite3_column_int64(stmt, 3));
-    row.state.range_token =
-        static_cast<uint64_t>(sqlite3_column_int64(stmt, 4));
-    row.state.previous_token =
-        static_cast<uint64_t>(sqlite3_column_int64(stmt, 5));
-    row.state.previous_return_floor = sqlite3_column_int64(stmt, 6);
-    result->push_back(std::move(row));
-  }
-  list.Reset();
-  if (rc != SQLITE_DONE) return ErrorOn(db, rc, "listing collections");
-  return absl::OkStatus();
 }
 
 absl::Status SqliteRangeStore::PutForTesting(absl::string_view collection,

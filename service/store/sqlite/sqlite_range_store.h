@@ -66,8 +66,20 @@ absl::StatusOr<SyncMode> ParseSyncMode(absl::string_view text);
 absl::string_view SyncModeName(SyncMode mode);
 
 struct SqliteRangeStoreOptions {
-  // The database file; missing parent directories are created.
+  // The database file; missing parent directories are created, each mode
+  // 0700, and a new file is 0600 (its -wal and -shm too), whatever the
+  // umask.
   std::string path;
+  // The node tag the database issues under. Stored in the file when it has
+  // none (at creation, or at the first open of an older file); an open under
+  // another tag is FAILED_PRECONDITION naming both, so a file never hands
+  // its numbers out under a tag that did not issue them. Empty: neither
+  // stored nor checked (tools, tests).
+  std::string node_tag;
+  // Re-tags on purpose: a file tagged `retag_from` is stored as node_tag
+  // and opens. The operator guarantees that no IDs of node_tag can collide
+  // with this file's (service/store/sqlite/README.md). Empty: never.
+  std::string retag_from;
   SyncMode sync = SyncMode::kFull;
   // Most operations folded into one transaction; 1 commits each alone.
   int max_batch = 256;
@@ -105,7 +117,8 @@ class SqliteRangeStore final : public RangeStore {
   // file or its directory cannot be opened or created; FAILED_PRECONDITION
   // if the file is not a hilo database (not SQLite, corrupt, or a newer
   // schema; read-only: any other schema version); NOT_FOUND if a read-only
-  // open finds no file; INVALID_ARGUMENT for bad options.
+  // open finds no file; INVALID_ARGUMENT for bad options; FAILED_PRECONDITION
+  // if the file was tagged other than options.node_tag (see there).
   static absl::StatusOr<std::unique_ptr<SqliteRangeStore>> Open(
       SqliteRangeStoreOptions options);
 

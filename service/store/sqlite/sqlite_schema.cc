@@ -3,10 +3,14 @@
 #include <sqlite3.h>
 
 #include <cstdint>
+#include <iterator>
+#include <optional>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "service/store/range_token.h"
 #include "service/store/sqlite/sqlite_file.h"
 
 namespace hilo {
@@ -15,13 +19,15 @@ namespace {
 
 // Identifies a hilo database ("HiLo" in ASCII) and its schema version.
 constexpr int32_t kApplicationId = 0x48694c6f;
-// Version 3 adds the range tokens; version 2 stores return_floor; version 1
+// Version 5 records the node tag the file issues under (table node);
+// version 4 keeps digests of the range tokens instead of the tokens;
+// version 3 adds the range tokens; version 2 stores return_floor; version 1
 // stored last_low, which is return_floor + 1 and so could not say "nothing
 // may come back" at INT64_MAX.
-constexpr int kSchemaVersion = 3;
+constexpr int kSchemaVersion = 5;
 
-// Tokens are unsigned 64-bit values stored in SQLite's signed INTEGER, bit
-// for bit.
+// Token digests (RangeTokenDigest) are unsigned 64-bit values stored in
+// SQLite's signed INTEGER, bit for bit.
 constexpr char kSchema[] = R"sql(
 CREATE TABLE IF NOT EXISTS collections (
   name                  TEXT    NOT NULL PRIMARY KEY,
@@ -31,6 +37,15 @@ CREATE TABLE IF NOT EXISTS collections (
   range_token           INTEGER NOT NULL DEFAULT 0,
   previous_token        INTEGER NOT NULL DEFAULT 0,
   previous_return_floor INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+)sql";
+
+// What the file is about as a whole: key 'tag' is the node tag its numbers
+// were issued under.
+constexpr char kNodeTable[] = R"sql(
+CREATE TABLE IF NOT EXISTS node (
+  key   TEXT NOT NULL PRIMARY KEY,
+  value TEXT NOT NULL
 ) WITHOUT ROWID;
 )sql";
 
@@ -59,9 +74,87 @@ ALTER TABLE collections ADD COLUMN previous_return_floor INTEGER NOT NULL
 PRAGMA user_version = 3;
 )sql";
 
+// Version 3 to 4. Tokens were stored in clear, so whoever read the file
+// could return a live range; each becomes its digest (0 stays 0), which
+// the holder's token still matches.
+constexpr char kMigrateFrom3[] = R"sql(
+UPDATE collections SET range_token = hilo_token_digest(range_token),
+                       previous_token = hilo_token_digest(previous_token);
+PRAGMA user_version = 4;
+)sql";
+
+// Version 4 to 5: the node table. Its tag is stored by the first start
+// that knows one (CheckOrStoreNodeTag).
+constexpr char kMigrateFrom4[] = R"sql(
+CREATE TABLE IF NOT EXISTS node (
+  key   TEXT NOT NULL PRIMARY KEY,
+  value TEXT NOT NULL
+) WITHOUT ROWID;
+PRAGMA user_version = 5;
+)sql";
+
+// hilo_token_digest(token): RangeTokenDigest, for the migration to 4.
+void TokenDigestFunction(sqlite3_context* context, int, sqlite3_value** argv) {
+  const auto token = static_cast<uint64_t>(sqlite3_value_int64(argv[0]));
+  sqlite3_result_int64(context, static_cast<int64_t>(RangeTokenDigest(token)));
+}
+
+// Stores `tag` in a file that has none, or checks that the file's tag is
+// `tag`, re-tagging it if its tag is `retag_from`. Inside the start-up
+// transaction.
+absl::Status CheckOrStoreNodeTag(sqlite3* db, absl::string_view path,
+                                 absl::string_view tag,
+                                 absl::string_view retag_from) {
+  sqlite3_stmt* stmt = nullptr;
+  int rc = sqlite3_prepare_v2(db, "SELECT value FROM node WHERE key = 'tag'",
+                              -1, &stmt, nullptr);
+  if (rc == SQLITE_OK) rc = sqlite3_step(stmt);
+  std::optional<std::string> stored;
+  if (rc == SQLITE_ROW) {
+    stored.emplace(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)),
+                   sqlite3_column_bytes(stmt, 0));
+  }
+  sqlite3_finalize(stmt);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+    return SqliteError(db, rc, "reading the node tag", path);
+  }
+  if (stored.has_value() && *stored != tag) {
+    if (retag_from != *stored) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "database %s issued its numbers under node tag %s, not %s: under %s "
+          "they would repeat IDs; run it as --node_tag=%s, or re-tag it on "
+          "purpose with --retag_database=%s (see service/store/sqlite/"
+          "README.md)%s",
+          path, *stored, tag, tag, *stored, *stored,
+          retag_from.empty()
+              ? ""
+              : absl::StrCat(" (--retag_database names ", retag_from, ")")));
+    }
+  } else if (stored.has_value()) {
+    return absl::OkStatus();
+  }
+  rc = sqlite3_prepare_v2(db,
+                          "INSERT INTO node(key, value) VALUES('tag', ?1) "
+                          "ON CONFLICT(key) DO UPDATE SET value = "
+                          "excluded.value",
+                          -1, &stmt, nullptr);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_text(stmt, 1, tag.data(), static_cast<int>(tag.size()),
+                      SQLITE_TRANSIENT);
+    rc = sqlite3_step(stmt);
+  }
+  sqlite3_finalize(stmt);
+  if (rc != SQLITE_DONE) {
+    return SqliteError(db, rc, "storing the node tag", path);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
-absl::Status CreateOrMigrateSqliteSchema(sqlite3* db, absl::string_view path) {
+absl::Status CreateOrMigrateSqliteSchema(sqlite3* db, absl::string_view path,
+                                         absl::string_view node_tag,
+                                         absl::string_view retag_from) {
   if (absl::Status s = SqliteExec(db, "BEGIN IMMEDIATE", path); !s.ok())
     return s;
   auto init = [&]() -> absl::Status {
@@ -77,6 +170,9 @@ absl::Status CreateOrMigrateSqliteSchema(sqlite3* db, absl::string_view path) {
     if (*app_id == 0 && *version == 0 && *tables == 0) {
       // A new, empty file: make it ours.
       if (absl::Status s = SqliteExec(db, kSchema, path); !s.ok()) return s;
+      if (absl::Status s = SqliteExec(db, kNodeTable, path); !s.ok()) {
+        return s;
+      }
       if (absl::Status s = SqliteExec(
               db,
               absl::StrCat("PRAGMA application_id=", kApplicationId).c_str(),
@@ -96,7 +192,15 @@ absl::Status CreateOrMigrateSqliteSchema(sqlite3* db, absl::string_view path) {
     }
     // Each step is rolled back with the start-up transaction if a later one
     // fails: the file stays at the version it had.
-    const char* const migrations[] = {nullptr, kMigrateFrom1, kMigrateFrom2};
+    const char* const migrations[] = {nullptr, kMigrateFrom1, kMigrateFrom2,
+                                      kMigrateFrom3, kMigrateFrom4};
+    static_assert(std::size(migrations) == kSchemaVersion);
+    const int rc = sqlite3_create_function_v2(
+        db, "hilo_token_digest", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, nullptr,
+        TokenDigestFunction, nullptr, nullptr, nullptr);
+    if (rc != SQLITE_OK) {
+      return SqliteError(db, rc, "registering hilo_token_digest", path);
+    }
     for (int from = 1; from < kSchemaVersion; ++from) {
       if (*version != from) continue;
       const int rc =
@@ -118,6 +222,9 @@ absl::Status CreateOrMigrateSqliteSchema(sqlite3* db, absl::string_view path) {
     return absl::OkStatus();
   };
   absl::Status s = init();
+  if (s.ok() && !node_tag.empty()) {
+    s = CheckOrStoreNodeTag(db, path, node_tag, retag_from);
+  }
   if (s.ok()) s = SqliteExec(db, "COMMIT", path);
   if (!s.ok()) {
     sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);

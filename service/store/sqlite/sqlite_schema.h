@@ -20,10 +20,18 @@ namespace internal {
 // IMMEDIATE transaction, rolled back on any failure, so the file stays at
 // the version it had. `path` names the file in errors.
 //
-// Errors: FAILED_PRECONDITION if the file belongs to another application
-// or holds a newer schema; SQLite's errors (SqliteError) otherwise; an
-// INTERNAL one means the file is not usable SQLite.
-absl::Status CreateOrMigrateSqliteSchema(sqlite3* db, absl::string_view path);
+// With a `node_tag`, the same transaction stores it in a file that has
+// none (a new file, or the first start after the upgrade to version 5) and
+// otherwise checks that the file's tag is `node_tag`; a file of another tag
+// is re-tagged to `node_tag` only if its tag is `retag_from`.
+//
+// Errors: FAILED_PRECONDITION if the file belongs to another application,
+// holds a newer schema, or was tagged otherwise (one line naming both
+// tags); SQLite's errors (SqliteError) otherwise; an INTERNAL one means the
+// file is not usable SQLite.
+absl::Status CreateOrMigrateSqliteSchema(sqlite3* db, absl::string_view path,
+                                         absl::string_view node_tag,
+                                         absl::string_view retag_from);
 
 // Checks, changing nothing, that the file is a hilo database of this
 // schema version (for a read-only open, which cannot migrate).

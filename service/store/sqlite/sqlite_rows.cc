@@ -1,0 +1,88 @@
+// SqliteRangeStore's row codec: a row of table `collections` read into a
+// CollectionState, and written back from one.
+#include <sqlite3.h>
+
+#include "absl/strings/str_cat.h"
+#include "service/store/sqlite/sqlite_range_store.h"
+#include "service/store/sqlite/sqlite_statement.h"
+
+namespace hilo {
+
+absl::StatusOr<std::optional<CollectionState>> SqliteRangeStore::ReadRow(
+    absl::string_view collection) {
+  return ReadRow(db_, *select_, collection);
+}
+
+absl::StatusOr<std::optional<CollectionState>> SqliteRangeStore::ReadRow(
+    sqlite3* db, Statement& select, absl::string_view collection) {
+  sqlite3_stmt* stmt = select.get();
+  sqlite3_bind_text(stmt, 1, collection.data(),
+                    static_cast<int>(collection.size()), SQLITE_STATIC);
+  const int rc = sqlite3_step(stmt);
+  std::optional<CollectionState> state;
+  if (rc == SQLITE_ROW) {
+    state.emplace();
+    state->max = sqlite3_column_int64(stmt, 0);
+    state->return_floor = sqlite3_column_int64(stmt, 1);
+    state->updated_at = absl::FromUnixMicros(sqlite3_column_int64(stmt, 2));
+    state->range_token = static_cast<uint64_t>(sqlite3_column_int64(stmt, 3));
+    state->previous_token =
+        static_cast<uint64_t>(sqlite3_column_int64(stmt, 4));
+    state->previous_return_floor = sqlite3_column_int64(stmt, 5);
+  }
+  select.Reset();
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+    return ErrorOn(db, rc,
+                   absl::StrCat("reading collection \"", collection, "\""));
+  }
+  return state;
+}
+
+absl::Status SqliteRangeStore::WriteRow(absl::string_view collection,
+                                        const CollectionState& state) {
+  sqlite3_stmt* stmt = upsert_->get();
+  sqlite3_bind_text(stmt, 1, collection.data(),
+                    static_cast<int>(collection.size()), SQLITE_STATIC);
+  sqlite3_bind_int64(stmt, 2, state.max);
+  sqlite3_bind_int64(stmt, 3, state.return_floor);
+  sqlite3_bind_int64(stmt, 4, absl::ToUnixMicros(state.updated_at));
+  sqlite3_bind_int64(stmt, 5, static_cast<int64_t>(state.range_token));
+  sqlite3_bind_int64(stmt, 6, static_cast<int64_t>(state.previous_token));
+  sqlite3_bind_int64(stmt, 7, state.previous_return_floor);
+  const int rc = sqlite3_step(stmt);
+  upsert_->Reset();
+  if (rc != SQLITE_DONE) {
+    return Error(rc, absl::StrCat("writing collection \"", collection, "\""));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SqliteRangeStore::ReadRows(
+    sqlite3* db, Statement& list, absl::string_view after, int limit,
+    std::vector<NamedCollectionState>* result) {
+  result->clear();
+  sqlite3_stmt* stmt = list.get();
+  sqlite3_bind_text(stmt, 1, after.data(), static_cast<int>(after.size()),
+                    SQLITE_STATIC);
+  sqlite3_bind_int(stmt, 2, limit);
+  int rc;
+  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    NamedCollectionState row;
+    row.name.assign(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)),
+                    sqlite3_column_bytes(stmt, 0));
+    row.state.max = sqlite3_column_int64(stmt, 1);
+    row.state.return_floor = sqlite3_column_int64(stmt, 2);
+    row.state.updated_at = absl::FromUnixMicros(sqlite3_column_int64(stmt, 3));
+    row.state.range_token =
+        static_cast<uint64_t>(sqlite3_column_int64(stmt, 4));
+    row.state.previous_token =
+        static_cast<uint64_t>(sqlite3_column_int64(stmt, 5));
+    row.state.previous_return_floor = sqlite3_column_int64(stmt, 6);
+    result->push_back(std::move(row));
+  }
+  list.Reset();
+  if (rc != SQLITE_DONE) return ErrorOn(db, rc, "listing collections");
+  return absl::OkStatus();
+}
+
+}  // namespace hilo
