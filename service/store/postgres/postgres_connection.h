@@ -3,8 +3,9 @@
 // binary results (Result, ReadInt64), pipelines, and errors that name the
 // database and tell whether another attempt may succeed.
 //
-// Nothing here knows hilo's tables; postgres_schema.h, postgres_node_tag.h
-// and postgres_range_store.cc do. Private to service/.
+// Nothing here knows hilo's tables; postgres_schema.h, postgres_node_tag.h,
+// postgres_row_codec.h and the batch runner do. Private to
+// service/store/postgres/.
 //
 //   absl::StatusOr<std::unique_ptr<internal::PostgresConnection>> c =
 //       internal::PostgresConnection::Open(
