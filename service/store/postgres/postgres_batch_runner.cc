@@ -41,6 +41,17 @@ void PostgresRangeStore::SetReachable(const Link& link, bool reachable) {
   }
 }
 
+absl::Status PostgresRangeStore::UnreplicatedCommitError(
+    absl::string_view warning) const {
+  // The transaction stays committed on this database, and the next batch
+  // reads its rows, so nothing it did is handed out again; but a failover
+  // may lose it, so none of it is reported applied.
+  return absl::UnavailableError(absl::StrFormat(
+      "committing on PostgreSQL at %s: %s; the commit may be lost if the "
+      "database fails over, so nothing is reported applied",
+      description_, warning));
+}
+
 void PostgresRangeStore::LostConnection(Link& link) {
   link.broken = true;
   SetReachable(link, false);
@@ -111,6 +122,9 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
   };
   std::map<std::string, Row> rows;
   auto fail = [&](absl::Status s, bool writes_only) -> Attempt {
+    // The database did not answer in time (and may still be committing):
+    // not a server to send calls to until a commit goes through again.
+    if (c.stalled()) SetReachable(link, false);
     if (!link.broken &&
         (!c.ok() ||
          (c.InTransaction() && !c.Exec("ROLLBACK", "rolling back").ok()))) {
@@ -214,6 +228,7 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
   if (!any_write) first.push_back({"COMMIT", {}});
 
   std::vector<Result> results;
+  c.TakeWarning();
   if (absl::Status s = c.Pipeline(first, &results); !s.ok()) {
     // Results may be left unread: the connection is out of step for good.
     LostConnection(link);
@@ -229,7 +244,15 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
                                                  : "reading collections"),
                 /*writes_only=*/false);
   }
-  SetReachable(link, true);
+  if (!any_write) {
+    // This COMMIT ended the transaction: one that wrote (the renewal) and
+    // warns was cancelled waiting for a synchronous standby, as below.
+    if (std::string warning = c.TakeWarning(); !warning.empty()) {
+      SetReachable(link, false);
+      return fail(UnreplicatedCommitError(warning), /*writes_only=*/false);
+    }
+    SetReachable(link, true);
+  }
   if (renew_at >= 0) {
     if (std::optional<std::string> holder = internal::NodeTagTakenBy(
             c, results[renew_at].get(), node_tag_, *options_.node_tag_lease)) {
@@ -391,10 +414,10 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
     second.push_back(std::move(remove));
   }
   if (any_write) {
-    // A COMMIT cancelled while it waits for a synchronous standby (by a
-    // timeout, say) still answers COMMIT, with only a warning that it may
-    // not be replicated: no timeout for it, and a warning fails the writes.
-    second.push_back({"SET LOCAL statement_timeout = 0", {}});
+    // Bounded like every statement (see PostgresConnection): a COMMIT
+    // cancelled while it waits for a synchronous standby still answers
+    // COMMIT, with only a warning that it is local; the warning fails the
+    // writes below.
     second.push_back({"COMMIT", {}});
   }
 
@@ -409,6 +432,9 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
     c.TakeWarning();
     absl::Status sent =
         c.Pipeline(second, &results, options_.after_commit_sent_for_testing);
+    // Until a commit goes through again, this server is not one to send
+    // calls to (health NOT_SERVING); the next probe tries again.
+    absl::Cleanup commit_failed = [&] { SetReachable(link, false); };
     if (!sent.ok()) {
       LostConnection(link);
       // Perhaps during COMMIT: whether it applied is unknown, so nothing
@@ -429,6 +455,7 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
         continue;
       }
       if (status == PGRES_FATAL_ERROR && retryable(r)) {
+        std::move(commit_failed).Cancel();  // a conflict, not a failure
         return retry(c.Error(r, "writing collections"));
       }
       return fail(
@@ -441,13 +468,10 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
           /*writes_only=*/true);
     }
     if (std::string warning = c.TakeWarning(); !warning.empty()) {
-      return fail(absl::UnavailableError(absl::StrFormat(
-                      "committing on PostgreSQL at %s: %s; the commit may be "
-                      "lost if the database fails over, so nothing is "
-                      "reported applied",
-                      description_, warning)),
-                  /*writes_only=*/true);
+      return fail(UnreplicatedCommitError(warning), /*writes_only=*/true);
     }
+    std::move(commit_failed).Cancel();
+    SetReachable(link, true);
     const absl::Duration commit_time = absl::Now() - commit_start;
     // A probe's count runs on the read connection, never in a batch that
     // writes (StoreCountIfCurrent stores it): here the count only moves.

@@ -244,7 +244,9 @@ PostgresRangeStore::Connect() const {
   return PostgresConnection::Open(
       {.uri = options_.uri,
        .connect_timeout = options_.connect_timeout,
-       .statement_timeout = options_.statement_timeout},
+       .statement_timeout = options_.statement_timeout,
+       .lock_timeout = options_.lock_timeout,
+       .idle_in_transaction_timeout = options_.idle_in_transaction_timeout},
       description_);
 }
 

@@ -23,11 +23,14 @@
 // batch connects again. A connection lost during COMMIT leaves the outcome
 // unknown: every write of the batch fails with UNAVAILABLE (none is ever
 // reported applied), and since every batch reads the rows it changes, the
-// next allocation starts above whatever that COMMIT did store. COMMIT runs
-// without a statement timeout, and a warning during it (a wait for a
-// synchronous standby cancelled, which leaves the commit local only) fails
-// the writes the same way. A conflict retried after its rollback lost the
-// connection fails too. TCP keepalives and tcp_user_timeout (defaults the
+// next allocation starts above whatever that COMMIT did store. Every
+// statement, COMMIT included, is bounded (see statement_timeout): a COMMIT
+// that waits for a synchronous standby that never comes is cancelled,
+// which leaves it committed locally only and answers with a warning; the
+// warning fails the writes the same way, and the next batch reads what it
+// stored. While commits fail or stall, reachable() is false (health
+// NOT_SERVING). A conflict retried after its rollback lost the connection
+// fails too. TCP keepalives and tcp_user_timeout (defaults the
 // connection string may override) notice a silent database in seconds. A probe
 // runs every probe_interval, so `reachable()` is current even when no
 // request comes; it also recounts the collections.
@@ -109,9 +112,18 @@ struct PostgresRangeStoreOptions {
   int max_batch = 256;
   // Unless the connection string sets connect_timeout.
   absl::Duration connect_timeout = absl::Seconds(5);
-  // Longest a statement may run (waiting for a row lock included) before
-  // the batch fails with UNAVAILABLE.
-  absl::Duration statement_timeout = absl::Seconds(10);
+  // Longest a statement may run before the batch fails with UNAVAILABLE.
+  // This server waits for any answer of the database (COMMIT's included,
+  // which the database's own timeout does not end while it waits for a
+  // synchronous standby) a second longer, then cancels the statement and
+  // gives the connection up if that brings no answer within 2 s.
+  absl::Duration statement_timeout = absl::Seconds(5);
+  // The session's lock_timeout: longest a statement waits for a lock.
+  absl::Duration lock_timeout = absl::Seconds(2);
+  // The session's idle_in_transaction_session_timeout: a server stopped
+  // inside its transaction (frozen, in a debugger) loses its session and
+  // its row locks after this, so the others need not wait longer.
+  absl::Duration idle_in_transaction_timeout = absl::Seconds(5);
   // How often an idle store checks that the database answers.
   absl::Duration probe_interval = absl::Seconds(1);
   // Runs of one batch that may end in a serialization failure, a deadlock
@@ -226,6 +238,9 @@ class PostgresRangeStore final : public RangeStore {
   absl::StatusOr<std::unique_ptr<internal::PostgresConnection>> Connect() const;
   // Connects if `link` has no healthy connection; on its committer thread.
   absl::Status EnsureConnected(Link& link);
+  // UNAVAILABLE for a COMMIT that answered with `warning` (a wait for a
+  // synchronous standby cancelled: the commit is local only).
+  absl::Status UnreplicatedCommitError(absl::string_view warning) const;
   // Drops the connection and records the database as unreachable.
   void LostConnection(Link& link);
   // Records whether `link` reached the database; only writer_ counts.
