@@ -4,9 +4,11 @@
 #include <libpq-fe.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -90,7 +92,14 @@ void PostgresRangeStore::RunBatch(
       for (Request* r : batch) r->status = s;
       return;
     }
-    if (RunBatchOnce(link, batch) == Attempt::kDone) return;
+    if (RunBatchOnce(link, batch) == Attempt::kDone) {
+      // Operations on rows another session held locked ran not at all:
+      // they try again in a later batch, after a short wait.
+      for (Request* r : batch) {
+        if (r->deferred) Park(r->TakeForRetry());
+      }
+      return;
+    }
   }
   for (Request* r : batch) {
     r->status =
@@ -111,6 +120,7 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
     r->state.reset();
     r->rows.clear();
     r->count = 0;
+    r->deferred = false;
   }
   // Fails every request (or only the writes) with `s`, ending the
   // transaction; a failure the database may clear by itself is retried.
@@ -131,6 +141,7 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
       LostConnection(link);
     }
     for (Request* r : batch) {
+      r->deferred = false;  // it fails with the batch
       if (!writes_only || r->writes()) {
         r->status = s;
       } else if (r->kind == Request::Kind::kGet) {
@@ -177,15 +188,23 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
 
   std::vector<Statement> first;
   first.push_back({"BEGIN ISOLATION LEVEL READ COMMITTED", {}});
-  int locked_at = -1, read_at = -1;
+  int locked_at = -1, read_at = -1, existing_at = -1;
   if (!written.empty()) {
+    // Never waits for a row lock: a row another session holds (a server
+    // frozen inside its transaction, say) is skipped, and only the
+    // operations on it wait, in later batches, while the others go on.
     locked_at = static_cast<int>(first.size());
     Statement s;
-    // In name order, so two servers lock shared rows in the same order.
     s.sql = absl::StrCat("SELECT ", kColumns, " FROM hilo_collections WHERE ",
                          "name ", InList(written, &s.params),
-                         " ORDER BY name FOR UPDATE");
+                         " ORDER BY name FOR UPDATE SKIP LOCKED");
     first.push_back(std::move(s));
+    // Which of them exist: one that exists and was skipped is locked.
+    existing_at = static_cast<int>(first.size());
+    Statement e;
+    e.sql = absl::StrCat("SELECT name FROM hilo_collections WHERE name ",
+                         InList(written, &e.params));
+    first.push_back(std::move(e));
   }
   if (!read.empty()) {
     read_at = static_cast<int>(first.size());
@@ -272,6 +291,16 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
       rows[row.name].now = row.state;
     }
   }
+  // Rows another session holds locked: not read, not written.
+  std::set<std::string> held;
+  if (existing_at >= 0) {
+    const PGresult* r = results[existing_at].get();
+    for (int i = 0; i < PQntuples(r); ++i) {
+      std::string name(PQgetvalue(r, i, 0), PQgetlength(r, i, 0));
+      if (rows.find(name) == rows.end()) held.insert(std::move(name));
+    }
+  }
+  const auto steady_now = std::chrono::steady_clock::now();
   for (size_t i = 0; i < batch.size(); ++i) {
     Request* r = batch[i];
     if (list_at[i] >= 0) {
@@ -294,6 +323,18 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
       continue;
     }
     if (r->kind == Request::Kind::kRenew) continue;  // judged above
+    if (r->writes() && held.count(r->name) > 0) {
+      if (!r->lock_deadline.has_value()) {
+        r->lock_deadline =
+            steady_now + absl::ToChronoMilliseconds(options_.lock_timeout);
+      }
+      if (steady_now < *r->lock_deadline) {
+        r->deferred = true;
+      } else {
+        r->status = LockedRowError(r->name);
+      }
+      continue;
+    }
     Row& row = rows[r->name];
     const absl::Time now = clock_->Now();
     switch (r->kind) {

@@ -2,6 +2,8 @@
 
 #include <libpq-fe.h>
 
+#include <algorithm>
+#include <chrono>
 #include <map>
 #include <utility>
 
@@ -144,9 +146,20 @@ PostgresRangeStore::~PostgresRangeStore() {
     stopping_ = true;
   }
   if (prober_.joinable()) prober_.join();
-  // Completes every queued operation before the connections go.
+  // Completes every queued operation before the connections go; a write
+  // deferred meanwhile fails at once (Park).
   read_queue_.reset();
   queue_.reset();
+  std::vector<std::pair<std::chrono::steady_clock::time_point,
+                        std::unique_ptr<Request>>>
+      parked;
+  {
+    base::MutexLock lock(&probe_mu_);
+    parked.swap(parked_);
+  }
+  for (auto& [due, request] : parked) {
+    request->finish(*request, ClosingError());
+  }
   // The next server may take the tag at once; if this fails, the claim runs
   // out by itself.
   if (!node_tag_.empty() && !node_tag_lost_ && !writer_.broken &&
@@ -166,19 +179,82 @@ void PostgresRangeStore::NodeTagLost(absl::string_view holder) {
       description_, node_tag_, holder, *options_.node_tag_lease));
 }
 
+absl::Status PostgresRangeStore::ClosingError() const {
+  return absl::UnavailableError(absl::StrFormat(
+      "the store on PostgreSQL at %s is closing; the operation waited for "
+      "a row another session held locked and was not run",
+      description_));
+}
+
+absl::Status PostgresRangeStore::LockedRowError(
+    absl::string_view collection) const {
+  return absl::UnavailableError(absl::StrFormat(
+      "collection \"%s\" is locked by another session of the database "
+      "(another hilo server inside its transaction, or a session holding "
+      "its row) for more than %s; nothing was changed",
+      collection, absl::FormatDuration(options_.lock_timeout)));
+}
+
+void PostgresRangeStore::Park(std::unique_ptr<Request> request) {
+  using Clock = std::chrono::steady_clock;
+  // 2 ms, doubling up to 64 ms: a row another server holds for a
+  // moment comes free within a try or two; one held longer costs a
+  // short transaction every 64 ms until lock_timeout has passed.
+  const auto wait =
+      std::chrono::milliseconds(2 << std::min(request->lock_tries, 5));
+  ++request->lock_tries;
+  {
+    base::MutexLock lock(&probe_mu_);
+    if (!stopping_) {
+      parked_.emplace_back(Clock::now() + wait, std::move(request));
+      parked_changed_ = true;
+      return;
+    }
+  }
+  request->finish(*request, ClosingError());
+}
+
 void PostgresRangeStore::ProbeLoop() {
+  using Clock = std::chrono::steady_clock;
+  const auto interval = absl::ToChronoMilliseconds(options_.probe_interval);
+  Clock::time_point next_probe = Clock::now() + interval;
   while (true) {
     bool count = false, renewal = false;
+    std::vector<std::unique_ptr<Request>> due;
     {
       base::MutexLock lock(&probe_mu_);
-      probe_mu_.AwaitWithTimeout(
-          [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(probe_mu_) { return stopping_; },
-          options_.probe_interval);
-      if (stopping_) return;
-      // Each on its own: a count stuck behind held reads must not hold
-      // the renewal back, nor the other way round.
-      count = !std::exchange(probe_pending_, true);
-      renewal = !std::exchange(renew_pending_, true);
+      Clock::time_point now;
+      while (true) {
+        if (stopping_) return;
+        now = Clock::now();
+        for (auto it = parked_.begin(); it != parked_.end();) {
+          if (it->first <= now) {
+            due.push_back(std::move(it->second));
+            it = parked_.erase(it);
+          } else {
+            ++it;
+          }
+        }
+        if (!due.empty() || now >= next_probe) break;
+        Clock::time_point wake = next_probe;
+        for (const auto& parked : parked_) wake = std::min(wake, parked.first);
+        parked_changed_ = false;
+        probe_mu_.AwaitWithTimeout(
+            [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(probe_mu_) {
+              return stopping_ || parked_changed_;
+            },
+            absl::FromChrono(wake - now));
+      }
+      if (now >= next_probe) {
+        next_probe = now + interval;
+        // Each on its own: a count stuck behind held reads must not hold
+        // the renewal back, nor the other way round.
+        count = !std::exchange(probe_pending_, true);
+        renewal = !std::exchange(renew_pending_, true);
+      }
+    }
+    for (std::unique_ptr<Request>& request : due) {
+      queue_->Submit(std::move(request));
     }
     if (count) {
       auto probe = std::make_unique<Request>();
@@ -211,14 +287,15 @@ template <typename T>
 void PostgresRangeStore::Submit(std::unique_ptr<Request> request,
                                 StoreCallback<T> done, T Request::*result) {
   Request* raw = request.get();
-  request->done = [raw, result,
-                   done = std::move(done)](absl::Status s) mutable {
+  request->finish = [result, done = std::move(done)](Request& ran,
+                                                     absl::Status s) mutable {
     if (s.ok()) {
-      done(std::move(raw->*result));
+      done(std::move(ran.*result));
     } else {
       done(std::move(s));
     }
   };
+  request->BindFinish();
   // Reads have a queue and a connection of their own: a flood of them never
   // delays a write, and the probe's count never lengthens a write batch.
   (raw->read_only ? read_queue_ : queue_)->Submit(std::move(request));
@@ -324,7 +401,10 @@ absl::Status PostgresRangeStore::PutForTesting(absl::string_view collection,
   r->put = state;
   return base::Await<absl::Status>(
       [&](absl::AnyInvocable<void(absl::Status)> done) {
-        r->done = std::move(done);
+        r->finish = [done = std::move(done)](Request&, absl::Status s) mutable {
+          done(std::move(s));
+        };
+        r->BindFinish();
         queue_->Submit(std::move(r));
       });
 }

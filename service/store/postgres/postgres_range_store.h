@@ -9,14 +9,24 @@
 // Group commit, as for SQLite: operations that queue while a transaction is
 // in flight go into the next one. A batch costs two round trips whatever
 // its size (libpq's pipeline mode): the first begins the transaction and
-// locks and reads every row the batch writes (SELECT ... FOR UPDATE, in name
-// order so servers never deadlock); the rows then change in memory by the
-// rules of collection_rules.h, one operation after another, so an operation
-// the rules refuse changes nothing and fails alone; the second writes the
-// changed rows and commits. With synchronous_commit on (set per session),
-// no operation completes before COMMIT has returned. Two servers creating
-// the same collection at once collide on its primary key, and the loser
-// runs its batch again; serialization failures and deadlocks are retried
+// locks and reads every row the batch writes (SELECT ... FOR UPDATE SKIP
+// LOCKED); the rows then change in memory by the rules of
+// collection_rules.h, one operation after another, so an operation the
+// rules refuse changes nothing and fails alone; the second writes the
+// changed rows and commits.
+//
+// No batch waits for a row lock. A row another session holds (another
+// server's batch for a moment; a server frozen inside its transaction, or a
+// psql session, for longer) is skipped: the operations on it run again in a
+// later batch after a short wait, and fail with UNAVAILABLE once they have
+// waited lock_timeout, while every other operation goes on. Sessions end
+// after idle_in_transaction_timeout inside a transaction, so a frozen server
+// holds its rows for seconds only. (A collection a frozen server was
+// creating is the exception: a batch creating it too waits lock_timeout on
+// its primary key and fails whole.) With synchronous_commit on (set per
+// session), no operation completes before COMMIT has returned. Two servers
+// creating the same collection at once collide on its primary key, and the
+// loser runs its batch again; serialization failures and deadlocks are retried
 // the same way.
 //
 // Faults: a lost connection fails the batch with UNAVAILABLE, and the next
@@ -61,12 +71,14 @@
 #define HILO_SERVICE_STORE_POSTGRES_POSTGRES_RANGE_STORE_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -250,7 +262,18 @@ class PostgresRangeStore final : public RangeStore {
   // Stores a probe's count of the rows, begun when count_sequence_ was
   // `sequence`, unless a commit that changes the count has run since.
   void StoreCountIfCurrent(int64_t counted, int64_t sequence);
+  // Runs the probes, and submits parked requests again when their wait
+  // is over.
   void ProbeLoop();
+  // Holds `request` (deferred: a row it writes was locked by another
+  // session) back for a short, growing wait, then queues it again; fails
+  // it at once if the store is closing.
+  void Park(std::unique_ptr<Request> request);
+  // UNAVAILABLE for an operation on `collection`, whose row another session
+  // held locked for all of lock_timeout.
+  absl::Status LockedRowError(absl::string_view collection) const;
+  // UNAVAILABLE for a deferred operation the closing store will not run.
+  absl::Status ClosingError() const;
   // Reports a renewal that found the tag taken, once.
   void NodeTagLost(absl::string_view holder);
 
@@ -279,6 +302,12 @@ class PostgresRangeStore final : public RangeStore {
   bool stopping_ ABSL_GUARDED_BY(probe_mu_) = false;
   bool probe_pending_ ABSL_GUARDED_BY(probe_mu_) = false;
   bool renew_pending_ ABSL_GUARDED_BY(probe_mu_) = false;
+  // Requests waiting for a row another session holds, with when each may
+  // try again; parked_changed_ wakes the prober for a new one.
+  std::vector<std::pair<std::chrono::steady_clock::time_point,
+                        std::unique_ptr<Request>>>
+      parked_ ABSL_GUARDED_BY(probe_mu_);
+  bool parked_changed_ ABSL_GUARDED_BY(probe_mu_) = false;
 
   // Batches operations into transactions; destroyed before the connection.
   std::unique_ptr<GroupCommit> queue_;

@@ -5,7 +5,9 @@
 #ifndef HILO_SERVICE_STORE_POSTGRES_POSTGRES_REQUEST_H_
 #define HILO_SERVICE_STORE_POSTGRES_POSTGRES_REQUEST_H_
 
+#include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,6 +44,45 @@ struct PostgresRangeStore::Request : GroupCommit::Operation {
     return kind == Kind::kAllocate || kind == Kind::kReturn ||
            kind == Kind::kSetFloor || kind == Kind::kPut ||
            kind == Kind::kDelete;
+  }
+
+  // Waiting for rows another session holds locked (see RunBatchOnce).
+  // Set by the batch that found a row this operation writes locked: the
+  // operation did not run, and runs again in a later batch.
+  bool deferred = false;
+  // When it stops waiting and fails; set when it is first deferred.
+  std::optional<std::chrono::steady_clock::time_point> lock_deadline;
+  // Times it was deferred: the wait before the next try grows with it.
+  int lock_tries = 0;
+
+  // The caller's completion, given the request that ran (which may be a
+  // retry's, see TakeForRetry) and its status; `done` calls it once bound.
+  absl::AnyInvocable<void(Request&, absl::Status)> finish;
+  void BindFinish() {
+    done = [this](absl::Status s) { finish(*this, std::move(s)); };
+  }
+
+  // A new request asking what this one asks, with its completion (finish)
+  // and its wait so far; this one is left completing nothing.
+  std::unique_ptr<Request> TakeForRetry() {
+    auto r = std::make_unique<Request>();
+    r->read_only = read_only;
+    r->finish = std::move(finish);
+    r->BindFinish();
+    done = [](absl::Status) {};
+    r->kind = kind;
+    r->name = name;
+    r->size = size;
+    r->floor = floor;
+    r->end = end;
+    r->last = last;
+    r->max_floor_jump = max_floor_jump;
+    r->token = token;
+    r->limit = limit;
+    r->put = put;
+    r->lock_deadline = lock_deadline;
+    r->lock_tries = lock_tries;
+    return r;
   }
 
   // Results.
