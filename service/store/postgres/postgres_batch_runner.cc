@@ -120,6 +120,7 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
     r->state.reset();
     r->rows.clear();
     r->count = 0;
+    r->many.clear();
     r->deferred = false;
   }
   // Fails every request (or only the writes) with `s`, ending the
@@ -168,12 +169,8 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
   std::vector<std::string> written, read;
   bool any_write = false;
   for (Request* r : batch) {
-    if (r->writes()) {
-      written.push_back(r->name);
-      any_write = true;
-    } else if (r->kind == Request::Kind::kGet) {
-      read.push_back(r->name);
-    }
+    r->Rows(&written, &read);
+    any_write |= r->writes();
   }
   std::sort(written.begin(), written.end());
   written.erase(std::unique(written.begin(), written.end()), written.end());
@@ -323,20 +320,62 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
       continue;
     }
     if (r->kind == Request::Kind::kRenew) continue;  // judged above
-    if (r->writes() && held.count(r->name) > 0) {
+    std::vector<std::string> writes_to, reads;
+    r->Rows(&writes_to, &reads);
+    const bool waits = std::any_of(
+        writes_to.begin(), writes_to.end(),
+        [&](const std::string& name) { return held.count(name) > 0; });
+    if (waits) {
       if (!r->lock_deadline.has_value()) {
         r->lock_deadline =
             steady_now + absl::ToChronoMilliseconds(options_.lock_timeout);
       }
       if (steady_now < *r->lock_deadline) {
         r->deferred = true;
-      } else {
+        continue;
+      }
+      // Waited long enough: fails, but for the items of a ReturnMany on
+      // rows this batch holds, which are judged below.
+      if (r->kind != Request::Kind::kReturnMany) {
         r->status = LockedRowError(r->name);
+        continue;
+      }
+    }
+    const absl::Time now = clock_->Now();
+    if (r->kind == Request::Kind::kReturnMany) {
+      // One operation, every item judged alone, in order, as a Return
+      // (kReturn below) would judge it.
+      for (const ReturnItem& item : r->items) {
+        if (absl::Status s = CheckReturnArguments(item.end, item.last);
+            !s.ok()) {
+          r->many.push_back(std::move(s));
+          continue;
+        }
+        if (held.count(item.collection) > 0) {
+          r->many.push_back(LockedRowError(item.collection));
+          continue;
+        }
+        auto it = rows.find(item.collection);
+        const std::optional<CollectionState>* stored =
+            it != rows.end() ? &it->second.now : nullptr;
+        if (item.foreign || stored == nullptr || !stored->has_value()) {
+          r->many.push_back(ReturnOutcome{
+              false,
+              stored != nullptr && stored->has_value() ? (*stored)->max : 0});
+          continue;
+        }
+        ReturnOutcome outcome;
+        std::optional<CollectionState> next = ApplyReturn(
+            **stored, item.end, item.last, item.token, now, &outcome);
+        if (next.has_value()) {
+          it->second.now = *next;
+          it->second.dirty = true;
+        }
+        r->many.push_back(outcome);
       }
       continue;
     }
     Row& row = rows[r->name];
-    const absl::Time now = clock_->Now();
     switch (r->kind) {
       case Request::Kind::kAllocate: {
         absl::StatusOr<CollectionState> next = ApplyAllocate(

@@ -354,6 +354,18 @@ void PostgresRangeStore::DoReturnAsync(absl::string_view collection,
   Submit(std::move(r), std::move(done), &Request::returned);
 }
 
+void PostgresRangeStore::ReturnManyAsync(
+    std::vector<ReturnItem> items,
+    StoreCallback<std::vector<absl::StatusOr<ReturnOutcome>>> done) {
+  if (items.empty()) {
+    return done(std::vector<absl::StatusOr<ReturnOutcome>>());
+  }
+  auto r = std::make_unique<Request>();
+  r->kind = Request::Kind::kReturnMany;
+  r->items = std::move(items);
+  Submit(std::move(r), std::move(done), &Request::many);
+}
+
 void PostgresRangeStore::GetAsync(
     absl::string_view collection,
     StoreCallback<std::optional<CollectionState>> done) {

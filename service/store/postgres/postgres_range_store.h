@@ -188,6 +188,11 @@ class PostgresRangeStore final : public RangeStore {
   PostgresRangeStore& operator=(const PostgresRangeStore&) = delete;
 
   // RangeStore:
+  // Every item in one operation, so in one transaction (and, with the
+  // batch it joins, one commit); each still judged alone, in order.
+  void ReturnManyAsync(
+      std::vector<ReturnItem> items,
+      StoreCallback<std::vector<absl::StatusOr<ReturnOutcome>>> done) override;
   void GetAsync(absl::string_view collection,
                 StoreCallback<std::optional<CollectionState>> done) override;
   void DeleteAsync(absl::string_view collection,

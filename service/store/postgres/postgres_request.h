@@ -28,9 +28,10 @@ struct PostgresRangeStore::Request : GroupCommit::Operation {
     kDelete,
     kGet,
     kList,
-    kProbe,  // counts the rows; on the read connection
-    kRenew   // on the write connection: renews the node tag's lease, if
-             // any, and shows whether writes reach the database
+    kReturnMany,  // ReturnManyAsync: `items`, judged in order
+    kProbe,       // counts the rows; on the read connection
+    kRenew        // on the write connection: renews the node tag's lease, if
+                  // any, and shows whether writes reach the database
   };
   Kind kind = Kind::kGet;
   std::string name;  // the collection; for kList, the name to list after
@@ -38,12 +39,27 @@ struct PostgresRangeStore::Request : GroupCommit::Operation {
   int64_t max_floor_jump = kNoFloorJumpLimit;
   uint64_t token = 0;
   int limit = 0;
-  CollectionState put;  // for kPut
+  CollectionState put;            // for kPut
+  std::vector<ReturnItem> items;  // for kReturnMany
 
   bool writes() const {
     return kind == Kind::kAllocate || kind == Kind::kReturn ||
            kind == Kind::kSetFloor || kind == Kind::kPut ||
-           kind == Kind::kDelete;
+           kind == Kind::kDelete || kind == Kind::kReturnMany;
+  }
+  // The collections whose rows the operation writes, and those it only
+  // reads (a foreign item's, for its Max).
+  void Rows(std::vector<std::string>* writes_to,
+            std::vector<std::string>* reads) const {
+    if (kind == Kind::kReturnMany) {
+      for (const ReturnItem& item : items) {
+        (item.foreign ? reads : writes_to)->push_back(item.collection);
+      }
+    } else if (writes()) {
+      writes_to->push_back(name);
+    } else if (kind == Kind::kGet) {
+      reads->push_back(name);
+    }
   }
 
   // Waiting for rows another session holds locked (see RunBatchOnce).
@@ -80,6 +96,7 @@ struct PostgresRangeStore::Request : GroupCommit::Operation {
     r->token = token;
     r->limit = limit;
     r->put = put;
+    r->items = items;
     r->lock_deadline = lock_deadline;
     r->lock_tries = lock_tries;
     return r;
@@ -92,7 +109,8 @@ struct PostgresRangeStore::Request : GroupCommit::Operation {
   CollectionState deleted;
   std::optional<CollectionState> state;
   std::vector<NamedCollectionState> rows;
-  int64_t count = 0;  // kProbe: rows in the table
+  std::vector<absl::StatusOr<ReturnOutcome>> many;  // kReturnMany
+  int64_t count = 0;                                // kProbe: rows in the table
 };
 
 }  // namespace hilo
