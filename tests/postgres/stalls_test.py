@@ -131,6 +131,24 @@ def standby(server_binary):
             if error:
                 checks.figure("stalled_call_s", round(error[2], 1))
                 checks.figure("stalled_call_details", error[1])
+                # Where the database is and who connects is for the log.
+                address = uri.split("//", 1)[1].rsplit("/", 1)[0]
+                for secret in ("postgresql://", address, "127.0.0.1",
+                               address.split("@")[0] + "@",
+                               ":" + address.rsplit(":", 1)[1]):
+                    checks.expect(secret not in error[1],
+                                  f"a client's error names {secret!r}: "
+                                  f"{error[1]}")
+                # The server's stderr is read by a thread of lib.Server.
+                logged = False
+                for _ in range(50):
+                    logged = any(f"PostgreSQL at postgresql://{address}" in l
+                                 for l in list(server.stderr_lines))
+                    if logged:
+                        break
+                    time.sleep(0.1)
+                checks.expect(logged, "the server's log has no line naming "
+                              "the database within 5 s")
             took = health_becomes(ch, NOT_SERVING, HEALTH_BOUND_S)
             checks.figure("not_serving_after_s", took and round(took, 1))
             checks.expect(took is not None,

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "service/store/collection_rules.h"
@@ -75,6 +76,31 @@ absl::Status PostgresRangeStore::EnsureConnected(Link& link) {
 }
 
 void PostgresRangeStore::RunBatch(
+    Link& link, absl::Span<GroupCommit::Operation* const> ops) {
+  std::vector<Request*> batch;
+  batch.reserve(ops.size());
+  for (GroupCommit::Operation* op : ops) {
+    batch.push_back(static_cast<Request*>(op));
+  }
+  RunAttempts(link, ops);
+  // What callers see of a database error is a short reason and its code:
+  // the detail names the database (host, port, user) and quotes it, and
+  // goes to on_database_error, for the server's log, once per batch.
+  std::string reported;
+  for (Request* r : batch) {
+    if (r->status.ok() ||
+        !absl::StrContains(r->status.message(), description_)) {
+      continue;
+    }
+    if (r->status.message() != reported) {
+      reported = std::string(r->status.message());
+      if (options_.on_database_error) options_.on_database_error(r->status);
+    }
+    r->status = internal::ForClients(r->status);
+  }
+}
+
+void PostgresRangeStore::RunAttempts(
     Link& link, absl::Span<GroupCommit::Operation* const> ops) {
   std::vector<Request*> batch;
   batch.reserve(ops.size());

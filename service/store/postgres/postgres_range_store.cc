@@ -180,10 +180,9 @@ void PostgresRangeStore::NodeTagLost(absl::string_view holder) {
 }
 
 absl::Status PostgresRangeStore::ClosingError() const {
-  return absl::UnavailableError(absl::StrFormat(
-      "the store on PostgreSQL at %s is closing; the operation waited for "
-      "a row another session held locked and was not run",
-      description_));
+  return absl::UnavailableError(
+      "the store is closing; the operation waited for a row another session "
+      "held locked and was not run");
 }
 
 absl::Status PostgresRangeStore::LockedRowError(

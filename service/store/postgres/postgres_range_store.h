@@ -148,6 +148,13 @@ struct PostgresRangeStoreOptions {
   std::function<void(absl::Duration commit, int operations,
                      int64_t collections)>
       on_commit;
+  // Told, on the store's thread, the whole of a database error (naming the
+  // database, with its own message) each time a batch fails with one; the
+  // callers of that batch get only a short reason with the same code
+  // (ForClients in postgres_retry_policy.h), since the detail tells anyone
+  // who can send a request the database's host, port and user. For the
+  // server's log; keep it quick.
+  std::function<void(const absl::Status&)> on_database_error;
   // Told when the database stops or starts answering the write connection
   // (see reachable()); on the store's thread. Keep it quick.
   std::function<void(bool reachable)> on_reachability;
@@ -250,6 +257,9 @@ class PostgresRangeStore final : public RangeStore {
               T Request::*result);
   // The BatchRunner of queue_ (on writer_) and read_queue_ (on reader_).
   void RunBatch(Link& link, absl::Span<GroupCommit::Operation* const> batch);
+  // RunBatch's work: runs the batch, again after conflicts; the statuses
+  // it sets may name the database, which RunBatch then hides.
+  void RunAttempts(Link& link, absl::Span<GroupCommit::Operation* const> batch);
   Attempt RunBatchOnce(Link& link, absl::Span<Request* const> batch);
   // A new connection, set up as options_ say.
   absl::StatusOr<std::unique_ptr<internal::PostgresConnection>> Connect() const;

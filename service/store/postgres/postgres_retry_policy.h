@@ -1,5 +1,6 @@
-// Which failures of a PostgreSQL batch another run of it may clear, and
-// what a batch reports when it cannot run again. The batch runner
+// Which failures of a PostgreSQL batch another run of it may clear, what a
+// batch reports when it cannot run again, and what of a database error its
+// callers may see. The batch runner
 // (postgres_batch_runner.cc) rolls back and runs the whole batch again on
 // a retryable conflict, up to PostgresRangeStoreOptions::max_attempts
 // times; everything else fails the batch at once. Private to
@@ -30,6 +31,11 @@ absl::Status ConflictsExhaustedError(const std::string& description,
 // batch cannot run again; nothing was committed.
 absl::Status RetryLostConnectionError(const std::string& description,
                                       const absl::Status& conflict);
+
+// What a caller is told of `detail`, a database error: its code, and a
+// short reason that names neither the database nor quotes it, with the
+// SQLSTATE if `detail` has one.
+absl::Status ForClients(const absl::Status& detail);
 
 }  // namespace internal
 }  // namespace hilo
