@@ -67,7 +67,8 @@ ABSL_FLAG(int, max_batch, 256,
           "commits each alone");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "on SIGTERM, how long in-flight calls may run before they are "
-          "cancelled");
+          "cancelled; calls still waiting for the store after "
+          "--drain_delay plus this end the process with status 5");
 ABSL_FLAG(absl::Duration, drain_delay, absl::ZeroDuration(),
           "on SIGTERM, how long to keep serving while health reports "
           "NOT_SERVING, before new calls are refused");
