@@ -12,6 +12,7 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -71,7 +72,8 @@ ABSL_FLAG(int, max_batch, 256,
           "commits each alone");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "on SIGTERM, how long in-flight calls may run before they are "
-          "cancelled");
+          "cancelled; calls still waiting for the store after "
+          "--drain_delay plus this end the process with status 5");
 ABSL_FLAG(absl::Duration, drain_delay, absl::ZeroDuration(),
           "on SIGTERM, how long to keep serving while health reports "
           "NOT_SERVING, before new calls are refused");
@@ -178,6 +180,9 @@ namespace {
 constexpr int kExitListenerDeaf = 3;
 // The exit status when another server took this one's node tag over.
 constexpr int kExitNodeTagLost = 4;
+// The exit status when SIGTERM's shutdown overran its grace (calls stuck
+// waiting for a database that does not answer).
+constexpr int kExitShutdownOverran = 5;
 // Tags a --node_tag_hashed_from_hostname server may try.
 constexpr int kHashedNodeTags = 64;
 
@@ -470,9 +475,25 @@ int main(int argc, char** argv) {
   }
   std::fprintf(stderr, "hilo_server: %s received; draining\n",
                strsignal(signal_number));
+  // Shutdown waits for the calls in flight, and they for the store; a
+  // database that stops answering must not keep the process alive past
+  // the grace its supervisor was promised.
+  const absl::Duration drain_delay = absl::GetFlag(FLAGS_drain_delay);
+  const absl::Duration grace = absl::GetFlag(FLAGS_shutdown_grace);
+  std::thread([limit = drain_delay + grace] {
+    absl::SleepFor(limit);
+    absl::FPrintF(stderr,
+                  "hilo_server: shutdown did not finish within "
+                  "--drain_delay + --shutdown_grace (%s): calls still wait "
+                  "for the store; exiting with status %d, none of them "
+                  "answered\n",
+                  absl::FormatDuration(limit), kExitShutdownOverran);
+    std::fflush(nullptr);
+    std::_Exit(kExitShutdownOverran);
+  }).detach();
   (*server)->StartDraining();
-  absl::SleepFor(absl::GetFlag(FLAGS_drain_delay));
-  (*server)->Shutdown(absl::GetFlag(FLAGS_shutdown_grace));
+  absl::SleepFor(drain_delay);
+  (*server)->Shutdown(grace);
   std::fprintf(stderr, "hilo_server: stopped\n");
   // Calls are drained and the database is closed. Skip gRPC's global
   // teardown, which waits for clients to drop idle connections (seconds).

@@ -4,8 +4,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <memory>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -18,6 +21,7 @@
 #include "grpcpp/resource_quota.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
+#include "service/observe/log_limiter.h"
 #include "service/store/range_token.h"
 #include "service/store/validation.h"
 
@@ -201,6 +205,15 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
     store_options.max_batch = opts.max_batch;
     store_options.clock = clock;
     store_options.on_commit = on_commit;
+    // Clients get a short reason; the detail (which names the database)
+    // is logged here, a few lines a second at most.
+    store_options.on_database_error = [limiter = std::make_shared<LogLimiter>(
+                                           5, 1024, clock)](
+                                          const absl::Status& detail) {
+      if (std::optional<std::string> line = limiter->Admit(detail.ToString())) {
+        absl::FPrintF(stderr, "hilo_server: %s\n", *line);
+      }
+    };
     store_options.on_reachability = [raw](bool reachable) {
       {
         base::MutexLock lock(&raw->health_mu_);

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,6 +36,7 @@ using ::hilo::testing_util::PostgresInstance;
 using ::hilo::testing_util::StatusIs;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 absl::StatusOr<std::unique_ptr<PostgresRangeStore>> OpenOn(
     const std::string& uri) {
@@ -635,10 +637,16 @@ TEST(PostgresRangeStoreFaultTest, StoppedDatabaseIsUnavailableThenRecovers) {
       PostgresInstance::Start();
   ASSERT_THAT(postgres, IsOk());
   std::atomic<int> downs{0}, ups{0};
+  std::mutex mu;
+  std::vector<std::string> logged;
   PostgresRangeStoreOptions options;
   options.uri = (*postgres)->uri();
   options.on_reachability = [&](bool reachable) {
     ++(reachable ? ups : downs);
+  };
+  options.on_database_error = [&](const absl::Status& detail) {
+    std::lock_guard<std::mutex> lock(mu);
+    logged.push_back(std::string(detail.message()));
   };
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
       PostgresRangeStore::Open(std::move(options));
@@ -649,9 +657,21 @@ TEST(PostgresRangeStoreFaultTest, StoppedDatabaseIsUnavailableThenRecovers) {
   ASSERT_THAT((*postgres)->Stop("immediate"), IsOk());
   for (int i = 0; i < 2; ++i) {  // the broken connection, then a refused one
     absl::StatusOr<Range> r = (*store)->Allocate("orders", 32, 0, NextToken());
+    // The caller learns the code and a short reason; the database's
+    // address and message are for the log alone.
     EXPECT_THAT(r, StatusIs(absl::StatusCode::kUnavailable,
-                            HasSubstr("PostgreSQL at postgresql://")))
+                            AllOf(HasSubstr("shared database is unavailable"),
+                                  Not(HasSubstr("postgresql://")),
+                                  Not(HasSubstr("127.0.0.1")))))
         << i;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ASSERT_EQ(logged.size(), 2u);
+    for (const std::string& detail : logged) {
+      EXPECT_THAT(detail, HasSubstr("PostgreSQL at postgresql://postgres@"
+                                    "127.0.0.1:"));
+    }
   }
   EXPECT_FALSE((*store)->reachable());
   EXPECT_EQ(downs.load(), 1);

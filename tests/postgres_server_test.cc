@@ -68,9 +68,26 @@ TEST(PostgresServerTest, DatabaseDownIsUnavailableAndNotServingThenRecovers) {
   EXPECT_EQ(*(*admin)->CheckHealth(), ServingStatus::kServing);
 
   ASSERT_THAT((*postgres)->Stop("immediate"), IsOk());
+  ::testing::internal::CaptureStderr();
   grpc::Status down = NextRange(*stub, absl::Seconds(5), &range);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  // Any caller sees the code and a short reason; nothing of where the
+  // database is or who the server is there. The server's log has it all.
+  const std::string& uri = (*postgres)->uri();  // postgresql://user@host:port/
+  const std::string user_at_host =
+      uri.substr(uri.find("//") + 2, uri.rfind(':') - uri.find("//") - 2);
+  const std::string port =
+      uri.substr(uri.rfind(':') + 1, uri.rfind('/') - uri.rfind(':') - 1);
   EXPECT_THAT(down, StatusIs(absl::StatusCode::kUnavailable,
-                             ::testing::HasSubstr("PostgreSQL at")));
+                             ::testing::HasSubstr("database is unavailable")));
+  for (const std::string& secret :
+       {std::string("postgresql://"), user_at_host, std::string("127.0.0.1"),
+        std::string("postgres@"), ":" + port}) {
+    EXPECT_THAT(down.error_message(),
+                ::testing::Not(::testing::HasSubstr(secret)));
+  }
+  EXPECT_THAT(log, ::testing::HasSubstr("PostgreSQL at " +
+                                        uri.substr(0, uri.rfind('/'))));
   EXPECT_EQ(
       HealthBecomes(**admin, ServingStatus::kNotServing, absl::Seconds(10)),
       ServingStatus::kNotServing);

@@ -1,7 +1,11 @@
 #include "service/store/postgres/postgres_connection.h"
 
+#include <poll.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -49,17 +53,24 @@ absl::StatusOr<std::unique_ptr<PostgresConnection>> PostgresConnection::Open(
       timeout.c_str(),     "hilo", "1", "5", "2", "3", "10000",
       options.uri.c_str(), nullptr};
   PGconn* conn = PQconnectdbParams(keywords, values, /*expand_dbname=*/1);
-  std::unique_ptr<PostgresConnection> connection(
-      new PostgresConnection(conn, description));
+  std::unique_ptr<PostgresConnection> connection(new PostgresConnection(
+      conn, description, options.statement_timeout + absl::Seconds(1)));
   if (conn == nullptr || PQstatus(conn) != CONNECTION_OK) {
     return absl::UnavailableError(absl::StrFormat(
         "cannot connect to PostgreSQL at %s: %s", description,
         conn != nullptr ? Trimmed(PQerrorMessage(conn)) : "out of memory"));
   }
+  // A session may hold row locks only while it works: one that stops
+  // inside a transaction (a frozen process, a debugger) is ended by the
+  // server, and a wait for a lock fails instead of stalling the batch.
+  auto ms = [](absl::Duration d) {
+    return std::max<int64_t>(1, absl::ToInt64Milliseconds(d));
+  };
   const std::string setup = absl::StrFormat(
-      "SET synchronous_commit = on; SET statement_timeout = %d",
-      std::max<int64_t>(1,
-                        absl::ToInt64Milliseconds(options.statement_timeout)));
+      "SET synchronous_commit = on; SET statement_timeout = %d; "
+      "SET lock_timeout = %d; SET idle_in_transaction_session_timeout = %d",
+      ms(options.statement_timeout), ms(options.lock_timeout),
+      ms(options.idle_in_transaction_timeout));
   if (absl::Status s = connection->Exec(setup, "setting up the session");
       !s.ok()) {
     return s;
@@ -73,17 +84,100 @@ std::string PostgresConnection::TakeWarning() {
   return std::exchange(warning_, "");
 }
 
-bool PostgresConnection::ok() const { return PQstatus(conn_) == CONNECTION_OK; }
+bool PostgresConnection::ok() const {
+  return !given_up_ && PQstatus(conn_) == CONNECTION_OK;
+}
+
+std::chrono::steady_clock::time_point PostgresConnection::AnswerDeadline()
+    const {
+  return std::chrono::steady_clock::now() +
+         absl::ToChronoMilliseconds(answer_timeout_);
+}
+
+void PostgresConnection::SendCancel() {
+  PGcancel* cancel = PQgetCancel(conn_);
+  if (cancel == nullptr) return;
+  // PQcancel connects anew and may block as long as a connect can: never
+  // on the thread that must give up in time. The thread owns `cancel`.
+  std::thread([cancel] {
+    char error[256];
+    PQcancel(cancel, error, sizeof(error));
+    PQfreeCancel(cancel);
+  }).detach();
+}
+
+absl::Status PostgresConnection::AwaitResult(
+    std::chrono::steady_clock::time_point& deadline, bool& cancelled,
+    absl::string_view what) {
+  using Clock = std::chrono::steady_clock;
+  while (PQisBusy(conn_) == 1) {
+    const Clock::time_point now = Clock::now();
+    if (now >= deadline) {
+      stalled_ = true;
+      if (!cancelled) {
+        cancelled = true;
+        SendCancel();
+        deadline = now + absl::ToChronoMilliseconds(kCancelGrace);
+        continue;
+      }
+      given_up_ = true;
+      return absl::UnavailableError(absl::StrFormat(
+          "%s on PostgreSQL at %s: no answer within %s, nor %s after a "
+          "cancel request; the connection is given up",
+          what, description_, absl::FormatDuration(answer_timeout_),
+          absl::FormatDuration(kCancelGrace)));
+    }
+    pollfd p{};
+    p.fd = PQsocket(conn_);
+    p.events = POLLIN;
+    const auto wait =
+        std::chrono::ceil<std::chrono::milliseconds>(deadline - now);
+    const int n = poll(&p, 1, static_cast<int>(wait.count()));
+    if (n < 0 && errno != EINTR) return Broken(what);
+    if (n > 0 && PQconsumeInput(conn_) != 1) return Broken(what);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Result> PostgresConnection::Run(const char* sql,
+                                               Statement* statement,
+                                               absl::string_view what) {
+  stalled_ = false;
+  if (!ok()) return Broken(what);
+  int sent;
+  if (statement != nullptr) {
+    Params& p = statement->params;
+    sent = PQsendQueryParams(conn_, statement->sql.c_str(), p.size(), p.types(),
+                             p.values(), p.lengths(), p.formats(),
+                             /*resultFormat=*/1);
+  } else {
+    sent = PQsendQuery(conn_, sql);
+  }
+  if (sent != 1) return Broken(what);
+  auto deadline = AnswerDeadline();
+  bool cancelled = false;
+  Result last;
+  absl::Status error;
+  while (true) {
+    if (absl::Status s = AwaitResult(deadline, cancelled, what); !s.ok()) {
+      return s;
+    }
+    Result result(PQgetResult(conn_));
+    if (result == nullptr) break;
+    const ExecStatusType status = PQresultStatus(result.get());
+    if (error.ok() && status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
+      error = Error(result.get(), what);
+    }
+    last = std::move(result);
+  }
+  if (!error.ok()) return error;
+  if (last == nullptr) return Broken(what);
+  return last;
+}
 
 absl::StatusOr<Result> PostgresConnection::Query(const std::string& sql,
                                                  absl::string_view what) {
-  Result result(PQexec(conn_, sql.c_str()));
-  const ExecStatusType status =
-      result != nullptr ? PQresultStatus(result.get()) : PGRES_FATAL_ERROR;
-  if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
-    return Error(result.get(), what);
-  }
-  return result;
+  return Run(sql.c_str(), nullptr, what);
 }
 
 absl::Status PostgresConnection::Exec(const std::string& sql,
@@ -93,22 +187,15 @@ absl::Status PostgresConnection::Exec(const std::string& sql,
 
 absl::StatusOr<Result> PostgresConnection::Query(Statement& statement,
                                                  absl::string_view what) {
-  Params& p = statement.params;
-  Result result(PQexecParams(conn_, statement.sql.c_str(), p.size(), p.types(),
-                             p.values(), p.lengths(), p.formats(),
-                             /*resultFormat=*/1));
-  const ExecStatusType status =
-      result != nullptr ? PQresultStatus(result.get()) : PGRES_FATAL_ERROR;
-  if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
-    return Error(result.get(), what);
-  }
-  return result;
+  return Run(nullptr, &statement, what);
 }
 
 absl::Status PostgresConnection::Pipeline(
     std::vector<Statement>& statements, std::vector<Result>* results,
     const std::function<void(int)>& after_send) {
   results->clear();
+  stalled_ = false;
+  if (!ok()) return Broken("sending a pipeline");
   if (PQenterPipelineMode(conn_) != 1) return Broken("entering pipeline mode");
   for (Statement& s : statements) {
     if (PQsendQueryParams(conn_, s.sql.c_str(), s.params.size(),
@@ -120,14 +207,26 @@ absl::Status PostgresConnection::Pipeline(
   }
   if (PQpipelineSync(conn_) != 1) return Broken("sending a sync");
   if (after_send) after_send(PQsocket(conn_));
+  auto deadline = AnswerDeadline();
+  bool cancelled = false;
+  auto next = [&](Result* out) -> absl::Status {
+    absl::Status s = AwaitResult(deadline, cancelled, "reading a result");
+    if (s.ok()) out->reset(PQgetResult(conn_));
+    return s;
+  };
   for (size_t i = 0; i < statements.size(); ++i) {
-    Result result(PQgetResult(conn_));
+    Result result;
+    if (absl::Status s = next(&result); !s.ok()) return s;
     if (result == nullptr) return Broken("reading a result");
     // Each statement's results end with a null.
-    while (PGresult* extra = PQgetResult(conn_)) PQclear(extra);
+    for (Result extra;;) {
+      if (absl::Status s = next(&extra); !s.ok()) return s;
+      if (extra == nullptr) break;
+    }
     results->push_back(std::move(result));
   }
-  Result sync(PQgetResult(conn_));
+  Result sync;
+  if (absl::Status s = next(&sync); !s.ok()) return s;
   if (sync == nullptr || PQresultStatus(sync.get()) != PGRES_PIPELINE_SYNC) {
     return Broken("reading the end of a pipeline");
   }
@@ -168,8 +267,11 @@ absl::Status PostgresConnection::Error(const PGresult* result,
           sqlstate.empty() ? "" : absl::StrCat(" (SQLSTATE ", sqlstate, ")")));
 }
 
-PostgresConnection::PostgresConnection(PGconn* conn, std::string description)
-    : conn_(conn), description_(std::move(description)) {
+PostgresConnection::PostgresConnection(PGconn* conn, std::string description,
+                                       absl::Duration answer_timeout)
+    : conn_(conn),
+      description_(std::move(description)),
+      answer_timeout_(answer_timeout) {
   if (conn_ != nullptr)
     PQsetNoticeReceiver(conn_, &PostgresConnection::OnNotice, this);
 }
@@ -187,7 +289,9 @@ void PostgresConnection::OnNotice(void* self, const PGresult* notice) {
 absl::Status PostgresConnection::Broken(absl::string_view what) {
   return absl::UnavailableError(absl::StrFormat(
       "%s on PostgreSQL at %s: %s", what, description_,
-      ok() ? "the protocol broke off" : Trimmed(PQerrorMessage(conn_))));
+      given_up_                          ? "the connection was given up"
+      : PQstatus(conn_) == CONNECTION_OK ? "the protocol broke off"
+                                         : Trimmed(PQerrorMessage(conn_))));
 }
 
 }  // namespace internal

@@ -3,8 +3,9 @@
 // binary results (Result, ReadInt64), pipelines, and errors that name the
 // database and tell whether another attempt may succeed.
 //
-// Nothing here knows hilo's tables; postgres_schema.h, postgres_node_tag.h
-// and postgres_range_store.cc do. Private to service/.
+// Nothing here knows hilo's tables; postgres_schema.h, postgres_node_tag.h,
+// postgres_row_codec.h and the batch runner do. Private to
+// service/store/postgres/.
 //
 //   absl::StatusOr<std::unique_ptr<internal::PostgresConnection>> c =
 //       internal::PostgresConnection::Open(
@@ -20,6 +21,7 @@
 
 #include <libpq-fe.h>
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -113,10 +115,24 @@ struct PostgresConnectionOptions {
   // A libpq connection string (see PostgresRangeStoreOptions::uri).
   std::string uri;
   absl::Duration connect_timeout = absl::Seconds(5);
-  absl::Duration statement_timeout = absl::Seconds(10);
+  // The session's statement_timeout, and how long this side waits for any
+  // answer (see PostgresConnection).
+  absl::Duration statement_timeout = absl::Seconds(5);
+  // The session's lock_timeout and idle_in_transaction_session_timeout.
+  absl::Duration lock_timeout = absl::Seconds(2);
+  absl::Duration idle_in_transaction_timeout = absl::Seconds(5);
 };
 
 // One libpq connection, used by one thread at a time.
+//
+// Nothing waits for the database without a bound. The server's
+// statement_timeout ends a statement that runs too long, but not every
+// wait: COMMIT waiting for a synchronous standby is not a statement the
+// timer covers. So this side waits at most statement_timeout and a second
+// for any answer; then it asks the server to cancel (which ends such a
+// wait with a WARNING, the commit local only) and waits kCancelGrace more;
+// with still no answer it gives the connection up (ok() turns false) and
+// the call fails with UNAVAILABLE.
 class PostgresConnection {
  public:
   // Connects and prepares the session: durable commits, a statement
@@ -131,7 +147,11 @@ class PostgresConnection {
   // The first warning the server sent since the last call, or "".
   std::string TakeWarning();
 
+  // False once the connection failed or was given up.
   bool ok() const;
+  // Whether the last call waited past its bound (and was cancelled, or the
+  // connection given up): the database is stalled, not merely refusing.
+  bool stalled() const { return stalled_; }
 
   // Runs `sql` (one or more statements, text protocol) and returns the last
   // statement's result.
@@ -159,14 +179,34 @@ class PostgresConnection {
   absl::Status Error(const PGresult* result, absl::string_view what) const;
 
  private:
-  PostgresConnection(PGconn* conn, std::string description);
+  PostgresConnection(PGconn* conn, std::string description,
+                     absl::Duration answer_timeout);
+
+  // How long the server may take to answer after a cancel request.
+  static constexpr absl::Duration kCancelGrace = absl::Seconds(2);
 
   static void OnNotice(void* self, const PGresult* notice);
   absl::Status Broken(absl::string_view what);
+  // Sends what the connection has buffered and runs `statement` (or,
+  // without one, `sql` as text); then collects every result up to the
+  // end of the query, bounded; returns the last, or the first error.
+  absl::StatusOr<Result> Run(const char* sql, Statement* statement,
+                             absl::string_view what);
+  // Blocks until PQgetResult would not block, within the call's bound
+  // (`deadline`, `cancelled` track it across the results of one call).
+  absl::Status AwaitResult(std::chrono::steady_clock::time_point& deadline,
+                           bool& cancelled, absl::string_view what);
+  // The bound of one call from now.
+  std::chrono::steady_clock::time_point AnswerDeadline() const;
+  // Asks the server, from a thread of its own, to cancel what runs.
+  void SendCancel();
 
   PGconn* const conn_;
   const std::string description_;
+  const absl::Duration answer_timeout_;
   std::string warning_;
+  bool given_up_ = false;
+  bool stalled_ = false;
 };
 
 }  // namespace internal

@@ -9,25 +9,38 @@
 // Group commit, as for SQLite: operations that queue while a transaction is
 // in flight go into the next one. A batch costs two round trips whatever
 // its size (libpq's pipeline mode): the first begins the transaction and
-// locks and reads every row the batch writes (SELECT ... FOR UPDATE, in name
-// order so servers never deadlock); the rows then change in memory by the
-// rules of collection_rules.h, one operation after another, so an operation
-// the rules refuse changes nothing and fails alone; the second writes the
-// changed rows and commits. With synchronous_commit on (set per session),
-// no operation completes before COMMIT has returned. Two servers creating
-// the same collection at once collide on its primary key, and the loser
-// runs its batch again; serialization failures and deadlocks are retried
+// locks and reads every row the batch writes (SELECT ... FOR UPDATE SKIP
+// LOCKED); the rows then change in memory by the rules of
+// collection_rules.h, one operation after another, so an operation the
+// rules refuse changes nothing and fails alone; the second writes the
+// changed rows and commits.
+//
+// No batch waits for a row lock. A row another session holds (another
+// server's batch for a moment; a server frozen inside its transaction, or a
+// psql session, for longer) is skipped: the operations on it run again in a
+// later batch after a short wait, and fail with UNAVAILABLE once they have
+// waited lock_timeout, while every other operation goes on. Sessions end
+// after idle_in_transaction_timeout inside a transaction, so a frozen server
+// holds its rows for seconds only. (A collection a frozen server was
+// creating is the exception: a batch creating it too waits lock_timeout on
+// its primary key and fails whole.) With synchronous_commit on (set per
+// session), no operation completes before COMMIT has returned. Two servers
+// creating the same collection at once collide on its primary key, and the
+// loser runs its batch again; serialization failures and deadlocks are retried
 // the same way.
 //
 // Faults: a lost connection fails the batch with UNAVAILABLE, and the next
 // batch connects again. A connection lost during COMMIT leaves the outcome
 // unknown: every write of the batch fails with UNAVAILABLE (none is ever
 // reported applied), and since every batch reads the rows it changes, the
-// next allocation starts above whatever that COMMIT did store. COMMIT runs
-// without a statement timeout, and a warning during it (a wait for a
-// synchronous standby cancelled, which leaves the commit local only) fails
-// the writes the same way. A conflict retried after its rollback lost the
-// connection fails too. TCP keepalives and tcp_user_timeout (defaults the
+// next allocation starts above whatever that COMMIT did store. Every
+// statement, COMMIT included, is bounded (see statement_timeout): a COMMIT
+// that waits for a synchronous standby that never comes is cancelled,
+// which leaves it committed locally only and answers with a warning; the
+// warning fails the writes the same way, and the next batch reads what it
+// stored. While commits fail or stall, reachable() is false (health
+// NOT_SERVING). A conflict retried after its rollback lost the connection
+// fails too. TCP keepalives and tcp_user_timeout (defaults the
 // connection string may override) notice a silent database in seconds. A probe
 // runs every probe_interval, so `reachable()` is current even when no
 // request comes; it also recounts the collections.
@@ -58,12 +71,14 @@
 #define HILO_SERVICE_STORE_POSTGRES_POSTGRES_RANGE_STORE_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -109,9 +124,18 @@ struct PostgresRangeStoreOptions {
   int max_batch = 256;
   // Unless the connection string sets connect_timeout.
   absl::Duration connect_timeout = absl::Seconds(5);
-  // Longest a statement may run (waiting for a row lock included) before
-  // the batch fails with UNAVAILABLE.
-  absl::Duration statement_timeout = absl::Seconds(10);
+  // Longest a statement may run before the batch fails with UNAVAILABLE.
+  // This server waits for any answer of the database (COMMIT's included,
+  // which the database's own timeout does not end while it waits for a
+  // synchronous standby) a second longer, then cancels the statement and
+  // gives the connection up if that brings no answer within 2 s.
+  absl::Duration statement_timeout = absl::Seconds(5);
+  // The session's lock_timeout: longest a statement waits for a lock.
+  absl::Duration lock_timeout = absl::Seconds(2);
+  // The session's idle_in_transaction_session_timeout: a server stopped
+  // inside its transaction (frozen, in a debugger) loses its session and
+  // its row locks after this, so the others need not wait longer.
+  absl::Duration idle_in_transaction_timeout = absl::Seconds(5);
   // How often an idle store checks that the database answers.
   absl::Duration probe_interval = absl::Seconds(1);
   // Runs of one batch that may end in a serialization failure, a deadlock
@@ -124,6 +148,13 @@ struct PostgresRangeStoreOptions {
   std::function<void(absl::Duration commit, int operations,
                      int64_t collections)>
       on_commit;
+  // Told, on the store's thread, the whole of a database error (naming the
+  // database, with its own message) each time a batch fails with one; the
+  // callers of that batch get only a short reason with the same code
+  // (ForClients in postgres_retry_policy.h), since the detail tells anyone
+  // who can send a request the database's host, port and user. For the
+  // server's log; keep it quick.
+  std::function<void(const absl::Status&)> on_database_error;
   // Told when the database stops or starts answering the write connection
   // (see reachable()); on the store's thread. Keep it quick.
   std::function<void(bool reachable)> on_reachability;
@@ -164,6 +195,11 @@ class PostgresRangeStore final : public RangeStore {
   PostgresRangeStore& operator=(const PostgresRangeStore&) = delete;
 
   // RangeStore:
+  // Every item in one operation, so in one transaction (and, with the
+  // batch it joins, one commit); each still judged alone, in order.
+  void ReturnManyAsync(
+      std::vector<ReturnItem> items,
+      StoreCallback<std::vector<absl::StatusOr<ReturnOutcome>>> done) override;
   void GetAsync(absl::string_view collection,
                 StoreCallback<std::optional<CollectionState>> done) override;
   void DeleteAsync(absl::string_view collection,
@@ -221,11 +257,17 @@ class PostgresRangeStore final : public RangeStore {
               T Request::*result);
   // The BatchRunner of queue_ (on writer_) and read_queue_ (on reader_).
   void RunBatch(Link& link, absl::Span<GroupCommit::Operation* const> batch);
+  // RunBatch's work: runs the batch, again after conflicts; the statuses
+  // it sets may name the database, which RunBatch then hides.
+  void RunAttempts(Link& link, absl::Span<GroupCommit::Operation* const> batch);
   Attempt RunBatchOnce(Link& link, absl::Span<Request* const> batch);
   // A new connection, set up as options_ say.
   absl::StatusOr<std::unique_ptr<internal::PostgresConnection>> Connect() const;
   // Connects if `link` has no healthy connection; on its committer thread.
   absl::Status EnsureConnected(Link& link);
+  // UNAVAILABLE for a COMMIT that answered with `warning` (a wait for a
+  // synchronous standby cancelled: the commit is local only).
+  absl::Status UnreplicatedCommitError(absl::string_view warning) const;
   // Drops the connection and records the database as unreachable.
   void LostConnection(Link& link);
   // Records whether `link` reached the database; only writer_ counts.
@@ -235,7 +277,18 @@ class PostgresRangeStore final : public RangeStore {
   // Stores a probe's count of the rows, begun when count_sequence_ was
   // `sequence`, unless a commit that changes the count has run since.
   void StoreCountIfCurrent(int64_t counted, int64_t sequence);
+  // Runs the probes, and submits parked requests again when their wait
+  // is over.
   void ProbeLoop();
+  // Holds `request` (deferred: a row it writes was locked by another
+  // session) back for a short, growing wait, then queues it again; fails
+  // it at once if the store is closing.
+  void Park(std::unique_ptr<Request> request);
+  // UNAVAILABLE for an operation on `collection`, whose row another session
+  // held locked for all of lock_timeout.
+  absl::Status LockedRowError(absl::string_view collection) const;
+  // UNAVAILABLE for a deferred operation the closing store will not run.
+  absl::Status ClosingError() const;
   // Reports a renewal that found the tag taken, once.
   void NodeTagLost(absl::string_view holder);
 
@@ -264,6 +317,12 @@ class PostgresRangeStore final : public RangeStore {
   bool stopping_ ABSL_GUARDED_BY(probe_mu_) = false;
   bool probe_pending_ ABSL_GUARDED_BY(probe_mu_) = false;
   bool renew_pending_ ABSL_GUARDED_BY(probe_mu_) = false;
+  // Requests waiting for a row another session holds, with when each may
+  // try again; parked_changed_ wakes the prober for a new one.
+  std::vector<std::pair<std::chrono::steady_clock::time_point,
+                        std::unique_ptr<Request>>>
+      parked_ ABSL_GUARDED_BY(probe_mu_);
+  bool parked_changed_ ABSL_GUARDED_BY(probe_mu_) = false;
 
   // Batches operations into transactions; destroyed before the connection.
   std::unique_ptr<GroupCommit> queue_;

@@ -1,0 +1,46 @@
+#include "service/store/postgres/postgres_row_codec.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+
+namespace hilo {
+namespace internal {
+
+NamedCollectionState ReadRow(const PGresult* r, int row) {
+  NamedCollectionState out;
+  out.name.assign(PQgetvalue(r, row, 0), PQgetlength(r, row, 0));
+  out.state.max = ReadInt64(r, row, 1);
+  out.state.return_floor = ReadInt64(r, row, 2);
+  out.state.updated_at = absl::FromUnixMicros(ReadInt64(r, row, 3));
+  out.state.range_token = static_cast<uint64_t>(ReadInt64(r, row, 4));
+  out.state.previous_token = static_cast<uint64_t>(ReadInt64(r, row, 5));
+  out.state.previous_return_floor = ReadInt64(r, row, 6);
+  return out;
+}
+
+void AddRow(absl::string_view name, const CollectionState& s, Params* p,
+            std::string* values) {
+  absl::StrAppend(values, values->empty() ? "(" : ", (", p->Next());
+  p->Bytes(name);
+  for (int64_t v :
+       {s.max, s.return_floor, absl::ToUnixMicros(s.updated_at),
+        static_cast<int64_t>(s.range_token),
+        static_cast<int64_t>(s.previous_token), s.previous_return_floor}) {
+    absl::StrAppend(values, ", ", p->Next());
+    p->Int64(v);
+  }
+  values->append(")");
+}
+
+std::string InList(const std::vector<std::string>& names, Params* p) {
+  std::vector<std::string> refs;
+  for (const std::string& name : names) {
+    refs.push_back(p->Next());
+    p->Bytes(name);
+  }
+  return absl::StrCat("IN (", absl::StrJoin(refs, ", "), ")");
+}
+
+}  // namespace internal
+}  // namespace hilo
