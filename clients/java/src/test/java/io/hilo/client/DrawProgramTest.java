@@ -71,7 +71,7 @@ class DrawProgramTest {
   @Test
   void prints_unique_ids_and_exits_0() throws Exception {
     try (ServerProcess server = ServerProcess.start("D")) {
-      Run r = draw("--targets=" + server.target(), "--collection=orders", "--threads=3", "--seconds=1");
+      Run r = draw("--targets=" + server.target(), "--collection=orders", "--threads=3", "--seconds=0.2");
       assertEquals(0, r.exit(), "stderr: " + r.err());
       assertTrue(!r.out().isEmpty(), "no ID printed");
       Pattern form = Pattern.compile("orders/[1-9][0-9]*-D");
