@@ -51,9 +51,10 @@ echo "build.sh: $OUT/hilo-client.jar"
 if [ $# -eq 4 ]; then
   [ "$3" = test ] || { echo "usage: $0 GEN_DIR OUT_DIR [test SERVER_BIN]" >&2; exit 2; }
   # The consumer test compiles a program against the jar alone (plus
-  # Debian's gRPC jars), as a user outside this tree would.
+  # Debian's gRPC jars), as a user outside this tree would; the draw test
+  # compiles examples/java/Draw.java the same way.
   exec env HILO_SERVER_BIN="$4" HILO_CLIENT_JAR="$OUT/hilo-client.jar" HILO_GRPC_CP="$CP" \
-    HILO_CONSUMER_SRC="$HERE/src/test/consumer" \
+    HILO_CONSUMER_SRC="$HERE/src/test/consumer" HILO_DRAW_SRC="$ROOT/examples/java" \
     java -Djava.library.path="$OUT/native" \
     -cp "$OUT/test-classes:$OUT/hilo-client.jar:$CP:/usr/share/java/netty-tcnative.jar:$JUNIT" \
     org.junit.platform.console.ConsoleLauncher --disable-banner --disable-ansi-colors --details=tree \

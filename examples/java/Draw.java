@@ -16,7 +16,8 @@ import java.util.concurrent.atomic.AtomicReference;
 /**
  * The Java client's draw program (scripts/hilo-draw java): THREADS threads take document IDs of COLLECTION
  * for SECONDS seconds and print each on its own line to stdout, drawing on through UNAVAILABLE (a node
- * down); then the client closes, handing its tails back, and the program exits 0. On any other error it
+ * down); then the client closes, handing its tails back, and the program exits 0. On any other error
+ * during the drawing (any other status, or an exception of the client or of a thread) it stops drawing,
  * prints one line to stderr naming it and exits 1.
  *
  *   Draw --targets=HOST:PORT[,HOST:PORT...] --collection=NAME --threads=N --seconds=S
@@ -43,7 +44,7 @@ public final class Draw {
       System.exit(2);
     }
     OutputStream out = new BufferedOutputStream(new FileOutputStream(FileDescriptor.out), 1 << 16);
-    AtomicReference<HiloException> failure = new AtomicReference<>();
+    AtomicReference<Throwable> failure = new AtomicReference<>();
     HiloClient client;
     try {
       client = HiloClient.builder().targets(targets.split(",")).build();
@@ -70,6 +71,7 @@ public final class Draw {
               try {
                 Thread.sleep(10);  // every target down: ask again soon, without spinning
               } catch (InterruptedException ie) {
+                failure.compareAndSet(null, ie);
                 break;
               }
             }
@@ -77,6 +79,10 @@ public final class Draw {
               write(out, lines);
             }
           }
+        } catch (RuntimeException | Error e) {
+          // Not a status: a bug in the client or here. Counted like any other error, not lost with
+          // the thread (an uncaught exception would end the thread and leave the exit status 0).
+          failure.compareAndSet(null, e);
         } finally {
           write(out, lines);
         }
@@ -89,9 +95,9 @@ public final class Draw {
     synchronized (out) {
       out.flush();
     }
-    HiloException e = failure.get();
+    Throwable e = failure.get();
     if (e != null) {
-      System.err.println("draw: " + e.getMessage());
+      System.err.println("draw: " + (e instanceof HiloException ? e.getMessage() : e.toString()));
       System.exit(1);
     }
     System.exit(0);

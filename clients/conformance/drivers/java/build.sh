@@ -16,9 +16,13 @@ ROOT=$(CDPATH= cd -- "$HERE/../../../.." && pwd)
 GEN=$1
 mkdir -p "$2"
 OUT=$(CDPATH= cd -- "$2" && pwd)
-# The library's own build makes the jar (and its tests' classes) and the
-# netty-tcnative copy TLS needs (see clients/java/build.sh).
-"$ROOT/clients/java/build.sh" "$GEN" "$OUT/client" >&2
+# The draw example's build makes the client in OUT_DIR/client (the library's
+# own build: the jar, its tests' classes and the netty-tcnative copy TLS
+# needs, see clients/java/build.sh) and the draw program in OUT_DIR/draw,
+# each only when its sources changed. scripts/hilo-draw java runs that
+# OUT_DIR/draw, so after the conformance.java test it starts at once
+# (conformance.draw_together starts every draw with its kill -9 rounds).
+"$ROOT/examples/java/build-draw.sh" "$GEN" "$OUT" >&2
 CP=$("$ROOT/examples/java/classpath.sh")
 rm -rf "$OUT/classes"
 mkdir -p "$OUT/classes"

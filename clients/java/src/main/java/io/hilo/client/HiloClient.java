@@ -335,7 +335,7 @@ public final class HiloClient implements AutoCloseable {
       return this;
     }
 
-    /** Between collection and number in a document ID. Any character but '|' and the digits 0-9. */
+    /** Between collection and number in a document ID. Any character but '|', '-' and the digits 0-9. */
     public Builder separator(char separator) {
       this.separator = separator;
       return this;
@@ -396,6 +396,10 @@ public final class HiloClient implements AutoCloseable {
       }
       if (separator == '|') {
         throw invalid("separator '|' is not allowed: '|' is reserved");
+      }
+      if (separator == '-') {
+        throw invalid("separator '-' is not allowed: '-' comes before the tag, so the number could not be"
+            + " found in a document ID (CONTRACT.md R12)");
       }
       if (separator >= '0' && separator <= '9') {
         throw invalid(

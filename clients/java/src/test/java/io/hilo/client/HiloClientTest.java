@@ -404,7 +404,7 @@ class HiloClientTest {
   }
 
   @ParameterizedTest
-  @ValueSource(chars = {'|', '0', '1', '5', '9'})
+  @ValueSource(chars = {'|', '-', '0', '1', '5', '9'})
   void refuses_a_separator_that_would_make_ids_ambiguous(char separator) {
     HiloException e =
         assertThrows(HiloException.class, () -> quiet().channel(a.channel).separator(separator).build());
