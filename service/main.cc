@@ -43,9 +43,10 @@ ABSL_FLAG(std::string, store, "",
 ABSL_FLAG(std::string, store_file, "",
           "read --store from this file (its first line), so no password "
           "shows in ps or a pod spec");
-ABSL_FLAG(std::string, node_tag, "A",
+ABSL_FLAG(std::string, node_tag, "",
           "this node's tag, 1-4 characters of A-Z and 0-9; every node that "
-          "serves the same collections needs its own");
+          "serves the same collections needs its own. Empty: A, for a single "
+          "node, said in the start-up line (--require_node_tag refuses it)");
 ABSL_FLAG(bool, node_tag_from_hostname, false,
           "derive the node tag from this host's name, as a StatefulSet pod: "
           "hilo-0 -> A, hilo-1 -> B, ..., hilo-26 -> AA; overrides --node_tag");
@@ -54,6 +55,12 @@ ABSL_FLAG(bool, node_tag_hashed_from_hostname, false,
           "name, for pods of a Deployment; if another live server holds it "
           "(tags are leased in the database), the next of 64 hashed from the "
           "name; overrides --node_tag");
+ABSL_FLAG(bool, require_node_tag, false,
+          "refuse to start unless this node's tag is chosen explicitly "
+          "(--node_tag, --node_tag_from_hostname or "
+          "--node_tag_hashed_from_hostname); the packaged service and the "
+          "container image set it, so that two nodes left at their defaults "
+          "cannot both hand out IDs as A");
 ABSL_FLAG(std::string, retag_database, "",
           "the node tag the --db file was created under, to serve it as "
           "--node_tag on purpose (a file of another tag is refused); only "
@@ -277,7 +284,8 @@ int main(int argc, char** argv) {
           {"Storage", {"db", "store", "store_file", "sync", "max_batch"}},
           {"Node tag",
            {"node_tag", "node_tag_from_hostname",
-            "node_tag_hashed_from_hostname"}},
+            "node_tag_hashed_from_hostname", "require_node_tag",
+            "retag_database"}},
           {"Ranges",
            {"min_range_size", "max_range_size", "max_last_max_jump",
             "allow_returns_without_token"}},
@@ -287,7 +295,8 @@ int main(int argc, char** argv) {
           {"TLS and authorization",
            {"tls_cert", "tls_key", "tls_client_ca", "authz_policy",
             "authz_tokens", "authz_reload_interval", "audit_log",
-            "audit_refusals_per_second"}},
+            "audit_refusals_per_second",
+            "audit_anonymous_refusals_per_second"}},
           {"Metrics and health",
            {"metrics_listen", "metrics_threads", "metrics_request_timeout",
             "metrics_max_collections", "exhaustion_share",
@@ -324,6 +333,18 @@ int main(int argc, char** argv) {
   if (!store.ok()) return Fail(store.status());
   options.postgres_uri = *store;
   options.node_tag = absl::GetFlag(FLAGS_node_tag);
+  // Whether the tag was chosen, or is the single node's default.
+  const bool tag_chosen = !options.node_tag.empty() ||
+                          absl::GetFlag(FLAGS_node_tag_from_hostname) ||
+                          absl::GetFlag(FLAGS_node_tag_hashed_from_hostname);
+  if (!tag_chosen && absl::GetFlag(FLAGS_require_node_tag)) {
+    return Fail(absl::InvalidArgumentError(
+        "--require_node_tag: no node tag given; give this node its own "
+        "--node_tag (1-4 characters of A-Z and 0-9, different from every "
+        "other node serving the same collections), or "
+        "--node_tag_from_hostname"));
+  }
+  if (options.node_tag.empty()) options.node_tag = "A";
   if (absl::GetFlag(FLAGS_node_tag_from_hostname)) {
     absl::StatusOr<std::string> hostname = HostName();
     if (!hostname.ok()) return Fail(hostname.status());
@@ -421,7 +442,7 @@ int main(int argc, char** argv) {
   absl::FPrintF(stderr,
                 "hilo_server: serving node %s on port %d (listen %s, %s, "
                 "db %s, sync %s, range sizes %d..%d, max batch %d, "
-                "reflection %s, metrics %s)\n",
+                "reflection %s, metrics %s)%s\n",
                 (*server)->node_tag(), (*server)->port(), options.listen,
                 security,
                 options.postgres_uri.empty()
@@ -433,7 +454,11 @@ int main(int argc, char** argv) {
                 options.enable_reflection ? "on" : "off",
                 (*server)->metrics_port() > 0
                     ? absl::StrCat("port ", (*server)->metrics_port())
-                    : std::string("off"));
+                    : std::string("off"),
+                tag_chosen ? ""
+                           : "; node tag A because no --node_tag was given: "
+                             "every other node serving the same collections "
+                             "needs its own");
 
   // Waits for a stop signal; meanwhile reloads the policy on SIGHUP and
   // every --authz_reload_interval.

@@ -27,6 +27,7 @@ using ::hilo::testing_util::ServerProcess;
 using ::hilo::testing_util::StatusIs;
 using ::hilo::testing_util::TempDir;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 // `args`, with the metrics on a port of their own unless `args` say
@@ -85,6 +86,7 @@ TEST(ServerMainTest, ServesAfterOneStartLineAndExitsZeroOnSigterm) {
   const std::string line = server->StderrLines()[0];
   EXPECT_THAT(line, StartsWith("hilo_server: serving node Q7 on port "));
   EXPECT_THAT(line, HasSubstr("sync full"));
+  EXPECT_THAT(line, Not(HasSubstr("no --node_tag")));
   const int port = server->port();
 
   hilo::v1::NextRangeResponse response;
@@ -97,6 +99,21 @@ TEST(ServerMainTest, ServesAfterOneStartLineAndExitsZeroOnSigterm) {
   EXPECT_THAT(server->StderrLines(),
               ::testing::ElementsAre(line, HasSubstr("received; draining"),
                                      "hilo_server: stopped"));
+}
+
+// A node started without a tag serves as A and says so in its start-up line;
+// with a tag (above) the line says nothing of it.
+TEST(ServerMainTest, ImplicitNodeTagIsNamedInTheStartLine) {
+  TempDir dir;
+  std::unique_ptr<ServerProcess> server = Start({"--db=" + dir.File("d/h.db")});
+  ASSERT_NE(server, nullptr);
+  ASSERT_EQ(server->StderrLines().size(), 1u) << server->StderrText();
+  const std::string line = server->StderrLines()[0];
+  EXPECT_THAT(line, StartsWith("hilo_server: serving node A on port "));
+  EXPECT_THAT(line, HasSubstr("; node tag A because no --node_tag was given: "
+                              "every other node serving the same collections "
+                              "needs its own"));
+  EXPECT_THAT(server->Terminate(), IsOkAndHolds(0));
 }
 
 TEST(ServerMainTest, SigintAlsoStopsCleanlyAndStateSurvives) {
@@ -191,6 +208,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         BadStart{"LowercaseNodeTag", {"--node_tag=a"}, "node tag \"a\""},
         BadStart{"LongNodeTag", {"--node_tag=ABCDE"}, "1 to 4"},
+        BadStart{"RequiredNodeTagMissing",
+                 {"--require_node_tag"},
+                 "--require_node_tag: no node tag given"},
         BadStart{"UnknownFlag", {"--colour=red"}, "colour"},
         BadStart{"StrayArgument", {"serve"}, "unexpected argument \"serve\""},
         BadStart{"BadSync", {"--sync=sometimes"}, "sometimes"},

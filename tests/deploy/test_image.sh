@@ -63,6 +63,10 @@ db = next((a.split("=", 1)[1] for a in cmd if a.startswith("--db=")), "")
 want(db.startswith("/") and os.path.dirname(db) in (config.get("Volumes") or {}),
      f"Cmd's --db={db} is not inside a declared volume {list(config.get('Volumes') or {})}")
 want("--listen=0.0.0.0:50051" in cmd, f"Cmd {cmd} does not listen on 0.0.0.0:50051")
+# Two containers left at the defaults must not both be node A: the operator
+# gives each its tag (deploy/README.md).
+want("--require_node_tag" in cmd and not any(a.startswith("--node_tag") for a in cmd),
+     f"Cmd {cmd} must say --require_node_tag and give no tag")
 want("50051/tcp" in (config.get("ExposedPorts") or {}), "port 50051/tcp not exposed")
 layers = json.loads(inspect["Manifest"])["layers"]
 size = sum(layer["size"] for layer in layers)
@@ -77,6 +81,9 @@ print(f"deploy.image: config ok: User 10001:10001, Entrypoint {config['Entrypoin
       f"{compressed / 2**20:.1f} MiB as a compressed OCI archive")
 EOF
   mapfile -t run_cmd < <("$PYTHON" -c 'import json,sys; c=json.load(open(sys.argv[1]))["OCIv1"]["config"]; print("\n".join(c["Entrypoint"] + c["Cmd"]))' "$store/inspect.json")
+  # The image's command refuses to start without a tag (--require_node_tag);
+  # an operator adds one, as deploy/README.md shows.
+  run_cmd+=(--node_tag=A)
   db=$(printf '%s\n' "${run_cmd[@]}" | sed -n 's/^--db=//p')
   volume=$(dirname "$db")
 

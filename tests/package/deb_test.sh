@@ -147,6 +147,19 @@ case "$step" in
     done
     echo "unit:   ${words[*]}"
     echo "mapped: ${argv[*]}"
+    # As shipped, /etc/default/hilo names no node tag: the service must
+    # refuse to start, in one line, and create nothing, until the operator
+    # adds one, as the file's comment says.
+    refused=0
+    (cd "$state" && exec timeout -s KILL 30 "${argv[@]}") \
+      2>"$work/refused.log" || refused=$?
+    [ "$refused" -ne 0 ] ||
+      fail "the unit's command started without a node tag"
+    grep -q -- "--require_node_tag: no node tag given" "$work/refused.log" ||
+      fail "no clear refusal without a node tag: $(cat "$work/refused.log")"
+    [ -z "$(ls -A "$state")" ] || fail "the refused start wrote into $state"
+    argv+=(--node_tag=A)
+    echo "with the operator's tag: ${argv[*]}"
     # timeout: the server cannot outlive a killed test; it passes SIGTERM on.
     (cd "$state" && exec timeout -s KILL 120 "${argv[@]}") \
       2>"$work/server.log" &
