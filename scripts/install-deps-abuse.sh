@@ -5,7 +5,7 @@
 #   python3-h2      a raw HTTP/2 client: the attacks write frames by hand
 #   python3-grpcio  the well-behaved bystander client
 #   util-linux      prlimit: the server runs with few descriptors
-#   nginx, openssl  the proxy README "Security" puts in front of hilo, run by
+#   nginx, openssl  the proxy docs/security.md puts in front of hilo, run by
 #                   the proxy_* tests with a certificate made for the test
 #                   (under systemd the package also enables Debian's own
 #                   nginx service with its default site on port 80; the

@@ -50,7 +50,7 @@ namespace hilo {
 // RESOURCE_EXHAUSTED before it reaches the service.
 inline constexpr int kMaxRequestBytes = 64 * 1024;
 
-// The defaults of the limits below; README "Security" says what each costs.
+// The defaults of the limits below; docs/security.md says what each costs.
 inline constexpr int kDefaultMaxConcurrentStreams = 100;
 inline constexpr int64_t kDefaultMaxMemoryBytes = 256 << 20;
 inline constexpr int kDefaultMaxThreads = 32;
@@ -104,7 +104,7 @@ struct ServerOptions {
   bool enable_reflection = false;
 
   // Limits that keep one client from taking the node's threads, memory and
-  // connections (see README "Security"). Streams a client may have open at
+  // connections (see docs/security.md). Streams a client may have open at
   // once on one connection; more wait in the client (gRPC's own clients) or
   // are refused (REFUSED_STREAM).
   int max_concurrent_streams = kDefaultMaxConcurrentStreams;

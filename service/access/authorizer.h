@@ -25,7 +25,7 @@
 // parse; a bad file leaves the old policy in force, a policy that grants
 // nothing is a bad file unless it says `deny_all: true`, and a token file
 // deleted after Load is an empty one (every token revoked). Without an
-// Authorizer a server trusts every admitted client (see README "Security").
+// Authorizer a server trusts every admitted client (see docs/security.md).
 //
 // Thread-safe.
 #ifndef HILO_SERVICE_ACCESS_AUTHORIZER_H_

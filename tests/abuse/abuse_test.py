@@ -4,7 +4,7 @@ connection keeps asking for ranges.
 
 Usage: abuse_test.py ATTACK HILO_SERVER [--long]
 
-Each attack asserts what README "Security" promises: the bystander gets
+Each attack asserts what docs/security.md promises: the bystander gets
 every range it asks for, within bounds; the server's threads and RSS stay
 under bounds; a new client is served within a second after the attacker
 leaves; SIGTERM completes within the grace period. --long runs the forms
@@ -139,7 +139,7 @@ PROXY_ATTACKER_SOURCES = ("127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5")
 
 def proxy_rapid_reset(binary):
     """rapid_reset from four addresses at once, to nginx running
-    deploy/proxy/nginx-hilo.conf in front of the server (README "Security"):
+    deploy/proxy/nginx-hilo.conf in front of the server (docs/security.md):
     the bystander, connecting through nginx too, must be served as under
     the attacks hilo holds alone, and the server's memory must not grow
     with the streams sent."""

@@ -1,5 +1,5 @@
 """Debian's nginx running deploy/proxy/nginx-hilo.conf in front of a
-hilo_server child, as README "Security" tells operators to: the file as
+hilo_server child, as docs/security.md tells operators to: the file as
 shipped, with only its four lines marked TEST replaced (listen address,
 certificate, key, upstream). A master and one worker, TLS with a
 certificate made for 127.0.0.1, on a free port of 127.0.0.1 (nginx cannot
