@@ -29,10 +29,8 @@ suite=bookworm
 exposure_bound=2.0
 boot_seconds=150
 here=$(cd "$(dirname "$0")" && pwd)
-arch=$(dpkg --print-architecture)
 old_version=${version}~prev1-1
 new_version=${version}-1
-new_deb=$debs_dir/hilo-server_${new_version}_$arch.deb
 root=$work/root
 
 log() { echo "deb_boot_test: $*"; }
@@ -52,6 +50,8 @@ for tool in systemd-nspawn debootstrap unshare curl; do
 done
 curl -sfI --max-time 15 "$mirror/dists/$suite/Release" >/dev/null ||
   skip "the Debian mirror $mirror is unreachable"
+arch=$(dpkg --print-architecture)
+new_deb=$debs_dir/hilo-server_${new_version}_$arch.deb
 [ -f "$new_deb" ] || fail "no $new_deb (package.deb_build makes it)"
 
 # Whatever mounts and processes the root has: each runs in a mount namespace
@@ -82,27 +82,25 @@ trap 'exit 143' TERM INT HUP
 # gone. Each containerised step runs in a PID namespace whose init is killed
 # with its parent (unshare --kill-child), so nothing of the container
 # outlives this script either.
-(setsid bash -c '
+# shellcheck disable=SC2016  # expanded by the watchdog's shell
+(setsid bash -c "$(declare -f remove_root)"'
+  root=$2 work=$3
   while kill -0 "$1" 2>/dev/null; do sleep 2; done
-  sleep 1
-  awk -v r="$2" '"'"'$2 == r || index($2, r "/") == 1 { print $2 }'"'"' \
-    /proc/self/mounts | sort -r | while read -r m; do umount -l "$m"; done
-  rm -rf --one-file-system "$3"
-' watchdog $$ "$root" "$work" </dev/null >/dev/null 2>&1 &)
+  remove_root' watchdog $$ "$root" "$work" </dev/null >/dev/null 2>&1 &)
 
 start=$(date +%s)
 elapsed() { echo "$(($(date +%s) - start)) s"; }
 
-# In a PID and mount namespace of their own whose init dies with this script:
-# a killed test leaves no process and no mount behind.
-contained() {
-  unshare --pid --fork --kill-child --mount --propagation private \
-    --mount-proc "$@"
-}
+# A command in a PID and mount namespace of its own, whose init dies with
+# unshare (--kill-child), which dies with this script (setpriv --pdeathsig;
+# run as a simple command, so that this script is its parent): a killed test
+# leaves no process and no mount behind.
+contained=(setpriv --pdeathsig KILL unshare --pid --fork --kill-child --mount
+  --propagation private --mount-proc)
 
 # The previous .deb, made while debootstrap downloads.
 log "debootstrap --variant=minbase $suite from $mirror"
-contained timeout 240 debootstrap --variant=minbase \
+"${contained[@]}" timeout 240 debootstrap --variant=minbase \
   --include=systemd,systemd-sysv,dbus "$suite" "$root" "$mirror" \
   >"$work/debootstrap.log" 2>&1 &
 debootstrap_pid=$!
@@ -143,7 +141,7 @@ ln -sf /dev/null "$root/etc/systemd/system/console-getty.service"
 # apt installs the previous .deb as docs/install.md says, its dependencies
 # from the mirror; systemd does not run yet (nspawn without -b).
 log "apt-get install hilo-server $old_version"
-contained timeout 240 systemd-nspawn -q --register=no --keep-unit -D "$root" \
+"${contained[@]}" timeout 240 systemd-nspawn -q --register=no --keep-unit -D "$root" \
   --setenv=DEBIAN_FRONTEND=noninteractive sh -c "
     apt-get update -q && apt-get install -y -q --no-install-recommends \
       /root/debs/$(basename "$old_deb")" \
@@ -156,7 +154,7 @@ log "installed: $(grep -c '^Setting up ' "$work/apt.log") packages set up ($(ela
 # powers the container off; timeout ends it otherwise (SIGTERM asks nspawn to
 # shut the container down, SIGKILL follows).
 log "booting (at most $boot_seconds s)"
-contained timeout -k 10 "$boot_seconds" systemd-nspawn -q -b --register=no \
+"${contained[@]}" timeout -k 10 "$boot_seconds" systemd-nspawn -q -b --register=no \
   --keep-unit --private-network --console=pipe -D "$root" \
   >"$work/boot.log" 2>&1 </dev/null &
 container_pid=$!
