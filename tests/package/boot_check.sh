@@ -155,11 +155,19 @@ expect_clean_stop
 step "upgrade to $new_version while running"
 systemctl start hilo || fail "systemctl start hilo"
 wait_serving
+pid_before=$(systemctl show -P MainPID hilo)
 DEBIAN_FRONTEND=noninteractive timeout 120 apt-get install -y -q \
   "/root/debs/hilo-server_${new_version}_$(dpkg --print-architecture).deb" \
   </dev/null || fail "apt-get install of hilo-server $new_version"
 [ "$(installed_version)" = "$new_version" ] ||
   fail "after the upgrade hilo-server $(installed_version) is installed"
+# The package leaves a running node alone (docs/install.md): the operator
+# restarts it.
+pid_after=$(systemctl show -P MainPID hilo)
+if [ "$pid_before" = 0 ] || [ "$pid_after" != "$pid_before" ]; then
+  fail "the upgrade restarted or stopped hilo.service: MainPID $pid_before, then $pid_after"
+fi
+echo "upgraded; the running node (MainPID $pid_after) was left alone"
 systemctl restart hilo || fail "systemctl restart hilo"
 wait_serving
 expect_active
