@@ -156,7 +156,7 @@ step "upgrade to $new_version while running"
 systemctl start hilo || fail "systemctl start hilo"
 wait_serving
 pid_before=$(systemctl show -P MainPID hilo)
-DEBIAN_FRONTEND=noninteractive timeout 120 apt-get install -y -q \
+DEBIAN_FRONTEND=noninteractive timeout 60 apt-get install -y -q \
   "/root/debs/hilo-server_${new_version}_$(dpkg --print-architecture).deb" \
   </dev/null || fail "apt-get install of hilo-server $new_version"
 [ "$(installed_version)" = "$new_version" ] ||

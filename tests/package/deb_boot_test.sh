@@ -27,7 +27,7 @@ build_dir=$1 debs_dir=$2 work=$3 version=$4
 mirror=${HILO_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 suite=bookworm
 exposure_bound=2.0
-boot_seconds=150
+boot_seconds=120
 here=$(cd "$(dirname "$0")" && pwd)
 old_version=${version}~prev1-1
 new_version=${version}-1
@@ -100,7 +100,7 @@ contained=(setpriv --pdeathsig KILL unshare --pid --fork --kill-child --mount
 
 # The previous .deb, made while debootstrap downloads.
 log "debootstrap --variant=minbase $suite from $mirror"
-"${contained[@]}" timeout 240 debootstrap --variant=minbase \
+"${contained[@]}" timeout 200 debootstrap --variant=minbase \
   --include=systemd,systemd-sysv,dbus "$suite" "$root" "$mirror" \
   >"$work/debootstrap.log" 2>&1 &
 debootstrap_pid=$!
@@ -141,7 +141,7 @@ ln -sf /dev/null "$root/etc/systemd/system/console-getty.service"
 # apt installs the previous .deb as docs/install.md says, its dependencies
 # from the mirror; systemd does not run yet (nspawn without -b).
 log "apt-get install hilo-server $old_version"
-"${contained[@]}" timeout 240 systemd-nspawn -q --register=no --keep-unit -D "$root" \
+"${contained[@]}" timeout 150 systemd-nspawn -q --register=no --keep-unit -D "$root" \
   --setenv=DEBIAN_FRONTEND=noninteractive sh -c "
     apt-get update -q && apt-get install -y -q --no-install-recommends \
       /root/debs/$(basename "$old_deb")" \
