@@ -7,10 +7,13 @@
 #   binutils   strip, for the packaged binaries
 #   lintian    checks the .debs
 #   systemd    systemd-analyze verify (the unit), systemd-sysusers (the user)
+#   debootstrap        a minimal Debian 12 root for package.deb_boot_*
+#   systemd-container  systemd-nspawn, which boots that root
+#   curl               asks the Debian mirror first (the test skips without it)
 set -eu
 . "$(dirname "$0")/apt-install-missing.sh"
 
-PACKAGES="dpkg-dev file binutils lintian systemd"
+PACKAGES="dpkg-dev file binutils lintian systemd debootstrap systemd-container curl"
 
 # shellcheck disable=SC2086  # a list of package names
 apt_install_missing install-deps-package $PACKAGES
