@@ -135,6 +135,25 @@ state=$(systemctl is-active hilo)
 [ "$state" = inactive ] || fail "hilo.service is $state right after install"
 tag=$(default_flag node_tag)
 if [ -z "$tag" ]; then
+  # As shipped it names no tag (--require_node_tag): the service must refuse
+  # to start, saying why, until the operator gives one.
+  step "no node tag: the service must refuse to start"
+  # Type=exec: start returns once the program runs; it then exits 1.
+  systemctl start hilo || true
+  refused=""
+  for _ in $(seq 1 150); do
+    if journalctl -u hilo --no-pager 2>/dev/null |
+        grep -q -- "--require_node_tag: no node tag given"; then
+      refused=yes
+      break
+    fi
+    sleep 0.1
+  done
+  [ -n "$refused" ] ||
+    fail "no refusal naming --require_node_tag in the journal: $(journalctl -u hilo --no-pager 2>&1 | tail -5)"
+  systemctl stop hilo 2>/dev/null || true
+  systemctl reset-failed hilo 2>/dev/null || true
+  [ ! -e /var/lib/hilo/hilo.db ] || fail "the refused start created /var/lib/hilo/hilo.db"
   echo "/etc/default/hilo sets no --node_tag; writing --node_tag=A as an operator would"
   sed -i 's/^HILO_FLAGS="/HILO_FLAGS="--node_tag=A /' /etc/default/hilo
   tag=A
