@@ -94,6 +94,11 @@ TEST(SqliteNodeTagTest, RetagOnPurposeMovesTheFileToTheNewTag) {
     EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
               (Range{33, 64}));
   }
+  // The flag re-tags once: left in place it is refused, or it would re-tag
+  // a file of A's put here by mistake later.
+  EXPECT_THAT(OpenAs(path, "B", /*retag_from=*/"A"),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("remove --retag_database=A")));
   // From now on the file is B's: B opens without the flag, A is refused.
   EXPECT_EQ(NextUnder(path, "B"), (Range{65, 96}));
   EXPECT_THAT(OpenAs(path, "A"),

@@ -49,16 +49,13 @@ CREATE TABLE hilo_nodes (
 )sql";
 
 // Version 2 to 3: tokens were stored in clear, so a role that could read
-// the table could return a live range; each becomes RangeTokenDigest of
-// itself (0 stays 0), which the holder's token still matches.
+// the table (or a dump of it) before the upgrade may hold a live range's
+// token: every range out is retired instead of carried over as a digest. No
+// return applies to it any more (no token, the return floor at Max), so its
+// unused numbers stay unused: lost, never repeated.
 constexpr char kDigestTokens[] = R"sql(
-UPDATE hilo_collections SET
-  range_token = CASE WHEN range_token = 0 THEN 0 ELSE
-    ('x' || encode(substr(sha256(int8send(range_token)), 1, 8), 'hex'))
-      ::bit(64)::bigint | 1 END,
-  previous_token = CASE WHEN previous_token = 0 THEN 0 ELSE
-    ('x' || encode(substr(sha256(int8send(previous_token)), 1, 8), 'hex'))
-      ::bit(64)::bigint | 1 END;
+UPDATE hilo_collections SET return_floor = max, range_token = 0,
+  previous_token = 0, previous_return_floor = 0;
 )sql";
 
 }  // namespace

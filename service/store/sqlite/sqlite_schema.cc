@@ -10,7 +10,6 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "service/store/range_token.h"
 #include "service/store/sqlite/sqlite_file.h"
 
 namespace hilo {
@@ -74,12 +73,14 @@ ALTER TABLE collections ADD COLUMN previous_return_floor INTEGER NOT NULL
 PRAGMA user_version = 3;
 )sql";
 
-// Version 3 to 4. Tokens were stored in clear, so whoever read the file
-// could return a live range; each becomes its digest (0 stays 0), which
-// the holder's token still matches.
+// Version 3 to 4. Tokens were stored in clear, so whoever read the file (or
+// a copy or backup of it) before the upgrade may hold a live range's token:
+// every range out is retired instead of carried over as a digest. No return
+// applies to it any more (no token, the return floor at Max), so its unused
+// numbers stay unused: lost, never repeated.
 constexpr char kMigrateFrom3[] = R"sql(
-UPDATE collections SET range_token = hilo_token_digest(range_token),
-                       previous_token = hilo_token_digest(previous_token);
+UPDATE collections SET return_floor = max, range_token = 0,
+                       previous_token = 0, previous_return_floor = 0;
 PRAGMA user_version = 4;
 )sql";
 
@@ -92,12 +93,6 @@ CREATE TABLE IF NOT EXISTS node (
 ) WITHOUT ROWID;
 PRAGMA user_version = 5;
 )sql";
-
-// hilo_token_digest(token): RangeTokenDigest, for the migration to 4.
-void TokenDigestFunction(sqlite3_context* context, int, sqlite3_value** argv) {
-  const auto token = static_cast<uint64_t>(sqlite3_value_int64(argv[0]));
-  sqlite3_result_int64(context, static_cast<int64_t>(RangeTokenDigest(token)));
-}
 
 // Stores `tag` in a file that has none, or checks that the file's tag is
 // `tag`, re-tagging it if its tag is `retag_from`. Inside the start-up
@@ -131,6 +126,15 @@ absl::Status CheckOrStoreNodeTag(sqlite3* db, absl::string_view path,
               : absl::StrCat(" (--retag_database names ", retag_from, ")")));
     }
   } else if (stored.has_value()) {
+    if (!retag_from.empty()) {
+      // Left in place, the flag would re-tag, without a word, a file of
+      // retag_from's put here by mistake later.
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "database %s is node tag %s's already: remove --retag_database=%s, "
+          "which re-tags once (left in place it would re-tag a database of %s "
+          "restored here by mistake, and repeat its IDs under %s)",
+          path, tag, retag_from, retag_from, tag));
+    }
     return absl::OkStatus();
   }
   rc = sqlite3_prepare_v2(db,
@@ -195,12 +199,6 @@ absl::Status CreateOrMigrateSqliteSchema(sqlite3* db, absl::string_view path,
     const char* const migrations[] = {nullptr, kMigrateFrom1, kMigrateFrom2,
                                       kMigrateFrom3, kMigrateFrom4};
     static_assert(std::size(migrations) == kSchemaVersion);
-    const int rc = sqlite3_create_function_v2(
-        db, "hilo_token_digest", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, nullptr,
-        TokenDigestFunction, nullptr, nullptr, nullptr);
-    if (rc != SQLITE_OK) {
-      return SqliteError(db, rc, "registering hilo_token_digest", path);
-    }
     for (int from = 1; from < kSchemaVersion; ++from) {
       if (*version != from) continue;
       const int rc =
