@@ -246,8 +246,8 @@ TEST_P(StoredTokenTest, ClearTokensOfAnOlderServerAreRetiredOnUpgrade) {
   ASSERT_EQ(StoredTokens("orders"), (std::vector<uint64_t>{second, first}));
   Open();
   EXPECT_EQ(StoredTokens("orders"), (std::vector<uint64_t>{0, 0}));
-  for (uint64_t token : {second, first, RangeTokenDigest(second),
-                         RangeTokenDigest(first)}) {
+  for (uint64_t token :
+       {second, first, RangeTokenDigest(second), RangeTokenDigest(first)}) {
     absl::StatusOr<ReturnOutcome> later =
         store_->Return("orders", 64, 32, token);
     ASSERT_THAT(later, IsOk());
