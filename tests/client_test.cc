@@ -1311,6 +1311,35 @@ TEST(RangeCacheTest, AfterAPairIsBackTheNextRangeMayStartAfterTheLastUsed) {
   EXPECT_EQ(next->number, 11);
 }
 
+// A range handed back whole puts the mark back where it was before the
+// range was taken, not at its low - 1: another client's return may since
+// have moved the node's Max below that (here 33-64's holder handed back
+// 41-64 after this client returned 65-96), and the node's next range, 41-,
+// holds no number this client handed out.
+TEST(RangeCacheTest, AfterAWholeReturnTheMarkIsWhatItWasBeforeTheRange) {
+  MockTargets m = MakeMockTargets(1);
+  EXPECT_CALL(*m.a, NextRange(_, _, _))
+      .WillOnce(Reply(1, 32, "A", 7))
+      .WillOnce(Reply(65, 96, "A", 8))
+      .WillOnce(Reply(41, 72, "A", 9));
+  EXPECT_CALL(*m.a, ReturnRange(_, _, _))
+      .WillOnce(Returned(/*applied=*/true, 64));
+  std::vector<std::function<void()>> tasks;
+  internal::RangeCache cache(
+      "o", m.source.get(), [](absl::string_view) {}, /*prefetch_at=*/0.2,
+      [&tasks](std::function<void()> task) {
+        tasks.push_back(std::move(task));
+      });
+  for (int64_t n = 1; n <= 10; ++n) ASSERT_EQ(cache.Next()->number, n);
+  ASSERT_EQ(tasks.size(), 1u);
+  tasks[0]();  // 65-96 ahead (another client holds 33-64)
+  for (int64_t n = 11; n <= 32; ++n) ASSERT_EQ(cache.Next()->number, n);
+  cache.ReturnUnused();  // 65-96 back whole
+  absl::StatusOr<Id> next = cache.Next();
+  ASSERT_THAT(next, IsOk());
+  EXPECT_EQ(next->number, 41);
+}
+
 TEST(GrpcRangeSourceTest, TagsOfOneToFourOfAToZAndDigitsAreAccepted) {
   for (const char* tag : {"A", "Z", "0", "9", "Z9", "AB12", "ZZZZ"}) {
     MockTargets m = MakeMockTargets(1);

@@ -183,7 +183,9 @@ absl::StatusOr<IssuedRange> RangeCache::Fetch() {
     return bad;
   }
   // Ours now: that node's next range must start above it.
-  previous_.held[range->node_tag] = range->high;
+  int64_t& held = previous_.held[range->node_tag];
+  range->held_before = held;
+  held = range->high;
   fetched_.fetch_add(1, std::memory_order_relaxed);
   return range;
 }
@@ -304,13 +306,17 @@ void RangeCache::RecordReturns(
               : absl::InternalError("the range source gave no outcome"));
     }
     if (back) {
-      // Its numbers above `last` are no longer held. In order: a pair's
+      // Its numbers above `last` are no longer held: the mark goes down to
+      // the last number handed out from it, or, for a range back whole, to
+      // what it was before the range was taken (not to low - 1: other
+      // clients' returns may since have moved Max below that, and the
+      // node's next range is then rightly below it). In order: a pair's
       // later range lowers the mark to the earlier range's high, then the
       // earlier range's tail lowers it below that.
       base::MutexLock lock(&mu_);
       const auto it = previous_.held.find(range.node_tag);
       if (it != previous_.held.end() && it->second == range.high) {
-        it->second = last;
+        it->second = last == range.low - 1 ? range.held_before : last;
       }
     }
   }

@@ -55,6 +55,10 @@ struct IssuedRange {
   size_t source = 0;   // which target issued it; returns go there
   uint64_t token = 0;  // the range's secret, sent with its return; 0 from a
                        // server older than tokens
+  // Not from the server: PreviousRange::held for this node before this
+  // range was taken, what the mark goes back to when the range is handed
+  // back whole (none of its numbers was handed out).
+  int64_t held_before = 0;
 };
 
 struct ReturnResult {

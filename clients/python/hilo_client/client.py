@@ -169,6 +169,10 @@ class _Issued(NamedTuple):
     range_at: object  # google.protobuf.Timestamp
     source: int  # index of the target that issued it; returns go there
     token: int  # range_token: sent with the return; 0 from servers without
+    # Not from the server: the client's R11 mark for this node before this
+    # range was taken, what the mark goes back to when it is handed back
+    # whole (none of its numbers was handed out).
+    held_before: int = 0
 
 
 class _Target(NamedTuple):
@@ -657,6 +661,8 @@ class _RangeCache:
             self._error = None
             self._fetched += 1
             self._waited += 1
+            issued = issued._replace(
+                held_before=self._held.get(issued.node_tag, 0))
             self._held[issued.node_tag] = issued.high
             self._use(issued)
             self._previous = _Previous(issued.high - issued.low + 1,
@@ -689,6 +695,8 @@ class _RangeCache:
             self._calls += 1
             self._error = None  # not a caller's error
             if issued is not None:
+                issued = issued._replace(
+                    held_before=self._held.get(issued.node_tag, 0))
                 self._ahead = issued
                 self._held[issued.node_tag] = issued.high
                 self._fetched += 1
@@ -763,11 +771,17 @@ class _RangeCache:
                 o = outcomes[k]
                 if back(k) or (k == 0 and tail_back):
                     self._applied += 1
-                    # Its numbers above `last` are no longer held (in
-                    # order: a pair's later range first lowers the mark to
-                    # the earlier range's high, then its tail below that).
+                    # Its numbers above `last` are no longer held: the mark
+                    # goes down to the last number handed out from it, or,
+                    # for a range back whole, to what it was before the
+                    # range was taken (other clients' returns may since
+                    # have moved Max below low - 1). In order: a pair's
+                    # later range first lowers the mark to the earlier
+                    # range's high, then its tail below that.
                     if self._held.get(issued.node_tag) == issued.high:
-                        self._held[issued.node_tag] = last
+                        self._held[issued.node_tag] = (
+                            issued.held_before if last == issued.low - 1
+                            else last)
                 elif isinstance(o, HiloError):
                     self._failed += 1
                     self._count_error(o)

@@ -712,6 +712,26 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(c.next_id("o"), Id(11, "A"))
         self.assertEqual(self.logs, [])
 
+    def test_after_a_whole_return_the_mark_is_what_it_was_before(self):
+        # A range handed back whole puts the mark back where it was before
+        # the range was taken, not at its low - 1: here d's return of 34-64
+        # came after c returned 65-128, the node's Max is 33, and its next
+        # range for c, 34-, holds no number c handed out.
+        c = self.client()  # prefetch_at 0.2
+        d = self.client(prefetch_at=0)
+        self.assertEqual([c.next_id("o") for _ in range(10)],
+                         [Id(n, "A") for n in range(1, 11)])
+        self.assertEqual(d.next_id("o"), Id(33, "A"))
+        self.assertEqual(c._prefetcher.run_all(), 1)  # 65-128 ahead
+        self.assertEqual([c.next_id("o") for _ in range(22)],
+                         [Id(n, "A") for n in range(11, 33)])
+        c.return_unused_ranges()
+        self.assertEqual(c.stats().returns_applied, 1)
+        d.return_unused_ranges()
+        self.assertEqual(d.stats().returns_applied, 1)
+        self.assertEqual(c.next_id("o"), Id(34, "A"))
+        self.assertEqual(self.logs, [])
+
     def test_another_nodes_range_may_start_below_this_nodes_high(self):
         # The rule is per node: A's 1-32 (5 used) could not go back (A is
         # down), yet B may issue 6-37 (the client reports last_max 5): with
