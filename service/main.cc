@@ -79,7 +79,7 @@ ABSL_FLAG(int, max_batch, 256,
           "commits each alone");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "on SIGTERM, how long in-flight calls may run before they are "
-          "cancelled; calls still waiting for the store after "
+          "cancelled; calls still waiting for the store a second after "
           "--drain_delay plus this end the process with status 5");
 ABSL_FLAG(absl::Duration, drain_delay, absl::ZeroDuration(),
           "on SIGTERM, how long to keep serving while health reports "
@@ -502,17 +502,20 @@ int main(int argc, char** argv) {
                strsignal(signal_number));
   // Shutdown waits for the calls in flight, and they for the store; a
   // database that stops answering must not keep the process alive past
-  // the grace its supervisor was promised.
+  // the grace its supervisor was promised. A second more: gRPC cancels the
+  // calls left at the end of the grace, and a healthy shutdown needs a
+  // moment after that to finish and exit 0.
   const absl::Duration drain_delay = absl::GetFlag(FLAGS_drain_delay);
   const absl::Duration grace = absl::GetFlag(FLAGS_shutdown_grace);
-  std::thread([limit = drain_delay + grace] {
+  std::thread([limit = drain_delay + grace + absl::Seconds(1)] {
     absl::SleepFor(limit);
-    absl::FPrintF(stderr,
-                  "hilo_server: shutdown did not finish within "
-                  "--drain_delay + --shutdown_grace (%s): calls still wait "
-                  "for the store; exiting with status %d, none of them "
-                  "answered\n",
-                  absl::FormatDuration(limit), kExitShutdownOverran);
+    absl::FPrintF(
+        stderr,
+        "hilo_server: shutdown did not finish within "
+        "--drain_delay + --shutdown_grace + 1s (%s): calls still wait "
+        "for the store; exiting with status %d, none of them "
+        "answered\n",
+        absl::FormatDuration(limit), kExitShutdownOverran);
     std::fflush(nullptr);
     std::_Exit(kExitShutdownOverran);
   }).detach();
