@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Several languages' clients at once on the same collections of two nodes,
-under repeated kill -9, every ID of all of them checked together.
+under repeated kill -9 and SIGSTOP, every ID of all of them checked
+together.
 
     draw_together.py --server PATH/TO/hilo_server --draw scripts/hilo-draw
                      --langs cpp,python [--seconds 4] [--threads 4]
@@ -9,7 +10,7 @@ Starts nodes A and B (their own stores, so the tag keeps their numbers
 apart), then for each collection ("orders", "users") and each language runs
 `hilo-draw LANG --targets=A,B --collection=C --threads=N --seconds=S`, all
 at once, while each node in turn is killed with SIGKILL and restarted on its
-port. The IDs are read slowly while the draws last (a draw program's output
+port, or paused with SIGSTOP and resumed (kills and pauses alternate). The IDs are read slowly while the draws last (a draw program's output
 blocks on a full pipe, so this bounds how many IDs a fast client makes),
 then to the end. Passes when every program exited 0, printed at least one
 ID, and all IDs together are well formed and none is there twice.
@@ -80,7 +81,8 @@ def main() -> int:
                                      args=(proc, sink, slow_until))
                 t.start()
                 runs.append((lang, collection, proc, sink, t))
-        faults = FaultLoop(nodes, {"nodes": ["A", "B"], "kind": "kill",
+        faults = FaultLoop(nodes, {"nodes": ["A", "B"],
+                                   "kind": "kill_and_stop",
                                    "down_ms": 300, "up_ms": 400})
         faults.start()
         time.sleep(args.seconds)
@@ -119,7 +121,7 @@ def main() -> int:
                     break
                 seen[line] = who
             print(f"{who}: {len(lines)} IDs, exit {proc.returncode}")
-        print(f"{len(seen)} IDs in all, {rounds} kill -9 rounds")
+        print(f"{len(seen)} IDs in all, {rounds} rounds of kill -9 and SIGSTOP")
         for b in bad:
             print(f"FAIL: {b}")
         return 1 if bad else 0

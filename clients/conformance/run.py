@@ -772,10 +772,11 @@ class Scenario:
 
 
 class FaultLoop(threading.Thread):
-    """Kills nodes with SIGKILL (or pauses them with SIGSTOP) in turn while
-    a step runs: each round takes the next node of `nodes` down for
-    `down_ms`, brings it back (restart on its port, or SIGCONT), then waits
-    `up_ms`. One node at a time, so another is up."""
+    """Kills nodes with SIGKILL (kind "kill"), pauses them with SIGSTOP
+    ("stop"), or each in turn ("kill_and_stop": odd rounds kill, even rounds
+    pause) while a step runs: each round takes the next node of `nodes` down
+    for `down_ms`, brings it back (restart on its port, or SIGCONT), then
+    waits `up_ms`. One node at a time, so another is up."""
 
     def __init__(self, nodes: Dict[str, Node], spec: Dict):
         super().__init__(daemon=True)
@@ -795,12 +796,14 @@ class FaultLoop(threading.Thread):
             while True:
                 node = self.nodes[self.rounds % len(self.nodes)]
                 self.rounds += 1
-                if self.kind == "kill":
+                kill = self.kind == "kill" or (
+                    self.kind == "kill_and_stop" and self.rounds % 2 == 1)
+                if kill:
                     node.kill()
                 else:
                     node.pause()
                 self._done.wait(self.down)
-                if self.kind == "kill":
+                if kill:
                     node.start()
                 else:
                     node.resume()
