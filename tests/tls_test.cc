@@ -17,6 +17,7 @@ using ::hilo::testing_util::IsOk;
 using ::hilo::testing_util::StatusIs;
 using ::hilo::testing_util::TempDir;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class TlsTest : public testing_util::CertificateTest {
  protected:
@@ -79,16 +80,25 @@ TEST_F(TlsTest, ClientTrustingTheCaGetsIds) {
   EXPECT_EQ(id->number, 1);
 }
 
+// The refusal says what is likely wrong: gRPC alone says only "Socket
+// closed".
 TEST_F(TlsTest, PlaintextClientIsRefusedByTlsServer) {
   StartServer(/*mtls=*/false);
-  EXPECT_THAT(NextIdWith(nullptr), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(NextIdWith(nullptr),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr("this client speaks plaintext: if the server "
+                                 "speaks TLS, give the client TLS "
+                                 "credentials")));
 }
 
 TEST_F(TlsTest, ClientNotTrustingTheServerRefusesIt) {
   StartServer(/*mtls=*/false);
   auto creds = TlsCredentialsFromFiles(Pki("other.pem"));
   ASSERT_THAT(creds, IsOk());
-  EXPECT_THAT(NextIdWith(*creds), StatusIs(absl::StatusCode::kUnavailable));
+  // A TLS client is not told to use TLS.
+  EXPECT_THAT(NextIdWith(*creds),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       Not(HasSubstr("this client speaks plaintext"))));
 }
 
 TEST_F(TlsTest, MtlsServerAcceptsClientCertificateFromItsCa) {

@@ -169,7 +169,8 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
     std::shared_ptr<grpc::Channel> channel =
         grpc::CreateCustomChannel(target, credentials, args);
-    targets.push_back({target, hilo::v1::HiLo::NewStub(channel), channel});
+    targets.push_back({target, hilo::v1::HiLo::NewStub(channel), channel,
+                       /*plaintext=*/options.credentials == nullptr});
   }
   auto source = std::make_unique<internal::GrpcRangeSource>(
       std::move(targets), options.rpc_deadline);

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -76,6 +77,7 @@ GrpcRangeSource::GrpcRangeSource(std::vector<Target> targets,
   bool any_channel = false;
   for (Target& target : targets) {
     any_channel = any_channel || target.channel != nullptr;
+    plaintext_.push_back(target.plaintext);
     targets_.emplace_back(std::move(target.name), std::move(target.stub),
                           std::move(target.channel), clock);
   }
@@ -123,6 +125,18 @@ std::string GrpcRangeSource::Describe() const {
       [](std::string* out, const TargetStub& t) { out->append(t.name()); });
 }
 
+namespace {
+
+// Whether `status` is what a plaintext gRPC client gets from a server that
+// speaks TLS: the server closes the connection at the first bytes, which
+// gRPC 1.51 reports as "Socket closed".
+bool LooksLikeTlsRefusal(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kUnavailable &&
+         absl::StrContains(status.message(), "Socket closed");
+}
+
+}  // namespace
+
 absl::StatusOr<IssuedRange> GrpcRangeSource::Next(
     absl::string_view collection, const PreviousRange& previous) {
   const hilo::v1::NextRangeRequest request =
@@ -150,8 +164,12 @@ absl::StatusOr<IssuedRange> GrpcRangeSource::Next(
     if (!IsTransient(response.status())) {
       return AttributedTo(target.name(), response.status());
     }
-    failures.push_back(
-        absl::StrCat(target.name(), ": ", response.status().ToString()));
+    failures.push_back(absl::StrCat(
+        target.name(), ": ", response.status().ToString(),
+        plaintext_[index] && LooksLikeTlsRefusal(response.status())
+            ? " (this client speaks plaintext: if the server speaks TLS, "
+              "give the client TLS credentials, ClientOptions::credentials)"
+            : ""));
   }
   if (any_invalid) {
     return absl::InternalError(

@@ -58,6 +58,9 @@ class GrpcRangeSource final : public RangeSource {
     std::unique_ptr<hilo::v1::HiLo::StubInterface> stub;
     // The stub's channel, kept connected; null (for mock stubs) means none.
     std::shared_ptr<grpc::Channel> channel;
+    // Whether the channel speaks plaintext: a failure that looks like a TLS
+    // server closing the connection then says that TLS may be needed.
+    bool plaintext = false;
   };
 
   // `targets` must not be empty. `clock` measures every deadline (see
@@ -97,6 +100,7 @@ class GrpcRangeSource final : public RangeSource {
   void KeepConnected();
 
   std::vector<TargetStub> targets_;
+  std::vector<bool> plaintext_;  // Target::plaintext, by index
   const absl::Duration rpc_deadline_;
   const ReturnRetryPolicy return_retry_;
   std::atomic<size_t> preferred_{0};
