@@ -50,12 +50,13 @@ CREATE TABLE hilo_nodes (
 
 // Version 2 to 3: tokens were stored in clear, so a role that could read
 // the table (or a dump of it) before the upgrade may hold a live range's
-// token: every range out is retired instead of carried over as a digest. No
-// return applies to it any more (no token, the return floor at Max), so its
-// unused numbers stay unused: lost, never repeated.
+// token: every range out with a token is retired instead of carried over as
+// a digest. No return applies to it any more (no token, the return floor at
+// Max), so its unused numbers stay unused: lost, never repeated.
 constexpr char kDigestTokens[] = R"sql(
 UPDATE hilo_collections SET return_floor = max, range_token = 0,
-  previous_token = 0, previous_return_floor = 0;
+  previous_token = 0, previous_return_floor = 0
+  WHERE range_token <> 0 OR previous_token <> 0;
 )sql";
 
 }  // namespace

@@ -75,12 +75,14 @@ PRAGMA user_version = 3;
 
 // Version 3 to 4. Tokens were stored in clear, so whoever read the file (or
 // a copy or backup of it) before the upgrade may hold a live range's token:
-// every range out is retired instead of carried over as a digest. No return
-// applies to it any more (no token, the return floor at Max), so its unused
-// numbers stay unused: lost, never repeated.
+// every range out with a token is retired instead of carried over as a
+// digest. No return applies to it any more (no token, the return floor at
+// Max), so its unused numbers stay unused: lost, never repeated. Rows
+// without a token (ranges issued before tokens) keep their return floors.
 constexpr char kMigrateFrom3[] = R"sql(
 UPDATE collections SET return_floor = max, range_token = 0,
-                       previous_token = 0, previous_return_floor = 0;
+                       previous_token = 0, previous_return_floor = 0
+  WHERE range_token != 0 OR previous_token != 0;
 PRAGMA user_version = 4;
 )sql";
 
