@@ -79,8 +79,9 @@ ABSL_FLAG(int, max_batch, 256,
           "commits each alone");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "on SIGTERM, how long in-flight calls may run before they are "
-          "cancelled; calls still waiting for the store a second after "
-          "--drain_delay plus this end the process with status 5");
+          "cancelled; on PostgreSQL, calls still waiting for the database "
+          "a second after --drain_delay plus this end the process with "
+          "status 5");
 ABSL_FLAG(absl::Duration, drain_delay, absl::ZeroDuration(),
           "on SIGTERM, how long to keep serving while health reports "
           "NOT_SERVING, before new calls are refused");
@@ -501,24 +502,28 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "hilo_server: %s received; draining\n",
                strsignal(signal_number));
   // Shutdown waits for the calls in flight, and they for the store; a
-  // database that stops answering must not keep the process alive past
-  // the grace its supervisor was promised. A second more: gRPC cancels the
+  // PostgreSQL database that stops answering (a COMMIT waiting for a
+  // standby that never comes) must not keep the process alive past the
+  // grace its supervisor was promised. A second more: gRPC cancels the
   // calls left at the end of the grace, and a healthy shutdown needs a
-  // moment after that to finish and exit 0.
+  // moment after that to finish and exit 0. The embedded SQLite store has
+  // no such wait, and its shutdown keeps the time it needs.
   const absl::Duration drain_delay = absl::GetFlag(FLAGS_drain_delay);
   const absl::Duration grace = absl::GetFlag(FLAGS_shutdown_grace);
-  std::thread([limit = drain_delay + grace + absl::Seconds(1)] {
-    absl::SleepFor(limit);
-    absl::FPrintF(
-        stderr,
-        "hilo_server: shutdown did not finish within "
-        "--drain_delay + --shutdown_grace + 1s (%s): calls still wait "
-        "for the store; exiting with status %d, none of them "
-        "answered\n",
-        absl::FormatDuration(limit), kExitShutdownOverran);
-    std::fflush(nullptr);
-    std::_Exit(kExitShutdownOverran);
-  }).detach();
+  if (!options.postgres_uri.empty()) {
+    std::thread([limit = drain_delay + grace + absl::Seconds(1)] {
+      absl::SleepFor(limit);
+      absl::FPrintF(
+          stderr,
+          "hilo_server: shutdown did not finish within "
+          "--drain_delay + --shutdown_grace + 1s (%s): calls still wait "
+          "for the store; exiting with status %d, none of them "
+          "answered\n",
+          absl::FormatDuration(limit), kExitShutdownOverran);
+      std::fflush(nullptr);
+      std::_Exit(kExitShutdownOverran);
+    }).detach();
+  }
   (*server)->StartDraining();
   absl::SleepFor(drain_delay);
   (*server)->Shutdown(grace);
