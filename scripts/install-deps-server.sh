@@ -1,7 +1,7 @@
 #!/bin/sh
 # Installs what building and running hilo_server needs on Debian 12 (the
-# README's quick start: cmake --workflow --preset server), and nothing that is
-# already there. Safe to run again. Uses sudo when not run as root.
+# README's first five minutes: cmake --workflow --preset server, and curl to
+# scrape the metrics), and nothing that is already there. Safe to run again. Uses sudo when not run as root.
 # The client alone (-DHILO_BUILD_SERVER=OFF) needs only the first two lines'
 # build tools and gRPC, Protobuf and Abseil.
 set -eu
@@ -12,6 +12,7 @@ PACKAGES="
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   libssl-dev
   libsqlite3-dev prometheus-cpp-dev libpq-dev
+  curl
 "
 
 # shellcheck disable=SC2086  # a list of package names
