@@ -294,30 +294,28 @@ void RangeCache::RecordReturns(
   }
   for (size_t i = 0; i < unused.returns.size(); ++i) {
     const auto& [range, last] = unused.returns[i];
-    bool back;
     if (i == 0 && tail_back) {
       returns_applied_.fetch_add(1, std::memory_order_relaxed);
-      back = true;
     } else {
-      back = RecordReturn(
+      RecordReturn(
           range, last,
           i < results.size()
               ? results[i]
               : absl::InternalError("the range source gave no outcome"));
     }
-    if (back) {
-      // Its numbers above `last` are no longer held: the mark goes down to
-      // the last number handed out from it, or, for a range back whole, to
-      // what it was before the range was taken (not to low - 1: other
-      // clients' returns may since have moved Max below that, and the
-      // node's next range is then rightly below it). In order: a pair's
-      // later range lowers the mark to the earlier range's high, then the
-      // earlier range's tail lowers it below that.
-      base::MutexLock lock(&mu_);
-      const auto it = previous_.held.find(range.node_tag);
-      if (it != previous_.held.end() && it->second == range.high) {
-        it->second = last == range.low - 1 ? range.held_before : last;
-      }
+    // Whatever the answer, the client never uses this range again, so its
+    // numbers above `last` are no longer held: the mark goes down to the
+    // last number handed out from it, or, for a range back whole, to what
+    // it was before the range was taken (not to low - 1: other clients'
+    // returns may since have moved Max below that). A return whose outcome
+    // is unknown (UNAVAILABLE after a kill -9) may have applied, and then
+    // the node's next range rightly starts right after `last`. In order: a
+    // pair's later range lowers the mark to the earlier range's high, then
+    // the earlier range's tail lowers it below that.
+    base::MutexLock lock(&mu_);
+    const auto it = previous_.held.find(range.node_tag);
+    if (it != previous_.held.end() && it->second == range.high) {
+      it->second = last == range.low - 1 ? range.held_before : last;
     }
   }
 }

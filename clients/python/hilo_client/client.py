@@ -769,19 +769,20 @@ class _RangeCache:
         with self._cond:
             for k, (issued, last) in enumerate(unused.returns):
                 o = outcomes[k]
+                # Whatever the answer, this range is never used again, so
+                # its numbers above `last` are no longer held: the mark goes
+                # down to the last number handed out from it, or, for a
+                # range back whole, to what it was before the range was
+                # taken (other clients' returns may since have moved Max
+                # below low - 1; a return of unknown outcome may have
+                # applied). In order: a pair's later range first lowers the
+                # mark to the earlier range's high, then its tail below.
+                if self._held.get(issued.node_tag) == issued.high:
+                    self._held[issued.node_tag] = (
+                        issued.held_before if last == issued.low - 1
+                        else last)
                 if back(k) or (k == 0 and tail_back):
                     self._applied += 1
-                    # Its numbers above `last` are no longer held: the mark
-                    # goes down to the last number handed out from it, or,
-                    # for a range back whole, to what it was before the
-                    # range was taken (other clients' returns may since
-                    # have moved Max below low - 1). In order: a pair's
-                    # later range first lowers the mark to the earlier
-                    # range's high, then its tail below that.
-                    if self._held.get(issued.node_tag) == issued.high:
-                        self._held[issued.node_tag] = (
-                            issued.held_before if last == issued.low - 1
-                            else last)
                 elif isinstance(o, HiloError):
                     self._failed += 1
                     self._count_error(o)
