@@ -2024,12 +2024,18 @@ TEST(ClientCreateTest, RefusesEverySeparatorThatCanBePartOfTheNumber) {
   EXPECT_THAT(Client::Create(dash), StatusIs(absl::StatusCode::kInvalidArgument,
                                              AllOf(HasSubstr("separator '-'"),
                                                    HasSubstr("last '-'"))));
+  // Eight clients made and destroyed in a row: under ThreadSanitizer,
+  // gRPC's own pollers (libgrpc is not built with TSan) then report races
+  // among themselves with no hilo frame, so the tsan preset leaves this part
+  // to the other builds.
+#ifndef __SANITIZE_THREAD__
   for (const char fine : {'/', ':', '.', '_', 'a', 'Z', ' ', '\x7f'}) {
     ClientOptions options;
     options.targets = {"127.0.0.1:1"};
     options.separator = fine;
     EXPECT_THAT(Client::Create(options), IsOk()) << fine;
   }
+#endif
 }
 
 // With separator '1', collection "a" number 113 and collection "a1" number
