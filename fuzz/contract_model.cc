@@ -166,6 +166,10 @@ std::vector<CollectionModel::ReturnNext> CollectionModel::ReturnRule(
   retired.restored = false;
   const auto before = s.before.find(s.last);
   if (before == s.before.end()) return {{true, retired}};
+  // R3 gives back the range before only while it may still come back: one
+  // whose token was already retired stays retired, and the floor rises to
+  // `last` (R2).
+  if (!before->second.live) return {{true, retired}};
   State restored = s;  // R3
   restored.max = last;
   restored.last = before->second.last;
