@@ -23,6 +23,7 @@
 #include "absl/time/time.h"
 #include "hilo/admin_client.h"
 #include "hilo/base/command_line.h"
+#include "hilo/base/json_quote.h"
 #include "hilo/client.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051",
@@ -51,30 +52,7 @@ int Failed(const absl::Status& status) {
   return kExitRpcError;
 }
 
-// A JSON string literal.
-std::string Quote(absl::string_view s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      default:
-        if (c < 0x20) {
-          out += absl::StrFormat("\\u%04x", c);
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
-}
+using ::hilo::base::JsonQuote;
 
 std::string Rfc3339(absl::Time t) {
   return absl::FormatTime("%Y-%m-%dT%H:%M:%E*SZ", t, absl::UTCTimeZone());
@@ -84,8 +62,8 @@ std::string CollectionJson(const hilo::CollectionInfo& c) {
   return absl::StrFormat(
       "{\"name\":%s,\"max\":%d,\"return_floor\":%d,\"updated_at\":%s,"
       "\"node_tag\":%s}",
-      Quote(c.name), c.max, c.return_floor, Quote(Rfc3339(c.updated_at)),
-      Quote(c.node_tag));
+      JsonQuote(c.name), c.max, c.return_floor,
+      JsonQuote(Rfc3339(c.updated_at)), JsonQuote(c.node_tag));
 }
 
 std::string CollectionLine(const hilo::CollectionInfo& c) {
@@ -126,7 +104,7 @@ int Next(const std::string& collection,
   // The destructor hands the unused tail back.
   if (absl::GetFlag(FLAGS_json)) {
     std::vector<std::string> quoted;
-    for (const std::string& id : ids) quoted.push_back(Quote(id));
+    for (const std::string& id : ids) quoted.push_back(JsonQuote(id));
     absl::PrintF("{\"ids\":[%s]}\n", absl::StrJoin(quoted, ","));
   } else {
     for (const std::string& id : ids) absl::PrintF("%s\n", id);
@@ -193,7 +171,7 @@ int Admin(const std::vector<std::string>& args,
       return Failed(s);
     }
     if (json) {
-      absl::PrintF("{\"deleted\":%s}\n", Quote(args[1]));
+      absl::PrintF("{\"deleted\":%s}\n", JsonQuote(args[1]));
     } else {
       absl::PrintF("%s: deleted\n", args[1]);
     }
@@ -206,7 +184,7 @@ int Admin(const std::vector<std::string>& args,
     const absl::string_view name = hilo::ServingStatusName(*s);
     // A literal format per call: under clang, absl checks it at compile time.
     if (json) {
-      absl::PrintF("{\"status\":%s}\n", Quote(name));
+      absl::PrintF("{\"status\":%s}\n", JsonQuote(name));
     } else {
       absl::PrintF("%s\n", name);
     }

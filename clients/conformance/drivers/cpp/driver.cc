@@ -29,6 +29,7 @@
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/security/credentials.h"
+#include "hilo/base/json_quote.h"
 #include "hilo/client.h"
 
 namespace {
@@ -36,34 +37,11 @@ namespace {
 using google::protobuf::Struct;
 using google::protobuf::Value;
 
-// A JSON string literal holding `text`.
-std::string Quote(const std::string& text) {
-  std::string out = "\"";
-  for (unsigned char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      default:
-        if (c < 0x20) {
-          out += absl::StrFormat("\\u%04x", c);
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
-}
+using ::hilo::base::JsonQuote;
 
 std::string Error(const std::string& code, const std::string& message) {
-  return absl::StrCat("{\"ok\": false, \"code\": ", Quote(code),
-                      ", \"message\": ", Quote(message), "}");
+  return absl::StrCat("{\"ok\": false, \"code\": ", JsonQuote(code),
+                      ", \"message\": ", JsonQuote(message), "}");
 }
 
 std::string Error(const absl::Status& status) {
@@ -110,14 +88,15 @@ class Driver {
           client_->NextId(StringField(request, "collection"));
       if (!id.ok()) return Error(id.status());
       return absl::StrCat("{\"ok\": true, \"number\": \"", id->number,
-                          "\", \"tag\": ", Quote(std::string(id->node_tag)),
+                          "\", \"tag\": ", JsonQuote(std::string(id->node_tag)),
                           "}");
     }
     if (op == "next_document_id") {
       absl::StatusOr<std::string> id =
           client_->NextDocumentId(StringField(request, "collection"));
       if (!id.ok()) return Error(id.status());
-      return absl::StrCat("{\"ok\": true, \"document_id\": ", Quote(*id), "}");
+      return absl::StrCat("{\"ok\": true, \"document_id\": ", JsonQuote(*id),
+                          "}");
     }
     if (op == "draw") return Draw(request);
     if (op == "stats") return Stats();
@@ -215,14 +194,14 @@ class Driver {
     std::string out = "{\"ok\": true, \"document_ids\": [";
     for (size_t i = 0; i < ids.size(); ++i) {
       if (i > 0) out += ", ";
-      out += Quote(ids[i]);
+      out += JsonQuote(ids[i]);
     }
     out += "], \"errors\": {";
     bool first = true;
     for (const auto& [code, n] : errors) {
       if (!first) out += ", ";
       first = false;
-      absl::StrAppend(&out, Quote(code), ": \"", n, "\"");
+      absl::StrAppend(&out, JsonQuote(code), ": \"", n, "\"");
     }
     return out + "}}";
   }
