@@ -307,7 +307,9 @@ TEST_F(PostgresRangeStoreTest, CollectionCreatedElsewhereHoldsUpOnlyItself) {
   CommitGate gate;
   PostgresRangeStoreOptions options;
   options.uri = uri_;
-  options.lock_timeout = absl::Seconds(2);
+  // Long enough that "held" is still set aside when "other" has answered,
+  // and when the second creator commits, even on a loaded machine.
+  options.lock_timeout = absl::Seconds(3);
   gate.InstallIn(options);
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> opened =
       PostgresRangeStore::Open(std::move(options));
@@ -378,7 +380,8 @@ TEST_F(PostgresRangeStoreTest, CollectionCreatedElsewhereHoldsUpOnlyItself) {
   PendingRange late;
   store.AllocateAsync("late", 32, 0, NextToken(), kNoFloorJumpLimit,
                       late.Callback());
-  const auto bound = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  const auto bound =
+      std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (store.counters().creations_set_aside == set_aside_before &&
          std::chrono::steady_clock::now() < bound) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
