@@ -407,6 +407,59 @@ TEST_F(PostgresRangeStoreTest, CollectionCreatedElsewhereHoldsUpOnlyItself) {
   expect_consecutive({got_late->range}, 33, "late");
 }
 
+// Each creation holds a lock of the database's shared lock table until
+// its commit (README, "Creating a collection"): a burst of new collections
+// queued into one batch is created at most 64 per commit, the rest in the
+// commits right after, and every one of them gets its first range.
+TEST_F(PostgresRangeStoreTest, BurstOfNewCollectionsIsCreatedAtMost64ACommit) {
+  constexpr int kNew = 150;
+  CommitGate gate;
+  std::mutex mu;
+  std::vector<int64_t> counts;  // rows after each commit, in order
+  PostgresRangeStoreOptions options;
+  options.uri = uri_;
+  options.max_batch = 4096;
+  options.on_commit = [&](absl::Duration, int, int64_t collections) {
+    std::lock_guard<std::mutex> lock(mu);
+    counts.push_back(collections);
+  };
+  gate.InstallIn(options);
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> opened =
+      PostgresRangeStore::Open(std::move(options));
+  ASSERT_THAT(opened, IsOk());
+  PostgresRangeStore& store = **opened;
+
+  gate.Arm();
+  PendingRange warm;
+  store.AllocateAsync("warm", 32, 0, NextToken(), kNoFloorJumpLimit,
+                      warm.Callback());
+  ASSERT_TRUE(gate.WaitUntilHeld());
+  std::vector<std::unique_ptr<PendingRange>> burst;
+  for (int i = 0; i < kNew; ++i) {
+    burst.push_back(std::make_unique<PendingRange>());
+    store.AllocateAsync(absl::StrCat("burst-", i), 32, 0, NextToken(),
+                        kNoFloorJumpLimit, burst.back()->Callback());
+  }
+  gate.Release();
+  ASSERT_THAT(warm.Get(std::chrono::seconds(30)), IsOk());
+  for (int i = 0; i < kNew; ++i) {
+    absl::StatusOr<Allocation> got = burst[i]->Get(std::chrono::seconds(30));
+    ASSERT_THAT(got, IsOk()) << "burst-" << i;
+    EXPECT_TRUE(got->created) << "burst-" << i;
+    EXPECT_EQ(got->range.low, 1) << "burst-" << i;
+    EXPECT_EQ(got->range.high, 32) << "burst-" << i;
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_FALSE(counts.empty());
+  EXPECT_EQ(counts.back(), kNew + 1);
+  int64_t before = 0;
+  for (int64_t after : counts) {
+    EXPECT_LE(after - before, 64)
+        << "one commit created " << after - before << " collections";
+    before = after;
+  }
+}
+
 TEST_F(PostgresRangeStoreTest, ServersStartingTogetherCreateTheSchemaOnce) {
   constexpr int kServers = 4;
   std::vector<absl::Status> opened(kServers);
