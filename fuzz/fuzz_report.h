@@ -1,6 +1,7 @@
 // What every part of the store fuzzer reports with: Fail, for a broken rule
-// of the contract (libFuzzer then saves the input), and Trace, the one-line
-// operation trace that fuzz/check_seed_traces.sh compares against
+// of the contract (libFuzzer then saves the input; inside a Trial, the
+// driver tries another order of concurrent calls first), and Trace, the
+// one-line operation trace that fuzz/check_seed_traces.sh compares against
 // fuzz/seed_traces/ (on only in builds with HILO_FUZZ_TRACE).
 #ifndef HILO_FUZZ_FUZZ_REPORT_H_
 #define HILO_FUZZ_FUZZ_REPORT_H_
@@ -20,8 +21,32 @@ inline constexpr bool kTrace = true;
 inline constexpr bool kTrace = false;
 #endif
 
-// Aborts with `what`, after flushing the trace so far.
+// What Fail throws inside a Trial.
+struct ContractBroken {
+  std::string what;
+};
+
+// Trials open now (one thread drives the fuzzer).
+inline int& OpenTrials() {
+  static int open = 0;
+  return open;
+}
+
+// While a Trial lives, Fail throws ContractBroken instead of aborting: the
+// driver judges calls that ran concurrently in one order they could have
+// run in, and tries the next order when the model refuses that one.
+class Trial {
+ public:
+  Trial() { ++OpenTrials(); }
+  ~Trial() { --OpenTrials(); }
+  Trial(const Trial&) = delete;
+  Trial& operator=(const Trial&) = delete;
+};
+
+// Aborts with `what`, after flushing the trace so far (throws inside a
+// Trial).
 [[noreturn]] inline void Fail(const std::string& what) {
+  if (OpenTrials() > 0) throw ContractBroken{what};
   std::fflush(stdout);
   std::fprintf(stderr, "range_store_fuzzer: CONTRACT BROKEN: %s\n",
                what.c_str());

@@ -32,7 +32,12 @@
 //     returned its range whole.
 //   - A batch: up to four allocations, returns and floors queued at once,
 //     and the returns of several holders in one ReturnMany; judged in the
-//     order queued.
+//     order queued, or, when they ran on two PostgreSQL pods at once
+//     (StoreUnderTest::concurrent), in any order that explains every
+//     answer.
+//
+// On PostgreSQL, StoreUnderTest opens two stores on one database (two pods
+// of one node); calls made alone go to them in turn.
 //
 // Build and run: fuzz/run_fuzz.sh [seconds] [build dir].
 //
@@ -41,6 +46,7 @@
 // decoded to stdout; the seed test compares that against fuzz/seed_traces/.
 #include <fuzzer/FuzzedDataProvider.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -248,7 +254,9 @@ class Driver {
     Trace("  ", call);
     return models_.at(name).Allocate(
         size, floor, token,
-        store_.store().Allocate(store_.Stored(name), size, floor, token), call);
+        store_.pod(next_pod_++)
+            .Allocate(store_.Stored(name), size, floor, token),
+        call);
   }
 
   // Which holder returns what, decoded; nullopt when nobody holds anything.
@@ -397,7 +405,8 @@ class Driver {
     Trace("  ", call);
     models_.at(name).Return(
         end, last, token, sender,
-        store_.store().Return(store_.Stored(name), end, last, token), call);
+        store_.pod(next_pod_++).Return(store_.Stored(name), end, last, token),
+        call);
   }
 
   int64_t DecodeFloor(FuzzedDataProvider& in, const std::string& name) {
@@ -414,7 +423,8 @@ class Driver {
     const std::string call = absl::StrFormat("SetFloor(%s, %d)", name, floor);
     Trace("  ", call);
     models_.at(name).SetFloor(
-        floor, store_.store().SetFloor(store_.Stored(name), floor), call);
+        floor, store_.pod(next_pod_++).SetFloor(store_.Stored(name), floor),
+        call);
   }
 
   // Half the time the holders first return every range they hold whole,
@@ -432,18 +442,27 @@ class Driver {
     }
     const std::string call = absl::StrCat("Delete(", name, ")");
     Trace("  ", call);
-    m.Delete(store_.store().Delete(store_.Stored(name)), call);
+    m.Delete(store_.pod(next_pod_++).Delete(store_.Stored(name)), call);
   }
 
   // Up to four calls queued at once (one commit, or a few), then one
-  // ReturnMany of holders' returns; each judged in the order queued.
+  // ReturnMany of holders' returns. With one store they are judged in the
+  // order queued. With two pods at once (store_.concurrent()) call number
+  // i goes to pod i, so calls on one row collide in two sessions; they ran
+  // concurrently, so the contract asks only that some order of them explain
+  // every answer: each order is tried on a copy of the models, the order
+  // queued first, and the run fails when none does.
   void Batch(FuzzedDataProvider& in) {
+    using Models = std::map<std::string, CollectionModel>;
+    const bool concurrent = store_.concurrent();
+    auto pod = [&](size_t i) -> RangeStore& {
+      return concurrent ? store_.pod(i) : store_.store();
+    };
     Completions completions;
-    std::vector<std::function<void()>> judge;
+    std::vector<std::function<void(Models&)>> judge;
     const int calls = in.ConsumeIntegralInRange<int>(1, 4);
     for (int c = 0; c < calls; ++c) {
       const std::string name = PickCollection(in);
-      CollectionModel* m = &models_.at(name);
       switch (in.ConsumeIntegralInRange<int>(0, 2)) {
         case 0: {
           const AllocateCall a = DecodeAllocate(in, name);
@@ -454,24 +473,27 @@ class Driver {
           Trace("  ", call);
           auto got = std::make_shared<absl::StatusOr<Allocation>>();
           completions.Expect();
-          store_.store().AllocateAsync(
-              store_.Stored(name), a.size, a.floor, a.token, kNoFloorJumpLimit,
-              [got, &completions](absl::StatusOr<Allocation> out) {
-                *got = std::move(out);
-                completions.Done();
-              });
-          judge.push_back([m, a, got, call] {
-            m->Allocate(a.size, a.floor, a.token,
-                        got->ok() ? absl::StatusOr<Range>((*got)->range)
-                                  : absl::StatusOr<Range>(got->status()),
-                        call);
+          pod(judge.size())
+              .AllocateAsync(
+                  store_.Stored(name), a.size, a.floor, a.token,
+                  kNoFloorJumpLimit,
+                  [got, &completions](absl::StatusOr<Allocation> out) {
+                    *got = std::move(out);
+                    completions.Done();
+                  });
+          judge.push_back([name, a, got, call](Models& models) {
+            models.at(name).Allocate(a.size, a.floor, a.token,
+                                     got->ok()
+                                         ? absl::StatusOr<Range>((*got)->range)
+                                         : absl::StatusOr<Range>(got->status()),
+                                     call);
           });
           break;
         }
         case 1: {
           std::optional<SentReturn> r = DecodeHeldReturn(in, name);
           if (!r.has_value()) break;
-          m->HolderReturns(r->sender, r->last);
+          models_.at(name).HolderReturns(r->sender, r->last);
           sent_[name].push_back(*r);
           const std::string call = absl::StrFormat(
               "a holder's queued Return(%s, end %d, last %d, token %#x)", name,
@@ -479,14 +501,16 @@ class Driver {
           Trace("  ", call);
           auto got = std::make_shared<absl::StatusOr<ReturnOutcome>>();
           completions.Expect();
-          store_.store().ReturnAsync(
-              store_.Stored(name), r->end, r->last, r->token,
-              [got, &completions](absl::StatusOr<ReturnOutcome> out) {
-                *got = std::move(out);
-                completions.Done();
-              });
-          judge.push_back([m, r = *r, got, call] {
-            m->Return(r.end, r.last, r.token, r.sender, *got, call);
+          pod(judge.size())
+              .ReturnAsync(
+                  store_.Stored(name), r->end, r->last, r->token,
+                  [got, &completions](absl::StatusOr<ReturnOutcome> out) {
+                    *got = std::move(out);
+                    completions.Done();
+                  });
+          judge.push_back([name, r = *r, got, call](Models& models) {
+            models.at(name).Return(r.end, r.last, r.token, r.sender, *got,
+                                   call);
           });
           break;
         }
@@ -497,14 +521,16 @@ class Driver {
           Trace("  ", call);
           auto got = std::make_shared<absl::StatusOr<FloorOutcome>>();
           completions.Expect();
-          store_.store().SetFloorAsync(
-              store_.Stored(name), floor,
-              [got, &completions](absl::StatusOr<FloorOutcome> out) {
-                *got = std::move(out);
-                completions.Done();
-              });
-          judge.push_back(
-              [m, floor, got, call] { m->SetFloor(floor, *got, call); });
+          pod(judge.size())
+              .SetFloorAsync(
+                  store_.Stored(name), floor,
+                  [got, &completions](absl::StatusOr<FloorOutcome> out) {
+                    *got = std::move(out);
+                    completions.Done();
+                  });
+          judge.push_back([name, floor, got, call](Models& models) {
+            models.at(name).SetFloor(floor, *got, call);
+          });
           break;
         }
       }
@@ -531,43 +557,68 @@ class Driver {
           ReturnItem{store_.Stored(name), r->end, r->last, r->token, false});
       sent.emplace_back(name, *r);
     }
-    auto outcomes = std::make_shared<
-        absl::StatusOr<std::vector<absl::StatusOr<ReturnOutcome>>>>();
     if (!items.empty()) {
+      auto outcomes = std::make_shared<
+          absl::StatusOr<std::vector<absl::StatusOr<ReturnOutcome>>>>();
       completions.Expect();
-      store_.store().ReturnManyAsync(
-          std::move(items),
-          [outcomes, &completions](
-              absl::StatusOr<std::vector<absl::StatusOr<ReturnOutcome>>> out) {
-            *outcomes = std::move(out);
-            completions.Done();
-          });
+      pod(judge.size())
+          .ReturnManyAsync(
+              std::move(items),
+              [outcomes, &completions](
+                  absl::StatusOr<std::vector<absl::StatusOr<ReturnOutcome>>>
+                      out) {
+                *outcomes = std::move(out);
+                completions.Done();
+              });
+      judge.push_back([sent, outcomes](Models& models) {
+        if (!outcomes->ok()) {
+          Fail(absl::StrCat("ReturnMany of ", sent.size(),
+                            " items: ", outcomes->status().ToString()));
+        }
+        if ((*outcomes)->size() != sent.size()) {
+          Fail(absl::StrFormat("ReturnMany of %d items gave %d outcomes",
+                               sent.size(), (*outcomes)->size()));
+        }
+        for (size_t i = 0; i < sent.size(); ++i) {
+          const auto& [name, r] = sent[i];
+          models.at(name).Return(
+              r.end, r.last, r.token, r.sender, (**outcomes)[i],
+              absl::StrFormat("item %d of a ReturnMany: Return(%s, end %d, "
+                              "last %d, token %#x)",
+                              i, name, r.end, r.last, r.token));
+        }
+      });
     }
     completions.Wait();
-    for (auto& j : judge) j();
-    if (sent.empty()) return;
-    if (!outcomes->ok()) {
-      Fail(absl::StrCat("ReturnMany of ", sent.size(),
-                        " items: ", outcomes->status().ToString()));
+    if (!concurrent) {
+      for (auto& j : judge) j(models_);
+      return;
     }
-    if ((*outcomes)->size() != sent.size()) {
-      Fail(absl::StrFormat("ReturnMany of %d items gave %d outcomes",
-                           sent.size(), (*outcomes)->size()));
-    }
-    for (size_t i = 0; i < sent.size(); ++i) {
-      const auto& [name, r] = sent[i];
-      models_.at(name).Return(
-          r.end, r.last, r.token, r.sender, (**outcomes)[i],
-          absl::StrFormat("item %d of a ReturnMany: Return(%s, end %d, last "
-                          "%d, token %#x)",
-                          i, name, r.end, r.last, r.token));
-    }
+    std::vector<size_t> order(judge.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::string refused;  // why the order queued is not one
+    do {
+      Models trial = models_;
+      try {
+        Trial open;
+        for (size_t i : order) judge[i](trial);
+      } catch (const ContractBroken& broken) {
+        if (refused.empty()) refused = broken.what;
+        continue;
+      }
+      models_ = std::move(trial);
+      return;
+    } while (std::next_permutation(order.begin(), order.end()));
+    Fail(absl::StrCat(refused, " (and no other order of the ", judge.size(),
+                      " calls that ran concurrently on two pods explains "
+                      "their answers)"));
   }
 
   StoreUnderTest store_;
   std::map<std::string, CollectionModel> models_;
   std::map<std::string, std::vector<SentReturn>> sent_;
   uint64_t tokens_made_ = 0;
+  size_t next_pod_ = 0;  // of the next call made alone (StoreUnderTest::pod)
 };
 
 }  // namespace

@@ -38,7 +38,8 @@ set_tests_properties(unit.fuzz_seed_traces PROPERTIES LABELS unit)
 
 # The same fuzzer on PostgreSQL (the run's cluster, tests/CMakeLists.txt):
 # the seeds replay their traces there too, then 40 pseudo-random inputs from
-# a fixed seed (about half a minute).
+# a fixed seed on two stores at once, which must set operations aside at
+# least once (fuzz/README.md; 10 to 20 s).
 if(HILO_FUZZED_DATA_PROVIDER_DIR)
   add_test(NAME e2e.postgresql_fuzz
     COMMAND "${PROJECT_SOURCE_DIR}/fuzz/run_postgres_fuzz.sh"

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <system_error>
 #include <utility>
@@ -48,13 +49,41 @@ const std::string& ScratchDir() {
   return *dir;
 }
 
+// The PostgreSQL stores' counters, summed over every store this process
+// closed.
+PostgresRangeStore::Counters& Totals() {
+  static PostgresRangeStore::Counters totals;
+  return totals;
+}
+
 }  // namespace
+
+std::string StoreUnderTest::RetryReport() {
+  if (PostgresUri() == nullptr) return "";
+  const PostgresRangeStore::Counters& t = Totals();
+  return absl::StrCat(
+      t.set_aside, " operations set aside (a row the other pod held; ",
+      t.creations_set_aside, " of them a collection it was creating), ",
+      t.locked_failures, " failed after lock_timeout, ", t.conflict_retries,
+      " batches run again after a conflict");
+}
 
 StoreUnderTest::StoreUnderTest() {
   static uint64_t inputs = 0;
   ++inputs;
   if (PostgresUri() != nullptr) {
     prefix_ = absl::StrCat("fuzz-", getpid(), "-", inputs, "/");
+    const char* concurrent = getenv("HILO_FUZZ_POSTGRES_CONCURRENT");
+    concurrent_ = concurrent != nullptr && std::string(concurrent) == "1";
+    // Reported where it means something: runs with both pods at once.
+    static const bool reported = concurrent_ && [] {
+      atexit([] {
+        std::fprintf(stderr, "range_store_fuzzer: PostgreSQL: %s\n",
+                     RetryReport().c_str());
+      });
+      return true;
+    }();
+    (void)reported;
   } else {
     path_ = ScratchDir() + "/store.db";
     RemoveFiles(path_);
@@ -63,7 +92,7 @@ StoreUnderTest::StoreUnderTest() {
 }
 
 StoreUnderTest::~StoreUnderTest() {
-  store_.reset();
+  Close();
   if (!path_.empty()) RemoveFiles(path_);
 }
 
@@ -71,17 +100,33 @@ std::string StoreUnderTest::Stored(absl::string_view collection) const {
   return absl::StrCat(prefix_, collection);
 }
 
+void StoreUnderTest::Close() {
+  for (std::unique_ptr<RangeStore>* pod : {&store_, &second_}) {
+    if (auto* postgres = dynamic_cast<PostgresRangeStore*>(pod->get())) {
+      const PostgresRangeStore::Counters c = postgres->counters();
+      PostgresRangeStore::Counters& t = Totals();
+      t.set_aside += c.set_aside;
+      t.creations_set_aside += c.creations_set_aside;
+      t.locked_failures += c.locked_failures;
+      t.conflict_retries += c.conflict_retries;
+    }
+    pod->reset();
+  }
+}
+
 void StoreUnderTest::Open() {
   if (const char* uri = PostgresUri(); uri != nullptr) {
-    PostgresRangeStoreOptions options;
-    options.uri = uri;
-    absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
-        PostgresRangeStore::Open(std::move(options));
-    if (!store.ok()) {
-      Fail(absl::StrCat("PostgresRangeStore::Open: ",
-                        store.status().ToString()));
+    for (std::unique_ptr<RangeStore>* pod : {&store_, &second_}) {
+      PostgresRangeStoreOptions options;
+      options.uri = uri;
+      absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
+          PostgresRangeStore::Open(std::move(options));
+      if (!store.ok()) {
+        Fail(absl::StrCat("PostgresRangeStore::Open: ",
+                          store.status().ToString()));
+      }
+      *pod = *std::move(store);
     }
-    store_ = *std::move(store);
     return;
   }
   SqliteRangeStoreOptions options;
@@ -105,7 +150,7 @@ void StoreUnderTest::RemoveFiles(const std::string& path) const {
 }
 
 void StoreUnderTest::Restart() {
-  store_.reset();
+  Close();
   Open();
 }
 
@@ -125,7 +170,7 @@ void StoreUnderTest::CrashRestart() {
     if (ec) Fail(absl::StrCat("copying ", from, ": ", ec.message()));
   }
   // The store goes with the files it had open; the copies take their place.
-  store_.reset();
+  Close();
   RemoveFiles(path_);
   for (const char* suffix : {"", "-wal"}) {
     if (!std::filesystem::exists(copy + suffix)) continue;

@@ -231,6 +231,235 @@ TEST_F(PostgresRangeStoreTest, ServersOnOneDatabaseNeverOverlap) {
   }
 }
 
+// What service/store/postgres/README.md says a session that creates a
+// collection's row holds first: pg_advisory_xact_lock on the first 8 bytes
+// of SHA-256(schema name, a zero byte, collection name), a big-endian
+// BIGINT. Written here from that text, for a session of the test's own that
+// creates `name` as a hilo server would.
+std::string TakeCreationLockSql(const std::string& name) {
+  return absl::StrCat(
+      "SELECT pg_advisory_xact_lock(('x' || substr(encode(sha256("
+      "convert_to(current_schema(), 'UTF8') || '\\x00'::bytea || convert_to('",
+      name, "', 'UTF8')), 'hex'), 1, 16))::bit(64)::bigint)");
+}
+
+// Holds the commit of the first batch after Arm at the moment its COMMIT is
+// sent, until Release: operations queued meanwhile go into the next batch
+// together. Every wait is bounded (a test failure, not a hang).
+class CommitGate {
+ public:
+  void InstallIn(PostgresRangeStoreOptions& options) {
+    options.after_commit_sent_for_testing = [this](int) {
+      if (!armed_.exchange(false)) return;
+      entered_.set_value();
+      released_.wait_for(std::chrono::seconds(30));
+    };
+  }
+  void Arm() { armed_ = true; }
+  bool WaitUntilHeld() {
+    return entered_future_.wait_for(std::chrono::seconds(30)) ==
+           std::future_status::ready;
+  }
+  void Release() { release_.set_value(); }
+
+ private:
+  std::atomic<bool> armed_{false};
+  std::promise<void> entered_;
+  std::future<void> entered_future_ = entered_.get_future();
+  std::promise<void> release_;
+  std::shared_future<void> released_ = release_.get_future().share();
+};
+
+// An asynchronous allocation's answer, awaited with a bound.
+class PendingRange {
+ public:
+  StoreCallback<Allocation> Callback() {
+    return [this](absl::StatusOr<Allocation> got) {
+      promise_.set_value(std::move(got));
+    };
+  }
+  bool Ready() const {
+    return future_.wait_for(std::chrono::seconds(0)) ==
+           std::future_status::ready;
+  }
+  // The answer, or DEADLINE_EXCEEDED (a test failure) after `bound`.
+  absl::StatusOr<Allocation> Get(std::chrono::seconds bound) {
+    if (future_.wait_for(bound) != std::future_status::ready) {
+      return absl::DeadlineExceededError("the allocation never completed");
+    }
+    return future_.get();
+  }
+
+ private:
+  std::promise<absl::StatusOr<Allocation>> promise_;
+  std::shared_future<absl::StatusOr<Allocation>> future_ =
+      promise_.get_future().share();
+};
+
+// A collection another session is creating (its row inserted, not
+// committed, under the creation lock: a hilo server frozen inside its
+// transaction, or psql) holds up only the operations on it: the rest of
+// their batch commits at once, and they fail UNAVAILABLE naming the
+// collection after lock_timeout; once that session rolls back, the
+// collection is created here; one that session commits meanwhile is served
+// above what it stored. No number is handed out twice.
+TEST_F(PostgresRangeStoreTest, CollectionCreatedElsewhereHoldsUpOnlyItself) {
+  CommitGate gate;
+  PostgresRangeStoreOptions options;
+  options.uri = uri_;
+  // Long enough that "held" is still set aside when "other" has answered,
+  // and when the second creator commits, even on a loaded machine.
+  options.lock_timeout = absl::Seconds(3);
+  gate.InstallIn(options);
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> opened =
+      PostgresRangeStore::Open(std::move(options));
+  ASSERT_THAT(opened, IsOk());
+  PostgresRangeStore& store = **opened;
+
+  Session holder(uri_);
+  holder.Query("BEGIN");
+  holder.Query(TakeCreationLockSql("held"));
+  holder.Query(
+      "INSERT INTO hilo_collections (name, max, return_floor, updated_at_us, "
+      "range_token, previous_token, previous_return_floor) VALUES "
+      "(convert_to('held', 'UTF8'), 32, 0, 0, 0, 0, 0)");
+
+  // "held" and "other" queue while the batch of "warm" commits, so they
+  // go into one batch.
+  gate.Arm();
+  PendingRange warm, held, other;
+  store.AllocateAsync("warm", 32, 0, NextToken(), kNoFloorJumpLimit,
+                      warm.Callback());
+  ASSERT_TRUE(gate.WaitUntilHeld());
+  store.AllocateAsync("held", 32, 0, NextToken(), kNoFloorJumpLimit,
+                      held.Callback());
+  store.AllocateAsync("other", 32, 0, NextToken(), kNoFloorJumpLimit,
+                      other.Callback());
+  gate.Release();
+  ASSERT_THAT(warm.Get(std::chrono::seconds(30)), IsOk());
+
+  // "other" does not wait for "held": it is done while "held" still waits
+  // (the store sets it aside for lock_timeout before it gives up).
+  absl::StatusOr<Allocation> got_other = other.Get(std::chrono::seconds(30));
+  ASSERT_THAT(got_other, IsOk());
+  EXPECT_EQ(got_other->range.low, 1);
+  EXPECT_EQ(got_other->range.high, 32);
+  EXPECT_FALSE(held.Ready())
+      << "the allocation of \"held\" completed with \"other\"'s batch";
+  EXPECT_GE(store.counters().creations_set_aside, 1);
+
+  absl::StatusOr<Allocation> got_held = held.Get(std::chrono::seconds(30));
+  EXPECT_THAT(got_held,
+              StatusIs(absl::StatusCode::kUnavailable,
+                       AllOf(HasSubstr("\"held\""),
+                             HasSubstr("being created by another session"))));
+  EXPECT_EQ(store.counters().locked_failures, 1);
+
+  // The creator gives up: "held" is created here, from 1.
+  holder.Query("ROLLBACK");
+  std::vector<Range> held_ranges, other_ranges = {got_other->range};
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<Range> r = store.Allocate("held", 32, 0, NextToken());
+    ASSERT_THAT(r, IsOk());
+    held_ranges.push_back(*r);
+    r = store.Allocate("other", 32, 0, NextToken());
+    ASSERT_THAT(r, IsOk());
+    other_ranges.push_back(*r);
+  }
+
+  // Another creator, which commits while this store's allocation of its
+  // collection is set aside: that allocation then starts above what the
+  // creator stored (1-32 went to the creator's client).
+  holder.Query("BEGIN");
+  holder.Query(TakeCreationLockSql("late"));
+  holder.Query(
+      "INSERT INTO hilo_collections (name, max, return_floor, updated_at_us, "
+      "range_token, previous_token, previous_return_floor) VALUES "
+      "(convert_to('late', 'UTF8'), 32, 31, 0, 0, 0, 0)");
+  const int64_t set_aside_before = store.counters().creations_set_aside;
+  PendingRange late;
+  store.AllocateAsync("late", 32, 0, NextToken(), kNoFloorJumpLimit,
+                      late.Callback());
+  const auto bound =
+      std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (store.counters().creations_set_aside == set_aside_before &&
+         std::chrono::steady_clock::now() < bound) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_GT(store.counters().creations_set_aside, set_aside_before);
+  holder.Query("COMMIT");
+  absl::StatusOr<Allocation> got_late = late.Get(std::chrono::seconds(30));
+  ASSERT_THAT(got_late, IsOk());
+  EXPECT_FALSE(got_late->created);
+
+  // Every range, exactly.
+  auto expect_consecutive = [](const std::vector<Range>& ranges, int64_t first,
+                               const char* collection) {
+    int64_t next = first;
+    for (const Range& r : ranges) {
+      EXPECT_EQ(r.low, next) << collection;
+      EXPECT_EQ(r.high, next + 31) << collection;
+      next = r.high + 1;
+    }
+  };
+  expect_consecutive(held_ranges, 1, "held");
+  expect_consecutive(other_ranges, 1, "other");
+  expect_consecutive({got_late->range}, 33, "late");
+}
+
+// Each creation holds a lock of the database's shared lock table until
+// its commit (README, "Creating a collection"): a burst of new collections
+// queued into one batch is created at most 64 per commit, the rest in the
+// commits right after, and every one of them gets its first range.
+TEST_F(PostgresRangeStoreTest, BurstOfNewCollectionsIsCreatedAtMost64ACommit) {
+  constexpr int kNew = 150;
+  CommitGate gate;
+  std::mutex mu;
+  std::vector<int64_t> counts;  // rows after each commit, in order
+  PostgresRangeStoreOptions options;
+  options.uri = uri_;
+  options.max_batch = 4096;
+  options.on_commit = [&](absl::Duration, int, int64_t collections) {
+    std::lock_guard<std::mutex> lock(mu);
+    counts.push_back(collections);
+  };
+  gate.InstallIn(options);
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> opened =
+      PostgresRangeStore::Open(std::move(options));
+  ASSERT_THAT(opened, IsOk());
+  PostgresRangeStore& store = **opened;
+
+  gate.Arm();
+  PendingRange warm;
+  store.AllocateAsync("warm", 32, 0, NextToken(), kNoFloorJumpLimit,
+                      warm.Callback());
+  ASSERT_TRUE(gate.WaitUntilHeld());
+  std::vector<std::unique_ptr<PendingRange>> burst;
+  for (int i = 0; i < kNew; ++i) {
+    burst.push_back(std::make_unique<PendingRange>());
+    store.AllocateAsync(absl::StrCat("burst-", i), 32, 0, NextToken(),
+                        kNoFloorJumpLimit, burst.back()->Callback());
+  }
+  gate.Release();
+  ASSERT_THAT(warm.Get(std::chrono::seconds(30)), IsOk());
+  for (int i = 0; i < kNew; ++i) {
+    absl::StatusOr<Allocation> got = burst[i]->Get(std::chrono::seconds(30));
+    ASSERT_THAT(got, IsOk()) << "burst-" << i;
+    EXPECT_TRUE(got->created) << "burst-" << i;
+    EXPECT_EQ(got->range.low, 1) << "burst-" << i;
+    EXPECT_EQ(got->range.high, 32) << "burst-" << i;
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_FALSE(counts.empty());
+  EXPECT_EQ(counts.back(), kNew + 1);
+  int64_t before = 0;
+  for (int64_t after : counts) {
+    EXPECT_LE(after - before, 64)
+        << "one commit created " << after - before << " collections";
+    before = after;
+  }
+}
+
 TEST_F(PostgresRangeStoreTest, ServersStartingTogetherCreateTheSchemaOnce) {
   constexpr int kServers = 4;
   std::vector<absl::Status> opened(kServers);

@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "service/store/collection_rules.h"
 #include "service/store/postgres/postgres_connection.h"
 #include "service/store/postgres/postgres_node_tag.h"
@@ -35,6 +36,13 @@ using internal::ReadInt64;
 using internal::ReadRow;
 using internal::Result;
 using internal::Statement;
+
+namespace {
+
+// Most rows one transaction creates; see the creation locks below.
+constexpr size_t kMaxCreationsPerBatch = 64;
+
+}  // namespace
 
 void PostgresRangeStore::SetReachable(const Link& link, bool reachable) {
   // Only the write connection's state counts; see reachable().
@@ -114,6 +122,7 @@ void PostgresRangeStore::RunAttempts(
     options_.before_read_batch_for_testing();
   }
   for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
+    if (attempt > 1) conflict_retries_.fetch_add(1, std::memory_order_relaxed);
     if (absl::Status s = EnsureConnected(link); !s.ok()) {
       for (Request* r : batch) r->status = s;
       return;
@@ -122,7 +131,7 @@ void PostgresRangeStore::RunAttempts(
       // Operations on rows another session held locked ran not at all:
       // they try again in a later batch, after a short wait.
       for (Request* r : batch) {
-        if (r->deferred) Park(r->TakeForRetry());
+        if (r->deferred) Park(r->TakeForRetry(), r->postponed);
       }
       return;
     }
@@ -148,6 +157,7 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
     r->count = 0;
     r->many.clear();
     r->deferred = false;
+    r->postponed = false;
   }
   // Fails every request (or only the writes) with `s`, ending the
   // transaction; a failure the database may clear by itself is retried.
@@ -323,6 +333,95 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
       if (rows.find(name) == rows.end()) held.insert(std::move(name));
     }
   }
+  // Creating a row: a row another session has inserted but not committed
+  // is invisible here, and an INSERT of the same name would wait for that
+  // session (lock_timeout) with the whole batch behind it. So every hilo
+  // server inserts a row only while it holds the name's creation lock
+  // (CreationLockKey), taken without waiting: a name whose lock another
+  // session holds is being created there, and the operations on it are set
+  // aside like those on a held row, while the rest of the batch goes on.
+  std::set<std::string> creating_elsewhere, may_create, postponed;
+  {
+    std::vector<std::string> creating;
+    for (Request* r : batch) {
+      if (r->creates() && rows.find(r->name) == rows.end() &&
+          held.count(r->name) == 0) {
+        creating.push_back(r->name);
+      }
+    }
+    std::sort(creating.begin(), creating.end());
+    creating.erase(std::unique(creating.begin(), creating.end()),
+                   creating.end());
+    // Advisory locks take slots of the database's shared lock table
+    // (max_locks_per_transaction per session on average): a burst of new
+    // collections is created a bounded number per transaction, the rest in
+    // the batches right after.
+    while (creating.size() > kMaxCreationsPerBatch) {
+      postponed.insert(std::move(creating.back()));
+      creating.pop_back();
+    }
+    if (!creating.empty()) {
+      std::vector<Statement> locking;
+      Statement lock;
+      std::vector<std::string> values;
+      for (const std::string& name : creating) {
+        values.push_back(absl::StrCat("(", lock.params.Next(), ")"));
+        lock.params.Bytes(name);
+      }
+      lock.sql =
+          absl::StrCat("SELECT v.name, pg_try_advisory_xact_lock(",
+                       internal::CreationLockKey("v.name"), ") FROM (VALUES ",
+                       absl::StrJoin(values, ", "), ") AS v(name)");
+      locking.push_back(std::move(lock));
+      // Read again once the lock is held: a session that held it may have
+      // committed the row meanwhile, which is then an existing row.
+      Statement again;
+      again.sql = absl::StrCat("SELECT ", kColumns,
+                               " FROM hilo_collections WHERE name ",
+                               InList(creating, &again.params),
+                               " ORDER BY name FOR UPDATE SKIP LOCKED");
+      locking.push_back(std::move(again));
+      Statement exists;
+      exists.sql = absl::StrCat("SELECT name FROM hilo_collections WHERE name ",
+                                InList(creating, &exists.params));
+      locking.push_back(std::move(exists));
+      std::vector<Result> locked;
+      if (absl::Status s = c.Pipeline(locking, &locked); !s.ok()) {
+        LostConnection(link);
+        return fail(s, /*writes_only=*/false);
+      }
+      for (const Result& result : locked) {
+        const ExecStatusType status = PQresultStatus(result.get());
+        if (status == PGRES_TUPLES_OK) continue;
+        if (retryable(result.get())) {
+          return retry(c.Error(result.get(), "locking new collections"));
+        }
+        return fail(c.Error(result.get(), "locking new collections"),
+                    /*writes_only=*/false);
+      }
+      for (int i = 0; i < PQntuples(locked[1].get()); ++i) {
+        NamedCollectionState row = ReadRow(locked[1].get(), i);
+        rows[row.name].stored = row.state;
+        rows[row.name].now = row.state;
+      }
+      for (int i = 0; i < PQntuples(locked[2].get()); ++i) {
+        std::string name(PQgetvalue(locked[2].get(), i, 0),
+                         PQgetlength(locked[2].get(), i, 0));
+        if (rows.find(name) == rows.end()) held.insert(std::move(name));
+      }
+      const PGresult* granted = locked[0].get();
+      for (int i = 0; i < PQntuples(granted); ++i) {
+        std::string name(PQgetvalue(granted, i, 0), PQgetlength(granted, i, 0));
+        if (rows.find(name) != rows.end() || held.count(name) > 0) continue;
+        if (PQgetvalue(granted, i, 1)[0] != 0) {
+          may_create.insert(std::move(name));
+        } else {
+          creating_elsewhere.insert(name);
+          held.insert(std::move(name));
+        }
+      }
+    }
+  }
   const auto steady_now = std::chrono::steady_clock::now();
   for (size_t i = 0; i < batch.size(); ++i) {
     Request* r = batch[i];
@@ -348,6 +447,15 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
     if (r->kind == Request::Kind::kRenew) continue;  // judged above
     std::vector<std::string> writes_to, reads;
     r->Rows(&writes_to, &reads);
+    if (std::any_of(writes_to.begin(), writes_to.end(),
+                    [&](const std::string& name) {
+                      return postponed.count(name) > 0;
+                    })) {
+      // Nobody holds it: only the batch's share of creations is used up.
+      r->deferred = true;
+      r->postponed = true;
+      continue;
+    }
     const bool waits = std::any_of(
         writes_to.begin(), writes_to.end(),
         [&](const std::string& name) { return held.count(name) > 0; });
@@ -358,12 +466,18 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
       }
       if (steady_now < *r->lock_deadline) {
         r->deferred = true;
+        set_aside_.fetch_add(1, std::memory_order_relaxed);
+        if (creating_elsewhere.count(r->name) > 0) {
+          creations_set_aside_.fetch_add(1, std::memory_order_relaxed);
+        }
         continue;
       }
       // Waited long enough: fails, but for the items of a ReturnMany on
       // rows this batch holds, which are judged below.
       if (r->kind != Request::Kind::kReturnMany) {
-        r->status = LockedRowError(r->name);
+        locked_failures_.fetch_add(1, std::memory_order_relaxed);
+        r->status =
+            LockedRowError(r->name, creating_elsewhere.count(r->name) > 0);
         continue;
       }
     }
@@ -378,7 +492,9 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
           continue;
         }
         if (held.count(item.collection) > 0) {
-          r->many.push_back(LockedRowError(item.collection));
+          locked_failures_.fetch_add(1, std::memory_order_relaxed);
+          r->many.push_back(LockedRowError(
+              item.collection, creating_elsewhere.count(item.collection) > 0));
           continue;
         }
         auto it = rows.find(item.collection);
@@ -487,6 +603,15 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
     } else if (row.stored.has_value()) {
       AddRow(name, *row.now, &update.params, &updated);
     } else {
+      if (may_create.count(name) == 0) {
+        // Only under its creation lock (see above), or this batch could
+        // wait on a row another session is inserting.
+        return fail(absl::InternalError(absl::StrFormat(
+                        "collection \"%s\" would be created without its "
+                        "creation lock; nothing was changed",
+                        name)),
+                    /*writes_only=*/false);
+      }
       AddRow(name, *row.now, &insert.params, &inserted);
       ++created;
     }

@@ -185,8 +185,15 @@ absl::Status PostgresRangeStore::ClosingError() const {
       "held locked and was not run");
 }
 
-absl::Status PostgresRangeStore::LockedRowError(
-    absl::string_view collection) const {
+absl::Status PostgresRangeStore::LockedRowError(absl::string_view collection,
+                                                bool creating) const {
+  if (creating) {
+    return absl::UnavailableError(absl::StrFormat(
+        "collection \"%s\" is being created by another session of the "
+        "database (another hilo server inside its transaction) for more "
+        "than %s; nothing was changed",
+        collection, absl::FormatDuration(options_.lock_timeout)));
+  }
   return absl::UnavailableError(absl::StrFormat(
       "collection \"%s\" is locked by another session of the database "
       "(another hilo server inside its transaction, or a session holding "
@@ -194,14 +201,15 @@ absl::Status PostgresRangeStore::LockedRowError(
       collection, absl::FormatDuration(options_.lock_timeout)));
 }
 
-void PostgresRangeStore::Park(std::unique_ptr<Request> request) {
+void PostgresRangeStore::Park(std::unique_ptr<Request> request,
+                              bool postponed) {
   using Clock = std::chrono::steady_clock;
   // 2 ms, doubling up to 64 ms: a row another server holds for a
   // moment comes free within a try or two; one held longer costs a
   // short transaction every 64 ms until lock_timeout has passed.
-  const auto wait =
-      std::chrono::milliseconds(2 << std::min(request->lock_tries, 5));
-  ++request->lock_tries;
+  const auto wait = std::chrono::milliseconds(
+      postponed ? 2 : 2 << std::min(request->lock_tries, 5));
+  if (!postponed) ++request->lock_tries;
   {
     base::MutexLock lock(&probe_mu_);
     if (!stopping_) {

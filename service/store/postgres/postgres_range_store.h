@@ -21,13 +21,20 @@
 // later batch after a short wait, and fail with UNAVAILABLE once they have
 // waited lock_timeout, while every other operation goes on. Sessions end
 // after idle_in_transaction_timeout inside a transaction, so a frozen server
-// holds its rows for seconds only. (A collection a frozen server was
-// creating is the exception: a batch creating it too waits lock_timeout on
-// its primary key and fails whole.) With synchronous_commit on (set per
-// session), no operation completes before COMMIT has returned. Two servers
-// creating the same collection at once collide on its primary key, and the
-// loser runs its batch again; serialization failures and deadlocks are retried
-// the same way.
+// holds its rows for seconds only. Creating a row is no exception: a server
+// inserts a collection's row only while it holds that name's creation lock
+// (a transaction-scoped advisory lock, taken without waiting; key in
+// postgres_row_codec.h), so a batch that would create a collection another
+// session is creating (its row inserted, not yet committed, hence
+// invisible) finds that lock taken and sets the operations on it aside the
+// same way, instead of waiting on the primary key. A batch creates at most
+// 64 rows (each lock takes a slot of the database's shared lock table);
+// further creations run in the next batches, at once. With
+// synchronous_commit on (set per session), no operation completes before
+// COMMIT has returned. Serialization failures, deadlocks and a collection
+// created meanwhile by a session that did not take the creation lock (a
+// hilo server older than the lock, or an INSERT by hand, which is also
+// waited for as before) fail the batch, which then runs again.
 //
 // Faults: a lost connection fails the batch with UNAVAILABLE, and the next
 // batch connects again. A connection lost during COMMIT leaves the outcome
@@ -224,6 +231,28 @@ class PostgresRangeStore final : public RangeStore {
   // errors and logs name.
   const std::string& description() const { return description_; }
 
+  // What the batches met of other sessions since Open; each a running
+  // total, for tests, fuzzing and the curious.
+  struct Counters {
+    // Operations set aside (to run in a later batch) because a row they
+    // write was held by another session, or was being created by one.
+    int64_t set_aside = 0;
+    // Those of them whose collection another session was creating.
+    int64_t creations_set_aside = 0;
+    // Operations (and ReturnMany items) failed UNAVAILABLE because the row
+    // stayed held for lock_timeout.
+    int64_t locked_failures = 0;
+    // Runs of a batch repeated after a conflict (serialization failure,
+    // deadlock, a collection created meanwhile).
+    int64_t conflict_retries = 0;
+  };
+  Counters counters() const {
+    return {set_aside_.load(std::memory_order_relaxed),
+            creations_set_aside_.load(std::memory_order_relaxed),
+            locked_failures_.load(std::memory_order_relaxed),
+            conflict_retries_.load(std::memory_order_relaxed)};
+  }
+
  private:
   struct Request;
   enum class Attempt { kDone, kRetry };
@@ -282,11 +311,13 @@ class PostgresRangeStore final : public RangeStore {
   void ProbeLoop();
   // Holds `request` (deferred: a row it writes was locked by another
   // session) back for a short, growing wait, then queues it again; fails
-  // it at once if the store is closing.
-  void Park(std::unique_ptr<Request> request);
+  // it at once if the store is closing. A postponed request (see Request)
+  // waits the shortest time and keeps its count of tries.
+  void Park(std::unique_ptr<Request> request, bool postponed);
   // UNAVAILABLE for an operation on `collection`, whose row another session
-  // held locked for all of lock_timeout.
-  absl::Status LockedRowError(absl::string_view collection) const;
+  // held locked (or, `creating`, was creating) for all of lock_timeout.
+  absl::Status LockedRowError(absl::string_view collection,
+                              bool creating) const;
   // UNAVAILABLE for a deferred operation the closing store will not run.
   absl::Status ClosingError() const;
   // Reports a renewal that found the tag taken, once.
@@ -305,6 +336,11 @@ class PostgresRangeStore final : public RangeStore {
   base::Mutex count_mu_;
   int64_t count_sequence_ ABSL_GUARDED_BY(count_mu_) = 0;
   std::atomic<bool> reachable_{true};
+  // counters()
+  std::atomic<int64_t> set_aside_{0};
+  std::atomic<int64_t> creations_set_aside_{0};
+  std::atomic<int64_t> locked_failures_{0};
+  std::atomic<int64_t> conflict_retries_{0};
   std::string node_tag_;  // set by Open
   // A renewal found the claim taken: no more renewals, no release.
   bool node_tag_lost_ = false;  // queue_'s thread only (the renewal's)

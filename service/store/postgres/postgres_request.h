@@ -47,6 +47,11 @@ struct PostgresRangeStore::Request : GroupCommit::Operation {
            kind == Kind::kSetFloor || kind == Kind::kPut ||
            kind == Kind::kDelete || kind == Kind::kReturnMany;
   }
+  // Whether it inserts its collection's row when there is none.
+  bool creates() const {
+    return kind == Kind::kAllocate || kind == Kind::kSetFloor ||
+           kind == Kind::kPut;
+  }
   // The collections whose rows the operation writes, and those it only
   // reads (a foreign item's, for its Max).
   void Rows(std::vector<std::string>* writes_to,
@@ -66,6 +71,9 @@ struct PostgresRangeStore::Request : GroupCommit::Operation {
   // Set by the batch that found a row this operation writes locked: the
   // operation did not run, and runs again in a later batch.
   bool deferred = false;
+  // Deferred only because the batch had created its share of new rows
+  // (nobody holds the row): runs again at once, with no deadline.
+  bool postponed = false;
   // When it stops waiting and fails; set when it is first deferred.
   std::optional<std::chrono::steady_clock::time_point> lock_deadline;
   // Times it was deferred: the wait before the next try grows with it.

@@ -42,5 +42,12 @@ std::string InList(const std::vector<std::string>& names, Params* p) {
   return absl::StrCat("IN (", absl::StrJoin(refs, ", "), ")");
 }
 
+std::string CreationLockKey(absl::string_view name_sql) {
+  return absl::StrCat(
+      "('x' || left(encode(sha256(convert_to(current_schema(), 'UTF8') || "
+      "'\\x00'::bytea || ",
+      name_sql, "), 'hex'), 16))::bit(64)::bigint");
+}
+
 }  // namespace internal
 }  // namespace hilo

@@ -1,6 +1,7 @@
 // The rows of table hilo_collections as the PostgreSQL store reads and
 // writes them: the column list, a row read from a binary result, a row
-// added to a multi-row VALUES list, and an IN list of names. Nothing here
+// added to a multi-row VALUES list, an IN list of names, and the key of a
+// name's creation lock. Nothing here
 // runs a statement. Private to service/store/postgres/.
 #ifndef HILO_SERVICE_STORE_POSTGRES_POSTGRES_ROW_CODEC_H_
 #define HILO_SERVICE_STORE_POSTGRES_POSTGRES_ROW_CODEC_H_
@@ -32,6 +33,18 @@ void AddRow(absl::string_view name, const CollectionState& s, Params* p,
 
 // "IN ($1, $2, ...)" over `names`.
 std::string InList(const std::vector<std::string>& names, Params* p);
+
+// The key of a collection's creation lock, an SQL expression over
+// `name_sql` (an expression of type BYTEA): the first 8 bytes of the
+// SHA-256 of the schema's name (current_schema(), where hilo_collections
+// is), a zero byte and the collection's name, as a big-endian BIGINT.
+// Whoever inserts a row into hilo_collections holds
+// pg_advisory_xact_lock on this key first, so that no one else waits on an
+// insert in flight (see the batch runner). Two names with one key (or a key
+// another application of the database locks) cost a needless wait at the
+// moment one of them is created, never a duplicate: the row's primary key
+// and its row lock keep each name to one row.
+std::string CreationLockKey(absl::string_view name_sql);
 
 }  // namespace internal
 }  // namespace hilo
