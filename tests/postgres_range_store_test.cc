@@ -239,7 +239,10 @@ TEST_F(PostgresRangeStoreTest, ServersOnOneDatabaseNeverOverlap) {
 std::string TakeCreationLockSql(const std::string& name) {
   return absl::StrCat(
       "SELECT pg_advisory_xact_lock(('x' || substr(encode(sha256("
-      "convert_to(current_schema(), 'UTF8') || '\\x00'::bytea || convert_to('",
+      "convert_to((SELECT nspname FROM pg_namespace n JOIN pg_class c ON "
+      "c.relnamespace = n.oid WHERE c.relname = 'hilo_collections' AND "
+      "pg_table_is_visible(c.oid)), 'UTF8') || '\\x00'::bytea || "
+      "convert_to('",
       name, "', 'UTF8')), 'hex'), 1, 16))::bit(64)::bigint)");
 }
 
@@ -407,6 +410,61 @@ TEST_F(PostgresRangeStoreTest, CollectionCreatedElsewhereHoldsUpOnlyItself) {
   expect_consecutive({got_late->range}, 33, "late");
 }
 
+// The creation lock's key names the schema that holds the table, not the
+// session's current schema (README, "Creating a collection"): a server
+// whose search path starts with an empty schema of its own, and finds
+// hilo's tables further along it, still sees another session's creation
+// under the lock and sets only that collection aside.
+TEST_F(PostgresRangeStoreTest, CreationLockIsTheTablesWhateverTheSearchPath) {
+  ASSERT_THAT(OpenOn(uri_), IsOk());  // the tables, in this test's schema
+  const std::string::size_type at = uri_.find("%3D");
+  ASSERT_NE(at, std::string::npos) << uri_;
+  const std::string schema = uri_.substr(at + 3);
+  ASSERT_THAT(PostgresInstance::Execute(
+                  uri_, absl::StrCat("CREATE SCHEMA ", schema, "_first")),
+              IsOk());
+  CommitGate gate;
+  PostgresRangeStoreOptions options;
+  options.uri =
+      absl::StrCat(uri_.substr(0, at + 3), schema, "_first%2C", schema);
+  options.lock_timeout = absl::Seconds(3);
+  gate.InstallIn(options);
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> opened =
+      PostgresRangeStore::Open(std::move(options));
+  ASSERT_THAT(opened, IsOk());
+  PostgresRangeStore& store = **opened;
+
+  Session holder(uri_);
+  holder.Query("BEGIN");
+  holder.Query(TakeCreationLockSql("held"));
+  holder.Query(
+      "INSERT INTO hilo_collections (name, max, return_floor, updated_at_us, "
+      "range_token, previous_token, previous_return_floor) VALUES "
+      "(convert_to('held', 'UTF8'), 32, 0, 0, 0, 0, 0)");
+  gate.Arm();
+  PendingRange warm, held, other;
+  store.AllocateAsync("warm", 32, 0, NextToken(), kNoFloorJumpLimit,
+                      warm.Callback());
+  ASSERT_TRUE(gate.WaitUntilHeld());
+  store.AllocateAsync("held", 32, 0, NextToken(), kNoFloorJumpLimit,
+                      held.Callback());
+  store.AllocateAsync("other", 32, 0, NextToken(), kNoFloorJumpLimit,
+                      other.Callback());
+  gate.Release();
+  ASSERT_THAT(warm.Get(std::chrono::seconds(30)), IsOk());
+  absl::StatusOr<Allocation> got_other = other.Get(std::chrono::seconds(30));
+  ASSERT_THAT(got_other, IsOk());
+  EXPECT_EQ(got_other->range.low, 1);
+  EXPECT_EQ(got_other->range.high, 32);
+  EXPECT_FALSE(held.Ready())
+      << "the allocation of \"held\" completed with \"other\"'s batch";
+  holder.Query("ROLLBACK");
+  absl::StatusOr<Allocation> got_held = held.Get(std::chrono::seconds(30));
+  ASSERT_THAT(got_held, IsOk());
+  EXPECT_EQ(got_held->range.low, 1);
+  EXPECT_EQ(got_held->range.high, 32);
+}
+
 // Each creation holds a lock of the database's shared lock table until
 // its commit (README, "Creating a collection"): a burst of new collections
 // queued into one batch is created at most 64 per commit, the rest in the
@@ -434,6 +492,19 @@ TEST_F(PostgresRangeStoreTest, BurstOfNewCollectionsIsCreatedAtMost64ACommit) {
   store.AllocateAsync("warm", 32, 0, NextToken(), kNoFloorJumpLimit,
                       warm.Callback());
   ASSERT_TRUE(gate.WaitUntilHeld());
+  // The oldest creation goes first, whatever its name sorts as: one queued
+  // before the burst and sorting after every name of it is created by the
+  // first commit after warm's.
+  size_t first_commits_seen = 0;
+  std::promise<absl::StatusOr<Allocation>> first_done;
+  store.AllocateAsync("zz-first", 32, 0, NextToken(), kNoFloorJumpLimit,
+                      [&](absl::StatusOr<Allocation> got) {
+                        {
+                          std::lock_guard<std::mutex> lock(mu);
+                          first_commits_seen = counts.size();
+                        }
+                        first_done.set_value(std::move(got));
+                      });
   std::vector<std::unique_ptr<PendingRange>> burst;
   for (int i = 0; i < kNew; ++i) {
     burst.push_back(std::make_unique<PendingRange>());
@@ -442,6 +513,18 @@ TEST_F(PostgresRangeStoreTest, BurstOfNewCollectionsIsCreatedAtMost64ACommit) {
   }
   gate.Release();
   ASSERT_THAT(warm.Get(std::chrono::seconds(30)), IsOk());
+  std::future<absl::StatusOr<Allocation>> first = first_done.get_future();
+  ASSERT_EQ(first.wait_for(std::chrono::seconds(30)),
+            std::future_status::ready);
+  absl::StatusOr<Allocation> first_got = first.get();
+  ASSERT_THAT(first_got, IsOk());
+  EXPECT_EQ(first_got->range.low, 1);
+  EXPECT_EQ(first_got->range.high, 32);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(first_commits_seen, 2u)
+        << "the oldest creation waited behind newer ones";
+  }
   for (int i = 0; i < kNew; ++i) {
     absl::StatusOr<Allocation> got = burst[i]->Get(std::chrono::seconds(30));
     ASSERT_THAT(got, IsOk()) << "burst-" << i;
@@ -451,7 +534,7 @@ TEST_F(PostgresRangeStoreTest, BurstOfNewCollectionsIsCreatedAtMost64ACommit) {
   }
   std::lock_guard<std::mutex> lock(mu);
   ASSERT_FALSE(counts.empty());
-  EXPECT_EQ(counts.back(), kNew + 1);
+  EXPECT_EQ(counts.back(), kNew + 2);
   int64_t before = 0;
   for (int64_t after : counts) {
     EXPECT_LE(after - before, 64)

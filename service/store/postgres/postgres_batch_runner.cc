@@ -342,24 +342,36 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
   // aside like those on a held row, while the rest of the batch goes on.
   std::set<std::string> creating_elsewhere, may_create, postponed;
   {
-    std::vector<std::string> creating;
-    for (Request* r : batch) {
-      if (r->creates() && rows.find(r->name) == rows.end() &&
-          held.count(r->name) == 0) {
-        creating.push_back(r->name);
-      }
-    }
-    std::sort(creating.begin(), creating.end());
-    creating.erase(std::unique(creating.begin(), creating.end()),
-                   creating.end());
     // Advisory locks take slots of the database's shared lock table
     // (max_locks_per_transaction per session on average): a burst of new
     // collections is created a bounded number per transaction, the rest in
-    // the batches right after.
-    while (creating.size() > kMaxCreationsPerBatch) {
-      postponed.insert(std::move(creating.back()));
-      creating.pop_back();
+    // the batches right after. The oldest go first: those postponed before
+    // (by when they were first postponed), then this batch's in arrival
+    // order, so no flood of new names, whatever they sort as, keeps one
+    // creation waiting for more than a few batches.
+    using Clock = std::chrono::steady_clock;
+    std::vector<std::pair<Clock::time_point, std::string>> by_age;
+    for (Request* r : batch) {
+      if (r->creates() && rows.find(r->name) == rows.end() &&
+          held.count(r->name) == 0) {
+        by_age.emplace_back(r->lock_deadline.value_or(Clock::time_point::max()),
+                            r->name);
+      }
     }
+    std::stable_sort(
+        by_age.begin(), by_age.end(),
+        [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<std::string> creating;
+    std::set<std::string> seen;
+    for (auto& [age, name] : by_age) {
+      if (!seen.insert(name).second) continue;
+      if (creating.size() < kMaxCreationsPerBatch) {
+        creating.push_back(std::move(name));
+      } else {
+        postponed.insert(std::move(name));
+      }
+    }
+    std::sort(creating.begin(), creating.end());
     if (!creating.empty()) {
       std::vector<Statement> locking;
       Statement lock;
@@ -452,8 +464,23 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
                       return postponed.count(name) > 0;
                     })) {
       // Nobody holds it: only the batch's share of creations is used up.
-      r->deferred = true;
-      r->postponed = true;
+      // Its deadline orders it before newer creations next time, and ends
+      // the wait if new names keep coming faster than they are created.
+      if (!r->lock_deadline.has_value()) {
+        r->lock_deadline =
+            steady_now + absl::ToChronoMilliseconds(options_.lock_timeout);
+      }
+      if (steady_now < *r->lock_deadline) {
+        r->deferred = true;
+        r->postponed = true;
+      } else {
+        r->status = absl::UnavailableError(absl::StrFormat(
+            "collection \"%s\" was not created within %s: more new "
+            "collections are being created than the store creates per "
+            "commit (%d); nothing was changed",
+            r->name, absl::FormatDuration(options_.lock_timeout),
+            kMaxCreationsPerBatch));
+      }
       continue;
     }
     const bool waits = std::any_of(

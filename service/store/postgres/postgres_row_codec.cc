@@ -44,7 +44,9 @@ std::string InList(const std::vector<std::string>& names, Params* p) {
 
 std::string CreationLockKey(absl::string_view name_sql) {
   return absl::StrCat(
-      "('x' || left(encode(sha256(convert_to(current_schema(), 'UTF8') || "
+      "('x' || left(encode(sha256(convert_to((SELECT nspname FROM "
+      "pg_namespace WHERE oid = (SELECT relnamespace FROM pg_class WHERE "
+      "oid = 'hilo_collections'::regclass)), 'UTF8') || "
       "'\\x00'::bytea || ",
       name_sql, "), 'hex'), 16))::bit(64)::bigint");
 }

@@ -36,8 +36,10 @@ std::string InList(const std::vector<std::string>& names, Params* p);
 
 // The key of a collection's creation lock, an SQL expression over
 // `name_sql` (an expression of type BYTEA): the first 8 bytes of the
-// SHA-256 of the schema's name (current_schema(), where hilo_collections
-// is), a zero byte and the collection's name, as a big-endian BIGINT.
+// SHA-256 of the name of the schema that holds the hilo_collections table
+// the session uses (not current_schema(): two roles with other search paths
+// can share one table), a zero byte and the collection's name, as a
+// big-endian BIGINT.
 // Whoever inserts a row into hilo_collections holds
 // pg_advisory_xact_lock on this key first, so that no one else waits on an
 // insert in flight (see the batch runner). Two names with one key (or a key
