@@ -72,7 +72,8 @@ struct PostgresRangeStore::Request : GroupCommit::Operation {
   // operation did not run, and runs again in a later batch.
   bool deferred = false;
   // Deferred only because the batch had created its share of new rows
-  // (nobody holds the row): runs again at once, with no deadline.
+  // (nobody holds the row): runs again at once, before newer creations,
+  // until lock_deadline.
   bool postponed = false;
   // When it stops waiting and fails; set when it is first deferred.
   std::optional<std::chrono::steady_clock::time_point> lock_deadline;
