@@ -36,52 +36,37 @@ export class Collection {
 
   /** Takes the next document ID if a range has one left; undefined otherwise. Never waits. */
   tryDocumentId(): string | undefined {
-    for (;;) {
-      const r = this.cur;
-      if (r !== null) {
-        if (r.small) {
-          const n = r.next;
-          if (n <= r.last) {
-            r.next = n + 1;
-            if (n === r.trigger) this.client._prefetch(this);
-            return this.prefix + n + r.suffix;
-          }
-        } else {
-          const n = r.nextBig;
-          if (n <= r.high) {
-            r.nextBig = n + 1n;
-            if (n === r.triggerBig) this.client._prefetch(this);
-            return this.prefix + n + r.suffix;
-          }
-        }
-      }
-      if (!this.advance()) return undefined;
-    }
+    const r = this.ready();
+    return r === null ? undefined : this.prefix + this.take(r) + r.suffix;
   }
 
   /** Takes the next ID if a range has one left; undefined otherwise. Never waits. */
   tryId(): HiloId | undefined {
+    const r = this.ready();
+    return r === null ? undefined : { number: BigInt(this.take(r)), tag: r.tag };
+  }
+
+  /** The current range if it has a number left (the range fetched ahead moved in if need be), else null. */
+  private ready(): Range | null {
     for (;;) {
       const r = this.cur;
-      if (r !== null) {
-        if (r.small) {
-          const n = r.next;
-          if (n <= r.last) {
-            r.next = n + 1;
-            if (n === r.trigger) this.client._prefetch(this);
-            return { number: BigInt(n), tag: r.tag };
-          }
-        } else {
-          const n = r.nextBig;
-          if (n <= r.high) {
-            r.nextBig = n + 1n;
-            if (n === r.triggerBig) this.client._prefetch(this);
-            return { number: n, tag: r.tag };
-          }
-        }
-      }
-      if (!this.advance()) return undefined;
+      if (r !== null && !r.dry()) return r;
+      if (!this.advance()) return null;
     }
+  }
+
+  /** Takes the next number of `r`, which has one left; taking the trigger number starts the prefetch. */
+  private take(r: Range): number | bigint {
+    if (r.small) {
+      const n = r.next;
+      r.next = n + 1;
+      if (n === r.trigger) this.client._prefetch(this);
+      return n;
+    }
+    const n = r.nextBig;
+    r.nextBig = n + 1n;
+    if (n === r.triggerBig) this.client._prefetch(this);
+    return n;
   }
 
   /** Moves the range fetched ahead in when the current one is dry. */

@@ -7,6 +7,11 @@ import type { HiloClient } from './client.js';
 import type { Collection } from './collection.js';
 import type { CallOptions, HiloId } from './types.js';
 
+/** Takes a number of a collection in one form, if its range has one left. */
+type Take<T> = (c: Collection) => T | undefined;
+const takeId: Take<HiloId> = (c) => c.tryId();
+const takeDocumentId: Take<string> = (c) => c.tryDocumentId();
+
 /**
  * One collection of a HiloClient, for callers that draw many IDs from it:
  * the name is looked up once. Draws from the same range as the client's
@@ -28,20 +33,12 @@ export class CollectionHandle {
 
   /** As HiloClient.nextId on this collection. */
   nextId(options?: CallOptions): Promise<HiloId> {
-    const signal = options?.signal;
-    if (signal?.aborted === true) return Promise.reject(aborted(this.c.name, signal));
-    const id = this.c.tryId();
-    if (id !== undefined) return Promise.resolve(id);
-    return this.slowId(signal);
+    return this.next(takeId, options);
   }
 
   /** As HiloClient.nextDocumentId on this collection. */
   nextDocumentId(options?: CallOptions): Promise<string> {
-    const signal = options?.signal;
-    if (signal?.aborted === true) return Promise.reject(aborted(this.c.name, signal));
-    const id = this.c.tryDocumentId();
-    if (id !== undefined) return Promise.resolve(id);
-    return this.slowDocumentId(signal);
+    return this.next(takeDocumentId, options);
   }
 
   /**
@@ -58,20 +55,20 @@ export class CollectionHandle {
     return this.c.tryId();
   }
 
-  private async slowId(signal: AbortSignal | undefined): Promise<HiloId> {
-    let started: number | null = null;
-    for (let counted = false; ; counted = true) {
-      started = await this.client._wait(this.c, signal, started, counted);
-      const id = this.c.tryId();
-      if (id !== undefined) return id;
-    }
+  /** A number taken at once while the range lasts, else after waiting for a range. */
+  private next<T>(take: Take<T>, options: CallOptions | undefined): Promise<T> {
+    const signal = options?.signal;
+    if (signal?.aborted === true) return Promise.reject(aborted(this.c.name, signal));
+    const id = take(this.c);
+    if (id !== undefined) return Promise.resolve(id);
+    return this.waitAndTake(take, signal);
   }
 
-  private async slowDocumentId(signal: AbortSignal | undefined): Promise<string> {
+  private async waitAndTake<T>(take: Take<T>, signal: AbortSignal | undefined): Promise<T> {
     let started: number | null = null;
     for (let counted = false; ; counted = true) {
       started = await this.client._wait(this.c, signal, started, counted);
-      const id = this.c.tryDocumentId();
+      const id = take(this.c);
       if (id !== undefined) return id;
     }
   }
