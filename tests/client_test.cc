@@ -1744,9 +1744,11 @@ struct StubbedNode {
     stub = std::move(mock);
   }
 
-  // A client of this node that runs prefetch tasks when the test says.
-  std::unique_ptr<Client> MakeClient(ManualScheduler* scheduler,
-                                     LogLines* log) {
+  // A client of this node (once: it takes the stub) that runs prefetch
+  // tasks when `scheduler` does and logs to `log`, after IDs 1 and 2 of
+  // "o" (the second asks for a prefetch) and the prefetch: it holds 3-10,
+  // and 11-20 fetched ahead.
+  std::unique_ptr<Client> MakeClientHoldingAPair() {
     std::vector<internal::GrpcRangeSource::Target> targets;
     targets.push_back({"node-a:1", std::move(stub), /*channel=*/nullptr});
     auto source = std::make_unique<internal::GrpcRangeSource>(
@@ -1755,21 +1757,14 @@ struct StubbedNode {
                                     .backoff = absl::ZeroDuration()});
     ClientOptions options;
     options.prefetch_at = 0.2;
-    options.log = [log](absl::string_view line) { log->Add(line); };
-    return NewClientForTesting(options, std::move(source),
-                               [scheduler](std::function<void()> task) {
-                                 scheduler->Schedule(std::move(task));
-                               });
-  }
-
-  // MakeClient, then IDs 1 and 2 of "o" (the second asks for a prefetch)
-  // and the prefetch: the client holds 3-10, and 11-20 fetched ahead.
-  std::unique_ptr<Client> MakeClientHoldingAPair(ManualScheduler* scheduler,
-                                                 LogLines* log) {
-    std::unique_ptr<Client> client = MakeClient(scheduler, log);
+    options.log = [this](absl::string_view line) { log.Add(line); };
+    std::unique_ptr<Client> client = NewClientForTesting(
+        options, std::move(source), [this](std::function<void()> task) {
+          scheduler.Schedule(std::move(task));
+        });
     EXPECT_EQ(client->NextId("o")->number, 1);
     EXPECT_EQ(client->NextId("o")->number, 2);
-    EXPECT_EQ(scheduler->RunAll(), 1);  // 11-20 fetched ahead
+    EXPECT_EQ(scheduler.RunAll(), 1);  // 11-20 fetched ahead
     return client;
   }
 
@@ -1796,6 +1791,8 @@ struct StubbedNode {
   std::vector<std::string> calls;  // one line per call the client made
   std::function<void()> after_return;
   int lost_replies = 0;  // the first return calls whose reply is lost
+  ManualScheduler scheduler;
+  LogLines log;
 };
 
 // The client over GrpcRangeSource over the real service and store: the
@@ -1806,10 +1803,7 @@ struct StubbedNode {
 TEST(ClientReturnTest, LostReplyOfAnAppliedReturnIsRetriedAndTheTailFollows) {
   StubbedNode server(10);
   server.lost_replies = 1;
-  ManualScheduler scheduler;
-  LogLines log;
-  std::unique_ptr<Client> client =
-      server.MakeClientHoldingAPair(&scheduler, &log);
+  std::unique_ptr<Client> client = server.MakeClientHoldingAPair();
   client->ReturnUnusedRanges();
   // The pair goes in one call, later range first; the retried copy of
   // both is refused, with Max already at the last number used.
@@ -1818,7 +1812,7 @@ TEST(ClientReturnTest, LostReplyOfAnAppliedReturnIsRetriedAndTheTailFollows) {
       ::testing::ElementsAre("end 20 last 10 applied, end 10 last 2 applied",
                              "end 20 last 10 refused, end 10 last 2 refused"));
   EXPECT_EQ(server.node.Max("o"), 2);
-  EXPECT_THAT(log.lines(), ::testing::IsEmpty());
+  EXPECT_THAT(server.log.lines(), ::testing::IsEmpty());
   // The refused copy of a return that applied counts as applied: the
   // numbers are back.
   const ClientStats stats = client->stats();
@@ -1842,10 +1836,7 @@ TEST(ClientReturnTest, PairOfAdjacentRangesGoesBackWholeBeforeAnyoneCutsIn) {
   server.after_return = [&] {
     if (!other_low.has_value()) other_low = server.OtherClientTakesARange("o");
   };
-  ManualScheduler scheduler;
-  LogLines log;
-  std::unique_ptr<Client> client =
-      server.MakeClientHoldingAPair(&scheduler, &log);
+  std::unique_ptr<Client> client = server.MakeClientHoldingAPair();
   client->ReturnUnusedRanges();
   EXPECT_THAT(
       server.calls,
@@ -1856,24 +1847,21 @@ TEST(ClientReturnTest, PairOfAdjacentRangesGoesBackWholeBeforeAnyoneCutsIn) {
   EXPECT_EQ(stats.returns_applied, 2);
   EXPECT_EQ(stats.returns_refused, 0);
   EXPECT_EQ(stats.returns_failed, 0);
-  EXPECT_THAT(log.lines(), ::testing::IsEmpty());
+  EXPECT_THAT(server.log.lines(), ::testing::IsEmpty());
 }
 
 // To a server older than ReturnRanges the pair goes as two ReturnRange
 // calls, the later range first; with nobody between them, both apply.
 TEST(ClientReturnTest, PairGoesBackLaterRangeFirstToAServerWithoutBatches) {
   StubbedNode server(10, /*batches=*/false);
-  ManualScheduler scheduler;
-  LogLines log;
-  std::unique_ptr<Client> client =
-      server.MakeClientHoldingAPair(&scheduler, &log);
+  std::unique_ptr<Client> client = server.MakeClientHoldingAPair();
   client->ReturnUnusedRanges();
   EXPECT_THAT(server.calls, ::testing::ElementsAre("end 20 last 10 applied",
                                                    "end 10 last 2 applied"));
   EXPECT_EQ(server.node.Max("o"), 2);
   EXPECT_EQ(server.OtherClientTakesARange("o"), 3);
   EXPECT_EQ(client->stats().returns_applied, 2);
-  EXPECT_THAT(log.lines(), ::testing::IsEmpty());
+  EXPECT_THAT(server.log.lines(), ::testing::IsEmpty());
 }
 
 // However many returns come before it, a pair is never split across two
