@@ -20,9 +20,8 @@
 // once every return has been answered or has failed.
 
 import * as grpc from '@grpc/grpc-js';
-import { HiloError, StatusCode, isTransient, statusCodeName } from './errors.js';
+import { HiloError, StatusCode, statusCodeName } from './errors.js';
 import type {
-  HiLoStub,
   NextRangeRequest,
   NextRangeResponse,
   ReturnRangeRequest,
@@ -34,10 +33,10 @@ import { hiloStubConstructor } from './proto.js';
 import { Collection } from './collection.js';
 import { CollectionHandle, aborted, untilAborted } from './handle.js';
 import { Range } from './range.js';
+import { Transport } from './transport.js';
 import type { CallOptions, HiloClientOptions, HiloId, HiloStats } from './types.js';
 
 const NODE_TAG = /^[A-Z0-9]{1,4}$/;
-const RETURN_ATTEMPTS = 3;
 const MAX_BATCH_ITEMS = 1000;
 const MAX_BATCH_BYTES = 60 * 1024;
 
@@ -54,15 +53,13 @@ interface ReturnItem {
  * servers. Safe to share among all the async callers of a process.
  */
 export class HiloClient {
-  private readonly targets: readonly string[];
   private readonly separator: string;
   private readonly rpcDeadlineMs: number;
   private readonly prefetchAt: number;
   private readonly log: (line: string) => void;
   private readonly now: () => number;
-  private readonly stubs: HiLoStub[];
+  private readonly transport: Transport;
   private readonly collections = new Map<string, Collection>();
-  private preferred = 0;
   private closing = false;
   private closed: Promise<void> | null = null;
   private readonly counters: HiloStats = {
@@ -101,7 +98,6 @@ export class HiloClient {
     if (!(prefetchAt >= 0 && prefetchAt < 1)) {
       throw new HiloError(StatusCode.INVALID_ARGUMENT, `prefetchAt is ${prefetchAt}; use 0 (off) or a share in (0, 1)`);
     }
-    this.targets = [...targets];
     this.separator = separator;
     this.rpcDeadlineMs = deadline;
     this.prefetchAt = prefetchAt;
@@ -114,7 +110,13 @@ export class HiloClient {
       channelOptions['grpc.default_authority'] = options.tls.serverName;
     }
     const Stub = hiloStubConstructor();
-    this.stubs = this.targets.map((t) => new Stub(t, credentials, channelOptions));
+    const copy = [...targets];
+    this.transport = new Transport(
+      copy,
+      copy.map((t) => new Stub(t, credentials, channelOptions)),
+      deadline,
+      this.now,
+    );
   }
 
   /** The next number of `collection` and its node tag. Errors as nextDocumentId. */
@@ -183,7 +185,7 @@ export class HiloClient {
     }
     if (signal?.aborted) throw aborted(c.name, signal);
     // A caller whose fetches keep succeeding while others drain them still stops.
-    const bound = this.rpcDeadlineMs * (this.targets.length + 1);
+    const bound = this.rpcDeadlineMs * (this.transport.targets.length + 1);
     if (this.now() - started > bound) {
       throw new HiloError(
         StatusCode.DEADLINE_EXCEEDED,
@@ -219,7 +221,7 @@ export class HiloClient {
     c.inflight = p;
   }
 
-  /** One NextRange, with failover across targets starting at the preferred one. */
+  /** One NextRange (Transport.nextRange: failover across targets), its reply checked against R11. */
   private async fetch(c: Collection, prefetch: boolean): Promise<Range> {
     const request: NextRangeRequest = {
       collection: c.name,
@@ -227,54 +229,23 @@ export class HiloClient {
       last_range_at: c.lastRangeAt,
       last_max: c.lastMax.toString(),
     };
-    const failures: string[] = [];
-    let anyInvalid = false;
-    const first = this.preferred;
-    for (let i = 0; i < this.stubs.length; i++) {
-      const index = (first + i) % this.stubs.length;
-      const target = this.targets[index];
-      let response: NextRangeResponse;
-      try {
-        response = await this.unary<NextRangeRequest, NextRangeResponse>(
-          this.stubs[index].NextRange,
-          this.stubs[index],
-          request,
-          this.rpcDeadlineMs,
-        );
-      } catch (e) {
-        const err = e as grpc.ServiceError;
-        if (isTransient(err.code)) {
-          failures.push(`${target}: ${statusCodeName(err.code)}: ${err.details}`);
-          continue;
-        }
-        this.countError(err.code);
-        throw new HiloError(err.code, `${target}: NextRange for "${c.name}" failed: ${err.details}`, { cause: e });
-      }
-      const checked = this.check(c, response);
-      if (typeof checked === 'string') {
-        anyInvalid = true;
-        failures.push(`${target}: ${checked}`);
-        continue;
-      }
-      const { low, high } = checked;
-      if (i > 0) this.counters.failovers++;
-      this.preferred = index;
-      this.counters.ranges_fetched++;
-      if (prefetch) this.counters.ranges_prefetched++;
-      c.lastSize = high - low + 1n;
-      c.lastRangeAt = response.range_at;
-      if (high > c.lastMax) c.lastMax = high;
-      c.lastHighByTag.set(response.node_tag, high);
-      return new Range(low, high, response.node_tag, response.range_token, index, this.prefetchAt);
+    let accepted;
+    try {
+      accepted = await this.transport.nextRange(request, (r) => this.check(c, r));
+    } catch (e) {
+      this.countError((e as HiloError).code);
+      throw e;
     }
-    const code = anyInvalid ? StatusCode.INTERNAL : StatusCode.UNAVAILABLE;
-    this.countError(code);
-    throw new HiloError(
-      code,
-      anyInvalid
-        ? `no hilo server gave a usable range of "${c.name}": ${failures.join('; ')}`
-        : `no hilo server answered NextRange for "${c.name}": ${failures.join('; ')}`,
-    );
+    const { low, high } = accepted.value;
+    const response = accepted.response;
+    if (accepted.failedOver) this.counters.failovers++;
+    this.counters.ranges_fetched++;
+    if (prefetch) this.counters.ranges_prefetched++;
+    c.lastSize = high - low + 1n;
+    c.lastRangeAt = response.range_at;
+    if (high > c.lastMax) c.lastMax = high;
+    c.lastHighByTag.set(response.node_tag, high);
+    return new Range(low, high, response.node_tag, response.range_token, accepted.target, this.prefetchAt);
   }
 
   /** The range's bounds, or what breaks the contract in a NextRange reply. */
@@ -329,7 +300,7 @@ export class HiloClient {
     const sends: Promise<void>[] = [];
     for (const [target, list] of groups) sends.push(this.returnTo(target, list));
     await Promise.allSettled(sends);
-    for (const stub of this.stubs) stub.close();
+    this.transport.close();
   }
 
   /** Sends one target its returns, in batches of whole groups (<= 1000 items, < 60 KiB). */
@@ -352,11 +323,11 @@ export class HiloClient {
   }
 
   private async returnBatch(target: number, items: ReturnItem[]): Promise<void> {
-    const stub = this.stubs[target];
+    const stub = this.transport.stubs[target];
     const requests = items.map(toReturnRequest);
     let results: ReturnRangeResult[];
     try {
-      const response = await this.withRetries<{ returns: ReturnRangeRequest[] }, ReturnRangesResponse>(
+      const response = await this.transport.withRetries<{ returns: ReturnRangeRequest[] }, ReturnRangesResponse>(
         () => stub.ReturnRanges,
         stub,
         { returns: requests },
@@ -374,7 +345,7 @@ export class HiloClient {
         // A node older than ReturnRanges: one ReturnRange per item, same order.
         for (let i = 0; i < items.length; i++) {
           try {
-            const r = await this.withRetries<ReturnRangeRequest, ReturnRangeResponse>(
+            const r = await this.transport.withRetries<ReturnRangeRequest, ReturnRangeResponse>(
               () => stub.ReturnRange,
               stub,
               requests[i],
@@ -400,7 +371,7 @@ export class HiloClient {
       this.counters.returns_failed++;
       this.countError(result.code);
       this.log(
-        `hilo: returning numbers ${item.last + 1n}-${item.range.high} of collection "${item.collection}" to ${this.targets[target]} failed: ${statusCodeName(result.code)}: ${result.message}`,
+        `hilo: returning numbers ${item.last + 1n}-${item.range.high} of collection "${item.collection}" to ${this.transport.targets[target]} failed: ${statusCodeName(result.code)}: ${result.message}`,
       );
       return;
     }
@@ -411,35 +382,6 @@ export class HiloClient {
     } else {
       this.counters.returns_refused++;
     }
-  }
-
-  /** A unary call retried on UNAVAILABLE / DEADLINE_EXCEEDED, all attempts within rpcDeadlineMs. */
-  private async withRetries<Req, Res>(method: () => Function, stub: HiLoStub, request: Req): Promise<Res> {
-    const end = this.now() + this.rpcDeadlineMs;
-    for (let attempt = 1; ; attempt++) {
-      const left = end - this.now();
-      // Each attempt gets an equal share of the time left.
-      const budget = left / (RETURN_ATTEMPTS - attempt + 1);
-      try {
-        return await this.unary<Req, Res>(method(), stub, request, budget);
-      } catch (e) {
-        const err = e as grpc.ServiceError;
-        if (!isTransient(err.code) || attempt >= RETURN_ATTEMPTS || end - this.now() <= 1) throw e;
-      }
-    }
-  }
-
-  /** One unary call with a deadline `budgetMs` from now (measured on the monotonic clock). */
-  private unary<Req, Res>(method: Function, stub: HiLoStub, request: Req, budgetMs: number): Promise<Res> {
-    // grpc-js takes a wall-clock deadline; it is derived from a monotonic
-    // budget at the moment of the call, so a clock step cannot stretch it.
-    const deadline = Date.now() + Math.max(1, Math.floor(budgetMs));
-    return new Promise<Res>((resolve, reject) => {
-      method.call(stub, request, { deadline }, (error: grpc.ServiceError | null, response?: Res) => {
-        if (error) reject(error);
-        else resolve(response as Res);
-      });
-    });
   }
 
   private countError(code: number): void {
