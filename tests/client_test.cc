@@ -41,10 +41,12 @@ using ::hilo::internal::IssuedRange;
 using ::hilo::internal::PreviousRange;
 using ::hilo::internal::ReturnResult;
 using ::hilo::testing_util::IsOk;
+using ::hilo::testing_util::IsOkAndHolds;
 using ::hilo::testing_util::StatusIs;
 using ::hilo::testing_util::TempDir;
 using ::testing::_;
 using ::testing::AllOf;
+using ::testing::Field;
 using ::testing::HasSubstr;
 using ::testing::Return;
 
@@ -983,6 +985,25 @@ absl::Duration Budget(const grpc::ClientContext& context) {
   return absl::Seconds(span.tv_sec) + absl::Nanoseconds(span.tv_nsec);
 }
 
+// Expects exactly `attempts` ReturnRange calls on `stub`, each failing
+// with `code`; each call's budget (Budget) goes to `budgets`. With `clock`,
+// each call also moves it on by its budget, as a call that waits out its
+// deadline does.
+void ExpectFailedReturnAttempts(hilo::v1::MockHiLoStub& stub, int attempts,
+                                grpc::StatusCode code,
+                                std::vector<absl::Duration>* budgets,
+                                ManualMonotonicClock* clock = nullptr) {
+  EXPECT_CALL(stub, ReturnRange(_, _, _))
+      .Times(attempts)
+      .WillRepeatedly([=](grpc::ClientContext* context,
+                          const hilo::v1::ReturnRangeRequest&,
+                          hilo::v1::ReturnRangeResponse*) {
+        budgets->push_back(Budget(*context));
+        if (clock != nullptr) clock->Advance(budgets->back());
+        return grpc::Status(code, "no answer");
+      });
+}
+
 // Two targets, or one (then `b` is null). Retried returns do not wait.
 // They stand for servers older than ReturnRanges: it is UNIMPLEMENTED, so
 // a client hands ranges back with ReturnRange. Deadlines are measured on
@@ -1244,6 +1265,25 @@ TEST(ClientTest, ReplyRepeatingARangeOfThatNodeIsRefusedNeverHandedOutTwice) {
   EXPECT_EQ(client->stats().ranges_fetched, 2);
 }
 
+// A client over `source` (options, but no prefetch) takes 1-5 of "o",
+// hands the rest of its range back, and takes the next number.
+absl::StatusOr<Id> NextAfterReturningAllBut1To5(
+    std::unique_ptr<internal::GrpcRangeSource> source, ClientOptions options) {
+  options.prefetch_at = 0;
+  std::unique_ptr<Client> client =
+      NewClientForTesting(options, std::move(source));
+  for (int64_t n = 1; n <= 5; ++n) {
+    absl::StatusOr<Id> id = client->NextId("o");
+    if (!id.ok() || id->number != n) {
+      return absl::InternalError(absl::StrCat(
+          "draw ", n, " of 1-5 gave ",
+          id.ok() ? absl::StrCat(id->number) : id.status().ToString()));
+    }
+  }
+  client->ReturnUnusedRanges();
+  return client->NextId("o");
+}
+
 // R11's refinement: after an applied return the node continues right after
 // the last number used, below the old high, and that range is accepted.
 TEST(ClientTest, AfterAnAppliedReturnTheNextRangeMayStartBelowTheOldHigh) {
@@ -1254,15 +1294,8 @@ TEST(ClientTest, AfterAnAppliedReturnTheNextRangeMayStartBelowTheOldHigh) {
   EXPECT_CALL(*m.a, ReturnRange(_, _, _))
       .WillOnce(Returned(/*applied=*/true, 5))
       .WillOnce(Returned(/*applied=*/true, 6));
-  ClientOptions options;
-  options.prefetch_at = 0;
-  std::unique_ptr<Client> client =
-      NewClientForTesting(options, std::move(m.source));
-  for (int64_t n = 1; n <= 5; ++n) ASSERT_EQ(client->NextId("o")->number, n);
-  client->ReturnUnusedRanges();
-  absl::StatusOr<Id> next = client->NextId("o");
-  ASSERT_THAT(next, IsOk());
-  EXPECT_EQ(next->number, 6);
+  EXPECT_THAT(NextAfterReturningAllBut1To5(std::move(m.source), {}),
+              IsOkAndHolds(Field(&Id::number, 6)));
 }
 
 // Whatever a return's answer, the client never uses that range again, so
@@ -1278,17 +1311,25 @@ TEST(ClientTest, AfterAReturnOfUnknownOutcomeTheNextRangeMayStartAfterTheLast) {
       .WillRepeatedly(Return(
           grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection reset")));
   ClientOptions options;
-  options.prefetch_at = 0;
   options.rpc_deadline = absl::Milliseconds(300);
   options.log = [](absl::string_view) {};
-  std::unique_ptr<Client> client =
-      NewClientForTesting(options, std::move(m.source));
-  for (int64_t n = 1; n <= 5; ++n) ASSERT_EQ(client->NextId("o")->number, n);
-  client->ReturnUnusedRanges();
-  absl::StatusOr<Id> next = client->NextId("o");
-  ASSERT_THAT(next, IsOk());
-  EXPECT_EQ(next->number, 6);
+  EXPECT_THAT(NextAfterReturningAllBut1To5(std::move(m.source), options),
+              IsOkAndHolds(Field(&Id::number, 6)));
 }
+
+// A RangeCache of "o" (prefetch at a fifth) whose prefetch tasks wait in
+// `tasks` until the test runs them.
+struct HeldPrefetchCache {
+  explicit HeldPrefetchCache(internal::RangeSource* source)
+      : cache(
+            "o", source, [](absl::string_view) {}, /*prefetch_at=*/0.2,
+            [this](std::function<void()> task) {
+              tasks.push_back(std::move(task));
+            }) {}
+
+  std::vector<std::function<void()>> tasks;
+  internal::RangeCache cache;
+};
 
 // A pair (33-96 fetched ahead, 1-32 with 10 used) goes back in order, and
 // the marks follow: 96, then 32, then 10; the node's next range is 11-.
@@ -1301,15 +1342,11 @@ TEST(RangeCacheTest, AfterAPairIsBackTheNextRangeMayStartAfterTheLastUsed) {
   EXPECT_CALL(*m.a, ReturnRange(_, _, _))
       .WillOnce(Returned(/*applied=*/true, 32))
       .WillOnce(Returned(/*applied=*/true, 10));
-  std::vector<std::function<void()>> tasks;
-  internal::RangeCache cache(
-      "o", m.source.get(), [](absl::string_view) {}, /*prefetch_at=*/0.2,
-      [&tasks](std::function<void()> task) {
-        tasks.push_back(std::move(task));
-      });
+  HeldPrefetchCache held(m.source.get());
+  internal::RangeCache& cache = held.cache;
   for (int64_t n = 1; n <= 10; ++n) ASSERT_EQ(cache.Next()->number, n);
-  ASSERT_EQ(tasks.size(), 1u);
-  tasks[0]();  // 33-96 ahead
+  ASSERT_EQ(held.tasks.size(), 1u);
+  held.tasks[0]();  // 33-96 ahead
   cache.ReturnUnused();
   absl::StatusOr<Id> next = cache.Next();
   ASSERT_THAT(next, IsOk());
@@ -1329,15 +1366,11 @@ TEST(RangeCacheTest, AfterAWholeReturnTheMarkIsWhatItWasBeforeTheRange) {
       .WillOnce(Reply(41, 72, "A", 9));
   EXPECT_CALL(*m.a, ReturnRange(_, _, _))
       .WillOnce(Returned(/*applied=*/true, 64));
-  std::vector<std::function<void()>> tasks;
-  internal::RangeCache cache(
-      "o", m.source.get(), [](absl::string_view) {}, /*prefetch_at=*/0.2,
-      [&tasks](std::function<void()> task) {
-        tasks.push_back(std::move(task));
-      });
+  HeldPrefetchCache held(m.source.get());
+  internal::RangeCache& cache = held.cache;
   for (int64_t n = 1; n <= 10; ++n) ASSERT_EQ(cache.Next()->number, n);
-  ASSERT_EQ(tasks.size(), 1u);
-  tasks[0]();  // 65-96 ahead (another client holds 33-64)
+  ASSERT_EQ(held.tasks.size(), 1u);
+  held.tasks[0]();  // 65-96 ahead (another client holds 33-64)
   for (int64_t n = 11; n <= 32; ++n) ASSERT_EQ(cache.Next()->number, n);
   cache.ReturnUnused();  // 65-96 back whole
   absl::StatusOr<Id> next = cache.Next();
@@ -1503,14 +1536,7 @@ TEST_P(GrpcRangeSourceReturnRetryTest, EachAttemptGetsAShareOfTheDeadline) {
   MockTargets m = MakeMockTargets(
       1, absl::Seconds(30), {.attempts = 3, .backoff = absl::ZeroDuration()});
   std::vector<absl::Duration> budgets;
-  EXPECT_CALL(*m.a, ReturnRange(_, _, _))
-      .Times(3)
-      .WillRepeatedly([&](grpc::ClientContext* context,
-                          const hilo::v1::ReturnRangeRequest&,
-                          hilo::v1::ReturnRangeResponse*) {
-        budgets.push_back(Budget(*context));
-        return grpc::Status(GetParam(), "down");
-      });
+  ExpectFailedReturnAttempts(*m.a, 3, GetParam(), &budgets);
   EXPECT_FALSE(m.source->Return("o", TokenedRange(), 5).ok());
   ASSERT_EQ(budgets.size(), 3u);
   // The mock answers at once, so nearly all 30 s are left each time.
@@ -1610,15 +1636,9 @@ TEST(GrpcRangeSourceTest, WallClockStepBackDoesNotStretchReturnRetries) {
       MakeMockTargets(1, absl::Seconds(3),
                       {.attempts = 3, .backoff = absl::ZeroDuration()}, &clock);
   std::vector<absl::Duration> budgets;
-  EXPECT_CALL(*m.a, ReturnRange(_, _, _))
-      .Times(3)
-      .WillRepeatedly([&](grpc::ClientContext* context,
-                          const hilo::v1::ReturnRangeRequest&,
-                          hilo::v1::ReturnRangeResponse*) {
-        budgets.push_back(Budget(*context));
-        clock.Advance(budgets.back());  // it waited out its deadline
-        return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "no answer");
-      });
+  // Each attempt waits out its deadline.
+  ExpectFailedReturnAttempts(*m.a, 3, grpc::StatusCode::DEADLINE_EXCEEDED,
+                             &budgets, &clock);
   EXPECT_THAT(m.source->Return("o", TokenedRange(), 5),
               StatusIs(absl::StatusCode::kDeadlineExceeded,
                        HasSubstr("3 times within 3s")));
@@ -1668,100 +1688,6 @@ TEST(GrpcRangeSourceTest, ReturnIsNotRetriedOnOtherErrors) {
   }
 }
 
-// The client over GrpcRangeSource over the real service and store: the
-// reply of the first return (the range fetched ahead, whole) is lost after
-// the node applied it. The retried copy is refused, with Max already where
-// the client wanted it, so the client goes on and hands the tail of its
-// current range back too.
-TEST(ClientReturnTest, LostReplyOfAnAppliedReturnIsRetriedAndTheTailFollows) {
-  FakeNode node("A", 10);
-  auto stub = std::make_unique<hilo::v1::MockHiLoStub>();
-  EXPECT_CALL(*stub, NextRange(_, _, _))
-      .WillRepeatedly([&node](grpc::ClientContext*,
-                              const hilo::v1::NextRangeRequest& request,
-                              hilo::v1::NextRangeResponse* response) {
-        return ToGrpcStatus(node.service().DoNextRange(request, response));
-      });
-  std::vector<std::string> calls;
-  EXPECT_CALL(*stub, ReturnRange(_, _, _))
-      .WillRepeatedly(
-          [&node, &calls](grpc::ClientContext*,
-                          const hilo::v1::ReturnRangeRequest& request,
-                          hilo::v1::ReturnRangeResponse* response) {
-            const grpc::Status status =
-                ToGrpcStatus(node.service().DoReturnRange(request, response));
-            calls.push_back(absl::StrFormat("end %d last %d %s", request.end(),
-                                            request.last(),
-                                            !status.ok()          ? "error"
-                                            : response->applied() ? "applied"
-                                                                  : "refused"));
-            if (calls.size() == 1) {
-              return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                  "connection reset");
-            }
-            return status;
-          });
-  // The same for batches (what the client sends to a server that has
-  // them): the first batch applies, but its reply is lost.
-  int batches = 0;
-  EXPECT_CALL(*stub, ReturnRanges(_, _, _))
-      .WillRepeatedly([&node, &calls, &batches](
-                          grpc::ClientContext*,
-                          const hilo::v1::ReturnRangesRequest& request,
-                          hilo::v1::ReturnRangesResponse* response) {
-        const grpc::Status status =
-            ToGrpcStatus(node.service().DoReturnRanges(request, response));
-        for (int i = 0; i < request.returns_size(); ++i) {
-          const hilo::v1::ReturnRangeResult& r = response->results(i);
-          calls.push_back(absl::StrFormat("end %d last %d %s",
-                                          request.returns(i).end(),
-                                          request.returns(i).last(),
-                                          r.code() != 0 ? "error"
-                                          : r.applied() ? "applied"
-                                                        : "refused"));
-        }
-        if (++batches == 1) {
-          return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                              "connection reset");
-        }
-        return status;
-      });
-  std::vector<internal::GrpcRangeSource::Target> targets;
-  targets.push_back({"node-a:1", std::move(stub), /*channel=*/nullptr});
-  auto source = std::make_unique<internal::GrpcRangeSource>(
-      std::move(targets), absl::Seconds(5),
-      internal::ReturnRetryPolicy{.attempts = 3,
-                                  .backoff = absl::ZeroDuration()});
-  auto log = std::make_shared<LogLines>();
-  auto scheduler = std::make_shared<ManualScheduler>();
-  ClientOptions options;
-  options.prefetch_at = 0.2;
-  options.log = [log](absl::string_view line) { log->Add(line); };
-  std::unique_ptr<Client> client = NewClientForTesting(
-      options, std::move(source), [scheduler](std::function<void()> task) {
-        scheduler->Schedule(std::move(task));
-      });
-  EXPECT_EQ(client->NextId("o")->number, 1);
-  EXPECT_EQ(client->NextId("o")->number, 2);
-  EXPECT_EQ(scheduler->RunAll(), 1);  // 11-20 fetched ahead
-  client->ReturnUnusedRanges();
-  // The pair goes in one call, later range first; the retried copy of
-  // both is refused, with Max already at the last number used.
-  EXPECT_THAT(calls, ::testing::ElementsAre(
-                         "end 20 last 10 applied", "end 10 last 2 applied",
-                         "end 20 last 10 refused", "end 10 last 2 refused"));
-  EXPECT_EQ(node.Max("o"), 2);
-  EXPECT_THAT(log->lines(), ::testing::IsEmpty());
-  // The refused copy of a return that applied counts as applied: the
-  // numbers are back.
-  const ClientStats stats = client->stats();
-  EXPECT_EQ(stats.returns_applied, 2);
-  EXPECT_EQ(stats.returns_refused, 0);
-  EXPECT_EQ(stats.returns_failed, 0);
-  EXPECT_THAT(stats.errors, ::testing::IsEmpty());
-  EXPECT_EQ(client->NextId("o")->number, 3);
-}
-
 // A node over the real service and store behind a mock stub, as a
 // GrpcRangeSource sees a server: NextRange and ReturnRanges reach the
 // service (or ReturnRanges is UNIMPLEMENTED, as on a server older than it,
@@ -1799,7 +1725,7 @@ struct StubbedNode {
           }
           calls.push_back(absl::StrJoin(items, ", "));
           if (after_return) after_return();
-          return status;
+          return LoseReply(status);
         });
     EXPECT_CALL(*mock, ReturnRange(_, _, _))
         .WillRepeatedly([this](grpc::ClientContext*,
@@ -1813,14 +1739,16 @@ struct StubbedNode {
                                           : response->applied() ? "applied"
                                                                 : "refused"));
           if (after_return) after_return();
-          return status;
+          return LoseReply(status);
         });
     stub = std::move(mock);
   }
 
-  // A client of this node that runs prefetch tasks when the test says.
-  std::unique_ptr<Client> MakeClient(ManualScheduler* scheduler,
-                                     LogLines* log) {
+  // A client of this node (once: it takes the stub) that runs prefetch
+  // tasks when `scheduler` does and logs to `log`, after IDs 1 and 2 of
+  // "o" (the second asks for a prefetch) and the prefetch: it holds 3-10,
+  // and 11-20 fetched ahead.
+  std::unique_ptr<Client> MakeClientHoldingAPair() {
     std::vector<internal::GrpcRangeSource::Target> targets;
     targets.push_back({"node-a:1", std::move(stub), /*channel=*/nullptr});
     auto source = std::make_unique<internal::GrpcRangeSource>(
@@ -1829,11 +1757,24 @@ struct StubbedNode {
                                     .backoff = absl::ZeroDuration()});
     ClientOptions options;
     options.prefetch_at = 0.2;
-    options.log = [log](absl::string_view line) { log->Add(line); };
-    return NewClientForTesting(options, std::move(source),
-                               [scheduler](std::function<void()> task) {
-                                 scheduler->Schedule(std::move(task));
-                               });
+    options.log = [this](absl::string_view line) { log.Add(line); };
+    std::unique_ptr<Client> client = NewClientForTesting(
+        options, std::move(source), [this](std::function<void()> task) {
+          scheduler.Schedule(std::move(task));
+        });
+    EXPECT_EQ(client->NextId("o")->number, 1);
+    EXPECT_EQ(client->NextId("o")->number, 2);
+    EXPECT_EQ(scheduler.RunAll(), 1);  // 11-20 fetched ahead
+    return client;
+  }
+
+  // The reply to a return call: `status`, or, while lost_replies lasts, a
+  // lost reply (the node applied what it applied; the client sees
+  // UNAVAILABLE).
+  grpc::Status LoseReply(grpc::Status status) {
+    if (lost_replies == 0) return status;
+    --lost_replies;
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection reset");
   }
 
   // Another client's first NextRange of `collection`: the range's low.
@@ -1849,7 +1790,38 @@ struct StubbedNode {
   std::unique_ptr<hilo::v1::MockHiLoStub> stub;
   std::vector<std::string> calls;  // one line per call the client made
   std::function<void()> after_return;
+  int lost_replies = 0;  // the first return calls whose reply is lost
+  ManualScheduler scheduler;
+  LogLines log;
 };
+
+// The client over GrpcRangeSource over the real service and store: the
+// reply of the first return (the range fetched ahead, whole) is lost after
+// the node applied it. The retried copy is refused, with Max already where
+// the client wanted it, so the client goes on and hands the tail of its
+// current range back too.
+TEST(ClientReturnTest, LostReplyOfAnAppliedReturnIsRetriedAndTheTailFollows) {
+  StubbedNode server(10);
+  server.lost_replies = 1;
+  std::unique_ptr<Client> client = server.MakeClientHoldingAPair();
+  client->ReturnUnusedRanges();
+  // The pair goes in one call, later range first; the retried copy of
+  // both is refused, with Max already at the last number used.
+  EXPECT_THAT(
+      server.calls,
+      ::testing::ElementsAre("end 20 last 10 applied, end 10 last 2 applied",
+                             "end 20 last 10 refused, end 10 last 2 refused"));
+  EXPECT_EQ(server.node.Max("o"), 2);
+  EXPECT_THAT(server.log.lines(), ::testing::IsEmpty());
+  // The refused copy of a return that applied counts as applied: the
+  // numbers are back.
+  const ClientStats stats = client->stats();
+  EXPECT_EQ(stats.returns_applied, 2);
+  EXPECT_EQ(stats.returns_refused, 0);
+  EXPECT_EQ(stats.returns_failed, 0);
+  EXPECT_THAT(stats.errors, ::testing::IsEmpty());
+  EXPECT_EQ(client->NextId("o")->number, 3);
+}
 
 // README "A pair of adjacent ranges": a client holding its current range
 // and the next one, fetched ahead, hands back the later one whole and then
@@ -1864,12 +1836,7 @@ TEST(ClientReturnTest, PairOfAdjacentRangesGoesBackWholeBeforeAnyoneCutsIn) {
   server.after_return = [&] {
     if (!other_low.has_value()) other_low = server.OtherClientTakesARange("o");
   };
-  ManualScheduler scheduler;
-  LogLines log;
-  std::unique_ptr<Client> client = server.MakeClient(&scheduler, &log);
-  EXPECT_EQ(client->NextId("o")->number, 1);
-  EXPECT_EQ(client->NextId("o")->number, 2);
-  EXPECT_EQ(scheduler.RunAll(), 1);  // 11-20 fetched ahead
+  std::unique_ptr<Client> client = server.MakeClientHoldingAPair();
   client->ReturnUnusedRanges();
   EXPECT_THAT(
       server.calls,
@@ -1880,26 +1847,21 @@ TEST(ClientReturnTest, PairOfAdjacentRangesGoesBackWholeBeforeAnyoneCutsIn) {
   EXPECT_EQ(stats.returns_applied, 2);
   EXPECT_EQ(stats.returns_refused, 0);
   EXPECT_EQ(stats.returns_failed, 0);
-  EXPECT_THAT(log.lines(), ::testing::IsEmpty());
+  EXPECT_THAT(server.log.lines(), ::testing::IsEmpty());
 }
 
 // To a server older than ReturnRanges the pair goes as two ReturnRange
 // calls, the later range first; with nobody between them, both apply.
 TEST(ClientReturnTest, PairGoesBackLaterRangeFirstToAServerWithoutBatches) {
   StubbedNode server(10, /*batches=*/false);
-  ManualScheduler scheduler;
-  LogLines log;
-  std::unique_ptr<Client> client = server.MakeClient(&scheduler, &log);
-  EXPECT_EQ(client->NextId("o")->number, 1);
-  EXPECT_EQ(client->NextId("o")->number, 2);
-  EXPECT_EQ(scheduler.RunAll(), 1);  // 11-20 fetched ahead
+  std::unique_ptr<Client> client = server.MakeClientHoldingAPair();
   client->ReturnUnusedRanges();
   EXPECT_THAT(server.calls, ::testing::ElementsAre("end 20 last 10 applied",
                                                    "end 10 last 2 applied"));
   EXPECT_EQ(server.node.Max("o"), 2);
   EXPECT_EQ(server.OtherClientTakesARange("o"), 3);
   EXPECT_EQ(client->stats().returns_applied, 2);
-  EXPECT_THAT(log.lines(), ::testing::IsEmpty());
+  EXPECT_THAT(server.log.lines(), ::testing::IsEmpty());
 }
 
 // However many returns come before it, a pair is never split across two

@@ -29,7 +29,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from run import FaultLoop, Node, Watchdog  # noqa: E402
+from processes import FaultLoop, Node, Watchdog  # noqa: E402
 
 COLLECTIONS = ("orders", "users")
 

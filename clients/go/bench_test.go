@@ -35,46 +35,25 @@ func BenchmarkAtomicAdd(b *testing.B) {
 
 func BenchmarkNextID(b *testing.B) {
 	c := benchClient(b)
-	ctx := context.Background()
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if _, err := c.NextID(ctx, "bench"); err != nil {
-				b.Error(err)
-				return
-			}
-		}
+	benchParallel(b, func(ctx context.Context) error {
+		_, err := c.NextID(ctx, "bench")
+		return err
 	})
 }
 
 func BenchmarkCollectionNextID(b *testing.B) {
 	h := benchClient(b).Collection("bench")
-	ctx := context.Background()
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if _, err := h.NextID(ctx); err != nil {
-				b.Error(err)
-				return
-			}
-		}
+	benchParallel(b, func(ctx context.Context) error {
+		_, err := h.NextID(ctx)
+		return err
 	})
 }
 
 func BenchmarkNextDocumentID(b *testing.B) {
 	c := benchClient(b)
-	ctx := context.Background()
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if _, err := c.NextDocumentID(ctx, "bench"); err != nil {
-				b.Error(err)
-				return
-			}
-		}
+	benchParallel(b, func(ctx context.Context) error {
+		_, err := c.NextDocumentID(ctx, "bench")
+		return err
 	})
 }
 

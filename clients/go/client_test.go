@@ -14,7 +14,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -530,39 +529,16 @@ func TestManyGoroutinesTwoNodesNoIDTwice(t *testing.T) {
 	a, b := newFakeNode("A"), newFakeNode("B")
 	c := newTestClient(t, Config{}, a, b)
 	const goroutines, each = 8, 3000
-	var mu sync.Mutex
-	seen := map[ID]bool{}
-	var wg sync.WaitGroup
-	for g := 0; g < goroutines; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			for i := 0; i < each; i++ {
-				if g == 0 && i == each/2 {
-					down := make([]codes.Code, 1000)
-					for k := range down {
-						down[k] = codes.Unavailable
-					}
-					a.with(func() { a.nextErr = down })
-				}
-				id, err := c.NextID(bg, "busy")
-				if err != nil {
-					t.Errorf("NextID: %v", err)
-					return
-				}
-				mu.Lock()
-				if seen[id] {
-					t.Errorf("ID %+v handed out twice", id)
-				}
-				seen[id] = true
-				mu.Unlock()
+	drawAllDistinct(t, goroutines, each, func(g, i int) (ID, error) {
+		if g == 0 && i == each/2 {
+			down := make([]codes.Code, 1000)
+			for k := range down {
+				down[k] = codes.Unavailable
 			}
-		}(g)
-	}
-	wg.Wait()
-	if len(seen) != goroutines*each {
-		t.Fatalf("%d distinct IDs, want %d", len(seen), goroutines*each)
-	}
+			a.with(func() { a.nextErr = down })
+		}
+		return c.NextID(bg, "busy")
+	})
 }
 
 func TestCloseNeverSplitsAPairAcrossBatches(t *testing.T) {
@@ -713,19 +689,7 @@ func TestTheTargetThatAnsweredStaysPreferred(t *testing.T) {
 // first call: each connection attempt may take as long as a call
 // (RPCTimeout), not just the backoff's first step of about 100 ms.
 func TestASlowConnectionSetUpStillServesTheFirstCall(t *testing.T) {
-	node := newFakeNode("S")
-	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer()
-	hilov1.RegisterHiLoServer(srv, node)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		srv.Serve(lis)
-	}()
-	defer func() {
-		srv.Stop()
-		<-done
-	}()
+	lis := listen(t, newFakeNode("S"))
 	const setUp = 400 * time.Millisecond // the link's delay before the connection is there
 	slowLink := grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
 		delay := time.NewTimer(setUp)

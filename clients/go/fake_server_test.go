@@ -235,6 +235,20 @@ func (n *fakeNode) with(f func()) {
 // a client of it.
 func serve(t testing.TB, n *fakeNode) hilov1.HiLoClient {
 	t.Helper()
+	lis := listen(t, n)
+	conn, err := grpc.Dial("bufconn", grpc.WithInsecure(),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.Dial() }))
+	if err != nil {
+		t.Fatalf("dial the in-process node: %v", err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return hilov1.NewHiLoClient(conn)
+}
+
+// listen runs n on an in-process listener, stopped when the test ends
+// (after the cleanups registered later, such as a connection's Close).
+func listen(t testing.TB, n *fakeNode) *bufconn.Listener {
+	t.Helper()
 	lis := bufconn.Listen(1 << 20)
 	srv := grpc.NewServer()
 	hilov1.RegisterHiLoServer(srv, n)
@@ -243,15 +257,9 @@ func serve(t testing.TB, n *fakeNode) hilov1.HiLoClient {
 		defer close(done)
 		srv.Serve(lis)
 	}()
-	conn, err := grpc.Dial("bufconn", grpc.WithInsecure(),
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.Dial() }))
-	if err != nil {
-		t.Fatalf("dial the in-process node: %v", err)
-	}
 	t.Cleanup(func() {
-		conn.Close()
 		srv.Stop()
 		<-done
 	})
-	return hilov1.NewHiLoClient(conn)
+	return lis
 }

@@ -200,36 +200,13 @@ func TestRealServersGoroutinesUnderKill9NoIDTwice(t *testing.T) {
 	a, b := startServer(t, "A"), startServer(t, "B")
 	c := newRealClient(t, Config{RPCTimeout: 2 * time.Second}, a, b)
 	const goroutines, each = 10, 2000
-	var mu sync.Mutex
-	seen := map[string]bool{}
-	var wg sync.WaitGroup
 	var killOnce sync.Once
-	for g := 0; g < goroutines; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			for i := 0; i < each; i++ {
-				if g == 0 && i == each/4 {
-					killOnce.Do(func() { a.kill9(t) })
-				}
-				id, err := c.NextDocumentID(bg, "many")
-				if err != nil {
-					t.Errorf("NextDocumentID: %v", err)
-					return
-				}
-				mu.Lock()
-				if seen[id] {
-					t.Errorf("%s handed out twice", id)
-				}
-				seen[id] = true
-				mu.Unlock()
-			}
-		}(g)
-	}
-	wg.Wait()
-	if len(seen) != goroutines*each {
-		t.Fatalf("%d distinct IDs, want %d", len(seen), goroutines*each)
-	}
+	drawAllDistinct(t, goroutines, each, func(g, i int) (string, error) {
+		if g == 0 && i == each/4 {
+			killOnce.Do(func() { a.kill9(t) })
+		}
+		return c.NextDocumentID(bg, "many")
+	})
 }
 
 func TestRealServerDNSTarget(t *testing.T) {

@@ -21,23 +21,17 @@
 set -eu
 DIR=$(CDPATH='' cd -- "$(dirname -- "$0")" && pwd)
 ROOT=$(CDPATH='' cd -- "$DIR/../.." && pwd)
-if [ $# -ne 1 ]; then
-  echo "usage: $0 OUT_DIR" >&2
-  exit 2
-fi
-mkdir -p "$1"
-OUT=$(CDPATH='' cd -- "$1" && pwd)
+# shellcheck source=clients/conformance/build_lib.sh
+. "$ROOT/clients/conformance/build_lib.sh"
+hilo_args 1 OUT_DIR "$@"
+OUT=$(hilo_dir "$1")
 
 "$DIR/scripts/install.sh"
-exec 9>"$OUT/.lock"
-if ! flock -w 300 9; then
-  echo "clients/node: $OUT/.lock is still held after 300 s (another build into $OUT)" >&2
-  exit 1
-fi
+hilo_take_turns "$OUT/.lock" clients/node
 sums=$(sha256sum "${HILO_NODE_SRC:-$DIR/src}"/*.ts "$ROOT/proto/hilo/v1/hilo.proto" \
          "$ROOT/examples/node/draw.ts" "$DIR/package.json" "$DIR/package-lock.json" \
          "$DIR/README.md" "$DIR/scripts/descriptor.cjs" "$0" | cut -d ' ' -f 1)
-if [ -f "$OUT/examples/draw.js" ] && [ "$sums" = "$(cat "$OUT/.built.sums" 2>/dev/null)" ]; then
+if [ -f "$OUT/examples/draw.js" ] && hilo_up_to_date "$OUT/.built.sums" "$sums"; then
   echo "clients/node: $OUT is up to date" >&2
   exit 0
 fi

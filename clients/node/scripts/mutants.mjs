@@ -1,4 +1,4 @@
-// Breaks src/client.ts one rule at a time and checks that the tests notice:
+// Breaks the client (src/*.ts) one rule at a time and checks that the tests notice:
 // each mutant below is a rule of the contract (or a mistake RavenDB's HiLo
 // generators made) put wrong on purpose, built from a copy of src/ (the tree
 // is never touched) and run against test/server.test.mjs and
@@ -7,7 +7,7 @@
 //
 //   node clients/node/scripts/mutants.mjs SERVER_BIN WORK_DIR [NAME...]
 import { spawnSync } from 'node:child_process';
-import { cpSync, mkdirSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
+import { cpSync, mkdirSync, readFileSync, readdirSync, writeFileSync, rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -19,7 +19,7 @@ if (!serverBin || !workArg) {
 }
 const work = resolve(workArg);
 
-// [name, text in src/client.ts (exactly once), replacement]
+// [name, text in src/*.ts (exactly once, in one file), replacement]
 const MUTANTS = [
   ["tag check off", "!NODE_TAG.test(r.node_tag)", "false"],
   ["low<1 allowed", "if (low < 1n || high < low)", "if (high < low)"],
@@ -27,8 +27,8 @@ const MUTANTS = [
   ["no single flight", "if (c.inflight === null) this.startFetch(c, false);", "this.startFetch(c, false);"],
   ["failed refill kept", "      } finally {\n        c.inflight = null;\n      }", "      } finally {\n        if (!prefetch) {} else c.inflight = null;\n      }"],
   ["pair order tail first", "add(whole.range.target, [whole, tail]); // later range first", "add(whole.range.target, [tail, whole]);"],
-  ["recheck reads counter", "      const id = this.c.tryId();\n      if (id !== undefined) return id;", "      const r = this.c.cur;\n      if (r !== null && !r.dry()) return { number: BigInt(r.next), tag: r.tag };\n      const id = this.c.tryId();\n      if (id !== undefined) return id;"],
-  ["client current tag", "            return this.prefix + n + r.suffix;\n          }\n        } else {", "            return this.prefix + n + (this.ahead ?? r).suffix;\n          }\n        } else {"],
+  ["recheck reads counter", "      const id = take(this.c);\n      if (id !== undefined) return id;", "      const r = this.c.cur;\n      if (r !== null && !r.dry()) return ((take as unknown) === takeId ? { number: BigInt(r.next), tag: r.tag } : this.c.prefix + r.next + r.suffix) as unknown as T;\n      const id = take(this.c);\n      if (id !== undefined) return id;"],
+  ["client current tag", "this.prefix + this.take(r) + r.suffix", "this.prefix + this.take(r) + (this.ahead ?? r).suffix"],
   ["close does not wait", "    await Promise.allSettled(sends);\n", ""],
   ["digit separator ok", "if (separator >= '0' && separator <= '9')", "if (false)"],
   ["dash separator ok", "if (separator === '-') {", "if (false) {"],
@@ -37,7 +37,7 @@ const MUTANTS = [
   ["no return retry", "const RETURN_ATTEMPTS = 3;", "const RETURN_ATTEMPTS = 1;"],
   ["no UNIMPLEMENTED fallback", "if (err.code === StatusCode.UNIMPLEMENTED) {", "if (false) {"],
   ["range used after return", "      c.ahead = null;\n      c.cur = null;\n", "      c.ahead = null;\n"],
-  ["past high", "          if (n <= r.last) {\n            r.next = n + 1;\n            if (n === r.trigger) this.client._prefetch(this);\n            return { number", "          if (n <= r.last + 1) {\n            r.next = n + 1;\n            if (n === r.trigger) this.client._prefetch(this);\n            return { number"],
+  ["past high", "if (r !== null && !r.dry()) return r;", "if (r !== null && (r.small ? r.next <= r.last + 1 : !r.dry())) return r;"],
   ["numbers always JS numbers", "this.small = high <= MAX_SAFE;", "this.small = true;"],
   ["signal ignored", "    signal.addEventListener('abort', onAbort, { once: true });", ""],
   ["no waiter bound", "    if (this.now() - started > bound) {", "    if (false) {"],
@@ -46,16 +46,21 @@ const MUTANTS = [
   ["whole return last=low", "last: ahead.low - 1n }", "last: ahead.low }"],
 ];
 
-const original = readFileSync(join(DIR, 'src', 'client.ts'), 'utf8');
+const sources = readdirSync(join(DIR, 'src'))
+  .filter((f) => f.endsWith('.ts'))
+  .map((f) => [f, readFileSync(join(DIR, 'src', f), 'utf8')]);
 let survived = 0;
 for (const [name, from, to] of MUTANTS) {
   if (only.length > 0 && !only.includes(name)) continue;
-  if (original.split(from).length !== 2) throw new Error(`mutant "${name}": its text is not in client.ts exactly once`);
+  const holders = sources.filter(([, text]) => text.includes(from));
+  const count = holders.reduce((n, [, text]) => n + text.split(from).length - 1, 0);
+  if (count !== 1) throw new Error(`mutant "${name}": its text is in src/*.ts ${count} times; it must be there exactly once`);
+  const [file, original] = holders[0];
   const src = join(work, 'src');
   rmSync(src, { recursive: true, force: true });
   mkdirSync(work, { recursive: true });
   cpSync(join(DIR, 'src'), src, { recursive: true });
-  writeFileSync(join(src, 'client.ts'), original.replace(from, to));
+  writeFileSync(join(src, file), original.replace(from, to));
   const out = join(work, 'out');
   const build = spawnSync(join(DIR, 'build.sh'), [out], { encoding: 'utf8', env: { ...process.env, HILO_NODE_SRC: src } });
   if (build.status !== 0) {

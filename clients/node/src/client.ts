@@ -20,241 +20,26 @@
 // once every return has been answered or has failed.
 
 import * as grpc from '@grpc/grpc-js';
-import { HiloError, StatusCode, isTransient, statusCodeName } from './errors.js';
+import { HiloError, StatusCode, statusCodeName } from './errors.js';
 import type {
-  HiLoStub,
   NextRangeRequest,
   NextRangeResponse,
   ReturnRangeRequest,
   ReturnRangeResponse,
   ReturnRangeResult,
   ReturnRangesResponse,
-  Timestamp,
 } from './proto.js';
 import { hiloStubConstructor } from './proto.js';
+import { Collection } from './collection.js';
+import { CollectionHandle, aborted, untilAborted } from './handle.js';
+import { Range } from './range.js';
+import { Transport } from './transport.js';
+import type { CallOptions, HiloClientOptions, HiloId, HiloStats } from './types.js';
 
-/** Options of a HiloClient; only `targets` is required. */
-export interface HiloClientOptions {
-  /**
-   * Server addresses in gRPC target syntax ("host:port", "dns:///name:port").
-   * At least one. On UNAVAILABLE or DEADLINE_EXCEEDED, or a reply that breaks
-   * the contract, the client tries the next, and stays with the one that
-   * answered.
-   */
-  targets: readonly string[];
-  /** Between collection and number in a document ID: one character, not '|', '-' or a digit. Default '/'. */
-  separator?: string;
-  /** Deadline of each NextRange attempt, and of each return with all its retries, in milliseconds. Default 5000. */
-  rpcDeadlineMs?: number;
-  /** Share of a range used before the next is fetched in the background: 0 (off) or in (0, 1). Default 0.2. */
-  prefetchAt?: number;
-  /** Channel credentials for every target (e.g. grpc.credentials.createSsl(ca)). Default: plaintext, or `tls`. */
-  credentials?: grpc.ChannelCredentials;
-  /** TLS without importing @grpc/grpc-js: PEM root certificates (and a client certificate for mTLS). */
-  tls?: {
-    ca?: Buffer | string;
-    cert?: Buffer | string;
-    key?: Buffer | string;
-    /** The name to check the server's certificate against, when it differs from the target's host. */
-    serverName?: string;
-  };
-  /** Extra channel options for every target (grpc-js `ChannelOptions`). */
-  channelOptions?: grpc.ChannelOptions;
-  /** Where best-effort failures (a return that failed after its retries) go; default: one line on stderr. */
-  log?: (line: string) => void;
-  /** A monotonic clock in milliseconds (default performance.now), for tests that move time by hand. */
-  clock?: () => number;
-}
-
-/** One number and the tag of the node whose range it came from. */
-export interface HiloId {
-  /** Exact: a JavaScript number stops being exact above 2^53 - 1, and IDs reach 2^63 - 1. */
-  readonly number: bigint;
-  /** 1-4 characters of A-Z and 0-9. */
-  readonly tag: string;
-}
-
-/** Per-call options. */
-export interface CallOptions {
-  /** Stops this caller's wait for a range (rejects with CANCELLED); the fetch itself goes on for the others. */
-  signal?: AbortSignal;
-}
-
-/**
- * Counters since the client was created; each only grows. They move only
- * where a range is fetched or returned, never on the fast path. The names
- * are those of clients/conformance/PROTOCOL.md.
- */
-export interface HiloStats {
-  /** ID requests that waited for a range from a server (or for that fetch's error). */
-  calls_waited: number;
-  /** Ranges a server issued to this client and the client accepted, prefetched or not. */
-  ranges_fetched: number;
-  /** Of those, ranges fetched ahead of need. */
-  ranges_prefetched: number;
-  /** Fetches answered by another target because the preferred one failed. */
-  failovers: number;
-  /** Ranges handed back: applied by the node, refused (normal: it issued a newer range), or failed after retries. */
-  returns_applied: number;
-  returns_refused: number;
-  returns_failed: number;
-  /** Failed fetches and returns, by status code name. */
-  errors: Record<string, number>;
-}
-
-const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
 const NODE_TAG = /^[A-Z0-9]{1,4}$/;
-const RETURN_ATTEMPTS = 3;
 const MAX_BATCH_ITEMS = 1000;
 const MAX_BATCH_BYTES = 60 * 1024;
 
-/** A range a server issued: its bounds, tag, token, and the counter that hands its numbers out. */
-class Range {
-  readonly low: bigint;
-  readonly high: bigint;
-  readonly tag: string;
-  readonly token: string;
-  readonly target: number;
-  /** "-" + tag: what follows the number in a document ID. */
-  readonly suffix: string;
-  /** True when every number of the range is a safe JS number: the counter is then a number. */
-  readonly small: boolean;
-  /** Counter (next number to hand out) and last number, as numbers, when `small`. */
-  next: number;
-  readonly last: number;
-  /** The number whose taking starts the prefetch (-1: never), when `small`. */
-  readonly trigger: number;
-  /** The same three as bigint, when not `small`. */
-  nextBig: bigint;
-  readonly triggerBig: bigint;
-
-  constructor(low: bigint, high: bigint, tag: string, token: string, target: number, prefetchAt: number) {
-    this.low = low;
-    this.high = high;
-    this.tag = tag;
-    this.token = token;
-    this.target = target;
-    this.suffix = '-' + tag;
-    this.small = high <= MAX_SAFE;
-    let trigger = -1n;
-    if (prefetchAt > 0) {
-      const size = high - low + 1n;
-      // ceil(prefetchAt * size) numbers used, at least one.
-      const share = BigInt(Math.max(1, Math.ceil(prefetchAt * Number(size))));
-      trigger = low + (share < size ? share : size) - 1n;
-    }
-    this.next = this.small ? Number(low) : 0;
-    this.last = this.small ? Number(high) : 0;
-    this.trigger = this.small ? Number(trigger) : -1;
-    this.nextBig = low;
-    this.triggerBig = trigger;
-  }
-
-  /** The highest number handed out from this range, or low - 1 if none. */
-  takenUpTo(): bigint {
-    return this.small ? BigInt(this.next - 1) : this.nextBig - 1n;
-  }
-
-  dry(): boolean {
-    return this.small ? this.next > this.last : this.nextBig > this.high;
-  }
-}
-
-/** One collection's cache: the current range, the one fetched ahead, and what NextRange reports. */
-class Collection {
-  readonly name: string;
-  /** collection + separator. */
-  readonly prefix: string;
-  cur: Range | null = null;
-  ahead: Range | null = null;
-  /** The fetch in flight (foreground or prefetch), shared by every waiter; null when none. */
-  inflight: Promise<void> | null = null;
-  /** Set by close(): no range of this collection is used or fetched again. */
-  retired = false;
-  // Reported with every NextRange.
-  lastSize = 0n;
-  lastRangeAt: Timestamp | null = null;
-  lastMax = 0n;
-  /** The high of the last range accepted from each node (by tag). */
-  readonly lastHighByTag = new Map<string, bigint>();
-  private readonly client: HiloClient;
-
-  constructor(client: HiloClient, name: string, separator: string) {
-    this.client = client;
-    this.name = name;
-    this.prefix = name + separator;
-  }
-
-  /** Takes the next document ID if a range has one left; undefined otherwise. Never waits. */
-  tryDocumentId(): string | undefined {
-    for (;;) {
-      const r = this.cur;
-      if (r !== null) {
-        if (r.small) {
-          const n = r.next;
-          if (n <= r.last) {
-            r.next = n + 1;
-            if (n === r.trigger) this.client._prefetch(this);
-            return this.prefix + n + r.suffix;
-          }
-        } else {
-          const n = r.nextBig;
-          if (n <= r.high) {
-            r.nextBig = n + 1n;
-            if (n === r.triggerBig) this.client._prefetch(this);
-            return this.prefix + n + r.suffix;
-          }
-        }
-      }
-      if (!this.advance()) return undefined;
-    }
-  }
-
-  /** Takes the next ID if a range has one left; undefined otherwise. Never waits. */
-  tryId(): HiloId | undefined {
-    for (;;) {
-      const r = this.cur;
-      if (r !== null) {
-        if (r.small) {
-          const n = r.next;
-          if (n <= r.last) {
-            r.next = n + 1;
-            if (n === r.trigger) this.client._prefetch(this);
-            return { number: BigInt(n), tag: r.tag };
-          }
-        } else {
-          const n = r.nextBig;
-          if (n <= r.high) {
-            r.nextBig = n + 1n;
-            if (n === r.triggerBig) this.client._prefetch(this);
-            return { number: n, tag: r.tag };
-          }
-        }
-      }
-      if (!this.advance()) return undefined;
-    }
-  }
-
-  /** Moves the range fetched ahead in when the current one is dry. */
-  private advance(): boolean {
-    if (this.ahead === null || (this.cur !== null && !this.cur.dry())) return false;
-    this.cur = this.ahead;
-    this.ahead = null;
-    return true;
-  }
-
-  /** Puts a fetched range where callers find it. */
-  place(range: Range): void {
-    if (this.cur === null || this.cur.dry()) {
-      this.cur = range;
-    } else if (this.ahead === null) {
-      this.ahead = range;
-    } else {
-      // Unreachable: one fetch at a time, and none while a range waits ahead.
-      throw new HiloError(StatusCode.INTERNAL, `collection "${this.name}" already holds two ranges`);
-    }
-  }
-}
 
 /** What one item of a return sends, and to whom. */
 interface ReturnItem {
@@ -268,15 +53,13 @@ interface ReturnItem {
  * servers. Safe to share among all the async callers of a process.
  */
 export class HiloClient {
-  private readonly targets: readonly string[];
   private readonly separator: string;
   private readonly rpcDeadlineMs: number;
   private readonly prefetchAt: number;
   private readonly log: (line: string) => void;
   private readonly now: () => number;
-  private readonly stubs: HiLoStub[];
+  private readonly transport: Transport;
   private readonly collections = new Map<string, Collection>();
-  private preferred = 0;
   private closing = false;
   private closed: Promise<void> | null = null;
   private readonly counters: HiloStats = {
@@ -315,7 +98,6 @@ export class HiloClient {
     if (!(prefetchAt >= 0 && prefetchAt < 1)) {
       throw new HiloError(StatusCode.INVALID_ARGUMENT, `prefetchAt is ${prefetchAt}; use 0 (off) or a share in (0, 1)`);
     }
-    this.targets = [...targets];
     this.separator = separator;
     this.rpcDeadlineMs = deadline;
     this.prefetchAt = prefetchAt;
@@ -328,7 +110,13 @@ export class HiloClient {
       channelOptions['grpc.default_authority'] = options.tls.serverName;
     }
     const Stub = hiloStubConstructor();
-    this.stubs = this.targets.map((t) => new Stub(t, credentials, channelOptions));
+    const copy = [...targets];
+    this.transport = new Transport(
+      copy,
+      copy.map((t) => new Stub(t, credentials, channelOptions)),
+      deadline,
+      this.now,
+    );
   }
 
   /** The next number of `collection` and its node tag. Errors as nextDocumentId. */
@@ -397,7 +185,7 @@ export class HiloClient {
     }
     if (signal?.aborted) throw aborted(c.name, signal);
     // A caller whose fetches keep succeeding while others drain them still stops.
-    const bound = this.rpcDeadlineMs * (this.targets.length + 1);
+    const bound = this.rpcDeadlineMs * (this.transport.targets.length + 1);
     if (this.now() - started > bound) {
       throw new HiloError(
         StatusCode.DEADLINE_EXCEEDED,
@@ -433,7 +221,7 @@ export class HiloClient {
     c.inflight = p;
   }
 
-  /** One NextRange, with failover across targets starting at the preferred one. */
+  /** One NextRange (Transport.nextRange: failover across targets), its reply checked against R11. */
   private async fetch(c: Collection, prefetch: boolean): Promise<Range> {
     const request: NextRangeRequest = {
       collection: c.name,
@@ -441,54 +229,23 @@ export class HiloClient {
       last_range_at: c.lastRangeAt,
       last_max: c.lastMax.toString(),
     };
-    const failures: string[] = [];
-    let anyInvalid = false;
-    const first = this.preferred;
-    for (let i = 0; i < this.stubs.length; i++) {
-      const index = (first + i) % this.stubs.length;
-      const target = this.targets[index];
-      let response: NextRangeResponse;
-      try {
-        response = await this.unary<NextRangeRequest, NextRangeResponse>(
-          this.stubs[index].NextRange,
-          this.stubs[index],
-          request,
-          this.rpcDeadlineMs,
-        );
-      } catch (e) {
-        const err = e as grpc.ServiceError;
-        if (isTransient(err.code)) {
-          failures.push(`${target}: ${statusCodeName(err.code)}: ${err.details}`);
-          continue;
-        }
-        this.countError(err.code);
-        throw new HiloError(err.code, `${target}: NextRange for "${c.name}" failed: ${err.details}`, { cause: e });
-      }
-      const checked = this.check(c, response);
-      if (typeof checked === 'string') {
-        anyInvalid = true;
-        failures.push(`${target}: ${checked}`);
-        continue;
-      }
-      const { low, high } = checked;
-      if (i > 0) this.counters.failovers++;
-      this.preferred = index;
-      this.counters.ranges_fetched++;
-      if (prefetch) this.counters.ranges_prefetched++;
-      c.lastSize = high - low + 1n;
-      c.lastRangeAt = response.range_at;
-      if (high > c.lastMax) c.lastMax = high;
-      c.lastHighByTag.set(response.node_tag, high);
-      return new Range(low, high, response.node_tag, response.range_token, index, this.prefetchAt);
+    let accepted;
+    try {
+      accepted = await this.transport.nextRange(request, (r) => this.check(c, r));
+    } catch (e) {
+      this.countError((e as HiloError).code);
+      throw e;
     }
-    const code = anyInvalid ? StatusCode.INTERNAL : StatusCode.UNAVAILABLE;
-    this.countError(code);
-    throw new HiloError(
-      code,
-      anyInvalid
-        ? `no hilo server gave a usable range of "${c.name}": ${failures.join('; ')}`
-        : `no hilo server answered NextRange for "${c.name}": ${failures.join('; ')}`,
-    );
+    const { low, high } = accepted.value;
+    const response = accepted.response;
+    if (accepted.failedOver) this.counters.failovers++;
+    this.counters.ranges_fetched++;
+    if (prefetch) this.counters.ranges_prefetched++;
+    c.lastSize = high - low + 1n;
+    c.lastRangeAt = response.range_at;
+    if (high > c.lastMax) c.lastMax = high;
+    c.lastHighByTag.set(response.node_tag, high);
+    return new Range(low, high, response.node_tag, response.range_token, accepted.target, this.prefetchAt);
   }
 
   /** The range's bounds, or what breaks the contract in a NextRange reply. */
@@ -543,7 +300,7 @@ export class HiloClient {
     const sends: Promise<void>[] = [];
     for (const [target, list] of groups) sends.push(this.returnTo(target, list));
     await Promise.allSettled(sends);
-    for (const stub of this.stubs) stub.close();
+    this.transport.close();
   }
 
   /** Sends one target its returns, in batches of whole groups (<= 1000 items, < 60 KiB). */
@@ -566,11 +323,11 @@ export class HiloClient {
   }
 
   private async returnBatch(target: number, items: ReturnItem[]): Promise<void> {
-    const stub = this.stubs[target];
+    const stub = this.transport.stubs[target];
     const requests = items.map(toReturnRequest);
     let results: ReturnRangeResult[];
     try {
-      const response = await this.withRetries<{ returns: ReturnRangeRequest[] }, ReturnRangesResponse>(
+      const response = await this.transport.withRetries<{ returns: ReturnRangeRequest[] }, ReturnRangesResponse>(
         () => stub.ReturnRanges,
         stub,
         { returns: requests },
@@ -588,7 +345,7 @@ export class HiloClient {
         // A node older than ReturnRanges: one ReturnRange per item, same order.
         for (let i = 0; i < items.length; i++) {
           try {
-            const r = await this.withRetries<ReturnRangeRequest, ReturnRangeResponse>(
+            const r = await this.transport.withRetries<ReturnRangeRequest, ReturnRangeResponse>(
               () => stub.ReturnRange,
               stub,
               requests[i],
@@ -614,7 +371,7 @@ export class HiloClient {
       this.counters.returns_failed++;
       this.countError(result.code);
       this.log(
-        `hilo: returning numbers ${item.last + 1n}-${item.range.high} of collection "${item.collection}" to ${this.targets[target]} failed: ${statusCodeName(result.code)}: ${result.message}`,
+        `hilo: returning numbers ${item.last + 1n}-${item.range.high} of collection "${item.collection}" to ${this.transport.targets[target]} failed: ${statusCodeName(result.code)}: ${result.message}`,
       );
       return;
     }
@@ -627,110 +384,12 @@ export class HiloClient {
     }
   }
 
-  /** A unary call retried on UNAVAILABLE / DEADLINE_EXCEEDED, all attempts within rpcDeadlineMs. */
-  private async withRetries<Req, Res>(method: () => Function, stub: HiLoStub, request: Req): Promise<Res> {
-    const end = this.now() + this.rpcDeadlineMs;
-    for (let attempt = 1; ; attempt++) {
-      const left = end - this.now();
-      // Each attempt gets an equal share of the time left.
-      const budget = left / (RETURN_ATTEMPTS - attempt + 1);
-      try {
-        return await this.unary<Req, Res>(method(), stub, request, budget);
-      } catch (e) {
-        const err = e as grpc.ServiceError;
-        if (!isTransient(err.code) || attempt >= RETURN_ATTEMPTS || end - this.now() <= 1) throw e;
-      }
-    }
-  }
-
-  /** One unary call with a deadline `budgetMs` from now (measured on the monotonic clock). */
-  private unary<Req, Res>(method: Function, stub: HiLoStub, request: Req, budgetMs: number): Promise<Res> {
-    // grpc-js takes a wall-clock deadline; it is derived from a monotonic
-    // budget at the moment of the call, so a clock step cannot stretch it.
-    const deadline = Date.now() + Math.max(1, Math.floor(budgetMs));
-    return new Promise<Res>((resolve, reject) => {
-      method.call(stub, request, { deadline }, (error: grpc.ServiceError | null, response?: Res) => {
-        if (error) reject(error);
-        else resolve(response as Res);
-      });
-    });
-  }
-
   private countError(code: number): void {
     const name = statusCodeName(code);
     this.counters.errors[name] = (this.counters.errors[name] ?? 0) + 1;
   }
 }
 
-/**
- * One collection of a HiloClient, for callers that draw many IDs from it:
- * the name is looked up once. Draws from the same range as the client's
- * nextId on that collection.
- */
-export class CollectionHandle {
-  private readonly client: HiloClient;
-  private readonly c: Collection;
-
-  /** @internal */
-  constructor(client: HiloClient, c: Collection) {
-    this.client = client;
-    this.c = c;
-  }
-
-  get name(): string {
-    return this.c.name;
-  }
-
-  /** As HiloClient.nextId on this collection. */
-  nextId(options?: CallOptions): Promise<HiloId> {
-    const signal = options?.signal;
-    if (signal?.aborted === true) return Promise.reject(aborted(this.c.name, signal));
-    const id = this.c.tryId();
-    if (id !== undefined) return Promise.resolve(id);
-    return this.slowId(signal);
-  }
-
-  /** As HiloClient.nextDocumentId on this collection. */
-  nextDocumentId(options?: CallOptions): Promise<string> {
-    const signal = options?.signal;
-    if (signal?.aborted === true) return Promise.reject(aborted(this.c.name, signal));
-    const id = this.c.tryDocumentId();
-    if (id !== undefined) return Promise.resolve(id);
-    return this.slowDocumentId(signal);
-  }
-
-  /**
-   * The next document ID if the cached range has one, else undefined (then
-   * await nextDocumentId, which fetches). Synchronous: never does I/O, never
-   * throws.
-   */
-  tryNextDocumentId(): string | undefined {
-    return this.c.tryDocumentId();
-  }
-
-  /** The next ID if the cached range has one, else undefined. Synchronous. */
-  tryNextId(): HiloId | undefined {
-    return this.c.tryId();
-  }
-
-  private async slowId(signal: AbortSignal | undefined): Promise<HiloId> {
-    let started: number | null = null;
-    for (let counted = false; ; counted = true) {
-      started = await this.client._wait(this.c, signal, started, counted);
-      const id = this.c.tryId();
-      if (id !== undefined) return id;
-    }
-  }
-
-  private async slowDocumentId(signal: AbortSignal | undefined): Promise<string> {
-    let started: number | null = null;
-    for (let counted = false; ; counted = true) {
-      started = await this.client._wait(this.c, signal, started, counted);
-      const id = this.c.tryDocumentId();
-      if (id !== undefined) return id;
-    }
-  }
-}
 
 /**
  * CONTRACT.md R12: one character, neither '|', nor '-' (the number is read
@@ -770,30 +429,4 @@ function toReturnRequest(item: ReturnItem): ReturnRangeRequest {
     node_tag: item.range.tag,
     range_token: item.range.token,
   };
-}
-
-function aborted(collection: string, signal: AbortSignal): HiloError {
-  const reason = signal.reason instanceof Error ? signal.reason.message : String(signal.reason);
-  return new HiloError(StatusCode.CANCELLED, `wait for a number of "${collection}" aborted: ${reason}`, {
-    cause: signal.reason,
-  });
-}
-
-/** `p`, or a CANCELLED rejection as soon as `signal` aborts. */
-function untilAborted(p: Promise<void>, signal: AbortSignal | undefined, collection: string): Promise<void> {
-  if (signal === undefined) return p;
-  return new Promise<void>((resolve, reject) => {
-    const onAbort = () => reject(aborted(collection, signal));
-    signal.addEventListener('abort', onAbort, { once: true });
-    p.then(
-      () => {
-        signal.removeEventListener('abort', onAbort);
-        resolve();
-      },
-      (e) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(e);
-      },
-    );
-  });
 }

@@ -212,7 +212,7 @@ class ClientWithoutServerTest(unittest.TestCase):
         # share one rpc_deadline, neither stretched nor cut.
         from unittest import mock
 
-        from hilo_client import client as impl
+        from hilo_client import _transport as impl
 
         class Clocks:
             def __init__(self):
@@ -256,7 +256,7 @@ class ClientWithoutServerTest(unittest.TestCase):
         self.assertAlmostEqual(clocks.mono - 1000.0, 3.0)
 
     def test_a_pair_is_never_split_across_two_calls(self):
-        from hilo_client import client as impl
+        from hilo_client import _transport as impl
 
         class RecordingStub:
             def __init__(self):

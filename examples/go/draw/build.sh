@@ -16,24 +16,19 @@
 # turns on OUT_DIR/.lock, waiting at most 300 s, and the program is renamed
 # into place whole, so a caller never runs a half-written one.
 set -eu
-if [ $# -ne 2 ]; then
-  echo "usage: $0 GEN_DIR OUT_DIR" >&2
-  exit 2
-fi
 ROOT=$(CDPATH='' cd -- "$(dirname -- "$0")/../../.." && pwd)
+# shellcheck source=clients/conformance/build_lib.sh
+. "$ROOT/clients/conformance/build_lib.sh"
+hilo_args 2 "GEN_DIR OUT_DIR" "$@"
 if [ ! -d "$1/go" ]; then
   echo "$0: no Go stubs in $1/go; run scripts/gen-stubs.sh (or the lang.gen_stubs test) first" >&2
   exit 1
 fi
 mkdir -p "$2"
-exec 9>"$2/.lock"
-if ! flock -w 300 9; then
-  echo "$0: $2/.lock is still held after 300 s (another build of the draw example)" >&2
-  exit 1
-fi
+hilo_take_turns "$2/.lock" "$0"
 sums=$(find "$ROOT/examples/go/draw" "$ROOT/clients/go" "$1/go" -name '*.go' \
          ! -name '*_test.go' -type f -print0 | sort -z | xargs -0 sha256sum)
-if [ -x "$2/draw" ] && [ "$sums" = "$(cat "$2/draw.sums" 2>/dev/null)" ]; then
+if [ -x "$2/draw" ] && hilo_up_to_date "$2/draw.sums" "$sums"; then
   exit 0
 fi
 rm -f "$2/draw.sums"

@@ -6,11 +6,10 @@
 #
 # GEN_DIR is what scripts/gen-stubs.sh writes (it needs GEN_DIR/go).
 set -eu
-if [ $# -ne 2 ]; then
-  echo "usage: $0 GEN_DIR OUT_DIR" >&2
-  exit 2
-fi
-ROOT=$(CDPATH= cd -- "$(dirname -- "$0")/../../../.." && pwd)
+ROOT=$(CDPATH='' cd -- "$(dirname -- "$0")/../../../.." && pwd)
+# shellcheck source=clients/conformance/build_lib.sh
+. "$ROOT/clients/conformance/build_lib.sh"
+hilo_args 2 "GEN_DIR OUT_DIR" "$@"
 mkdir -p "$2"
 . "$ROOT/clients/go/goenv.sh"
 hilo_go_env "$ROOT" "$1" "$2"

@@ -7,15 +7,13 @@
 # GEN_DIR is scripts/gen-stubs.sh's output. The driver speaks
 # clients/conformance/PROTOCOL.md on stdin/stdout.
 set -eu
-if [ $# -ne 2 ]; then
-  echo "usage: $0 GEN_DIR OUT_DIR" >&2
-  exit 2
-fi
-HERE=$(CDPATH= cd -- "$(dirname -- "$0")" && pwd)
-ROOT=$(CDPATH= cd -- "$HERE/../../../.." && pwd)
+HERE=$(CDPATH='' cd -- "$(dirname -- "$0")" && pwd)
+ROOT=$(CDPATH='' cd -- "$HERE/../../../.." && pwd)
+# shellcheck source=clients/conformance/build_lib.sh
+. "$ROOT/clients/conformance/build_lib.sh"
+hilo_args 2 "GEN_DIR OUT_DIR" "$@"
 GEN=$1
-mkdir -p "$2"
-OUT=$(CDPATH= cd -- "$2" && pwd)
+OUT=$(hilo_dir "$2")
 # The draw example's build makes the client in OUT_DIR/client (the library's
 # own build: the jar, its tests' classes and the netty-tcnative copy TLS
 # needs, see clients/java/build.sh) and the draw program in OUT_DIR/draw,
@@ -24,14 +22,7 @@ OUT=$(CDPATH= cd -- "$2" && pwd)
 # (conformance.draw_together starts every draw with its kill -9 rounds).
 "$ROOT/examples/java/build-draw.sh" "$GEN" "$OUT" >&2
 CP=$("$ROOT/examples/java/classpath.sh")
-rm -rf "$OUT/classes"
-mkdir -p "$OUT/classes"
-javac --release 17 -Xlint:all,-serial -Werror -d "$OUT/classes" \
-  -cp "$OUT/client/hilo-client.jar:$CP" "$HERE/Driver.java"
-cat > "$OUT/driver" <<WRAPPER
-#!/bin/sh
-exec java -Djava.library.path="$OUT/client/native" \\
-  -cp "$OUT/classes:$OUT/client/hilo-client.jar:$CP:/usr/share/java/netty-tcnative.jar" Driver "\$@"
-WRAPPER
-chmod +x "$OUT/driver"
+hilo_javac "$OUT/classes" "$OUT/client/hilo-client.jar:$CP" "$HERE/Driver.java" all,-serial
+hilo_wrapper "$OUT/driver" java -Djava.library.path="$OUT/client/native" \
+  -cp "$OUT/classes:$OUT/client/hilo-client.jar:$CP:/usr/share/java/netty-tcnative.jar" Driver
 echo "build.sh: $OUT/driver" >&2

@@ -11,17 +11,11 @@
 set -eu
 HERE=$(CDPATH='' cd -- "$(dirname -- "$0")" && pwd)
 ROOT=$(CDPATH='' cd -- "$HERE/../../../.." && pwd)
-if [ $# -ne 2 ]; then
-  echo "usage: $0 GEN_DIR OUT_DIR" >&2
-  exit 2
-fi
-mkdir -p "$2"
-OUT=$(CDPATH='' cd -- "$2" && pwd)
+# shellcheck source=clients/conformance/build_lib.sh
+. "$ROOT/clients/conformance/build_lib.sh"
+hilo_args 2 "GEN_DIR OUT_DIR" "$@"
+OUT=$(hilo_dir "$2")
 "$ROOT/clients/node/build.sh" "$OUT/client"
 cp "$HERE/driver.mjs" "$OUT/driver.mjs"
-cat > "$OUT/driver" <<WRAPPER
-#!/bin/sh
-HILO_NODE_PKG="$OUT/client/package" exec node "$OUT/driver.mjs" "\$@"
-WRAPPER
-chmod +x "$OUT/driver"
+hilo_wrapper "$OUT/driver" env HILO_NODE_PKG="$OUT/client/package" node "$OUT/driver.mjs"
 echo "node driver: built $OUT/driver" >&2

@@ -1,0 +1,94 @@
+"""Driver: one client's conformance driver process, spoken to in JSON lines
+(PROTOCOL.md), with a bound on every answer. The per-language drivers live
+in drivers/<lang>/."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import threading
+from typing import Dict, List, Optional
+
+from outcomes import Failure
+from processes import Watchdog
+
+# How long the runner waits for any one driver answer, unless a step says.
+ANSWER_TIMEOUT_S = 30.0
+
+
+class Driver:
+    """One driver process (one client), spoken to in JSON lines."""
+
+    def __init__(self, command: List[str], name: str, log_dir: str,
+                 env: Optional[Dict[str, str]] = None):
+        self.name = name
+        self.stderr_path = os.path.join(log_dir, f"driver-{name}.log")
+        self._stderr = open(self.stderr_path, "w")
+        self.stuck = False  # it did not answer in time: kill, do not wait
+        self.proc = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=self._stderr, text=True, bufsize=1,
+            env=dict(os.environ, **env) if env else None)
+        Watchdog.record(self.proc.pid)
+        self._lines: "queue.Queue[Optional[str]]" = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        self.separator = "/"
+        self.targets: List[str] = []
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def call(self, request: Dict, timeout: float = ANSWER_TIMEOUT_S) -> Dict:
+        try:
+            self.proc.stdin.write(json.dumps(request) + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise Failure(f"driver {self.name} is gone (exit status "
+                          f"{self.proc.poll()}); its stderr: {self.tail()}")
+        try:
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            self.stuck = True
+            raise Failure(f"driver {self.name} did not answer "
+                          f"{request['op']} within {timeout:g} s")
+        if line is None:
+            raise Failure(f"driver {self.name} exited (status "
+                          f"{self.proc.wait(5)}) on {request['op']}; its "
+                          f"stderr: {self.tail()}")
+        try:
+            answer = json.loads(line)
+        except ValueError:
+            raise Failure(f"driver {self.name} answered {request['op']} "
+                          f"with a line that is not JSON: {line.strip()!r}")
+        if not isinstance(answer, dict) or not isinstance(
+                answer.get("ok"), bool):
+            raise Failure(f"driver {self.name} answered {request['op']} "
+                          f"without a boolean ok: {line.strip()!r}")
+        return answer
+
+    def tail(self) -> str:
+        self._stderr.flush()
+        with open(self.stderr_path) as f:
+            return f.read()[-2000:].strip()
+
+    def stop(self) -> None:
+        if self.stuck and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.write('{"op": "exit"}\n')
+                self.proc.stdin.flush()
+                self.proc.stdin.close()
+            except (BrokenPipeError, OSError):
+                pass
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self._stderr.close()

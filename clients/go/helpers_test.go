@@ -1,0 +1,60 @@
+package hilo
+
+import (
+	"context"
+	"sync"
+	"testing"
+)
+
+// What the in-process, real-server and benchmark tests share: many
+// goroutines drawing at once, and one call measured from every goroutine.
+
+// drawAllDistinct starts `goroutines` goroutines that each call draw
+// `each` times (g: which goroutine, i: which of its calls), and fails the
+// test when a call fails, when an ID comes back twice, or when fewer than
+// goroutines*each distinct IDs were drawn.
+func drawAllDistinct[K comparable](t *testing.T, goroutines, each int, draw func(g, i int) (K, error)) {
+	t.Helper()
+	var mu sync.Mutex
+	seen := map[K]bool{}
+	var wg sync.WaitGroup
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				id, err := draw(g, i)
+				if err != nil {
+					t.Errorf("draw %d of goroutine %d: %v", i, g, err)
+					return
+				}
+				mu.Lock()
+				if seen[id] {
+					t.Errorf("ID %+v handed out twice", id)
+				}
+				seen[id] = true
+				mu.Unlock()
+			}
+		}(g)
+	}
+	wg.Wait()
+	if len(seen) != goroutines*each {
+		t.Fatalf("%d distinct IDs, want %d", len(seen), goroutines*each)
+	}
+}
+
+// benchParallel measures `call`, made once per iteration from GOMAXPROCS
+// goroutines (b.RunParallel), with its allocations.
+func benchParallel(b *testing.B, call func(ctx context.Context) error) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := call(ctx); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}

@@ -1,0 +1,288 @@
+"""_RangeCache: one collection's ranges inside a client (the current range,
+the one fetched ahead, the numbers held per node for CONTRACT.md R11, the
+counters), and what it hands back at close (_Unused). Private to
+hilo_client."""
+
+from __future__ import annotations
+
+import math
+import threading
+from typing import (Callable, Dict, List, NamedTuple, Optional, Sequence,
+                    Tuple, Union)
+
+import grpc
+
+from hilo_client._transport import (_GrpcRangeSource, _Issued, _Previous,
+                                    _ReturnResult)
+from hilo_client._values import HiloError, Id
+
+
+class _Unused(NamedTuple):
+    """What a cache hands back: (range, last) pairs in the order they must
+    reach their nodes; pair when they are two adjacent ranges of one node
+    (the later one whole first), which go in one call."""
+
+    returns: List[Tuple[_Issued, int]]
+    pair: bool
+
+
+class _RangeCache:
+    """One collection's current range, handed out number by number, and the
+    next range once it is fetched ahead. Exactly one caller at a time talks
+    to the server for it (fetch, prefetch or return); the others wait. A
+    number leaves only together with its own range's tag."""
+
+    def __init__(self, collection: str, source: _GrpcRangeSource,
+                 log: Callable[[str], None], prefetch_at: float,
+                 schedule: Optional[Callable[[Callable[[], None]], None]]):
+        self._collection = collection
+        self._source = source
+        self._log = log
+        self._prefetch_at = prefetch_at if schedule is not None else 0.0
+        self._schedule = schedule
+        self._cond = threading.Condition(threading.Lock())
+        self._range: Optional[_Issued] = None
+        self._next = 0  # next number of _range to hand out
+        # Taking this number of _range asks for the next range ahead.
+        self._prefetch_number: Optional[int] = None
+        self._ahead: Optional[_Issued] = None  # fetched ahead, not yet used
+        self._busy = False  # a fetch, prefetch or return is in flight
+        self._calls = 0  # completed or failed fetches and returns
+        self._error: Optional[HiloError] = None  # of the last fetch
+        self._previous = _Previous()
+        # Per node tag: the highest number of this collection the client
+        # holds or handed out from that node's ranges; after an applied
+        # return, the last number it used. A new range of that node must
+        # start above it (CONTRACT.md R11).
+        self._held: Dict[str, int] = {}
+        # The highest number handed out from a retired range (0: none).
+        self._used_up_to = 0
+        # ClientStats counters, under _cond.
+        self._waited = 0
+        self._fetched = 0
+        self._prefetched = 0
+        self._applied = 0
+        self._refused = 0
+        self._failed = 0
+        self._errors: Dict[grpc.StatusCode, int] = {}
+
+    def _use(self, issued: _Issued) -> None:
+        """Makes `issued` the current range (with _cond held); the range it
+        replaces was used up."""
+        if self._range is not None:
+            self._used_up_to = max(self._used_up_to, self._next - 1)
+        self._range = issued
+        self._next = issued.low
+        self._prefetch_number = None
+        if self._prefetch_at > 0:
+            size = issued.high - issued.low + 1
+            self._prefetch_number = issued.low + max(
+                0, math.ceil(self._prefetch_at * size) - 1)
+
+    def _take(self) -> Id:
+        """The next number of the current range (with _cond held, the range
+        not used up); its taker asks for a prefetch if it is the set one."""
+        number = self._next
+        self._next += 1
+        if number == self._prefetch_number:
+            self._prefetch_number = None
+            self._schedule(self.prefetch)
+        return Id(number, self._range.node_tag)
+
+    def _count_error(self, e: HiloError) -> None:
+        self._errors[e.code] = self._errors.get(e.code, 0) + 1
+
+    def next(self) -> Id:
+        with self._cond:
+            waited = False
+            while True:
+                r = self._range
+                if r is not None and self._next <= r.high:
+                    if waited:
+                        self._waited += 1
+                    return self._take()
+                if self._ahead is not None:
+                    # The range fetched ahead takes over, no round trip.
+                    self._use(self._ahead)
+                    self._ahead = None
+                    continue
+                if not self._busy:
+                    break
+                waited = True
+                calls = self._calls
+                self._cond.wait_for(lambda: self._calls != calls)
+                if self._error is not None and self._ahead is None and (
+                        self._range is None or self._next > self._range.high):
+                    # The fetch this caller waited for failed: share its error
+                    # rather than have every waiter try again at once.
+                    self._waited += 1
+                    raise HiloError(self._error.code, self._error.message)
+            # This caller fetches; callers arriving meanwhile wait above.
+            self._busy = True
+            previous = self._previous
+            held = dict(self._held)
+        try:
+            issued = self._source.next(self._collection, previous, held)
+        except BaseException as e:
+            with self._cond:
+                self._busy = False
+                self._calls += 1
+                self._waited += 1
+                self._error = e if isinstance(e, HiloError) else None
+                if self._error is not None:
+                    self._count_error(self._error)
+                self._cond.notify_all()
+            raise
+        with self._cond:
+            self._busy = False
+            self._calls += 1
+            self._error = None
+            self._fetched += 1
+            self._waited += 1
+            issued = issued._replace(
+                held_before=self._held.get(issued.node_tag, 0))
+            self._held[issued.node_tag] = issued.high
+            self._use(issued)
+            self._previous = _Previous(issued.high - issued.low + 1,
+                                       issued.range_at, issued.high)
+            self._cond.notify_all()
+            return self._take()  # this caller takes the first number
+
+    def prefetch(self) -> None:
+        """Fetches the next range ahead of need, unless one is fetched or
+        being fetched (or a return is in flight). Runs on the prefetch
+        thread; a failure is left for the caller that runs dry, which
+        fetches (and reports) by itself."""
+        with self._cond:
+            if self._busy or self._ahead is not None or self._range is None:
+                return
+            self._busy = True
+            previous = self._previous
+            held = dict(self._held)
+        issued = None
+        error: Optional[HiloError] = None
+        try:
+            issued = self._source.next(self._collection, previous, held)
+        except HiloError as e:
+            error = e
+        except Exception as e:  # noqa: BLE001 - a closed channel, say
+            error = HiloError(grpc.StatusCode.UNKNOWN,
+                              f"prefetch of {self._collection!r}: {e}")
+        with self._cond:
+            self._busy = False
+            self._calls += 1
+            self._error = None  # not a caller's error
+            if issued is not None:
+                issued = issued._replace(
+                    held_before=self._held.get(issued.node_tag, 0))
+                self._ahead = issued
+                self._held[issued.node_tag] = issued.high
+                self._fetched += 1
+                self._prefetched += 1
+                # The server has moved past this range whatever we do.
+                self._previous = _Previous(issued.high - issued.low + 1,
+                                           issued.range_at, issued.high)
+            elif error is not None:
+                self._count_error(error)
+            self._cond.notify_all()
+
+    @property
+    def collection(self) -> str:
+        return self._collection
+
+    def take_unused(self) -> Optional[_Unused]:
+        """Retires the current range and the one fetched ahead and, if
+        numbers of them are left, marks the cache busy and says what to hand
+        back: the range fetched ahead whole (last = low - 1), then the
+        current range's unused tail. end_return must follow. None if nothing
+        is left."""
+        with self._cond:
+            self._cond.wait_for(lambda: not self._busy)
+            r = self._range
+            returns: List[Tuple[_Issued, int]] = []
+            pair = False
+            if self._ahead is not None:
+                a = self._ahead
+                returns.append((a, a.low - 1))
+                # Issued right above the current range by the same node: its
+                # whole return makes the current range the last issued again,
+                # so the tail can come back too (README "A pair of adjacent
+                # ranges").
+                pair = (r is not None and a.source == r.source
+                        and a.low == r.high + 1)
+                self._ahead = None
+            if r is not None:
+                # Retire the range first: from here on no caller takes its
+                # numbers.
+                self._range = None
+                self._prefetch_number = None
+                self._used_up_to = max(self._used_up_to, self._next - 1)
+                if self._next <= r.high:
+                    returns.append((r, self._next - 1))  # low - 1: none used
+                # Our next range may start right after the last number we
+                # handed out, whether the returns apply or not: the numbers
+                # above it are no longer ours.
+                self._previous = self._previous._replace(max=self._used_up_to)
+            if not returns:
+                return None
+            self._busy = True
+            return _Unused(returns, pair and len(returns) == 2)
+
+    def end_return(self, unused: _Unused,
+                   outcomes: Sequence[Union[_ReturnResult, HiloError]]
+                   ) -> None:
+        """Ends the return take_unused began: counts and logs each outcome
+        (outcomes[i] is that of unused.returns[i]) and wakes the callers
+        waiting for the cache."""
+        def back(k: int) -> bool:
+            o = outcomes[k]
+            # A refusal with Max already at `last` is a retried copy of a
+            # return that applied (its reply was lost).
+            return isinstance(o, _ReturnResult) and (
+                o.applied or o.max == unused.returns[k][1])
+
+        # A pair's tail comes back only after the range above it did.
+        tail_back = unused.pair and back(1)
+        lines = []
+        with self._cond:
+            for k, (issued, last) in enumerate(unused.returns):
+                o = outcomes[k]
+                # Whatever the answer, this range is never used again, so
+                # its numbers above `last` are no longer held: the mark goes
+                # down to the last number handed out from it, or, for a
+                # range back whole, to what it was before the range was
+                # taken (other clients' returns may since have moved Max
+                # below low - 1; a return of unknown outcome may have
+                # applied). In order: a pair's later range first lowers the
+                # mark to the earlier range's high, then its tail below.
+                if self._held.get(issued.node_tag) == issued.high:
+                    self._held[issued.node_tag] = (
+                        issued.held_before if last == issued.low - 1
+                        else last)
+                if back(k) or (k == 0 and tail_back):
+                    self._applied += 1
+                elif isinstance(o, HiloError):
+                    self._failed += 1
+                    self._count_error(o)
+                    lines.append(
+                        f"hilo: returning numbers {last + 1}-{issued.high} of "
+                        f"collection {self._collection!r} failed: {o}")
+                else:
+                    self._refused += 1
+            self._busy = False
+            self._calls += 1
+            self._error = None
+            self._cond.notify_all()
+        for line in lines:
+            self._log(line)
+
+    def add_stats_to(self, stats: Dict[str, object]) -> None:
+        with self._cond:
+            stats["calls_waited"] += self._waited
+            stats["ranges_fetched"] += self._fetched
+            stats["ranges_prefetched"] += self._prefetched
+            stats["returns_applied"] += self._applied
+            stats["returns_refused"] += self._refused
+            stats["returns_failed"] += self._failed
+            for code, n in self._errors.items():
+                stats["errors"][code] = stats["errors"].get(code, 0) + n

@@ -1,0 +1,65 @@
+"""The values a Client hands to its callers: Id (a number and its node tag),
+HiloError (a failed call, with its grpc.StatusCode) and ClientStats (the
+counters). All three are public, exported by hilo_client."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, NamedTuple
+
+import grpc
+
+
+class Id(NamedTuple):
+    """One number and the tag of the node whose range it came from."""
+
+    number: int
+    node_tag: str
+
+
+class HiloError(Exception):
+    """A failed call: ``code`` is the grpc.StatusCode, as the C++ client's
+    absl::Status code. INVALID_ARGUMENT for a bad collection name (from the
+    server); UNAVAILABLE, naming every target, when no server answered within
+    its deadline; INTERNAL, naming every target, when a reply broke the
+    contract (an invalid range or node tag, or a range at or below one the
+    client had from that node) and no other target gave a
+    usable range; otherwise the server's code."""
+
+    def __init__(self, code: grpc.StatusCode, message: str):
+        super().__init__(f"{code.name}: {message}")
+        self.code = code
+        self.message = message
+
+
+
+@dataclass
+class ClientStats:
+    """Counters of a client's behaviour since it was created, named as the
+    C++ hilo::ClientStats: each only grows.
+
+    calls_waited: next_id calls that waited for a range to arrive from a
+        server (or for the error of that attempt), rather than taking a
+        cached number or a range fetched ahead.
+    ranges_fetched: ranges a server issued to this client, however they
+        were asked for; ranges_prefetched: of those, the ones fetched ahead
+        of need (prefetch_at).
+    failovers: NextRange calls that another target answered because the
+        preferred one failed; that target is preferred from then on.
+    returns_applied, returns_refused, returns_failed: unused ranges handed
+        back (close, return_unused_ranges), one count per range: the node
+        took them back; it refused them (it had issued a newer range: normal,
+        the numbers stay unused); no answer after the retries, or an error
+        (logged).
+    errors: failed range fetches (prefetches included) and returns, by
+        grpc.StatusCode; codes that never occurred are absent.
+    """
+
+    calls_waited: int = 0
+    ranges_fetched: int = 0
+    ranges_prefetched: int = 0
+    failovers: int = 0
+    returns_applied: int = 0
+    returns_refused: int = 0
+    returns_failed: int = 0
+    errors: Dict[grpc.StatusCode, int] = field(default_factory=dict)
