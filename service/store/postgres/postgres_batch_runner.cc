@@ -1,10 +1,13 @@
 // The PostgreSQL store's batch runner: runs one GroupCommit batch on a
 // connection in two pipelined round trips (see postgres_range_store.h),
-// retrying it on the conflicts postgres_retry_policy.h names.
+// retrying it on the conflicts postgres_retry_policy.h names. Here are the
+// run's frame (RunBatchOnce) and its first and last steps, reading the rows
+// and writing them; taking the creation locks is in
+// postgres_creation_locks.cc, judging the requests in
+// postgres_request_judging.cc.
 #include <libpq-fe.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -17,8 +20,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
-#include "service/store/collection_rules.h"
 #include "service/store/postgres/postgres_batch.h"
 #include "service/store/postgres/postgres_connection.h"
 #include "service/store/postgres/postgres_node_tag.h"
@@ -33,7 +34,6 @@ using internal::AddRow;
 using internal::InList;
 using internal::kColumns;
 using internal::PostgresConnection;
-using internal::ReadInt64;
 using internal::ReadRow;
 using internal::Result;
 using internal::Statement;
@@ -335,293 +335,6 @@ std::optional<PostgresRangeStore::Attempt> PostgresRangeStore::ReadRows(
   }
   batch.held = std::move(held);
   return std::nullopt;
-}
-
-std::optional<PostgresRangeStore::Attempt>
-PostgresRangeStore::TakeCreationLocks(Batch& batch) {
-  PostgresConnection& c = *batch.link.connection;
-  // Creating a row: a row another session has inserted but not committed
-  // is invisible here, and an INSERT of the same name would wait for that
-  // session (lock_timeout) with the whole batch behind it. So every hilo
-  // server inserts a row only while it holds the name's creation lock
-  // (CreationLockKey), taken without waiting: a name whose lock another
-  // session holds is being created there, and the operations on it are set
-  // aside like those on a held row, while the rest of the batch goes on.
-  //
-  // Advisory locks take slots of the database's shared lock table
-  // (max_locks_per_transaction per session on average): a burst of new
-  // collections is created a bounded number per transaction, the rest in
-  // the batches right after. The oldest go first: those postponed before
-  // (by when they were first postponed), then this batch's in arrival
-  // order, so no flood of new names, whatever they sort as, keeps one
-  // creation waiting for more than a few batches.
-  using Clock = std::chrono::steady_clock;
-  std::vector<std::pair<Clock::time_point, std::string>> by_age;
-  for (Request* r : batch.requests) {
-    if (r->creates() && batch.rows.find(r->name) == batch.rows.end() &&
-        batch.held.count(r->name) == 0) {
-      by_age.emplace_back(r->lock_deadline.value_or(Clock::time_point::max()),
-                          r->name);
-    }
-  }
-  std::stable_sort(
-      by_age.begin(), by_age.end(),
-      [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<std::string> creating;
-  std::set<std::string> seen;
-  for (auto& [age, name] : by_age) {
-    if (!seen.insert(name).second) continue;
-    if (creating.size() < internal::kMaxCreationsPerBatch) {
-      creating.push_back(std::move(name));
-    } else {
-      batch.postponed.insert(std::move(name));
-    }
-  }
-  std::sort(creating.begin(), creating.end());
-  if (!creating.empty()) {
-    std::vector<Statement> locking;
-    Statement lock;
-    std::vector<std::string> values;
-    for (const std::string& name : creating) {
-      values.push_back(absl::StrCat("(", lock.params.Next(), ")"));
-      lock.params.Bytes(name);
-    }
-    lock.sql =
-        absl::StrCat("SELECT v.name, pg_try_advisory_xact_lock(",
-                     internal::CreationLockKey("v.name"), ") FROM (VALUES ",
-                     absl::StrJoin(values, ", "), ") AS v(name)");
-    locking.push_back(std::move(lock));
-    // Read again once the lock is held: a session that held it may have
-    // committed the row meanwhile, which is then an existing row.
-    Statement again;
-    again.sql =
-        absl::StrCat("SELECT ", kColumns, " FROM hilo_collections WHERE name ",
-                     InList(creating, &again.params),
-                     " ORDER BY name FOR UPDATE SKIP LOCKED");
-    locking.push_back(std::move(again));
-    Statement exists;
-    exists.sql = absl::StrCat("SELECT name FROM hilo_collections WHERE name ",
-                              InList(creating, &exists.params));
-    locking.push_back(std::move(exists));
-    std::vector<Result> locked;
-    if (absl::Status s = c.Pipeline(locking, &locked); !s.ok()) {
-      LostConnection(batch.link);
-      return FailBatch(batch, s, /*writes_only=*/false);
-    }
-    for (const Result& result : locked) {
-      const ExecStatusType status = PQresultStatus(result.get());
-      if (status == PGRES_TUPLES_OK) continue;
-      if (internal::IsRetryableConflict(result.get())) {
-        return RetryBatch(batch,
-                          c.Error(result.get(), "locking new collections"));
-      }
-      return FailBatch(batch, c.Error(result.get(), "locking new collections"),
-                       /*writes_only=*/false);
-    }
-    for (int i = 0; i < PQntuples(locked[1].get()); ++i) {
-      NamedCollectionState row = ReadRow(locked[1].get(), i);
-      batch.rows[row.name].stored = row.state;
-      batch.rows[row.name].now = row.state;
-    }
-    for (int i = 0; i < PQntuples(locked[2].get()); ++i) {
-      std::string name(PQgetvalue(locked[2].get(), i, 0),
-                       PQgetlength(locked[2].get(), i, 0));
-      if (batch.rows.find(name) == batch.rows.end()) {
-        batch.held.insert(std::move(name));
-      }
-    }
-    const PGresult* granted = locked[0].get();
-    for (int i = 0; i < PQntuples(granted); ++i) {
-      std::string name(PQgetvalue(granted, i, 0), PQgetlength(granted, i, 0));
-      if (batch.rows.find(name) != batch.rows.end() ||
-          batch.held.count(name) > 0) {
-        continue;
-      }
-      if (PQgetvalue(granted, i, 1)[0] != 0) {
-        batch.may_create.insert(std::move(name));
-      } else {
-        batch.creating_elsewhere.insert(name);
-        batch.held.insert(std::move(name));
-      }
-    }
-  }
-  return std::nullopt;
-}
-
-void PostgresRangeStore::JudgeRequests(Batch& batch) {
-  const auto steady_now = std::chrono::steady_clock::now();
-  for (size_t i = 0; i < batch.requests.size(); ++i) {
-    Request* r = batch.requests[i];
-    if (batch.list_at[i] >= 0) {
-      const PGresult* result = batch.results[batch.list_at[i]].get();
-      if (r->kind == Request::Kind::kProbe) {
-        r->count = ReadInt64(result, 0, 0);
-        batch.counted = r->count;
-        continue;
-      }
-      r->rows.clear();
-      for (int j = 0; j < PQntuples(result); ++j) {
-        r->rows.push_back(ReadRow(result, j));
-      }
-      continue;
-    }
-    if (r->kind == Request::Kind::kGet) {
-      // As the batch leaves it so far (as stored, if the commit fails).
-      auto it = batch.rows.find(r->name);
-      r->state = it != batch.rows.end() ? it->second.now : std::nullopt;
-      continue;
-    }
-    if (r->kind == Request::Kind::kRenew) continue;  // judged above
-    std::vector<std::string> writes_to, reads;
-    r->Rows(&writes_to, &reads);
-    if (std::any_of(writes_to.begin(), writes_to.end(),
-                    [&](const std::string& name) {
-                      return batch.postponed.count(name) > 0;
-                    })) {
-      // Nobody holds it: only the batch's share of creations is used up.
-      // Its deadline orders it before newer creations next time, and ends
-      // the wait if new names keep coming faster than they are created.
-      if (!r->lock_deadline.has_value()) {
-        r->lock_deadline =
-            steady_now + absl::ToChronoMilliseconds(options_.lock_timeout);
-      }
-      if (steady_now < *r->lock_deadline) {
-        r->deferred = true;
-        r->postponed = true;
-      } else {
-        r->status = absl::UnavailableError(absl::StrFormat(
-            "collection \"%s\" was not created within %s: more new "
-            "collections are being created than the store creates per "
-            "commit (%d); nothing was changed",
-            r->name, absl::FormatDuration(options_.lock_timeout),
-            internal::kMaxCreationsPerBatch));
-      }
-      continue;
-    }
-    const bool waits = std::any_of(
-        writes_to.begin(), writes_to.end(),
-        [&](const std::string& name) { return batch.held.count(name) > 0; });
-    if (waits) {
-      if (!r->lock_deadline.has_value()) {
-        r->lock_deadline =
-            steady_now + absl::ToChronoMilliseconds(options_.lock_timeout);
-      }
-      if (steady_now < *r->lock_deadline) {
-        r->deferred = true;
-        set_aside_.fetch_add(1, std::memory_order_relaxed);
-        if (batch.creating_elsewhere.count(r->name) > 0) {
-          creations_set_aside_.fetch_add(1, std::memory_order_relaxed);
-        }
-        continue;
-      }
-      // Waited long enough: fails, but for the items of a ReturnMany on
-      // rows this batch holds, which are judged below.
-      if (r->kind != Request::Kind::kReturnMany) {
-        locked_failures_.fetch_add(1, std::memory_order_relaxed);
-        r->status = LockedRowError(r->name,
-                                   batch.creating_elsewhere.count(r->name) > 0);
-        continue;
-      }
-    }
-    const absl::Time now = clock_->Now();
-    if (r->kind == Request::Kind::kReturnMany) {
-      // One operation, every item judged alone, in order, as a Return
-      // (kReturn below) would judge it.
-      for (const ReturnItem& item : r->items) {
-        if (absl::Status s = CheckReturnArguments(item.end, item.last);
-            !s.ok()) {
-          r->many.push_back(std::move(s));
-          continue;
-        }
-        if (batch.held.count(item.collection) > 0) {
-          locked_failures_.fetch_add(1, std::memory_order_relaxed);
-          r->many.push_back(LockedRowError(
-              item.collection,
-              batch.creating_elsewhere.count(item.collection) > 0));
-          continue;
-        }
-        auto it = batch.rows.find(item.collection);
-        const std::optional<CollectionState>* stored =
-            it != batch.rows.end() ? &it->second.now : nullptr;
-        if (item.foreign || stored == nullptr || !stored->has_value()) {
-          r->many.push_back(ReturnOutcome{
-              false,
-              stored != nullptr && stored->has_value() ? (*stored)->max : 0});
-          continue;
-        }
-        ReturnOutcome outcome;
-        std::optional<CollectionState> next = ApplyReturn(
-            **stored, item.end, item.last, item.token, now, &outcome);
-        if (next.has_value()) {
-          it->second.now = *next;
-          it->second.dirty = true;
-        }
-        r->many.push_back(outcome);
-      }
-      continue;
-    }
-    Batch::Row& row = batch.rows[r->name];
-    switch (r->kind) {
-      case Request::Kind::kAllocate: {
-        absl::StatusOr<CollectionState> next = ApplyAllocate(
-            r->name, row.now.value_or(CollectionState{}), r->size, r->floor,
-            r->max_floor_jump, r->token, now, &r->allocation.range);
-        if (!next.ok()) {
-          r->status = next.status();
-          break;
-        }
-        r->allocation.created = !row.now.has_value();
-        row.now = *next;
-        row.dirty = true;
-        break;
-      }
-      case Request::Kind::kReturn: {
-        if (!row.now.has_value()) {
-          r->returned = ReturnOutcome{false, 0};
-          break;
-        }
-        std::optional<CollectionState> next =
-            ApplyReturn(*row.now, r->end, r->last, r->token, now, &r->returned);
-        if (next.has_value()) {
-          row.now = *next;
-          row.dirty = true;
-        }
-        break;
-      }
-      case Request::Kind::kSetFloor: {
-        std::optional<CollectionState> next = ApplySetFloor(
-            row.now.value_or(CollectionState{}), r->floor, now, &r->floored);
-        if (next.has_value() || !row.now.has_value()) {
-          r->floored.created = !row.now.has_value();
-          row.now = next.value_or(CollectionState{.updated_at = now});
-          row.dirty = true;
-        }
-        break;
-      }
-      case Request::Kind::kPut:
-        row.now = r->put;
-        row.dirty = true;
-        break;
-      case Request::Kind::kDelete: {
-        if (!row.now.has_value()) {
-          r->status = absl::NotFoundError(absl::StrFormat(
-              "collection \"%s\" has no row; there is nothing to delete",
-              r->name));
-          break;
-        }
-        if (absl::Status s = CheckDeletable(r->name, *row.now); !s.ok()) {
-          r->status = std::move(s);
-          break;
-        }
-        r->deleted = *row.now;
-        row.now.reset();
-        row.dirty = true;
-        break;
-      }
-      default:
-        break;
-    }
-  }
 }
 
 PostgresRangeStore::Attempt PostgresRangeStore::WriteAndCommit(Batch& batch) {
