@@ -1,10 +1,13 @@
 // The PostgreSQL store's batch runner: runs one GroupCommit batch on a
 // connection in two pipelined round trips (see postgres_range_store.h),
-// retrying it on the conflicts postgres_retry_policy.h names.
+// retrying it on the conflicts postgres_retry_policy.h names. Here are the
+// run's frame (RunBatchOnce) and its first and last steps, reading the rows
+// and writing them; taking the creation locks is in
+// postgres_creation_locks.cc, judging the requests in
+// postgres_request_judging.cc.
 #include <libpq-fe.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -17,8 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
-#include "service/store/collection_rules.h"
+#include "service/store/postgres/postgres_batch.h"
 #include "service/store/postgres/postgres_connection.h"
 #include "service/store/postgres/postgres_node_tag.h"
 #include "service/store/postgres/postgres_range_store.h"
@@ -32,17 +34,9 @@ using internal::AddRow;
 using internal::InList;
 using internal::kColumns;
 using internal::PostgresConnection;
-using internal::ReadInt64;
 using internal::ReadRow;
 using internal::Result;
 using internal::Statement;
-
-namespace {
-
-// Most rows one transaction creates; see the creation locks below.
-constexpr size_t kMaxCreationsPerBatch = 64;
-
-}  // namespace
 
 void PostgresRangeStore::SetReachable(const Link& link, bool reachable) {
   // Only the write connection's state counts; see reachable().
@@ -143,10 +137,9 @@ void PostgresRangeStore::RunAttempts(
 }
 
 PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
-    Link& link, absl::Span<Request* const> batch) {
-  PostgresConnection& c = *link.connection;
+    Link& link, absl::Span<Request* const> requests) {
   // Each attempt starts from nothing: no result of an earlier one survives.
-  for (Request* r : batch) {
+  for (Request* r : requests) {
     r->status = absl::OkStatus();
     r->allocation = Allocation{};
     r->returned = ReturnOutcome{};
@@ -159,54 +152,61 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
     r->deferred = false;
     r->postponed = false;
   }
-  // Fails every request (or only the writes) with `s`, ending the
-  // transaction; a failure the database may clear by itself is retried.
-  // Filled once the rows are read.
-  struct Row {
-    std::optional<CollectionState> stored;
-    std::optional<CollectionState> now;
-    bool dirty = false;
-  };
-  std::map<std::string, Row> rows;
-  auto fail = [&](absl::Status s, bool writes_only) -> Attempt {
-    // The database did not answer in time (and may still be committing):
-    // not a server to send calls to until a commit goes through again.
-    if (c.stalled()) SetReachable(link, false);
-    if (!link.broken &&
-        (!c.ok() ||
-         (c.InTransaction() && !c.Exec("ROLLBACK", "rolling back").ok()))) {
-      LostConnection(link);
+  Batch batch(link, requests);
+  if (std::optional<Attempt> ended = ReadRows(batch)) return *ended;
+  if (std::optional<Attempt> ended = TakeCreationLocks(batch)) return *ended;
+  JudgeRequests(batch);
+  if (!batch.any_write && batch.counted.has_value()) {
+    if (options_.before_count_stored_for_testing) {
+      options_.before_count_stored_for_testing();
     }
-    for (Request* r : batch) {
-      r->deferred = false;  // it fails with the batch
-      if (!writes_only || r->writes()) {
-        r->status = s;
-      } else if (r->kind == Request::Kind::kGet) {
-        // Nothing of the batch is stored: answer what is.
-        auto it = rows.find(r->name);
-        r->state = it != rows.end() ? it->second.stored : std::nullopt;
-      }
-    }
-    return Attempt::kDone;
-  };
-  // A conflict another attempt may clear: ends the transaction and runs the
-  // batch again, unless that cost the connection; then everything fails
-  // with `s` (nothing was committed).
-  auto retry = [&](const absl::Status& conflict) -> Attempt {
-    fail(internal::RetryLostConnectionError(description_, conflict),
-         /*writes_only=*/false);
-    return link.broken ? Attempt::kDone : Attempt::kRetry;
-  };
-  auto retryable = [](const PGresult* r) {
-    return internal::IsRetryableConflict(r);
-  };
+    StoreCountIfCurrent(*batch.counted, *batch.counted_at);
+  }
+  return WriteAndCommit(batch);
+}
 
+PostgresRangeStore::Attempt PostgresRangeStore::FailBatch(Batch& batch,
+                                                          absl::Status s,
+                                                          bool writes_only) {
+  Link& link = batch.link;
+  PostgresConnection& c = *link.connection;
+  // The database did not answer in time (and may still be committing):
+  // not a server to send calls to until a commit goes through again.
+  if (c.stalled()) SetReachable(link, false);
+  if (!link.broken && (!c.ok() || (c.InTransaction() &&
+                                   !c.Exec("ROLLBACK", "rolling back").ok()))) {
+    LostConnection(link);
+  }
+  for (Request* r : batch.requests) {
+    r->deferred = false;  // it fails with the batch
+    if (!writes_only || r->writes()) {
+      r->status = s;
+    } else if (r->kind == Request::Kind::kGet) {
+      // Nothing of the batch is stored: answer what is.
+      auto it = batch.rows.find(r->name);
+      r->state = it != batch.rows.end() ? it->second.stored : std::nullopt;
+    }
+  }
+  return Attempt::kDone;
+}
+
+PostgresRangeStore::Attempt PostgresRangeStore::RetryBatch(
+    Batch& batch, const absl::Status& conflict) {
+  FailBatch(batch, internal::RetryLostConnectionError(description_, conflict),
+            /*writes_only=*/false);
+  return batch.link.broken ? Attempt::kDone : Attempt::kRetry;
+}
+
+std::optional<PostgresRangeStore::Attempt> PostgresRangeStore::ReadRows(
+    Batch& batch) {
+  Link& link = batch.link;
+  PostgresConnection& c = *link.connection;
+  std::map<std::string, Batch::Row>& rows = batch.rows;
   // Phase one: begin, lock and read the rows written, read the rest.
   std::vector<std::string> written, read;
-  bool any_write = false;
-  for (Request* r : batch) {
+  for (Request* r : batch.requests) {
     r->Rows(&written, &read);
-    any_write |= r->writes();
+    batch.any_write |= r->writes();
   }
   std::sort(written.begin(), written.end());
   written.erase(std::unique(written.begin(), written.end()), written.end());
@@ -246,14 +246,12 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
                          "name ", InList(read, &s.params));
     first.push_back(std::move(s));
   }
-  std::vector<int> list_at(batch.size(), -1);
+  batch.list_at.assign(batch.requests.size(), -1);
   int renew_at = -1;  // the node tag's renewal, once per batch
-  // count_sequence_ before the probe's count(*) was sent.
-  std::optional<int64_t> counted_at;
-  for (size_t i = 0; i < batch.size(); ++i) {
-    Request* r = batch[i];
+  for (size_t i = 0; i < batch.requests.size(); ++i) {
+    Request* r = batch.requests[i];
     if (r->kind == Request::Kind::kList) {
-      list_at[i] = static_cast<int>(first.size());
+      batch.list_at[i] = static_cast<int>(first.size());
       Statement s;
       s.sql = absl::StrCat("SELECT ", kColumns, " FROM hilo_collections WHERE ",
                            "name > ", s.params.Next());
@@ -262,11 +260,11 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
       s.params.Int32(r->limit);
       first.push_back(std::move(s));
     } else if (r->kind == Request::Kind::kProbe) {
-      if (!counted_at.has_value()) {
+      if (!batch.counted_at.has_value()) {
         base::MutexLock lock(&count_mu_);
-        counted_at = count_sequence_;
+        batch.counted_at = count_sequence_;
       }
-      list_at[i] = static_cast<int>(first.size());
+      batch.list_at[i] = static_cast<int>(first.size());
       first.push_back({"SELECT count(*)::BIGINT FROM hilo_collections", {}});
     } else if (r->kind == Request::Kind::kRenew) {
       if (renew_at < 0 && !node_tag_.empty() && !node_tag_lost_) {
@@ -277,31 +275,35 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
     }
   }
   // A batch that only reads ends here.
-  if (!any_write) first.push_back({"COMMIT", {}});
+  if (!batch.any_write) first.push_back({"COMMIT", {}});
 
-  std::vector<Result> results;
+  std::vector<Result>& results = batch.results;
   c.TakeWarning();
   if (absl::Status s = c.Pipeline(first, &results); !s.ok()) {
     // Results may be left unread: the connection is out of step for good.
     LostConnection(link);
-    return fail(s, /*writes_only=*/false);
+    return FailBatch(batch, s, /*writes_only=*/false);
   }
   for (size_t i = 0; i < results.size(); ++i) {
     const ExecStatusType status = PQresultStatus(results[i].get());
     if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) continue;
-    if (retryable(results[i].get())) {
-      return retry(c.Error(results[i].get(), "reading collections"));
+    if (internal::IsRetryableConflict(results[i].get())) {
+      return RetryBatch(batch,
+                        c.Error(results[i].get(), "reading collections"));
     }
-    return fail(c.Error(results[i].get(), i == 0 ? "beginning a transaction"
-                                                 : "reading collections"),
-                /*writes_only=*/false);
+    return FailBatch(
+        batch,
+        c.Error(results[i].get(),
+                i == 0 ? "beginning a transaction" : "reading collections"),
+        /*writes_only=*/false);
   }
-  if (!any_write) {
+  if (!batch.any_write) {
     // This COMMIT ended the transaction: one that wrote (the renewal) and
     // warns was cancelled waiting for a synchronous standby, as below.
     if (std::string warning = c.TakeWarning(); !warning.empty()) {
       SetReachable(link, false);
-      return fail(UnreplicatedCommitError(warning), /*writes_only=*/false);
+      return FailBatch(batch, UnreplicatedCommitError(warning),
+                       /*writes_only=*/false);
     }
     SetReachable(link, true);
   }
@@ -312,8 +314,6 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
     }
   }
 
-  // Rows in the table before this batch, if a probe counted them.
-  std::optional<int64_t> counted;
   // The rows as stored, then as the batch leaves them.
   for (int at : {locked_at, read_at}) {
     if (at < 0) continue;
@@ -333,293 +333,19 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
       if (rows.find(name) == rows.end()) held.insert(std::move(name));
     }
   }
-  // Creating a row: a row another session has inserted but not committed
-  // is invisible here, and an INSERT of the same name would wait for that
-  // session (lock_timeout) with the whole batch behind it. So every hilo
-  // server inserts a row only while it holds the name's creation lock
-  // (CreationLockKey), taken without waiting: a name whose lock another
-  // session holds is being created there, and the operations on it are set
-  // aside like those on a held row, while the rest of the batch goes on.
-  std::set<std::string> creating_elsewhere, may_create, postponed;
-  {
-    // Advisory locks take slots of the database's shared lock table
-    // (max_locks_per_transaction per session on average): a burst of new
-    // collections is created a bounded number per transaction, the rest in
-    // the batches right after. The oldest go first: those postponed before
-    // (by when they were first postponed), then this batch's in arrival
-    // order, so no flood of new names, whatever they sort as, keeps one
-    // creation waiting for more than a few batches.
-    using Clock = std::chrono::steady_clock;
-    std::vector<std::pair<Clock::time_point, std::string>> by_age;
-    for (Request* r : batch) {
-      if (r->creates() && rows.find(r->name) == rows.end() &&
-          held.count(r->name) == 0) {
-        by_age.emplace_back(r->lock_deadline.value_or(Clock::time_point::max()),
-                            r->name);
-      }
-    }
-    std::stable_sort(
-        by_age.begin(), by_age.end(),
-        [](const auto& a, const auto& b) { return a.first < b.first; });
-    std::vector<std::string> creating;
-    std::set<std::string> seen;
-    for (auto& [age, name] : by_age) {
-      if (!seen.insert(name).second) continue;
-      if (creating.size() < kMaxCreationsPerBatch) {
-        creating.push_back(std::move(name));
-      } else {
-        postponed.insert(std::move(name));
-      }
-    }
-    std::sort(creating.begin(), creating.end());
-    if (!creating.empty()) {
-      std::vector<Statement> locking;
-      Statement lock;
-      std::vector<std::string> values;
-      for (const std::string& name : creating) {
-        values.push_back(absl::StrCat("(", lock.params.Next(), ")"));
-        lock.params.Bytes(name);
-      }
-      lock.sql =
-          absl::StrCat("SELECT v.name, pg_try_advisory_xact_lock(",
-                       internal::CreationLockKey("v.name"), ") FROM (VALUES ",
-                       absl::StrJoin(values, ", "), ") AS v(name)");
-      locking.push_back(std::move(lock));
-      // Read again once the lock is held: a session that held it may have
-      // committed the row meanwhile, which is then an existing row.
-      Statement again;
-      again.sql = absl::StrCat("SELECT ", kColumns,
-                               " FROM hilo_collections WHERE name ",
-                               InList(creating, &again.params),
-                               " ORDER BY name FOR UPDATE SKIP LOCKED");
-      locking.push_back(std::move(again));
-      Statement exists;
-      exists.sql = absl::StrCat("SELECT name FROM hilo_collections WHERE name ",
-                                InList(creating, &exists.params));
-      locking.push_back(std::move(exists));
-      std::vector<Result> locked;
-      if (absl::Status s = c.Pipeline(locking, &locked); !s.ok()) {
-        LostConnection(link);
-        return fail(s, /*writes_only=*/false);
-      }
-      for (const Result& result : locked) {
-        const ExecStatusType status = PQresultStatus(result.get());
-        if (status == PGRES_TUPLES_OK) continue;
-        if (retryable(result.get())) {
-          return retry(c.Error(result.get(), "locking new collections"));
-        }
-        return fail(c.Error(result.get(), "locking new collections"),
-                    /*writes_only=*/false);
-      }
-      for (int i = 0; i < PQntuples(locked[1].get()); ++i) {
-        NamedCollectionState row = ReadRow(locked[1].get(), i);
-        rows[row.name].stored = row.state;
-        rows[row.name].now = row.state;
-      }
-      for (int i = 0; i < PQntuples(locked[2].get()); ++i) {
-        std::string name(PQgetvalue(locked[2].get(), i, 0),
-                         PQgetlength(locked[2].get(), i, 0));
-        if (rows.find(name) == rows.end()) held.insert(std::move(name));
-      }
-      const PGresult* granted = locked[0].get();
-      for (int i = 0; i < PQntuples(granted); ++i) {
-        std::string name(PQgetvalue(granted, i, 0), PQgetlength(granted, i, 0));
-        if (rows.find(name) != rows.end() || held.count(name) > 0) continue;
-        if (PQgetvalue(granted, i, 1)[0] != 0) {
-          may_create.insert(std::move(name));
-        } else {
-          creating_elsewhere.insert(name);
-          held.insert(std::move(name));
-        }
-      }
-    }
-  }
-  const auto steady_now = std::chrono::steady_clock::now();
-  for (size_t i = 0; i < batch.size(); ++i) {
-    Request* r = batch[i];
-    if (list_at[i] >= 0) {
-      const PGresult* result = results[list_at[i]].get();
-      if (r->kind == Request::Kind::kProbe) {
-        r->count = ReadInt64(result, 0, 0);
-        counted = r->count;
-        continue;
-      }
-      r->rows.clear();
-      for (int j = 0; j < PQntuples(result); ++j) {
-        r->rows.push_back(ReadRow(result, j));
-      }
-      continue;
-    }
-    if (r->kind == Request::Kind::kGet) {
-      // As the batch leaves it so far (as stored, if the commit fails).
-      auto it = rows.find(r->name);
-      r->state = it != rows.end() ? it->second.now : std::nullopt;
-      continue;
-    }
-    if (r->kind == Request::Kind::kRenew) continue;  // judged above
-    std::vector<std::string> writes_to, reads;
-    r->Rows(&writes_to, &reads);
-    if (std::any_of(writes_to.begin(), writes_to.end(),
-                    [&](const std::string& name) {
-                      return postponed.count(name) > 0;
-                    })) {
-      // Nobody holds it: only the batch's share of creations is used up.
-      // Its deadline orders it before newer creations next time, and ends
-      // the wait if new names keep coming faster than they are created.
-      if (!r->lock_deadline.has_value()) {
-        r->lock_deadline =
-            steady_now + absl::ToChronoMilliseconds(options_.lock_timeout);
-      }
-      if (steady_now < *r->lock_deadline) {
-        r->deferred = true;
-        r->postponed = true;
-      } else {
-        r->status = absl::UnavailableError(absl::StrFormat(
-            "collection \"%s\" was not created within %s: more new "
-            "collections are being created than the store creates per "
-            "commit (%d); nothing was changed",
-            r->name, absl::FormatDuration(options_.lock_timeout),
-            kMaxCreationsPerBatch));
-      }
-      continue;
-    }
-    const bool waits = std::any_of(
-        writes_to.begin(), writes_to.end(),
-        [&](const std::string& name) { return held.count(name) > 0; });
-    if (waits) {
-      if (!r->lock_deadline.has_value()) {
-        r->lock_deadline =
-            steady_now + absl::ToChronoMilliseconds(options_.lock_timeout);
-      }
-      if (steady_now < *r->lock_deadline) {
-        r->deferred = true;
-        set_aside_.fetch_add(1, std::memory_order_relaxed);
-        if (creating_elsewhere.count(r->name) > 0) {
-          creations_set_aside_.fetch_add(1, std::memory_order_relaxed);
-        }
-        continue;
-      }
-      // Waited long enough: fails, but for the items of a ReturnMany on
-      // rows this batch holds, which are judged below.
-      if (r->kind != Request::Kind::kReturnMany) {
-        locked_failures_.fetch_add(1, std::memory_order_relaxed);
-        r->status =
-            LockedRowError(r->name, creating_elsewhere.count(r->name) > 0);
-        continue;
-      }
-    }
-    const absl::Time now = clock_->Now();
-    if (r->kind == Request::Kind::kReturnMany) {
-      // One operation, every item judged alone, in order, as a Return
-      // (kReturn below) would judge it.
-      for (const ReturnItem& item : r->items) {
-        if (absl::Status s = CheckReturnArguments(item.end, item.last);
-            !s.ok()) {
-          r->many.push_back(std::move(s));
-          continue;
-        }
-        if (held.count(item.collection) > 0) {
-          locked_failures_.fetch_add(1, std::memory_order_relaxed);
-          r->many.push_back(LockedRowError(
-              item.collection, creating_elsewhere.count(item.collection) > 0));
-          continue;
-        }
-        auto it = rows.find(item.collection);
-        const std::optional<CollectionState>* stored =
-            it != rows.end() ? &it->second.now : nullptr;
-        if (item.foreign || stored == nullptr || !stored->has_value()) {
-          r->many.push_back(ReturnOutcome{
-              false,
-              stored != nullptr && stored->has_value() ? (*stored)->max : 0});
-          continue;
-        }
-        ReturnOutcome outcome;
-        std::optional<CollectionState> next = ApplyReturn(
-            **stored, item.end, item.last, item.token, now, &outcome);
-        if (next.has_value()) {
-          it->second.now = *next;
-          it->second.dirty = true;
-        }
-        r->many.push_back(outcome);
-      }
-      continue;
-    }
-    Row& row = rows[r->name];
-    switch (r->kind) {
-      case Request::Kind::kAllocate: {
-        absl::StatusOr<CollectionState> next = ApplyAllocate(
-            r->name, row.now.value_or(CollectionState{}), r->size, r->floor,
-            r->max_floor_jump, r->token, now, &r->allocation.range);
-        if (!next.ok()) {
-          r->status = next.status();
-          break;
-        }
-        r->allocation.created = !row.now.has_value();
-        row.now = *next;
-        row.dirty = true;
-        break;
-      }
-      case Request::Kind::kReturn: {
-        if (!row.now.has_value()) {
-          r->returned = ReturnOutcome{false, 0};
-          break;
-        }
-        std::optional<CollectionState> next =
-            ApplyReturn(*row.now, r->end, r->last, r->token, now, &r->returned);
-        if (next.has_value()) {
-          row.now = *next;
-          row.dirty = true;
-        }
-        break;
-      }
-      case Request::Kind::kSetFloor: {
-        std::optional<CollectionState> next = ApplySetFloor(
-            row.now.value_or(CollectionState{}), r->floor, now, &r->floored);
-        if (next.has_value() || !row.now.has_value()) {
-          r->floored.created = !row.now.has_value();
-          row.now = next.value_or(CollectionState{.updated_at = now});
-          row.dirty = true;
-        }
-        break;
-      }
-      case Request::Kind::kPut:
-        row.now = r->put;
-        row.dirty = true;
-        break;
-      case Request::Kind::kDelete: {
-        if (!row.now.has_value()) {
-          r->status = absl::NotFoundError(absl::StrFormat(
-              "collection \"%s\" has no row; there is nothing to delete",
-              r->name));
-          break;
-        }
-        if (absl::Status s = CheckDeletable(r->name, *row.now); !s.ok()) {
-          r->status = std::move(s);
-          break;
-        }
-        r->deleted = *row.now;
-        row.now.reset();
-        row.dirty = true;
-        break;
-      }
-      default:
-        break;
-    }
-  }
+  batch.held = std::move(held);
+  return std::nullopt;
+}
 
-  if (!any_write && counted.has_value()) {
-    if (options_.before_count_stored_for_testing) {
-      options_.before_count_stored_for_testing();
-    }
-    StoreCountIfCurrent(*counted, *counted_at);
-  }
-
+PostgresRangeStore::Attempt PostgresRangeStore::WriteAndCommit(Batch& batch) {
+  Link& link = batch.link;
+  PostgresConnection& c = *link.connection;
   // Phase two: write what changed and commit.
   Statement insert, update;
   std::string inserted, updated;
   std::vector<std::string> deleted;
   int64_t created = 0;  // less the rows deleted
-  for (const auto& [name, row] : rows) {
+  for (const auto& [name, row] : batch.rows) {
     if (!row.dirty) continue;
     if (!row.now.has_value()) {
       // Deleted; a row the batch created and deleted was never stored.
@@ -630,14 +356,15 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
     } else if (row.stored.has_value()) {
       AddRow(name, *row.now, &update.params, &updated);
     } else {
-      if (may_create.count(name) == 0) {
+      if (batch.may_create.count(name) == 0) {
         // Only under its creation lock (see above), or this batch could
         // wait on a row another session is inserting.
-        return fail(absl::InternalError(absl::StrFormat(
-                        "collection \"%s\" would be created without its "
-                        "creation lock; nothing was changed",
-                        name)),
-                    /*writes_only=*/false);
+        return FailBatch(batch,
+                         absl::InternalError(absl::StrFormat(
+                             "collection \"%s\" would be created without its "
+                             "creation lock; nothing was changed",
+                             name)),
+                         /*writes_only=*/false);
       }
       AddRow(name, *row.now, &insert.params, &inserted);
       ++created;
@@ -671,7 +398,7 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
                               InList(deleted, &remove.params));
     second.push_back(std::move(remove));
   }
-  if (any_write) {
+  if (batch.any_write) {
     // Bounded like every statement (see PostgresConnection): a COMMIT
     // cancelled while it waits for a synchronous standby still answers
     // COMMIT, with only a warning that it is local; the warning fails the
@@ -688,6 +415,7 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
     };
     const absl::Time commit_start = absl::Now();
     c.TakeWarning();
+    std::vector<Result> results;
     absl::Status sent =
         c.Pipeline(second, &results, options_.after_commit_sent_for_testing);
     // Until a commit goes through again, this server is not one to send
@@ -697,11 +425,12 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
       LostConnection(link);
       // Perhaps during COMMIT: whether it applied is unknown, so nothing
       // may be reported applied. Reads were answered before it.
-      return fail(absl::UnavailableError(absl::StrCat(
-                      sent.message(),
-                      "; the outcome of the commit is unknown, nothing is "
-                      "reported applied")),
-                  /*writes_only=*/true);
+      return FailBatch(batch,
+                       absl::UnavailableError(absl::StrCat(
+                           sent.message(),
+                           "; the outcome of the commit is unknown, nothing is "
+                           "reported applied")),
+                       /*writes_only=*/true);
     }
     for (size_t i = 0; i < results.size(); ++i) {
       PGresult* r = results[i].get();
@@ -712,11 +441,12 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
           (!commit || std::strcmp(PQcmdStatus(r), "COMMIT") == 0)) {
         continue;
       }
-      if (status == PGRES_FATAL_ERROR && retryable(r)) {
+      if (status == PGRES_FATAL_ERROR && internal::IsRetryableConflict(r)) {
         std::move(commit_failed).Cancel();  // a conflict, not a failure
-        return retry(c.Error(r, "writing collections"));
+        return RetryBatch(batch, c.Error(r, "writing collections"));
       }
-      return fail(
+      return FailBatch(
+          batch,
           status == PGRES_FATAL_ERROR
               ? c.Error(r, commit ? "committing" : "writing collections")
               : absl::UnavailableError(absl::StrFormat(
@@ -726,7 +456,8 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
           /*writes_only=*/true);
     }
     if (std::string warning = c.TakeWarning(); !warning.empty()) {
-      return fail(UnreplicatedCommitError(warning), /*writes_only=*/true);
+      return FailBatch(batch, UnreplicatedCommitError(warning),
+                       /*writes_only=*/true);
     }
     std::move(commit_failed).Cancel();
     SetReachable(link, true);
@@ -735,7 +466,7 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
     // writes (StoreCountIfCurrent stores it): here the count only moves.
     collection_count_.fetch_add(created, std::memory_order_relaxed);
     if (options_.on_commit) {
-      options_.on_commit(commit_time, static_cast<int>(batch.size()),
+      options_.on_commit(commit_time, static_cast<int>(batch.requests.size()),
                          collection_count_.load(std::memory_order_relaxed));
     }
   }

@@ -289,7 +289,29 @@ class PostgresRangeStore final : public RangeStore {
   // RunBatch's work: runs the batch, again after conflicts; the statuses
   // it sets may name the database, which RunBatch then hides.
   void RunAttempts(Link& link, absl::Span<GroupCommit::Operation* const> batch);
-  Attempt RunBatchOnce(Link& link, absl::Span<Request* const> batch);
+  // One run of the batch, in one transaction; kRetry after a conflict that
+  // rolled it back. Its steps, in order, share a Batch (postgres_batch.h);
+  // each step that can end the run returns how, or nothing to go on.
+  Attempt RunBatchOnce(Link& link, absl::Span<Request* const> requests);
+  struct Batch;
+  // Begins, locks and reads the rows written (skipping those another
+  // session holds), reads the rest, lists, counts, renews the node tag.
+  std::optional<Attempt> ReadRows(Batch& batch);
+  // Takes the creation locks of the new rows the batch may create, oldest
+  // first and at most kMaxCreationsPerBatch, and reads those rows again.
+  std::optional<Attempt> TakeCreationLocks(Batch& batch);
+  // Judges each request on the rows in memory: set aside, postponed, or
+  // run by the rules of collection_rules.h.
+  void JudgeRequests(Batch& batch);
+  // Writes the rows that changed and commits.
+  Attempt WriteAndCommit(Batch& batch);
+  // Fails every request (or only the writes) with `s`, ending the
+  // transaction; a Get left answers the rows as stored.
+  Attempt FailBatch(Batch& batch, absl::Status s, bool writes_only);
+  // A conflict another run may clear: ends the transaction and asks for the
+  // batch to run again, unless that cost the connection; then everything
+  // fails with `conflict` (nothing was committed).
+  Attempt RetryBatch(Batch& batch, const absl::Status& conflict);
   // A new connection, set up as options_ say.
   absl::StatusOr<std::unique_ptr<internal::PostgresConnection>> Connect() const;
   // Connects if `link` has no healthy connection; on its committer thread.

@@ -1,7 +1,8 @@
 // PostgresRangeStore::Request: one operation of a batch, shared by the
 // store's front (postgres_range_store.cc), which fills it in, and its batch
-// runner (postgres_batch_runner.cc), which runs it. Private to
-// service/store/postgres/.
+// runner (postgres_batch_runner.cc and the steps beside it,
+// postgres_creation_locks.cc and postgres_request_judging.cc), which runs
+// it. Private to service/store/postgres/.
 #ifndef HILO_SERVICE_STORE_POSTGRES_POSTGRES_REQUEST_H_
 #define HILO_SERVICE_STORE_POSTGRES_POSTGRES_REQUEST_H_
 

@@ -42,8 +42,8 @@ std::string InList(const std::vector<std::string>& names, Params* p);
 // big-endian BIGINT.
 // Whoever inserts a row into hilo_collections holds
 // pg_advisory_xact_lock on this key first, so that no one else waits on an
-// insert in flight (see the batch runner). Two names with one key (or a key
-// another application of the database locks) cost a needless wait at the
+// insert in flight (see postgres_creation_locks.cc). Two names with one key (or
+// a key another application of the database locks) cost a needless wait at the
 // moment one of them is created, never a duplicate: the row's primary key
 // and its row lock keep each name to one row.
 std::string CreationLockKey(absl::string_view name_sql);

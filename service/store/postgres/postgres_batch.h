@@ -1,0 +1,74 @@
+// PostgresRangeStore::Batch: what the steps of one run of a batch
+// (RunBatchOnce: read the rows, take the creation locks, judge each request,
+// write and commit) share. Lives for one attempt, on the committer thread
+// of the batch's queue. Private to service/store/postgres/.
+#ifndef HILO_SERVICE_STORE_POSTGRES_POSTGRES_BATCH_H_
+#define HILO_SERVICE_STORE_POSTGRES_POSTGRES_BATCH_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "service/store/postgres/postgres_connection.h"
+#include "service/store/postgres/postgres_range_store.h"
+#include "service/store/postgres/postgres_request.h"
+#include "service/store/range_store.h"
+
+namespace hilo {
+namespace internal {
+
+// Most rows one transaction creates; see PostgresRangeStore::
+// TakeCreationLocks.
+inline constexpr size_t kMaxCreationsPerBatch = 64;
+
+}  // namespace internal
+
+struct PostgresRangeStore::Batch {
+  Batch(Link& link, absl::Span<Request* const> requests)
+      : link(link), requests(requests) {}
+
+  Link& link;  // its connection is open
+  const absl::Span<Request* const> requests;
+
+  // A collection's row as stored before the batch, and as the batch leaves
+  // it so far; dirty once the batch changed it.
+  struct Row {
+    std::optional<CollectionState> stored;
+    std::optional<CollectionState> now;
+    bool dirty = false;
+  };
+  // The rows the batch writes or reads, as far as read (ReadRows, then
+  // TakeCreationLocks); a name with no entry has no row, or is held.
+  std::map<std::string, Row> rows;
+  // Whether any request writes: then the first round trip leaves the
+  // transaction open and WriteAndCommit ends it.
+  bool any_write = false;
+
+  // The first round trip's results (ReadRows); list_at[i] is the index of
+  // requests[i]'s List or probe result in it, or -1.
+  std::vector<internal::Result> results;
+  std::vector<int> list_at;
+  // count_sequence_ before the probe's count(*) was sent, if one was; and
+  // the rows it counted, once judged.
+  std::optional<int64_t> counted_at;
+  std::optional<int64_t> counted;
+
+  // Rows another session holds locked (or, for creating_elsewhere, is
+  // creating): not read, not written; the operations on them are set aside.
+  std::set<std::string> held;
+  std::set<std::string> creating_elsewhere;
+  // New rows this batch holds the creation lock of, so may insert.
+  std::set<std::string> may_create;
+  // New rows past the batch's share of creations: their operations run
+  // again at once, in the next batch.
+  std::set<std::string> postponed;
+};
+
+}  // namespace hilo
+
+#endif  // HILO_SERVICE_STORE_POSTGRES_POSTGRES_BATCH_H_
