@@ -69,6 +69,29 @@ def psql(uri, sql):
                    check=True, capture_output=True, text=True, timeout=30)
 
 
+def set_standby_names(uri, value):
+    """Sets synchronous_standby_names ('' resets it) and returns once the
+    postmaster has reloaded it: pg_reload_conf() only signals, and a call
+    sent at once could commit under the old setting. The postmaster signals
+    every session as it reloads, so a new session seeing the value means the
+    server's sessions have been told too."""
+    if value:
+        psql(uri, f"ALTER SYSTEM SET synchronous_standby_names = '{value}'")
+    else:
+        psql(uri, "ALTER SYSTEM RESET synchronous_standby_names")
+    psql(uri, "SELECT pg_reload_conf()")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        shown = subprocess.run(
+            ["psql", "-qXAt", uri, "-c", "SHOW synchronous_standby_names"],
+            capture_output=True, text=True, timeout=30).stdout.strip()
+        if shown == value:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"synchronous_standby_names not {value!r} after "
+                         "10 s of pg_reload_conf()")
+
+
 def health(ch, timeout=2):
     """The health service's status, or None if the call failed."""
     call = ch.unary_unary(HEALTH, request_serializer=None,
@@ -119,8 +142,7 @@ def standby(server_binary):
                 return checks
             ranges.append(got)
 
-            psql(uri, "ALTER SYSTEM SET synchronous_standby_names = 'ghost'")
-            psql(uri, "SELECT pg_reload_conf()")
+            set_standby_names(uri, "ghost")
             got, error = next_range(ch, "orders", timeout=CALL_BOUND_S + 30)
             checks.expect(
                 got is None and error[0] == grpc.StatusCode.UNAVAILABLE and
@@ -155,8 +177,7 @@ def standby(server_binary):
                           f"health not NOT_SERVING within {HEALTH_BOUND_S} s "
                           "while every commit stalls")
 
-            psql(uri, "ALTER SYSTEM RESET synchronous_standby_names")
-            psql(uri, "SELECT pg_reload_conf()")
+            set_standby_names(uri, "")
             took = health_becomes(ch, SERVING, HEALTH_BOUND_S)
             checks.expect(took is not None,
                           f"health not SERVING within {HEALTH_BOUND_S} s of "
@@ -170,8 +191,7 @@ def standby(server_binary):
             expect_disjoint(checks, ranges, "orders")
 
             # SIGTERM while calls wait for commits that never return.
-            psql(uri, "ALTER SYSTEM SET synchronous_standby_names = 'ghost'")
-            psql(uri, "SELECT pg_reload_conf()")
+            set_standby_names(uri, "ghost")
             stuck = [threading.Thread(target=next_range,
                                       args=(server.endpoint.channel(),
                                             f"stuck-{i}", 60), daemon=True)
@@ -185,8 +205,7 @@ def standby(server_binary):
                 rc is not None and took <= SIGTERM_BOUND_S,
                 f"SIGTERM with commits stalled: exit {rc} after {took:.1f} s; "
                 f"expected an exit within {SIGTERM_BOUND_S} s")
-            psql(uri, "ALTER SYSTEM RESET synchronous_standby_names")
-            psql(uri, "SELECT pg_reload_conf()")
+            set_standby_names(uri, "")
         finally:
             ch.close()
             server.close()
