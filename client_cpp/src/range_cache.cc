@@ -28,6 +28,12 @@ RangeCache::RangeCache(std::string collection, RangeSource* source,
       prefetch_at_(schedule != nullptr ? prefetch_at : 0),
       schedule_(std::move(schedule)) {}
 
+absl::StatusOr<Id> RangeCache::NextAfterRefill(uint64_t gen) {
+  Taken taken;
+  if (absl::Status s = TakeAfterRefill(gen, &taken); !s.ok()) return s;
+  return Id{taken.number, taken.suffix.tag()};
+}
+
 absl::Status RangeCache::TakeAfterRefill(uint64_t gen, Taken* taken) {
   while (true) {
     if (absl::Status s = Refill(gen); !s.ok()) return s;

@@ -166,6 +166,8 @@ class RangeCache {
   // Slow path of Take: refills from generation `gen`, then takes a number
   // (refilling again if others took the new range first).
   absl::Status TakeAfterRefill(uint64_t gen, Taken* taken);
+  // The same for Next.
+  absl::StatusOr<Id> NextAfterRefill(uint64_t gen);
   // Fetches or waits for a range newer than `gen`.
   absl::Status Refill(uint64_t gen);
   // Publishes a range as generation gen_ + 1 (modulo 2^kGenerationBits) and
@@ -226,8 +228,11 @@ class RangeCache {
 
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::StatusOr<Id> RangeCache::Next() {
   Taken taken;
-  if (absl::Status s = Take(&taken); ABSL_PREDICT_FALSE(!s.ok())) return s;
-  return Id{taken.number, taken.suffix.tag()};
+  uint64_t gen;
+  if (ABSL_PREDICT_TRUE(TryTake(&taken, &gen))) {
+    return Id{taken.number, taken.suffix.tag()};
+  }
+  return NextAfterRefill(gen);
 }
 
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status RangeCache::Take(
