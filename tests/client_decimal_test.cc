@@ -1,16 +1,17 @@
 // The C++ client's decimal conversion (client_cpp/src/decimal.h): the digit
 // count and the digits of any uint64_t, checked against std::to_chars and
 // absl::StrCat, which print the same text by their own contracts.
-#include "client_cpp/src/decimal.h"
-
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "client_cpp/src/decimal.h"
 #include "gtest/gtest.h"
 
 namespace hilo::internal {

@@ -136,9 +136,8 @@ TestClient MakeClient(std::vector<std::string> tags, int64_t size,
   options.log = [](absl::string_view line) {
     ADD_FAILURE() << "client logged: " << line;
   };
-  return {raw, NewClientForTesting(
-                   std::move(options), std::move(source),
-                   [](std::function<void()> task) { task(); })};
+  return {raw, NewClientForTesting(std::move(options), std::move(source),
+                                   [](std::function<void()> task) { task(); })};
 }
 
 // The three calls that make a document ID, each as a function of the
@@ -161,7 +160,8 @@ const Way kWays[] = {
         const std::string& collection) -> absl::StatusOr<std::string> {
        // Appended behind text already there, which must stay.
        std::string out = "kept:";
-       if (absl::Status s = client.Collection(collection).AppendDocumentId(&out);
+       if (absl::Status s =
+               client.Collection(collection).AppendDocumentId(&out);
            !s.ok()) {
          return s;
        }
@@ -191,8 +191,8 @@ TEST(DocumentIdTest, AnIdAfterTheRangeMovedToAnotherNodeCarriesItsTag) {
     for (const Way& way : kWays) {
       SCOPED_TRACE(absl::StrCat(way.name, ", prefetch_at ", prefetch_at));
       // Tags of every length; ranges of 3, so a tag lasts three IDs.
-      TestClient t = MakeClient({"A", "B7", "C23", "ZZ99"}, 3, '/',
-                                prefetch_at);
+      TestClient t =
+          MakeClient({"A", "B7", "C23", "ZZ99"}, 3, '/', prefetch_at);
       std::vector<std::string> got;
       for (int i = 0; i < 30; ++i) {
         absl::StatusOr<std::string> id = way.next(*t.client, "orders");
@@ -218,8 +218,8 @@ TEST(DocumentIdTest, AnIdAfterTheRangeMovedToAnotherNodeCarriesItsTag) {
 // number, whatever the collection's length; and a collection name is
 // written whole, up to the 256 bytes a node accepts.
 TEST(DocumentIdTest, CollectionsOfEveryLengthWithEverySeparator) {
-  const size_t kLengths[] = {1, 2, 6, 7, 8, 15, 16, 17, 31, 32, 33, 64, 255,
-                             256};
+  const size_t kLengths[] = {1,  2,  6,  7,  8,  15,  16,
+                             17, 31, 32, 33, 64, 255, 256};
   for (const char separator : {'/', ':', '.', '_', 'x', ' ', '#', '\xff'}) {
     TestClient t = MakeClient({"Q1"}, 1000, separator);
     for (const size_t length : kLengths) {
@@ -235,9 +235,9 @@ TEST(DocumentIdTest, CollectionsOfEveryLengthWithEverySeparator) {
         ASSERT_THAT(id, IsOk());
         // The three ways share the collection's range: 1, 2, 3.
         const int64_t number = &way - kWays + 1;
-        EXPECT_EQ(*id, absl::StrCat(collection,
-                                    absl::string_view(&separator, 1), number,
-                                    "-Q1"));
+        EXPECT_EQ(*id,
+                  absl::StrCat(collection, absl::string_view(&separator, 1),
+                               number, "-Q1"));
         EXPECT_EQ(id->size(), length + 1 + 1 + 3);
       }
     }

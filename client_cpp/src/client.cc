@@ -60,9 +60,9 @@ absl::Status CheckSeparator(char separator) {
 // document IDs, prepared once for every call and every handle.
 struct Client::CollectionEntry {
   CollectionEntry(absl::string_view name, char separator,
-             internal::RangeSource* source,
-             std::function<void(absl::string_view)> log, double prefetch_at,
-             Scheduler schedule)
+                  internal::RangeSource* source,
+                  std::function<void(absl::string_view)> log,
+                  double prefetch_at, Scheduler schedule)
       : cache(std::string(name), source, std::move(log), prefetch_at,
               std::move(schedule)),
         format(name, separator) {}
@@ -191,8 +191,8 @@ Client::CollectionEntry& Client::CollectionFor(absl::string_view collection) {
       state->log(line);
     };
     entry = std::make_unique<CollectionEntry>(collection, options_.separator,
-                                         source_.get(), std::move(log),
-                                         options_.prefetch_at, schedule_);
+                                              source_.get(), std::move(log),
+                                              options_.prefetch_at, schedule_);
   }
   return *entry;
 }
@@ -211,8 +211,7 @@ absl::StatusOr<std::string> Client::NextDocumentId(
 
 CollectionHandle Client::Collection(absl::string_view collection) {
   CollectionEntry& entry = CollectionFor(collection);
-  return CollectionHandle(&entry.cache, &entry.format,
-                          std::string(collection));
+  return CollectionHandle(&entry.cache, &entry.format, std::string(collection));
 }
 
 absl::StatusOr<Id> CollectionHandle::NextId() const { return cache_->Next(); }

@@ -15,8 +15,7 @@ IdSuffix::IdSuffix(absl::string_view tag) {
   std::memcpy(&word_, bytes, sizeof(word_));
 }
 
-DocumentIdFormat::DocumentIdFormat(absl::string_view collection,
-                                   char separator)
+DocumentIdFormat::DocumentIdFormat(absl::string_view collection, char separator)
     : prefix_(collection) {
   prefix_ += separator;
 }
