@@ -216,7 +216,7 @@ class CollectionHandle {
   // reallocated once its capacity holds an ID, so no call allocates. The
   // ID is put together from pieces prepared ahead (the collection and
   // separator once per collection, "-" and the tag once per range) and
-  // copied into *out at once.
+  // written straight into *out, which grows once.
   //
   //   std::string id;
   //   for (...) {
