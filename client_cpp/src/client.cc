@@ -1,7 +1,6 @@
 #include "hilo/client.h"
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -15,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client_cpp/src/client_testing.h"
+#include "client_cpp/src/document_id.h"
 #include "client_cpp/src/grpc_range_source.h"
 #include "client_cpp/src/prefetcher.h"
 #include "client_cpp/src/range_cache.h"
@@ -25,68 +25,6 @@
 
 namespace hilo {
 namespace {
-
-// "00" "01" ... "99": two digits at a time.
-constexpr std::array<char, 200> kDigitPairs = [] {
-  std::array<char, 200> pairs{};
-  for (int i = 0; i < 100; ++i) {
-    pairs[2 * i] = static_cast<char>('0' + i / 10);
-    pairs[2 * i + 1] = static_cast<char>('0' + i % 10);
-  }
-  return pairs;
-}();
-
-// Writes the decimal digits of `n` so that they end just before `end`;
-// returns where they start. Needs 20 chars before `end`.
-char* WriteDigitsBackward(uint64_t n, char* end) {
-  while (n >= 100) {
-    end -= 2;
-    std::memcpy(end, &kDigitPairs[2 * (n % 100)], 2);
-    n /= 100;
-  }
-  if (n >= 10) {
-    end -= 2;
-    std::memcpy(end, &kDigitPairs[2 * n], 2);
-  } else {
-    *--end = static_cast<char>('0' + n);
-  }
-  return end;
-}
-
-// Appends "collection<separator>number-tag" to *out, growing it at most
-// once: the size is known before anything is written, so the pieces are
-// copied straight into the string (as absl::StrAppend does).
-void AppendDocumentId(absl::string_view collection, char separator,
-                      const Id& id, std::string* out) {
-  // A range never holds a number below 1, but any int64 prints right.
-  char digits[21];
-  char* const digits_end = digits + sizeof(digits);
-  const bool negative = id.number < 0;
-  char* first =
-      WriteDigitsBackward(negative ? 0 - static_cast<uint64_t>(id.number)
-                                   : static_cast<uint64_t>(id.number),
-                          digits_end);
-  if (negative) *--first = '-';
-  const size_t digits_size = static_cast<size_t>(digits_end - first);
-  const absl::string_view tag = id.node_tag.view();
-  const size_t old_size = out->size();
-  out->resize(old_size + collection.size() + 1 + digits_size + 1 + tag.size());
-  char* p = out->data() + old_size;
-  std::memcpy(p, collection.data(), collection.size());
-  p += collection.size();
-  *p++ = separator;
-  std::memcpy(p, first, digits_size);
-  p += digits_size;
-  *p++ = '-';
-  std::memcpy(p, tag.data(), tag.size());
-}
-
-std::string DocumentId(absl::string_view collection, char separator,
-                       const Id& id) {
-  std::string out;
-  AppendDocumentId(collection, separator, id, &out);
-  return out;
-}
 
 // A document ID is read back from its end: the tag follows the last '-'
 // (a tag has no '-'), the number is the digits before it (a number has no
@@ -118,17 +56,32 @@ absl::Status CheckSeparator(char separator) {
 
 }  // namespace
 
+// One collection of a Client: its range cache, and the prefix of its
+// document IDs, prepared once for every call and every handle.
+struct Client::CollectionEntry {
+  CollectionEntry(absl::string_view name, char separator,
+                  internal::RangeSource* source,
+                  std::function<void(absl::string_view)> log,
+                  double prefetch_at, Scheduler schedule)
+      : cache(std::string(name), source, std::move(log), prefetch_at,
+              std::move(schedule)),
+        format(name, separator) {}
+
+  internal::RangeCache cache;
+  internal::DocumentIdFormat format;
+};
+
 struct Client::State {
   // ClientOptions::log (or the stderr default), called one line at a time:
   // collections are handed back on several threads at once.
   base::Mutex log_mu;
   std::function<void(absl::string_view)> log ABSL_GUARDED_BY(log_mu);
 
-  // Read on every call (CacheFor), written once per new collection.
+  // Read on every call (CollectionFor), written once per new collection.
   base::SharedMutex mu;
   // Entries are never removed while the client lives, so a pointer taken
   // from here stays valid.
-  absl::flat_hash_map<std::string, std::unique_ptr<internal::RangeCache>> caches
+  absl::flat_hash_map<std::string, std::unique_ptr<CollectionEntry>> collections
       ABSL_GUARDED_BY(mu);
   // Held for a whole ReturnUnusedRanges. Each call takes every cache's
   // ranges in map order and gives them back only at its end; two calls at
@@ -217,59 +170,62 @@ Client::~Client() {
 ClientStats Client::stats() const {
   ClientStats stats;
   base::ReaderMutexLock lock(&state_->mu);
-  for (const auto& [name, cache] : state_->caches) cache->AddStatsTo(&stats);
+  for (const auto& [name, collection] : state_->collections) {
+    collection->cache.AddStatsTo(&stats);
+  }
   stats.failovers = source_->failovers();
   return stats;
 }
 
-internal::RangeCache* Client::CacheFor(absl::string_view collection) {
+Client::CollectionEntry& Client::CollectionFor(absl::string_view collection) {
   {
     base::ReaderMutexLock lock(&state_->mu);
-    auto it = state_->caches.find(collection);
-    if (it != state_->caches.end()) return it->second.get();
+    auto it = state_->collections.find(collection);
+    if (it != state_->collections.end()) return *it->second;
   }
   base::WriterMutexLock lock(&state_->mu);
-  std::unique_ptr<internal::RangeCache>& cache = state_->caches[collection];
-  if (cache == nullptr) {
+  std::unique_ptr<CollectionEntry>& entry = state_->collections[collection];
+  if (entry == nullptr) {
     auto log = [state = state_.get()](absl::string_view line) {
       base::MutexLock lock(&state->log_mu);
       state->log(line);
     };
-    cache = std::make_unique<internal::RangeCache>(
-        std::string(collection), source_.get(), std::move(log),
-        options_.prefetch_at, schedule_);
+    entry = std::make_unique<CollectionEntry>(collection, options_.separator,
+                                              source_.get(), std::move(log),
+                                              options_.prefetch_at, schedule_);
   }
-  return cache.get();
+  return *entry;
 }
 
 absl::StatusOr<Id> Client::NextId(absl::string_view collection) {
-  return CacheFor(collection)->Next();
+  return CollectionFor(collection).cache.Next();
 }
 
 absl::StatusOr<std::string> Client::NextDocumentId(
     absl::string_view collection) {
-  absl::StatusOr<Id> id = NextId(collection);
-  if (!id.ok()) return id.status();
-  return DocumentId(collection, options_.separator, *id);
+  CollectionEntry& entry = CollectionFor(collection);
+  internal::RangeCache::Taken taken;
+  if (absl::Status s = entry.cache.Take(&taken); !s.ok()) return s;
+  return entry.format.Make(taken.number, taken.suffix);
 }
 
 CollectionHandle Client::Collection(absl::string_view collection) {
-  return CollectionHandle(CacheFor(collection), std::string(collection),
-                          options_.separator);
+  CollectionEntry& entry = CollectionFor(collection);
+  return CollectionHandle(&entry.cache, &entry.format, std::string(collection));
 }
 
 absl::StatusOr<Id> CollectionHandle::NextId() const { return cache_->Next(); }
 
 absl::StatusOr<std::string> CollectionHandle::NextDocumentId() const {
-  absl::StatusOr<Id> id = cache_->Next();
-  if (!id.ok()) return id.status();
-  return DocumentId(name_, separator_, *id);
+  internal::RangeCache::Taken taken;
+  if (absl::Status s = cache_->Take(&taken); !s.ok()) return s;
+  return format_->Make(taken.number, taken.suffix);
 }
 
 absl::Status CollectionHandle::AppendDocumentId(std::string* out) const {
-  absl::StatusOr<Id> id = cache_->Next();
-  if (!id.ok()) return id.status();
-  hilo::AppendDocumentId(name_, separator_, *id, out);
+  internal::RangeCache::Taken taken;
+  if (absl::Status s = cache_->Take(&taken); !s.ok()) return s;
+  format_->Append(taken.number, taken.suffix, out);
   return absl::OkStatus();
 }
 
@@ -278,8 +234,8 @@ void Client::ReturnUnusedRanges() {
   std::vector<internal::RangeCache*> caches;
   {
     base::ReaderMutexLock lock(&state_->mu);
-    for (const auto& [name, cache] : state_->caches) {
-      caches.push_back(cache.get());
+    for (const auto& [name, collection] : state_->collections) {
+      caches.push_back(&collection->cache);
     }
   }
   // Every collection's ranges are retired first; then they all go back in

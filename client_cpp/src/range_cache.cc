@@ -13,15 +13,8 @@
 namespace hilo::internal {
 namespace {
 
-// A valid tag (IsValidNodeTag) fits in 32 bits; NUL bytes pad it (see
-// RangeCache::UnpackTag).
-static_assert(kMaxNodeTagSize <= sizeof(uint32_t));
-
-uint32_t PackTag(absl::string_view tag) {
-  uint32_t packed = 0;
-  std::memcpy(&packed, tag.data(), std::min(tag.size(), sizeof(packed)));
-  return packed;
-}
+// A valid tag (IsValidNodeTag) fits in a suffix whole.
+static_assert(kMaxNodeTagSize == NodeTag::kMaxSize);
 
 }  // namespace
 
@@ -36,10 +29,15 @@ RangeCache::RangeCache(std::string collection, RangeSource* source,
       schedule_(std::move(schedule)) {}
 
 absl::StatusOr<Id> RangeCache::NextAfterRefill(uint64_t gen) {
+  Taken taken;
+  if (absl::Status s = TakeAfterRefill(gen, &taken); !s.ok()) return s;
+  return Id{taken.number, taken.suffix.tag()};
+}
+
+absl::Status RangeCache::TakeAfterRefill(uint64_t gen, Taken* taken) {
   while (true) {
     if (absl::Status s = Refill(gen); !s.ok()) return s;
-    Id id;
-    if (TryNext(&id, &gen)) return id;
+    if (TryTake(taken, &gen)) return absl::OkStatus();
   }
 }
 
@@ -70,11 +68,11 @@ void RangeCache::SchedulePrefetch() {
 
 int64_t RangeCache::Publish(const IssuedRange* range) {
   int64_t low = 0, size = 0, prefetch_offset = -1;
-  uint32_t tag = 0;
+  uint64_t suffix = 0;
   if (range != nullptr) {
     low = range->low;
     size = std::min(range->high - range->low + 1, kMaxUsableSize);
-    tag = PackTag(range->node_tag);
+    suffix = IdSuffix(range->node_tag).word();
     if (prefetch_at_ > 0) {
       prefetch_offset = std::max<int64_t>(
           0, static_cast<int64_t>(std::ceil(prefetch_at_ * size)) - 1);
@@ -88,7 +86,7 @@ int64_t RangeCache::Publish(const IssuedRange* range) {
   slot.gen.store(next, std::memory_order_relaxed);
   slot.low.store(low, std::memory_order_relaxed);
   slot.size.store(size, std::memory_order_relaxed);
-  slot.tag.store(tag, std::memory_order_relaxed);
+  slot.suffix.store(suffix, std::memory_order_relaxed);
   slot.prefetch_offset.store(prefetch_offset, std::memory_order_relaxed);
   slot.seq.store(seq + 2, std::memory_order_release);
   const uint64_t old =

@@ -10,6 +10,23 @@
 // A number is only ever handed out together with the tag of the range it
 // belongs to; numbers skipped by a recycled slot are never handed out.
 //
+// Why a reader never hands out a number twice, or with another range's tag:
+// Publish writes the slot of generation g (seq made odd, a release fence,
+// the fields, seq made even with release) before it stores g into state_
+// (acq_rel). A reader's fetch_add (acquire) reads that store or a later
+// increment of it, so it sees those field writes or later ones; it keeps
+// the fields only if seq was even and unchanged around its reads (read
+// with acquire, then an acquire fence before the second read: the
+// seqlock), if the slot still holds generation g (not g + kSlots written
+// over it since), and if its offset is inside the range. Then number and
+// suffix come from one publication of one range, and each (generation,
+// offset) goes to exactly one fetch_add. Anything else sends the reader to
+// the slow path, which takes a new offset; the skipped one is never used.
+//
+// Cache lines: state_, the one word every call writes, has a line of its
+// own; each slot has its own too, written once per range and otherwise
+// only read, so the fast path moves no line between cores but state_'s.
+//
 // Generations are counted modulo 2^kGenerationBits, the width they have in
 // the packed word, and compared in that width everywhere (the word, the
 // slots, gen_), so the count wraps from 2^24 - 1 to 0 like any other step.
@@ -26,7 +43,6 @@
 #define HILO_CLIENT_CPP_SRC_RANGE_CACHE_H_
 
 #include <atomic>
-#include <bit>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -38,6 +54,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "client_cpp/src/document_id.h"
 #include "client_cpp/src/range_source.h"
 #include "hilo/base/mutex.h"
 #include "hilo/client.h"
@@ -57,6 +74,14 @@ class RangeCache {
   // The next number and its tag; see Client::NextId for errors. Inline:
   // while the range lasts this is the fast path alone, in the caller.
   absl::StatusOr<Id> Next();
+
+  // A number and the suffix of its range, "-" and the tag, for a document ID.
+  struct Taken {
+    int64_t number = 0;
+    IdSuffix suffix;
+  };
+  // As Next, into *taken (left as it was on error).
+  absl::Status Take(Taken* taken);
 
   // Retires the current range and a prefetched one and hands back what is
   // unused: the prefetched range whole first (the server takes back only
@@ -122,26 +147,26 @@ class RangeCache {
   // Generation g lives in slots_[g % kSlots], also across the wrap to 0.
   static_assert((kGenerationMask + 1) % kSlots == 0);
   static constexpr uint64_t kOffsetMask = (uint64_t{1} << kOffsetBits) - 1;
+  // Apart by this much, two fields never share a cache line.
+  static constexpr size_t kCacheLine = 64;
 
   // One published range. Written only under mu_, read without locks.
-  struct Slot {
+  struct alignas(kCacheLine) Slot {
     std::atomic<uint64_t> seq{0};  // odd while being written
     std::atomic<uint64_t> gen{0};  // the generation it holds (masked)
     std::atomic<int64_t> low{0};
     std::atomic<int64_t> size{0};
-    std::atomic<uint32_t> tag{0};              // the node tag's 1-4 bytes
+    std::atomic<uint64_t> suffix{0};           // IdSuffix::word() of its tag
     std::atomic<int64_t> prefetch_offset{-1};  // taking it starts a prefetch
   };
 
   // Fast path. Returns false if the caller must take the slow path for
   // generation *gen.
-  bool TryNext(Id* id, uint64_t* gen);
-  // The tag a slot packs into 32 bits (NUL-padded, see PackTag); its size
-  // is where the padding starts, found from the highest (on a big-endian
-  // machine, lowest) non-zero byte.
-  static NodeTag UnpackTag(uint32_t packed);
-  // Slow path of Next: refills from generation `gen`, then takes a number
+  bool TryTake(Taken* taken, uint64_t* gen);
+  // Slow path of Take: refills from generation `gen`, then takes a number
   // (refilling again if others took the new range first).
+  absl::Status TakeAfterRefill(uint64_t gen, Taken* taken);
+  // The same for Next.
   absl::StatusOr<Id> NextAfterRefill(uint64_t gen);
   // Fetches or waits for a range newer than `gen`.
   absl::Status Refill(uint64_t gen);
@@ -180,10 +205,10 @@ class RangeCache {
   std::atomic<int64_t> errors_[kStatusCodes] = {};
 
   // (generation << kOffsetBits) | numbers taken from that generation.
-  std::atomic<uint64_t> state_{0};
+  alignas(kCacheLine) std::atomic<uint64_t> state_{0};
   Slot slots_[kSlots];  // generation g lives in slots_[g % kSlots]
 
-  base::Mutex mu_;
+  alignas(kCacheLine) base::Mutex mu_;
   uint64_t gen_ ABSL_GUARDED_BY(mu_) = 0;  // current one, < 2^kGenerationBits
   bool fetching_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t fetches_ ABSL_GUARDED_BY(mu_) = 0;      // completed or failed
@@ -201,24 +226,23 @@ class RangeCache {
   int64_t handed_out_up_to_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline NodeTag RangeCache::UnpackTag(
-    uint32_t packed) {
-  static_assert(kMaxNodeTagSize == NodeTag::kMaxSize);
-  static_assert(kMaxNodeTagSize == sizeof(packed));
-  const int bits = std::endian::native == std::endian::little
-                       ? std::bit_width(packed)
-                       : 32 - std::countr_zero(packed);
-  return NodeTag::FromPacked(packed, static_cast<size_t>(bits + 7) / 8);
-}
-
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::StatusOr<Id> RangeCache::Next() {
-  Id id;
+  Taken taken;
   uint64_t gen;
-  if (ABSL_PREDICT_TRUE(TryNext(&id, &gen))) return id;
+  if (ABSL_PREDICT_TRUE(TryTake(&taken, &gen))) {
+    return Id{taken.number, taken.suffix.tag()};
+  }
   return NextAfterRefill(gen);
 }
 
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool RangeCache::TryNext(Id* id,
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status RangeCache::Take(
+    Taken* taken) {
+  uint64_t gen;
+  if (ABSL_PREDICT_TRUE(TryTake(taken, &gen))) return absl::OkStatus();
+  return TakeAfterRefill(gen, taken);
+}
+
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool RangeCache::TryTake(Taken* taken,
                                                              uint64_t* gen) {
   const uint64_t state = state_.fetch_add(1, std::memory_order_acquire);
   *gen = state >> kOffsetBits;
@@ -228,7 +252,7 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool RangeCache::TryNext(Id* id,
   const uint64_t slot_gen = slot.gen.load(std::memory_order_relaxed);
   const int64_t low = slot.low.load(std::memory_order_relaxed);
   const int64_t size = slot.size.load(std::memory_order_relaxed);
-  const uint32_t tag = slot.tag.load(std::memory_order_relaxed);
+  const uint64_t suffix = slot.suffix.load(std::memory_order_relaxed);
   const int64_t prefetch_offset =
       slot.prefetch_offset.load(std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_acquire);
@@ -237,8 +261,8 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool RangeCache::TryNext(Id* id,
       offset >= size) {
     return false;
   }
-  id->number = low + offset;
-  id->node_tag = UnpackTag(tag);
+  taken->number = low + offset;
+  taken->suffix = IdSuffix::FromWord(suffix);
   // Exactly one caller takes this offset of this range.
   if (ABSL_PREDICT_FALSE(offset == prefetch_offset)) SchedulePrefetch();
   return true;

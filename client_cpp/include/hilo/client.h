@@ -47,6 +47,8 @@
 namespace hilo {
 
 namespace internal {
+class DocumentIdFormat;
+class IdSuffix;
 class Prefetcher;
 class RangeCache;
 class RangeSource;
@@ -169,9 +171,10 @@ class NodeTag {
   }
 
  private:
-  friend class internal::RangeCache;
-  // The range cache's packed form: the characters as one NUL-padded word.
-  // One store, where the string_view constructor copies byte by byte.
+  friend class internal::IdSuffix;
+  // The packed form of a range's suffix (internal::IdSuffix): the
+  // characters as one NUL-padded word. One store, where the string_view
+  // constructor copies byte by byte.
   static NodeTag FromPacked(uint32_t chars, size_t size) {
     static_assert(sizeof(chars) == kMaxSize);
     NodeTag tag;
@@ -210,7 +213,10 @@ class CollectionHandle {
 
   // Appends the next document ID (as NextDocumentId makes it) to *out, for
   // hot loops: a buffer cleared and reused from call to call is never
-  // reallocated once its capacity holds an ID, so no call allocates.
+  // reallocated once its capacity holds an ID, so no call allocates. The
+  // ID is put together from pieces prepared ahead (the collection and
+  // separator once per collection, "-" and the tag once per range) and
+  // written straight into *out, which grows once.
   //
   //   std::string id;
   //   for (...) {
@@ -226,13 +232,14 @@ class CollectionHandle {
 
  private:
   friend class Client;
-  CollectionHandle(internal::RangeCache* cache, std::string name,
-                   char separator)
-      : cache_(cache), name_(std::move(name)), separator_(separator) {}
+  CollectionHandle(internal::RangeCache* cache,
+                   const internal::DocumentIdFormat* format, std::string name)
+      : cache_(cache), format_(format), name_(std::move(name)) {}
 
+  // Both the Client's, shared by every handle on the collection.
   internal::RangeCache* cache_;
+  const internal::DocumentIdFormat* format_;
   std::string name_;
-  char separator_;
 };
 
 class Client {
@@ -294,7 +301,8 @@ class Client {
 
   Client(ClientOptions options, std::unique_ptr<internal::RangeSource> source,
          Scheduler schedule = nullptr);
-  internal::RangeCache* CacheFor(absl::string_view collection);
+  struct CollectionEntry;
+  CollectionEntry& CollectionFor(absl::string_view collection);
 
   struct State;
   const ClientOptions options_;
