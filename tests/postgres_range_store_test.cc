@@ -299,38 +299,39 @@ class PendingRange {
       promise_.get_future().share();
 };
 
-// A collection another session is creating (its row inserted, not
-// committed, under the creation lock: a hilo server frozen inside its
-// transaction, or psql) holds up only the operations on it: the rest of
-// their batch commits at once, and they fail UNAVAILABLE naming the
-// collection after lock_timeout; once that session rolls back, the
-// collection is created here; one that session commits meanwhile is served
-// above what it stored. No number is handed out twice.
-TEST_F(PostgresRangeStoreTest, CollectionCreatedElsewhereHoldsUpOnlyItself) {
-  CommitGate gate;
-  PostgresRangeStoreOptions options;
-  options.uri = uri_;
-  // Long enough that "held" is still set aside when "other" has answered,
-  // and when the second creator commits, even on a loaded machine.
-  options.lock_timeout = absl::Seconds(3);
-  gate.InstallIn(options);
-  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> opened =
-      PostgresRangeStore::Open(std::move(options));
-  ASSERT_THAT(opened, IsOk());
-  PostgresRangeStore& store = **opened;
-
-  Session holder(uri_);
+// Begins `holder`'s transaction and inserts `name`'s row (Max 32, return
+// floor `floor`) under the creation lock, as a hilo server creating it
+// would, without committing.
+void BeginCreating(Session& holder, const std::string& name, int floor) {
   holder.Query("BEGIN");
-  holder.Query(TakeCreationLockSql("held"));
-  holder.Query(
+  holder.Query(TakeCreationLockSql(name));
+  holder.Query(absl::StrCat(
       "INSERT INTO hilo_collections (name, max, return_floor, updated_at_us, "
       "range_token, previous_token, previous_return_floor) VALUES "
-      "(convert_to('held', 'UTF8'), 32, 0, 0, 0, 0, 0)");
+      "(convert_to('",
+      name, "', 'UTF8'), 32, ", floor, ", 0, 0, 0, 0)"));
+}
 
-  // "held" and "other" queue while the batch of "warm" commits, so they
-  // go into one batch.
+// A store on `uri` whose batches `gate` can hold. Its lock_timeout is long
+// enough that an operation set aside is still waiting when the rest of its
+// batch has answered, even on a loaded machine.
+absl::StatusOr<std::unique_ptr<PostgresRangeStore>> OpenGated(
+    const std::string& uri, CommitGate& gate) {
+  PostgresRangeStoreOptions options;
+  options.uri = uri;
+  options.lock_timeout = absl::Seconds(3);
+  gate.InstallIn(options);
+  return PostgresRangeStore::Open(std::move(options));
+}
+
+// Queues NextRange of "held" (being created by another session) and of
+// "other" into one batch, behind "warm"'s, which the gate holds: "other"
+// does not wait for "held", and gets 1-32 while "held" is still set aside.
+void ExpectOtherServedWhileHeldWaits(PostgresRangeStore& store,
+                                     CommitGate& gate, PendingRange& held,
+                                     absl::StatusOr<Allocation>* got_other) {
   gate.Arm();
-  PendingRange warm, held, other;
+  PendingRange warm, other;
   store.AllocateAsync("warm", 32, 0, NextToken(), kNoFloorJumpLimit,
                       warm.Callback());
   ASSERT_TRUE(gate.WaitUntilHeld());
@@ -340,15 +341,33 @@ TEST_F(PostgresRangeStoreTest, CollectionCreatedElsewhereHoldsUpOnlyItself) {
                       other.Callback());
   gate.Release();
   ASSERT_THAT(warm.Get(std::chrono::seconds(30)), IsOk());
-
-  // "other" does not wait for "held": it is done while "held" still waits
-  // (the store sets it aside for lock_timeout before it gives up).
-  absl::StatusOr<Allocation> got_other = other.Get(std::chrono::seconds(30));
-  ASSERT_THAT(got_other, IsOk());
-  EXPECT_EQ(got_other->range.low, 1);
-  EXPECT_EQ(got_other->range.high, 32);
+  *got_other = other.Get(std::chrono::seconds(30));
+  ASSERT_THAT(*got_other, IsOk());
+  EXPECT_EQ((*got_other)->range.low, 1);
+  EXPECT_EQ((*got_other)->range.high, 32);
   EXPECT_FALSE(held.Ready())
       << "the allocation of \"held\" completed with \"other\"'s batch";
+}
+
+// A collection another session is creating (its row inserted, not
+// committed, under the creation lock: a hilo server frozen inside its
+// transaction, or psql) holds up only the operations on it: the rest of
+// their batch commits at once, and they fail UNAVAILABLE naming the
+// collection after lock_timeout; once that session rolls back, the
+// collection is created here; one that session commits meanwhile is served
+// above what it stored. No number is handed out twice.
+TEST_F(PostgresRangeStoreTest, CollectionCreatedElsewhereHoldsUpOnlyItself) {
+  CommitGate gate;
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> opened =
+      OpenGated(uri_, gate);
+  ASSERT_THAT(opened, IsOk());
+  PostgresRangeStore& store = **opened;
+  Session holder(uri_);
+  BeginCreating(holder, "held", /*floor=*/0);
+  PendingRange held;
+  absl::StatusOr<Allocation> got_other;
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectOtherServedWhileHeldWaits(store, gate, held, &got_other));
   EXPECT_GE(store.counters().creations_set_aside, 1);
 
   absl::StatusOr<Allocation> got_held = held.Get(std::chrono::seconds(30));
@@ -373,12 +392,7 @@ TEST_F(PostgresRangeStoreTest, CollectionCreatedElsewhereHoldsUpOnlyItself) {
   // Another creator, which commits while this store's allocation of its
   // collection is set aside: that allocation then starts above what the
   // creator stored (1-32 went to the creator's client).
-  holder.Query("BEGIN");
-  holder.Query(TakeCreationLockSql("late"));
-  holder.Query(
-      "INSERT INTO hilo_collections (name, max, return_floor, updated_at_us, "
-      "range_token, previous_token, previous_return_floor) VALUES "
-      "(convert_to('late', 'UTF8'), 32, 31, 0, 0, 0, 0)");
+  BeginCreating(holder, "late", /*floor=*/31);
   const int64_t set_aside_before = store.counters().creations_set_aside;
   PendingRange late;
   store.AllocateAsync("late", 32, 0, NextToken(), kNoFloorJumpLimit,
@@ -424,40 +438,16 @@ TEST_F(PostgresRangeStoreTest, CreationLockIsTheTablesWhateverTheSearchPath) {
                   uri_, absl::StrCat("CREATE SCHEMA ", schema, "_first")),
               IsOk());
   CommitGate gate;
-  PostgresRangeStoreOptions options;
-  options.uri =
-      absl::StrCat(uri_.substr(0, at + 3), schema, "_first%2C", schema);
-  options.lock_timeout = absl::Seconds(3);
-  gate.InstallIn(options);
-  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> opened =
-      PostgresRangeStore::Open(std::move(options));
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> opened = OpenGated(
+      absl::StrCat(uri_.substr(0, at + 3), schema, "_first%2C", schema), gate);
   ASSERT_THAT(opened, IsOk());
   PostgresRangeStore& store = **opened;
-
   Session holder(uri_);
-  holder.Query("BEGIN");
-  holder.Query(TakeCreationLockSql("held"));
-  holder.Query(
-      "INSERT INTO hilo_collections (name, max, return_floor, updated_at_us, "
-      "range_token, previous_token, previous_return_floor) VALUES "
-      "(convert_to('held', 'UTF8'), 32, 0, 0, 0, 0, 0)");
-  gate.Arm();
-  PendingRange warm, held, other;
-  store.AllocateAsync("warm", 32, 0, NextToken(), kNoFloorJumpLimit,
-                      warm.Callback());
-  ASSERT_TRUE(gate.WaitUntilHeld());
-  store.AllocateAsync("held", 32, 0, NextToken(), kNoFloorJumpLimit,
-                      held.Callback());
-  store.AllocateAsync("other", 32, 0, NextToken(), kNoFloorJumpLimit,
-                      other.Callback());
-  gate.Release();
-  ASSERT_THAT(warm.Get(std::chrono::seconds(30)), IsOk());
-  absl::StatusOr<Allocation> got_other = other.Get(std::chrono::seconds(30));
-  ASSERT_THAT(got_other, IsOk());
-  EXPECT_EQ(got_other->range.low, 1);
-  EXPECT_EQ(got_other->range.high, 32);
-  EXPECT_FALSE(held.Ready())
-      << "the allocation of \"held\" completed with \"other\"'s batch";
+  BeginCreating(holder, "held", /*floor=*/0);
+  PendingRange held;
+  absl::StatusOr<Allocation> got_other;
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectOtherServedWhileHeldWaits(store, gate, held, &got_other));
   holder.Query("ROLLBACK");
   absl::StatusOr<Allocation> got_held = held.Get(std::chrono::seconds(30));
   ASSERT_THAT(got_held, IsOk());
