@@ -39,7 +39,10 @@ class IdSuffix {
 
   // The empty suffix (no text at all).
   IdSuffix() = default;
-  // "-" and the first NodeTag::kMaxSize characters of `tag`.
+  // "-" and `tag`, which must be a valid node tag (1 to NodeTag::kMaxSize
+  // characters, as RangeCache::Fetch checks every range's): a longer one
+  // aborts the process rather than be cut, since two tags cut to one would
+  // merge two nodes' IDs.
   explicit IdSuffix(absl::string_view tag);
 
   // As stored and loaded by whoever keeps suffixes in an atomic word.
