@@ -154,8 +154,9 @@ std::unique_ptr<GroupCommit::Operation> Op(Log* log, const std::string& id,
     return absl::AbortedError(id);  // any status carries the id
   };
   op->done = [log, id, completions](absl::Status status) {
-    log->Add("done:" + std::string(status.message()));
+    // Counted before it is logged: a test that saw the log sees the count.
     completions->fetch_add(1);
+    log->Add("done:" + std::string(status.message()));
   };
   return op;
 }

@@ -240,8 +240,8 @@ absl::Status SqliteRangeStore::Init() {
     return s;
   }
 
-  auto prepare = [&](const char* sql,
-                     std::unique_ptr<Statement>* out) -> absl::Status {
+  auto prepare = [&](const char* sql, std::unique_ptr<Statement>* out)
+                     ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_) -> absl::Status {
     sqlite3_stmt* stmt = nullptr;
     const int rc = sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT,
                                       &stmt, nullptr);
