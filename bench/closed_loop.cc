@@ -30,6 +30,7 @@ LoadResult ClosedLoop::RunTimed(absl::Duration warmup, absl::Duration window,
   StartAll();
   absl::SleepFor(warmup);
   const double server_cpu = CpuSeconds(server.pid());
+  const int64_t server_switches = ContextSwitches(server.pid());
   const double client_cpu = OwnCpuSeconds();
   const Clock::time_point begin = Clock::now();
   phase_.store(kMeasuring);
@@ -37,11 +38,15 @@ LoadResult ClosedLoop::RunTimed(absl::Duration warmup, absl::Duration window,
   phase_.store(kStopping);
   const Clock::time_point end = Clock::now();
   const double server_used = CpuSeconds(server.pid()) - server_cpu;
+  const int64_t switches_after = ContextSwitches(server.pid());
   const double client_used = OwnCpuSeconds() - client_cpu;
   WaitAll();
   LoadResult result = Collect(NanosSince(begin, end) / 1e9);
   result.server_cpu = server_used;
   result.client_cpu = client_used;
+  if (server_switches >= 0 && switches_after >= server_switches) {
+    result.server_switches = switches_after - server_switches;
+  }
   return result;
 }
 

@@ -46,6 +46,9 @@ struct LoadResult {
   // process (the load generator); 0 if not measured.
   double server_cpu = 0;
   double client_cpu = 0;
+  // Context switches of the server's threads during the window (see
+  // ContextSwitches in proc_stats.h); 0 if not measured.
+  int64_t server_switches = 0;
 
   double rate() const { return seconds > 0 ? calls / seconds : 0; }
 };

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -16,9 +17,9 @@
 namespace hilo::bench {
 namespace {
 
-// The number after `key` in /proc/<pid>/status; -1 if absent.
-int64_t ProcStatusNumber(pid_t pid, absl::string_view key) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+// The number after `key` in the status file `path`; -1 if absent.
+int64_t StatusNumber(const std::string& path, absl::string_view key) {
+  std::ifstream in(path);
   std::string line;
   while (std::getline(in, line)) {
     if (!absl::StartsWith(line, key)) continue;
@@ -29,6 +30,11 @@ int64_t ProcStatusNumber(pid_t pid, absl::string_view key) {
     if (absl::SimpleAtoi(absl::StripAsciiWhitespace(rest), &n)) return n;
   }
   return -1;
+}
+
+// The number after `key` in /proc/<pid>/status; -1 if absent.
+int64_t ProcStatusNumber(pid_t pid, absl::string_view key) {
+  return StatusNumber(absl::StrCat("/proc/", pid, "/status"), key);
 }
 
 // The value in kB of `key` in /proc/<pid>/status, in bytes; -1 if absent.
@@ -61,6 +67,26 @@ double CpuSeconds(pid_t pid) {
     return -1;
   }
   return static_cast<double>(utime + stime) / sysconf(_SC_CLK_TCK);
+}
+
+int64_t ContextSwitches(pid_t pid) {
+  std::error_code error;
+  std::filesystem::directory_iterator tasks(
+      absl::StrCat("/proc/", pid, "/task"), error);
+  if (error) return -1;
+  int64_t sum = 0;
+  bool any = false;
+  for (const std::filesystem::directory_entry& task : tasks) {
+    const std::string status = (task.path() / "status").string();
+    const int64_t voluntary = StatusNumber(status, "voluntary_ctxt_switches:");
+    const int64_t involuntary =
+        StatusNumber(status, "nonvoluntary_ctxt_switches:");
+    // A thread that ended since the listing has no file left.
+    if (voluntary < 0 || involuntary < 0) continue;
+    sum += voluntary + involuntary;
+    any = true;
+  }
+  return any ? sum : -1;
 }
 
 }  // namespace hilo::bench

@@ -22,6 +22,11 @@ int64_t ThreadCount(pid_t pid);
 // cannot be read.
 double CpuSeconds(pid_t pid);
 
+// Context switches (voluntary + involuntary) of all of `pid`'s threads now
+// alive, summed over /proc/<pid>/task/*/status; -1 if none can be read.
+// Threads that ended took their counts with them.
+int64_t ContextSwitches(pid_t pid);
+
 }  // namespace hilo::bench
 
 #endif  // HILO_BENCH_PROC_STATS_H_

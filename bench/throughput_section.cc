@@ -50,6 +50,7 @@ absl::Status RunThroughput(BenchRun& run) {
     int64_t calls = 0;
     double server = 0;  // seconds
     double client = 0;
+    int64_t switches = 0;  // the server's context switches
   };
   std::vector<std::vector<CpuUse>> cpu(kSeriesCount,
                                        std::vector<CpuUse>(o.in_flight.size()));
@@ -80,12 +81,16 @@ absl::Status RunThroughput(BenchRun& run) {
         cpu[series][level].calls += result.calls;
         cpu[series][level].server += result.server_cpu;
         cpu[series][level].client += result.client_cpu;
+        cpu[series][level].switches += result.server_switches;
         absl::FPrintF(stderr,
                       "hilo_bench: run %d/%d, %3d in flight, %-40s %9.0f/s "
-                      "(p50 %s; CPU s: server %.2f, here %.2f)\n",
+                      "(p50 %s; CPU s: server %.2f, here %.2f; server "
+                      "context switches per request %.2f)\n",
                       rep + 1, o.repetitions, n, kSeriesName[series],
                       result.rate(), Duration(result.latency.Percentile(0.5)),
-                      result.server_cpu, result.client_cpu);
+                      result.server_cpu, result.client_cpu,
+                      static_cast<double>(result.server_switches) /
+                          std::max<int64_t>(result.calls, 1));
       }
       // The disk's flush time drifts (a shared virtual disk can vary
       // tenfold within minutes), so the ceiling is sampled beside every
@@ -154,9 +159,12 @@ absl::Status RunThroughput(BenchRun& run) {
   absl::StrAppend(
       &md,
       "\n### CPU per request (µs: server process / load generator, all "
-      "runs)\n\n"
+      "runs), and the server's context switches per request\n\n"
       "Both share the machine's cores; at a full machine, requests/s × "
-      "(server + load generator) CPU per request ≈ cores × 10⁶.\n\n"
+      "(server + load generator) CPU per request ≈ cores × 10⁶. Context "
+      "switches: voluntary and involuntary, summed over the server's "
+      "threads (`/proc/PID/task/*/status`) across the measured window, "
+      "divided by the requests answered in it.\n\n"
       "| in flight |");
   for (int series = 0; series < kSeriesCount; ++series) {
     absl::StrAppend(&md, " ", kSeriesName[series], " |");
@@ -169,8 +177,9 @@ absl::Status RunThroughput(BenchRun& run) {
     for (int series = 0; series < kSeriesCount; ++series) {
       const CpuUse& use = cpu[series][level];
       const double calls = std::max<int64_t>(use.calls, 1);
-      absl::StrAppendFormat(&md, " %.0f / %.0f |", 1e6 * use.server / calls,
-                            1e6 * use.client / calls);
+      absl::StrAppendFormat(&md, " %.0f / %.0f µs, %.2f switches |",
+                            1e6 * use.server / calls, 1e6 * use.client / calls,
+                            use.switches / calls);
     }
     md += "\n";
   }

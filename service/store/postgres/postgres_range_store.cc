@@ -119,15 +119,21 @@ absl::StatusOr<std::unique_ptr<PostgresRangeStore>> PostgresRangeStore::Open(
   store->writer_.connection = *std::move(connection);
 
   PostgresRangeStore* raw = store.get();
+  // Both queues commit on a thread of their own, not on the caller's (the
+  // SQLite store's leader mode): a commit here is a network round trip to
+  // the database, a millisecond or more, often a lock wait or a reconnect,
+  // and a leader would hold a gRPC thread for all of it. A hand-off costs
+  // a few microseconds against that.
+  const GroupCommit::Options queue_options{
+      .mode = GroupCommit::Mode::kDedicatedThread,
+      .max_batch = raw->options_.max_batch};
   store->queue_ = std::make_unique<GroupCommit>(
-      raw->options_.max_batch,
-      [raw](absl::Span<GroupCommit::Operation* const> batch) {
+      queue_options, [raw](absl::Span<GroupCommit::Operation* const> batch) {
         raw->RunBatch(raw->writer_, batch);
       });
   // The reading connection opens with the first read batch.
   store->read_queue_ = std::make_unique<GroupCommit>(
-      raw->options_.max_batch,
-      [raw](absl::Span<GroupCommit::Operation* const> batch) {
+      queue_options, [raw](absl::Span<GroupCommit::Operation* const> batch) {
         raw->RunBatch(raw->reader_, batch);
       });
   store->prober_ = std::thread([raw] { raw->ProbeLoop(); });

@@ -73,7 +73,7 @@
 // batch holds its row locks.
 //
 // Thread-safe. Each connection is used by its queue's committer thread
-// only, once Open has returned.
+// only (GroupCommit's dedicated-thread mode), once Open has returned.
 #ifndef HILO_SERVICE_STORE_POSTGRES_POSTGRES_RANGE_STORE_H_
 #define HILO_SERVICE_STORE_POSTGRES_POSTGRES_RANGE_STORE_H_
 

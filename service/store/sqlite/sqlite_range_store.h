@@ -21,9 +21,15 @@
 // ListCollections cannot delay an allocation.
 //
 // Thread-safe: any number of threads may call concurrently. A GroupCommit
-// queue runs the write batches, one at a time, on its committer thread, the
-// only thread that uses the writing connection after Open; another runs the
-// reads on the reading connection.
+// queue in leader mode runs the write batches, one at a time: a write that
+// finds no batch in flight commits on the caller's thread, before the call
+// returns (a flush: the caller's thread blocks for it), and writes arriving
+// meanwhile only queue and are committed, with their completions called,
+// by that thread or by the queue's spare thread. So the writing connection
+// is used by whichever thread leads, never by two at once; writer_mu_,
+// held by the runner around each batch, says which code may touch it. A
+// second GroupCommit queue, with a thread of its own, runs the reads on the
+// reading connection; reads never block their caller.
 #ifndef HILO_SERVICE_STORE_SQLITE_SQLITE_RANGE_STORE_H_
 #define HILO_SERVICE_STORE_SQLITE_SQLITE_RANGE_STORE_H_
 
@@ -44,6 +50,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "hilo/base/clock.h"
+#include "hilo/base/mutex.h"
 #include "service/store/group_commit.h"
 #include "service/store/range_store.h"
 
@@ -83,21 +90,28 @@ struct SqliteRangeStoreOptions {
   SyncMode sync = SyncMode::kFull;
   // Most operations folded into one transaction; 1 commits each alone.
   int max_batch = 256;
+  // A caller whose write found no batch in flight commits it, then goes on
+  // with what queued meanwhile for at most this many batches in all (at
+  // least 1) before the queue's spare thread takes over; see GroupCommit.
+  int max_batches_per_lead = GroupCommit::Options().max_batches_per_lead;
   // How long to wait for another process's lock before UNAVAILABLE.
   absl::Duration busy_timeout = absl::Seconds(2);
   // Source of updated_at. Null means SystemClock.
   const Clock* clock = nullptr;
   // Told about each commit: how long COMMIT took and how many operations
-  // the transaction held. Runs on the committing thread; keep it quick.
+  // the transaction held. Runs on the thread that ran the batch (a
+  // caller's, or the queue's spare thread); keep it quick.
   // `collections` is the number of rows after the commit.
   std::function<void(absl::Duration commit, int operations,
                      int64_t collections)>
       on_commit;
-  // Test hook: runs on the committer thread right before each COMMIT; a
-  // status other than OK fails the commit with it, as a full disk would.
+  // Test hook: runs on the thread running the batch right before each
+  // COMMIT; a status other than OK fails the commit with it, as a full disk
+  // would.
   std::function<absl::Status()> before_commit_for_testing;
-  // Test hook: runs on the committer thread before each operation's
-  // RELEASE; a status other than OK is taken as RELEASE failing with it.
+  // Test hook: runs on the thread running the batch before each
+  // operation's RELEASE; a status other than OK is taken as RELEASE failing
+  // with it.
   std::function<absl::Status()> before_release_for_testing;
   // Test hook: told each directory Open flushed to disk, in order.
   std::function<void(const std::string& dir)> directory_synced_for_testing;
@@ -170,9 +184,9 @@ class SqliteRangeStore final : public RangeStore {
 
   SqliteRangeStore(SqliteRangeStoreOptions options, sqlite3* db);
 
-  absl::Status Init();
+  absl::Status Init() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   // Init of a read-only store: checks the identity and version only.
-  absl::Status InitReadOnly();
+  absl::Status InitReadOnly() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   // Queues `body` for the next batch; `done` gets its result once the batch
   // is committed (or the commit's error if the commit failed and the body
   // writes). The body sets *rows_created to 1 when it inserted a row, -1
@@ -183,18 +197,24 @@ class SqliteRangeStore final : public RangeStore {
       bool read_only,
       absl::AnyInvocable<absl::Status(T* result, int64_t* rows_created)> body,
       StoreCallback<T> done);
-  // Runs one batch on the connection; on the committer thread.
-  void RunBatch(absl::Span<GroupCommit::Operation* const> batch);
+  // Runs one batch on the writing connection, on the leading thread.
+  void RunBatch(absl::Span<GroupCommit::Operation* const> batch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   // The transaction of RunBatch; false if nothing of it was applied.
-  bool RunBatchInTransaction(absl::Span<GroupCommit::Operation* const> batch);
+  bool RunBatchInTransaction(absl::Span<GroupCommit::Operation* const> batch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   // Opens reader_, once the schema exists.
   absl::Status OpenReader();
-  absl::Status Exec(const char* sql);
+  absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   // Runs a prepared statement that returns no rows, and resets it.
-  absl::Status Step(Statement& statement);
-  absl::Status Error(int rc, absl::string_view what) const;
+  absl::Status Step(Statement& statement)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
+  // The error of `rc` on the writing connection.
+  absl::Status Error(int rc, absl::string_view what) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   // The first column of the first row of `sql` (a PRAGMA or a count).
-  absl::StatusOr<int64_t> ReadInt(const char* sql) const;
+  absl::StatusOr<int64_t> ReadInt(const char* sql) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   // The error of `rc` on connection `db`.
   absl::Status ErrorOn(sqlite3* db, int rc, absl::string_view what) const;
 
@@ -203,26 +223,38 @@ class SqliteRangeStore final : public RangeStore {
       sqlite3* db, Statement& select, absl::string_view collection);
   // On the writing connection, inside a write batch.
   absl::StatusOr<std::optional<CollectionState>> ReadRow(
-      absl::string_view collection);
+      absl::string_view collection) ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   absl::Status WriteRow(absl::string_view collection,
-                        const CollectionState& state);
+                        const CollectionState& state)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   // One return on the writing connection, inside a write batch.
   absl::Status ApplyReturnRow(absl::string_view collection, int64_t end,
                               int64_t last, uint64_t token,
-                              ReturnOutcome* outcome);
+                              ReturnOutcome* outcome)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   absl::Status ReadRows(sqlite3* db, Statement& list, absl::string_view after,
                         int limit, std::vector<NamedCollectionState>* result);
 
   const SqliteRangeStoreOptions options_;
   const Clock* const clock_;
-  // Used only on the committer thread of queue_ once Open has returned.
-  sqlite3* const db_;
-  std::unique_ptr<Statement> select_;
-  std::unique_ptr<Statement> upsert_;
-  std::unique_ptr<Statement> savepoint_;    // "SAVEPOINT op"
-  std::unique_ptr<Statement> release_;      // "RELEASE op"
-  std::unique_ptr<Statement> rollback_to_;  // "ROLLBACK TO op"
-  std::unique_ptr<Statement> delete_;
+  // The writing connection is used by one thread at a time, but not always
+  // the same one: by Open, then by whichever thread leads queue_ (a caller
+  // or the queue's spare thread). The runner holds writer_mu_ around each
+  // batch; GroupCommit runs one batch at a time, so it is never contended
+  // (an uncontended lock per batch). It makes the analysis check that only
+  // batch code touches the connection and its statements, and orders the
+  // threads' uses of them for ThreadSanitizer. SQLite's own mutexes are off
+  // (SQLITE_OPEN_NOMUTEX, "multi-thread" mode), which SQLite allows when
+  // no two threads use a connection at once.
+  mutable base::Mutex writer_mu_;
+  sqlite3* const db_ ABSL_GUARDED_BY(writer_mu_);
+  std::unique_ptr<Statement> select_ ABSL_GUARDED_BY(writer_mu_);
+  std::unique_ptr<Statement> upsert_ ABSL_GUARDED_BY(writer_mu_);
+  // "SAVEPOINT op", "RELEASE op", "ROLLBACK TO op"
+  std::unique_ptr<Statement> savepoint_ ABSL_GUARDED_BY(writer_mu_);
+  std::unique_ptr<Statement> release_ ABSL_GUARDED_BY(writer_mu_);
+  std::unique_ptr<Statement> rollback_to_ ABSL_GUARDED_BY(writer_mu_);
+  std::unique_ptr<Statement> delete_ ABSL_GUARDED_BY(writer_mu_);
   std::atomic<int64_t> collection_count_{0};
   // The reading connection and its queue; destroyed before the writer's.
   std::unique_ptr<Reader> reader_;
