@@ -2,14 +2,15 @@
 // order, at most max_batch, completions only after their batch's commit
 // returned, in both modes; in leader mode, a Submit with no batch in flight
 // commits on its caller's thread, Submits during a commit only queue, a
-// leader past its bound hands the queue to the spare thread, and at most one
-// thread is ever inside the runner.
+// leader past its bound leaves the queue to the next Submit or, if none
+// comes, to the spare thread, and at most one thread is ever inside the
+// runner.
 #include "service/store/group_commit.h"
 
 #include <atomic>
 #include <map>
-#include <ostream>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,8 +27,8 @@ namespace {
 
 using ::hilo::testing_util::IsOk;
 using ::hilo::testing_util::StatusIs;
-using ::testing::ElementsAre;
 using ::testing::Each;
+using ::testing::ElementsAre;
 using ::testing::SizeIs;
 
 // Every wait in these tests gives up after this long, failing the test.
@@ -71,9 +72,9 @@ class Log {
   // Waits until at least `n` events are logged; false after kPatience.
   bool WaitForEvents(size_t n) {
     base::MutexLock lock(&mu_);
-    return mu_.AwaitWithTimeout(
-        [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return events_.size() >= n; },
-        kPatience);
+    return mu_.AwaitWithTimeout([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(
+                                    mu_) { return events_.size() >= n; },
+                                kPatience);
   }
 
  private:
@@ -401,13 +402,13 @@ class GroupCommitBoundTest : public ::testing::TestWithParam<BoundCase> {};
 
 INSTANTIATE_TEST_SUITE_P(
     Bounds, GroupCommitBoundTest,
-    ::testing::Values(
-        BoundCase{"TimeBoundReached", 100, absl::Milliseconds(1),
-                  absl::Milliseconds(5), true},
-        BoundCase{"BatchBoundReached", 1, absl::InfiniteDuration(),
-                  absl::ZeroDuration(), true},
-        BoundCase{"WithinBothBounds", 100, absl::Milliseconds(1),
-                  absl::Microseconds(999), false}),
+    ::testing::Values(BoundCase{"TimeBoundReached", 100, absl::Milliseconds(1),
+                                absl::Milliseconds(5), true},
+                      BoundCase{"BatchBoundReached", 1,
+                                absl::InfiniteDuration(), absl::ZeroDuration(),
+                                true},
+                      BoundCase{"WithinBothBounds", 100, absl::Milliseconds(1),
+                                absl::Microseconds(999), false}),
     [](const ::testing::TestParamInfo<BoundCase>& info) {
       return std::string(info.param.name);
     });
@@ -460,27 +461,64 @@ TEST_P(GroupCommitBoundTest, ALeaderPastItsBoundHandsTheQueueToTheSpare) {
   }
 }
 
+// A leader past its bound leaves the queue to the next Submit, which leads
+// as if nothing were in flight: it commits what waited with its own
+// operation, on its own thread, before it returns. (The grace is longer than
+// the test, so the spare cannot step in first.)
+TEST(GroupCommitLeaderTest, ALeaderPastItsBoundLeavesTheQueueToTheNextSubmit) {
+  Log log;
+  Runner runner(&log);
+  std::atomic<int> completions{0};
+  GroupCommit queue({.mode = GroupCommit::Mode::kLeader,
+                     .max_batch = 8,
+                     .max_batches_per_lead = 1,
+                     .spare_grace = absl::Hours(1)},
+                    runner.Get());
+  runner.Arm();
+  SubmittingThread leader(&queue, Op(&log, "a", &completions));
+  ASSERT_TRUE(runner.WaitUntilHeld(1));
+  for (const char* id : {"b", "c"}) {
+    queue.Submit(Op(&log, id, &completions));
+  }
+  runner.Arm();  // holds the second batch, whoever runs it
+  runner.Release();
+  ASSERT_TRUE(leader.returned.WaitFor(kPatience));
+  EXPECT_EQ(completions.load(), 1);
+  SubmittingThread next(&queue, Op(&log, "d", &completions));
+  ASSERT_TRUE(runner.WaitUntilHeld(2));
+  runner.Release();
+  ASSERT_TRUE(next.returned.WaitFor(kPatience));
+  EXPECT_EQ(completions.load(), 4) << "d's Submit returned before its commit";
+  EXPECT_THAT(log.events(), ElementsAre("commit:a", "done:a", "commit:b,c,d",
+                                        "done:b", "done:c", "done:d"));
+  const std::vector<std::thread::id> threads = runner.threads();
+  ASSERT_THAT(threads, SizeIs(2));
+  EXPECT_EQ(threads[0], leader.id);
+  EXPECT_EQ(threads[1], next.id) << "the queue went to another thread";
+}
+
 TEST(GroupCommitLeaderTest, ALeaderWhoseBatchFailsFailsOnlyThatBatch) {
   Outcomes outcomes;
   std::atomic<int> batches{0};
   Event held, release;
-  GroupCommit queue(
-      {.mode = GroupCommit::Mode::kLeader,
-       .max_batch = 2,
-       .max_batches_per_lead = 100,
-       .max_lead_time = absl::InfiniteDuration()},
-      [&](absl::Span<GroupCommit::Operation* const> batch) {
-        const int n = ++batches;
-        if (n == 1) {
-          held.Notify();
-          release.WaitFor(kPatience);
-        }
-        for (GroupCommit::Operation* op : batch) {
-          op->status = op->body(*op);
-          // The second batch's commit fails, as a full disk would.
-          if (n == 2) op->status = absl::UnavailableError("disk full");
-        }
-      });
+  GroupCommit queue({.mode = GroupCommit::Mode::kLeader,
+                     .max_batch = 2,
+                     .max_batches_per_lead = 100,
+                     .max_lead_time = absl::InfiniteDuration()},
+                    [&](absl::Span<GroupCommit::Operation* const> batch) {
+                      const int n = ++batches;
+                      if (n == 1) {
+                        held.Notify();
+                        release.WaitFor(kPatience);
+                      }
+                      for (GroupCommit::Operation* op : batch) {
+                        op->status = op->body(*op);
+                        // The second batch's commit fails, as a full disk
+                        // would.
+                        if (n == 2)
+                          op->status = absl::UnavailableError("disk full");
+                      }
+                    });
   SubmittingThread leader(&queue, outcomes.Op("a"));
   ASSERT_TRUE(held.WaitFor(kPatience));
   for (const char* id : {"b", "c", "d"}) queue.Submit(outcomes.Op(id));
@@ -490,9 +528,9 @@ TEST(GroupCommitLeaderTest, ALeaderWhoseBatchFailsFailsOnlyThatBatch) {
   EXPECT_EQ(batches.load(), 3);  // [a], [b, c], [d]: all by the leader
   EXPECT_THAT(outcomes.of("a"), ElementsAre(IsOk()));
   for (const char* id : {"b", "c"}) {
-    EXPECT_THAT(outcomes.of(id),
-                ElementsAre(StatusIs(absl::StatusCode::kUnavailable,
-                                     "disk full")))
+    EXPECT_THAT(
+        outcomes.of(id),
+        ElementsAre(StatusIs(absl::StatusCode::kUnavailable, "disk full")))
         << id;
   }
   EXPECT_THAT(outcomes.of("d"), ElementsAre(IsOk()));
@@ -551,20 +589,21 @@ TEST(GroupCommitLeaderTest, DestructorWaitsForALeaderOnAnotherThread) {
 
 TEST(GroupCommitLeaderTest, AtMostOneThreadIsEverInsideTheRunner) {
   std::atomic<int> inside{0}, most{0}, completed{0};
-  GroupCommit queue({.mode = GroupCommit::Mode::kLeader,
-                     .max_batch = 4,
-                     .max_batches_per_lead = 2},
-                    [&](absl::Span<GroupCommit::Operation* const> batch) {
-                      const int now = ++inside;
-                      int seen = most.load();
-                      while (now > seen && !most.compare_exchange_weak(seen, now)) {
-                      }
-                      std::this_thread::yield();  // widen the window
-                      for (GroupCommit::Operation* op : batch) {
-                        op->status = op->body(*op);
-                      }
-                      --inside;
-                    });
+  GroupCommit queue(
+      {.mode = GroupCommit::Mode::kLeader,
+       .max_batch = 4,
+       .max_batches_per_lead = 2},
+      [&](absl::Span<GroupCommit::Operation* const> batch) {
+        const int now = ++inside;
+        int seen = most.load();
+        while (now > seen && !most.compare_exchange_weak(seen, now)) {
+        }
+        std::this_thread::yield();  // widen the window
+        for (GroupCommit::Operation* op : batch) {
+          op->status = op->body(*op);
+        }
+        --inside;
+      });
   constexpr int kThreads = 8, kEach = 300;
   std::vector<std::atomic<int>> done(kThreads * kEach);
   std::vector<std::thread> threads;
@@ -597,9 +636,9 @@ TEST(GroupCommitDedicatedTest, NoSubmitCommitsOnItsCaller) {
   Runner runner(&log);
   std::atomic<int> completions{0};
   {
-    GroupCommit queue({.mode = GroupCommit::Mode::kDedicatedThread,
-                       .max_batch = 8},
-                      runner.Get());
+    GroupCommit queue(
+        {.mode = GroupCommit::Mode::kDedicatedThread, .max_batch = 8},
+        runner.Get());
     for (int i = 0; i < 5; ++i) {
       queue.Submit(Op(&log, std::to_string(i), &completions));
     }

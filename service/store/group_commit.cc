@@ -15,7 +15,8 @@ class SteadyClock final : public Clock {
  public:
   absl::Time Now() const override {
     return absl::UnixEpoch() +
-           absl::FromChrono(std::chrono::steady_clock::now().time_since_epoch());
+           absl::FromChrono(
+               std::chrono::steady_clock::now().time_since_epoch());
   }
 };
 
@@ -28,8 +29,8 @@ const Clock* DefaultClock() {
 
 GroupCommit::GroupCommit(Options options, BatchRunner run_batch)
     : options_(options),
-      max_batch_(options.max_batch < 1 ? 1
-                                       : static_cast<size_t>(options.max_batch)),
+      max_batch_(
+          options.max_batch < 1 ? 1 : static_cast<size_t>(options.max_batch)),
       run_batch_(std::move(run_batch)),
       clock_(options.clock != nullptr ? options.clock : DefaultClock()),
       spare_([this] { SpareLoop(); }) {}
@@ -46,10 +47,19 @@ GroupCommit::~GroupCommit() {
                    "completion or a runner); it would wait for itself\n");
       std::abort();
     }
-    // The thread that leads (a caller, or the spare it passed the lead to)
-    // commits everything queued, then gives the lead up; nothing queues
-    // after stopping_.
-    mu_.Await([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !leading_; });
+  }
+  {
+    // A queue a leader left at its bound: the spare takes it now.
+    base::MutexLock lock(&spare_mu_);
+    spare_hurry_ = true;
+  }
+  {
+    // The thread that leads (a caller, or the spare) commits everything
+    // queued, then gives the lead up; nothing queues after stopping_.
+    base::MutexLock lock(&mu_);
+    mu_.Await([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return !leading_ && pending_.empty();
+    });
   }
   {
     base::MutexLock lock(&spare_mu_);
@@ -163,9 +173,8 @@ bool GroupCommit::NextBatch(bool hand_over,
       }
       return true;
     }
-    // The lead stays taken, by the spare from now on, so the destructor
-    // waits for it and nobody else leads meanwhile.
-    leader_ = spare_.get_id();
+    // The next Submit takes the lead; the spare watches in case none comes.
+    leading_ = false;
   }
   WakeSpare();
   return false;
@@ -186,7 +195,26 @@ void GroupCommit::SpareLoop() {
       if (!spare_turn_) return;  // the destructor: nothing is queued
       spare_turn_ = false;
     }
-    Lead(/*bounded=*/false);
+    if (options_.mode == Mode::kDedicatedThread) {
+      Lead(/*bounded=*/false);
+      continue;
+    }
+    {
+      // A leader left at its bound: a Submit within the grace takes the
+      // lead on its own thread. This waits on spare_mu_, which Submits do
+      // not touch, so it is not woken by each of them.
+      base::MutexLock lock(&spare_mu_);
+      spare_mu_.AwaitWithTimeout([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(
+                                     spare_mu_) { return spare_hurry_; },
+                                 options_.spare_grace);
+    }
+    {
+      base::MutexLock lock(&mu_);
+      if (leading_ || pending_.empty()) continue;
+      leading_ = true;
+      leader_ = std::this_thread::get_id();
+    }
+    Lead(/*bounded=*/true);
   }
 }
 

@@ -23,10 +23,14 @@
 //   wake-up, no wait). A leader whose batch is done runs the next one if
 //   more wait, but it leaves after `max_batches_per_lead` batches or once
 //   `max_lead_time` has passed since it began leading, whichever comes
-//   first (checked between batches); what is still queued then passes to
-//   a spare thread, parked until then, which commits until the queue is
-//   empty. Under light load the spare is never woken. A caller that leads
-//   blocks its thread for one commit and for at most the bound after it.
+//   first (checked between batches). What is still queued then goes to the
+//   next Submit, which takes the lead as if nothing were in flight, so
+//   under steady load the commits move from caller to caller and no
+//   operation crosses a thread. Only if no Submit comes within
+//   `spare_grace` does a spare thread, parked until then, take the lead
+//   (bounded the same way), so nothing queued waits for a future Submit.
+//   Under light load the spare is never woken. A caller that leads blocks
+//   its thread for one commit and for at most the bound after it.
 // - kDedicatedThread: the spare thread is the only one that commits; a
 //   Submit only queues (and wakes the thread if it was idle). For stores
 //   whose commit is too slow to run on a caller's thread (a network round
@@ -116,6 +120,10 @@ class GroupCommit {
     // Measures max_lead_time; only differences of Now() are used. Null: a
     // monotonic clock (std::chrono::steady_clock).
     const Clock* clock = nullptr;
+    // kLeader: how long operations a leader left at its bound wait for a
+    // Submit to take the lead before the spare thread takes it (measured by
+    // the spare's own timed wait, not `clock`).
+    absl::Duration spare_grace = absl::Microseconds(500);
   };
 
   GroupCommit(Options options, BatchRunner run_batch);
@@ -143,16 +151,20 @@ class GroupCommit {
 
  private:
   // Runs batches on this thread, which holds the lead, until the queue is
-  // empty (then gives the lead up) or, if `bounded`, the bound is reached
-  // (then hands the lead and the queue to the spare thread).
+  // empty or, if `bounded`, the bound is reached; then gives the lead up
+  // (to the next Submit, or after spare_grace to the spare thread).
   void Lead(bool bounded);
   // Takes the next batch into `batch`. False if the lead ended: the queue
-  // was empty, or, when `hand_over`, it passed to the spare thread.
+  // was empty, or, when `hand_over`, it was left to the next Submit (and
+  // the spare told to watch it).
   bool NextBatch(bool hand_over,
                  std::vector<std::unique_ptr<Operation>>* batch);
-  // Wakes the spare thread to take the lead.
+  // Wakes the spare thread: to watch a queue left without a leader
+  // (kLeader), or to take the lead (kDedicatedThread).
   void WakeSpare();
-  // The spare thread: parked until WakeSpare, then leads unbounded.
+  // The spare thread: parked until WakeSpare. kDedicatedThread: leads
+  // unbounded. kLeader: waits spare_grace, then leads (bounded) if the
+  // queue is still without a leader.
   void SpareLoop();
 
   const Options options_;
@@ -163,8 +175,9 @@ class GroupCommit {
   mutable base::Mutex mu_;
   std::deque<std::unique_ptr<Operation>> pending_ ABSL_GUARDED_BY(mu_);
   // A thread (a caller or the spare) holds the lead: it runs batches until
-  // the queue is empty, or passes the lead to the spare. Never false while
-  // operations are pending, so nothing queued waits for a future Submit.
+  // the queue is empty or its bound. False while operations are pending
+  // only after a leader left at its bound, and then the spare watches the
+  // queue, so nothing queued waits for a future Submit.
   bool leading_ ABSL_GUARDED_BY(mu_) = false;
   // The thread holding the lead, while leading_.
   std::thread::id leader_ ABSL_GUARDED_BY(mu_);
@@ -175,6 +188,8 @@ class GroupCommit {
   // at each Unlock, and a spare waiting on mu_ would wake at every Submit.
   base::Mutex spare_mu_;
   bool spare_turn_ ABSL_GUARDED_BY(spare_mu_) = false;
+  // The destructor: the spare stops waiting out its grace.
+  bool spare_hurry_ ABSL_GUARDED_BY(spare_mu_) = false;
   bool spare_exit_ ABSL_GUARDED_BY(spare_mu_) = false;
   std::thread spare_;  // last: starts once the rest is ready
 };
