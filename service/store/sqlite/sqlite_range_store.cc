@@ -49,9 +49,9 @@ absl::StatusOr<std::unique_ptr<SqliteRangeStore>> SqliteRangeStore::Open(
         "max batch is %d; it must be at least 1", options.max_batch));
   }
   if (options.max_batches_per_lead < 1) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "max batches per lead is %d; it must be at least 1",
-        options.max_batches_per_lead));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("max batches per lead is %d; it must be at least 1",
+                        options.max_batches_per_lead));
   }
   if (options.read_only) {
     // Nothing is created: not the directory, not the file.
@@ -370,16 +370,16 @@ void SqliteRangeStore::DoAllocateAsync(absl::string_view collection,
       [this, name = std::string(collection), size, floor, token,
        max_floor_jump](Allocation* allocation, int64_t* rows_created)
           ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_) -> absl::Status {
-        absl::StatusOr<std::optional<CollectionState>> row = ReadRow(name);
-        if (!row.ok()) return row.status();
-        absl::StatusOr<CollectionState> next = ApplyAllocate(
-            name, row->value_or(CollectionState{}), size, floor, max_floor_jump,
-            token, clock_->Now(), &allocation->range);
-        if (!next.ok()) return next.status();
-        *rows_created = row->has_value() ? 0 : 1;
-        allocation->created = !row->has_value();
-        return WriteRow(name, *next);
-      },
+            absl::StatusOr<std::optional<CollectionState>> row = ReadRow(name);
+            if (!row.ok()) return row.status();
+            absl::StatusOr<CollectionState> next = ApplyAllocate(
+                name, row->value_or(CollectionState{}), size, floor,
+                max_floor_jump, token, clock_->Now(), &allocation->range);
+            if (!next.ok()) return next.status();
+            *rows_created = row->has_value() ? 0 : 1;
+            allocation->created = !row->has_value();
+            return WriteRow(name, *next);
+          },
       std::move(done));
 }
 
@@ -391,8 +391,8 @@ void SqliteRangeStore::DoReturnAsync(absl::string_view collection, int64_t end,
       [this, name = std::string(collection), end, last, token](
           ReturnOutcome* outcome, int64_t*)
           ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_) -> absl::Status {
-        return ApplyReturnRow(name, end, last, token, outcome);
-      },
+            return ApplyReturnRow(name, end, last, token, outcome);
+          },
       std::move(done));
 }
 
@@ -421,38 +421,38 @@ void SqliteRangeStore::ReturnManyAsync(
       /*read_only=*/false,
       [this, items = std::move(items)](Outcomes* outcomes, int64_t*)
           ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_) -> absl::Status {
-        outcomes->clear();
-        outcomes->reserve(items.size());
-        for (const ReturnItem& item : items) {
-          if (absl::Status s = CheckReturnArguments(item.end, item.last);
-              !s.ok()) {
-            outcomes->push_back(std::move(s));
-            continue;
-          }
-          ReturnOutcome outcome;
-          absl::Status s;
-          if (item.foreign) {
-            absl::StatusOr<std::optional<CollectionState>> row =
-                ReadRow(item.collection);
-            s = row.status();
-            if (row.ok()) outcome.max = row->has_value() ? (*row)->max : 0;
-          } else {
-            // A failed statement undoes itself; an item writes with one
-            // statement at most, so a failed item changed nothing.
-            s = ApplyReturnRow(item.collection, item.end, item.last, item.token,
-                               &outcome);
-          }
-          // Without its transaction (SQLite ends it on some I/O errors),
-          // the batch is lost: report that, and write nothing outside it.
-          if (!s.ok() && sqlite3_get_autocommit(db_)) return s;
-          if (s.ok()) {
-            outcomes->push_back(outcome);
-          } else {
-            outcomes->push_back(std::move(s));
-          }
-        }
-        return absl::OkStatus();
-      },
+            outcomes->clear();
+            outcomes->reserve(items.size());
+            for (const ReturnItem& item : items) {
+              if (absl::Status s = CheckReturnArguments(item.end, item.last);
+                  !s.ok()) {
+                outcomes->push_back(std::move(s));
+                continue;
+              }
+              ReturnOutcome outcome;
+              absl::Status s;
+              if (item.foreign) {
+                absl::StatusOr<std::optional<CollectionState>> row =
+                    ReadRow(item.collection);
+                s = row.status();
+                if (row.ok()) outcome.max = row->has_value() ? (*row)->max : 0;
+              } else {
+                // A failed statement undoes itself; an item writes with one
+                // statement at most, so a failed item changed nothing.
+                s = ApplyReturnRow(item.collection, item.end, item.last,
+                                   item.token, &outcome);
+              }
+              // Without its transaction (SQLite ends it on some I/O errors),
+              // the batch is lost: report that, and write nothing outside it.
+              if (!s.ok() && sqlite3_get_autocommit(db_)) return s;
+              if (s.ok()) {
+                outcomes->push_back(outcome);
+              } else {
+                outcomes->push_back(std::move(s));
+              }
+            }
+            return absl::OkStatus();
+          },
       std::move(done));
 }
 
@@ -489,20 +489,20 @@ void SqliteRangeStore::DoSetFloorAsync(absl::string_view collection,
                                        StoreCallback<FloorOutcome> done) {
   Submit<FloorOutcome>(
       /*read_only=*/false,
-      [this, name = std::string(collection), floor](
-          FloorOutcome* outcome, int64_t* rows_created)
+      [this, name = std::string(collection), floor](FloorOutcome* outcome,
+                                                    int64_t* rows_created)
           ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_) -> absl::Status {
-        absl::StatusOr<std::optional<CollectionState>> row = ReadRow(name);
-        if (!row.ok()) return row.status();
-        const absl::Time now = clock_->Now();
-        std::optional<CollectionState> next = ApplySetFloor(
-            row->value_or(CollectionState{}), floor, now, outcome);
-        if (!next.has_value() && row->has_value()) return absl::OkStatus();
-        *rows_created = row->has_value() ? 0 : 1;
-        outcome->created = !row->has_value();
-        return WriteRow(name,
-                        next.value_or(CollectionState{.updated_at = now}));
-      },
+            absl::StatusOr<std::optional<CollectionState>> row = ReadRow(name);
+            if (!row.ok()) return row.status();
+            const absl::Time now = clock_->Now();
+            std::optional<CollectionState> next = ApplySetFloor(
+                row->value_or(CollectionState{}), floor, now, outcome);
+            if (!next.has_value() && row->has_value()) return absl::OkStatus();
+            *rows_created = row->has_value() ? 0 : 1;
+            outcome->created = !row->has_value();
+            return WriteRow(name,
+                            next.value_or(CollectionState{.updated_at = now}));
+          },
       std::move(done));
 }
 
@@ -510,29 +510,30 @@ void SqliteRangeStore::DeleteAsync(absl::string_view collection,
                                    StoreCallback<CollectionState> done) {
   Submit<CollectionState>(
       /*read_only=*/false,
-      [this, name = std::string(collection)](
-          CollectionState* deleted, int64_t* rows_created)
+      [this, name = std::string(collection)](CollectionState* deleted,
+                                             int64_t* rows_created)
           ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_) -> absl::Status {
-        absl::StatusOr<std::optional<CollectionState>> row = ReadRow(name);
-        if (!row.ok()) return row.status();
-        if (!row->has_value()) {
-          return absl::NotFoundError(absl::StrFormat(
-              "collection \"%s\" has no row; there is nothing to delete",
-              name));
-        }
-        if (absl::Status s = CheckDeletable(name, **row); !s.ok()) return s;
-        sqlite3_stmt* stmt = delete_->get();
-        sqlite3_bind_text(stmt, 1, name.data(), static_cast<int>(name.size()),
-                          SQLITE_STATIC);
-        const int rc = sqlite3_step(stmt);
-        delete_->Reset();
-        if (rc != SQLITE_DONE) {
-          return Error(rc, absl::StrCat("deleting collection \"", name, "\""));
-        }
-        *deleted = **row;
-        *rows_created = -1;
-        return absl::OkStatus();
-      },
+            absl::StatusOr<std::optional<CollectionState>> row = ReadRow(name);
+            if (!row.ok()) return row.status();
+            if (!row->has_value()) {
+              return absl::NotFoundError(absl::StrFormat(
+                  "collection \"%s\" has no row; there is nothing to delete",
+                  name));
+            }
+            if (absl::Status s = CheckDeletable(name, **row); !s.ok()) return s;
+            sqlite3_stmt* stmt = delete_->get();
+            sqlite3_bind_text(stmt, 1, name.data(),
+                              static_cast<int>(name.size()), SQLITE_STATIC);
+            const int rc = sqlite3_step(stmt);
+            delete_->Reset();
+            if (rc != SQLITE_DONE) {
+              return Error(rc,
+                           absl::StrCat("deleting collection \"", name, "\""));
+            }
+            *deleted = **row;
+            *rows_created = -1;
+            return absl::OkStatus();
+          },
       std::move(done));
 }
 
@@ -545,12 +546,12 @@ absl::Status SqliteRangeStore::PutForTesting(absl::string_view collection,
   return queue_->Run(
       [&](GroupCommit::Operation& op)
           ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_) -> absl::Status {
-        absl::StatusOr<std::optional<CollectionState>> row =
-            ReadRow(collection);
-        if (!row.ok()) return row.status();
-        op.rows_created = row->has_value() ? 0 : 1;
-        return WriteRow(collection, state);
-      },
+            absl::StatusOr<std::optional<CollectionState>> row =
+                ReadRow(collection);
+            if (!row.ok()) return row.status();
+            op.rows_created = row->has_value() ? 0 : 1;
+            return WriteRow(collection, state);
+          },
       /*read_only=*/false);
 }
 
