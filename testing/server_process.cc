@@ -1,5 +1,6 @@
 #include "testing/server_process.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -10,6 +11,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -227,7 +229,52 @@ absl::Status ServerProcess::Kill() {
   return absl::OkStatus();
 }
 
-absl::Status ServerProcess::Pause() { return Signal(SIGSTOP); }
+namespace {
+
+// True if every thread of `pid` is stopped (state T or t in
+// /proc/PID/task/TID/stat, the field after the command's closing ')').
+bool AllThreadsStopped(pid_t pid) {
+  const std::string tasks = absl::StrCat("/proc/", pid, "/task");
+  DIR* dir = opendir(tasks.c_str());
+  if (dir == nullptr) return false;
+  bool stopped = true;
+  int seen = 0;
+  while (struct dirent* entry = readdir(dir)) {
+    if (entry->d_name[0] == '.') continue;
+    ++seen;
+    std::string stat;
+    FILE* f =
+        fopen(absl::StrCat(tasks, "/", entry->d_name, "/stat").c_str(), "r");
+    if (f == nullptr) continue;  // the thread has exited
+    char buffer[512];
+    const size_t n = fread(buffer, 1, sizeof(buffer), f);
+    fclose(f);
+    stat.assign(buffer, n);
+    const size_t paren = stat.rfind(')');
+    if (paren == std::string::npos || paren + 2 >= stat.size() ||
+        (stat[paren + 2] != 'T' && stat[paren + 2] != 't')) {
+      stopped = false;
+      break;
+    }
+  }
+  closedir(dir);
+  return stopped && seen > 0;
+}
+
+}  // namespace
+
+absl::Status ServerProcess::Pause() {
+  if (absl::Status s = Signal(SIGSTOP); !s.ok()) return s;
+  const absl::Time give_up = absl::Now() + absl::Seconds(5);
+  while (!AllThreadsStopped(pid_)) {
+    if (absl::Now() > give_up) {
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "hilo_server (pid %d) not stopped 5 s after SIGSTOP", pid_));
+    }
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status ServerProcess::Resume() { return Signal(SIGCONT); }
 

@@ -87,8 +87,11 @@ class ServerProcess {
   absl::Status Signal(int signal);
   // kill -9 and reap. FAILED_PRECONDITION if not running.
   absl::Status Kill();
-  // SIGSTOP / SIGCONT.
+  // SIGSTOP, then waits (up to 5 s) until every thread of the process is
+  // stopped: the kernel stops them asynchronously, and a request sent at once
+  // could still be answered. DEADLINE_EXCEEDED if they do not all stop.
   absl::Status Pause();
+  // SIGCONT.
   absl::Status Resume();
   // Waits up to `timeout` for the child to exit and returns its exit code
   // (128 + signal if it died of one), once it has closed its stderr.

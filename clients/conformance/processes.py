@@ -50,6 +50,25 @@ class Watchdog:
 
 # -- servers ----------------------------------------------------------------
 
+
+def _all_threads_stopped(tasks: str) -> bool:
+    """True if every thread under /proc/PID/task is stopped (state T or t
+    after the command's closing parenthesis in its stat)."""
+    try:
+        tids = os.listdir(tasks)
+    except OSError:
+        return False
+    for tid in tids:
+        try:
+            with open(f"{tasks}/{tid}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue  # the thread has exited
+        state = stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3]
+        if state not in (b"T", b"t"):
+            return False
+    return bool(tids)
+
 class Node:
     """One hilo_server child: started on a free port, then restarted on the
     same port (clients keep their targets) with the same database."""
@@ -108,7 +127,17 @@ class Node:
             self.proc.wait(10)
 
     def pause(self) -> None:
+        """SIGSTOP, then wait (up to 5 s) until every thread of the node is
+        stopped: the kernel stops them asynchronously, and a request sent at
+        once could still be answered."""
         self.proc.send_signal(signal.SIGSTOP)
+        tasks = f"/proc/{self.proc.pid}/task"
+        give_up = time.monotonic() + 5
+        while not _all_threads_stopped(tasks):
+            if time.monotonic() > give_up:
+                raise Failure(f"hilo_server node {self.name} not stopped 5 s "
+                              "after SIGSTOP")
+            time.sleep(0.001)
 
     def resume(self) -> None:
         self.proc.send_signal(signal.SIGCONT)

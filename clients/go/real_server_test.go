@@ -351,14 +351,45 @@ func TestRealServerGoAndCppClientsNeverCollide(t *testing.T) {
 	}
 }
 
+// pause sends SIGSTOP to pid and waits (up to 5 s) until every one of its
+// threads is stopped: the kernel stops them asynchronously, and a request
+// sent at once could still be answered.
+func pause(t *testing.T, pid int) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	tasks := fmt.Sprintf("/proc/%d/task", pid)
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		entries, err := os.ReadDir(tasks)
+		stopped := err == nil && len(entries) > 0
+		for _, e := range entries {
+			stat, err := os.ReadFile(filepath.Join(tasks, e.Name(), "stat"))
+			if err != nil {
+				continue // the thread has exited
+			}
+			i := bytes.LastIndexByte(stat, ')')
+			if i < 0 || i+2 >= len(stat) || (stat[i+2] != 'T' && stat[i+2] != 't') {
+				stopped = false
+				break
+			}
+		}
+		if stopped {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("hilo_server (pid %d) not stopped 5 s after SIGSTOP", pid)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func TestRealServerFailoverWhenANodeIsStopped(t *testing.T) {
 	t.Parallel()
 	a, b := startServer(t, "A"), startServer(t, "B")
 	c := newRealClient(t, Config{PrefetchAt: PrefetchOff, RPCTimeout: 300 * time.Millisecond}, a, b)
 	wantDocumentID(t, c, "stop", "stop/1-A")
-	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	pause(t, a.cmd.Process.Pid)
 	t.Cleanup(func() { a.cmd.Process.Signal(syscall.SIGCONT) }) // runs before the SIGTERM
 	for i := 2; i <= 32; i++ {
 		wantDocumentID(t, c, "stop", fmt.Sprintf("stop/%d-A", i))

@@ -2,11 +2,44 @@
 // HILO_NODE_PKG), real hilo_server processes (HILO_SERVER_BIN) on port 0 with
 // temporary databases, and an in-process double of the server.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { createRequire } from 'node:module';
+
+/** True if every thread of `pid` is stopped (state T or t after the
+ * command's closing parenthesis in /proc/PID/task/TID/stat). */
+function allThreadsStopped(pid) {
+  let tids;
+  try {
+    tids = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return false;
+  }
+  if (tids.length === 0) return false;
+  for (const tid of tids) {
+    let stat;
+    try {
+      stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'latin1');
+    } catch {
+      continue; // the thread has exited
+    }
+    const state = stat[stat.lastIndexOf(')') + 2];
+    if (state !== 'T' && state !== 't') return false;
+  }
+  return true;
+}
+
+/** Waits, up to 5 s, for every thread of `pid` to stop. */
+function waitUntilStopped(pid) {
+  const tick = new Int32Array(new SharedArrayBuffer(4));
+  const giveUp = Date.now() + 5000;
+  while (!allThreadsStopped(pid)) {
+    if (Date.now() > giveUp) throw new Error(`hilo_server (pid ${pid}) not stopped 5 s after SIGSTOP`);
+    Atomics.wait(tick, 0, 0, 1); // 1 ms
+  }
+}
 
 export const PKG = process.env.HILO_NODE_PKG;
 export const SERVER_BIN = process.env.HILO_SERVER_BIN;
@@ -73,8 +106,12 @@ export async function startServer({ tag = 'A', args = [] } = {}) {
     target: `127.0.0.1:${port}`,
     port,
     proc,
+    /** Sends `sig`; after SIGSTOP, returns only once every thread of the
+     * server is stopped (the kernel stops them asynchronously, and a request
+     * sent at once could still be answered). */
     signal(sig) {
       if (proc.exitCode === null && proc.signalCode === null) proc.kill(sig);
+      if (sig === 'SIGSTOP') waitUntilStopped(proc.pid);
     },
     async stop() {
       if (proc.exitCode === null && proc.signalCode === null) {

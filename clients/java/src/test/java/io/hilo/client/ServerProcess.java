@@ -74,9 +74,45 @@ final class ServerProcess implements AutoCloseable {
     process.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
   }
 
-  /** SIGSTOP or SIGCONT. */
+  /**
+   * SIGSTOP or SIGCONT. After STOP, returns only once every thread of the server is stopped: the
+   * kernel stops them asynchronously, and a request sent at once could still be answered.
+   */
   void signal(String name) throws IOException, InterruptedException {
     new ProcessBuilder("kill", "-" + name, Long.toString(process.pid())).inheritIO().start().waitFor(5, TimeUnit.SECONDS);
+    if (!name.equals("STOP")) return;
+    long giveUp = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+    while (!allThreadsStopped(process.pid())) {
+      if (System.nanoTime() > giveUp) {
+        throw new IOException("hilo_server (pid " + process.pid() + ") not stopped 5 s after SIGSTOP");
+      }
+      Thread.sleep(1);
+    }
+  }
+
+  /** True if every thread of `pid` is stopped (state T or t in /proc/PID/task/TID/stat). */
+  private static boolean allThreadsStopped(long pid) {
+    Path tasks = Path.of("/proc", Long.toString(pid), "task");
+    List<Path> tids;
+    try (Stream<Path> s = Files.list(tasks)) {
+      tids = s.toList();
+    } catch (IOException e) {
+      return false;
+    }
+    if (tids.isEmpty()) return false;
+    for (Path tid : tids) {
+      String stat;
+      try {
+        stat = Files.readString(tid.resolve("stat"), java.nio.charset.StandardCharsets.ISO_8859_1);
+      } catch (IOException e) {
+        continue; // the thread has exited
+      }
+      int paren = stat.lastIndexOf(')');
+      if (paren < 0 || paren + 2 >= stat.length()) return false;
+      char state = stat.charAt(paren + 2);
+      if (state != 'T' && state != 't') return false;
+    }
+    return true;
   }
 
   @Override
