@@ -28,6 +28,7 @@
 #include "service/store/range_size_policy.h"
 #include "service/store/sqlite/sqlite_range_store.h"
 #include "testing/status_matchers.h"
+#include "tests/fake_node.h"
 #include "tests/test_util.h"
 
 namespace hilo {
@@ -38,28 +39,8 @@ using ::hilo::internal::IdSuffix;
 using ::hilo::internal::IssuedRange;
 using ::hilo::internal::PreviousRange;
 using ::hilo::internal::ReturnResult;
+using ::hilo::testing_util::FakeNode;
 using ::hilo::testing_util::IsOk;
-using ::hilo::testing_util::TempDir;
-
-// One hilo node in-process: the real service over a SQLite store of its
-// own, issuing ranges of a fixed size. Not thread-safe (NodesSource locks).
-class Node {
- public:
-  Node(std::string tag, int64_t size)
-      : clock_(absl::FromUnixSeconds(1'800'000'000)) {
-    store_ = testing_util::OpenTestStore(dir_, "hilo.db");
-    service_ = std::make_unique<HiLoService>(
-        store_.get(), RangeSizePolicy({.min_size = size, .max_size = size}),
-        std::move(tag), &clock_);
-  }
-  HiLoService& service() { return *service_; }
-
- private:
-  TempDir dir_;
-  ManualClock clock_;
-  std::unique_ptr<SqliteRangeStore> store_;
-  std::unique_ptr<HiLoService> service_;
-};
 
 // A RangeSource over Nodes: the i-th range asked for comes from node
 // i % nodes, so each range has another node's tag than the one before;
@@ -69,7 +50,7 @@ class NodesSource final : public internal::RangeSource {
  public:
   NodesSource(const std::vector<std::string>& tags, int64_t size) {
     for (const std::string& tag : tags) {
-      nodes_.push_back(std::make_unique<Node>(tag, size));
+      nodes_.push_back(std::make_unique<FakeNode>(tag, size));
     }
   }
 
@@ -115,7 +96,7 @@ class NodesSource final : public internal::RangeSource {
 
  private:
   std::mutex mu_;
-  std::vector<std::unique_ptr<Node>> nodes_;  // set once
+  std::vector<std::unique_ptr<FakeNode>> nodes_;  // set once
   std::vector<IssuedRange> issued_;
 };
 

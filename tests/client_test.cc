@@ -32,6 +32,7 @@
 #include "service/store/range_size_policy.h"
 #include "service/store/sqlite/sqlite_range_store.h"
 #include "testing/status_matchers.h"
+#include "tests/fake_node.h"
 #include "tests/test_util.h"
 
 namespace hilo {
@@ -40,10 +41,10 @@ namespace {
 using ::hilo::internal::IssuedRange;
 using ::hilo::internal::PreviousRange;
 using ::hilo::internal::ReturnResult;
+using ::hilo::testing_util::FakeNode;
 using ::hilo::testing_util::IsOk;
 using ::hilo::testing_util::IsOkAndHolds;
 using ::hilo::testing_util::StatusIs;
-using ::hilo::testing_util::TempDir;
 using ::testing::_;
 using ::testing::AllOf;
 using ::testing::Field;
@@ -61,37 +62,6 @@ PreviousRange Previous(int64_t size, absl::Time range_at, int64_t max) {
   previous.max = max;
   return previous;
 }
-
-// One hilo node in-process, without the network: the real service over the
-// real SQLite store (in a directory of its own), so every range and every
-// return obeys exactly the rules a hilo_server applies, tokens included.
-// Ranges have a fixed size; range_at comes from a manual clock. Thread-safe.
-class FakeNode {
- public:
-  FakeNode(std::string tag, int64_t size) : clock_(kT0) {
-    store_ = testing_util::OpenTestStore(dir_, "hilo.db");
-    service_ = std::make_unique<HiLoService>(
-        store_.get(), RangeSizePolicy({.min_size = size, .max_size = size}),
-        std::move(tag), &clock_);
-  }
-
-  HiLoService& service() { return *service_; }
-  void SetTime(absl::Time t) { clock_.Set(t); }
-
-  // The collection's stored Max; 0 if it has no row.
-  int64_t Max(absl::string_view collection) {
-    absl::StatusOr<std::optional<CollectionState>> row =
-        store_->Get(collection);
-    EXPECT_THAT(row, IsOk());
-    return row.ok() && row->has_value() ? (*row)->max : 0;
-  }
-
- private:
-  TempDir dir_;
-  ManualClock clock_;
-  std::unique_ptr<SqliteRangeStore> store_;
-  std::unique_ptr<HiLoService> service_;
-};
 
 // A RangeSource over FakeNodes, as GrpcRangeSource is over servers: each
 // range comes from the next node in turn (so its tag too), and its return
