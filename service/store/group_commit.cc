@@ -174,9 +174,12 @@ bool GroupCommit::NextBatch(bool hand_over,
       return true;
     }
     // The next Submit takes the lead; the spare watches in case none comes.
+    // It is told before mu_ is released: after that a Submit may take the
+    // lead and empty the queue, and the owner may destroy the queue, while
+    // this thread has not yet returned.
     leading_ = false;
+    WakeSpare();
   }
-  WakeSpare();
   return false;
 }
 

@@ -160,7 +160,9 @@ class GroupCommit {
   bool NextBatch(bool hand_over,
                  std::vector<std::unique_ptr<Operation>>* batch);
   // Wakes the spare thread: to watch a queue left without a leader
-  // (kLeader), or to take the lead (kDedicatedThread).
+  // (kLeader), or to take the lead (kDedicatedThread). Takes spare_mu_, so
+  // it may be called with mu_ held (mu_ before spare_mu_, never the other
+  // way).
   void WakeSpare();
   // The spare thread: parked until WakeSpare. kDedicatedThread: leads
   // unbounded. kLeader: waits spare_grace, then leads (bounded) if the
