@@ -21,11 +21,13 @@
 #include "hilo/base/clock.h"
 #include "hilo/base/mutex.h"
 #include "testing/status_matchers.h"
+#include "tests/test_util.h"
 
 namespace hilo {
 namespace {
 
 using ::hilo::testing_util::IsOk;
+using ::hilo::testing_util::Notification;
 using ::hilo::testing_util::StatusIs;
 using ::testing::Each;
 using ::testing::ElementsAre;
@@ -33,30 +35,6 @@ using ::testing::SizeIs;
 
 // Every wait in these tests gives up after this long, failing the test.
 constexpr absl::Duration kPatience = absl::Seconds(20);
-
-// A one-shot event between threads with a bounded wait.
-class Event {
- public:
-  void Notify() {
-    base::MutexLock lock(&mu_);
-    notified_ = true;
-  }
-  bool notified() {
-    base::MutexLock lock(&mu_);
-    return notified_;
-  }
-  // True if notified within `timeout`.
-  bool WaitFor(absl::Duration timeout) {
-    base::MutexLock lock(&mu_);
-    return mu_.AwaitWithTimeout(
-        [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return notified_; },
-        timeout);
-  }
-
- private:
-  base::Mutex mu_;
-  bool notified_ ABSL_GUARDED_BY(mu_) = false;
-};
 
 // Records what happened, in order, from any thread.
 class Log {
@@ -201,7 +179,7 @@ struct SubmittingThread {
   ~SubmittingThread() {
     if (thread.joinable()) thread.join();
   }
-  Event returned;
+  Notification returned;
   std::thread::id id;  // read after `returned`
   std::thread thread;  // last: starts once the rest is ready
 };
@@ -303,7 +281,7 @@ TEST_P(GroupCommitTest, RunFromACompletionFailsInsteadOfWaitingForItself) {
   Runner runner(&log);
   Outcomes outcomes;
   absl::Status nested;
-  Event nested_done;
+  Notification nested_done;
   {
     GroupCommit queue({.mode = GetParam(), .max_batch = 4}, runner.Get());
     auto op = outcomes.Op("a");
@@ -313,7 +291,7 @@ TEST_P(GroupCommitTest, RunFromACompletionFailsInsteadOfWaitingForItself) {
       nested_done.Notify();
     };
     queue.Submit(std::move(op));
-    ASSERT_TRUE(nested_done.WaitFor(kPatience));
+    ASSERT_TRUE(nested_done.WaitForNotificationWithTimeout(kPatience));
   }
   EXPECT_THAT(nested, StatusIs(absl::StatusCode::kFailedPrecondition,
                                ::testing::HasSubstr("wait for itself")));
@@ -374,9 +352,9 @@ TEST(GroupCommitLeaderTest, SubmitsDuringACommitReturnBeforeItEnds) {
   queue.Submit(Op(&log, "c", &completions));
   EXPECT_EQ(completions.load(), 0);
   EXPECT_THAT(log.events(), SizeIs(0));
-  EXPECT_FALSE(leader.returned.notified());
+  EXPECT_FALSE(leader.returned.HasBeenNotified());
   runner.Release();
-  ASSERT_TRUE(leader.returned.WaitFor(kPatience));
+  ASSERT_TRUE(leader.returned.WaitForNotificationWithTimeout(kPatience));
   ASSERT_TRUE(log.WaitForEvents(5));
   EXPECT_EQ(completions.load(), 3);
   EXPECT_THAT(log.events(), ElementsAre("commit:a", "done:a", "commit:b,c",
@@ -437,13 +415,13 @@ TEST_P(GroupCommitBoundTest, ALeaderPastItsBoundHandsTheQueueToTheSpare) {
   ASSERT_TRUE(runner.WaitUntilHeld(2));
   if (c.spare_takes_over) {
     // The leader left while its successor's batch is still in its commit.
-    EXPECT_TRUE(leader.returned.WaitFor(kPatience));
+    EXPECT_TRUE(leader.returned.WaitForNotificationWithTimeout(kPatience));
   } else {
-    EXPECT_FALSE(leader.returned.notified());
+    EXPECT_FALSE(leader.returned.HasBeenNotified());
   }
   runner.Release();
   ASSERT_TRUE(log.WaitForEvents(7));  // no Submit needed to get there
-  ASSERT_TRUE(leader.returned.WaitFor(kPatience));
+  ASSERT_TRUE(leader.returned.WaitForNotificationWithTimeout(kPatience));
   EXPECT_EQ(completions.load(), 4);
   EXPECT_THAT(log.events(),
               ElementsAre("commit:a", "done:a", "commit:b,c", "done:b",
@@ -482,12 +460,12 @@ TEST(GroupCommitLeaderTest, ALeaderPastItsBoundLeavesTheQueueToTheNextSubmit) {
   }
   runner.Arm();  // holds the second batch, whoever runs it
   runner.Release();
-  ASSERT_TRUE(leader.returned.WaitFor(kPatience));
+  ASSERT_TRUE(leader.returned.WaitForNotificationWithTimeout(kPatience));
   EXPECT_EQ(completions.load(), 1);
   SubmittingThread next(&queue, Op(&log, "d", &completions));
   ASSERT_TRUE(runner.WaitUntilHeld(2));
   runner.Release();
-  ASSERT_TRUE(next.returned.WaitFor(kPatience));
+  ASSERT_TRUE(next.returned.WaitForNotificationWithTimeout(kPatience));
   EXPECT_EQ(completions.load(), 4) << "d's Submit returned before its commit";
   EXPECT_THAT(log.events(), ElementsAre("commit:a", "done:a", "commit:b,c,d",
                                         "done:b", "done:c", "done:d"));
@@ -500,7 +478,7 @@ TEST(GroupCommitLeaderTest, ALeaderPastItsBoundLeavesTheQueueToTheNextSubmit) {
 TEST(GroupCommitLeaderTest, ALeaderWhoseBatchFailsFailsOnlyThatBatch) {
   Outcomes outcomes;
   std::atomic<int> batches{0};
-  Event held, release;
+  Notification held, release;
   GroupCommit queue({.mode = GroupCommit::Mode::kLeader,
                      .max_batch = 2,
                      .max_batches_per_lead = 100,
@@ -509,7 +487,7 @@ TEST(GroupCommitLeaderTest, ALeaderWhoseBatchFailsFailsOnlyThatBatch) {
                       const int n = ++batches;
                       if (n == 1) {
                         held.Notify();
-                        release.WaitFor(kPatience);
+                        release.WaitForNotificationWithTimeout(kPatience);
                       }
                       for (GroupCommit::Operation* op : batch) {
                         op->status = op->body(*op);
@@ -520,11 +498,11 @@ TEST(GroupCommitLeaderTest, ALeaderWhoseBatchFailsFailsOnlyThatBatch) {
                       }
                     });
   SubmittingThread leader(&queue, outcomes.Op("a"));
-  ASSERT_TRUE(held.WaitFor(kPatience));
+  ASSERT_TRUE(held.WaitForNotificationWithTimeout(kPatience));
   for (const char* id : {"b", "c", "d"}) queue.Submit(outcomes.Op(id));
   queue.WaitForPendingForTesting(3);
   release.Notify();
-  ASSERT_TRUE(leader.returned.WaitFor(kPatience));
+  ASSERT_TRUE(leader.returned.WaitForNotificationWithTimeout(kPatience));
   EXPECT_EQ(batches.load(), 3);  // [a], [b, c], [d]: all by the leader
   EXPECT_THAT(outcomes.of("a"), ElementsAre(IsOk()));
   for (const char* id : {"b", "c"}) {
@@ -550,7 +528,7 @@ TEST(GroupCommitLeaderTest, DestructorWaitsForALeaderOnAnotherThread) {
   ASSERT_TRUE(runner.WaitUntilHeld());
   queue->Submit(outcomes.Op("b"));
   queue->Submit(outcomes.Op("c"));
-  Event destroyed;
+  Notification destroyed;
   std::thread destroyer([&] {
     delete queue;
     destroyed.Notify();
@@ -576,10 +554,12 @@ TEST(GroupCommitLeaderTest, DestructorWaitsForALeaderOnAnotherThread) {
                                    "the store is closing")));
   // Correct code never returns here; a destructor that does not wait for
   // the leader returns within microseconds of the refusal.
-  EXPECT_FALSE(destroyed.WaitFor(absl::Milliseconds(200)))
+  EXPECT_FALSE(
+      destroyed.WaitForNotificationWithTimeout(absl::Milliseconds(200)))
       << "returned while a batch committed";
   runner.Release();
-  ASSERT_TRUE(destroyed.WaitFor(kPatience)) << "the destructor never returned";
+  ASSERT_TRUE(destroyed.WaitForNotificationWithTimeout(kPatience))
+      << "the destructor never returned";
   destroyer.join();
   // Everything submitted before the destructor began was committed, once.
   for (const std::string& id : accepted) {

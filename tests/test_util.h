@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "hilo/base/mutex.h"
 #include "hilo/v1/hilo.grpc.pb.h"
@@ -33,6 +34,17 @@ class Notification {
     base::MutexLock lock(&mu_);
     mu_.Await([this]()
                   ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return notified_; });
+  }
+  // True if notified within `timeout`.
+  bool WaitForNotificationWithTimeout(absl::Duration timeout) {
+    base::MutexLock lock(&mu_);
+    return mu_.AwaitWithTimeout(
+        [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return notified_; },
+        timeout);
+  }
+  bool HasBeenNotified() {
+    base::MutexLock lock(&mu_);
+    return notified_;
   }
 
  private:
