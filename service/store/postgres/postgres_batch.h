@@ -17,6 +17,7 @@
 #include "service/store/postgres/postgres_connection.h"
 #include "service/store/postgres/postgres_range_store.h"
 #include "service/store/postgres/postgres_request.h"
+#include "service/store/postgres/postgres_row_codec.h"
 #include "service/store/range_store.h"
 
 namespace hilo {
@@ -41,7 +42,16 @@ struct PostgresRangeStore::Batch {
     std::optional<CollectionState> stored;
     std::optional<CollectionState> now;
     bool dirty = false;
+    // Read under the row lock (so the batch may write it), not only read.
+    bool locked = false;
+    // The ceiling (postgres_history.h) as stored, and as the batch leaves
+    // it; never lower.
+    int64_t stored_ceiling = 0;
+    int64_t ceiling = 0;
   };
+  // Records a row read from `result` (kColumns order); `locked` if read
+  // under its row lock.
+  void Read(const PGresult* result, int i, bool locked);
   // The rows the batch writes or reads, as far as read (ReadRows, then
   // TakeCreationLocks); a name with no entry has no row, or is held.
   std::map<std::string, Row> rows;
@@ -67,7 +77,25 @@ struct PostgresRangeStore::Batch {
   // New rows past the batch's share of creations: their operations run
   // again at once, in the next batch.
   std::set<std::string> postponed;
+  // Some request's reply waits until the standbys confirm the commit (a
+  // range or floor above this server's confirmed reservation).
+  bool awaits_standbys = false;
+  // Rows found below a ceiling this server saw (their history went back)
+  // and moved on to it, and the numbers that skipped.
+  int64_t rows_moved_on = 0;
+  int64_t numbers_skipped = 0;
 };
+
+inline void PostgresRangeStore::Batch::Read(const PGresult* result, int i,
+                                            bool locked) {
+  NamedCollectionState read = internal::ReadRow(result, i);
+  Row& row = rows[read.name];
+  row.stored = read.state;
+  row.now = read.state;
+  row.locked = locked;
+  row.stored_ceiling = internal::ReadCeiling(result, i);
+  row.ceiling = row.stored_ceiling;
+}
 
 }  // namespace hilo
 

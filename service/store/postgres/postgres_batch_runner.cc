@@ -34,7 +34,6 @@ using internal::AddRow;
 using internal::InList;
 using internal::kColumns;
 using internal::PostgresConnection;
-using internal::ReadRow;
 using internal::Result;
 using internal::Statement;
 
@@ -72,6 +71,14 @@ absl::Status PostgresRangeStore::EnsureConnected(Link& link) {
   if (!connection.ok()) {
     SetReachable(link, false);
     return connection.status();
+  }
+  if (&link == &writer_) {
+    // A new write connection may have reached another database (a promoted
+    // standby): nothing is written on it before its history is checked.
+    if (absl::Status s = CheckHistoryOn(**connection); !s.ok()) {
+      SetReachable(link, false);
+      return s;
+    }
   }
   link.connection = *std::move(connection);
   return absl::OkStatus();
@@ -151,6 +158,7 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
     r->many.clear();
     r->deferred = false;
     r->postponed = false;
+    r->awaits_standbys = false;
   }
   Batch batch(link, requests);
   if (std::optional<Attempt> ended = ReadRows(batch)) return *ended;
@@ -318,11 +326,7 @@ std::optional<PostgresRangeStore::Attempt> PostgresRangeStore::ReadRows(
   for (int at : {locked_at, read_at}) {
     if (at < 0) continue;
     const PGresult* r = results[at].get();
-    for (int i = 0; i < PQntuples(r); ++i) {
-      NamedCollectionState row = ReadRow(r, i);
-      rows[row.name].stored = row.state;
-      rows[row.name].now = row.state;
-    }
+    for (int i = 0; i < PQntuples(r); ++i) batch.Read(r, i, at == locked_at);
   }
   // Rows another session holds locked: not read, not written.
   std::set<std::string> held;
@@ -354,7 +358,7 @@ PostgresRangeStore::Attempt PostgresRangeStore::WriteAndCommit(Batch& batch) {
         --created;
       }
     } else if (row.stored.has_value()) {
-      AddRow(name, *row.now, &update.params, &updated);
+      AddRow(name, *row.now, row.ceiling, &update.params, &updated);
     } else {
       if (batch.may_create.count(name) == 0) {
         // Only under its creation lock (see above), or this batch could
@@ -366,7 +370,7 @@ PostgresRangeStore::Attempt PostgresRangeStore::WriteAndCommit(Batch& batch) {
                              name)),
                          /*writes_only=*/false);
       }
-      AddRow(name, *row.now, &insert.params, &inserted);
+      AddRow(name, *row.now, row.ceiling, &insert.params, &inserted);
       ++created;
     }
   }
@@ -387,7 +391,8 @@ PostgresRangeStore::Attempt PostgresRangeStore::WriteAndCommit(Batch& batch) {
         "updated_at_us = excluded.updated_at_us, "
         "range_token = excluded.range_token, "
         "previous_token = excluded.previous_token, "
-        "previous_return_floor = excluded.previous_return_floor");
+        "previous_return_floor = excluded.previous_return_floor, "
+        "ceiling = GREATEST(hilo_collections.ceiling, excluded.ceiling)");
     second.push_back(std::move(update));
   }
   if (!deleted.empty()) {
@@ -469,6 +474,7 @@ PostgresRangeStore::Attempt PostgresRangeStore::WriteAndCommit(Batch& batch) {
       options_.on_commit(commit_time, static_cast<int>(batch.requests.size()),
                          collection_count_.load(std::memory_order_relaxed));
     }
+    if (&link == &writer_) ConfirmReservations(batch);
   }
   return Attempt::kDone;
 }

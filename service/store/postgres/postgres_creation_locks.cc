@@ -27,7 +27,6 @@ namespace hilo {
 using internal::InList;
 using internal::kColumns;
 using internal::PostgresConnection;
-using internal::ReadRow;
 using internal::Result;
 using internal::Statement;
 
@@ -113,9 +112,7 @@ PostgresRangeStore::TakeCreationLocks(Batch& batch) {
                        /*writes_only=*/false);
     }
     for (int i = 0; i < PQntuples(locked[1].get()); ++i) {
-      NamedCollectionState row = ReadRow(locked[1].get(), i);
-      batch.rows[row.name].stored = row.state;
-      batch.rows[row.name].now = row.state;
+      batch.Read(locked[1].get(), i, /*locked=*/true);
     }
     for (int i = 0; i < PQntuples(locked[2].get()); ++i) {
       std::string name(PQgetvalue(locked[2].get(), i, 0),

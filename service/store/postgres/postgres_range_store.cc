@@ -6,10 +6,13 @@
 #include <chrono>
 #include <map>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "hilo/base/await.h"
 #include "service/store/postgres/postgres_connection.h"
 #include "service/store/postgres/postgres_node_tag.h"
@@ -25,7 +28,7 @@ using internal::Result;
 using internal::Statement;
 using internal::Trimmed;
 
-// A statement takes at most 65,535 parameters: 7 per row written.
+// A statement takes at most 65,535 parameters: 8 per row written.
 constexpr int kMaxBatch = 4096;
 
 }  // namespace
@@ -50,9 +53,22 @@ absl::StatusOr<std::string> DescribePostgresConnection(absl::string_view uri) {
                                                      : std::string(fallback);
   };
   const std::string user = get("user", "");
+  // A multi-host string lists hosts and ports apart ("h1,h2" and "p1,p2",
+  // or one port for all): each host is named with its own port.
+  const std::vector<std::string> hosts =
+      absl::StrSplit(get("host", get("hostaddr", "localhost").c_str()), ',');
+  const std::vector<std::string> ports =
+      absl::StrSplit(get("port", "5432"), ',');
+  std::vector<std::string> addresses;
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    const std::string& port =
+        ports.size() == hosts.size() ? ports[i] : ports.front();
+    addresses.push_back(absl::StrCat(hosts[i].empty() ? "localhost" : hosts[i],
+                                     ":", port.empty() ? "5432" : port));
+  }
   return absl::StrCat("postgresql://", user.empty() ? "" : user + "@",
-                      get("host", get("hostaddr", "localhost").c_str()), ":",
-                      get("port", "5432"), "/", get("dbname", user.c_str()));
+                      absl::StrJoin(addresses, ","), "/",
+                      get("dbname", user.c_str()));
 }
 
 absl::StatusOr<std::unique_ptr<PostgresRangeStore>> PostgresRangeStore::Open(
@@ -60,11 +76,15 @@ absl::StatusOr<std::unique_ptr<PostgresRangeStore>> PostgresRangeStore::Open(
   if (options.uri.empty()) {
     return absl::InvalidArgumentError("PostgreSQL connection string is empty");
   }
-  // A statement takes at most 65,535 parameters: 7 per row written.
+  // A statement takes at most 65,535 parameters: 8 per row written.
   if (options.max_batch < 1 || options.max_batch > kMaxBatch) {
     return absl::InvalidArgumentError(
         absl::StrFormat("max batch is %d; on PostgreSQL it must be 1 to %d",
                         options.max_batch, kMaxBatch));
+  }
+  if (options.reserve_ranges < 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "reserve_ranges is %d; it must be at least 1", options.reserve_ranges));
   }
   if (options.max_attempts < 1) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -103,6 +123,8 @@ absl::StatusOr<std::unique_ptr<PostgresRangeStore>> PostgresRangeStore::Open(
       !s.ok()) {
     return s;
   }
+  // Before anything is handed out on this database.
+  if (absl::Status s = store->CheckHistoryOn(c); !s.ok()) return s;
   absl::StatusOr<Result> count =
       c.Query("SELECT count(*) FROM hilo_collections", "counting collections");
   if (!count.ok()) return count.status();

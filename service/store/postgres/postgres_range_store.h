@@ -85,6 +85,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -119,6 +120,18 @@ struct NodeTagLease {
   // claims to run out (a crashed server's) before it fails. Zero: fail at
   // once.
   absl::Duration wait_for_held = absl::ZeroDuration();
+};
+
+// A database whose history went back, and what the store did about it
+// (see postgres_history.h).
+struct StoreHistoryEvent {
+  // What was seen, e.g. "the database's history changed from system
+  // identifier S, timeline 1 to system identifier S, timeline 2".
+  std::string reason;
+  // Collections moved on past every number that may have been handed out,
+  // and the numbers skipped so (saturating).
+  int64_t collections = 0;
+  int64_t numbers_skipped = 0;
 };
 
 struct PostgresRangeStoreOptions {
@@ -165,6 +178,15 @@ struct PostgresRangeStoreOptions {
   // Told when the database stops or starts answering the write connection
   // (see reachable()); on the store's thread. Keep it quick.
   std::function<void(bool reachable)> on_reachability;
+  // Reservations (postgres_history.h): a range above this server's
+  // confirmed reservation reserves this many ranges of its size past
+  // itself, and its reply waits at most standby_wait for the standbys to
+  // confirm them (then UNAVAILABLE: nothing is reported applied).
+  int reserve_ranges = 16;
+  absl::Duration standby_wait = absl::Seconds(2);
+  // Told, on the store's thread, each time the store finds that the
+  // database's history went back and moves collections on. Keep it quick.
+  std::function<void(const StoreHistoryEvent&)> on_history_went_back;
   // Claim a node tag (see NodeTagLease); none if unset.
   std::optional<NodeTagLease> node_tag_lease;
   // Told once, on the store's thread, when a renewal finds the tag taken by
@@ -315,7 +337,24 @@ class PostgresRangeStore final : public RangeStore {
   // A new connection, set up as options_ say.
   absl::StatusOr<std::unique_ptr<internal::PostgresConnection>> Connect() const;
   // Connects if `link` has no healthy connection; on its committer thread.
+  // A new write connection first checks the database's history.
   absl::Status EnsureConnected(Link& link);
+  // On a new write connection: compares the database's history with the
+  // recorded one, moving collections on if it changed (postgres_history.h),
+  // and forgets which reservations were confirmed.
+  absl::Status CheckHistoryOn(internal::PostgresConnection& c);
+  // Moves the rows the batch locked that lie below a ceiling this server
+  // saw on to it; the batch's first judging step, on queue_'s thread.
+  void MoveOnRowsBehind(Batch& batch, absl::Time now);
+  // Marks `r`, which hands out (or floors) numbers up to `high` in
+  // `name`'s row, as waiting for the standbys unless this server's
+  // confirmed reservation covers it, and reserves past it.
+  void Reserve(Batch& batch, Request& r, const std::string& name, int64_t high,
+               int64_t size);
+  // After a commit: remembers the ceilings written and, if a reply waits
+  // for them, waits for the standbys; fails those replies if they do not
+  // confirm in time.
+  void ConfirmReservations(Batch& batch);
   // UNAVAILABLE for a COMMIT that answered with `warning` (a wait for a
   // synchronous standby cancelled: the commit is local only).
   absl::Status UnreplicatedCommitError(absl::string_view warning) const;
@@ -366,6 +405,11 @@ class PostgresRangeStore final : public RangeStore {
   std::string node_tag_;  // set by Open
   // A renewal found the claim taken: no more renewals, no release.
   bool node_tag_lost_ = false;  // queue_'s thread only (the renewal's)
+  // Reservations (postgres_history.h), queue_'s thread only: the ceiling
+  // of each collection this server saw confirmed by the standbys since its
+  // write connection opened, and the highest it ever saw.
+  std::unordered_map<std::string, int64_t> confirmed_ceiling_;
+  std::unordered_map<std::string, int64_t> seen_ceiling_;
   // Writes and the lease's renewal, on queue_'s thread; reads and the
   // probe's count, on read_queue_'s.
   Link writer_;

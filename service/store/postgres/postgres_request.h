@@ -76,6 +76,9 @@ struct PostgresRangeStore::Request : GroupCommit::Operation {
   // (nobody holds the row): runs again at once, before newer creations,
   // until lock_deadline.
   bool postponed = false;
+  // Its reply waits until the standbys confirm the batch's commit: it hands
+  // out (or floors) numbers above this server's confirmed reservation.
+  bool awaits_standbys = false;
   // When it stops waiting and fails; set when it is first deferred.
   std::optional<std::chrono::steady_clock::time_point> lock_deadline;
   // Times it was deferred: the wait before the next try grows with it.

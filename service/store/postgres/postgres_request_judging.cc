@@ -31,6 +31,8 @@ using internal::ReadRow;
 
 void PostgresRangeStore::JudgeRequests(Batch& batch) {
   const auto steady_now = std::chrono::steady_clock::now();
+  const bool writer = &batch.link == &writer_;
+  if (writer) MoveOnRowsBehind(batch, clock_->Now());
   for (size_t i = 0; i < batch.requests.size(); ++i) {
     Request* r = batch.requests[i];
     if (batch.list_at[i] >= 0) {
@@ -154,6 +156,9 @@ void PostgresRangeStore::JudgeRequests(Batch& batch) {
         r->allocation.created = !row.now.has_value();
         row.now = *next;
         row.dirty = true;
+        if (writer) {
+          Reserve(batch, *r, r->name, r->allocation.range.high, r->size);
+        }
         break;
       }
       case Request::Kind::kReturn: {
@@ -176,6 +181,11 @@ void PostgresRangeStore::JudgeRequests(Batch& batch) {
           r->floored.created = !row.now.has_value();
           row.now = next.value_or(CollectionState{.updated_at = now});
           row.dirty = true;
+          // A floor is a promise that no number up to it is handed out:
+          // one lost with the history would break it.
+          if (writer && r->floored.raised) {
+            Reserve(batch, *r, r->name, row.now->max, 1);
+          }
         }
         break;
       }

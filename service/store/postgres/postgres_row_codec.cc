@@ -19,14 +19,16 @@ NamedCollectionState ReadRow(const PGresult* r, int row) {
   return out;
 }
 
-void AddRow(absl::string_view name, const CollectionState& s, Params* p,
-            std::string* values) {
+int64_t ReadCeiling(const PGresult* r, int row) { return ReadInt64(r, row, 7); }
+
+void AddRow(absl::string_view name, const CollectionState& s, int64_t ceiling,
+            Params* p, std::string* values) {
   absl::StrAppend(values, values->empty() ? "(" : ", (", p->Next());
   p->Bytes(name);
-  for (int64_t v :
-       {s.max, s.return_floor, absl::ToUnixMicros(s.updated_at),
-        static_cast<int64_t>(s.range_token),
-        static_cast<int64_t>(s.previous_token), s.previous_return_floor}) {
+  for (int64_t v : {s.max, s.return_floor, absl::ToUnixMicros(s.updated_at),
+                    static_cast<int64_t>(s.range_token),
+                    static_cast<int64_t>(s.previous_token),
+                    s.previous_return_floor, ceiling}) {
     absl::StrAppend(values, ", ", p->Next());
     p->Int64(v);
   }

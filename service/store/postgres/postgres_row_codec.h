@@ -21,15 +21,20 @@ namespace internal {
 // The columns of hilo_collections, in the order ReadRow and AddRow use.
 inline constexpr char kColumns[] =
     "name, max, return_floor, updated_at_us, range_token, previous_token, "
-    "previous_return_floor";
+    "previous_return_floor, ceiling";
 
 // A row of hilo_collections, read in kColumns order, binary.
 NamedCollectionState ReadRow(const PGresult* r, int row);
 
-// Appends "($n, ...)" for `name` and `s` to `values` (", " between rows),
-// its parameters to `p`, in kColumns order.
-void AddRow(absl::string_view name, const CollectionState& s, Params* p,
-            std::string* values);
+// The row's ceiling (column 7 of kColumns): the highest number any server
+// reserved for the collection (see postgres_history.h). Never below what
+// was handed out once the reservation that covers it was confirmed.
+int64_t ReadCeiling(const PGresult* r, int row);
+
+// Appends "($n, ...)" for `name`, `s` and `ceiling` to `values` (", "
+// between rows), its parameters to `p`, in kColumns order.
+void AddRow(absl::string_view name, const CollectionState& s, int64_t ceiling,
+            Params* p, std::string* values);
 
 // "IN ($1, $2, ...)" over `names`.
 std::string InList(const std::vector<std::string>& names, Params* p);

@@ -13,8 +13,9 @@ namespace {
 
 // The schema's identity and version, kept in table hilo_meta.
 constexpr char kApplication[] = "hilo";
-// Version 2 added hilo_nodes; version 3 keeps digests of the range tokens.
-constexpr int kSchemaVersion = 3;
+// Version 2 added hilo_nodes; version 3 keeps digests of the range tokens;
+// version 4 keeps each collection's ceiling (postgres_history.h).
+constexpr int kSchemaVersion = 4;
 // Key of the advisory lock held while the schema is created or checked
 // ("HiLo" in ASCII).
 constexpr int64_t kSchemaLockKey = 0x48694c6f;
@@ -34,7 +35,8 @@ CREATE TABLE hilo_collections (
   updated_at_us         BIGINT NOT NULL,
   range_token           BIGINT NOT NULL,
   previous_token        BIGINT NOT NULL,
-  previous_return_floor BIGINT NOT NULL
+  previous_return_floor BIGINT NOT NULL,
+  ceiling               BIGINT NOT NULL DEFAULT 0
 );
 )sql";
 
@@ -57,6 +59,13 @@ constexpr char kDigestTokens[] = R"sql(
 UPDATE hilo_collections SET return_floor = max, range_token = 0,
   previous_token = 0, previous_return_floor = 0
   WHERE range_token <> 0 OR previous_token <> 0;
+)sql";
+
+// Version 3 to 4: rows from before reservations have none (0), so their
+// first range reserves anew; until then a failover protects them no better
+// than before (see postgres_history.h).
+constexpr char kCeilings[] = R"sql(
+ALTER TABLE hilo_collections ADD COLUMN IF NOT EXISTS ceiling BIGINT NOT NULL DEFAULT 0;
 )sql";
 
 }  // namespace
@@ -118,9 +127,10 @@ absl::Status CreateOrCheckPostgresSchema(PostgresConnection& c,
           "application (\"%s\")",
           description, schema, application));
     }
-    if (version == 1 || version == 2) {
+    if (version >= 1 && version <= 3) {
       return c.Exec(
-          absl::StrCat(version == 1 ? kNodesTable : "", kDigestTokens,
+          absl::StrCat(version == 1 ? kNodesTable : "",
+                       version <= 2 ? kDigestTokens : "", kCeilings,
                        "UPDATE hilo_meta SET value = '", kSchemaVersion,
                        "' WHERE key = 'schema_version'"),
           absl::StrFormat("migrating hilo schema version %d to %d", version,

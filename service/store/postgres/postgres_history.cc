@@ -1,0 +1,192 @@
+#include "service/store/postgres/postgres_history.h"
+
+#include <libpq-fe.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace hilo {
+namespace internal {
+namespace {
+
+// Every collection whose ceiling is above its Max moves on to it, as
+// SetFloor(ceiling) would move it: Max and both return floors at least the
+// ceiling, the tokens retired (a return of a range issued in the history
+// that was lost must not apply). The old Max comes from the CTE's
+// snapshot, so the sum is what was skipped.
+constexpr char kMoveOn[] = R"sql(
+WITH old AS (
+  SELECT name, max FROM hilo_collections WHERE ceiling > max FOR UPDATE
+), moved AS (
+  UPDATE hilo_collections h SET
+    max = h.ceiling,
+    return_floor = h.ceiling,
+    previous_return_floor = GREATEST(h.previous_return_floor, h.ceiling),
+    range_token = 0,
+    previous_token = 0,
+    updated_at_us = $1
+  FROM old WHERE h.name = old.name
+  RETURNING h.max - old.max AS skipped
+)
+SELECT count(*)::text, coalesce(sum(skipped), 0)::text FROM moved
+)sql";
+
+// The physical standbys the primary lists (base backups, which also show
+// here, are not standbys), and how many have not flushed `$1` yet, and
+// how many of those hide their position from this role.
+constexpr char kStandbysBehind[] = R"sql(
+SELECT count(*) FILTER (WHERE r.flush_lsn IS NULL OR r.flush_lsn < $1::pg_lsn),
+       count(*) FILTER (WHERE r.flush_lsn IS NULL),
+       string_agg(CASE WHEN r.flush_lsn IS NULL OR r.flush_lsn < $1::pg_lsn
+                  THEN coalesce(r.application_name, '') || ' at ' ||
+                       coalesce(r.flush_lsn::text, 'an unknown position')
+                  END, ', ')
+FROM pg_stat_replication r
+LEFT JOIN pg_replication_slots s ON s.active_pid = r.pid
+WHERE r.state <> 'backup' AND s.slot_type IS DISTINCT FROM 'logical'
+)sql";
+
+int64_t SaturatingParse(const char* text) {
+  int64_t value = 0;
+  if (absl::SimpleAtoi(text, &value)) return value;
+  // A sum past INT64_MAX (numeric in SQL): as far as we can count.
+  return text[0] == '-' ? 0 : INT64_MAX;
+}
+
+}  // namespace
+
+std::string DescribeHistory(const DatabaseHistory& h) {
+  if (h.system_identifier.empty()) return "nothing recorded";
+  return absl::StrFormat("system identifier %s, timeline %d",
+                         h.system_identifier, h.timeline);
+}
+
+absl::StatusOr<HistoryCheck> CheckHistory(PostgresConnection& c,
+                                          absl::Time now) {
+  auto run = [&]() -> absl::StatusOr<HistoryCheck> {
+    // hilo_meta's 'application' row (always there) serializes servers
+    // that check at once: one moves the collections on, the others then
+    // find the new history recorded.
+    if (absl::Status s =
+            c.Exec("BEGIN ISOLATION LEVEL READ COMMITTED; SELECT value FROM "
+                   "hilo_meta WHERE key = 'application' FOR UPDATE",
+                   "locking hilo_meta");
+        !s.ok()) {
+      return s;
+    }
+    absl::StatusOr<Result> found = c.Query(
+        "SELECT system_identifier::text, "
+        "pg_walfile_name(pg_current_wal_flush_lsn()), "
+        "(SELECT value FROM hilo_meta WHERE key = 'system_identifier'), "
+        "(SELECT value FROM hilo_meta WHERE key = 'timeline') "
+        "FROM pg_control_system()",
+        "reading the database's history");
+    if (!found.ok()) return found.status();
+    const PGresult* r = found->get();
+    HistoryCheck check;
+    check.live.system_identifier = PQgetvalue(r, 0, 0);
+    const std::string wal_file = PQgetvalue(r, 0, 1);
+    // A WAL file's name begins with its timeline, 8 hex digits.
+    uint32_t timeline = 0;
+    if (wal_file.size() < 8 ||
+        !absl::SimpleHexAtoi(wal_file.substr(0, 8), &timeline)) {
+      return absl::InternalError(absl::StrFormat(
+          "PostgreSQL named its WAL file \"%s\"; expected a timeline in its "
+          "first 8 hex digits",
+          wal_file));
+    }
+    check.live.timeline = timeline;
+    if (!PQgetisnull(r, 0, 2) && !PQgetisnull(r, 0, 3)) {
+      check.recorded.system_identifier = PQgetvalue(r, 0, 2);
+      absl::SimpleAtoi(PQgetvalue(r, 0, 3), &check.recorded.timeline);
+    }
+    if (check.recorded == check.live) {
+      return check;
+    }
+    if (!check.recorded.system_identifier.empty()) {
+      // The history changed: nothing after the last reservation each row
+      // holds may have been kept, so every collection starts above it.
+      check.changed = true;
+      Statement move;
+      move.sql = kMoveOn;
+      move.params.Int64(absl::ToUnixMicros(now));
+      absl::StatusOr<Result> moved =
+          c.Query(move, "moving collections on past their reservations");
+      if (!moved.ok()) return moved.status();
+      check.collections_moved = SaturatingParse(PQgetvalue(moved->get(), 0, 0));
+      check.numbers_skipped = SaturatingParse(PQgetvalue(moved->get(), 0, 1));
+    }
+    // First use (or a schema from before the record): nothing to compare
+    // with, so only record it.
+    Statement record;
+    record.sql =
+        absl::StrCat("INSERT INTO hilo_meta VALUES ('system_identifier', ",
+                     record.params.Next(), ")");
+    record.params.Text(check.live.system_identifier);
+    absl::StrAppend(&record.sql, ", ('timeline', ", record.params.Next(),
+                    ") ON CONFLICT (key) DO UPDATE SET value = excluded.value");
+    record.params.Text(absl::StrCat(check.live.timeline));
+    if (absl::StatusOr<Result> recorded =
+            c.Query(record, "recording the database's history");
+        !recorded.ok()) {
+      return recorded.status();
+    }
+    if (absl::Status s = c.Exec("COMMIT", "committing the history"); !s.ok()) {
+      return s;
+    }
+    return check;
+  };
+  absl::StatusOr<HistoryCheck> check = run();
+  if (!check.ok() && c.ok() && c.InTransaction()) {
+    c.Exec("ROLLBACK", "").IgnoreError();
+  } else if (check.ok() && c.InTransaction()) {
+    // The history was as recorded: nothing written.
+    if (absl::Status s = c.Exec("COMMIT", "ending the history check");
+        !s.ok()) {
+      return s;
+    }
+  }
+  return check;
+}
+
+absl::Status WaitForStandbys(PostgresConnection& c, absl::Duration bound,
+                             absl::Duration poll,
+                             absl::string_view description) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(bound);
+  absl::StatusOr<Result> flushed = c.Query(
+      "SELECT pg_current_wal_flush_lsn()::text", "reading the WAL position");
+  if (!flushed.ok()) return flushed.status();
+  const std::string lsn = PQgetvalue(flushed->get(), 0, 0);
+  for (;;) {
+    Statement behind;
+    behind.sql = kStandbysBehind;
+    behind.params.Text(lsn);
+    absl::StatusOr<Result> r = c.Query(behind, "reading the standbys");
+    if (!r.ok()) return r.status();
+    // A statement with parameters answers in binary.
+    const int64_t waiting = ReadInt64(r->get(), 0, 0);
+    const int64_t hidden = ReadInt64(r->get(), 0, 1);
+    if (waiting == 0) return absl::OkStatus();
+    const std::string behind_list(PQgetvalue(r->get(), 0, 2),
+                                  PQgetlength(r->get(), 0, 2));
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return absl::UnavailableError(absl::StrFormat(
+          "PostgreSQL at %s: %d standby(s) did not confirm a new reservation "
+          "(WAL %s) within %s (%s)%s; nothing of it is reported applied",
+          description, waiting, lsn, absl::FormatDuration(bound), behind_list,
+          hidden > 0 ? "; this role cannot see the standbys' positions: "
+                       "GRANT pg_monitor to it"
+                     : ""));
+    }
+    std::this_thread::sleep_for(absl::ToChronoNanoseconds(poll));
+  }
+}
+
+}  // namespace internal
+}  // namespace hilo

@@ -1,0 +1,102 @@
+// The PostgreSQL store's defence against a database whose history went
+// back: a standby promoted before it received the primary's last commits, a
+// point-in-time restore, a cluster rebuilt from a dump or a snapshot. Each
+// of these forgets numbers that were handed out, and a store that trusted
+// its rows would hand them out again.
+//
+// Reservations. Besides Max, every row of hilo_collections keeps a
+// *ceiling*: the highest number any server has reserved for the
+// collection. A server hands out a range only below a ceiling it has seen
+// confirmed: committed on the primary, and then flushed by every physical
+// standby the primary lists in pg_stat_replication (WaitForStandbys). A
+// range that needs a new reservation raises the ceiling a few ranges past
+// itself in the same transaction, and its reply waits for that
+// confirmation; the ranges after it, up to the ceiling, are answered at
+// commit. So whatever a standby lost, the ceiling it holds is at or above
+// every number handed out, and so is the ceiling in any backup taken from a
+// database that had it.
+//
+// Noticing. The database's system identifier and timeline (a promotion and
+// a point-in-time restore start a new timeline; a cluster built anew from a
+// dump has a new identifier) are recorded in hilo_meta. Each new write
+// connection compares them (CheckHistory); when they differ, before any
+// batch runs on the connection, every collection moves on to its ceiling
+// (Max = return floor = ceiling, tokens retired, as a SetFloor would), in
+// one transaction that also records the new identity. Beyond that, each
+// server remembers the highest ceiling it saw of every collection it
+// wrote: a row whose ceiling is lower (a dump restored into the same
+// cluster) is moved on to it in the batch that finds it.
+//
+// What this cannot see: a standby that was not connected to the primary
+// while reservations were confirmed (pg_stat_replication did not list it)
+// and is promoted later; a restore of a copy older than the last
+// reservation into the same cluster, of collections no running server
+// remembers; rows that were lost whole. docs/reliability.md says what an
+// operator does about those.
+//
+// Private to service/store/postgres/.
+#ifndef HILO_SERVICE_STORE_POSTGRES_POSTGRES_HISTORY_H_
+#define HILO_SERVICE_STORE_POSTGRES_POSTGRES_HISTORY_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "service/store/postgres/postgres_connection.h"
+
+namespace hilo {
+namespace internal {
+
+// Which history a database writes: its system identifier and the timeline
+// of its WAL.
+struct DatabaseHistory {
+  std::string system_identifier;
+  int64_t timeline = 0;
+
+  friend bool operator==(const DatabaseHistory& a, const DatabaseHistory& b) {
+    return a.system_identifier == b.system_identifier &&
+           a.timeline == b.timeline;
+  }
+};
+
+// What CheckHistory found and did.
+struct HistoryCheck {
+  DatabaseHistory live;
+  // What hilo_meta held; empty system_identifier if nothing was recorded
+  // yet (a new schema, or one from before version 4).
+  DatabaseHistory recorded;
+  // Whether the history changed, so collections were moved on.
+  bool changed = false;
+  int64_t collections_moved = 0;
+  // Numbers skipped in all (the sum of ceiling - Max over the rows moved);
+  // saturates at INT64_MAX.
+  int64_t numbers_skipped = 0;
+};
+
+// Reads the live history, compares it with hilo_meta's, and when they
+// differ moves every collection on to its ceiling and records the live
+// one; one transaction, on a connection with none open. `now` stamps the
+// rows moved.
+absl::StatusOr<HistoryCheck> CheckHistory(PostgresConnection& c,
+                                          absl::Time now);
+
+// "system identifier S, timeline T" for logs and audit lines.
+std::string DescribeHistory(const DatabaseHistory& h);
+
+// Waits until every physical standby in pg_stat_replication (but base
+// backups in progress) has flushed the primary's WAL as far as it is
+// flushed now, which covers every commit that has returned. OK at once
+// with no standby. UNAVAILABLE, naming the standbys behind and, when
+// their positions are hidden from this role, the grant that shows them,
+// if `bound` passes first. Polls every `poll`.
+absl::Status WaitForStandbys(PostgresConnection& c, absl::Duration bound,
+                             absl::Duration poll,
+                             absl::string_view description);
+
+}  // namespace internal
+}  // namespace hilo
+
+#endif  // HILO_SERVICE_STORE_POSTGRES_POSTGRES_HISTORY_H_

@@ -1,0 +1,235 @@
+// The PostgreSQL store against a database whose history goes back
+// (service/store/postgres/postgres_history.h), on a real server: each
+// collection's reservation, a history that changed under the store, a row
+// restored from an older copy, and a standby that does not confirm. The
+// whole failover, with a real standby promoted, is
+// tests/postgres/failover_test.py.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "service/store/postgres/postgres_range_store.h"
+#include "testing/status_matchers.h"
+#include "testing/temp_dir.h"
+#include "tests/postgres_instance.h"
+#include "tests/range_store_fixture.h"
+#include "tests/test_util.h"
+
+namespace hilo {
+namespace {
+
+using ::hilo::testing_util::IsOk;
+using ::hilo::testing_util::NextToken;
+using ::hilo::testing_util::PostgresInstance;
+using ::hilo::testing_util::StatusIs;
+using ::hilo::testing_util::TempDir;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// The first column of the first row `sql` gives, through psql.
+std::string QueryOne(const std::string& uri, const std::string& sql) {
+  std::string out;
+  FILE* p = popen(
+      absl::StrCat("psql -qXAt '", uri, "' -c \"", sql, "\"").c_str(), "r");
+  if (p == nullptr) return "";
+  char buffer[256];
+  while (fgets(buffer, sizeof(buffer), p) != nullptr) out += buffer;
+  pclose(p);
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
+class PostgresHistoryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<PostgresInstance*> postgres = PostgresInstance::Shared();
+    ASSERT_THAT(postgres, IsOk());
+    absl::StatusOr<std::string> uri = (*postgres)->NewSchema();
+    ASSERT_THAT(uri, IsOk());
+    uri_ = *uri;
+  }
+
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> Open() {
+    PostgresRangeStoreOptions options;
+    options.uri = uri_;
+    options.on_history_went_back = [this](const StoreHistoryEvent& e) {
+      events_.push_back(e);
+    };
+    return PostgresRangeStore::Open(std::move(options));
+  }
+
+  std::string Ceiling(const std::string& collection) {
+    return QueryOne(uri_, absl::StrCat("SELECT ceiling FROM hilo_collections "
+                                       "WHERE name = '",
+                                       collection, "'::bytea"));
+  }
+
+  std::string uri_;
+  std::vector<StoreHistoryEvent> events_;  // on the store's thread; read
+                                           // after the call that told it
+};
+
+TEST(DescribePostgresConnectionTest, NamesEachHostWithItsOwnPort) {
+  EXPECT_EQ(
+      DescribePostgresConnection("postgresql://hilo@10.0.0.1,10.0.0.2:6543/ids?"
+                                 "target_session_attrs=read-write")
+          .value(),
+      "postgresql://hilo@10.0.0.1:5432,10.0.0.2:6543/ids");
+  EXPECT_EQ(DescribePostgresConnection(
+                "host=a,b port=5433,5434 user=u dbname=d password=secret")
+                .value(),
+            "postgresql://u@a:5433,b:5434/d");
+  EXPECT_EQ(DescribePostgresConnection("host=a,b port=5433 user=u").value(),
+            "postgresql://u@a:5433,b:5433/u");
+}
+
+// The first range reserves 16 ranges of its size past itself; the ranges
+// after it stay inside that reservation and move nothing.
+TEST_F(PostgresHistoryTest, RangeReservesSixteenRangesPastItself) {
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = Open();
+  ASSERT_THAT(store, IsOk());
+  ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{1, 32}));
+  EXPECT_EQ(Ceiling("orders"), "544");
+  ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{33, 64}));
+  EXPECT_EQ(Ceiling("orders"), "544");
+  // A floor is reserved past as well: lost, it would let numbers an
+  // import used come back.
+  ASSERT_THAT((*store)->SetFloor("orders", 1000), IsOk());
+  EXPECT_EQ(Ceiling("orders"), "1016");
+  EXPECT_TRUE(events_.empty());
+}
+
+// What a promoted standby or a restore looks like to the store: hilo_meta
+// records another history, and the rows lack the last commits (Max went
+// back). Before anything is handed out, every collection starts above its
+// reservation.
+TEST_F(PostgresHistoryTest, AnotherHistoryMovesEveryCollectionOnToItsCeiling) {
+  {
+    absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = Open();
+    ASSERT_THAT(store, IsOk());
+    ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+              (Range{1, 32}));
+    ASSERT_EQ((*store)->Allocate("users", 10, 0, NextToken()).value(),
+              (Range{1, 10}));
+  }
+  ASSERT_THAT(PostgresInstance::Execute(
+                  uri_,
+                  "UPDATE hilo_meta SET value = '999' WHERE key = 'timeline'; "
+                  "UPDATE hilo_collections SET max = 0, return_floor = 0 "
+                  "WHERE name = 'orders'::bytea; "
+                  "INSERT INTO hilo_collections VALUES ('legacy'::bytea, 7, "
+                  "7, 0, 0, 0, 0, 0)"),
+              IsOk());
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = Open();
+  ASSERT_THAT(store, IsOk());
+  ASSERT_EQ(events_.size(), 1u);
+  EXPECT_THAT(events_[0].reason, HasSubstr("timeline 999 to system"));
+  EXPECT_EQ(events_[0].collections, 2);  // not "legacy": no reservation
+  EXPECT_EQ(events_[0].numbers_skipped, 544 + (170 - 10));
+  EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{545, 576}));
+  EXPECT_EQ((*store)->Allocate("users", 10, 0, NextToken()).value(),
+            (Range{171, 180}));
+  EXPECT_EQ((*store)->Allocate("legacy", 10, 0, NextToken()).value(),
+            (Range{8, 17}));
+  // Recorded: the next store finds the history as it is.
+  events_.clear();
+  store->reset();
+  ASSERT_THAT(Open(), IsOk());
+  EXPECT_TRUE(events_.empty());
+}
+
+// A table restored from an older copy into the same database (no new
+// timeline): the store remembers the highest ceiling it saw of each
+// collection and moves a row that came back below it on.
+TEST_F(PostgresHistoryTest, RowRestoredBelowACeilingItSawIsMovedOnPastIt) {
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = Open();
+  ASSERT_THAT(store, IsOk());
+  ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{1, 32}));
+  ASSERT_THAT(PostgresInstance::Execute(
+                  uri_,
+                  "UPDATE hilo_collections SET max = 0, return_floor = 0, "
+                  "range_token = 0, ceiling = 0 WHERE name = 'orders'::bytea"),
+              IsOk());
+  EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{545, 576}));
+  ASSERT_EQ(events_.size(), 1u);
+  EXPECT_EQ(events_[0].collections, 1);
+  EXPECT_EQ(events_[0].numbers_skipped, 544);
+}
+
+// A standby that stops confirming (pg_receivewal --synchronous, a real
+// physical replication client, stopped with SIGSTOP): a range that needs a
+// new reservation is not handed out (UNAVAILABLE) and its numbers are
+// skipped; once the standby goes on, ranges are handed out again, above.
+// On a cluster of its own: every other test's reservations would wait too.
+TEST(PostgresStandbyTest, StuckStandbyFailsReservationsUntilItConfirms) {
+  absl::StatusOr<std::unique_ptr<PostgresInstance>> postgres =
+      PostgresInstance::Start();
+  ASSERT_THAT(postgres, IsOk());
+  const std::string uri = (*postgres)->uri();
+  // postgresql://postgres@127.0.0.1:PORT/postgres
+  const std::vector<std::string> parts = absl::StrSplit(uri, ':');
+  ASSERT_EQ(parts.size(), 3u);
+  const std::string port = parts[2].substr(0, parts[2].find('/'));
+  TempDir wal;
+  const pid_t receiver = fork();
+  ASSERT_GE(receiver, 0);
+  if (receiver == 0) {
+    execl("/usr/lib/postgresql/15/bin/pg_receivewal", "pg_receivewal", "-h",
+          "127.0.0.1", "-p", port.c_str(), "-U", "postgres", "-D",
+          wal.path().c_str(), "--synchronous", "--no-loop", "-n",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  absl::Cleanup stop_receiver = [receiver] {
+    kill(receiver, SIGKILL);
+    waitpid(receiver, nullptr, 0);
+  };
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (QueryOne(uri,
+                  "SELECT count(*) FROM pg_stat_replication WHERE "
+                  "state = 'streaming'") != "1") {
+    ASSERT_LT(absl::Now(), deadline) << "pg_receivewal did not connect";
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  PostgresRangeStoreOptions options;
+  options.uri = uri;
+  options.standby_wait = absl::Milliseconds(300);
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
+      PostgresRangeStore::Open(std::move(options));
+  ASSERT_THAT(store, IsOk());
+  ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{1, 32}));
+  ASSERT_EQ(kill(receiver, SIGSTOP), 0);
+  // Inside the confirmed reservation: answered at commit.
+  EXPECT_EQ((*store)->Allocate("orders", 256, 0, NextToken()).value(),
+            (Range{33, 288}));
+  // Past it: the reservation is committed but never confirmed.
+  EXPECT_THAT((*store)->Allocate("orders", 512, 0, NextToken()),
+              StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT((*store)->Allocate("fresh", 1, 0, NextToken()),
+              StatusIs(absl::StatusCode::kUnavailable));
+  ASSERT_EQ(kill(receiver, SIGCONT), 0);
+  EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{801, 832}));
+  EXPECT_EQ((*store)->Allocate("fresh", 1, 0, NextToken()).value(),
+            (Range{2, 2}));
+}
+
+}  // namespace
+}  // namespace hilo
