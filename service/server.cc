@@ -28,6 +28,49 @@
 namespace hilo {
 namespace {
 
+// Says, in the log and the audit trail, and counts that the store found its
+// database's history gone back. Events that come before the metrics and
+// the audit log exist (the store's Open checks the history) wait for them.
+class HistoryReporter {
+ public:
+  void Report(const StoreHistoryEvent& e) {
+    absl::FPrintF(stderr,
+                  "hilo_server: %s; moved %d collection(s) on past their "
+                  "reservations, skipping %d number(s), before handing out "
+                  "any range\n",
+                  e.reason, e.collections, e.numbers_skipped);
+    base::MutexLock lock(&mu_);
+    if (metrics_ == nullptr) {
+      early_.push_back(e);
+      return;
+    }
+    Tell(e);
+  }
+  void Attach(Metrics* metrics, AuditLog* audit) {
+    base::MutexLock lock(&mu_);
+    metrics_ = metrics;
+    audit_ = audit;
+    for (const StoreHistoryEvent& e : early_) Tell(e);
+    early_.clear();
+  }
+
+ private:
+  void Tell(const StoreHistoryEvent& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    metrics_->OnHistoryWentBack(e.collections, e.numbers_skipped);
+    AuditRecord record;
+    record.identity = "hilo_server";
+    record.method = "StoreHistoryWentBack";
+    record.request = {{"collections_moved", e.collections},
+                      {"numbers_skipped", e.numbers_skipped}};
+    audit_->Write(record);
+  }
+
+  base::Mutex mu_;
+  Metrics* metrics_ ABSL_GUARDED_BY(mu_) = nullptr;
+  AuditLog* audit_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::vector<StoreHistoryEvent> early_ ABSL_GUARDED_BY(mu_);
+};
+
 // Linking gRPC's reflection library registers its plugin with every server
 // builder; this option takes it out again when reflection is off.
 class WithoutReflection final : public grpc::ServerBuilderOption {
@@ -199,6 +242,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
                          int64_t collections) {
     raw->metrics_->OnCommit(elapsed, operations, collections);
   };
+  // Told before the metrics and the audit log exist, too: Open checks the
+  // database's history.
+  auto history = std::make_shared<HistoryReporter>();
   if (!opts.postgres_uri.empty()) {
     PostgresRangeStoreOptions store_options;
     store_options.uri = opts.postgres_uri;
@@ -213,6 +259,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
       if (std::optional<std::string> line = limiter->Admit(detail.ToString())) {
         absl::FPrintF(stderr, "hilo_server: %s\n", *line);
       }
+    };
+    store_options.on_history_went_back = [history](const StoreHistoryEvent& e) {
+      history->Report(e);
     };
     store_options.on_reachability = [raw](bool reachable) {
       {
@@ -299,6 +348,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
     if (!audit.ok()) return audit.status();
     server->audit_log_ = *std::move(audit);
   }
+
+  history->Attach(server->metrics_.get(), server->audit_log_.get());
 
   // Both stores counted their rows when they opened.
   server->collection_limit_ = std::make_unique<CollectionLimit>(

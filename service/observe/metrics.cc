@@ -111,6 +111,28 @@ Metrics::Metrics(const MetricsOptions& options)
                     "instead of written one by one, past "
                     "--audit_refusals_per_second.")
               .Register(*registry_)
+              .Add({})),
+      history_rewinds_(
+          prometheus::BuildCounter()
+              .Name("hilo_store_history_rewinds_total")
+              .Help("Times the store found that its database's history went "
+                    "back (a promoted standby, a restore) and moved "
+                    "collections on past their reservations.")
+              .Register(*registry_)
+              .Add({})),
+      history_collections_moved_(
+          prometheus::BuildCounter()
+              .Name("hilo_store_history_collections_moved_total")
+              .Help("Collections moved on past their reservations after the "
+                    "database's history went back.")
+              .Register(*registry_)
+              .Add({})),
+      history_numbers_skipped_(
+          prometheus::BuildCounter()
+              .Name("hilo_store_history_numbers_skipped_total")
+              .Help("Numbers skipped (never handed out) by moving "
+                    "collections on after the database's history went back.")
+              .Register(*registry_)
               .Add({})) {
   // Every series exists from the start, so a rate() over it works before
   // the first refusal.
@@ -203,6 +225,12 @@ void Metrics::OnDenied(absl::string_view method, absl::string_view reason) {
 }
 
 void Metrics::OnAuditLineSuppressed() { audit_lines_suppressed_.Increment(); }
+
+void Metrics::OnHistoryWentBack(int64_t collections, int64_t numbers) {
+  history_rewinds_.Increment();
+  history_collections_moved_.Increment(static_cast<double>(collections));
+  history_numbers_skipped_.Increment(static_cast<double>(numbers));
+}
 
 void Metrics::OnCommit(absl::Duration elapsed, int operations,
                        int64_t collections) {

@@ -68,6 +68,9 @@ class Metrics final : public Observer {
   // The audit log counted a refusal instead of writing its line
   // (AuditLogOptions::on_suppressed).
   void OnAuditLineSuppressed();
+  // The store found that its database's history went back and moved
+  // `collections` on, skipping `numbers`.
+  void OnHistoryWentBack(int64_t collections, int64_t numbers);
 
  private:
   // The series of one collection label.
@@ -103,6 +106,9 @@ class Metrics final : public Observer {
   prometheus::Counter* refused_for_count_;
   prometheus::Counter* refused_for_rate_;
   prometheus::Counter& audit_lines_suppressed_;
+  prometheus::Counter& history_rewinds_;
+  prometheus::Counter& history_collections_moved_;
+  prometheus::Counter& history_numbers_skipped_;
 
   base::Mutex mu_;
   absl::flat_hash_map<std::string, CollectionSeries> by_collection_
