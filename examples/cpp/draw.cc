@@ -3,15 +3,20 @@
 // back and the program exits 0. The C++ branch of scripts/hilo-draw:
 //
 //   hilo_draw [--targets=HOST:PORT,...] --collection=NAME --threads=N
-//             --seconds=S
+//             --seconds=S [--rate=R] [--stats]
 //
 // It keeps drawing through UNAVAILABLE (every target down for a moment)
-// until S is over. Any other error prints one line naming it to stderr and
-// exits 1. Lines go to stdout through one buffer, so a reader that reads
+// until S is over. --rate paces each thread to R IDs a second; --stats
+// ends with one line on stderr, `hilo_draw: ids=N longest_wait_ms=W`, W
+// being the longest an ID took to come (a failed try and the wait before
+// the next one included). Any other error prints one line naming it to stderr
+// and exits 1. Lines go to stdout through one buffer, so a reader that reads
 // slowly slows the drawing down (nothing is dropped).
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <mutex>
@@ -30,18 +35,27 @@ ABSL_FLAG(std::vector<std::string>, targets, {"127.0.0.1:50051"},
 ABSL_FLAG(std::string, collection, "", "collection to draw from");
 ABSL_FLAG(int, threads, 1, "threads drawing at once");
 ABSL_FLAG(double, seconds, 1, "how long to draw");
+ABSL_FLAG(double, rate, 0, "IDs a second per thread; 0: as fast as it can");
+ABSL_FLAG(bool, stats, false,
+          "end with the count of IDs and the longest wait on stderr");
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const std::string collection = absl::GetFlag(FLAGS_collection);
   const int threads = absl::GetFlag(FLAGS_threads);
   const double seconds = absl::GetFlag(FLAGS_seconds);
-  if (collection.empty() || threads < 1 || !(seconds >= 0)) {
+  const double rate = absl::GetFlag(FLAGS_rate);
+  if (collection.empty() || threads < 1 || !(seconds >= 0) || !(rate >= 0)) {
     std::fprintf(stderr,
-                 "hilo_draw: needs --collection=NAME, --threads >= 1 and "
-                 "--seconds >= 0\n");
+                 "hilo_draw: needs --collection=NAME, --threads >= 1, "
+                 "--seconds >= 0 and --rate >= 0\n");
     return 2;
   }
+  const auto pace =
+      rate > 0
+          ? std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                std::chrono::duration<double>(1 / rate))
+          : std::chrono::steady_clock::duration::zero();
   hilo::ClientOptions options;
   options.targets = absl::GetFlag(FLAGS_targets);
   absl::StatusOr<std::unique_ptr<hilo::Client>> client =
@@ -58,14 +72,34 @@ int main(int argc, char** argv) {
   std::mutex error_mu;
   std::string error;  // the first error that is not UNAVAILABLE
   std::atomic<bool> failed{false};
+  std::atomic<int64_t> ids{0};
+  std::atomic<int64_t> longest_wait_ns{0};
   std::vector<std::thread> workers;
   for (int t = 0; t < threads; ++t) {
     workers.emplace_back([&] {
       std::string id;
+      auto next = std::chrono::steady_clock::now();
+      auto asked = next;  // when the ID being drawn was first asked for
       while (!failed.load(std::memory_order_relaxed) &&
              std::chrono::steady_clock::now() < until) {
         id.clear();
         const absl::Status status = handle.AppendDocumentId(&id);
+        const auto now = std::chrono::steady_clock::now();
+        if (status.ok()) {
+          const int64_t waited =
+              std::chrono::duration_cast<std::chrono::nanoseconds>(now - asked)
+                  .count();
+          int64_t longest = longest_wait_ns.load(std::memory_order_relaxed);
+          while (waited > longest &&
+                 !longest_wait_ns.compare_exchange_weak(longest, waited)) {
+          }
+          ids.fetch_add(1, std::memory_order_relaxed);
+          if (pace > std::chrono::steady_clock::duration::zero()) {
+            next = std::max(next + pace, now);
+            std::this_thread::sleep_until(next);
+          }
+          asked = std::chrono::steady_clock::now();
+        }
         if (status.code() == absl::StatusCode::kUnavailable) {
           // A node is down; the client moves on or recovers by itself.
           std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -94,5 +128,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   (*client)->ReturnUnusedRanges();
+  if (absl::GetFlag(FLAGS_stats)) {
+    std::fprintf(stderr, "hilo_draw: ids=%lld longest_wait_ms=%.1f\n",
+                 static_cast<long long>(ids.load()),
+                 longest_wait_ns.load() / 1e6);
+  }
   return 0;
 }

@@ -3,10 +3,12 @@ print each on its own line, then the client closes (handing its unused
 numbers back) and the program exits 0. The Python branch of scripts/hilo-draw:
 
     draw.py [--targets=HOST:PORT,...] --collection=NAME --threads=N
-            --seconds=S
+            --seconds=S [--rate=R] [--stats]
 
 It keeps drawing through UNAVAILABLE (every target down for a moment) until
-S is over. Any other error prints one line naming it to stderr and exits 1.
+S is over. --rate paces each thread to R IDs a second; --stats ends with one
+line on stderr, `draw.py: ids=N longest_wait_ms=W`, W being the longest an
+ID took to come (failed tries and the waits between them included). Any other error prints one line naming it to stderr and exits 1.
 Needs hilo_client (clients/python) and the generated stubs on PYTHONPATH.
 """
 
@@ -26,9 +28,14 @@ def main() -> int:
     parser.add_argument("--collection", required=True)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seconds", type=float, default=1.0)
+    parser.add_argument("--rate", type=float, default=0.0,
+                        help="IDs a second per thread; 0: as fast as it can")
+    parser.add_argument("--stats", action="store_true",
+                        help="end with the count of IDs and the longest wait "
+                             "on stderr")
     args = parser.parse_args()
-    if args.threads < 1 or not args.seconds >= 0:
-        print("draw.py: needs --threads >= 1 and --seconds >= 0",
+    if args.threads < 1 or not args.seconds >= 0 or not args.rate >= 0:
+        print("draw.py: needs --threads >= 1, --seconds >= 0 and --rate >= 0",
               file=sys.stderr)
         return 2
     try:
@@ -39,8 +46,11 @@ def main() -> int:
     until = time.monotonic() + args.seconds
     out_lock = threading.Lock()
     errors = []
+    counted = {"ids": 0, "longest": 0.0}
+    pace = 1.0 / args.rate if args.rate > 0 else 0.0
 
     def draw() -> None:
+        asked = next_at = time.monotonic()
         while not errors and time.monotonic() < until:
             try:
                 doc = client.next_document_id(args.collection)
@@ -53,8 +63,15 @@ def main() -> int:
             except Exception as e:  # noqa: BLE001 - reported, exit 1
                 errors.append(f"{type(e).__name__}: {e}")
                 return
+            now = time.monotonic()
             with out_lock:
                 sys.stdout.write(doc + "\n")
+                counted["ids"] += 1
+                counted["longest"] = max(counted["longest"], now - asked)
+            if pace:
+                next_at = max(next_at + pace, now)
+                time.sleep(max(0.0, next_at - time.monotonic()))
+            asked = time.monotonic()
 
     workers = [threading.Thread(target=draw) for _ in range(args.threads)]
     for w in workers:
@@ -68,6 +85,10 @@ def main() -> int:
               f"{errors[0]}", file=sys.stderr)
         return 1
     client.close()
+    if args.stats:
+        print(f"draw.py: ids={counted['ids']} "
+              f"longest_wait_ms={counted['longest'] * 1000:.1f}",
+              file=sys.stderr)
     return 0
 
 
