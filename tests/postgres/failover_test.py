@@ -48,7 +48,7 @@ TEMP_PG = os.path.join(HERE, "temp_postgres.sh")
 PG_BIN = os.environ.get("HILO_PG_BIN", "/usr/lib/postgresql/15/bin")
 # A server reconnects at its next batch or probe (every second) and checks
 # the history before it writes; a loaded 2-core machine needs some margin.
-SERVE_BOUND_S = 15
+SERVE_BOUND_S = 20
 # How long the walreceiver stays paused while the fleet commits.
 LAG_S = 1.0
 COLLECTIONS = ("orders", "invoices")
@@ -286,16 +286,28 @@ def main():
                 time.sleep(0.05)
             if promoted is None:
                 raise RuntimeError("the standby was not promoted in 60 s")
-            serve = [first_range_after(s, promoted, SERVE_BOUND_S)
-                     for s in servers]
+            # Each server's first range after the promotion, timed while the
+            # old primary comes back as the new standby: with
+            # synchronous_standby_names set, the new primary commits nothing
+            # before a standby streams from it.
+            serve = [None] * len(servers)
+
+            def time_serving(i):
+                serve[i] = first_range_after(servers[i], promoted,
+                                             SERVE_BOUND_S)
+            timers = [threading.Thread(target=time_serving, args=(i,))
+                      for i in range(len(servers))]
+            for t in timers:
+                t.start()
+            primary.wipe()
+            primary.clone_from(standby, options)
+            primary, standby = standby, primary
+            for t in timers:
+                t.join()
             for s, took in zip(servers, serve):
                 expect(took is not None,
                        f"round {n}: server on port {s.port} handed out no "
                        f"range within {SERVE_BOUND_S} s of the promotion")
-            # The old primary comes back as the new standby.
-            primary.wipe()
-            primary.clone_from(standby, options)
-            primary, standby = standby, primary
             waits = []
             for d in draws:
                 rc, ids, err = d.finish(timeout=60)
