@@ -38,7 +38,9 @@ SELECT count(*)::text, coalesce(sum(skipped), 0)::text FROM moved
 
 // The physical standbys the primary lists (base backups, which also show
 // here, are not standbys), and how many have not flushed `$1` yet, and
-// how many of those hide their position from this role.
+// how many of those hide their position from this role. A role without
+// pg_read_all_stats (pg_monitor has it) sees only each row's pid, every
+// other column NULL, state too: such a row is a standby it cannot see.
 constexpr char kStandbysBehind[] = R"sql(
 SELECT count(*) FILTER (WHERE r.flush_lsn IS NULL OR r.flush_lsn < $1::pg_lsn),
        count(*) FILTER (WHERE r.flush_lsn IS NULL),
@@ -48,7 +50,8 @@ SELECT count(*) FILTER (WHERE r.flush_lsn IS NULL OR r.flush_lsn < $1::pg_lsn),
                   END, ', ')
 FROM pg_stat_replication r
 LEFT JOIN pg_replication_slots s ON s.active_pid = r.pid
-WHERE r.state <> 'backup' AND s.slot_type IS DISTINCT FROM 'logical'
+WHERE r.state IS DISTINCT FROM 'backup'
+  AND s.slot_type IS DISTINCT FROM 'logical'
 )sql";
 
 int64_t SaturatingParse(const char* text) {

@@ -1,0 +1,521 @@
+"""A fleet of hilo servers on a PostgreSQL cluster run by Patroni, as many
+users run it: Debian's `patroni` (3.0) and `etcd-server` (3.4), a
+one-member etcd and two Patroni members on this machine with
+synchronous_mode on. Clients of two languages draw IDs across a
+`patronictl switchover` and two failovers; no number may be handed out
+twice.
+
+  patroni_test.py HILO_SERVER HILO_DRAW [SERVER_FLAG...]
+
+SERVER_FLAGs go to both hilo_server processes after the test's own (the
+default runway is --max_range_size=256, so that clients ask the servers
+for ranges many times a second and really wait across each event; pass
+--max_range_size=1048576, the server's default, to measure a long runway).
+
+Set-up: etcd on free loopback ports with its data in a temporary
+directory; member m0 bootstraps the cluster and m1 joins it (basebackup);
+the test waits until Patroni's REST API shows a leader and a sync standby.
+A role `hilo` (LOGIN, pg_monitor) owns a database `hilo`. A server as a
+role without pg_monitor must answer UNAVAILABLE and name the grant (it
+cannot see the standbys' positions). Two hilo_server processes (tags A
+and B) share the database through a libpq multi-host URI over both
+members' ports with target_session_attrs=read-write.
+
+Events, each while the C++ client (HILO_DRAW, examples/cpp/draw.cc) and
+the Python client (examples/python/draw.py) draw document IDs from both
+servers, paced, before, across and after it:
+  switchover: `patronictl switchover --leader L --candidate S --force`;
+    then the old leader comes back as the sync standby.
+  failover: the leader's postmaster killed with SIGKILL; Patroni
+    (primary_start_timeout 0) fails over to the sync standby, and the old
+    leader comes back as the sync standby.
+  lost: the leader's machine lost: its Patroni and every PostgreSQL
+    process killed with SIGKILL at once; the sync standby takes the
+    leader key when it expires (ttl 10 s).
+
+Checks: no number is handed out twice in a collection (whatever the tag:
+the servers share one row per collection); every client exits 0; each
+server hands out a range within SERVE_BOUND_S of the promotion. Prints per
+event how long the promotion took, the longest wait of each client, how
+long each server took to serve again, and the servers' "moved N
+collection(s) on" lines. Every process it started (etcd, Patroni,
+PostgreSQL, hilo) is killed and its directory removed, also on failure.
+Exits 1 with one line per broken promise."""
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+import grpc
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "abuse"))
+sys.path.insert(0, HERE)
+import abuse_lib as lib  # noqa: E402
+from failover_test import (  # noqa: E402
+    Draw, as_postgres, first_range_after, psql)
+
+PG_BIN = os.environ.get("HILO_PG_BIN", "/usr/lib/postgresql/15/bin")
+# Patroni's promotion is done when it returns; a server reconnects at its
+# next batch or probe (every second) and checks the history before it
+# writes. Generous: a loaded 2-core machine.
+SERVE_BOUND_S = 20
+# Bounds on the cluster's own steps (not on hilo).
+ETCD_BOUND_S = 30
+MEMBER_BOUND_S = 90
+PROMOTION_BOUND_S = 60
+# The events in order, and how long the draws across each run: the event
+# comes EVENT_AFTER_S into them, and a draw measures a wait only if the
+# servers serve again before it ends, so the draws across a lost machine
+# outlast the leader key's ttl (10 s) and the promotion.
+EVENTS = (("switchover", 13), ("failover", 13), ("lost", 20))
+EVENT_AFTER_S = 3
+COLLECTIONS = ("orders", "invoices")
+
+
+def log(text):
+    print(f"patroni_test: {text}", flush=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get_json(url, timeout=2):
+    """(HTTP status, parsed body), or (None, None) when nothing answered."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as reply:
+            return reply.status, json.loads(reply.read() or b"null")
+    except urllib.error.HTTPError as error:
+        try:
+            return error.code, json.loads(error.read() or b"null")
+        except ValueError:
+            return error.code, None
+    except (OSError, ValueError):
+        return None, None
+
+
+def wait_for(what, bound, check, every=0.2):
+    """check()'s first true value within `bound` seconds; raises naming
+    `what` otherwise."""
+    deadline = time.monotonic() + bound
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what}: not within {bound} s")
+        time.sleep(every)
+
+
+def start(command, log_path, as_user=False):
+    """A child in a process group of its own, its output in `log_path`."""
+    with open(log_path, "ab") as out:
+        return subprocess.Popen(as_postgres(command) if as_user else command,
+                                stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+
+def kill_group(process):
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+class Member:
+    """One Patroni member: its REST API and PostgreSQL on ports of their
+    own, its data, configuration and log under `root`/`name`."""
+
+    def __init__(self, root, name, scope, etcd_port):
+        self.name = name
+        self.dir = os.path.join(root, name)
+        self.data = os.path.join(self.dir, "data")
+        self.api_port = free_port()
+        self.pg_port = free_port()
+        self.log = os.path.join(self.dir, "patroni.log")
+        self.process = None
+        os.makedirs(self.dir)
+        if os.geteuid() == 0:
+            shutil.chown(self.dir, "postgres", "postgres")
+        os.chmod(self.dir, 0o700)
+        # JSON is YAML. Trust on loopback only: a test cluster.
+        config = {
+            "scope": scope,
+            "name": name,
+            "restapi": {"listen": f"127.0.0.1:{self.api_port}",
+                        "connect_address": f"127.0.0.1:{self.api_port}"},
+            "etcd3": {"hosts": [f"127.0.0.1:{etcd_port}"]},
+            "bootstrap": {
+                "dcs": {
+                    "ttl": 10, "loop_wait": 1, "retry_timeout": 4,
+                    # What hilo needs (deploy/README.md): a commit is
+                    # acknowledged once the sync standby has it, and only
+                    # that standby is promoted.
+                    "synchronous_mode": True,
+                    "maximum_lag_on_failover": 1048576,
+                    # Fail over when the primary crashes rather than
+                    # restart it in place (the default waits 300 s).
+                    "primary_start_timeout": 0,
+                    "postgresql": {
+                        "use_pg_rewind": True,
+                        "remove_data_directory_on_rewind_failure": True,
+                        "parameters": {"max_connections": 100,
+                                       "wal_sender_timeout": "10s"},
+                    },
+                },
+                "initdb": [{"encoding": "UTF8"}, {"locale": "C"}],
+            },
+            "postgresql": {
+                "listen": f"127.0.0.1:{self.pg_port}",
+                "connect_address": f"127.0.0.1:{self.pg_port}",
+                "data_dir": self.data,
+                "bin_dir": PG_BIN,
+                "pgpass": os.path.join(self.dir, "pgpass"),
+                "authentication": {
+                    "superuser": {"username": "postgres"},
+                    "replication": {"username": "replicator"},
+                },
+                "parameters": {"unix_socket_directories": self.dir},
+                "pg_hba": ["local all all trust",
+                           "host all all 127.0.0.1/32 trust",
+                           "host replication all 127.0.0.1/32 trust"],
+            },
+        }
+        self.config = os.path.join(self.dir, "patroni.yml")
+        with open(self.config, "w") as f:
+            json.dump(config, f, indent=1)
+        if os.geteuid() == 0:
+            shutil.chown(self.config, "postgres", "postgres")
+
+    def start(self):
+        self.process = start(["/usr/bin/patroni", self.config], self.log,
+                             as_user=True)
+
+    def uri(self, user="postgres", db="postgres"):
+        return f"postgresql://{user}@127.0.0.1:{self.pg_port}/{db}"
+
+    def api(self, path):
+        return get_json(f"http://127.0.0.1:{self.api_port}/{path}")
+
+    def is_primary(self):
+        """Patroni says so: it holds the leader key and PostgreSQL runs
+        read-write."""
+        return self.api("primary")[0] == 200
+
+    def postmaster(self):
+        """Its running postmaster's pid, or None (postmaster.pid outlives
+        a postmaster killed, and its pid may be another process's by
+        now)."""
+        try:
+            with open(os.path.join(self.data, "postmaster.pid")) as f:
+                pid = int(f.readline())
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                running = self.data.encode() in f.read()
+        except (OSError, ValueError):
+            return None
+        return pid if running else None
+
+    def stop(self):
+        """Patroni first (so it starts nothing again), then PostgreSQL."""
+        if self.process:
+            kill_group(self.process)
+        postmaster = self.postmaster()
+        if postmaster:
+            children = subprocess.run(["pgrep", "-P", str(postmaster)],
+                                      capture_output=True,
+                                      text=True).stdout.split()
+            for pid in [postmaster, *map(int, children)]:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+
+def cluster(member):
+    """{name: (role, state)} as `member`'s REST API has it."""
+    status, body = member.api("cluster")
+    if status != 200 or not body:
+        return {}
+    return {m["name"]: (m.get("role"), m.get("state"))
+            for m in body.get("members", [])}
+
+
+def leader_and_sync(members):
+    """(leader, sync standby), both running, or None."""
+    for m in members:
+        view = cluster(m)
+        leader = [n for n, (r, s) in view.items()
+                  if r == "leader" and s == "running"]
+        sync = [n for n, (r, s) in view.items()
+                if r == "sync_standby" and s in ("running", "streaming")]
+        if leader and sync:
+            named = {x.name: x for x in members}
+            return named[leader[0]], named[sync[0]]
+    return None
+
+
+def ours(root, scope):
+    """Processes of this test that outlived their parents: PostgreSQL's
+    (named after the scope, or with a data directory under root), etcd's
+    and Patroni's (their directories are under root)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(
+                    errors="replace")
+        except OSError:
+            continue
+        if root in cmdline or f"postgres: {scope}:" in cmdline:
+            found.append(int(pid))
+    return found
+
+
+def moved_lines(server):
+    return [line.strip() for line in server.stderr_lines
+            if "moved" in line and "reservations" in line]
+
+
+def main():
+    server_binary, draw_binary, *server_flags = sys.argv[1:]
+    os.environ["HILO_DRAW"] = draw_binary
+    failures = []
+
+    def expect(ok, message):
+        if not ok:
+            failures.append(message)
+            print(f"patroni_test: FAIL {message}", file=sys.stderr,
+                  flush=True)
+
+    for tool in ("/usr/bin/patroni", "/usr/bin/patronictl", "/usr/bin/etcd",
+                 f"{PG_BIN}/initdb"):
+        if not os.access(tool, os.X_OK):
+            print(f"patroni_test: {tool} is missing; run "
+                  "scripts/install-deps-faults.sh", file=sys.stderr)
+            return 1
+    root = tempfile.mkdtemp(prefix="hilo-patroni-")
+    os.chmod(root, 0o755)
+    scope = f"hilo-test-{os.getpid()}"
+    etcd = None
+    members = []
+    servers = []
+    began = time.monotonic()
+    try:
+        etcd_port, peer_port = free_port(), free_port()
+        etcd_dir = os.path.join(root, "etcd")
+        etcd = start(["/usr/bin/etcd", "--name=e0", f"--data-dir={etcd_dir}",
+                      f"--listen-client-urls=http://127.0.0.1:{etcd_port}",
+                      f"--advertise-client-urls=http://127.0.0.1:{etcd_port}",
+                      f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
+                      "--initial-advertise-peer-urls="
+                      f"http://127.0.0.1:{peer_port}",
+                      f"--initial-cluster=e0=http://127.0.0.1:{peer_port}",
+                      f"--initial-cluster-token={scope}",
+                      "--initial-cluster-state=new"],
+                     os.path.join(root, "etcd.log"))
+        wait_for("etcd healthy", ETCD_BOUND_S, lambda: (get_json(
+            f"http://127.0.0.1:{etcd_port}/health")[1] or {}).get(
+                "health") == "true")
+        members = [Member(root, n, scope, etcd_port) for n in ("m0", "m1")]
+        # m0 bootstraps; m1 then clones it, so the leader is known.
+        members[0].start()
+        wait_for("m0 leading", MEMBER_BOUND_S, members[0].is_primary)
+        members[1].start()
+        leader, sync = wait_for("a leader and a sync standby",
+                                MEMBER_BOUND_S,
+                                lambda: leader_and_sync(members))
+        log(f"cluster up after {time.monotonic() - began:.1f} s: leader "
+            f"{leader.name}, sync standby {sync.name}")
+        for sql in ("CREATE ROLE hilo LOGIN",
+                    "GRANT pg_monitor TO hilo",
+                    "CREATE DATABASE hilo OWNER hilo",
+                    "CREATE ROLE hilo_unmonitored LOGIN",
+                    "CREATE DATABASE hilo_unmonitored OWNER "
+                    "hilo_unmonitored"):
+            psql(leader.uri(), sql)
+        hosts = ",".join(f"127.0.0.1:{m.pg_port}" for m in members)
+        query = "?target_session_attrs=read-write&connect_timeout=2"
+
+        # Without pg_monitor a server cannot see the standby confirm a
+        # reservation, so it hands out nothing.
+        blind = lib.Server(server_binary, "--store=postgresql://"
+                           f"hilo_unmonitored@{hosts}/hilo_unmonitored{query}",
+                           "--node_tag=U")
+        try:
+            try:
+                lib.next_range(blind.endpoint.channel(), "blind", timeout=10)
+                expect(False, "a role without pg_monitor got a range on a "
+                       "cluster with a standby")
+            except grpc.RpcError as error:
+                expect(error.code() == grpc.StatusCode.UNAVAILABLE,
+                       f"without pg_monitor: {error.code()}, expected "
+                       "UNAVAILABLE")
+            said = wait_for("a server without pg_monitor saying it needs "
+                            "it", 5, lambda: [
+                                line.strip() for line in blind.stderr_lines
+                                if "GRANT pg_monitor" in line])
+            log(f"without pg_monitor: {said[0]}")
+        finally:
+            blind.close()
+
+        uri = f"postgresql://hilo@{hosts}/hilo{query}"
+        for tag in ("A", "B"):
+            servers.append(lib.Server(server_binary, f"--store={uri}",
+                                      f"--node_tag={tag}",
+                                      "--max_range_size=256", *server_flags))
+        targets = ",".join(f"127.0.0.1:{s.port}" for s in servers)
+        for s in servers:
+            took = first_range_after(s, time.monotonic(), SERVE_BOUND_S)
+            if took is None:
+                raise RuntimeError(f"server on port {s.port} handed out no "
+                                   f"range within {SERVE_BOUND_S} s")
+
+        seen = {}  # (collection, number) -> first ID with it
+        twice = 0
+        moved_so_far = [0] * len(servers)
+        leader, sync = leader_and_sync(members) or (None, None)
+        if leader is None:
+            raise RuntimeError("no leader and sync standby")
+        for event, seconds in EVENTS:
+            drawing = time.monotonic()
+            draws = [Draw(lang, targets, c, seconds=seconds)
+                     for lang in ("cpp", "python") for c in COLLECTIONS]
+            time.sleep(EVENT_AFTER_S)
+            old, new = leader, sync
+            t0 = time.monotonic()
+            if event == "switchover":
+                done = subprocess.run(
+                    ["/usr/bin/patronictl", "-c", leader.config,
+                     "switchover", "--leader", leader.name, "--candidate",
+                     sync.name, "--force"],
+                    capture_output=True, text=True, timeout=60)
+                expect(done.returncode == 0, "patronictl switchover exited "
+                       f"{done.returncode}: {done.stdout} {done.stderr}")
+            elif event == "lost":
+                leader.stop()
+            else:
+                postmaster = leader.postmaster()
+                if postmaster is None:
+                    raise RuntimeError(f"{leader.name} has no postmaster")
+                os.kill(postmaster, signal.SIGKILL)
+            wait_for(f"{sync.name} promoted", PROMOTION_BOUND_S,
+                     sync.is_primary, every=0.05)
+            promoted = time.monotonic()
+            serve = [first_range_after(s, promoted, SERVE_BOUND_S)
+                     for s in servers]
+            for s, took in zip(servers, serve):
+                expect(took is not None,
+                       f"{event}: server on port {s.port} handed out no "
+                       f"range within {SERVE_BOUND_S} s of the promotion")
+            rejoined = ""
+            if event != "lost":
+                # The old leader comes back as the sync standby (while the
+                # clients draw), so that the next event can fail over.
+                leader, sync = wait_for(
+                    f"{old.name} back as the sync standby", MEMBER_BOUND_S,
+                    lambda: (pair := leader_and_sync(members)) and
+                    pair[1] is old and pair)
+                rejoined = (f"; {old.name} the sync standby again "
+                            f"{time.monotonic() - promoted:.1f} s after it")
+            waits = []
+            for d in draws:
+                rc, ids, err = d.finish(timeout=60)
+                expect(rc == 0, f"{event}: {d.lang} draw from "
+                       f"{d.collection} exited {rc}: {err.strip()}")
+                match = re.search(r"longest_wait_ms=([0-9.]+)", err)
+                waits.append(f"{d.lang}/{d.collection} "
+                             f"{match.group(1) if match else '?'} ms")
+                expect(len(ids) > 0, f"{event}: {d.lang} draw from "
+                       f"{d.collection} drew nothing")
+                for doc in ids:
+                    m = re.fullmatch(r"([a-z]+)/(\d+)-([A-Z0-9]+)", doc)
+                    if not m:
+                        expect(False, f"{event}: not an ID: {doc!r}")
+                        continue
+                    key = (m.group(1), int(m.group(2)))
+                    if key in seen:
+                        twice += 1
+                        if twice <= 5:
+                            expect(False, f"{event}: {doc} repeats number "
+                                   f"{key[1]} of {seen[key]}")
+                    else:
+                        seen[key] = doc
+            new_moved = []
+            for i, s in enumerate(servers):
+                moved = moved_lines(s)
+                new_moved += moved[moved_so_far[i]:]
+                moved_so_far[i] = len(moved)
+            served = ", ".join(
+                f"{promoted - t0 + t:.2f} s ({t:.2f} s after the promotion)"
+                if t is not None else "never" for t in serve)
+            log(f"{event} {old.name} -> {new.name}: promoted "
+                f"{promoted - t0:.2f} s after the event{rejoined}; servers "
+                f"served again after {served}; longest waits "
+                f"{'; '.join(waits)}")
+            served_by = promoted + max(t or SERVE_BOUND_S for t in serve)
+            if served_by > drawing + seconds - 1:
+                log(f"  the draws ended {served_by - drawing - seconds:+.1f}"
+                    " s from the servers serving again: their waits are "
+                    "not all measured")
+            for line in new_moved:
+                log(f"  {line}")
+            if not new_moved:
+                log("  no server moved collections on")
+        log(f"{len(seen)} numbers drawn, {twice} twice")
+        expect(twice == 0, f"{twice} numbers were handed out twice")
+    finally:
+        for s in servers:
+            s.close()
+        for m in members:
+            m.stop()
+        if etcd:
+            kill_group(etcd)
+        # Whatever outlived its parent (PostgreSQL's backends end when
+        # their postmaster does, but not at once).
+        deadline = time.monotonic() + 10
+        while (left := ours(root, scope)) and time.monotonic() < deadline:
+            for pid in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.1)
+        if left:
+            print(f"patroni_test: processes left: {left}", file=sys.stderr)
+        if failures or sys.exc_info()[0]:
+            for name in ("etcd.log", "m0/patroni.log", "m1/patroni.log"):
+                path = os.path.join(root, name)
+                if os.path.exists(path):
+                    with open(path, errors="replace") as f:
+                        tail = f.read().splitlines()[-25:]
+                    print(f"---- the end of {name}", *tail, sep="\n",
+                          file=sys.stderr)
+        shutil.rmtree(root, ignore_errors=True)
+    log(f"took {time.monotonic() - began:.0f} s")
+    if failures:
+        print(f"patroni_test: {len(failures)} failure(s)", file=sys.stderr)
+        return 1
+    log("PASS")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
