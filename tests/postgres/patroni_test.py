@@ -35,7 +35,10 @@ servers, paced, before, across and after it:
 
 Checks: no number is handed out twice in a collection (whatever the tag:
 the servers share one row per collection); every client exits 0; each
-server hands out a range within SERVE_BOUND_S of the promotion. Prints per
+server hands out a range within SERVE_BOUND_S of the promotion; for each
+event exactly one server says the history changed (a new timeline) and
+moved the collections on, and hilo_store_history_rewinds_total adds up to
+the events over the fleet. Prints per
 event how long the promotion took, the longest wait of each client, how
 long each server took to serve again, and the servers' "moved N
 collection(s) on" lines. Every process it started (etcd, Patroni,
@@ -289,6 +292,19 @@ def ours(root, scope):
     return found
 
 
+def counter(server, name):
+    """A counter's value on the server's /metrics, or None."""
+    try:
+        with urllib.request.urlopen(
+                f"http://127.0.0.1:{server.metrics_port}/metrics",
+                timeout=5) as reply:
+            text = reply.read().decode()
+    except OSError:
+        return None
+    match = re.search(rf"^{name}(?:{{}})? ([0-9.e+]+)$", text, re.M)
+    return float(match.group(1)) if match else None
+
+
 def moved_lines(server):
     return [line.strip() for line in server.stderr_lines
             if "moved" in line and "reservations" in line]
@@ -311,6 +327,12 @@ def main():
             print(f"patroni_test: {tool} is missing; run "
                   "scripts/install-deps-faults.sh", file=sys.stderr)
             return 1
+    # Stopped (ctest's timeout, ^C): clean up all the same. The cluster's
+    # processes are not children of this one (PostgreSQL is Patroni's
+    # daemon), so nothing else would.
+    for stop in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(stop, lambda number, _: sys.exit(
+            f"patroni_test: stopped by signal {number}"))
     root = tempfile.mkdtemp(prefix="hilo-patroni-")
     os.chmod(root, 0o755)
     scope = f"hilo-test-{os.getpid()}"
@@ -477,8 +499,15 @@ def main():
                     "not all measured")
             for line in new_moved:
                 log(f"  {line}")
-            if not new_moved:
-                log("  no server moved collections on")
+            # Each event starts one new timeline; the first server on it
+            # moves the collections on, the other finds it recorded.
+            expect(len(new_moved) == 1, f"{event}: {len(new_moved)} "
+                   "servers said the history changed; expected 1")
+        rewinds = [counter(s, "hilo_store_history_rewinds_total")
+                   for s in servers]
+        expect(None not in rewinds and sum(rewinds) == len(EVENTS),
+               f"hilo_store_history_rewinds_total {rewinds} over the "
+               f"fleet; expected {len(EVENTS)} in all")
         log(f"{len(seen)} numbers drawn, {twice} twice")
         expect(twice == 0, f"{twice} numbers were handed out twice")
     finally:
