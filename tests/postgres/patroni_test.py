@@ -69,9 +69,9 @@ from failover_test import (  # noqa: E402
     Draw, as_postgres, first_range_after, psql)
 
 PG_BIN = os.environ.get("HILO_PG_BIN", "/usr/lib/postgresql/15/bin")
-# Patroni's promotion is done when it returns; a server reconnects at its
-# next batch or probe (every second) and checks the history before it
-# writes. Generous: a loaded 2-core machine.
+# From the moment Patroni's REST API calls the new leader primary: a
+# server reconnects at its next batch or probe (every second) and checks
+# the history before it writes. Generous: a loaded 2-core machine.
 SERVE_BOUND_S = 20
 # Bounds on the cluster's own steps (not on hilo).
 ETCD_BOUND_S = 30
