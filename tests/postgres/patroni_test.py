@@ -16,10 +16,11 @@ Set-up: etcd on free loopback ports with its data in a temporary
 directory; member m0 bootstraps the cluster and m1 joins it (basebackup);
 the test waits until Patroni's REST API shows a leader and a sync standby.
 A role `hilo` (LOGIN, pg_monitor) owns a database `hilo`. A server as a
-role without pg_monitor must answer UNAVAILABLE and name the grant (it
-cannot see the standbys' positions). Two hilo_server processes (tags A
-and B) share the database through a libpq multi-host URI over both
-members' ports with target_session_attrs=read-write.
+role without pg_monitor must hand out nothing and name the grant (it
+cannot see the standbys' positions), refusing to start or answering
+UNAVAILABLE. Two hilo_server processes (tags A and B) share the database
+through a libpq multi-host URI over both members' ports with
+target_session_attrs=read-write.
 
 Events, each while the C++ client (HILO_DRAW, examples/cpp/draw.cc) and
 the Python client (examples/python/draw.py) draw document IDs from both
@@ -35,7 +36,10 @@ servers, paced, before, across and after it:
 
 Checks: no number is handed out twice in a collection (whatever the tag:
 the servers share one row per collection); every client exits 0; each
-server hands out a range within SERVE_BOUND_S of the promotion. Prints per
+server hands out a range within SERVE_BOUND_S of the promotion; for each
+event exactly one server says the history changed (a new timeline) and
+moved the collections on, and hilo_store_history_rewinds_total adds up to
+the events over the fleet. Prints per
 event how long the promotion took, the longest wait of each client, how
 long each server took to serve again, and the servers' "moved N
 collection(s) on" lines. Every process it started (etcd, Patroni,
@@ -50,6 +54,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -64,9 +69,9 @@ from failover_test import (  # noqa: E402
     Draw, as_postgres, first_range_after, psql)
 
 PG_BIN = os.environ.get("HILO_PG_BIN", "/usr/lib/postgresql/15/bin")
-# Patroni's promotion is done when it returns; a server reconnects at its
-# next batch or probe (every second) and checks the history before it
-# writes. Generous: a loaded 2-core machine.
+# From the moment Patroni's REST API calls the new leader primary: a
+# server reconnects at its next batch or probe (every second) and checks
+# the history before it writes. Generous: a loaded 2-core machine.
 SERVE_BOUND_S = 20
 # Bounds on the cluster's own steps (not on hilo).
 ETCD_BOUND_S = 30
@@ -289,6 +294,69 @@ def ours(root, scope):
     return found
 
 
+def counter(server, name):
+    """A counter's value on the server's /metrics, or None."""
+    try:
+        with urllib.request.urlopen(
+                f"http://127.0.0.1:{server.metrics_port}/metrics",
+                timeout=5) as reply:
+            text = reply.read().decode()
+    except OSError:
+        return None
+    match = re.search(rf"^{name}(?:{{}})? ([0-9.e+]+)$", text, re.M)
+    return float(match.group(1)) if match else None
+
+
+def unmonitored(server_binary, directory, uri, expect):
+    """A server as a role without pg_monitor cannot see the standby confirm
+    a reservation: it must hand out nothing, and name the grant, either
+    refusing to start or answering UNAVAILABLE."""
+    os.makedirs(directory)
+    process = subprocess.Popen(
+        [server_binary, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
+         f"--db={directory}/hilo.db", f"--store={uri}", "--node_tag=U"],
+        stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    lines = []
+
+    def read():
+        for line in process.stderr:
+            if len(lines) < 1000:
+                lines.append(line.decode(errors="replace").strip())
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        started = wait_for("a server without pg_monitor starting or exiting",
+                           30, lambda: process.poll() is not None or [
+                               m for line in lines
+                               if (m := re.search(r" on port (\d+) ", line))])
+        if started is True:
+            reader.join(timeout=5)
+            expect(process.returncode != 0, "a server without pg_monitor "
+                   "exited 0")
+        else:
+            try:
+                port = int(started[0].group(1))
+                lib.next_range(lib.Endpoint(port).channel(), "unmonitored",
+                               timeout=10)
+                expect(False, "a role without pg_monitor got a range on a "
+                       "cluster with a standby")
+            except grpc.RpcError as error:
+                expect(error.code() == grpc.StatusCode.UNAVAILABLE,
+                       f"without pg_monitor: {error.code()}, expected "
+                       "UNAVAILABLE")
+        deadline = time.monotonic() + 5
+        while (not (said := [x for x in lines if "GRANT pg_monitor" in x])
+               and time.monotonic() < deadline):
+            time.sleep(0.1)
+        expect(bool(said), "a server without pg_monitor did not name the "
+               f"grant: {lines[-3:]}")
+        if said:
+            log(f"without pg_monitor: {said[0]}")
+    finally:
+        process.kill()
+        process.wait()
+
+
 def moved_lines(server):
     return [line.strip() for line in server.stderr_lines
             if "moved" in line and "reservations" in line]
@@ -311,6 +379,12 @@ def main():
             print(f"patroni_test: {tool} is missing; run "
                   "scripts/install-deps-faults.sh", file=sys.stderr)
             return 1
+    # Stopped (ctest's timeout, ^C): clean up all the same. The cluster's
+    # processes are not children of this one (PostgreSQL is Patroni's
+    # daemon), so nothing else would.
+    for stop in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(stop, lambda number, _: sys.exit(
+            f"patroni_test: stopped by signal {number}"))
     root = tempfile.mkdtemp(prefix="hilo-patroni-")
     os.chmod(root, 0o755)
     scope = f"hilo-test-{os.getpid()}"
@@ -354,27 +428,9 @@ def main():
         hosts = ",".join(f"127.0.0.1:{m.pg_port}" for m in members)
         query = "?target_session_attrs=read-write&connect_timeout=2"
 
-        # Without pg_monitor a server cannot see the standby confirm a
-        # reservation, so it hands out nothing.
-        blind = lib.Server(server_binary, "--store=postgresql://"
-                           f"hilo_unmonitored@{hosts}/hilo_unmonitored{query}",
-                           "--node_tag=U")
-        try:
-            try:
-                lib.next_range(blind.endpoint.channel(), "blind", timeout=10)
-                expect(False, "a role without pg_monitor got a range on a "
-                       "cluster with a standby")
-            except grpc.RpcError as error:
-                expect(error.code() == grpc.StatusCode.UNAVAILABLE,
-                       f"without pg_monitor: {error.code()}, expected "
-                       "UNAVAILABLE")
-            said = wait_for("a server without pg_monitor saying it needs "
-                            "it", 5, lambda: [
-                                line.strip() for line in blind.stderr_lines
-                                if "GRANT pg_monitor" in line])
-            log(f"without pg_monitor: {said[0]}")
-        finally:
-            blind.close()
+        unmonitored(server_binary, os.path.join(root, "unmonitored"),
+                    "postgresql://hilo_unmonitored@"
+                    f"{hosts}/hilo_unmonitored{query}", expect)
 
         uri = f"postgresql://hilo@{hosts}/hilo{query}"
         for tag in ("A", "B"):
@@ -477,8 +533,15 @@ def main():
                     "not all measured")
             for line in new_moved:
                 log(f"  {line}")
-            if not new_moved:
-                log("  no server moved collections on")
+            # Each event starts one new timeline; the first server on it
+            # moves the collections on, the other finds it recorded.
+            expect(len(new_moved) == 1, f"{event}: {len(new_moved)} "
+                   "servers said the history changed; expected 1")
+        rewinds = [counter(s, "hilo_store_history_rewinds_total")
+                   for s in servers]
+        expect(None not in rewinds and sum(rewinds) == len(EVENTS),
+               f"hilo_store_history_rewinds_total {rewinds} over the "
+               f"fleet; expected {len(EVENTS)} in all")
         log(f"{len(seen)} numbers drawn, {twice} twice")
         expect(twice == 0, f"{twice} numbers were handed out twice")
     finally:
