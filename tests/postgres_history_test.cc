@@ -207,6 +207,25 @@ TEST(PostgresStandbyTest, StuckStandbyFailsReservationsUntilItConfirms) {
     ASSERT_LT(absl::Now(), deadline) << "pg_receivewal did not connect";
     absl::SleepFor(absl::Milliseconds(20));
   }
+  // A role that cannot see the standbys' positions is refused at start,
+  // told the grant; with it, it starts.
+  ASSERT_THAT(PostgresInstance::Execute(
+                  uri,
+                  "CREATE ROLE plain LOGIN; CREATE SCHEMA plain AUTHORIZATION "
+                  "plain"),
+              IsOk());
+  const std::string plain_uri =
+      absl::StrCat("postgresql://plain@127.0.0.1:", port,
+                   "/postgres?options=-csearch_path%3Dplain");
+  PostgresRangeStoreOptions plain;
+  plain.uri = plain_uri;
+  EXPECT_THAT(PostgresRangeStore::Open(plain),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("GRANT pg_monitor TO plain")));
+  ASSERT_THAT(PostgresInstance::Execute(uri, "GRANT pg_monitor TO plain"),
+              IsOk());
+  EXPECT_THAT(PostgresRangeStore::Open(plain), IsOk());
+
   PostgresRangeStoreOptions options;
   options.uri = uri;
   options.standby_wait = absl::Milliseconds(300);

@@ -157,6 +157,25 @@ absl::StatusOr<HistoryCheck> CheckHistory(PostgresConnection& c,
   return check;
 }
 
+absl::Status CheckStandbysVisible(PostgresConnection& c,
+                                  absl::string_view description) {
+  absl::StatusOr<Result> r = c.Query(
+      "SELECT current_user, (SELECT rolsuper FROM pg_roles WHERE rolname = "
+      "current_user) OR pg_has_role(current_user, 'pg_read_all_stats', "
+      "'USAGE'), (SELECT count(*) FROM pg_stat_replication)",
+      "checking that this role sees the standbys");
+  if (!r.ok()) return r.status();
+  const std::string user = PQgetvalue(r->get(), 0, 0);
+  const bool sees = std::string(PQgetvalue(r->get(), 0, 1)) == "t";
+  const std::string standbys = PQgetvalue(r->get(), 0, 2);
+  if (sees || standbys == "0") return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "PostgreSQL at %s streams to %s standby(s), and role %s cannot see "
+      "their positions, so no range could be confirmed on them: GRANT "
+      "pg_monitor TO %s (see docs/reliability.md)",
+      description, standbys, user, user));
+}
+
 absl::Status WaitForStandbys(PostgresConnection& c, absl::Duration bound,
                              absl::Duration poll,
                              absl::string_view description) {

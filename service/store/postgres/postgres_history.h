@@ -86,6 +86,13 @@ absl::StatusOr<HistoryCheck> CheckHistory(PostgresConnection& c,
 // "system identifier S, timeline T" for logs and audit lines.
 std::string DescribeHistory(const DatabaseHistory& h);
 
+// OK unless standbys stream from the database and this role cannot see
+// their positions (it is neither superuser nor in pg_read_all_stats, which
+// pg_monitor includes): then every new reservation would wait for them in
+// vain, and FAILED_PRECONDITION names the grant it needs.
+absl::Status CheckStandbysVisible(PostgresConnection& c,
+                                  absl::string_view description);
+
 // Waits until every physical standby in pg_stat_replication (but base
 // backups in progress) has flushed the primary's WAL as far as it is
 // flushed now, which covers every commit that has returned. OK at once

@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "hilo/base/await.h"
 #include "service/store/postgres/postgres_connection.h"
+#include "service/store/postgres/postgres_history.h"
 #include "service/store/postgres/postgres_node_tag.h"
 #include "service/store/postgres/postgres_request.h"
 #include "service/store/postgres/postgres_schema.h"
@@ -125,6 +126,10 @@ absl::StatusOr<std::unique_ptr<PostgresRangeStore>> PostgresRangeStore::Open(
   }
   // Before anything is handed out on this database.
   if (absl::Status s = store->CheckHistoryOn(c); !s.ok()) return s;
+  if (absl::Status s = internal::CheckStandbysVisible(c, store->description_);
+      !s.ok()) {
+    return s;
+  }
   absl::StatusOr<Result> count =
       c.Query("SELECT count(*) FROM hilo_collections", "counting collections");
   if (!count.ok()) return count.status();
