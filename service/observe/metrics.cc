@@ -171,13 +171,30 @@ void Metrics::NoteCollectionMax(int64_t max) {
                             static_cast<double>(INT64_MAX));
 }
 
+prometheus::Counter& Metrics::RequestCounter(int method,
+                                             absl::StatusCode code) {
+  static constexpr const char* kMethods[] = {"NextRange", "ReturnRange"};
+  auto add = [&]() -> prometheus::Counter& {
+    return requests_.Add({{"method", kMethods[method]},
+                          {"code", absl::StatusCodeToString(code)}});
+  };
+  const int c = static_cast<int>(code);
+  if (c < 0 || c >= kRequestCodes) return add();
+  std::atomic<prometheus::Counter*>& slot = request_series_[method][c];
+  prometheus::Counter* counter = slot.load(std::memory_order_acquire);
+  if (counter == nullptr) {
+    // Family::Add gives every caller the same series for the same labels,
+    // so threads racing here store the same pointer.
+    counter = &add();
+    slot.store(counter, std::memory_order_release);
+  }
+  return *counter;
+}
+
 void Metrics::OnNextRange(absl::string_view collection,
                           const absl::Status& status, const Range* range,
                           absl::Duration elapsed) {
-  requests_
-      .Add({{"method", "NextRange"},
-            {"code", absl::StatusCodeToString(status.code())}})
-      .Increment();
+  RequestCounter(kNextRangeRequests, status.code()).Increment();
   next_duration_->Observe(absl::ToDoubleSeconds(elapsed));
   CountCreationRefusal(status);
   if (range != nullptr) {
@@ -195,10 +212,7 @@ void Metrics::OnReturnRange(absl::string_view collection,
                             const absl::Status& status,
                             const ReturnOutcome* outcome,
                             absl::Duration elapsed) {
-  requests_
-      .Add({{"method", "ReturnRange"},
-            {"code", absl::StatusCodeToString(status.code())}})
-      .Increment();
+  RequestCounter(kReturnRangeRequests, status.code()).Increment();
   return_duration_->Observe(absl::ToDoubleSeconds(elapsed));
   if (outcome != nullptr) {
     (outcome->applied ? returns_applied_ : returns_refused_)->Increment();

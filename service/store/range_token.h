@@ -13,7 +13,9 @@ namespace hilo {
 
 // 64 bits from the kernel's random source (getrandom), never 0. Not a
 // counter, not seeded by time: a caller that sees many tokens learns
-// nothing about the next. Thread-safe.
+// nothing about the next. Each thread takes 32 tokens' worth of bytes per
+// getrandom call and hands each out once (zeroing it); a child after fork()
+// discards what it inherited. Thread-safe.
 uint64_t NewRangeToken();
 
 // What a store keeps of `token`: the first 8 bytes of SHA-256 over the
@@ -25,7 +27,9 @@ uint64_t NewRangeToken();
 //
 // Finding a token with a given digest costs about 2^63 SHA-256 evaluations,
 // as much as guessing the token itself; the digest adds no secret of its
-// own (the token's 64 random bits are the secret). Thread-safe.
+// own (the token's 64 random bits are the secret). Thread-safe; aborts if
+// libcrypto cannot compute it (out of memory), since a wrong digest could
+// match another range's token.
 uint64_t RangeTokenDigest(uint64_t token);
 
 }  // namespace hilo
