@@ -26,6 +26,24 @@ absl::Status CheckReply(const hilo::v1::NextRangeResponse& response,
         absl::StrFormat("NextRange replied with the invalid range [%d, %d]",
                         response.low(), response.high()));
   }
+  // high - low cannot overflow: low >= 1.
+  if (response.high() - response.low() >= kMaxRangeSize) {
+    return absl::InternalError(absl::StrFormat(
+        "NextRange replied with the range [%d, %d] of %d numbers; a client "
+        "takes at most %d in one range",
+        response.low(), response.high(),
+        static_cast<uint64_t>(response.high() - response.low()) + 1,
+        kMaxRangeSize));
+  }
+  const google::protobuf::Timestamp& at = response.range_at();
+  if (at.seconds() < kMinTimestampSeconds ||
+      at.seconds() > kMaxTimestampSeconds || at.nanos() < 0 ||
+      at.nanos() > 999'999'999) {
+    return absl::InternalError(absl::StrFormat(
+        "NextRange replied with range_at %d s %d ns, which is not a valid "
+        "Timestamp (0001-01-01 to 9999-12-31)",
+        at.seconds(), at.nanos()));
+  }
   if (!IsValidNodeTag(response.node_tag())) {
     return absl::InternalError(absl::StrFormat(
         "NextRange replied with node tag \"%s\", which is not 1-%d "
@@ -40,6 +58,18 @@ absl::Status CheckReply(const hilo::v1::NextRangeResponse& response,
         response.low(), response.high(), response.node_tag(), it->second));
   }
   return absl::OkStatus();
+}
+
+// Whether a NextRange refusal may be the node's answer to this client's own
+// echo of its previous range (CONTRACT.md R17): the last_max guard rail
+// (FAILED_PRECONDITION), or a last_* field it finds malformed
+// (INVALID_ARGUMENT).
+bool MayRefuseEcho(const absl::Status& status,
+                   const hilo::v1::NextRangeRequest& request) {
+  const bool echoes = request.last_max() != 0 || request.last_size() != 0 ||
+                      request.has_last_range_at();
+  return echoes && (status.code() == absl::StatusCode::kFailedPrecondition ||
+                    status.code() == absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
@@ -147,8 +177,17 @@ absl::StatusOr<IssuedRange> GrpcRangeSource::Next(
   for (size_t i = 0; i < targets_.size(); ++i) {
     const size_t index = (first + i) % targets_.size();
     const TargetStub& target = targets_[index];
-    const absl::StatusOr<hilo::v1::NextRangeResponse> response =
+    absl::StatusOr<hilo::v1::NextRangeResponse> response =
         target.NextRange(request, rpc_deadline_);
+    if (!response.ok() && MayRefuseEcho(response.status(), request)) {
+      // Asked again without the echo: the node's range then starts above
+      // its own Max. Its IDs carry its tag, so they cannot meet another
+      // node's numbers, and a range at or below what this client has from
+      // this very node is still refused below (held).
+      hilo::v1::NextRangeRequest bare;
+      bare.set_collection(request.collection());
+      response = target.NextRange(bare, rpc_deadline_);
+    }
     if (response.ok()) {
       const absl::Status valid = CheckReply(*response, previous);
       if (valid.ok()) {
