@@ -186,6 +186,27 @@ class _RangeCache:
                 self._count_error(error)
             self._cond.notify_all()
 
+    def drop_after_fork(
+            self, source: _GrpcRangeSource,
+            schedule: Optional[Callable[[Callable[[], None]], None]]) -> None:
+        """In a forked child (the only thread): forgets the current range and
+        the one fetched ahead without handing them back, and any fetch or
+        return in flight on a thread the child does not have; from now on
+        fetches go through `source` and prefetches to `schedule`. The next
+        request still reports the parent's last range, so the child's first
+        range starts above it."""
+        self._cond = threading.Condition(threading.Lock())
+        if self._range is not None:
+            self._used_up_to = max(self._used_up_to, self._next - 1)
+        self._range = None
+        self._prefetch_number = None
+        self._ahead = None
+        self._busy = False
+        self._calls += 1
+        self._error = None
+        self._source = source
+        self._schedule = schedule
+
     @property
     def collection(self) -> str:
         return self._collection

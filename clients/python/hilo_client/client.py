@@ -47,7 +47,9 @@ number it used), whose numbers could be handed out twice.
 """
 
 import logging
+import os
 import threading
+import weakref
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import grpc
@@ -61,6 +63,22 @@ from hilo_client._values import ClientStats, HiloError, Id
 __all__ = ["Client", "ClientStats", "Id", "HiloError"]
 
 _logger = logging.getLogger("hilo_client")
+
+# Every live Client, for the fork handler below (weak: a dropped client
+# leaves by itself).
+_live_clients: "weakref.WeakSet[Client]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child (multiprocessing's fork start method, gunicorn
+    --preload, uWSGI) drops every range it inherited, hands none back and
+    fetches its own through channels of its own (CONTRACT.md R16)."""
+    for client in list(_live_clients):
+        client._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class _OptionError(HiloError, ValueError):
@@ -150,15 +168,11 @@ class Client:
                 or not 0 <= prefetch_at < 1):
             raise ValueError(
                 f"prefetch_at is {prefetch_at!r}; use 0 (off) or (0, 1)")
-        channels = []
-        for t in targets:
-            channel = (grpc.secure_channel(t, credentials)
-                       if credentials is not None else grpc.insecure_channel(t))
-            channels.append(_Target(t, channel,
-                                    hilo_pb2_grpc.HiLoStub(channel)))
+        self._targets = targets
+        self._credentials = credentials
         self._separator = separator
         self._log = log if log is not None else _logger.warning
-        self._source = _GrpcRangeSource(channels, float(rpc_deadline))
+        self._source = self._make_source(float(rpc_deadline))
         self._rpc_deadline = float(rpc_deadline)
         self._prefetch_at = float(prefetch_at)
         # Runs prefetch tasks; None when prefetching is off.
@@ -167,6 +181,35 @@ class Client:
         self._return_lock = threading.Lock()
         self._caches = {}  # collection -> _RangeCache; never shrinks
         self._closed = False
+        _live_clients.add(self)
+
+    def _make_source(self, rpc_deadline: float) -> _GrpcRangeSource:
+        targets = []
+        for t in self._targets:
+            channel = (grpc.secure_channel(t, self._credentials)
+                       if self._credentials is not None
+                       else grpc.insecure_channel(t))
+            targets.append(_Target(t, channel,
+                                   hilo_pb2_grpc.HiLoStub(channel)))
+        return _GrpcRangeSource(targets, rpc_deadline)
+
+    def _after_fork_in_child(self) -> None:
+        """In a forked child, with this thread the only one: every range
+        inherited is dropped without a return (they are the parent's: a
+        return would let a third client take numbers the parent still hands
+        out), the locks are made anew (a thread that held one is gone), and
+        so are the prefetch thread and the channels (a gRPC channel does not
+        survive fork(); the parent's are left alone, never closed here)."""
+        self._lock = threading.Lock()
+        self._return_lock = threading.Lock()
+        if self._prefetcher is not None:
+            self._prefetcher = _Prefetcher()
+        if not self._closed:
+            self._source = self._make_source(self._rpc_deadline)
+        schedule = (self._prefetcher.schedule
+                    if self._prefetcher is not None else None)
+        for cache in self._caches.values():
+            cache.drop_after_fork(self._source, schedule)
 
     def _cache_for(self, collection: str) -> _RangeCache:
         cache = self._caches.get(collection)
