@@ -100,6 +100,15 @@ func (s *source) next(collection string, prev previous,
 		ctx, cancel := context.WithTimeout(context.Background(), s.rpcTimeout)
 		resp, err := t.client.NextRange(ctx, req)
 		cancel()
+		if err != nil && echoRefused(status.Code(err), req) {
+			// A node far behind the one that issued the range reported
+			// (CONTRACT.md R17): asked again without it. Its IDs carry its
+			// own tag, and a range at or below what this client has from
+			// that very node is still refused by check: none repeats.
+			ctx, cancel := context.WithTimeout(context.Background(), s.rpcTimeout)
+			resp, err = t.client.NextRange(ctx, &hilov1.NextRangeRequest{Collection: collection})
+			cancel()
+		}
 		if err != nil {
 			code := status.Code(err)
 			if !transient(code) {
@@ -127,6 +136,14 @@ func (s *source) next(collection string, prev previous,
 	}
 	return nil, newError(codes.Unavailable, nil, "no hilo server answered NextRange for %q: %s",
 		collection, strings.Join(failures, "; "))
+}
+
+// echoRefused says whether code may be a node's refusal of the previous
+// range req reports: the last_max guard rail (FAILED_PRECONDITION) or a
+// field it finds malformed (INVALID_ARGUMENT).
+func echoRefused(code codes.Code, req *hilov1.NextRangeRequest) bool {
+	echoes := req.GetLastMax() != 0 || req.GetLastSize() != 0 || req.GetLastRangeAt() != nil
+	return echoes && (code == codes.FailedPrecondition || code == codes.InvalidArgument)
 }
 
 // returnItem hands back (last, r.high] of r.
