@@ -19,6 +19,16 @@ export interface Accepted<T> {
   failedOver: boolean;
 }
 
+/**
+ * Whether `code` may be a node's refusal of the previous range `request`
+ * reports: the last_max guard rail (FAILED_PRECONDITION) or a field it finds
+ * malformed (INVALID_ARGUMENT).
+ */
+function echoRefused(code: number, request: NextRangeRequest): boolean {
+  const echoes = request.last_max !== '0' || request.last_size !== '0' || request.last_range_at != null;
+  return echoes && (code === StatusCode.FAILED_PRECONDITION || code === StatusCode.INVALID_ARGUMENT);
+}
+
 export class Transport {
   /** The targets as given; indexes into this are the `target` of a range. */
   readonly targets: readonly string[];
@@ -56,12 +66,32 @@ export class Transport {
       const target = this.targets[index];
       let response: NextRangeResponse;
       try {
-        response = await this.unary<NextRangeRequest, NextRangeResponse>(
-          this.stubs[index].NextRange,
-          this.stubs[index],
-          request,
-          this.rpcDeadlineMs,
-        );
+        try {
+          response = await this.unary<NextRangeRequest, NextRangeResponse>(
+            this.stubs[index].NextRange,
+            this.stubs[index],
+            request,
+            this.rpcDeadlineMs,
+          );
+        } catch (e) {
+          if (!echoRefused((e as grpc.ServiceError).code, request)) throw e;
+          // A node far behind the one that issued the range reported
+          // (CONTRACT.md R17): asked again without it. Its IDs carry its own
+          // tag, and a range at or below what this client has from that very
+          // node is still refused by `accept`: none repeats.
+          const bare: NextRangeRequest = {
+            collection: request.collection,
+            last_size: '0',
+            last_range_at: null,
+            last_max: '0',
+          };
+          response = await this.unary<NextRangeRequest, NextRangeResponse>(
+            this.stubs[index].NextRange,
+            this.stubs[index],
+            bare,
+            this.rpcDeadlineMs,
+          );
+        }
       } catch (e) {
         const err = e as grpc.ServiceError;
         if (isTransient(err.code)) {
