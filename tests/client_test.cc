@@ -20,6 +20,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "client_cpp/src/client_testing.h"
+#include "client_cpp/src/fork_guard.h"
+#include "client_cpp/src/fork_safe_source.h"
 #include "client_cpp/src/grpc_range_source.h"
 #include "client_cpp/src/monotonic_clock.h"
 #include "client_cpp/src/range_cache.h"
@@ -365,6 +367,51 @@ TEST(ClientTest, AppendDocumentIdLeavesTheBufferAsItWasOnError) {
   const absl::Status bad = t.client->Collection("").AppendDocumentId(&out);
   EXPECT_THAT(bad, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_EQ(out, "kept");
+}
+
+// CONTRACT.md R16, with the handlers fork() runs, run in this process (a
+// real fork is the conformance suite's fork_child_drops_parent_ranges).
+TEST(ClientForkTest, ChildDropsInheritedRangesAndHandsNoneBack) {
+  TestClient t = MakeClient(10, {"A"}, '/', 0.2);
+  EXPECT_EQ(t.client->NextId("o")->number, 1);
+  EXPECT_EQ(t.client->NextId("o")->number, 2);
+  EXPECT_EQ(t.scheduler->RunAll(), 1);  // 11-20 fetched ahead
+  internal::SimulateForkInChildForTesting();
+  // Neither 3 (the current range) nor 11 (the one fetched ahead): a range
+  // of the child's own, above the parent's last one.
+  absl::StatusOr<Id> id = t.client->NextId("o");
+  ASSERT_THAT(id, IsOk());
+  EXPECT_EQ(id->number, 21);
+  EXPECT_EQ(t.source->previous().back().max, 20);
+  t.client->ReturnUnusedRanges();
+  const std::vector<FakeSource::ReturnCall> returns = t.source->returns();
+  ASSERT_EQ(returns.size(), 1u);  // the child's own range only
+  EXPECT_EQ(returns[0].low, 21);
+  EXPECT_EQ(returns[0].last, 21);
+}
+
+TEST(ForkSafeSourceTest, ChildBuildsItsOwnSourceAndLeavesTheParentsAlone) {
+  int built = 0;
+  std::vector<FakeSource*> sources;
+  internal::ForkSafeSource source([&]() {
+    ++built;
+    auto fake = std::make_unique<FakeSource>(32);
+    sources.push_back(fake.get());
+    return std::unique_ptr<internal::RangeSource>(std::move(fake));
+  });
+  ASSERT_THAT(source.Next("o", {}), IsOk());
+  EXPECT_EQ(built, 1);
+  internal::SimulateForkInChildForTesting();
+  ASSERT_THAT(source.Next("o", {}), IsOk());
+  EXPECT_EQ(built, 2);
+  ASSERT_EQ(sources.size(), 2u);
+  EXPECT_EQ(sources[0]->calls(), 1);  // never used again (nor destroyed)
+  EXPECT_EQ(sources[1]->calls(), 1);
+  ASSERT_THAT(source.Next("o", {}), IsOk());
+  EXPECT_EQ(built, 2);
+  // What was left to the parent stays allocated: its threads are the
+  // parent's. (A test process has just one, so it is freed here.)
+  delete sources[0];
 }
 
 TEST(NodeTagTest, HoldsUpToFourCharactersAndComparesAsText) {
@@ -1086,6 +1133,100 @@ TEST(GrpcRangeSourceTest, DoesNotFailOverOnInvalidArgument) {
   absl::StatusOr<IssuedRange> r = m.source->Next("o", {});
   EXPECT_THAT(
       r, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("node-a:1")));
+}
+
+// A reply a client never uses nor echoes (CONTRACT.md R11): one bad reply
+// must not make every later request of the collection malformed.
+TEST(GrpcRangeSourceTest,
+     RangeAtThatIsNoTimestampIsRefusedAndTheNextTargetAsked) {
+  MockTargets m = MakeMockTargets();
+  EXPECT_CALL(*m.a, NextRange(_, _, _))
+      .WillOnce([](grpc::ClientContext*, const hilo::v1::NextRangeRequest&,
+                   hilo::v1::NextRangeResponse* response) {
+        response->set_low(1);
+        response->set_high(32);
+        response->set_node_tag("A");
+        response->mutable_range_at()->set_seconds(253402300800);  // 10000-01-01
+        return grpc::Status::OK;
+      });
+  EXPECT_CALL(*m.b, NextRange(_, _, _)).WillOnce(Reply(1, 32, "B"));
+  absl::StatusOr<IssuedRange> r = m.source->Next("o", {});
+  ASSERT_THAT(r, IsOk());
+  EXPECT_EQ(r->node_tag, "B");
+}
+
+TEST(GrpcRangeSourceTest, RangeOfMoreThanTwoToThe32NumbersIsRefused) {
+  MockTargets m = MakeMockTargets(1);
+  EXPECT_CALL(*m.a, NextRange(_, _, _))
+      .WillOnce(Reply(1, INT64_MAX, "A"))
+      .WillOnce(Reply(1, int64_t{1} << 32, "A"));  // exactly 2^32: usable
+  EXPECT_THAT(m.source->Next("o", {}),
+              StatusIs(absl::StatusCode::kInternal,
+                       HasSubstr("at most 4294967296 in one range")));
+  EXPECT_THAT(m.source->Next("o", {}), IsOk());
+}
+
+// CONTRACT.md R17: a node far behind the one that issued the range a
+// request reports refuses the report; it is asked again without it.
+TEST(GrpcRangeSourceTest, RefusedEchoIsAskedAgainWithoutIt) {
+  for (const grpc::StatusCode code : {grpc::StatusCode::FAILED_PRECONDITION,
+                                      grpc::StatusCode::INVALID_ARGUMENT}) {
+    MockTargets m = MakeMockTargets(1);
+    std::vector<hilo::v1::NextRangeRequest> requests;
+    EXPECT_CALL(*m.a, NextRange(_, _, _))
+        .WillOnce([&](grpc::ClientContext*,
+                      const hilo::v1::NextRangeRequest& request,
+                      hilo::v1::NextRangeResponse*) {
+          requests.push_back(request);
+          return grpc::Status(code, "last_max 5000000000 is far above Max");
+        })
+        .WillOnce([&](grpc::ClientContext* context,
+                      const hilo::v1::NextRangeRequest& request,
+                      hilo::v1::NextRangeResponse* response) {
+          requests.push_back(request);
+          return Reply(101, 132, "B")(context, request, response);
+        });
+    PreviousRange previous;
+    previous.size = 32;
+    previous.range_at = absl::FromUnixSeconds(1'800'000'000);
+    previous.max = 5'000'000'032;
+    previous.held["A"] = 5'000'000'032;
+    absl::StatusOr<IssuedRange> r = m.source->Next("o", previous);
+    ASSERT_THAT(r, IsOk());
+    EXPECT_EQ(r->low, 101);
+    ASSERT_EQ(requests.size(), 2u);
+    EXPECT_EQ(requests[0].last_max(), 5'000'000'032);
+    EXPECT_EQ(requests[1].collection(), "o");
+    EXPECT_EQ(requests[1].last_max(), 0);
+    EXPECT_EQ(requests[1].last_size(), 0);
+    EXPECT_FALSE(requests[1].has_last_range_at());
+  }
+}
+
+// Without the echo, a node that forgot numbers of its own (restored from
+// an old backup) could offer this client its own numbers again: R11's
+// per-node mark still refuses them.
+TEST(GrpcRangeSourceTest, RangeWithoutTheEchoIsStillJudgedByTheNodesMark) {
+  MockTargets m = MakeMockTargets(1);
+  EXPECT_CALL(*m.a, NextRange(_, _, _))
+      .WillOnce(Return(
+          grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "far above")))
+      .WillOnce(Reply(1001, 1032, "A"));
+  PreviousRange previous;
+  previous.max = 5'000'000'032;
+  previous.held["A"] = 5'000'000'032;
+  EXPECT_THAT(m.source->Next("o", previous),
+              StatusIs(absl::StatusCode::kInternal,
+                       HasSubstr("up to 5000000032 of that node")));
+}
+
+TEST(GrpcRangeSourceTest, RefusalOfAFirstRequestIsNotAskedAgain) {
+  MockTargets m = MakeMockTargets(1);
+  EXPECT_CALL(*m.a, NextRange(_, _, _))
+      .WillOnce(
+          Return(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "bad name")));
+  EXPECT_THAT(m.source->Next("o", {}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(GrpcRangeSourceTest, AllTargetsDownIsUnavailableNamingEachTarget) {
