@@ -128,7 +128,14 @@ export class HiloClient {
     this.log = options.log ?? ((line) => process.stderr.write(line + '\n'));
     this.now = options.clock ?? (() => performance.now());
     const credentials = options.credentials ?? makeCredentials(options.tls);
-    const channelOptions: grpc.ChannelOptions = { ...options.channelOptions };
+    // An ID service sits under every insert: come back within a second of a
+    // server's return, not after grpc-js's back-off of up to 2 minutes
+    // (CONTRACT.md R18). The caller's channelOptions may say otherwise.
+    const channelOptions: grpc.ChannelOptions = {
+      'grpc.initial_reconnect_backoff_ms': 100,
+      'grpc.max_reconnect_backoff_ms': 1000,
+      ...options.channelOptions,
+    };
     if (options.tls?.serverName !== undefined) {
       channelOptions['grpc.ssl_target_name_override'] = options.tls.serverName;
       channelOptions['grpc.default_authority'] = options.tls.serverName;

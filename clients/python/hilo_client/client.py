@@ -64,6 +64,17 @@ __all__ = ["Client", "ClientStats", "Id", "HiloError"]
 
 _logger = logging.getLogger("hilo_client")
 
+# An ID service sits under every insert: come back within a second of a
+# server's return, not after gRPC's back-off of up to 2 minutes (CONTRACT.md
+# R18). Not grpc.min_reconnect_backoff_ms: gRPC also takes it as the connect
+# timeout, which would cut a slow handshake short.
+_CHANNEL_OPTIONS = (("grpc.initial_reconnect_backoff_ms", 100),
+                    ("grpc.max_reconnect_backoff_ms", 1000))
+
+def _ignore_state(_state) -> None:
+    """A connectivity subscriber that only keeps the channel polled."""
+
+
 # Every live Client, for the fork handler below (weak: a dropped client
 # leaves by itself).
 _live_clients: "weakref.WeakSet[Client]" = weakref.WeakSet()
@@ -186,9 +197,16 @@ class Client:
     def _make_source(self, rpc_deadline: float) -> _GrpcRangeSource:
         targets = []
         for t in self._targets:
-            channel = (grpc.secure_channel(t, self._credentials)
+            channel = (grpc.secure_channel(t, self._credentials,
+                                           options=_CHANNEL_OPTIONS)
                        if self._credentials is not None
-                       else grpc.insecure_channel(t))
+                       else grpc.insecure_channel(t,
+                                                  options=_CHANNEL_OPTIONS))
+            # A sync call to a channel in back-off fails at once without
+            # moving its connection on; a subscriber's polling thread does
+            # (as the C++ client's keeper thread), so the capped back-off
+            # above is what a call after a server's return sees.
+            channel.subscribe(_ignore_state, try_to_connect=True)
             targets.append(_Target(t, channel,
                                    hilo_pb2_grpc.HiLoStub(channel)))
         return _GrpcRangeSource(targets, rpc_deadline)

@@ -205,6 +205,31 @@ class ClientWithoutServerTest(unittest.TestCase):
     """What needs no server: options refused at construction, names, and
     how returns are cut into calls."""
 
+    def test_channels_cap_the_reconnect_backoff_at_one_second(self):
+        # CONTRACT.md R18: gRPC's default back-off grows to 2 minutes, so a
+        # client could wait that long after a server's return. Asserted on
+        # what the channels are made with (the conformance scenario
+        # reconnects_soon_after_long_outage measures the recovery), and
+        # again for the channels a forked child makes.
+        from unittest import mock
+
+        made = []
+        real = grpc.insecure_channel
+
+        def spy(target, options=None, *args, **kwargs):
+            made.append(dict(options or ()))
+            return real(target, options, *args, **kwargs)
+
+        with mock.patch.object(grpc, "insecure_channel", spy):
+            client = Client(["127.0.0.1:1", "127.0.0.1:2"])
+            client._after_fork_in_child()
+            client.close()
+        self.assertEqual(len(made), 4)
+        for options in made:
+            self.assertEqual(options.get("grpc.max_reconnect_backoff_ms"), 1000)
+            self.assertEqual(
+                options.get("grpc.initial_reconnect_backoff_ms"), 100)
+
     def test_return_retries_run_on_the_monotonic_clock_alone(self):
         # The wall clock steps back by an hour before each attempt and
         # forward by two after it; the monotonic clock moves by what each

@@ -56,6 +56,7 @@ public final class HiloClient implements AutoCloseable {
   private final Targets targets;
   private final List<ManagedChannel> ownedChannels;
   private final ExecutorService executor;
+  private final ReconnectPacer reconnectPacer;
   private final Consumer<String> log;
   private final Object logLock = new Object();
   private final ConcurrentHashMap<String, RangeCache> caches = new ConcurrentHashMap<>();
@@ -71,6 +72,7 @@ public final class HiloClient implements AutoCloseable {
     this.waitBound = b.rpcDeadline.multipliedBy(targets.size() + 1);
     this.targets = targets;
     this.ownedChannels = owned;
+    this.reconnectPacer = new ReconnectPacer(owned, ReconnectPacer.MAX_BACKOFF);
     this.log = b.log != null ? b.log : HiloClient::logToSystemLogger;
     this.executor =
         Executors.newCachedThreadPool(
@@ -163,6 +165,7 @@ public final class HiloClient implements AutoCloseable {
       returnAll();
     } finally {
       executor.shutdownNow();
+      reconnectPacer.close();
       for (ManagedChannel c : ownedChannels) c.shutdown();
       for (ManagedChannel c : ownedChannels) {
         try {
