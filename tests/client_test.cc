@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -2078,6 +2079,42 @@ TEST(ClientCreateTest, RejectsBadOptions) {
 // inside a number (a digit) makes two IDs equal; '-' leaves no number
 // between the two. Each is refused with the rule named; every other
 // character is accepted.
+// CONTRACT.md R12: a document ID holds no control character (a NUL would
+// cut it short in C strings), and one byte of a UTF-8 sequence would make
+// every ID invalid UTF-8.
+TEST(ClientCreateTest, RefusesControlAndNonAsciiSeparators) {
+  for (const char bad :
+       {'\0', '\x01', '\t', '\x1f', '\x7f', '\x80', '\xc3', '\xff'}) {
+    ClientOptions options;
+    options.targets = {"127.0.0.1:1"};
+    options.separator = bad;
+    EXPECT_THAT(
+        Client::Create(options),
+        StatusIs(absl::StatusCode::kInvalidArgument,
+                 HasSubstr(absl::StrFormat("separator 0x%02x",
+                                           static_cast<unsigned char>(bad)))))
+        << static_cast<int>(bad);
+  }
+}
+
+// A name that is not UTF-8 would fail on the wire: INVALID_ARGUMENT, as the
+// server would answer, and nothing is sent (CONTRACT.md R13, R19).
+TEST(GrpcRangeSourceTest, NameThatIsNotUtf8IsInvalidArgumentAndNotSent) {
+  MockTargets m = MakeMockTargets(1);
+  EXPECT_CALL(*m.a, NextRange(_, _, _)).WillOnce(Reply(1, 32, "A"));
+  for (const absl::string_view bad :
+       {absl::string_view("u\xffx"), absl::string_view("u\xc0\xafx"),
+        absl::string_view("u\xed\xa0\x80x"),
+        absl::string_view("u\xf4\x90\x80\x80"),
+        absl::string_view("u\xe2\x82")}) {
+    EXPECT_THAT(m.source->Next(bad, {}),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("is not valid UTF-8")))
+        << absl::CHexEscape(bad);
+  }
+  EXPECT_THAT(m.source->Next("u\xf0\x9f\x98\x80x", {}), IsOk());
+}
+
 TEST(ClientCreateTest, RefusesEverySeparatorThatCanBePartOfTheNumber) {
   for (char digit = '0'; digit <= '9'; ++digit) {
     ClientOptions options;
@@ -2102,7 +2139,7 @@ TEST(ClientCreateTest, RefusesEverySeparatorThatCanBePartOfTheNumber) {
   // among themselves with no hilo frame, so the tsan preset leaves this part
   // to the other builds.
 #ifndef __SANITIZE_THREAD__
-  for (const char fine : {'/', ':', '.', '_', 'a', 'Z', ' ', '\x7f'}) {
+  for (const char fine : {'/', ':', '.', '_', 'a', 'Z', ' ', '~'}) {
     ClientOptions options;
     options.targets = {"127.0.0.1:1"};
     options.separator = fine;

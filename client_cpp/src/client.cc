@@ -35,6 +35,21 @@ namespace {
 // any separator that is neither a digit nor '-' keeps two IDs of different
 // (collection, number, tag) apart; these two do not.
 absl::Status CheckSeparator(char separator) {
+  const unsigned char byte = static_cast<unsigned char>(separator);
+  if (byte < 0x20 || byte == 0x7f) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "separator 0x%02x is a control character; a document ID holds none "
+        "(a NUL would cut it short in C strings and many stores); use a "
+        "printable ASCII character but '|', a digit or '-'",
+        byte));
+  }
+  if (byte >= 0x80) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "separator 0x%02x is not an ASCII character; one byte of a UTF-8 "
+        "sequence would make every document ID invalid UTF-8. Use a "
+        "printable ASCII character but '|', a digit or '-'",
+        byte));
+  }
   if (separator == '|') {
     return absl::InvalidArgumentError(
         "separator '|' is reserved; use any other character but a digit or "

@@ -60,6 +60,40 @@ absl::Status CheckReply(const hilo::v1::NextRangeResponse& response,
   return absl::OkStatus();
 }
 
+// Where `name` stops being well-formed UTF-8 (no overlong forms, no
+// surrogates, nothing above U+10FFFF), or npos.
+size_t InvalidUtf8At(absl::string_view name) {
+  size_t i = 0;
+  while (i < name.size()) {
+    const unsigned char c = static_cast<unsigned char>(name[i]);
+    size_t n;
+    unsigned char lo = 0x80, hi = 0xbf;  // bounds of the second byte
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if (c >= 0xc2 && c <= 0xdf) {
+      n = 2;
+    } else if (c >= 0xe0 && c <= 0xef) {
+      n = 3;
+      if (c == 0xe0) lo = 0xa0;
+      if (c == 0xed) hi = 0x9f;  // no surrogates
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      n = 4;
+      if (c == 0xf0) lo = 0x90;
+      if (c == 0xf4) hi = 0x8f;  // nothing above U+10FFFF
+    } else {
+      return i;
+    }
+    if (i + n > name.size()) return i;
+    for (size_t k = 1; k < n; ++k) {
+      const unsigned char b = static_cast<unsigned char>(name[i + k]);
+      if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xbf)) return i;
+    }
+    i += n;
+  }
+  return absl::string_view::npos;
+}
+
 // Whether a NextRange refusal may be the node's answer to this client's own
 // echo of its previous range (CONTRACT.md R17): the last_max guard rail
 // (FAILED_PRECONDITION), or a last_* field it finds malformed
@@ -169,6 +203,15 @@ bool LooksLikeTlsRefusal(const absl::Status& status) {
 
 absl::StatusOr<IssuedRange> GrpcRangeSource::Next(
     absl::string_view collection, const PreviousRange& previous) {
+  // Sent as it is, a name that is not UTF-8 would fail on the wire (or,
+  // in other languages' clients, be changed): refused here (R13).
+  if (const size_t at = InvalidUtf8At(collection);
+      at != absl::string_view::npos) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "collection name \"%s\" is not valid UTF-8 (at byte %d); a "
+        "collection is 1-256 bytes of UTF-8 without control characters",
+        absl::CHexEscape(collection), at));
+  }
   const hilo::v1::NextRangeRequest request =
       MakeNextRangeRequest(collection, previous);
   std::vector<std::string> failures;

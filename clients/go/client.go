@@ -252,6 +252,11 @@ func checkConfig(cfg *Config) error {
 				"so the number could not be read back")
 	case !utf8.ValidRune(sep):
 		return newError(codes.InvalidArgument, nil, "separator %U is not a valid character", sep)
+	case sep < 0x20 || sep >= 0x7f && sep <= 0x9f:
+		// (The zero rune is DefaultSeparator, above: Go cannot ask for NUL.)
+		return newError(codes.InvalidArgument, nil,
+			"separator %U is a control character; a document ID holds none (a NUL would cut it short in "+
+				"C strings and many stores); use any other character but '|', a digit or '-'", sep)
 	}
 	if cfg.RPCTimeout == 0 {
 		cfg.RPCTimeout = DefaultRPCTimeout

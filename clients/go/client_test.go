@@ -96,6 +96,20 @@ func TestDocumentIDsCarryCollectionSeparatorNumberAndTag(t *testing.T) {
 	}
 }
 
+// A name that is not UTF-8 cannot be marshalled: INVALID_ARGUMENT, as the
+// server would answer, and nothing is sent (CONTRACT.md R13, R19).
+func TestInvalidUTF8CollectionIsInvalidArgument(t *testing.T) {
+	node := newFakeNode("A")
+	c := newTestClient(t, Config{PrefetchAt: PrefetchOff}, node)
+	_, err := c.NextID(bg, "u\xffx")
+	wantCode(t, err, codes.InvalidArgument, "is not valid UTF-8")
+	_, err = c.NextID(bg, "u\xed\xa0\x80x") // a surrogate, encoded
+	wantCode(t, err, codes.InvalidArgument, "is not valid UTF-8")
+	if id := mustID(t, c, "u\U0001F600x"); id.Number != 1 {
+		t.Fatalf("a valid name got %v", id)
+	}
+}
+
 func TestConfigRefusesBadSeparatorsAndOptions(t *testing.T) {
 	cases := []struct {
 		cfg  Config
@@ -110,6 +124,9 @@ func TestConfigRefusesBadSeparatorsAndOptions(t *testing.T) {
 		{Config{PrefetchAt: 1}, "PrefetchAt is 1"},
 		{Config{PrefetchAt: -0.5}, "PrefetchAt is -0.5"},
 		{Config{RPCTimeout: -time.Second}, "RPCTimeout is -1s"},
+		{Config{Separator: 0x01}, "separator U+0001 is a control character"},
+		{Config{Separator: 0x7f}, "separator U+007F is a control character"},
+		{Config{Separator: 0x85}, "separator U+0085 is a control character"},
 	}
 	for d := '0'; d <= '9'; d++ {
 		cases = append(cases, struct {

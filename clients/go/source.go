@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	hilov1 "github.com/hilo-id/hilo/gen/go/hilo/v1"
 	"google.golang.org/grpc/codes"
@@ -85,6 +86,13 @@ func (s *source) describe() string {
 // clock (time.Now's monotonic reading, which context.WithTimeout keeps).
 func (s *source) next(collection string, prev previous,
 	check func(*hilov1.NextRangeResponse) error) (*span, error) {
+	if !utf8.ValidString(collection) {
+		// Marshalling would fail (INTERNAL): refused here, as the server
+		// would (CONTRACT.md R13).
+		return nil, newError(codes.InvalidArgument, nil,
+			"collection name %q is not valid UTF-8; a collection is 1-256 bytes of UTF-8 without control characters",
+			collection)
+	}
 	req := &hilov1.NextRangeRequest{
 		Collection:  collection,
 		LastSize:    prev.size,

@@ -438,6 +438,16 @@ function checkSeparator(separator: string): void {
   if (typeof separator !== 'string' || [...separator].length !== 1) {
     throw new HiloError(StatusCode.INVALID_ARGUMENT, `separator ${JSON.stringify(separator)} is not one character; ${rule}`);
   }
+  const code = separator.codePointAt(0) ?? 0;
+  if (code < 0x20 || (code >= 0x7f && code <= 0x9f)) {
+    throw new HiloError(
+      StatusCode.INVALID_ARGUMENT,
+      `separator U+${code.toString(16).toUpperCase().padStart(4, '0')} is a control character; a document ID holds none (a NUL would cut it short in C strings and many stores); ${rule}`,
+    );
+  }
+  if (code >= 0xd800 && code <= 0xdfff) {
+    throw new HiloError(StatusCode.INVALID_ARGUMENT, `separator is half a surrogate pair, not a character; ${rule}`);
+  }
   if (separator === '|') {
     throw new HiloError(StatusCode.INVALID_ARGUMENT, `separator '|' is reserved; ${rule}`);
   }

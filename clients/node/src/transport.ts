@@ -29,6 +29,8 @@ function echoRefused(code: number, request: NextRangeRequest): boolean {
   return echoes && (code === StatusCode.FAILED_PRECONDITION || code === StatusCode.INVALID_ARGUMENT);
 }
 
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
 export class Transport {
   /** The targets as given; indexes into this are the `target` of a range. */
   readonly targets: readonly string[];
@@ -58,6 +60,14 @@ export class Transport {
     request: NextRangeRequest,
     accept: (response: NextRangeResponse) => T | string,
   ): Promise<Accepted<T>> {
+    if (LONE_SURROGATE.test(request.collection)) {
+      // It cannot be sent as UTF-8 (grpc-js fails the call with an empty
+      // UNIMPLEMENTED): refused here, as the server would (CONTRACT.md R13).
+      throw new HiloError(
+        StatusCode.INVALID_ARGUMENT,
+        `collection name ${JSON.stringify(request.collection)} holds an unpaired surrogate, which is no Unicode character; a collection is 1-256 bytes of UTF-8 without control characters`,
+      );
+    }
     const failures: string[] = [];
     let anyInvalid = false;
     const first = this.preferred;

@@ -108,7 +108,19 @@ def _check_separator(separator: str) -> None:
     separator is the character right before those digits. A digit there
     could be read as part of the number, so two IDs could be equal; with
     '-' the last separator and the last '-' are the same character, so the
-    number could not be read back. Any other character is safe."""
+    number could not be read back. Any other character is safe, but for
+    control characters (C0, DEL, C1): a document ID holds none (a NUL cuts
+    it short in C strings and many stores)."""
+    code = ord(separator)
+    if code < 0x20 or 0x7f <= code <= 0x9f:
+        raise _OptionError(
+            f"separator U+{code:04X} is a control character; a document ID "
+            f"holds none (a NUL would cut it short in C strings and many "
+            f"stores); use any other character but '|', a digit or '-'")
+    if 0xD800 <= code <= 0xDFFF:
+        raise _OptionError(
+            f"separator U+{code:04X} is half a surrogate pair, not a "
+            f"character; it cannot be sent as UTF-8")
     if separator == "|":
         raise _OptionError(
             "separator '|' is reserved; use any other character but a digit "

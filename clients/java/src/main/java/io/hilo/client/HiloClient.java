@@ -397,6 +397,16 @@ public final class HiloClient implements AutoCloseable {
       if (targets.isEmpty() && channels.isEmpty()) {
         throw invalid("no targets: give at least one target or channel");
       }
+      if (Character.isISOControl(separator)) {
+        throw invalid(String.format(
+            "separator U+%04X is a control character; a document ID holds none (a NUL would cut it short in C"
+                + " strings and many stores)", (int) separator));
+      }
+      if (Character.isSurrogate(separator)) {
+        throw invalid(String.format(
+            "separator U+%04X is half a surrogate pair, not a character; it cannot be sent as UTF-8",
+            (int) separator));
+      }
       if (separator == '|') {
         throw invalid("separator '|' is not allowed: '|' is reserved");
       }

@@ -102,6 +102,22 @@ final class Targets {
    * range and none with a usable one, and a target's own status for any other error.
    */
   Reply nextRange(NextRangeRequest request, Function<NextRangeResponse, String> check) {
+    String name = request.getCollection();
+    for (int i = 0; i < name.length(); i++) {
+      char c = name.charAt(i);
+      if (Character.isHighSurrogate(c) && i + 1 < name.length() && Character.isLowSurrogate(name.charAt(i + 1))) {
+        i++;
+        continue;
+      }
+      if (Character.isSurrogate(c)) {
+        // Protobuf would send '?' in its place, and two names would become one collection.
+        throw new HiloException(
+            Status.Code.INVALID_ARGUMENT,
+            "collection name \"" + name + "\" holds an unpaired surrogate (UTF-16 index " + i
+                + "), which is no Unicode character; a collection is 1-256 bytes of UTF-8 without control"
+                + " characters");
+      }
+    }
     List<String> failures = new ArrayList<>();
     boolean anyInvalid = false;
     int first = preferred.get();
