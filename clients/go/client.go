@@ -54,7 +54,8 @@ const PrefetchOff = -1.0
 // value of each field but Targets means its default; New checks the rest.
 type Config struct {
 	// Server addresses in gRPC target syntax ("host:port",
-	// "dns:///name:port"; a dns:/// name's addresses are used round robin).
+	// "dns:///name:port"; of a dns:/// name's addresses, one is used at a time,
+	// the next only when it fails).
 	// At least one. On UNAVAILABLE or DEADLINE_EXCEEDED the client tries
 	// the next, and stays with the one that answered. A reply that breaks
 	// the contract (a node tag that is not 1-4 characters of A-Z and 0-9, a
@@ -167,7 +168,11 @@ func New(cfg Config) (*Client, error) {
 		return nil, newError(codes.InvalidArgument, nil, "Config.Targets is empty; give at least one server")
 	}
 	opts := []grpc.DialOption{
-		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"round_robin": {}}]}`),
+		// One address of a target at a time (a DNS name or a headless
+		// Service may resolve to several nodes): round robin made ranges
+		// alternate between nodes and sent returns down whichever
+		// connection came next, where the other node refused them.
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"pick_first": {}}]}`),
 		// An ID service sits under every insert: come back within a second
 		// of a server's return rather than after gRPC's default of up to
 		// two minutes. Each connection attempt may take as long as a call:

@@ -13,6 +13,8 @@ import (
 	hilov1 "github.com/hilo-id/hilo/gen/go/hilo/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
@@ -93,6 +95,47 @@ func TestDocumentIDsCarryCollectionSeparatorNumberAndTag(t *testing.T) {
 	}
 	if id, err := h.NextID(bg); err != nil || id != (ID{5, "AB1"}) {
 		t.Fatalf("handle NextID: %v, %v", id, err)
+	}
+}
+
+// A target that resolves to several addresses (a DNS name, a headless
+// Service) is one node at a time: with round robin inside it, ranges came
+// from alternate nodes and Close sent each return down whichever
+// connection came next, where the other node refused it.
+func TestTargetWithSeveralAddressesUsesOneAtATime(t *testing.T) {
+	a, b := newFakeNode("A"), newFakeNode("B")
+	lisA, lisB := listen(t, a), listen(t, b)
+	r := manual.NewBuilderWithScheme("hilotest")
+	r.InitialState(resolver.State{Addresses: []resolver.Address{{Addr: "node-a"}, {Addr: "node-b"}}})
+	c, err := New(Config{
+		Targets:    []string{"hilotest:///both"},
+		PrefetchAt: PrefetchOff,
+		DialOptions: []grpc.DialOption{
+			grpc.WithResolvers(r),
+			grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+				if addr == "node-a" {
+					return lisA.Dial()
+				}
+				return lisB.Dial()
+			}),
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tags := map[string]int{}
+	for i := 0; i < 6; i++ {
+		c.Collection(fmt.Sprintf("c%d", i)) // a new collection: a NextRange each
+		tags[mustID(t, c, fmt.Sprintf("c%d", i)).NodeTag]++
+	}
+	if len(tags) != 1 {
+		t.Fatalf("six ranges of one target came from nodes %v; want one node", tags)
+	}
+	if err := c.Close(bg); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if got := c.Stats().ReturnsApplied; got != 6 {
+		t.Fatalf("returns applied %d, want 6 (each to the node that issued it)", got)
 	}
 }
 
