@@ -80,6 +80,12 @@ def _ignore_state(_state) -> None:
 _live_clients: "weakref.WeakSet[Client]" = weakref.WeakSet()
 
 
+def _release(prefetcher, source) -> None:
+    if prefetcher is not None:
+        prefetcher.stop(0)
+    source.close()
+
+
 def _after_fork_in_child() -> None:
     """A forked child (multiprocessing's fork start method, gunicorn
     --preload, uWSGI) drops every range it inherited, hands none back and
@@ -204,6 +210,11 @@ class Client:
         self._return_lock = threading.Lock()
         self._caches = {}  # collection -> _RangeCache; never shrinks
         self._closed = False
+        self._close_done = threading.Event()
+        # A client dropped without close() still stops its prefetch thread
+        # and closes its channels (it hands nothing back: only close() does).
+        self._finalizer = weakref.finalize(
+            self, _release, self._prefetcher, self._source)
         _live_clients.add(self)
 
     def _make_source(self, rpc_deadline: float) -> _GrpcRangeSource:
@@ -236,6 +247,9 @@ class Client:
             self._prefetcher = _Prefetcher()
         if not self._closed:
             self._source = self._make_source(self._rpc_deadline)
+            self._finalizer.detach()  # it would close the parent's channels
+            self._finalizer = weakref.finalize(
+                self, _release, self._prefetcher, self._source)
         schedule = (self._prefetcher.schedule
                     if self._prefetcher is not None else None)
         for cache in self._caches.values():
@@ -297,6 +311,13 @@ class Client:
         is normal and silent. The client stays usable; the next next_id
         fetches a new range. next_id calls on these collections wait until
         the call ends."""
+        self._return_unused(final=False)
+
+    def _return_unused(self, final: bool) -> None:
+        """return_unused_ranges; with final (close), each cache refuses
+        numbers and fetches from then on, so that a next_id racing close
+        neither raises from a closed channel nor fetches a range that is
+        never handed back."""
         with self._return_lock:  # one at a time, as the C++ client
             with self._lock:
                 caches = list(self._caches.values())
@@ -305,7 +326,7 @@ class Client:
             outcomes: List[Union[_ReturnResult, HiloError]] = []
             try:
                 for cache in caches:
-                    unused = cache.take_unused()
+                    unused = cache.take_unused(final)
                     if unused is None:
                         continue
                     taken.append((cache, unused, len(items)))
@@ -338,18 +359,27 @@ class Client:
 
     def close(self) -> None:
         """Stops fetching ahead, returns the unused ranges, then closes the
-        channels. Idempotent."""
+        channels. Idempotent: a second close() waits (bounded) for the
+        first to end. next_id calls racing close() either get a number
+        whose range goes back with the rest, or RuntimeError."""
         with self._lock:
-            if self._closed:
-                return
+            first = not self._closed
             self._closed = True
-        if self._prefetcher is not None:
-            # A running prefetch ends within its NextRange deadlines; what
-            # it fetched goes back below.
-            self._prefetcher.stop(
-                self._rpc_deadline * len(self._source._targets) + 1)
-        self.return_unused_ranges()
-        self._source.close()
+        bound = self._rpc_deadline * (len(self._targets) + 2) + 1
+        if not first:
+            self._close_done.wait(bound)
+            return
+        try:
+            if self._prefetcher is not None:
+                # A running prefetch ends within its NextRange deadlines;
+                # what it fetched goes back below.
+                self._prefetcher.stop(
+                    self._rpc_deadline * len(self._targets) + 1)
+            self._return_unused(final=True)
+            self._source.close()
+        finally:
+            self._finalizer.detach()
+            self._close_done.set()
 
     def __enter__(self) -> "Client":
         return self
