@@ -450,10 +450,11 @@ func (c *Client) Stats() Stats {
 // returns, within ctx. No number of a returned range is handed out after
 // Close begins: every later call returns ErrClosed.
 //
-// Refused returns are normal (another client took a range meanwhile).
-// Close returns nil when every return was applied or refused; otherwise an
-// *Error with the code of the first failure, counting the failures (each
-// one also went to Config.Logf); ctx.Err() when ctx ended first. A second
+// Refused returns are normal (another client took a range meanwhile). A
+// return that failed is logged (Config.Logf) and counted
+// (Stats.ReturnsFailed), never returned as an error (CONTRACT.md R13: the
+// application can do nothing about it, and the numbers are only lost, never
+// repeated). Close returns nil, or ctx.Err() when ctx ended first. A second
 // Close returns ErrClosed.
 func (c *Client) Close(ctx context.Context) error {
 	c.closeMu.Lock()
@@ -478,34 +479,24 @@ func (c *Client) Close(ctx context.Context) error {
 	for _, rc := range caches {
 		groups = append(groups, rc.takeUnused()...)
 	}
-	err := c.returnGroups(ctx, groups)
+	c.returnGroups(ctx, groups)
 	for _, conn := range c.conns {
 		conn.Close()
 	}
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	return err
+	return ctx.Err()
 }
 
 // returnGroups sends the returns and counts and logs their outcomes.
-func (c *Client) returnGroups(ctx context.Context, groups []returnGroup) error {
+func (c *Client) returnGroups(ctx context.Context, groups []returnGroup) {
 	if len(groups) == 0 {
-		return nil
+		return
 	}
 	outcomes := c.src.returnAll(ctx, groups)
-	var first error
-	failed, total := 0, 0
 	for g, group := range groups {
 		for i, it := range group {
-			total++
 			o := outcomes[g][i]
 			switch {
 			case o.err != nil:
-				failed++
-				if first == nil {
-					first = o.err
-				}
 				c.stats.returnsFailed.Add(1)
 				c.stats.countError(codeOf(o.err))
 				c.logMu.Lock()
@@ -521,8 +512,4 @@ func (c *Client) returnGroups(ctx context.Context, groups []returnGroup) error {
 			}
 		}
 	}
-	if first != nil {
-		return newError(codeOf(first), first, "%d of %d returns failed; the first: %v", failed, total, first)
-	}
-	return nil
 }
