@@ -372,7 +372,17 @@ TEST(ClientTest, AppendDocumentIdLeavesTheBufferAsItWasOnError) {
 
 // CONTRACT.md R16, with the handlers fork() runs, run in this process (a
 // real fork is the conformance suite's fork_child_drops_parent_ranges).
+// The child's handlers make locked mutexes fresh in place, which
+// ThreadSanitizer (not told of a fork here) would report as a double lock:
+// the tsan preset leaves these two tests to the other builds.
+#ifdef __SANITIZE_THREAD__
+#define HILO_SKIP_UNDER_TSAN() GTEST_SKIP() << "fork handlers under TSan"
+#else
+#define HILO_SKIP_UNDER_TSAN() (void)0
+#endif
+
 TEST(ClientForkTest, ChildDropsInheritedRangesAndHandsNoneBack) {
+  HILO_SKIP_UNDER_TSAN();
   TestClient t = MakeClient(10, {"A"}, '/', 0.2);
   EXPECT_EQ(t.client->NextId("o")->number, 1);
   EXPECT_EQ(t.client->NextId("o")->number, 2);
@@ -392,6 +402,7 @@ TEST(ClientForkTest, ChildDropsInheritedRangesAndHandsNoneBack) {
 }
 
 TEST(ForkSafeSourceTest, ChildBuildsItsOwnSourceAndLeavesTheParentsAlone) {
+  HILO_SKIP_UNDER_TSAN();
   int built = 0;
   std::vector<FakeSource*> sources;
   internal::ForkSafeSource source([&]() {
