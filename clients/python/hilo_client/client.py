@@ -71,10 +71,6 @@ _logger = logging.getLogger("hilo_client")
 _CHANNEL_OPTIONS = (("grpc.initial_reconnect_backoff_ms", 100),
                     ("grpc.max_reconnect_backoff_ms", 1000))
 
-def _ignore_state(_state) -> None:
-    """A connectivity subscriber that only keeps the channel polled."""
-
-
 # Every live Client, for the fork handler below (weak: a dropped client
 # leaves by itself).
 _live_clients: "weakref.WeakSet[Client]" = weakref.WeakSet()
@@ -225,11 +221,6 @@ class Client:
                        if self._credentials is not None
                        else grpc.insecure_channel(t,
                                                   options=_CHANNEL_OPTIONS))
-            # A sync call to a channel in back-off fails at once without
-            # moving its connection on; a subscriber's polling thread does
-            # (as the C++ client's keeper thread), so the capped back-off
-            # above is what a call after a server's return sees.
-            channel.subscribe(_ignore_state, try_to_connect=True)
             targets.append(_Target(t, channel,
                                    hilo_pb2_grpc.HiLoStub(channel)))
         return _GrpcRangeSource(targets, rpc_deadline)
