@@ -401,29 +401,28 @@ TEST(ClientForkTest, ChildDropsInheritedRangesAndHandsNoneBack) {
   EXPECT_EQ(returns[0].last, 21);
 }
 
-TEST(ForkSafeSourceTest, ChildBuildsItsOwnSourceAndLeavesTheParentsAlone) {
+TEST(ForkSafeSourceTest, ChildIsRefusedAtOnceAndLeavesTheParentsSourceAlone) {
   HILO_SKIP_UNDER_TSAN();
-  int built = 0;
-  std::vector<FakeSource*> sources;
-  internal::ForkSafeSource source([&]() {
-    ++built;
-    auto fake = std::make_unique<FakeSource>(32);
-    sources.push_back(fake.get());
-    return std::unique_ptr<internal::RangeSource>(std::move(fake));
-  });
-  ASSERT_THAT(source.Next("o", {}), IsOk());
-  EXPECT_EQ(built, 1);
+  auto fake = std::make_unique<FakeSource>(32);
+  FakeSource* raw = fake.get();
+  auto source = std::make_unique<internal::ForkSafeSource>(std::move(fake));
+  ASSERT_THAT(source->Next("o", {}), IsOk());
   internal::SimulateForkInChildForTesting();
-  ASSERT_THAT(source.Next("o", {}), IsOk());
-  EXPECT_EQ(built, 2);
-  ASSERT_EQ(sources.size(), 2u);
-  EXPECT_EQ(sources[0]->calls(), 1);  // never used again (nor destroyed)
-  EXPECT_EQ(sources[1]->calls(), 1);
-  ASSERT_THAT(source.Next("o", {}), IsOk());
-  EXPECT_EQ(built, 2);
+  EXPECT_THAT(source->Next("o", {}),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("fake"), HasSubstr("forked child"))));
+  IssuedRange range;
+  range.low = 1;
+  range.high = 32;
+  range.node_tag = "A";
+  EXPECT_THAT(source->Return("o", range, 5),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_EQ(raw->calls(), 1);  // never asked again
+  EXPECT_TRUE(raw->returns().empty());
   // What was left to the parent stays allocated: its threads are the
   // parent's. (A test process has just one, so it is freed here.)
-  delete sources[0];
+  source.reset();
+  delete raw;
 }
 
 TEST(NodeTagTest, HoldsUpToFourCharactersAndComparesAsText) {

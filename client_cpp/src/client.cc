@@ -131,8 +131,8 @@ struct Client::State {
   base::Mutex return_mu;
 
   // Fork (fork_guard.h, CONTRACT.md R16): a child drops every range it
-  // inherited, hands none back, and fetches its own. Registered for the
-  // client's whole life; the source registers itself (ForkSafeSource).
+  // inherited and hands none back; its source then refuses every call
+  // (ForkSafeSource). Registered for the client's whole life.
   class ForkHook final : public internal::ForkAware {
    public:
     explicit ForkHook(Client* client) : client_(client) {
@@ -205,17 +205,12 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
       return absl::InvalidArgumentError("a server target is empty");
     }
   }
-  // Built again in a forked child: channels do not survive fork().
-  auto make_source =
-      [targets = options.targets, credentials,
-       plaintext = options.credentials == nullptr,
-       rpc_deadline =
-           options.rpc_deadline]() -> std::unique_ptr<internal::RangeSource> {
-    return MakeGrpcSource(targets, credentials, plaintext, rpc_deadline);
-  };
-  return std::unique_ptr<Client>(new Client(
-      std::move(options),
-      std::make_unique<internal::ForkSafeSource>(std::move(make_source))));
+  // Not used in a forked child: gRPC does not survive fork().
+  auto source = std::make_unique<internal::ForkSafeSource>(MakeGrpcSource(
+      options.targets, credentials,
+      /*plaintext=*/options.credentials == nullptr, options.rpc_deadline));
+  return std::unique_ptr<Client>(
+      new Client(std::move(options), std::move(source)));
 }
 
 std::unique_ptr<Client> NewClientForTesting(

@@ -20,8 +20,8 @@
 //                     parent's threads) and forgets the parent's threads.
 //
 // Nothing on the path of a number changes: the child's first call finds
-// its range retired and fetches a new one, through channels built anew
-// (ForkSafeSource), since a gRPC channel cannot be used across fork().
+// its range retired and asks its source, which in a child refuses at once
+// (ForkSafeSource: gRPC's C++ core does not survive fork()).
 //
 // Thread-safe. The handlers run inside fork(); a ForkAware must not fork
 // from BeforeFork, nor register or unregister from any of the three.

@@ -1,37 +1,32 @@
-// ForkSafeSource: a RangeSource that a forked child builds anew.
+// ForkSafeSource: a RangeSource that a forked child does not use.
 //
-// A gRPC channel, and the threads a GrpcRangeSource keeps, belong to the
-// process that made them: a child of fork() can neither use nor destroy
-// them. ForkSafeSource builds its source with `make`; in a process forked
-// after that (ForkGeneration() moved on) the first call builds a new one and
-// leaves the old one to the parent, never touched again (its memory is the
-// child's small price for a fork). In the process that built it, a call
-// costs one relaxed load and a compare more than the source's own.
+// gRPC's C++ core (1.51) does not survive fork(): a child of a process that
+// used it has none of its threads, so a call made there can wait past its
+// deadline for ever, and gRPC's own fork support stops the parent's calls.
+// So in a process forked after this source was made (ForkGeneration()
+// moved on), every call fails at once with FAILED_PRECONDITION, saying why
+// and what to do instead (make the client after forking, or exec); the
+// source, its channels and its threads are left to the parent, never used
+// nor destroyed here. In the process that made it, a call costs one relaxed
+// load and a compare more than the source's own.
 //
 // Thread-safe.
 #ifndef HILO_CLIENT_CPP_SRC_FORK_SAFE_SOURCE_H_
 #define HILO_CLIENT_CPP_SRC_FORK_SAFE_SOURCE_H_
 
-#include <atomic>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
-#include "client_cpp/src/fork_guard.h"
 #include "client_cpp/src/range_source.h"
-#include "hilo/base/mutex.h"
 
 namespace hilo::internal {
 
-class ForkSafeSource final : public RangeSource, public ForkAware {
+class ForkSafeSource final : public RangeSource {
  public:
-  using Factory = std::function<std::unique_ptr<RangeSource>()>;
-  // Calls `make` now, and again in a forked child when first needed.
-  explicit ForkSafeSource(Factory make);
-  // Destroys the source built in this process (not one of a parent's).
+  explicit ForkSafeSource(std::unique_ptr<RangeSource> source);
+  // Destroys the source if this process made it (not in a forked child).
   ~ForkSafeSource() override;
 
   absl::StatusOr<IssuedRange> Next(absl::string_view collection,
@@ -44,20 +39,14 @@ class ForkSafeSource final : public RangeSource, public ForkAware {
   std::string Describe() const override;
   int64_t failovers() const override;
 
-  void BeforeFork() override;
-  void AfterForkInParent() override;
-  void AfterForkInChild() override;
-
  private:
-  // The source of this process, built here if a parent built the current.
-  RangeSource* Current() const;
+  // Whether this process is the one that made the source.
+  bool Forked() const;
+  absl::Status ForkedError() const;
 
-  const Factory make_;
-  // Serialises rebuilding; taken around fork so no child inherits it held.
-  mutable base::Mutex mu_;
-  // Stored before generation_ (release), read after it (acquire).
-  mutable std::atomic<RangeSource*> current_{nullptr};
-  mutable std::atomic<uint64_t> generation_{0};
+  RangeSource* const source_;  // owned unless Forked()
+  const std::string description_;
+  const uint64_t generation_;
 };
 
 }  // namespace hilo::internal

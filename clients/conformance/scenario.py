@@ -372,8 +372,11 @@ class Scenario:
             self._see_document_id(d, step["collection"], doc,
                                   where + " in the child")
         expect = step.get("expect", {})
-        if errors:
-            raise Failure(f"{where}: the child's calls failed: {errors}")
+        allowed = expect.get("errors", [])
+        for code in errors:
+            if code not in allowed:
+                raise Failure(f"{where}: the child's calls failed with "
+                              f"{code}; allowed: {allowed or 'none'}")
         if "ids" in expect:
             self._bounds(len(ids), expect["ids"], "the child's IDs", where)
 
