@@ -143,6 +143,13 @@ _ECHO_REFUSED = (grpc.StatusCode.FAILED_PRECONDITION,
                  grpc.StatusCode.INVALID_ARGUMENT)
 
 
+def _NOT_CONNECTED(e: grpc.RpcError) -> bool:
+    """Whether a call failed without reaching a server: UNAVAILABLE from the
+    channel itself, not a status a server (or a proxy) sent."""
+    return (e.code() == grpc.StatusCode.UNAVAILABLE
+            and "failed to connect" in (e.details() or ""))
+
+
 def _refusal(response, held: Optional[Dict[str, int]]) -> Optional[str]:
     """Why the client refuses a NextRangeResponse (CONTRACT.md R11), or
     None: a range that is empty or starts below 1, a node tag that is not
@@ -212,10 +219,24 @@ class _GrpcRangeSource:
         for i in range(len(self._targets)):
             index = (first + i) % len(self._targets)
             target = self._targets[index]
+            start = time.monotonic()
             try:
                 try:
-                    response = target.stub.NextRange(request,
-                                                     timeout=self._deadline)
+                    try:
+                        response = target.stub.NextRange(
+                            request, timeout=self._deadline)
+                    except grpc.RpcError as e:
+                        left = self._deadline - (time.monotonic() - start)
+                        if not (_NOT_CONNECTED(e) and left > 0):
+                            raise
+                        # A sync call to a channel in back-off fails at
+                        # once and does not move its connection on; one
+                        # that waits for the channel does, within what is
+                        # left of this attempt's deadline (CONTRACT.md
+                        # R18). No polling thread: it would make a forked
+                        # child hang (R16).
+                        response = target.stub.NextRange(
+                            request, timeout=left, wait_for_ready=True)
                 except grpc.RpcError as e:
                     if e.code() not in _ECHO_REFUSED or not echoes:
                         raise
