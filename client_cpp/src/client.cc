@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -15,6 +16,8 @@
 #include "absl/strings/str_format.h"
 #include "client_cpp/src/client_testing.h"
 #include "client_cpp/src/document_id.h"
+#include "client_cpp/src/fork_guard.h"
+#include "client_cpp/src/fork_safe_source.h"
 #include "client_cpp/src/grpc_range_source.h"
 #include "client_cpp/src/prefetcher.h"
 #include "client_cpp/src/range_cache.h"
@@ -32,6 +35,21 @@ namespace {
 // any separator that is neither a digit nor '-' keeps two IDs of different
 // (collection, number, tag) apart; these two do not.
 absl::Status CheckSeparator(char separator) {
+  const unsigned char byte = static_cast<unsigned char>(separator);
+  if (byte < 0x20 || byte == 0x7f) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "separator 0x%02x is a control character; a document ID holds none "
+        "(a NUL would cut it short in C strings and many stores); use a "
+        "printable ASCII character but '|', a digit or '-'",
+        byte));
+  }
+  if (byte >= 0x80) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "separator 0x%02x is not an ASCII character; one byte of a UTF-8 "
+        "sequence would make every document ID invalid UTF-8. Use a "
+        "printable ASCII character but '|', a digit or '-'",
+        byte));
+  }
   if (separator == '|') {
     return absl::InvalidArgumentError(
         "separator '|' is reserved; use any other character but a digit or "
@@ -52,6 +70,29 @@ absl::Status CheckSeparator(char separator) {
         "read back");
   }
   return absl::OkStatus();
+}
+
+std::unique_ptr<internal::RangeSource> MakeGrpcSource(
+    const std::vector<std::string>& names,
+    const std::shared_ptr<grpc::ChannelCredentials>& credentials,
+    bool plaintext, absl::Duration rpc_deadline) {
+  std::vector<internal::GrpcRangeSource::Target> targets;
+  for (const std::string& target : names) {
+    grpc::ChannelArguments args;
+    // An ID service sits under every insert: come back within a second of
+    // a server's return rather than after gRPC's default of up to 2 minutes.
+    // (Not GRPC_ARG_MIN_RECONNECT_BACKOFF_MS: gRPC also takes it as the
+    // connect timeout, and at 100 ms connection attempts to a restarted
+    // server were cut off before their handshake finished.)
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    std::shared_ptr<grpc::Channel> channel =
+        grpc::CreateCustomChannel(target, credentials, args);
+    targets.push_back(
+        {target, hilo::v1::HiLo::NewStub(channel), channel, plaintext});
+  }
+  return std::make_unique<internal::GrpcRangeSource>(std::move(targets),
+                                                     rpc_deadline);
 }
 
 }  // namespace
@@ -88,6 +129,58 @@ struct Client::State {
   // once could take two caches in opposite orders (the map may rehash in
   // between) and wait on each other for good.
   base::Mutex return_mu;
+
+  // Fork (fork_guard.h, CONTRACT.md R16): a child drops every range it
+  // inherited and hands none back; its source then refuses every call
+  // (ForkSafeSource). Registered for the client's whole life.
+  class ForkHook final : public internal::ForkAware {
+   public:
+    explicit ForkHook(Client* client) : client_(client) {
+      internal::RegisterForFork(this);
+    }
+    ~ForkHook() override { internal::UnregisterForFork(this); }
+
+    // The collections map, then each cache, then the prefetch queue: no
+    // path takes them in another order.
+    void BeforeFork() ABSL_NO_THREAD_SAFETY_ANALYSIS override {
+      State& state = *client_->state_;
+      state.mu.Lock();
+      for (const auto& [name, entry] : state.collections) {
+        entry->cache.LockForFork();
+      }
+      if (client_->prefetcher_ != nullptr) client_->prefetcher_->LockForFork();
+    }
+
+    void AfterForkInParent() ABSL_NO_THREAD_SAFETY_ANALYSIS override {
+      State& state = *client_->state_;
+      if (client_->prefetcher_ != nullptr) {
+        client_->prefetcher_->UnlockAfterFork();
+      }
+      for (const auto& [name, entry] : state.collections) {
+        entry->cache.UnlockAfterFork();
+      }
+      state.mu.Unlock();
+    }
+
+    void AfterForkInChild() ABSL_NO_THREAD_SAFETY_ANALYSIS override {
+      State& state = *client_->state_;
+      if (client_->prefetcher_ != nullptr) {
+        client_->prefetcher_->AbandonAfterForkInChild();
+      }
+      for (const auto& [name, entry] : state.collections) {
+        entry->cache.DropAfterForkInChild();
+      }
+      // Fresh and free, each: their waiters (and a holder of log_mu or
+      // return_mu) were the parent's threads.
+      new (&state.mu) base::SharedMutex();
+      new (&state.log_mu) base::Mutex();
+      new (&state.return_mu) base::Mutex();
+    }
+
+   private:
+    Client* const client_;
+  };
+  std::unique_ptr<ForkHook> fork_hook;
 };
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
@@ -107,26 +200,15 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
   std::shared_ptr<grpc::ChannelCredentials> credentials =
       options.credentials != nullptr ? options.credentials
                                      : grpc::InsecureChannelCredentials();
-  std::vector<internal::GrpcRangeSource::Target> targets;
   for (const std::string& target : options.targets) {
     if (target.empty()) {
       return absl::InvalidArgumentError("a server target is empty");
     }
-    grpc::ChannelArguments args;
-    // An ID service sits under every insert: come back within a second of
-    // a server's return rather than after gRPC's default of up to 2 minutes.
-    // (Not GRPC_ARG_MIN_RECONNECT_BACKOFF_MS: gRPC also takes it as the
-    // connect timeout, and at 100 ms connection attempts to a restarted
-    // server were cut off before their handshake finished.)
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-    std::shared_ptr<grpc::Channel> channel =
-        grpc::CreateCustomChannel(target, credentials, args);
-    targets.push_back({target, hilo::v1::HiLo::NewStub(channel), channel,
-                       /*plaintext=*/options.credentials == nullptr});
   }
-  auto source = std::make_unique<internal::GrpcRangeSource>(
-      std::move(targets), options.rpc_deadline);
+  // Not used in a forked child: gRPC does not survive fork().
+  auto source = std::make_unique<internal::ForkSafeSource>(MakeGrpcSource(
+      options.targets, credentials,
+      /*plaintext=*/options.credentials == nullptr, options.rpc_deadline));
   return std::unique_ptr<Client>(
       new Client(std::move(options), std::move(source)));
 }
@@ -152,6 +234,7 @@ Client::Client(ClientOptions options,
     };
   }
   if (options_.prefetch_at == 0) schedule_ = nullptr;
+  state_->fork_hook = std::make_unique<State::ForkHook>(this);
   base::MutexLock lock(&state_->log_mu);
   state_->log = options_.log;
   if (!state_->log) {
@@ -163,6 +246,7 @@ Client::Client(ClientOptions options,
 }
 
 Client::~Client() {
+  state_->fork_hook.reset();
   if (prefetcher_ != nullptr) prefetcher_->Stop();
   ReturnUnusedRanges();
 }

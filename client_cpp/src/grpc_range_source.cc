@@ -26,6 +26,24 @@ absl::Status CheckReply(const hilo::v1::NextRangeResponse& response,
         absl::StrFormat("NextRange replied with the invalid range [%d, %d]",
                         response.low(), response.high()));
   }
+  // high - low cannot overflow: low >= 1.
+  if (response.high() - response.low() >= kMaxRangeSize) {
+    return absl::InternalError(absl::StrFormat(
+        "NextRange replied with the range [%d, %d] of %d numbers; a client "
+        "takes at most %d in one range",
+        response.low(), response.high(),
+        static_cast<uint64_t>(response.high() - response.low()) + 1,
+        kMaxRangeSize));
+  }
+  const google::protobuf::Timestamp& at = response.range_at();
+  if (at.seconds() < kMinTimestampSeconds ||
+      at.seconds() > kMaxTimestampSeconds || at.nanos() < 0 ||
+      at.nanos() > 999'999'999) {
+    return absl::InternalError(absl::StrFormat(
+        "NextRange replied with range_at %d s %d ns, which is not a valid "
+        "Timestamp (0001-01-01 to 9999-12-31)",
+        at.seconds(), at.nanos()));
+  }
   if (!IsValidNodeTag(response.node_tag())) {
     return absl::InternalError(absl::StrFormat(
         "NextRange replied with node tag \"%s\", which is not 1-%d "
@@ -40,6 +58,52 @@ absl::Status CheckReply(const hilo::v1::NextRangeResponse& response,
         response.low(), response.high(), response.node_tag(), it->second));
   }
   return absl::OkStatus();
+}
+
+// Where `name` stops being well-formed UTF-8 (no overlong forms, no
+// surrogates, nothing above U+10FFFF), or npos.
+size_t InvalidUtf8At(absl::string_view name) {
+  size_t i = 0;
+  while (i < name.size()) {
+    const unsigned char c = static_cast<unsigned char>(name[i]);
+    size_t n;
+    unsigned char lo = 0x80, hi = 0xbf;  // bounds of the second byte
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if (c >= 0xc2 && c <= 0xdf) {
+      n = 2;
+    } else if (c >= 0xe0 && c <= 0xef) {
+      n = 3;
+      if (c == 0xe0) lo = 0xa0;
+      if (c == 0xed) hi = 0x9f;  // no surrogates
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      n = 4;
+      if (c == 0xf0) lo = 0x90;
+      if (c == 0xf4) hi = 0x8f;  // nothing above U+10FFFF
+    } else {
+      return i;
+    }
+    if (i + n > name.size()) return i;
+    for (size_t k = 1; k < n; ++k) {
+      const unsigned char b = static_cast<unsigned char>(name[i + k]);
+      if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xbf)) return i;
+    }
+    i += n;
+  }
+  return absl::string_view::npos;
+}
+
+// Whether a NextRange refusal may be the node's answer to this client's own
+// echo of its previous range (CONTRACT.md R17): the last_max guard rail
+// (FAILED_PRECONDITION), or a last_* field it finds malformed
+// (INVALID_ARGUMENT).
+bool MayRefuseEcho(const absl::Status& status,
+                   const hilo::v1::NextRangeRequest& request) {
+  const bool echoes = request.last_max() != 0 || request.last_size() != 0 ||
+                      request.has_last_range_at();
+  return echoes && (status.code() == absl::StatusCode::kFailedPrecondition ||
+                    status.code() == absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
@@ -139,6 +203,15 @@ bool LooksLikeTlsRefusal(const absl::Status& status) {
 
 absl::StatusOr<IssuedRange> GrpcRangeSource::Next(
     absl::string_view collection, const PreviousRange& previous) {
+  // Sent as it is, a name that is not UTF-8 would fail on the wire (or,
+  // in other languages' clients, be changed): refused here (R13).
+  if (const size_t at = InvalidUtf8At(collection);
+      at != absl::string_view::npos) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "collection name \"%s\" is not valid UTF-8 (at byte %d); a "
+        "collection is 1-256 bytes of UTF-8 without control characters",
+        absl::CHexEscape(collection), at));
+  }
   const hilo::v1::NextRangeRequest request =
       MakeNextRangeRequest(collection, previous);
   std::vector<std::string> failures;
@@ -147,8 +220,17 @@ absl::StatusOr<IssuedRange> GrpcRangeSource::Next(
   for (size_t i = 0; i < targets_.size(); ++i) {
     const size_t index = (first + i) % targets_.size();
     const TargetStub& target = targets_[index];
-    const absl::StatusOr<hilo::v1::NextRangeResponse> response =
+    absl::StatusOr<hilo::v1::NextRangeResponse> response =
         target.NextRange(request, rpc_deadline_);
+    if (!response.ok() && MayRefuseEcho(response.status(), request)) {
+      // Asked again without the echo: the node's range then starts above
+      // its own Max. Its IDs carry its tag, so they cannot meet another
+      // node's numbers, and a range at or below what this client has from
+      // this very node is still refused below (held).
+      hilo::v1::NextRangeRequest bare;
+      bare.set_collection(request.collection());
+      response = target.NextRange(bare, rpc_deadline_);
+    }
     if (response.ok()) {
       const absl::Status valid = CheckReply(*response, previous);
       if (valid.ok()) {

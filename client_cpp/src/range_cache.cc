@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <new>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -186,6 +187,20 @@ absl::StatusOr<IssuedRange> RangeCache::Fetch() {
   held = range->high;
   fetched_.fetch_add(1, std::memory_order_relaxed);
   return range;
+}
+
+void RangeCache::LockForFork() { mu_.Lock(); }
+
+void RangeCache::UnlockAfterFork() { mu_.Unlock(); }
+
+void RangeCache::DropAfterForkInChild() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  has_next_ = false;
+  Publish(nullptr);
+  fetching_ = false;
+  ++fetches_;
+  fetch_error_ = absl::OkStatus();
+  // Its waiters were the parent's threads; unlocking could hand it to one.
+  new (&mu_) base::Mutex();
 }
 
 void RangeCache::StartAtGenerationForTesting(uint64_t gen) {

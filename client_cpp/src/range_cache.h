@@ -124,6 +124,19 @@ class RangeCache {
   // being fetched. Called on the prefetch thread.
   void Prefetch();
 
+  // Fork (fork_guard.h). LockForFork takes the mutex, so that no other
+  // thread is half-way through a change when the process forks;
+  // UnlockAfterFork lets it go (in the parent). DropAfterForkInChild, with
+  // the mutex taken, retires the current range and drops one fetched
+  // ahead without handing either back (they are the parent's: CONTRACT.md
+  // R16), forgets a fetch or return that was in flight on a thread the
+  // child does not have, and leaves the mutex fresh and free. The next
+  // request still reports the parent's last range as previous, so the
+  // child's first range starts above it.
+  void LockForFork() ABSL_EXCLUSIVE_LOCK_FUNCTION(mu_);
+  void UnlockAfterFork() ABSL_UNLOCK_FUNCTION(mu_);
+  void DropAfterForkInChild() ABSL_UNLOCK_FUNCTION(mu_);
+
   // Adds this cache's counters to *stats (all but failovers, which the
   // source counts).
   void AddStatsTo(ClientStats* stats) const;

@@ -32,6 +32,17 @@ inline bool IsValidNodeTag(absl::string_view tag) {
   return true;
 }
 
+// The most numbers a client takes in one range (CONTRACT.md R11): a server's
+// ranges are at most its --max_range_size (2^20 by default), and a bigger
+// one is a reply that was tampered with or a broken server, whose high
+// echoed as last_max would then be refused by every node.
+inline constexpr int64_t kMaxRangeSize = int64_t{1} << 32;
+
+// google.protobuf.Timestamp's range, 0001-01-01T00:00:00Z to
+// 9999-12-31T23:59:59Z: a range_at outside it is refused, never echoed.
+inline constexpr int64_t kMinTimestampSeconds = -62135596800;
+inline constexpr int64_t kMaxTimestampSeconds = 253402300799;
+
 // What the client tells the server about its previous range of a collection
 // (size, range_at, max), and what a reply is checked against (held).
 struct PreviousRange {

@@ -15,6 +15,8 @@ a scenario's script alters only what it names:
                  (low, high and tag): a range at or below the last one
     range_at_shift_s  NextRange replies say the range was issued this many
                  seconds later (negative: earlier) than the server said
+    range_at_seconds  NextRange replies carry this range_at (seconds, nanos
+                 0), valid or not (253402300800 is past 9999-12-31)
     alter_count  how many NextRange replies the alterations above apply to
                  (then the proxy is transparent again); absent: all
 
@@ -74,6 +76,16 @@ class ReturnSeen:
 
 def _ts_us(ts) -> int:
     return ts.seconds * 1_000_000 + ts.nanos // 1000
+
+
+# google.protobuf.Timestamp's range: 0001-01-01T00:00:00Z to
+# 9999-12-31T23:59:59.999999999Z.
+_MIN_SECONDS, _MAX_SECONDS = -62135596800, 253402300799
+
+
+def _valid_timestamp(ts) -> bool:
+    return (_MIN_SECONDS <= ts.seconds <= _MAX_SECONDS and
+            0 <= ts.nanos <= 999_999_999)
 
 
 class Proxy(hilo_pb2_grpc.HiLoServicer):
@@ -142,7 +154,7 @@ class Proxy(hilo_pb2_grpc.HiLoServicer):
     def _take_alteration(self) -> bool:
         with self._lock:
             keys = ("hold_ms", "tag", "low", "high", "replay_first",
-                    "range_at_shift_s")
+                    "range_at_shift_s", "range_at_seconds")
             if not any(k in self.script for k in keys):
                 return False
             limit = self.script.get("alter_count")
@@ -161,6 +173,9 @@ class Proxy(hilo_pb2_grpc.HiLoServicer):
                                      if request.HasField("last_range_at")
                                      else None),
                 "last_max": request.last_max,
+                "last_range_at_valid": (
+                    not request.HasField("last_range_at") or
+                    _valid_timestamp(request.last_range_at)),
             }
             self.next_ranges.append(entry)
         reply = self._forward(self._stub.NextRange, request, context)
@@ -189,13 +204,17 @@ class Proxy(hilo_pb2_grpc.HiLoServicer):
                     s["range_at_shift_s"] * 1_000_000)
                 out.range_at.seconds = shifted // 1_000_000
                 out.range_at.nanos = (shifted % 1_000_000) * 1000
+            if "range_at_seconds" in s:
+                out.range_at.seconds = s["range_at_seconds"]
+                out.range_at.nanos = 0
             hold = s.get("hold_ms", 0)
         with self._lock:
             self.issued.append(Issued(
                 reply.low, reply.high, reply.node_tag, reply.range_token,
                 _ts_us(reply.range_at), request.collection,
                 bool(hold) or (out.low, out.high, out.node_tag) !=
-                (reply.low, reply.high, reply.node_tag)))
+                (reply.low, reply.high, reply.node_tag) or
+                not _valid_timestamp(out.range_at)))
             entry.update(done=True, low=reply.low, high=reply.high,
                          tag=reply.node_tag, token=reply.range_token,
                          range_at_us=_ts_us(out.range_at),

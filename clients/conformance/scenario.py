@@ -350,6 +350,36 @@ class Scenario:
             self._bounds(total_ids, expect["ids"], "the number of IDs",
                          where)
 
+    def step_fork(self, step: Dict, where: str) -> None:
+        """The client's process forks (CONTRACT.md R16); the child draws
+        `count` IDs one at a time with the client it inherited, hands its
+        ranges back and ends. Its IDs join every other's in the checks.
+        SKIP for a client whose language does not fork."""
+        d = self._driver(step)
+        answer = self._timed(d, {"op": "fork", "collection":
+                                 step["collection"],
+                                 "count": step.get("count", 0)}, step, where)
+        if self._expect_code(answer, {}, where):
+            return
+        if not answer.get("forked"):
+            raise Skip(f"{where}: this client's language does not fork "
+                       f"(its README says what its users must know)")
+        ids, errors = answer.get("document_ids"), answer.get("errors")
+        if not isinstance(ids, list) or not isinstance(errors, dict):
+            raise Failure(f"{where}: fork answered without document_ids "
+                          f"and errors")
+        for doc in ids:
+            self._see_document_id(d, step["collection"], doc,
+                                  where + " in the child")
+        expect = step.get("expect", {})
+        allowed = expect.get("errors", [])
+        for code in errors:
+            if code not in allowed:
+                raise Failure(f"{where}: the child's calls failed with "
+                              f"{code}; allowed: {allowed or 'none'}")
+        if "ids" in expect:
+            self._bounds(len(ids), expect["ids"], "the child's IDs", where)
+
     def step_stats(self, step: Dict, where: str) -> None:
         """Checks the driver's counters. With until_ms, asks again (every
         10 ms) until `until` holds, failing only if it does not within
@@ -449,6 +479,8 @@ class Scenario:
                               f"{step['sizes']}")
         if step.get("echo"):
             self._check_echo(proxy, where)
+        if step.get("echo_sane"):
+            self._check_echo_sane(proxy, where)
         if "returns" in step:
             self._check_returns(proxy, step["returns"], where)
         if "returned" in step:
@@ -487,6 +519,26 @@ class Scenario:
                                   f"expected one of {sorted(lasts)}")
             if e.get("done"):
                 previous[e["collection"]] = e
+
+    @staticmethod
+    def _check_echo_sane(proxy: Proxy, where: str) -> None:
+        """No NextRange echoes what a refused reply said (R11): its
+        last_range_at is a valid Timestamp and its last_max at most the
+        highest number the node really issued of that collection through
+        this proxy."""
+        issued: Dict[str, int] = {}
+        for k, e in enumerate(proxy.next_ranges):
+            what = f"{where}: NextRange {k + 1} of {e['collection']!r}"
+            if not e["last_range_at_valid"]:
+                raise Failure(f"{what} reports a last_range_at that is not a "
+                              f"valid Timestamp: it echoes a refused reply")
+            top = issued.get(e["collection"], 0)
+            if e["last_max"] > top:
+                raise Failure(f"{what} reports last_max {e['last_max']}, "
+                              f"above {top}, the highest number the node "
+                              f"issued: it echoes a refused reply")
+            if e.get("done"):
+                issued[e["collection"]] = max(top, e["high"])
 
     @staticmethod
     def _check_returns(proxy: Proxy, want: List[List[Dict]], where: str):

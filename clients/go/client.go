@@ -54,7 +54,8 @@ const PrefetchOff = -1.0
 // value of each field but Targets means its default; New checks the rest.
 type Config struct {
 	// Server addresses in gRPC target syntax ("host:port",
-	// "dns:///name:port"; a dns:/// name's addresses are used round robin).
+	// "dns:///name:port"; of a dns:/// name's addresses, one is used at a time,
+	// the next only when it fails).
 	// At least one. On UNAVAILABLE or DEADLINE_EXCEEDED the client tries
 	// the next, and stays with the one that answered. A reply that breaks
 	// the contract (a node tag that is not 1-4 characters of A-Z and 0-9, a
@@ -167,7 +168,11 @@ func New(cfg Config) (*Client, error) {
 		return nil, newError(codes.InvalidArgument, nil, "Config.Targets is empty; give at least one server")
 	}
 	opts := []grpc.DialOption{
-		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"round_robin": {}}]}`),
+		// One address of a target at a time (a DNS name or a headless
+		// Service may resolve to several nodes): round robin made ranges
+		// alternate between nodes and sent returns down whichever
+		// connection came next, where the other node refused them.
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"pick_first": {}}]}`),
 		// An ID service sits under every insert: come back within a second
 		// of a server's return rather than after gRPC's default of up to
 		// two minutes. Each connection attempt may take as long as a call:
@@ -252,6 +257,11 @@ func checkConfig(cfg *Config) error {
 				"so the number could not be read back")
 	case !utf8.ValidRune(sep):
 		return newError(codes.InvalidArgument, nil, "separator %U is not a valid character", sep)
+	case sep < 0x20 || sep >= 0x7f && sep <= 0x9f:
+		// (The zero rune is DefaultSeparator, above: Go cannot ask for NUL.)
+		return newError(codes.InvalidArgument, nil,
+			"separator %U is a control character; a document ID holds none (a NUL would cut it short in "+
+				"C strings and many stores); use any other character but '|', a digit or '-'", sep)
 	}
 	if cfg.RPCTimeout == 0 {
 		cfg.RPCTimeout = DefaultRPCTimeout
@@ -440,10 +450,11 @@ func (c *Client) Stats() Stats {
 // returns, within ctx. No number of a returned range is handed out after
 // Close begins: every later call returns ErrClosed.
 //
-// Refused returns are normal (another client took a range meanwhile).
-// Close returns nil when every return was applied or refused; otherwise an
-// *Error with the code of the first failure, counting the failures (each
-// one also went to Config.Logf); ctx.Err() when ctx ended first. A second
+// Refused returns are normal (another client took a range meanwhile). A
+// return that failed is logged (Config.Logf) and counted
+// (Stats.ReturnsFailed), never returned as an error (CONTRACT.md R13: the
+// application can do nothing about it, and the numbers are only lost, never
+// repeated). Close returns nil, or ctx.Err() when ctx ended first. A second
 // Close returns ErrClosed.
 func (c *Client) Close(ctx context.Context) error {
 	c.closeMu.Lock()
@@ -468,34 +479,24 @@ func (c *Client) Close(ctx context.Context) error {
 	for _, rc := range caches {
 		groups = append(groups, rc.takeUnused()...)
 	}
-	err := c.returnGroups(ctx, groups)
+	c.returnGroups(ctx, groups)
 	for _, conn := range c.conns {
 		conn.Close()
 	}
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	return err
+	return ctx.Err()
 }
 
 // returnGroups sends the returns and counts and logs their outcomes.
-func (c *Client) returnGroups(ctx context.Context, groups []returnGroup) error {
+func (c *Client) returnGroups(ctx context.Context, groups []returnGroup) {
 	if len(groups) == 0 {
-		return nil
+		return
 	}
 	outcomes := c.src.returnAll(ctx, groups)
-	var first error
-	failed, total := 0, 0
 	for g, group := range groups {
 		for i, it := range group {
-			total++
 			o := outcomes[g][i]
 			switch {
 			case o.err != nil:
-				failed++
-				if first == nil {
-					first = o.err
-				}
 				c.stats.returnsFailed.Add(1)
 				c.stats.countError(codeOf(o.err))
 				c.logMu.Lock()
@@ -511,8 +512,4 @@ func (c *Client) returnGroups(ctx context.Context, groups []returnGroup) error {
 			}
 		}
 	}
-	if first != nil {
-		return newError(codeOf(first), first, "%d of %d returns failed; the first: %v", failed, total, first)
-	}
-	return nil
 }

@@ -242,10 +242,17 @@ func (c *rangeCache) launch(prefetch bool) *flight {
 	return f
 }
 
+// The most numbers a client takes in one range (CONTRACT.md R11): a server's
+// ranges are at most its --max_range_size (2^20 by default); a bigger one is
+// a tampered reply or a broken server, whose high echoed as last_max every
+// node would then refuse.
+const maxRangeSize = 1 << 32
+
 // check refuses a NextRange reply that breaks the contract: a node tag
-// that is not 1-4 characters of A-Z and 0-9, low < 1, high < low, or a
-// range that does not lie above the last one this client got for the
-// collection from the same node.
+// that is not 1-4 characters of A-Z and 0-9, low < 1, high < low, more than
+// maxRangeSize numbers, a range_at that is not a valid Timestamp (unset
+// counts as 1970, which is valid), or a range that does not lie above the
+// last one this client got for the collection from the same node.
 func (c *rangeCache) check(r *hilov1.NextRangeResponse) error {
 	if !validTag(r.GetNodeTag()) {
 		return fmt.Errorf("NextRange replied with node tag %q, which is not 1-4 characters of A-Z and 0-9",
@@ -253,6 +260,15 @@ func (c *rangeCache) check(r *hilov1.NextRangeResponse) error {
 	}
 	if r.GetLow() < 1 || r.GetHigh() < r.GetLow() {
 		return fmt.Errorf("NextRange replied with the invalid range [%d, %d]", r.GetLow(), r.GetHigh())
+	}
+	// high - low cannot overflow: low >= 1.
+	if r.GetHigh()-r.GetLow() >= maxRangeSize {
+		return fmt.Errorf("NextRange replied with the range [%d, %d] of %d numbers; a client takes at most %d in one range",
+			r.GetLow(), r.GetHigh(), uint64(r.GetHigh()-r.GetLow())+1, int64(maxRangeSize))
+	}
+	if at := r.GetRangeAt(); at != nil && at.CheckValid() != nil {
+		return fmt.Errorf("NextRange replied with range_at %d s %d ns, which is not a valid Timestamp (0001-01-01 to 9999-12-31)",
+			at.GetSeconds(), at.GetNanos())
 	}
 	c.mu.Lock()
 	last, ok := c.lastOf[r.GetNodeTag()]

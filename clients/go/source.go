@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	hilov1 "github.com/hilo-id/hilo/gen/go/hilo/v1"
 	"google.golang.org/grpc/codes"
@@ -85,6 +86,13 @@ func (s *source) describe() string {
 // clock (time.Now's monotonic reading, which context.WithTimeout keeps).
 func (s *source) next(collection string, prev previous,
 	check func(*hilov1.NextRangeResponse) error) (*span, error) {
+	if !utf8.ValidString(collection) {
+		// Marshalling would fail (INTERNAL): refused here, as the server
+		// would (CONTRACT.md R13).
+		return nil, newError(codes.InvalidArgument, nil,
+			"collection name %q is not valid UTF-8; a collection is 1-256 bytes of UTF-8 without control characters",
+			collection)
+	}
 	req := &hilov1.NextRangeRequest{
 		Collection:  collection,
 		LastSize:    prev.size,
@@ -100,6 +108,15 @@ func (s *source) next(collection string, prev previous,
 		ctx, cancel := context.WithTimeout(context.Background(), s.rpcTimeout)
 		resp, err := t.client.NextRange(ctx, req)
 		cancel()
+		if err != nil && echoRefused(status.Code(err), req) {
+			// A node far behind the one that issued the range reported
+			// (CONTRACT.md R17): asked again without it. Its IDs carry its
+			// own tag, and a range at or below what this client has from
+			// that very node is still refused by check: none repeats.
+			ctx, cancel := context.WithTimeout(context.Background(), s.rpcTimeout)
+			resp, err = t.client.NextRange(ctx, &hilov1.NextRangeRequest{Collection: collection})
+			cancel()
+		}
 		if err != nil {
 			code := status.Code(err)
 			if !transient(code) {
@@ -127,6 +144,14 @@ func (s *source) next(collection string, prev previous,
 	}
 	return nil, newError(codes.Unavailable, nil, "no hilo server answered NextRange for %q: %s",
 		collection, strings.Join(failures, "; "))
+}
+
+// echoRefused says whether code may be a node's refusal of the previous
+// range req reports: the last_max guard rail (FAILED_PRECONDITION) or a
+// field it finds malformed (INVALID_ARGUMENT).
+func echoRefused(code codes.Code, req *hilov1.NextRangeRequest) bool {
+	echoes := req.GetLastMax() != 0 || req.GetLastSize() != 0 || req.GetLastRangeAt() != nil
+	return echoes && (code == codes.FailedPrecondition || code == codes.InvalidArgument)
 }
 
 // returnItem hands back (last, r.high] of r.

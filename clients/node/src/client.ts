@@ -28,6 +28,7 @@ import type {
   ReturnRangeResponse,
   ReturnRangeResult,
   ReturnRangesResponse,
+  Timestamp,
 } from './proto.js';
 import { hiloStubConstructor } from './proto.js';
 import { Collection } from './collection.js';
@@ -37,6 +38,29 @@ import { Transport } from './transport.js';
 import type { CallOptions, HiloClientOptions, HiloId, HiloStats } from './types.js';
 
 const NODE_TAG = /^[A-Z0-9]{1,4}$/;
+// The most numbers a client takes in one range (CONTRACT.md R11): a server's
+// ranges are at most its --max_range_size (2^20 by default); a bigger one is
+// a tampered reply or a broken server, whose high echoed as last_max every
+// node would then refuse.
+const MAX_RANGE_SIZE = 1n << 32n;
+
+/** Within google.protobuf.Timestamp's range, 0001-01-01 to 9999-12-31: only such a range_at is echoed. */
+function isValidTimestamp(t: Timestamp): boolean {
+  let seconds: bigint;
+  try {
+    seconds = BigInt(t.seconds);
+  } catch {
+    return false;
+  }
+  const nanos = t.nanos ?? 0;
+  return (
+    seconds >= -62135596800n &&
+    seconds <= 253402300799n &&
+    Number.isInteger(nanos) &&
+    nanos >= 0 &&
+    nanos <= 999_999_999
+  );
+}
 const MAX_BATCH_ITEMS = 1000;
 const MAX_BATCH_BYTES = 60 * 1024;
 
@@ -104,7 +128,14 @@ export class HiloClient {
     this.log = options.log ?? ((line) => process.stderr.write(line + '\n'));
     this.now = options.clock ?? (() => performance.now());
     const credentials = options.credentials ?? makeCredentials(options.tls);
-    const channelOptions: grpc.ChannelOptions = { ...options.channelOptions };
+    // An ID service sits under every insert: come back within a second of a
+    // server's return, not after grpc-js's back-off of up to 2 minutes
+    // (CONTRACT.md R18). The caller's channelOptions may say otherwise.
+    const channelOptions: grpc.ChannelOptions = {
+      'grpc.initial_reconnect_backoff_ms': 100,
+      'grpc.max_reconnect_backoff_ms': 1000,
+      ...options.channelOptions,
+    };
     if (options.tls?.serverName !== undefined) {
       channelOptions['grpc.ssl_target_name_override'] = options.tls.serverName;
       channelOptions['grpc.default_authority'] = options.tls.serverName;
@@ -258,6 +289,12 @@ export class HiloClient {
       return `NextRange replied with the unreadable range [${r.low}, ${r.high}]`;
     }
     if (low < 1n || high < low) return `NextRange replied with the invalid range [${low}, ${high}]`;
+    if (high - low >= MAX_RANGE_SIZE) {
+      return `NextRange replied with the range [${low}, ${high}] of ${high - low + 1n} numbers; a client takes at most ${MAX_RANGE_SIZE} in one range`;
+    }
+    if (r.range_at != null && !isValidTimestamp(r.range_at)) {
+      return `NextRange replied with range_at ${r.range_at.seconds} s ${r.range_at.nanos} ns, which is not a valid Timestamp (0001-01-01 to 9999-12-31)`;
+    }
     if (typeof r.node_tag !== 'string' || !NODE_TAG.test(r.node_tag)) {
       return `NextRange replied with node tag ${JSON.stringify(r.node_tag)}, which is not 1-4 characters of A-Z and 0-9`;
     }
@@ -400,6 +437,16 @@ function checkSeparator(separator: string): void {
   const rule = "use one character other than '|', '-' and 0-9";
   if (typeof separator !== 'string' || [...separator].length !== 1) {
     throw new HiloError(StatusCode.INVALID_ARGUMENT, `separator ${JSON.stringify(separator)} is not one character; ${rule}`);
+  }
+  const code = separator.codePointAt(0) ?? 0;
+  if (code < 0x20 || (code >= 0x7f && code <= 0x9f)) {
+    throw new HiloError(
+      StatusCode.INVALID_ARGUMENT,
+      `separator U+${code.toString(16).toUpperCase().padStart(4, '0')} is a control character; a document ID holds none (a NUL would cut it short in C strings and many stores); ${rule}`,
+    );
+  }
+  if (code >= 0xd800 && code <= 0xdfff) {
+    throw new HiloError(StatusCode.INVALID_ARGUMENT, `separator is half a surrogate pair, not a character; ${rule}`);
   }
   if (separator === '|') {
     throw new HiloError(StatusCode.INVALID_ARGUMENT, `separator '|' is reserved; ${rule}`);

@@ -19,6 +19,18 @@ export interface Accepted<T> {
   failedOver: boolean;
 }
 
+/**
+ * Whether `code` may be a node's refusal of the previous range `request`
+ * reports: the last_max guard rail (FAILED_PRECONDITION) or a field it finds
+ * malformed (INVALID_ARGUMENT).
+ */
+function echoRefused(code: number, request: NextRangeRequest): boolean {
+  const echoes = request.last_max !== '0' || request.last_size !== '0' || request.last_range_at != null;
+  return echoes && (code === StatusCode.FAILED_PRECONDITION || code === StatusCode.INVALID_ARGUMENT);
+}
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
 export class Transport {
   /** The targets as given; indexes into this are the `target` of a range. */
   readonly targets: readonly string[];
@@ -48,6 +60,14 @@ export class Transport {
     request: NextRangeRequest,
     accept: (response: NextRangeResponse) => T | string,
   ): Promise<Accepted<T>> {
+    if (LONE_SURROGATE.test(request.collection)) {
+      // It cannot be sent as UTF-8 (grpc-js fails the call with an empty
+      // UNIMPLEMENTED): refused here, as the server would (CONTRACT.md R13).
+      throw new HiloError(
+        StatusCode.INVALID_ARGUMENT,
+        `collection name ${JSON.stringify(request.collection)} holds an unpaired surrogate, which is no Unicode character; a collection is 1-256 bytes of UTF-8 without control characters`,
+      );
+    }
     const failures: string[] = [];
     let anyInvalid = false;
     const first = this.preferred;
@@ -56,12 +76,32 @@ export class Transport {
       const target = this.targets[index];
       let response: NextRangeResponse;
       try {
-        response = await this.unary<NextRangeRequest, NextRangeResponse>(
-          this.stubs[index].NextRange,
-          this.stubs[index],
-          request,
-          this.rpcDeadlineMs,
-        );
+        try {
+          response = await this.unary<NextRangeRequest, NextRangeResponse>(
+            this.stubs[index].NextRange,
+            this.stubs[index],
+            request,
+            this.rpcDeadlineMs,
+          );
+        } catch (e) {
+          if (!echoRefused((e as grpc.ServiceError).code, request)) throw e;
+          // A node far behind the one that issued the range reported
+          // (CONTRACT.md R17): asked again without it. Its IDs carry its own
+          // tag, and a range at or below what this client has from that very
+          // node is still refused by `accept`: none repeats.
+          const bare: NextRangeRequest = {
+            collection: request.collection,
+            last_size: '0',
+            last_range_at: null,
+            last_max: '0',
+          };
+          response = await this.unary<NextRangeRequest, NextRangeResponse>(
+            this.stubs[index].NextRange,
+            this.stubs[index],
+            bare,
+            this.rpcDeadlineMs,
+          );
+        }
       } catch (e) {
         const err = e as grpc.ServiceError;
         if (isTransient(err.code)) {

@@ -25,6 +25,8 @@ for (const [name, reply] of [
   ['a five-character node tag', (r) => ({ ...r, node_tag: 'ABCDE' })],
   ['a range starting at 0', (r) => ({ ...r, low: '0' })],
   ['a range whose high is below its low', (r) => ({ ...r, high: String(BigInt(r.low) - 1n) })],
+  ['a range_at past 9999-12-31', (r) => ({ ...r, range_at: { seconds: '253402300800', nanos: 0 } })],
+  ['a range of 2^63 - 1 numbers', (r) => ({ ...r, low: '1', high: '9223372036854775807' })],
 ]) {
   test(`${name} is refused: INTERNAL from one target, the next target's range with two`, async () => {
     const bad = await double({ tag: 'A' });
@@ -314,4 +316,17 @@ test('draw.js: a return refused with PERMISSION_DENIED at close is named on stde
   const down = await runDraw([`--targets=${d.target}`, '--collection=c', '--threads=2', '--seconds=0.2']);
   assert.equal(down.status, 0, down.stderr);
   assert.match(down.stderr, /UNAVAILABLE/); // the client logged the failed return
+});
+
+// CONTRACT.md R18, asserted on what the channels are made with (the
+// conformance scenario reconnects_soon_after_long_outage measures recovery).
+test('channels cap the reconnect back-off at one second unless channelOptions say otherwise', async () => {
+  const options = (c) => c.transport.stubs[0].getChannel().internalChannel.options;
+  const plain = new HiloClient({ targets: ['127.0.0.1:1'] });
+  assert.equal(options(plain)['grpc.max_reconnect_backoff_ms'], 1000);
+  assert.equal(options(plain)['grpc.initial_reconnect_backoff_ms'], 100);
+  await plain.close();
+  const own = new HiloClient({ targets: ['127.0.0.1:1'], channelOptions: { 'grpc.max_reconnect_backoff_ms': 5000 } });
+  assert.equal(options(own)['grpc.max_reconnect_backoff_ms'], 5000);
+  await own.close();
 });

@@ -57,6 +57,9 @@ class _RangeCache:
         self._held: Dict[str, int] = {}
         # The highest number handed out from a retired range (0: none).
         self._used_up_to = 0
+        # Set by take_unused(final=True): the client closed; no number is
+        # handed out and no range fetched from then on.
+        self._closed = False
         # ClientStats counters, under _cond.
         self._waited = 0
         self._fetched = 0
@@ -96,6 +99,8 @@ class _RangeCache:
         with self._cond:
             waited = False
             while True:
+                if self._closed:
+                    raise RuntimeError("hilo client is closed")
                 r = self._range
                 if r is not None and self._next <= r.high:
                     if waited:
@@ -154,7 +159,8 @@ class _RangeCache:
         thread; a failure is left for the caller that runs dry, which
         fetches (and reports) by itself."""
         with self._cond:
-            if self._busy or self._ahead is not None or self._range is None:
+            if (self._busy or self._closed or self._ahead is not None
+                    or self._range is None):
                 return
             self._busy = True
             previous = self._previous
@@ -186,18 +192,42 @@ class _RangeCache:
                 self._count_error(error)
             self._cond.notify_all()
 
+    def drop_after_fork(
+            self, source: _GrpcRangeSource,
+            schedule: Optional[Callable[[Callable[[], None]], None]]) -> None:
+        """In a forked child (the only thread): forgets the current range and
+        the one fetched ahead without handing them back, and any fetch or
+        return in flight on a thread the child does not have; from now on
+        fetches go through `source` and prefetches to `schedule`. The next
+        request still reports the parent's last range, so the child's first
+        range starts above it."""
+        self._cond = threading.Condition(threading.Lock())
+        if self._range is not None:
+            self._used_up_to = max(self._used_up_to, self._next - 1)
+        self._range = None
+        self._prefetch_number = None
+        self._ahead = None
+        self._busy = False
+        self._calls += 1
+        self._error = None
+        self._source = source
+        self._schedule = schedule
+
     @property
     def collection(self) -> str:
         return self._collection
 
-    def take_unused(self) -> Optional[_Unused]:
+    def take_unused(self, final: bool = False) -> Optional[_Unused]:
         """Retires the current range and the one fetched ahead and, if
         numbers of them are left, marks the cache busy and says what to hand
         back: the range fetched ahead whole (last = low - 1), then the
         current range's unused tail. end_return must follow. None if nothing
-        is left."""
+        is left. With final (the client closes), every later next() raises
+        and no range is fetched again, so none is left unreturned."""
         with self._cond:
             self._cond.wait_for(lambda: not self._busy)
+            if final:
+                self._closed = True
             r = self._range
             returns: List[Tuple[_Issued, int]] = []
             pair = False

@@ -128,6 +128,28 @@ def _batch_result(target: _Target, batch: _Batch, response,
     return _ReturnResult(r.applied, r.max)
 
 
+# The most numbers a client takes in one range (CONTRACT.md R11): a server's
+# ranges are at most its --max_range_size (2^20 by default); a bigger one
+# is a tampered reply or a broken server, whose high echoed as last_max
+# every node would then refuse.
+_MAX_RANGE_SIZE = 1 << 32
+# google.protobuf.Timestamp's range, 0001-01-01 to 9999-12-31: a range_at
+# outside it is refused, never echoed.
+_MIN_TIMESTAMP_SECONDS, _MAX_TIMESTAMP_SECONDS = -62135596800, 253402300799
+# A node far behind the one that issued the range a request reports refuses
+# that echo with one of these (the last_max guard rail, or a field it finds
+# malformed): it is asked again at once without it (CONTRACT.md R17).
+_ECHO_REFUSED = (grpc.StatusCode.FAILED_PRECONDITION,
+                 grpc.StatusCode.INVALID_ARGUMENT)
+
+
+def _NOT_CONNECTED(e: grpc.RpcError) -> bool:
+    """Whether a call failed without reaching a server: UNAVAILABLE from the
+    channel itself, not a status a server (or a proxy) sent."""
+    return (e.code() == grpc.StatusCode.UNAVAILABLE
+            and "failed to connect" in (e.details() or ""))
+
+
 def _refusal(response, held: Optional[Dict[str, int]]) -> Optional[str]:
     """Why the client refuses a NextRangeResponse (CONTRACT.md R11), or
     None: a range that is empty or starts below 1, a node tag that is not
@@ -137,6 +159,17 @@ def _refusal(response, held: Optional[Dict[str, int]]) -> Optional[str]:
     if response.low < 1 or response.high < response.low:
         return (f"NextRange replied with an invalid range "
                 f"[{response.low}, {response.high}]")
+    if response.high - response.low >= _MAX_RANGE_SIZE:
+        return (f"NextRange replied with the range [{response.low}, "
+                f"{response.high}] of {response.high - response.low + 1} "
+                f"numbers; a client takes at most {_MAX_RANGE_SIZE} in one "
+                f"range")
+    at = response.range_at
+    if not (_MIN_TIMESTAMP_SECONDS <= at.seconds <= _MAX_TIMESTAMP_SECONDS
+            and 0 <= at.nanos <= 999_999_999):
+        return (f"NextRange replied with range_at {at.seconds} s "
+                f"{at.nanos} ns, which is not a valid Timestamp (0001-01-01 "
+                f"to 9999-12-31)")
     if not _NODE_TAG.fullmatch(response.node_tag):
         return (f"NextRange replied with node tag {response.node_tag!r}; a "
                 f"tag is 1-4 characters of A-Z and 0-9")
@@ -178,15 +211,41 @@ class _GrpcRangeSource:
             last_max=previous.max)
         if previous.range_at is not None:
             request.last_range_at.CopyFrom(previous.range_at)
+        echoes = (previous.size != 0 or previous.max != 0
+                  or previous.range_at is not None)
         failures = []
         any_refused = False
         first = self._preferred
         for i in range(len(self._targets)):
             index = (first + i) % len(self._targets)
             target = self._targets[index]
+            start = time.monotonic()
             try:
-                response = target.stub.NextRange(request,
-                                                 timeout=self._deadline)
+                try:
+                    try:
+                        response = target.stub.NextRange(
+                            request, timeout=self._deadline)
+                    except grpc.RpcError as e:
+                        left = self._deadline - (time.monotonic() - start)
+                        if not (_NOT_CONNECTED(e) and left > 0):
+                            raise
+                        # A sync call to a channel in back-off fails at
+                        # once and does not move its connection on; one
+                        # that waits for the channel does, within what is
+                        # left of this attempt's deadline (CONTRACT.md
+                        # R18). No polling thread: it would make a forked
+                        # child hang (R16).
+                        response = target.stub.NextRange(
+                            request, timeout=left, wait_for_ready=True)
+                except grpc.RpcError as e:
+                    if e.code() not in _ECHO_REFUSED or not echoes:
+                        raise
+                    # Its IDs carry its own tag, and a range at or below
+                    # what the client has from that very node is still
+                    # refused below (held): dropping the echo repeats none.
+                    response = target.stub.NextRange(
+                        hilo_pb2.NextRangeRequest(collection=collection),
+                        timeout=self._deadline)
             except grpc.RpcError as e:
                 code = e.code()
                 if code not in _FAIL_OVER:

@@ -47,7 +47,9 @@ number it used), whose numbers could be handed out twice.
 """
 
 import logging
+import os
 import threading
+import weakref
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import grpc
@@ -61,6 +63,35 @@ from hilo_client._values import ClientStats, HiloError, Id
 __all__ = ["Client", "ClientStats", "Id", "HiloError"]
 
 _logger = logging.getLogger("hilo_client")
+
+# An ID service sits under every insert: come back within a second of a
+# server's return, not after gRPC's back-off of up to 2 minutes (CONTRACT.md
+# R18). Not grpc.min_reconnect_backoff_ms: gRPC also takes it as the connect
+# timeout, which would cut a slow handshake short.
+_CHANNEL_OPTIONS = (("grpc.initial_reconnect_backoff_ms", 100),
+                    ("grpc.max_reconnect_backoff_ms", 1000))
+
+# Every live Client, for the fork handler below (weak: a dropped client
+# leaves by itself).
+_live_clients: "weakref.WeakSet[Client]" = weakref.WeakSet()
+
+
+def _release(prefetcher, source) -> None:
+    if prefetcher is not None:
+        prefetcher.stop(0)
+    source.close()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child (multiprocessing's fork start method, gunicorn
+    --preload, uWSGI) drops every range it inherited, hands none back and
+    fetches its own through channels of its own (CONTRACT.md R16)."""
+    for client in list(_live_clients):
+        client._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class _OptionError(HiloError, ValueError):
@@ -79,7 +110,19 @@ def _check_separator(separator: str) -> None:
     separator is the character right before those digits. A digit there
     could be read as part of the number, so two IDs could be equal; with
     '-' the last separator and the last '-' are the same character, so the
-    number could not be read back. Any other character is safe."""
+    number could not be read back. Any other character is safe, but for
+    control characters (C0, DEL, C1): a document ID holds none (a NUL cuts
+    it short in C strings and many stores)."""
+    code = ord(separator)
+    if code < 0x20 or 0x7f <= code <= 0x9f:
+        raise _OptionError(
+            f"separator U+{code:04X} is a control character; a document ID "
+            f"holds none (a NUL would cut it short in C strings and many "
+            f"stores); use any other character but '|', a digit or '-'")
+    if 0xD800 <= code <= 0xDFFF:
+        raise _OptionError(
+            f"separator U+{code:04X} is half a surrogate pair, not a "
+            f"character; it cannot be sent as UTF-8")
     if separator == "|":
         raise _OptionError(
             "separator '|' is reserved; use any other character but a digit "
@@ -150,15 +193,11 @@ class Client:
                 or not 0 <= prefetch_at < 1):
             raise ValueError(
                 f"prefetch_at is {prefetch_at!r}; use 0 (off) or (0, 1)")
-        channels = []
-        for t in targets:
-            channel = (grpc.secure_channel(t, credentials)
-                       if credentials is not None else grpc.insecure_channel(t))
-            channels.append(_Target(t, channel,
-                                    hilo_pb2_grpc.HiLoStub(channel)))
+        self._targets = targets
+        self._credentials = credentials
         self._separator = separator
         self._log = log if log is not None else _logger.warning
-        self._source = _GrpcRangeSource(channels, float(rpc_deadline))
+        self._source = self._make_source(float(rpc_deadline))
         self._rpc_deadline = float(rpc_deadline)
         self._prefetch_at = float(prefetch_at)
         # Runs prefetch tasks; None when prefetching is off.
@@ -167,6 +206,45 @@ class Client:
         self._return_lock = threading.Lock()
         self._caches = {}  # collection -> _RangeCache; never shrinks
         self._closed = False
+        self._close_done = threading.Event()
+        # A client dropped without close() still stops its prefetch thread
+        # and closes its channels (it hands nothing back: only close() does).
+        self._finalizer = weakref.finalize(
+            self, _release, self._prefetcher, self._source)
+        _live_clients.add(self)
+
+    def _make_source(self, rpc_deadline: float) -> _GrpcRangeSource:
+        targets = []
+        for t in self._targets:
+            channel = (grpc.secure_channel(t, self._credentials,
+                                           options=_CHANNEL_OPTIONS)
+                       if self._credentials is not None
+                       else grpc.insecure_channel(t,
+                                                  options=_CHANNEL_OPTIONS))
+            targets.append(_Target(t, channel,
+                                   hilo_pb2_grpc.HiLoStub(channel)))
+        return _GrpcRangeSource(targets, rpc_deadline)
+
+    def _after_fork_in_child(self) -> None:
+        """In a forked child, with this thread the only one: every range
+        inherited is dropped without a return (they are the parent's: a
+        return would let a third client take numbers the parent still hands
+        out), the locks are made anew (a thread that held one is gone), and
+        so are the prefetch thread and the channels (a gRPC channel does not
+        survive fork(); the parent's are left alone, never closed here)."""
+        self._lock = threading.Lock()
+        self._return_lock = threading.Lock()
+        if self._prefetcher is not None:
+            self._prefetcher = _Prefetcher()
+        if not self._closed:
+            self._source = self._make_source(self._rpc_deadline)
+            self._finalizer.detach()  # it would close the parent's channels
+            self._finalizer = weakref.finalize(
+                self, _release, self._prefetcher, self._source)
+        schedule = (self._prefetcher.schedule
+                    if self._prefetcher is not None else None)
+        for cache in self._caches.values():
+            cache.drop_after_fork(self._source, schedule)
 
     def _cache_for(self, collection: str) -> _RangeCache:
         cache = self._caches.get(collection)
@@ -224,6 +302,13 @@ class Client:
         is normal and silent. The client stays usable; the next next_id
         fetches a new range. next_id calls on these collections wait until
         the call ends."""
+        self._return_unused(final=False)
+
+    def _return_unused(self, final: bool) -> None:
+        """return_unused_ranges; with final (close), each cache refuses
+        numbers and fetches from then on, so that a next_id racing close
+        neither raises from a closed channel nor fetches a range that is
+        never handed back."""
         with self._return_lock:  # one at a time, as the C++ client
             with self._lock:
                 caches = list(self._caches.values())
@@ -232,7 +317,7 @@ class Client:
             outcomes: List[Union[_ReturnResult, HiloError]] = []
             try:
                 for cache in caches:
-                    unused = cache.take_unused()
+                    unused = cache.take_unused(final)
                     if unused is None:
                         continue
                     taken.append((cache, unused, len(items)))
@@ -265,18 +350,27 @@ class Client:
 
     def close(self) -> None:
         """Stops fetching ahead, returns the unused ranges, then closes the
-        channels. Idempotent."""
+        channels. Idempotent: a second close() waits (bounded) for the
+        first to end. next_id calls racing close() either get a number
+        whose range goes back with the rest, or RuntimeError."""
         with self._lock:
-            if self._closed:
-                return
+            first = not self._closed
             self._closed = True
-        if self._prefetcher is not None:
-            # A running prefetch ends within its NextRange deadlines; what
-            # it fetched goes back below.
-            self._prefetcher.stop(
-                self._rpc_deadline * len(self._source._targets) + 1)
-        self.return_unused_ranges()
-        self._source.close()
+        bound = self._rpc_deadline * (len(self._targets) + 2) + 1
+        if not first:
+            self._close_done.wait(bound)
+            return
+        try:
+            if self._prefetcher is not None:
+                # A running prefetch ends within its NextRange deadlines;
+                # what it fetched goes back below.
+                self._prefetcher.stop(
+                    self._rpc_deadline * len(self._targets) + 1)
+            self._return_unused(final=True)
+            self._source.close()
+        finally:
+            self._finalizer.detach()
+            self._close_done.set()
 
     def __enter__(self) -> "Client":
         return self

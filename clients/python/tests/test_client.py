@@ -205,6 +205,31 @@ class ClientWithoutServerTest(unittest.TestCase):
     """What needs no server: options refused at construction, names, and
     how returns are cut into calls."""
 
+    def test_channels_cap_the_reconnect_backoff_at_one_second(self):
+        # CONTRACT.md R18: gRPC's default back-off grows to 2 minutes, so a
+        # client could wait that long after a server's return. Asserted on
+        # what the channels are made with (the conformance scenario
+        # reconnects_soon_after_long_outage measures the recovery), and
+        # again for the channels a forked child makes.
+        from unittest import mock
+
+        made = []
+        real = grpc.insecure_channel
+
+        def spy(target, options=None, *args, **kwargs):
+            made.append(dict(options or ()))
+            return real(target, options, *args, **kwargs)
+
+        with mock.patch.object(grpc, "insecure_channel", spy):
+            client = Client(["127.0.0.1:1", "127.0.0.1:2"])
+            client._after_fork_in_child()
+            client.close()
+        self.assertEqual(len(made), 4)
+        for options in made:
+            self.assertEqual(options.get("grpc.max_reconnect_backoff_ms"), 1000)
+            self.assertEqual(
+                options.get("grpc.initial_reconnect_backoff_ms"), 100)
+
     def test_return_retries_run_on_the_monotonic_clock_alone(self):
         # The wall clock steps back by an hour before each attempt and
         # forward by two after it; the monotonic clock moves by what each
@@ -344,6 +369,58 @@ class ClientTest(unittest.TestCase):
         self.server = HiloServer("A")
         self.addCleanup(self.server.cleanup)
         self.logs = []
+
+    def test_a_call_that_races_close_gets_runtime_error_not_a_new_range(self):
+        # A caller past next_id's own closed check when close() begins
+        # reaches the cache after close() retired it: it must neither fetch
+        # a range that is never handed back nor call a closed channel.
+        c = Client([self.server.target], prefetch_at=0)
+        c.next_id("race")
+        cache = c._caches["race"]
+        c.close()
+        with self.assertRaisesRegex(RuntimeError, "closed"):
+            cache.next()
+        self.assertEqual(c.stats().ranges_fetched, 1)
+        self.assertEqual(c.stats().returns_applied, 1)
+
+    def test_second_close_waits_for_the_first(self):
+        c = Client([self.server.target], prefetch_at=0)
+        c.next_id("twice")
+        gate = threading.Event()
+        real = c._source.return_many
+
+        def slow(items):
+            gate.wait(10)
+            return real(items)
+
+        c._source.return_many = slow
+        first = threading.Thread(target=c.close)
+        first.start()
+        while not c._closed:
+            time.sleep(0.001)
+        second_done = threading.Event()
+        second = threading.Thread(target=lambda: (c.close(),
+                                                  second_done.set()))
+        second.start()
+        self.assertFalse(second_done.wait(0.2))  # the first still returns
+        gate.set()
+        first.join(10)
+        second.join(10)
+        self.assertTrue(second_done.is_set())
+        self.assertEqual(c.stats().returns_applied, 1)
+
+    def test_a_dropped_client_stops_its_prefetch_thread(self):
+        import gc
+
+        c = Client([self.server.target], prefetch_at=0.2)
+        for _ in range(10):  # past a fifth of 32: a prefetch starts
+            c.next_id("dropped")
+        thread = c._prefetcher._thread
+        self.assertIsNotNone(thread)
+        del c
+        gc.collect()
+        thread.join(10)
+        self.assertFalse(thread.is_alive())
 
     def client(self, targets=None, manual_prefetch=True, **kw):
         """A client of `targets` (this test's server by default). Unless

@@ -6,6 +6,13 @@
 // `close` is Client::ReturnUnusedRanges(): the C++ client stays usable after
 // it, and fetches a new range on the next call (so it answers kept_open,
 // with or without keep_open).
+//
+// `fork` forks this process; the child draws with the client it inherited,
+// hands its ranges back, writes its answer to a pipe and ends (_exit, so
+// nothing of the parent's is flushed or destroyed twice).
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -99,6 +106,7 @@ class Driver {
                           "}");
     }
     if (op == "draw") return Draw(request);
+    if (op == "fork") return Fork(request);
     if (op == "stats") return Stats();
     if (op == "close") {
       client_->ReturnUnusedRanges();
@@ -191,7 +199,14 @@ class Driver {
       });
     }
     for (std::thread& t : threads) t.join();
-    std::string out = "{\"ok\": true, \"document_ids\": [";
+    return absl::StrCat("{\"ok\": true, ", IdsAndErrors(ids, errors), "}");
+  }
+
+  // "document_ids": [...], "errors": {...}
+  static std::string IdsAndErrors(
+      const std::vector<std::string>& ids,
+      const std::map<std::string, int64_t>& errors) {
+    std::string out = "\"document_ids\": [";
     for (size_t i = 0; i < ids.size(); ++i) {
       if (i > 0) out += ", ";
       out += JsonQuote(ids[i]);
@@ -203,7 +218,60 @@ class Driver {
       first = false;
       absl::StrAppend(&out, JsonQuote(code), ": \"", n, "\"");
     }
-    return out + "}}";
+    return out + "}";
+  }
+
+  std::string Fork(const Struct& request) {
+    const std::string collection = StringField(request, "collection");
+    const int64_t count =
+        static_cast<int64_t>(NumberField(request, "count", 0));
+    int fds[2];
+    if (pipe(fds) != 0) return Error("DRIVER", "pipe failed");
+    std::cout.flush();
+    const pid_t pid = fork();
+    if (pid < 0) {
+      close(fds[0]);
+      close(fds[1]);
+      return Error("DRIVER", "fork failed");
+    }
+    if (pid == 0) {
+      close(fds[0]);
+      std::vector<std::string> ids;
+      std::map<std::string, int64_t> errors;
+      for (int64_t n = 0; n < count; ++n) {
+        absl::StatusOr<std::string> id = client_->NextDocumentId(collection);
+        if (!id.ok()) {
+          ++errors[absl::StatusCodeToString(id.status().code())];
+          break;
+        }
+        ids.push_back(*std::move(id));
+      }
+      client_->ReturnUnusedRanges();
+      const std::string out = IdsAndErrors(ids, errors);
+      for (size_t done = 0; done < out.size();) {
+        const ssize_t n = write(fds[1], out.data() + done, out.size() - done);
+        if (n <= 0) break;
+        done += static_cast<size_t>(n);
+      }
+      _exit(0);
+    }
+    close(fds[1]);
+    std::string body;
+    char buffer[4096];
+    while (true) {
+      const ssize_t n = read(fds[0], buffer, sizeof(buffer));
+      if (n <= 0) break;
+      body.append(buffer, static_cast<size_t>(n));
+    }
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || body.empty()) {
+      return Error("DRIVER", absl::StrFormat("the forked child ended with "
+                                             "status %d and no answer",
+                                             status));
+    }
+    return absl::StrCat("{\"ok\": true, \"forked\": true, ", body, "}");
   }
 
   std::string Stats() {

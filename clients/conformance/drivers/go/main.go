@@ -209,6 +209,10 @@ func (d *driver) handle(line []byte) (answer, bool) {
 		return answer{"ok": true, "document_id": id}, false
 	case "draw":
 		return d.draw(&req), false
+	case "fork":
+		// A Go program does not fork (the runtime's threads do not survive
+		// it); os/exec starts a fresh process instead.
+		return answer{"ok": true, "forked": false}, false
 	case "stats":
 		s := d.client.Stats()
 		str := func(n int64) string { return strconv.FormatInt(n, 10) }

@@ -129,6 +129,12 @@ public final class Driver {
       }
       case "draw":
         return draw(request);
+      case "fork": {
+        // The JVM does not fork; ProcessBuilder starts a fresh process.
+        JsonObject o = ok();
+        o.addProperty("forked", false);
+        return o;
+      }
       case "stats":
         return stats();
       case "close":

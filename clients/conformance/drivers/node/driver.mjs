@@ -82,6 +82,9 @@ async function handle(req) {
       return { ok: true, document_id: await active().nextDocumentId(need(req, 'collection', 'string')) };
     case 'draw':
       return draw(req);
+    case 'fork':
+      // Node does not fork: cluster and child_process start fresh processes.
+      return { ok: true, forked: false };
     case 'stats': {
       const s = active().stats();
       const stats = {};

@@ -6,6 +6,7 @@ build.sh makes an executable that sets both.
 """
 
 import json
+import os
 import sys
 import threading
 import time
@@ -98,6 +99,50 @@ class Driver:
         return {"ok": True, "document_ids": ids,
                 "errors": {k: str(v) for k, v in errors.items()}}
 
+    def fork(self, req):
+        """Forks; the child draws with the client it inherited, hands its
+        ranges back (close), writes its answer to a pipe and ends with
+        os._exit (nothing of the parent's flushed or closed twice)."""
+        client = self.need_client()
+        read_end, write_end = os.pipe()
+        sys.stdout.flush()
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                os.close(read_end)
+                ids, errors = [], {}
+                for _ in range(req.get("count", 0)):
+                    try:
+                        ids.append(client.next_document_id(req["collection"]))
+                    except Exception as e:  # noqa: BLE001 - counted by code
+                        c = from_exception(e)["code"]
+                        errors[c] = str(int(errors.get(c, 0)) + 1)
+                        break
+                client.close()
+                data = json.dumps({"document_ids": ids,
+                                   "errors": errors}).encode()
+                while data:
+                    data = data[os.write(write_end, data):]
+            except BaseException:  # noqa: BLE001 - the parent sees no answer
+                code = 1
+            finally:
+                os._exit(code)
+        os.close(write_end)
+        chunks = []
+        while True:
+            chunk = os.read(read_end, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        os.close(read_end)
+        _, status = os.waitpid(pid, 0)
+        if status != 0 or not chunks:
+            return error("DRIVER", f"the forked child ended with status "
+                                   f"{status} and no answer")
+        body = json.loads(b"".join(chunks))
+        return {"ok": True, "forked": True, **body}
+
     def stats(self, req):
         s = self.need_client().stats()
         names = ("calls_waited", "ranges_fetched", "ranges_prefetched",
@@ -118,7 +163,7 @@ def main():
     driver = Driver()
     ops = {"open": driver.open, "next_id": driver.next_id,
            "next_document_id": driver.next_document_id, "draw": driver.draw,
-           "stats": driver.stats, "close": driver.close}
+           "fork": driver.fork, "stats": driver.stats, "close": driver.close}
     for line in sys.stdin:
         if not line.strip():
             continue

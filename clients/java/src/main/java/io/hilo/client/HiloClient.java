@@ -56,6 +56,7 @@ public final class HiloClient implements AutoCloseable {
   private final Targets targets;
   private final List<ManagedChannel> ownedChannels;
   private final ExecutorService executor;
+  private final ReconnectPacer reconnectPacer;
   private final Consumer<String> log;
   private final Object logLock = new Object();
   private final ConcurrentHashMap<String, RangeCache> caches = new ConcurrentHashMap<>();
@@ -71,6 +72,7 @@ public final class HiloClient implements AutoCloseable {
     this.waitBound = b.rpcDeadline.multipliedBy(targets.size() + 1);
     this.targets = targets;
     this.ownedChannels = owned;
+    this.reconnectPacer = new ReconnectPacer(owned, ReconnectPacer.MAX_BACKOFF);
     this.log = b.log != null ? b.log : HiloClient::logToSystemLogger;
     this.executor =
         Executors.newCachedThreadPool(
@@ -163,6 +165,7 @@ public final class HiloClient implements AutoCloseable {
       returnAll();
     } finally {
       executor.shutdownNow();
+      reconnectPacer.close();
       for (ManagedChannel c : ownedChannels) c.shutdown();
       for (ManagedChannel c : ownedChannels) {
         try {
@@ -393,6 +396,16 @@ public final class HiloClient implements AutoCloseable {
     public HiloClient build() {
       if (targets.isEmpty() && channels.isEmpty()) {
         throw invalid("no targets: give at least one target or channel");
+      }
+      if (Character.isISOControl(separator)) {
+        throw invalid(String.format(
+            "separator U+%04X is a control character; a document ID holds none (a NUL would cut it short in C"
+                + " strings and many stores)", (int) separator));
+      }
+      if (Character.isSurrogate(separator)) {
+        throw invalid(String.format(
+            "separator U+%04X is half a surrogate pair, not a character; it cannot be sent as UTF-8",
+            (int) separator));
       }
       if (separator == '|') {
         throw invalid("separator '|' is not allowed: '|' is reserved");

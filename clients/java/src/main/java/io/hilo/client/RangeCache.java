@@ -256,6 +256,16 @@ final class RangeCache {
       return "NextRange replied with the invalid range [" + r.getLow() + ", " + r.getHigh() + "] of \""
           + collection + "\"";
     }
+    // high - low cannot overflow: low >= 1.
+    if (r.getHigh() - r.getLow() >= MAX_RANGE_SIZE) {
+      return "NextRange replied with the range [" + r.getLow() + ", " + r.getHigh() + "] of \"" + collection
+          + "\", " + Long.toUnsignedString(r.getHigh() - r.getLow() + 1) + " numbers; a client takes at most "
+          + MAX_RANGE_SIZE + " in one range";
+    }
+    if (r.hasRangeAt() && !isValidTimestamp(r.getRangeAt())) {
+      return "NextRange replied with range_at " + r.getRangeAt().getSeconds() + " s " + r.getRangeAt().getNanos()
+          + " ns, which is not a valid Timestamp (0001-01-01 to 9999-12-31)";
+    }
     if (!isValidNodeTag(r.getNodeTag())) {
       return "NextRange replied with node tag \"" + r.getNodeTag()
           + "\", which is not 1-4 characters of A-Z and 0-9";
@@ -267,6 +277,19 @@ final class RangeCache {
           + ", the high of the range this client got from that node before";
     }
     return null;
+  }
+
+  /**
+   * The most numbers a client takes in one range (CONTRACT.md R11): a server's ranges are at most its
+   * --max_range_size (2^20 by default); a bigger one is a tampered reply or a broken server, whose high echoed
+   * as last_max every node would then refuse.
+   */
+  static final long MAX_RANGE_SIZE = 1L << 32;
+
+  /** google.protobuf.Timestamp's range, 0001-01-01 to 9999-12-31: a range_at outside it is never echoed. */
+  static boolean isValidTimestamp(com.google.protobuf.Timestamp t) {
+    return t.getSeconds() >= -62135596800L && t.getSeconds() <= 253402300799L && t.getNanos() >= 0
+        && t.getNanos() <= 999_999_999;
   }
 
   static boolean isValidNodeTag(String tag) {

@@ -102,6 +102,22 @@ final class Targets {
    * range and none with a usable one, and a target's own status for any other error.
    */
   Reply nextRange(NextRangeRequest request, Function<NextRangeResponse, String> check) {
+    String name = request.getCollection();
+    for (int i = 0; i < name.length(); i++) {
+      char c = name.charAt(i);
+      if (Character.isHighSurrogate(c) && i + 1 < name.length() && Character.isLowSurrogate(name.charAt(i + 1))) {
+        i++;
+        continue;
+      }
+      if (Character.isSurrogate(c)) {
+        // Protobuf would send '?' in its place, and two names would become one collection.
+        throw new HiloException(
+            Status.Code.INVALID_ARGUMENT,
+            "collection name \"" + name + "\" holds an unpaired surrogate (UTF-16 index " + i
+                + "), which is no Unicode character; a collection is 1-256 bytes of UTF-8 without control"
+                + " characters");
+      }
+    }
     List<String> failures = new ArrayList<>();
     boolean anyInvalid = false;
     int first = preferred.get();
@@ -110,8 +126,18 @@ final class Targets {
       int index = (first + i) % n;
       NextRangeResponse response;
       try {
-        response =
-            stubs.get(index).withDeadlineAfter(rpcDeadline.toNanos(), TimeUnit.NANOSECONDS).nextRange(request);
+        try {
+          response =
+              stubs.get(index).withDeadlineAfter(rpcDeadline.toNanos(), TimeUnit.NANOSECONDS).nextRange(request);
+        } catch (StatusRuntimeException e) {
+          if (!echoRefused(statusOf(e).getCode(), request)) throw e;
+          // A node far behind the one that issued the range reported (CONTRACT.md R17): asked again without
+          // it. Its IDs carry its own tag, and a range at or below what this client has from that very node
+          // is still refused by check: none repeats.
+          NextRangeRequest bare = NextRangeRequest.newBuilder().setCollection(request.getCollection()).build();
+          response =
+              stubs.get(index).withDeadlineAfter(rpcDeadline.toNanos(), TimeUnit.NANOSECONDS).nextRange(bare);
+        }
       } catch (StatusRuntimeException e) {
         Status status = statusOf(e);
         if (!isTransient(status.getCode())) {
@@ -142,6 +168,15 @@ final class Targets {
         Status.Code.UNAVAILABLE,
         "no hilo server answered NextRange for \"" + request.getCollection() + "\": "
             + String.join("; ", failures));
+  }
+
+  /**
+   * Whether {@code code} may be a node's refusal of the previous range {@code request} reports: the last_max
+   * guard rail (FAILED_PRECONDITION) or a field it finds malformed (INVALID_ARGUMENT).
+   */
+  static boolean echoRefused(Status.Code code, NextRangeRequest request) {
+    boolean echoes = request.getLastMax() != 0 || request.getLastSize() != 0 || request.hasLastRangeAt();
+    return echoes && (code == Status.Code.FAILED_PRECONDITION || code == Status.Code.INVALID_ARGUMENT);
   }
 
   /** The outcome of one return: a judgement (applied or not, Max after it) or the error it failed with. */
