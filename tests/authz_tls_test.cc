@@ -12,6 +12,7 @@
 #include "hilo/v1/hilo.grpc.pb.h"
 #include "prometheus/text_serializer.h"
 #include "testing/status_matchers.h"
+#include "testing/threads_end_before_exit.h"
 #include "tests/test_util.h"
 
 namespace hilo {
@@ -25,6 +26,13 @@ using ::hilo::testing_util::WriteFile;
 using ::testing::HasSubstr;
 
 constexpr char kToken[] = "b7e1f0c2a9d84e5f8a1b2c3d4e5f6a7b";
+
+// The handshakes ran on gRPC's pool threads: the binary exits only once
+// they have ended, or LeakSanitizer may report OpenSSL's per-thread state
+// as leaked (see testing/threads_end_before_exit.h).
+const ::testing::Environment* const kThreadsEndBeforeExit =
+    ::testing::AddGlobalTestEnvironment(
+        new testing_util::ThreadsEndBeforeExit());
 
 class AuthzTlsTest : public testing_util::CertificateTest {
  protected:

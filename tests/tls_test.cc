@@ -8,6 +8,7 @@
 #include "hilo/admin_client.h"
 #include "hilo/client.h"
 #include "testing/status_matchers.h"
+#include "testing/threads_end_before_exit.h"
 #include "tests/test_util.h"
 
 namespace hilo {
@@ -18,6 +19,13 @@ using ::hilo::testing_util::StatusIs;
 using ::hilo::testing_util::TempDir;
 using ::testing::HasSubstr;
 using ::testing::Not;
+
+// The handshakes ran on gRPC's pool threads: the binary exits only once
+// they have ended, or LeakSanitizer may report OpenSSL's per-thread state
+// as leaked (see testing/threads_end_before_exit.h).
+const ::testing::Environment* const kThreadsEndBeforeExit =
+    ::testing::AddGlobalTestEnvironment(
+        new testing_util::ThreadsEndBeforeExit());
 
 class TlsTest : public testing_util::CertificateTest {
  protected:
