@@ -1,6 +1,7 @@
 // The authorization policy over real TLS: certificates made by openssl for
 // the run, an in-process server on 127.0.0.1:0, raw gRPC stubs so every
 // status is seen exactly as a client sees it.
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -12,6 +13,7 @@
 #include "hilo/v1/hilo.grpc.pb.h"
 #include "prometheus/text_serializer.h"
 #include "testing/status_matchers.h"
+#include "testing/threads_end_before_exit.h"
 #include "tests/test_util.h"
 
 namespace hilo {
@@ -24,7 +26,16 @@ using ::hilo::testing_util::TempDir;
 using ::hilo::testing_util::WriteFile;
 using ::testing::HasSubstr;
 
+// Every call's deadline: a bound, not a speed target (see tls_test.cc).
+constexpr std::chrono::seconds kCallBound(60);
 constexpr char kToken[] = "b7e1f0c2a9d84e5f8a1b2c3d4e5f6a7b";
+
+// The handshakes ran on gRPC's pool threads: the binary exits only once
+// they have ended, or LeakSanitizer may report OpenSSL's per-thread state
+// as leaked (see testing/threads_end_before_exit.h).
+const ::testing::Environment* const kThreadsEndBeforeExit =
+    ::testing::AddGlobalTestEnvironment(
+        new testing_util::ThreadsEndBeforeExit());
 
 class AuthzTlsTest : public testing_util::CertificateTest {
  protected:
@@ -93,8 +104,7 @@ class AuthzTlsTest : public testing_util::CertificateTest {
                     hilo::v1::NextRangeResponse* out = nullptr) {
     auto stub = hilo::v1::HiLo::NewStub(Channel(who));
     grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() +
-                         std::chrono::seconds(10));
+    context.set_deadline(std::chrono::system_clock::now() + kCallBound);
     if (!token.empty()) {
       context.AddMetadata("authorization", absl::StrCat("Bearer ", token));
     }
@@ -109,8 +119,7 @@ class AuthzTlsTest : public testing_util::CertificateTest {
                         int64_t floor) {
     auto stub = hilo::v1::HiLoAdmin::NewStub(Channel(who));
     grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() +
-                         std::chrono::seconds(10));
+    context.set_deadline(std::chrono::system_clock::now() + kCallBound);
     hilo::v1::SetFloorRequest request;
     request.set_collection(collection);
     request.set_floor(floor);
@@ -121,8 +130,7 @@ class AuthzTlsTest : public testing_util::CertificateTest {
   grpc::Status Get(const std::string& who, const std::string& collection) {
     auto stub = hilo::v1::HiLoAdmin::NewStub(Channel(who));
     grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() +
-                         std::chrono::seconds(10));
+    context.set_deadline(std::chrono::system_clock::now() + kCallBound);
     hilo::v1::GetCollectionRequest request;
     request.set_collection(collection);
     hilo::v1::GetCollectionResponse response;

@@ -1,0 +1,55 @@
+#include "testing/process_threads.h"
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <fstream>
+#include <memory>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace hilo::testing_util {
+
+absl::StatusOr<std::vector<std::string>> ThreadNames() {
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(opendir("/proc/self/task"),
+                                          &closedir);
+  if (dir == nullptr) {
+    return absl::UnavailableError(
+        "cannot list this process's threads: /proc/self/task is unreadable");
+  }
+  std::vector<std::string> names;
+  while (const dirent* entry = readdir(dir.get())) {
+    const std::string tid = entry->d_name;
+    if (tid == "." || tid == "..") continue;
+    // A thread that ends between readdir and here still counted: its name
+    // is left empty rather than dropped.
+    std::ifstream comm(absl::StrCat("/proc/self/task/", tid, "/comm"));
+    std::string name;
+    std::getline(comm, name);
+    names.push_back(
+        absl::StrCat(absl::StripAsciiWhitespace(name), " (tid ", tid, ")"));
+  }
+  return names;
+}
+
+absl::Status WaitForThreadCountAtMost(int threads, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  absl::Duration pause = absl::Milliseconds(1);
+  while (true) {
+    absl::StatusOr<std::vector<std::string>> names = ThreadNames();
+    if (!names.ok()) return names.status();
+    if (static_cast<int>(names->size()) <= threads) return absl::OkStatus();
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat(names->size(), " threads are still running after ",
+                       absl::FormatDuration(timeout), "; expected at most ",
+                       threads, ": ", absl::StrJoin(*names, ", ")));
+    }
+    absl::SleepFor(pause);
+    pause = std::min(pause * 2, absl::Milliseconds(10));
+  }
+}
+
+}  // namespace hilo::testing_util
