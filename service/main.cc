@@ -39,6 +39,11 @@ ABSL_FLAG(bool, create_db, false,
           "create --db (and its missing directories) if there is no "
           "database there; an existing one is opened. A new database hands "
           "out numbers from 1 again: give it only for a node's first start");
+ABSL_FLAG(std::string, create_db_marker, "",
+          "as --create_db, but only while this file exists; it is removed "
+          "once the server serves. For an install script that leaves it in "
+          "the state directory it has just made, so that only a node's "
+          "first start may create a database (the Debian package does)");
 ABSL_FLAG(std::string, store, "",
           "the shared store: a PostgreSQL connection URI "
           "(postgresql://user@host:port/db?sslmode=...); every server on the "
@@ -290,7 +295,8 @@ int main(int argc, char** argv) {
             "max_connection_age_grace", "keepalive_time", "keepalive_timeout",
             "enable_reflection"}},
           {"Storage",
-           {"db", "create_db", "store", "store_file", "sync", "max_batch"}},
+           {"db", "create_db", "create_db_marker", "store", "store_file",
+            "sync", "max_batch"}},
           {"Node tag",
            {"node_tag", "node_tag_from_hostname",
             "node_tag_hashed_from_hostname", "require_node_tag",
@@ -342,10 +348,16 @@ int main(int argc, char** argv) {
   if (!store.ok()) return Fail(store.status());
   options.postgres_uri = *store;
   options.create_db = absl::GetFlag(FLAGS_create_db);
-  if (options.create_db && !options.postgres_uri.empty()) {
+  const std::string create_db_marker = absl::GetFlag(FLAGS_create_db_marker);
+  if ((options.create_db || !create_db_marker.empty()) &&
+      !options.postgres_uri.empty()) {
     return Fail(absl::InvalidArgumentError(
         "--create_db is for the SQLite file --db; with --store there is "
         "no file to create"));
+  }
+  if (!create_db_marker.empty() &&
+      access(create_db_marker.c_str(), F_OK) == 0) {
+    options.create_db = true;
   }
   options.node_tag = absl::GetFlag(FLAGS_node_tag);
   // Whether the tag was chosen, or is the single node's default.
@@ -465,6 +477,14 @@ int main(int argc, char** argv) {
       hilo::Server::Start(options);
   if (!server.ok()) return Fail(server.status());
   grpc_logs_enabled.store(true);
+  if (!create_db_marker.empty() && unlink(create_db_marker.c_str()) != 0 &&
+      errno != ENOENT) {
+    // Left in place it would let a later start make a new database where
+    // this one was lost: refuse to serve rather than keep it.
+    return Fail(absl::UnavailableError(
+        absl::StrFormat("cannot remove --create_db_marker %s: %s",
+                        create_db_marker, strerror(errno))));
+  }
   // Which file, and whether it is new: a server started from the wrong
   // directory, or on a lost volume, must not look like the real one.
   std::string store_text;

@@ -431,6 +431,30 @@ TEST(ServerMainTest, StartLineSaysNewOrExistingWithTheAbsolutePathAndCount) {
   }
 }
 
+// The Debian package's first start: a marker its install script left makes
+// the one database, and is gone once the server serves.
+TEST(ServerMainTest, CreateDbMarkerCreatesOnceAndIsRemoved) {
+  TempDir dir;
+  const std::string db = dir.File("h.db");
+  const std::string marker = dir.File("create-db");
+  testing_util::WriteFile(marker, "");
+  {
+    std::unique_ptr<ServerProcess> server =
+        Start({"--db=" + db, "--create_db_marker=" + marker});
+    ASSERT_NE(server, nullptr);
+    EXPECT_EQ(StartLineDatabase(server->StderrLines()[0]),
+              "created NEW database " + db + " with 0 collections");
+    EXPECT_FALSE(std::filesystem::exists(marker));
+    EXPECT_THAT(server->Terminate(), IsOkAndHolds(0));
+  }
+  ASSERT_EQ(unlink(db.c_str()), 0);
+  const auto [code, lines] =
+      RunToRefusal({"--db=" + db, "--create_db_marker=" + marker});
+  EXPECT_EQ(code, 1);
+  ASSERT_EQ(lines.size(), 1u) << ::testing::PrintToString(lines);
+  EXPECT_THAT(lines[0], HasSubstr(db + " does not exist; pass --create_db"));
+}
+
 TEST(ServerMainTest, SecondServerOnOneFileIsRefusedUntilTheFirstIsKilled) {
   TempDir dir;
   const std::string db = dir.File("h.db");
