@@ -36,8 +36,8 @@ class BenchRun {
   const std::string& dir() const { return dir_; }
 
   // Starts options().server with a new database at <dir>/<name>/hilo.db
-  // (--create_db), `extra_flags`, then options().server_flags. ServerProcess::Start's
-  // errors.
+  // (--create_db), `extra_flags`, then options().server_flags.
+  // ServerProcess::Start's errors.
   absl::StatusOr<std::unique_ptr<ServerProcess>> StartServer(
       const std::string& name, std::vector<std::string> extra_flags);
 
