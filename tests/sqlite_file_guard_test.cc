@@ -181,6 +181,24 @@ TEST(SqliteFileGuardTest, TheStoresThreadNoticesAnIdleStoresFileGone) {
               StatusIs(absl::StatusCode::kUnavailable, kFileLostMessage));
 }
 
+// Closing the store's last connection deletes the -wal file: a clean close
+// is not a lost log, however its watch thread is timed against it.
+TEST(SqliteFileGuardTest, ClosingTheStoreIsNotALostFile) {
+  TempDir dir;
+  LossLog log;
+  for (int round = 0; round < 30; ++round) {
+    SqliteRangeStoreOptions options;
+    options.path = dir.File("h.db");
+    options.file_check_interval = absl::Microseconds(100);
+    options.on_file_lost = log.Callback();
+    absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
+        SqliteRangeStore::Open(std::move(options));
+    ASSERT_THAT(store, IsOk());
+    ASSERT_THAT((*store)->Allocate("orders", 32, 0, NextToken()), IsOk());
+  }
+  EXPECT_THAT(log.seen(), IsEmpty());
+}
+
 TEST(SqliteFileGuardTest, OneWritableStorePerFileAndReadOnlyNeedsNoLock) {
   TempDir dir;
   const std::string path = dir.File("h.db");

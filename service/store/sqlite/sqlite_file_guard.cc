@@ -100,12 +100,16 @@ SqliteFileGuard::SqliteFileGuard(std::string path, int fd,
       identity_(identity) {}
 
 SqliteFileGuard::~SqliteFileGuard() {
+  StopWatching();
+  close(fd_);  // releases the lock
+}
+
+void SqliteFileGuard::StopWatching() {
   {
     base::MutexLock lock(&mu_);
     stopping_ = true;
   }
   if (thread_.joinable()) thread_.join();
-  close(fd_);  // releases the lock
 }
 
 int64_t SqliteFileGuard::Size() const {

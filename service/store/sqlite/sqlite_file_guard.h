@@ -101,6 +101,10 @@ class SqliteFileGuard {
   bool lost() const { return lost_.load(std::memory_order_acquire); }
   // Runs on_lost if a check found the file lost and nobody ran it yet.
   void ReportIfLost() ABSL_LOCKS_EXCLUDED(mu_);
+  // Stops the watch thread and waits for it (idempotent); Check still
+  // works. Call it before closing SQLite's connections: the last close
+  // deletes the -wal file, which the thread would take for a lost log.
+  void StopWatching() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   SqliteFileGuard(std::string path, int fd, FileIdentity identity);

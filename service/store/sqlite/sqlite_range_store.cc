@@ -227,6 +227,8 @@ struct SqliteRangeStore::Reader {
 };
 
 SqliteRangeStore::~SqliteRangeStore() {
+  // Closing the last connection deletes the -wal file: not a lost log.
+  if (guard_ != nullptr) guard_->StopWatching();
   // Completes every queued operation before the statements go.
   reader_.reset();
   queue_.reset();
