@@ -8,6 +8,7 @@
 //   hilo::ServerOptions options;
 //   options.listen = "127.0.0.1:0";
 //   options.db_path = dir + "/hilo.db";
+//   options.create_db = true;  // a new database; an existing one is opened
 //   absl::StatusOr<std::unique_ptr<hilo::Server>> server =
 //       hilo::Server::Start(options);
 //   int port = (*server)->port();
