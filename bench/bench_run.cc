@@ -16,7 +16,7 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> BenchRun::StartServer(
     const std::string& name, std::vector<std::string> extra_flags) {
   std::vector<std::string> args = {
       "--listen=127.0.0.1:0",
-      absl::StrCat("--db=", dir_, "/", name, "/hilo.db"),
+      absl::StrCat("--db=", dir_, "/", name, "/hilo.db"), "--create_db",
       "--metrics_listen=127.0.0.1:0"};
   args.insert(args.end(), extra_flags.begin(), extra_flags.end());
   args.insert(args.end(), options_.server_flags.begin(),

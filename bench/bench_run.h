@@ -35,9 +35,9 @@ class BenchRun {
   const BenchOptions& options() const { return options_; }
   const std::string& dir() const { return dir_; }
 
-  // Starts options().server with its database at <dir>/<name>/hilo.db,
-  // `extra_flags`, then options().server_flags. ServerProcess::Start's
-  // errors.
+  // Starts options().server with a new database at <dir>/<name>/hilo.db
+  // (--create_db), `extra_flags`, then options().server_flags.
+  // ServerProcess::Start's errors.
   absl::StatusOr<std::unique_ptr<ServerProcess>> StartServer(
       const std::string& name, std::vector<std::string> extra_flags);
 

@@ -584,6 +584,7 @@ int Main(int argc, char** argv) {
     hilo::ServerOptions server_options;
     server_options.listen = "127.0.0.1:0";
     server_options.db_path = dir + "/hilo.db";
+    server_options.create_db = true;
     // The close benchmark creates its collections as fast as it can, far
     // past the default creations a minute that guard a node against floods.
     server_options.max_collection_creations_per_minute = 0;

@@ -35,6 +35,13 @@ NO_OP = b"\x00\x00\x00\x00\x00"  # an empty HealthCheckRequest
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
+def create_db_flag(binary):
+    """["--create_db"] if `binary` needs it to make a new database; builds
+    from before the flag have none and make one without it."""
+    shown = subprocess.run([binary, "--help"], capture_output=True, text=True,
+                           timeout=30)
+    return ["--create_db"] if "--create_db" in shown.stdout + shown.stderr else []
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -88,7 +95,8 @@ def main():
             log = open(f"{work}/{i}.log", "w")
             proc = subprocess.Popen(
                 [binary, f"--listen=127.0.0.1:{port}", f"--db={work}/{i}/hilo.db",
-                 "--metrics_listen="] + args.server_flags.split(),
+                 "--metrics_listen="] + create_db_flag(binary)
+                + args.server_flags.split(),
                 stdout=log, stderr=subprocess.STDOUT)
             servers.append((label, port, proc))
         time.sleep(1.5)

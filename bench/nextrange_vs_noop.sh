@@ -63,9 +63,12 @@ printf '\000\000\000\000\010\012\006orders' >"$work/next.bin"
 printf '\000\000\000\000\000' >"$work/noop.bin"
 
 # Both ports are chosen by the server; it prints them once it serves.
+# A new database needs --create_db; builds from before it have no such flag.
+create_db=""
+if "$server" --help 2>&1 | grep -q -- --create_db; then create_db=--create_db; fi
 # shellcheck disable=SC2086  # server_flags is a list of flags
 "$server" --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 \
-  --db="$work/db/hilo.db" $server_flags >"$work/server.log" 2>&1 &
+  --db="$work/db/hilo.db" $create_db $server_flags >"$work/server.log" 2>&1 &
 pid=$!
 port=""
 tries=0

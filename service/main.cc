@@ -34,7 +34,16 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
           "gRPC address to serve on (host:port); binding anything other than "
           "loopback is an explicit choice");
 ABSL_FLAG(std::string, db, "./hilo-data/hilo.db",
-          "SQLite database file; missing directories are created");
+          "SQLite database file; it must exist unless --create_db is given");
+ABSL_FLAG(bool, create_db, false,
+          "create --db (and its missing directories) if there is no "
+          "database there; an existing one is opened. A new database hands "
+          "out numbers from 1 again: give it only for a node's first start");
+ABSL_FLAG(std::string, create_db_marker, "",
+          "as --create_db, but only while this file exists; it is removed "
+          "once the server serves. For an install script that leaves it in "
+          "the state directory it has just made, so that only a node's "
+          "first start may create a database (the Debian package does)");
 ABSL_FLAG(std::string, store, "",
           "the shared store: a PostgreSQL connection URI "
           "(postgresql://user@host:port/db?sslmode=...); every server on the "
@@ -191,6 +200,9 @@ constexpr int kExitNodeTagLost = 4;
 // The exit status when SIGTERM's shutdown overran its grace (calls stuck
 // waiting for a database that does not answer).
 constexpr int kExitShutdownOverran = 5;
+// The exit status when the SQLite database file was deleted or replaced
+// under the running server.
+constexpr int kExitDatabaseLost = 6;
 // Tags a --node_tag_hashed_from_hostname server may try.
 constexpr int kHashedNodeTags = 64;
 
@@ -282,7 +294,9 @@ int main(int argc, char** argv) {
             "max_connection_idle", "max_connection_age",
             "max_connection_age_grace", "keepalive_time", "keepalive_timeout",
             "enable_reflection"}},
-          {"Storage", {"db", "store", "store_file", "sync", "max_batch"}},
+          {"Storage",
+           {"db", "create_db", "create_db_marker", "store", "store_file",
+            "sync", "max_batch"}},
           {"Node tag",
            {"node_tag", "node_tag_from_hostname",
             "node_tag_hashed_from_hostname", "require_node_tag",
@@ -333,6 +347,18 @@ int main(int argc, char** argv) {
       absl::GetFlag(FLAGS_store), absl::GetFlag(FLAGS_store_file));
   if (!store.ok()) return Fail(store.status());
   options.postgres_uri = *store;
+  options.create_db = absl::GetFlag(FLAGS_create_db);
+  const std::string create_db_marker = absl::GetFlag(FLAGS_create_db_marker);
+  if ((options.create_db || !create_db_marker.empty()) &&
+      !options.postgres_uri.empty()) {
+    return Fail(absl::InvalidArgumentError(
+        "--create_db is for the SQLite file --db; with --store there is "
+        "no file to create"));
+  }
+  if (!create_db_marker.empty() &&
+      access(create_db_marker.c_str(), F_OK) == 0) {
+    options.create_db = true;
+  }
   options.node_tag = absl::GetFlag(FLAGS_node_tag);
   // Whether the tag was chosen, or is the single node's default.
   const bool tag_chosen = !options.node_tag.empty() ||
@@ -410,6 +436,17 @@ int main(int argc, char** argv) {
     std::fflush(nullptr);
     std::_Exit(kExitNodeTagLost);
   };
+  options.on_database_lost = [](const absl::Status& status) {
+    absl::FPrintF(stderr,
+                  "hilo_server: %s; health is NOT_SERVING and no range is "
+                  "handed out from it any more; exiting with status %d. "
+                  "Do not start a new database in its place: restore the "
+                  "file and raise every collection above what it handed "
+                  "out (docs/reliability.md)\n",
+                  status.message(), kExitDatabaseLost);
+    std::fflush(nullptr);
+    std::_Exit(kExitDatabaseLost);
+  };
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.metrics_max_collections =
       absl::GetFlag(FLAGS_metrics_max_collections);
@@ -440,19 +477,36 @@ int main(int argc, char** argv) {
       hilo::Server::Start(options);
   if (!server.ok()) return Fail(server.status());
   grpc_logs_enabled.store(true);
+  if (!create_db_marker.empty() && unlink(create_db_marker.c_str()) != 0 &&
+      errno != ENOENT) {
+    // Left in place it would let a later start make a new database where
+    // this one was lost: refuse to serve rather than keep it.
+    return Fail(absl::UnavailableError(
+        absl::StrFormat("cannot remove --create_db_marker %s: %s",
+                        create_db_marker, strerror(errno))));
+  }
+  // Which file, and whether it is new: a server started from the wrong
+  // directory, or on a lost volume, must not look like the real one.
+  std::string store_text;
+  if (options.postgres_uri.empty()) {
+    const int64_t collections = (*server)->store()->collection_count();
+    store_text = absl::StrFormat(
+        "%s database %s with %d collection%s",
+        (*server)->database_created() ? "created NEW" : "opened existing",
+        (*server)->database_path(), collections, collections == 1 ? "" : "s");
+  } else {
+    store_text = absl::StrCat(
+        "db ", hilo::DescribePostgresConnection(options.postgres_uri)
+                   .value_or("postgresql"));
+  }
   absl::FPrintF(stderr,
                 "hilo_server: serving node %s on port %d (listen %s, %s, "
-                "db %s, sync %s, range sizes %d..%d, max batch %d, "
+                "%s, sync %s, range sizes %d..%d, max batch %d, "
                 "reflection %s, metrics %s)%s\n",
                 (*server)->node_tag(), (*server)->port(), options.listen,
-                security,
-                options.postgres_uri.empty()
-                    ? options.db_path
-                    : hilo::DescribePostgresConnection(options.postgres_uri)
-                          .value_or("postgresql"),
-                hilo::SyncModeName(options.sync), options.range_sizes.min_size,
-                options.range_sizes.max_size, options.max_batch,
-                options.enable_reflection ? "on" : "off",
+                security, store_text, hilo::SyncModeName(options.sync),
+                options.range_sizes.min_size, options.range_sizes.max_size,
+                options.max_batch, options.enable_reflection ? "on" : "off",
                 (*server)->metrics_port() > 0
                     ? absl::StrCat("port ", (*server)->metrics_port())
                     : std::string("off"),

@@ -312,9 +312,35 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
     store_options.max_batch = opts.max_batch;
     store_options.clock = clock;
     store_options.on_commit = on_commit;
+    store_options.create_if_missing = opts.create_db;
+    store_options.file_check_interval = opts.db_check_interval;
+    store_options.on_file_lost = [raw](const absl::Status& status) {
+      {
+        base::MutexLock lock(&raw->health_mu_);
+        raw->database_lost_ = true;
+      }
+      raw->UpdateHealth();
+      if (raw->options_.on_database_lost) {
+        raw->FlushAuditLogBeforeExit();
+        raw->options_.on_database_lost(status);
+      }
+    };
     absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
         SqliteRangeStore::Open(std::move(store_options));
-    if (!store.ok()) return store.status();
+    if (!store.ok()) {
+      if (store.status().code() == absl::StatusCode::kNotFound &&
+          !opts.create_db) {
+        return absl::NotFoundError(absl::StrCat(
+            store.status().message(),
+            "; pass --create_db to create a new, empty database there; a new "
+            "database hands out numbers from 1 again, so if this node served "
+            "before, start it on its old file"));
+      }
+      return store.status();
+    }
+    server->sqlite_store_ = store->get();
+    server->database_path_ = (*store)->absolute_path();
+    server->database_created_ = (*store)->created();
     server->store_ = *std::move(store);
   }
   MetricsOptions metrics_options;
@@ -474,7 +500,7 @@ void Server::UpdateHealth() {
   // Also keeps a late report of the store from undoing a drain.
   if (grpc_server_ != nullptr) {
     grpc_server_->GetHealthCheckService()->SetServingStatus(
-        !draining_ && store_reachable_ && !node_tag_lost_);
+        !draining_ && store_reachable_ && !node_tag_lost_ && !database_lost_);
   }
 }
 
@@ -484,6 +510,11 @@ void Server::StartDraining() {
     draining_ = true;
   }
   UpdateHealth();
+}
+
+absl::Status Server::CheckDatabaseFileForTesting() {
+  return sqlite_store_ != nullptr ? sqlite_store_->CheckFile()
+                                  : absl::OkStatus();
 }
 
 absl::Status Server::ReloadAuthz() {
@@ -517,6 +548,7 @@ void Server::Shutdown(absl::Duration grace) {
   if (audit_log_ != nullptr) audit_log_->Flush();  // null if Start failed
   service_.reset();
   admin_service_.reset();
+  sqlite_store_ = nullptr;
   store_.reset();
   collection_limit_.reset();
 }

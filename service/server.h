@@ -8,6 +8,7 @@
 //   hilo::ServerOptions options;
 //   options.listen = "127.0.0.1:0";
 //   options.db_path = dir + "/hilo.db";
+//   options.create_db = true;  // a new database; an existing one is opened
 //   absl::StatusOr<std::unique_ptr<hilo::Server>> server =
 //       hilo::Server::Start(options);
 //   int port = (*server)->port();
@@ -69,6 +70,19 @@ struct ServerOptions {
   std::string listen = "127.0.0.1:50051";
   // The embedded store: an SQLite file, used unless postgres_uri is set.
   std::string db_path = "./hilo-data/hilo.db";
+  // Whether a missing (or empty) db_path may become a new database, which
+  // hands out every number from 1 again (hilo_server's --create_db). False:
+  // Start fails with NOT_FOUND naming the file and the flag.
+  bool create_db = false;
+  // How often the server checks that db_path still names the file it
+  // opened (it checks before each commit too); zero: only then.
+  absl::Duration db_check_interval = absl::Seconds(1);
+  // Runs once if db_path was deleted or replaced while the server ran,
+  // with a status naming the file and what happened: hilo_server logs and
+  // exits non-zero. Health is NOT_SERVING and every call UNAVAILABLE from
+  // then on. Runs on the thread that noticed (the store's watch thread, or
+  // one that ran a batch of writes).
+  std::function<void(const absl::Status&)> on_database_lost;
   // The shared store: a libpq connection string (postgresql://...). Every
   // server on the database draws from the same rows.
   std::string postgres_uri;
@@ -205,6 +219,12 @@ class Server {
   // shared store the one it claimed.
   const std::string& node_tag() const { return node_tag_; }
   RangeStore* store() { return store_.get(); }
+  // With the SQLite store: the database file's absolute path, and whether
+  // Start made it a new database (rather than opening an existing one).
+  const std::string& database_path() const { return database_path_; }
+  bool database_created() const { return database_created_; }
+  // With the SQLite store: SqliteRangeStore::CheckFile, now. Test hook.
+  absl::Status CheckDatabaseFileForTesting();
 
   // Reads the authorization policy and token files again (SIGHUP, or a
   // periodic check: unchanged files cost a read). A bad file (a policy
@@ -249,6 +269,10 @@ class Server {
   void FlushAuditLogBeforeExit() ABSL_LOCKS_EXCLUDED(health_mu_);
 
   std::unique_ptr<RangeStore> store_;
+  // store_, if it is the SQLite one.
+  SqliteRangeStore* sqlite_store_ = nullptr;
+  std::string database_path_;
+  bool database_created_ = false;
   std::unique_ptr<CollectionLimit> collection_limit_;
   std::unique_ptr<HiLoService> service_;
   std::unique_ptr<AdminService> admin_service_;
@@ -268,6 +292,7 @@ class Server {
   bool draining_ ABSL_GUARDED_BY(health_mu_) = false;
   bool store_reachable_ ABSL_GUARDED_BY(health_mu_) = true;
   bool node_tag_lost_ ABSL_GUARDED_BY(health_mu_) = false;
+  bool database_lost_ ABSL_GUARDED_BY(health_mu_) = false;
 };
 
 // Rejects options main() would otherwise pass on: a bad node tag, range-size

@@ -84,6 +84,9 @@ absl::Status Orchestrator::StartNodes() {
                                           ? "--store=" + options_.store
                                           : "--db=" + node.db_path,
                                       "--node_tag=" + node.tag};
+    // Only this first start may make the database; every restart after a
+    // kill -9 (ServerProcess::Restart drops the flag) must reopen it.
+    if (!options_.shared_store()) flags.push_back("--create_db");
     if (options_.server_max_range_size > 0) {
       flags.push_back(
           absl::StrCat("--max_range_size=", options_.server_max_range_size));

@@ -314,9 +314,13 @@ absl::Status ServerProcess::Restart(absl::Duration timeout) {
   if (pid_ > 0) {
     return absl::FailedPreconditionError("server is still running");
   }
+  // Without --create_db: a restart must find the database its first start
+  // made, never quietly begin a new one.
   std::vector<std::string> flags;
   for (const std::string& f : flags_) {
-    if (!absl::StartsWith(f, "--listen=")) flags.push_back(f);
+    if (!absl::StartsWith(f, "--listen=") && f != "--create_db") {
+      flags.push_back(f);
+    }
   }
   flags.push_back(absl::StrCat("--listen=", address()));
   const absl::Time give_up = absl::Now() + timeout;

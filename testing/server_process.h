@@ -3,10 +3,12 @@
 //
 //   absl::StatusOr<std::unique_ptr<ServerProcess>> server =
 //       ServerProcess::Start("/path/hilo_server",
-//                            {"--db=/tmp/x/h.db", "--node_tag=A"});
+//                            {"--db=/tmp/x/h.db", "--create_db",
+//                             "--node_tag=A"});
 //   int port = (*server)->port();
 //   (*server)->Kill();     // kill -9, reaped
-//   (*server)->Restart();  // same flags, same database, same port
+//   (*server)->Restart();  // same flags (less --create_db), same database,
+//                          // same port
 //
 // The flags get --listen=127.0.0.1:0 and --metrics_listen= (no metrics)
 // unless they carry their own: never a fixed port, since tests run side by
@@ -101,7 +103,9 @@ class ServerProcess {
   // SIGTERM, then WaitForExit(timeout); DEADLINE_EXCEEDED (and SIGKILL) if
   // it does not exit in time.
   absl::StatusOr<int> Terminate(absl::Duration timeout = absl::Seconds(20));
-  // Starts the stopped server again with the same flags on the same port.
+  // Starts the stopped server again with the same flags on the same port,
+  // less --create_db: the restart must reopen the database the first start
+  // made (and fails, saying so, if it is gone).
   // A port still held by the kernel for a moment is retried until
   // `timeout`.
   absl::Status Restart(absl::Duration timeout = absl::Seconds(20));

@@ -2,6 +2,8 @@
 // service through a drain.
 #include "hilo/admin_client.h"
 
+#include <unistd.h>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "hilo/client.h"
@@ -43,6 +45,29 @@ TEST_F(AdminClientTest, HealthIsServingThenNotServingWhileDraining) {
   request.set_collection("orders");
   hilo::v1::NextRangeResponse response;
   EXPECT_THAT(stub->NextRange(&context, request, &response), IsOk());
+}
+
+// The database file deleted under the server: health NOT_SERVING and
+// every call UNAVAILABLE, naming no path (hilo_server also exits: see
+// server_main_test).
+TEST_F(AdminClientTest, HealthIsNotServingOnceTheDatabaseFileIsDeleted) {
+  EXPECT_EQ(*admin_->CheckHealth(), ServingStatus::kServing);
+  ASSERT_EQ(unlink(dir_.File("hilo-D.db").c_str()), 0);
+  EXPECT_THAT(server_->CheckDatabaseFileForTesting(),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       "the server's database file was removed or replaced; "
+                       "this node stops serving"));
+  EXPECT_EQ(*admin_->CheckHealth(), ServingStatus::kNotServing);
+  auto stub = testing_util::NewStub(server_->port());
+  grpc::ClientContext context;
+  hilo::v1::NextRangeRequest request;
+  request.set_collection("orders");
+  hilo::v1::NextRangeResponse response;
+  const grpc::Status status = stub->NextRange(&context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(status.error_message(),
+            "the server's database file was removed or replaced; this node "
+            "stops serving");
 }
 
 TEST_F(AdminClientTest, HealthOfAnUnknownServiceIsNotFound) {

@@ -514,7 +514,8 @@ hilo::v1::ReturnRangeResponse ReturnOrders(
 TEST(CrashRecoveryTest, AppliedReturnSurvivesKillOfTheServer) {
   TempDir dir;
   absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(
-      HILO_SERVER_PATH, {"--db=" + dir.File("hilo.db"), "--node_tag=A"});
+      HILO_SERVER_PATH,
+      {"--db=" + dir.File("hilo.db"), "--create_db", "--node_tag=A"});
   ASSERT_THAT(server, IsOk());
   const int port = (*server)->port();
   const hilo::v1::NextRangeResponse first = NextOrders(port);

@@ -16,7 +16,7 @@ LIST_SERVICES = b"\x3a\x00"
 def start(server, directory, *flags):
     process = subprocess.Popen(
         [server, "--listen=127.0.0.1:0", "--metrics_listen=",
-         f"--db={directory}/hilo.db", *flags],
+         f"--db={directory}/hilo.db", "--create_db", *flags],
         stderr=subprocess.PIPE)
     line = process.stderr.readline().decode()
     match = re.search(r" on port (\d+) ", line)

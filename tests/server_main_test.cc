@@ -1,14 +1,18 @@
 // hilo_server as a process: start-up line, clean exit on signals, and one
 // clear line plus a non-zero exit for every kind of bad start.
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
@@ -80,11 +84,13 @@ grpc::Status NextOrders(int port) {
 TEST(ServerMainTest, ServesAfterOneStartLineAndExitsZeroOnSigterm) {
   TempDir dir;
   std::unique_ptr<ServerProcess> server =
-      Start({"--db=" + dir.File("d/h.db"), "--node_tag=Q7"});
+      Start({"--db=" + dir.File("d/h.db"), "--create_db", "--node_tag=Q7"});
   ASSERT_NE(server, nullptr);
   ASSERT_EQ(server->StderrLines().size(), 1u) << server->StderrText();
   const std::string line = server->StderrLines()[0];
   EXPECT_THAT(line, StartsWith("hilo_server: serving node Q7 on port "));
+  EXPECT_THAT(line, HasSubstr(", created NEW database " + dir.File("d/h.db") +
+                              " with 0 collections, "));
   EXPECT_THAT(line, HasSubstr("sync full"));
   EXPECT_THAT(line, Not(HasSubstr("no --node_tag")));
   const int port = server->port();
@@ -105,7 +111,8 @@ TEST(ServerMainTest, ServesAfterOneStartLineAndExitsZeroOnSigterm) {
 // with a tag (above) the line says nothing of it.
 TEST(ServerMainTest, ImplicitNodeTagIsNamedInTheStartLine) {
   TempDir dir;
-  std::unique_ptr<ServerProcess> server = Start({"--db=" + dir.File("d/h.db")});
+  std::unique_ptr<ServerProcess> server =
+      Start({"--db=" + dir.File("d/h.db"), "--create_db"});
   ASSERT_NE(server, nullptr);
   ASSERT_EQ(server->StderrLines().size(), 1u) << server->StderrText();
   const std::string line = server->StderrLines()[0];
@@ -120,7 +127,9 @@ TEST(ServerMainTest, SigintAlsoStopsCleanlyAndStateSurvives) {
   TempDir dir;
   const std::string db = "--db=" + dir.File("h.db");
   for (int64_t want_low : {1, 33}) {
-    std::unique_ptr<ServerProcess> server = Start({db});
+    std::vector<std::string> args = {db};
+    if (want_low == 1) args.push_back("--create_db");
+    std::unique_ptr<ServerProcess> server = Start(args);
     ASSERT_NE(server, nullptr);
     auto stub = testing_util::NewStub(server->port());
     grpc::ClientContext context;
@@ -151,7 +160,7 @@ TEST(ServerMainTest, DatabaseOfAnotherTagIsRefusedUntilRetaggedOnPurpose) {
     EXPECT_THAT(server->Signal(SIGTERM), IsOk());
     EXPECT_THAT(server->WaitForExit(), IsOkAndHolds(0));
   };
-  serve_once({db, "--node_tag=A"}, 1, "A");
+  serve_once({db, "--create_db", "--node_tag=A"}, 1, "A");
   {
     const auto [code, lines] = RunToRefusal({db, "--node_tag=B"});
     EXPECT_NE(code, 0);
@@ -196,6 +205,12 @@ TEST_P(ServerMainBadStartTest, PrintsOneClearLineAndExitsNonZero) {
         return a.rfind("--listen=", 0) == 0;
       })) {
     args.push_back("--listen=127.0.0.1:0");
+  }
+  // So that each case fails for its own reason, not for a missing file.
+  if (std::none_of(args.begin(), args.end(), [](const std::string& a) {
+        return a.rfind("--store=", 0) == 0;
+      })) {
+    args.push_back("--create_db");
   }
   const auto [code, lines] = RunToRefusal(args);
   EXPECT_NE(code, 0);
@@ -251,6 +266,10 @@ INSTANTIATE_TEST_SUITE_P(
             {"--store=postgresql://127.0.0.1:1/hilo", "--retag_database=B"},
             "--retag_database is for an SQLite database"},
         BadStart{"RetagToABadTag", {"--retag_database=b"}, "node tag \"b\""},
+        BadStart{"CreateDbOnASharedStore",
+                 {"--store=postgresql://127.0.0.1:1/hilo", "--create_db"},
+                 "--create_db is for the SQLite file --db; with --store there "
+                 "is no file to create"},
         BadStart{"ZeroExhaustionShare",
                  {"--exhaustion_share=0"},
                  "exhaustion share is 0; it must be above 0 and at most 1"}),
@@ -277,7 +296,7 @@ TEST(ServerMainTest, SighupReloadsThePolicyAndKeepsItOverABadFile) {
   std::ofstream(policy) << "grant { identity: \"anonymous\" "
                            "collections: \"orders\" }\n";
   std::unique_ptr<ServerProcess> server = Start(
-      {"--db=" + dir.File("h.db"), "--authz_policy=" + policy,
+      {"--db=" + dir.File("h.db"), "--create_db", "--authz_policy=" + policy,
        "--authz_reload_interval=0", "--audit_log=" + dir.File("audit.jsonl")});
   ASSERT_NE(server, nullptr);
   const int port = server->port();
@@ -315,10 +334,10 @@ TEST(ServerMainTest, SighupRefusesAnEmptyPolicyAndSaysWhenTheTokensAreGone) {
   std::ofstream(policy) << "grant { identity: \"anonymous\" "
                            "collections: \"orders\" }\n";
   std::ofstream(tokens) << "ops 0123456789abcdef0123\n";
-  std::unique_ptr<ServerProcess> server =
-      Start({"--db=" + dir.File("h.db"), "--authz_policy=" + policy,
-             "--authz_tokens=" + tokens, "--authz_reload_interval=0",
-             "--audit_log=" + dir.File("audit.jsonl")});
+  std::unique_ptr<ServerProcess> server = Start(
+      {"--db=" + dir.File("h.db"), "--create_db", "--authz_policy=" + policy,
+       "--authz_tokens=" + tokens, "--authz_reload_interval=0",
+       "--audit_log=" + dir.File("audit.jsonl")});
   ASSERT_NE(server, nullptr);
   const int port = server->port();
   ASSERT_THAT(NextOrders(port), IsOk());
@@ -349,17 +368,179 @@ TEST(ServerMainTest, SighupRefusesAnEmptyPolicyAndSaysWhenTheTokensAreGone) {
 
 TEST(ServerMainTest, PortInUseIsOneClearLineAndNonZeroExit) {
   TempDir dir;
-  std::unique_ptr<ServerProcess> first = Start({"--db=" + dir.File("a.db")});
+  std::unique_ptr<ServerProcess> first =
+      Start({"--db=" + dir.File("a.db"), "--create_db"});
   ASSERT_NE(first, nullptr);
   const int port = first->port();
-  const auto [code, lines] = RunToRefusal(
-      {"--listen=" + testing_util::Address(port), "--db=" + dir.File("b.db")});
+  const auto [code, lines] =
+      RunToRefusal({"--listen=" + testing_util::Address(port),
+                    "--db=" + dir.File("b.db"), "--create_db"});
   EXPECT_NE(code, 0);
   ASSERT_EQ(lines.size(), 1u) << ::testing::PrintToString(lines);
   EXPECT_THAT(lines[0],
               HasSubstr("cannot listen on " + testing_util::Address(port)));
   EXPECT_THAT(first->Terminate(), IsOkAndHolds(0));
 }
+
+// The database file, as `ls` names it: the server says which one it opened
+// and whether it made it, so a server started from the wrong directory, or
+// on a lost volume, does not look like the real one.
+std::string StartLineDatabase(const std::string& line) {
+  const size_t at = line.find("plaintext, ");
+  const size_t end = line.find(", sync ");
+  if (at == std::string::npos || end == std::string::npos) return line;
+  return line.substr(at + 11, end - at - 11);
+}
+
+TEST(ServerMainTest, MissingDatabaseWithoutCreateDbIsOneLineAndNothingMade) {
+  TempDir dir;
+  const std::string db = dir.File("d/h.db");
+  const auto [code, lines] = RunToRefusal({"--db=" + db});
+  EXPECT_EQ(code, 1);
+  EXPECT_THAT(lines,
+              ::testing::ElementsAre(
+                  "hilo_server: database " + db +
+                  " does not exist; pass --create_db to create a new, empty "
+                  "database there; a new database hands out numbers from 1 "
+                  "again, so if this node served before, start it on its old "
+                  "file"));
+  EXPECT_FALSE(std::filesystem::exists(dir.File("d")));
+}
+
+TEST(ServerMainTest, StartLineSaysNewOrExistingWithTheAbsolutePathAndCount) {
+  TempDir dir;
+  const std::string db = dir.File("d/h.db");
+  // --db relative to the server's directory: the line names it absolute.
+  const std::string relative = std::filesystem::relative(db).string();
+  ASSERT_FALSE(relative.empty());
+  ASSERT_NE(relative[0], '/');
+  const std::vector<std::pair<std::vector<std::string>, std::string>> starts = {
+      {{"--db=" + relative, "--create_db"},
+       "created NEW database " + db + " with 0 collections"},
+      {{"--db=" + db, "--create_db"},
+       "opened existing database " + db + " with 1 collection"},
+      {{"--db=" + db},
+       "opened existing database " + db + " with 1 collection"}};
+  for (const auto& [args, want] : starts) {
+    std::unique_ptr<ServerProcess> server = Start(args);
+    ASSERT_NE(server, nullptr);
+    ASSERT_EQ(server->StderrLines().size(), 1u) << server->StderrText();
+    EXPECT_EQ(StartLineDatabase(server->StderrLines()[0]), want);
+    ASSERT_THAT(NextOrders(server->port()), IsOk());
+    EXPECT_THAT(server->Terminate(), IsOkAndHolds(0));
+  }
+}
+
+// The Debian package's first start: a marker its install script left makes
+// the one database, and is gone once the server serves.
+TEST(ServerMainTest, CreateDbMarkerCreatesOnceAndIsRemoved) {
+  TempDir dir;
+  const std::string db = dir.File("h.db");
+  const std::string marker = dir.File("create-db");
+  testing_util::WriteFile(marker, "");
+  {
+    std::unique_ptr<ServerProcess> server =
+        Start({"--db=" + db, "--create_db_marker=" + marker});
+    ASSERT_NE(server, nullptr);
+    EXPECT_EQ(StartLineDatabase(server->StderrLines()[0]),
+              "created NEW database " + db + " with 0 collections");
+    EXPECT_FALSE(std::filesystem::exists(marker));
+    EXPECT_THAT(server->Terminate(), IsOkAndHolds(0));
+  }
+  ASSERT_EQ(unlink(db.c_str()), 0);
+  const auto [code, lines] =
+      RunToRefusal({"--db=" + db, "--create_db_marker=" + marker});
+  EXPECT_EQ(code, 1);
+  ASSERT_EQ(lines.size(), 1u) << ::testing::PrintToString(lines);
+  EXPECT_THAT(lines[0], HasSubstr(db + " does not exist; pass --create_db"));
+}
+
+TEST(ServerMainTest, SecondServerOnOneFileIsRefusedUntilTheFirstIsKilled) {
+  TempDir dir;
+  const std::string db = dir.File("h.db");
+  std::unique_ptr<ServerProcess> first = Start({"--db=" + db, "--create_db"});
+  ASSERT_NE(first, nullptr);
+  ASSERT_THAT(NextOrders(first->port()), IsOk());
+  for (bool create : {false, true}) {
+    std::vector<std::string> args = {"--db=" + db};
+    if (create) args.push_back("--create_db");
+    const auto [code, lines] = RunToRefusal(args);
+    EXPECT_EQ(code, 1);
+    EXPECT_THAT(
+        lines,
+        ::testing::ElementsAre(absl::StrCat(
+            "hilo_server: database ", db,
+            " is already served by another hilo_server (pid ", first->pid(),
+            "), which holds its lock; one file serves one server: "
+            "stop the other, or give this one its own --db")));
+  }
+  // kill -9 leaves no lock behind: the kernel dropped it with the process.
+  ASSERT_THAT(first->Kill(), IsOk());
+  std::unique_ptr<ServerProcess> second = Start({"--db=" + db});
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ(StartLineDatabase(second->StderrLines()[0]),
+            "opened existing database " + db + " with 1 collection");
+  hilo::v1::NextRangeResponse response;
+  ASSERT_THAT(NextOrders(second->port(), &response), IsOk());
+  EXPECT_EQ(response.low(), 33);
+  EXPECT_THAT(second->Terminate(), IsOkAndHolds(0));
+}
+
+// The database deleted, or another file moved over it, under a running
+// server: no range comes out of the lost file, and the server exits with
+// status 6 and one line saying what happened to which file.
+class ServerMainLostDatabaseTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(ServerMainLostDatabaseTest, ExitsWithStatus6AndOneLine) {
+  const bool replace = GetParam();
+  TempDir dir;
+  const std::string db = dir.File("h.db");
+  std::string what = "was deleted";
+  if (replace) {
+    // A database of its own, made by a server that then stopped.
+    std::unique_ptr<ServerProcess> other =
+        Start({"--db=" + dir.File("other.db"), "--create_db"});
+    ASSERT_NE(other, nullptr);
+    EXPECT_THAT(other->Terminate(), IsOkAndHolds(0));
+  }
+  std::unique_ptr<ServerProcess> server = Start({"--db=" + db, "--create_db"});
+  ASSERT_NE(server, nullptr);
+  hilo::v1::NextRangeResponse response;
+  ASSERT_THAT(NextOrders(server->port(), &response), IsOk());
+  EXPECT_EQ(response.low(), 1);
+
+  if (replace) {
+    struct stat was;
+    struct stat now;
+    ASSERT_EQ(stat(db.c_str(), &was), 0);
+    ASSERT_EQ(stat(dir.File("other.db").c_str(), &now), 0);
+    ASSERT_EQ(std::rename(dir.File("other.db").c_str(), db.c_str()), 0);
+    what = absl::StrCat("was replaced by another file (inode ", now.st_ino,
+                        ", was ", was.st_ino, ")");
+  } else {
+    ASSERT_EQ(unlink(db.c_str()), 0);
+  }
+  // Whether the call comes before the server's next check (the commit
+  // finds the file lost) or after it (the server is gone): no range.
+  EXPECT_THAT(NextOrders(server->port()),
+              StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(server->WaitForExit(), IsOkAndHolds(6));
+  const std::vector<std::string> lines = server->StderrLines();
+  ASSERT_EQ(lines.size(), 2u) << server->StderrText();
+  EXPECT_EQ(lines[1],
+            "hilo_server: database " + db + " " + what +
+                " while this server had it open; health is NOT_SERVING and "
+                "no range is handed out from it any more; exiting with "
+                "status 6. Do not start a new database in its place: restore "
+                "the file and raise every collection above what it handed "
+                "out (docs/reliability.md)");
+}
+
+INSTANTIATE_TEST_SUITE_P(DeletedOrReplaced, ServerMainLostDatabaseTest,
+                         ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Replaced" : "Deleted";
+                         });
 
 }  // namespace
 }  // namespace hilo

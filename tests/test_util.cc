@@ -20,6 +20,7 @@ ServerOptions TestServerOptions(const TempDir& dir,
   ServerOptions options;
   options.listen = "127.0.0.1:0";
   options.db_path = dir.File(absl::StrCat("hilo-", node_tag, ".db"));
+  options.create_db = true;
   options.node_tag = node_tag;
   return options;
 }

@@ -81,6 +81,8 @@ class Node:
         os.makedirs(self.dir)
         self.port = 0
         self.proc: Optional[subprocess.Popen] = None
+        # Only the first start makes the database; a restart must find it.
+        self.create_db = True
         self.start()
 
     @property
@@ -94,9 +96,11 @@ class Node:
         self.proc = subprocess.Popen(
             [self.server, f"--listen=127.0.0.1:{self.port}",
              "--metrics_listen=", f"--db={self.dir}/hilo.db",
-             f"--node_tag={self.tag}"] + self.flags,
+             f"--node_tag={self.tag}"]
+            + (["--create_db"] if self.create_db else []) + self.flags,
             stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         Watchdog.record(self.proc.pid)
+        self.create_db = False
         log.close()
         # Far above a start on a loaded machine (well under 1 s): reached
         # only by a server that cannot start.

@@ -48,7 +48,7 @@ func startServer(t *testing.T, tag string, flags ...string) *serverProcess {
 	}
 	dir := t.TempDir()
 	args := append([]string{"--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
-		"--db=" + filepath.Join(dir, "hilo.db"), "--node_tag=" + tag}, flags...)
+		"--db=" + filepath.Join(dir, "hilo.db"), "--create_db", "--node_tag=" + tag}, flags...)
 	cmd := exec.Command(bin, args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

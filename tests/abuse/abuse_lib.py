@@ -249,7 +249,8 @@ class Server:
         flags = [f for f in flags if f.split("=")[0][2:] in known_flags(binary)]
         command += [binary, "--listen=127.0.0.1:0",
                     "--metrics_listen=127.0.0.1:0",
-                    f"--db={self.dir.name}/hilo.db", "--sync=normal",
+                    f"--db={self.dir.name}/hilo.db", "--create_db",
+                    "--sync=normal",
                     f"--shutdown_grace={GRACE_S}s", *flags]
         if self.cgroup:
             # The shell joins the cgroups, then becomes the server: nothing

@@ -303,6 +303,8 @@ if (!shared) {
   check(flags.get('sync') === undefined || flags.get('sync') === 'full',
     '--sync must be full: a node that loses commits could reissue IDs');
   check(db.startsWith('/'), `--db=${db} must be an absolute path`);
+  check(flags.get('create_db') === undefined || flags.get('create_db') === 'true',
+    `--create_db=${flags.get('create_db')}: give it bare, or leave it out`);
   check(!flags.has('store') && !flags.has('store_file') && !flags.has('node_tag_hashed_from_hostname'),
     'a StatefulSet with a volume per pod takes no --store, --store_file or --node_tag_hashed_from_hostname');
 } else {
@@ -311,6 +313,7 @@ if (!shared) {
   check(!flags.has('node_tag_from_hostname'),
     '--node_tag_from_hostname must not be set: a Deployment\'s pod names are not hilo-N');
   check(!flags.has('db'), `--db=${db} must not be set: the database is PostgreSQL (--store_file), not a file in the pod`);
+  check(!flags.has('create_db'), '--create_db must not be set: it is for an SQLite file, and hilo_server refuses it with --store');
   check(!flags.has('sync'), '--sync is SQLite\'s; PostgreSQL commits are durable by hilo\'s synchronous_commit');
   check(!flags.has('store'), '--store must not be set: the URI and its password would show in the pod spec and ps');
   check(storeFile.startsWith('/'), `--store_file=${storeFile} must be an absolute path`);
@@ -562,10 +565,10 @@ if (shared && check(options.base !== undefined, 'the postgresql variant needs --
   same(ownTiming, liveTiming, 'the livenessProbe timing');
   // Arguments: the base's, less the SQLite ones, plus the store's.
   const baseFlags = parseFlags(baseContainer.args ?? []);
-  for (const drop of ['db', 'sync', 'node_tag_from_hostname']) baseFlags.delete(drop);
+  for (const drop of ['db', 'create_db', 'sync', 'node_tag_from_hostname']) baseFlags.delete(drop);
   baseFlags.set('store_file', flags.get('store_file'));
   baseFlags.set('node_tag_hashed_from_hostname', 'true');
-  same(Object.fromEntries([...flags].sort()), Object.fromEntries([...baseFlags].sort()), 'the flags (less --db/--sync/--node_tag_from_hostname)');
+  same(Object.fromEntries([...flags].sort()), Object.fromEntries([...baseFlags].sort()), 'the flags (less --db/--create_db/--sync/--node_tag_from_hostname)');
 }
 
 // ---------------------------------------------------------------- report

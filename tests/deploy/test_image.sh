@@ -82,8 +82,9 @@ print(f"deploy.image: config ok: User 10001:10001, Entrypoint {config['Entrypoin
 EOF
   mapfile -t run_cmd < <("$PYTHON" -c 'import json,sys; c=json.load(open(sys.argv[1]))["OCIv1"]["config"]; print("\n".join(c["Entrypoint"] + c["Cmd"]))' "$store/inspect.json")
   # The image's command refuses to start without a tag (--require_node_tag);
-  # an operator adds one, as deploy/README.md shows.
-  run_cmd+=(--node_tag=A)
+  # an operator adds one, and --create_db for the first start on an empty
+  # volume, as deploy/README.md shows.
+  run_cmd+=(--node_tag=A --create_db)
   db=$(printf '%s\n' "${run_cmd[@]}" | sed -n 's/^--db=//p')
   volume=$(dirname "$db")
 

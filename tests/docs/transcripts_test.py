@@ -66,7 +66,7 @@ class Server:
     def __init__(self, binary, folder):
         self.process = subprocess.Popen(
             [binary, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
-             f"--db={folder}/server/hilo.db", "--sync=normal"],
+             f"--db={folder}/server/hilo.db", "--create_db", "--sync=normal"],
             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
         line = self.process.stderr.readline()
         m = START.search(line)

@@ -42,8 +42,9 @@ constexpr absl::Duration kRecoveryBound = absl::Seconds(3);
 std::unique_ptr<ServerProcess> StartNode(const TempDir& dir,
                                          const std::string& tag) {
   absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(
-      HILO_SERVER_PATH, {"--db=" + dir.File("hilo-" + tag + ".db"),
-                         "--node_tag=" + tag, "--max_range_size=64"});
+      HILO_SERVER_PATH,
+      {"--db=" + dir.File("hilo-" + tag + ".db"), "--create_db",
+       "--node_tag=" + tag, "--max_range_size=64"});
   EXPECT_THAT(server, IsOk());
   return server.ok() ? *std::move(server) : nullptr;
 }

@@ -45,7 +45,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 "$server_bin" --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 \
-  --db="$tmp/hilo.db" --node_tag="$tag" \
+  --db="$tmp/hilo.db" --create_db --node_tag="$tag" \
   2>"$tmp/server.log" &
 server_pid=$!
 # If this script is killed outright (SIGKILL on a ctest timeout), the

@@ -77,7 +77,8 @@ class Test:
         output = os.path.join(work, "hilo_server.log")
         server = self.start(
             [server_bin, "--listen=127.0.0.1:0",
-             f"--db={os.path.join(work, 'hilo.db')}", *flags], output)
+             f"--db={os.path.join(work, 'hilo.db')}", "--create_db", *flags],
+            output)
         started = wait_for(
             "hilo_server start",
             lambda: re.search(r"on port (\d+) .*metrics (?:port (\d+)|off)",

@@ -147,6 +147,12 @@ case "$step" in
     done
     echo "unit:   ${words[*]}"
     echo "mapped: ${argv[*]}"
+    # What postinst leaves on a fresh install: the state directory and the
+    # marker that lets the first start create the database.
+    marker=$(printf '%s\n' "${argv[@]}" | sed -n 's/^--create_db_marker=//p')
+    [ "$marker" = "$state/create-db" ] ||
+      fail "the unit's command has no --create_db_marker in its StateDirectory"
+    : >"$marker"
     # As shipped, /etc/default/hilo names no node tag: the service must
     # refuse to start, in one line, and create nothing, until the operator
     # adds one, as the file's comment says.
@@ -157,7 +163,8 @@ case "$step" in
       fail "the unit's command started without a node tag"
     grep -q -- "--require_node_tag: no node tag given" "$work/refused.log" ||
       fail "no clear refusal without a node tag: $(cat "$work/refused.log")"
-    [ -z "$(ls -A "$state")" ] || fail "the refused start wrote into $state"
+    [ "$(ls -A "$state")" = create-db ] ||
+      fail "the refused start wrote into $state, or took the marker: $(ls -A "$state")"
     argv+=(--node_tag=A)
     echo "with the operator's tag: ${argv[*]}"
     # timeout: the server cannot outlive a killed test; it passes SIGTERM on.
@@ -178,6 +185,9 @@ case "$step" in
       fail "hilo next: $(cat "$work/server.log")"
     [ "$ids" = $'smoke/1-A\nsmoke/2-A' ] || fail "hilo next printed: $ids"
     [ -s "$state/hilo.db" ] || fail "no database in the StateDirectory"
+    [ ! -e "$marker" ] || fail "the marker $marker is still there after the first start"
+    grep -q "created NEW database $state/hilo.db with 0 collections" "$work/server.log" ||
+      fail "the start line does not say it created the database: $(cat "$work/server.log")"
     stop=$(unit_value TimeoutStopSec)
     kill -TERM "$server_pid"
     for _ in $(seq 1 $((${stop%s} * 10))); do

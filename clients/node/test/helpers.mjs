@@ -77,7 +77,7 @@ export async function startServer({ tag = 'A', args = [] } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'hilo-node-'));
   const proc = spawn(
     SERVER_BIN,
-    [`--listen=127.0.0.1:0`, `--metrics_listen=127.0.0.1:0`, `--db=${join(dir, 'hilo.db')}`, `--node_tag=${tag}`, ...args],
+    [`--listen=127.0.0.1:0`, `--metrics_listen=127.0.0.1:0`, `--db=${join(dir, 'hilo.db')}`, '--create_db', `--node_tag=${tag}`, ...args],
     { stdio: ['ignore', 'ignore', 'pipe'] },
   );
   let log = '';

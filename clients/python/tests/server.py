@@ -37,8 +37,8 @@ class HiloServer:
         self.process = subprocess.Popen(
             [server_binary(), "--listen=127.0.0.1:0",
              "--metrics_listen=127.0.0.1:0",
-             f"--db={os.path.join(self.dir, 'hilo.db')}", f"--node_tag={tag}",
-             *flags],
+             f"--db={os.path.join(self.dir, 'hilo.db')}", "--create_db",
+             f"--node_tag={tag}", *flags],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=self._log)
         self.port = self._wait_for_port()

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "service/store/sqlite/sqlite_file.h"
+#include "service/store/sqlite/sqlite_file_guard.h"
 #include "service/store/sqlite/sqlite_range_store.h"
 #include "service/store/sqlite/sqlite_statement.h"
 
@@ -108,6 +109,9 @@ bool SqliteRangeStore::RunBatchInTransaction(
   if (options_.before_commit_for_testing) {
     commit = options_.before_commit_for_testing();
   }
+  // The last moment before the batch becomes durable, and its ranges are
+  // handed out: are they written to the file the next start opens?
+  if (commit.ok() && guard_ != nullptr) commit = guard_->Check();
   const absl::Time commit_start = absl::Now();
   if (commit.ok()) commit = Exec("COMMIT");
   const absl::Duration commit_time = absl::Now() - commit_start;

@@ -1,6 +1,7 @@
 #include "service/store/sqlite/sqlite_range_store.h"
 
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "service/store/collection_rules.h"
 #include "service/store/sqlite/sqlite_file.h"
+#include "service/store/sqlite/sqlite_file_guard.h"
 #include "service/store/sqlite/sqlite_schema.h"
 #include "service/store/sqlite/sqlite_statement.h"
 
@@ -74,6 +76,9 @@ absl::StatusOr<std::unique_ptr<SqliteRangeStore>> SqliteRangeStore::Open(
     }
     std::unique_ptr<SqliteRangeStore> store(
         new SqliteRangeStore(std::move(options), db));
+    std::error_code ec;
+    store->absolute_path_ =
+        std::filesystem::absolute(path, ec).lexically_normal().string();
     {
       base::MutexLock lock(&store->writer_mu_);
       if (absl::Status s = store->InitReadOnly(); !s.ok()) return s;
@@ -81,15 +86,36 @@ absl::StatusOr<std::unique_ptr<SqliteRangeStore>> SqliteRangeStore::Open(
     if (absl::Status s = store->OpenReader(); !s.ok()) return s;
     return store;
   }
+  std::error_code ec;
+  const std::string absolute_path =
+      std::filesystem::absolute(options.path, ec).lexically_normal().string();
+  if (ec) {
+    return absl::UnavailableError(absl::StrFormat(
+        "cannot resolve database path %s: %s", options.path, ec.message()));
+  }
   const std::filesystem::path parent =
       std::filesystem::path(options.path).parent_path();
+  const std::string path = options.path;
+  const bool is_new = access(path.c_str(), F_OK) != 0;
+  if (is_new && !options.create_if_missing) {
+    return absl::NotFoundError(
+        absl::StrFormat("database %s does not exist", absolute_path));
+  }
+  struct stat wal;
+  if (is_new && stat((path + "-wal").c_str(), &wal) == 0 && wal.st_size > 0) {
+    // SQLite would replay the log of the database deleted here into the
+    // new file: a database of half of another's pages.
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "database %s does not exist but its write-ahead log %s-wal does: the "
+        "database was deleted or moved without it. Put the database back, or "
+        "remove %s-wal (and %s-shm) to start a new one",
+        absolute_path, absolute_path, absolute_path, absolute_path));
+  }
   if (!parent.empty()) {
     if (absl::Status s = CreateDirectoriesDurably(parent, options); !s.ok()) {
       return s;
     }
   }
-  const std::string path = options.path;
-  const bool is_new = access(path.c_str(), F_OK) != 0;
   // SQLite says only "unable to open database file"; say why if we can: the
   // file, or the directory of a file yet to be made, is not writable.
   auto explain = [&](absl::Status s) {
@@ -108,6 +134,15 @@ absl::StatusOr<std::unique_ptr<SqliteRangeStore>> SqliteRangeStore::Open(
       return explain(std::move(s));
     }
   }
+  // Locked before SQLite opens it: a second server on the file is refused
+  // before it reads or writes anything.
+  absl::StatusOr<std::unique_ptr<internal::SqliteFileGuard>> guard =
+      internal::SqliteFileGuard::Acquire(absolute_path);
+  if (!guard.ok()) return explain(guard.status());
+  if (!options.create_if_missing && (*guard)->Size() == 0) {
+    return absl::NotFoundError(absl::StrFormat(
+        "database %s is an empty file, not a hilo database", absolute_path));
+  }
   sqlite3* db = nullptr;
   const int rc =
       sqlite3_open_v2(path.c_str(), &db,
@@ -123,6 +158,9 @@ absl::StatusOr<std::unique_ptr<SqliteRangeStore>> SqliteRangeStore::Open(
   }
   std::unique_ptr<SqliteRangeStore> store(
       new SqliteRangeStore(std::move(options), db));
+  store->absolute_path_ = absolute_path;
+  // Destroyed after the connections, which the store closes first.
+  store->guard_ = *std::move(guard);
   {
     base::MutexLock lock(&store->writer_mu_);
     if (absl::Status s = store->Init(); !s.ok()) return explain(std::move(s));
@@ -142,8 +180,12 @@ absl::StatusOr<std::unique_ptr<SqliteRangeStore>> SqliteRangeStore::Open(
           .max_batch = raw->options_.max_batch,
           .max_batches_per_lead = raw->options_.max_batches_per_lead},
       [raw](absl::Span<GroupCommit::Operation* const> batch) {
-        base::MutexLock lock(&raw->writer_mu_);
-        raw->RunBatch(batch);
+        {
+          base::MutexLock lock(&raw->writer_mu_);
+          raw->RunBatch(batch);
+        }
+        // Outside the lock: the callback may take its time, or exit.
+        raw->guard_->ReportIfLost();
       });
   if (is_new) {
     // The new file's directory entry, or a restart could find no database
@@ -153,6 +195,11 @@ absl::StatusOr<std::unique_ptr<SqliteRangeStore>> SqliteRangeStore::Open(
         !s.ok()) {
       return s;
     }
+  }
+  if (absl::Status s = store->guard_->Watch(store->options_.file_check_interval,
+                                            store->options_.on_file_lost);
+      !s.ok()) {
+    return s;
   }
   return store;
 }
@@ -180,6 +227,8 @@ struct SqliteRangeStore::Reader {
 };
 
 SqliteRangeStore::~SqliteRangeStore() {
+  // Closing the last connection deletes the -wal file: not a lost log.
+  if (guard_ != nullptr) guard_->StopWatching();
   // Completes every queued operation before the statements go.
   reader_.reset();
   queue_.reset();
@@ -233,12 +282,16 @@ absl::Status SqliteRangeStore::Init() {
   }
 
   // Check the identity and version, then create the schema, atomically.
-  if (absl::Status s = internal::CreateOrMigrateSqliteSchema(
-          db_, options_.path, options_.node_tag, options_.retag_from);
-      !s.ok()) {
-    if (s.code() == absl::StatusCode::kInternal) return not_hilo(s);
-    return s;
+  absl::StatusOr<bool> created = internal::CreateOrMigrateSqliteSchema(
+      db_, options_.path, options_.node_tag, options_.retag_from,
+      options_.create_if_missing);
+  if (!created.ok()) {
+    if (created.status().code() == absl::StatusCode::kInternal) {
+      return not_hilo(created.status());
+    }
+    return created.status();
   }
+  created_ = *created;
 
   auto prepare = [&](const char* sql, std::unique_ptr<Statement>* out)
                      ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_) -> absl::Status {
@@ -356,6 +409,11 @@ void SqliteRangeStore::Submit(
   if (!read_only && options_.read_only) {
     op->done(absl::FailedPreconditionError(
         absl::StrFormat("database %s was opened read-only", options_.path)));
+    return;
+  }
+  if (guard_ != nullptr && guard_->lost()) {
+    // Not even a read: what the deleted file says is no one's state.
+    op->done(absl::UnavailableError(internal::kFileLostMessage));
     return;
   }
   (read_only ? reader_->queue : queue_)->Submit(std::move(op));
@@ -553,6 +611,13 @@ absl::Status SqliteRangeStore::PutForTesting(absl::string_view collection,
             return WriteRow(collection, state);
           },
       /*read_only=*/false);
+}
+
+absl::Status SqliteRangeStore::CheckFile() {
+  if (guard_ == nullptr) return absl::OkStatus();
+  absl::Status status = guard_->Check();
+  guard_->ReportIfLost();
+  return status;
 }
 
 int64_t SqliteRangeStore::commits() const {

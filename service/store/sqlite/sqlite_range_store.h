@@ -58,6 +58,9 @@ struct sqlite3;
 struct sqlite3_stmt;
 
 namespace hilo {
+namespace internal {
+class SqliteFileGuard;
+}  // namespace internal
 
 // How hard a commit waits for the disk.
 enum class SyncMode {
@@ -77,6 +80,23 @@ struct SqliteRangeStoreOptions {
   // 0700, and a new file is 0600 (its -wal and -shm too), whatever the
   // umask.
   std::string path;
+  // Whether Open may make a new database: create a missing file (and its
+  // directories), or give an empty one (0 bytes, or SQLite without tables)
+  // hilo's schema. A new database hands out every number from 1 again, so
+  // hilo_server allows it only with --create_db. False: Open refuses with
+  // NOT_FOUND and makes nothing.
+  bool create_if_missing = true;
+  // How often a thread of the store checks that `path` (and its -wal) still
+  // names the file the store opened (see SqliteFileGuard); it is checked
+  // before each COMMIT too. Zero: no thread (tests call CheckFile).
+  absl::Duration file_check_interval = absl::Seconds(1);
+  // Runs once when a check finds that the file was deleted or replaced,
+  // with a status naming the path and what happened; from then on every
+  // operation fails with UNAVAILABLE (internal::kFileLostMessage, naming no
+  // path). Runs on the checking thread (the store's, or the one that ran
+  // the batch, after it), with no lock of the store held; it may end the
+  // process.
+  std::function<void(const absl::Status&)> on_file_lost;
   // The node tag the database issues under. Stored in the file when it has
   // none (at creation, or at the first open of an older file); an open under
   // another tag is FAILED_PRECONDITION naming both, so a file never hands
@@ -127,12 +147,17 @@ struct SqliteRangeStoreOptions {
 
 class SqliteRangeStore final : public RangeStore {
  public:
-  // Opens or creates the database and its schema. Errors: UNAVAILABLE if the
-  // file or its directory cannot be opened or created; FAILED_PRECONDITION
-  // if the file is not a hilo database (not SQLite, corrupt, or a newer
-  // schema; read-only: any other schema version); NOT_FOUND if a read-only
-  // open finds no file; INVALID_ARGUMENT for bad options; FAILED_PRECONDITION
-  // if the file was tagged other than options.node_tag (see there).
+  // Opens or creates the database and its schema, and locks the file: one
+  // writable store per file, in any process (SqliteFileGuard; a read-only
+  // store takes no lock). Errors: UNAVAILABLE if the file or its directory
+  // cannot be opened or created; FAILED_PRECONDITION if the file is not a
+  // hilo database (not SQLite, corrupt, or a newer schema; read-only: any
+  // other schema version); NOT_FOUND if a read-only open, or one that may
+  // not create (create_if_missing), finds no file or an empty one;
+  // FAILED_PRECONDITION if another store holds the file, or if a new
+  // database would be made where a -wal file of a deleted one still lies;
+  // INVALID_ARGUMENT for bad options; FAILED_PRECONDITION if the file was
+  // tagged other than options.node_tag (see there).
   static absl::StatusOr<std::unique_ptr<SqliteRangeStore>> Open(
       SqliteRangeStoreOptions options);
 
@@ -158,6 +183,18 @@ class SqliteRangeStore final : public RangeStore {
   // Transactions committed so far (each holds one or more operations); 0
   // for a read-only store.
   int64_t commits() const;
+
+  // Whether Open made this database (a new file, or the schema in an empty
+  // one) rather than opening an existing one.
+  bool created() const { return created_; }
+  // The database file's absolute path.
+  const std::string& absolute_path() const { return absolute_path_; }
+
+  // Checks now that the path still names the file opened (as the store's
+  // own thread does every file_check_interval): OK, or UNAVAILABLE with
+  // internal::kFileLostMessage once it was deleted or replaced, after
+  // on_file_lost ran. OK for a read-only store, which does not check.
+  absl::Status CheckFile();
 
   // Blocks until at least `n` operations wait for a batch.
   void WaitForPendingForTesting(size_t n);
@@ -197,7 +234,8 @@ class SqliteRangeStore final : public RangeStore {
       bool read_only,
       absl::AnyInvocable<absl::Status(T* result, int64_t* rows_created)> body,
       StoreCallback<T> done);
-  // Runs one batch on the writing connection, on the leading thread.
+  // Runs one batch on the writing connection, on the leading thread. A
+  // batch that finds the file lost (before its COMMIT) fails whole.
   void RunBatch(absl::Span<GroupCommit::Operation* const> batch)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   // The transaction of RunBatch; false if nothing of it was applied.
@@ -237,6 +275,11 @@ class SqliteRangeStore final : public RangeStore {
 
   const SqliteRangeStoreOptions options_;
   const Clock* const clock_;
+  std::string absolute_path_;
+  bool created_ = false;
+  // The lock on the file and its watch; null for a read-only store.
+  // Destroyed last: it must outlive SQLite's connections (see there).
+  std::unique_ptr<internal::SqliteFileGuard> guard_;
   // The writing connection is used by one thread at a time, but not always
   // the same one: by Open, then by whichever thread leads queue_ (a caller
   // or the queue's spare thread). The runner holds writer_mu_ around each

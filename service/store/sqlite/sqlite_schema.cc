@@ -158,11 +158,14 @@ absl::Status CheckOrStoreNodeTag(sqlite3* db, absl::string_view path,
 
 }  // namespace
 
-absl::Status CreateOrMigrateSqliteSchema(sqlite3* db, absl::string_view path,
-                                         absl::string_view node_tag,
-                                         absl::string_view retag_from) {
+absl::StatusOr<bool> CreateOrMigrateSqliteSchema(sqlite3* db,
+                                                 absl::string_view path,
+                                                 absl::string_view node_tag,
+                                                 absl::string_view retag_from,
+                                                 bool may_create) {
   if (absl::Status s = SqliteExec(db, "BEGIN IMMEDIATE", path); !s.ok())
     return s;
+  bool created = false;
   auto init = [&]() -> absl::Status {
     absl::StatusOr<int64_t> app_id =
         SqliteReadInt(db, "PRAGMA application_id", path);
@@ -174,7 +177,12 @@ absl::Status CreateOrMigrateSqliteSchema(sqlite3* db, absl::string_view path,
         SqliteReadInt(db, "SELECT count(*) FROM sqlite_schema", path);
     if (!tables.ok()) return tables.status();
     if (*app_id == 0 && *version == 0 && *tables == 0) {
+      if (!may_create) {
+        return absl::NotFoundError(absl::StrFormat(
+            "database %s is an empty file, not a hilo database", path));
+      }
       // A new, empty file: make it ours.
+      created = true;
       if (absl::Status s = SqliteExec(db, kSchema, path); !s.ok()) return s;
       if (absl::Status s = SqliteExec(db, kNodeTable, path); !s.ok()) {
         return s;
@@ -230,7 +238,7 @@ absl::Status CreateOrMigrateSqliteSchema(sqlite3* db, absl::string_view path,
     sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
     return s;
   }
-  return absl::OkStatus();
+  return created;
 }
 
 absl::Status CheckSqliteSchema(sqlite3* db, absl::string_view path) {

@@ -8,6 +8,7 @@
 #define HILO_SERVICE_STORE_SQLITE_SQLITE_SCHEMA_H_
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 struct sqlite3;
@@ -25,13 +26,19 @@ namespace internal {
 // otherwise checks that the file's tag is `node_tag`; a file of another tag
 // is re-tagged to `node_tag` only if its tag is `retag_from`.
 //
-// Errors: FAILED_PRECONDITION if the file belongs to another application,
+// An empty file (no tables, no application id) gets the schema only if
+// `may_create`. Returns whether it did: the file is a new database.
+//
+// Errors: NOT_FOUND if the file is empty and !may_create (nothing
+// changed); FAILED_PRECONDITION if the file belongs to another application,
 // holds a newer schema, or was tagged otherwise (one line naming both
 // tags); SQLite's errors (SqliteError) otherwise; an INTERNAL one means the
 // file is not usable SQLite.
-absl::Status CreateOrMigrateSqliteSchema(sqlite3* db, absl::string_view path,
-                                         absl::string_view node_tag,
-                                         absl::string_view retag_from);
+absl::StatusOr<bool> CreateOrMigrateSqliteSchema(sqlite3* db,
+                                                 absl::string_view path,
+                                                 absl::string_view node_tag,
+                                                 absl::string_view retag_from,
+                                                 bool may_create);
 
 // Checks, changing nothing, that the file is a hilo database of this
 // schema version (for a read-only open, which cannot migrate).

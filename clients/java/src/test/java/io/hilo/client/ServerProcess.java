@@ -38,7 +38,7 @@ final class ServerProcess implements AutoCloseable {
     Path dir = Files.createTempDirectory("hilo-java-test");
     List<String> cmd = new ArrayList<>(List.of(
         binary(), "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
-        "--db=" + dir.resolve("hilo.db"), "--node_tag=" + tag));
+        "--db=" + dir.resolve("hilo.db"), "--create_db", "--node_tag=" + tag));
     cmd.addAll(List.of(extraFlags));
     Path log = dir.resolve("server.log");
     Process p = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(log.toFile()).start();
