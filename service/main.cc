@@ -220,8 +220,10 @@ void ForwardGrpcLog(gpr_log_func_args* args) {
   if (!grpc_logs_enabled.load(std::memory_order_relaxed)) return;
   std::optional<std::string> line = GrpcLogLimiter().Admit(args->message);
   if (!line.has_value()) return;
-  std::fprintf(stderr, "hilo_server: grpc %s: %s\n",
-               gpr_log_severity_string(args->severity), line->c_str());
+  // Often on a gRPC thread: queued, never waiting for stderr's reader.
+  hilo::StderrLines().Write(
+      absl::StrFormat("hilo_server: grpc %s: %s",
+                      gpr_log_severity_string(args->severity), *line));
 }
 
 int Fail(const absl::Status& status) {

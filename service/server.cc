@@ -211,7 +211,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
                                            5, 1024, clock)](
                                           const absl::Status& detail) {
       if (std::optional<std::string> line = limiter->Admit(detail.ToString())) {
-        absl::FPrintF(stderr, "hilo_server: %s\n", *line);
+        StderrLines().Write(absl::StrCat("hilo_server: ", *line));
       }
     };
     store_options.on_reachability = [raw](bool reachable) {
@@ -290,6 +290,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   audit_options.on_suppressed = [metrics = server->metrics_.get()] {
     metrics->OnAuditLineSuppressed();
   };
+  // Lines no reader took in time (LineWriter): counted here, said once in
+  // their log when its writer catches up.
+  audit_options.on_line_dropped = [metrics = server->metrics_.get()] {
+    metrics->OnAuditLineDropped();
+  };
+  server->stderr_drops_ = StderrLines().AddDropListener(
+      [metrics = server->metrics_.get()] { metrics->OnStderrLineDropped(); });
   if (opts.audit_log.empty()) {
     server->audit_log_ =
         std::make_unique<AuditLog>(clock, std::move(audit_options));

@@ -31,6 +31,7 @@
 #include "service/access/audit_log.h"
 #include "service/access/authorizer.h"
 #include "service/access/collection_limit.h"
+#include "service/access/line_writer.h"
 #include "service/observe/exhaustion_reporter.h"
 #include "service/observe/listener_probe.h"
 #include "service/observe/metrics.h"
@@ -254,6 +255,8 @@ class Server {
   std::unique_ptr<AdminService> admin_service_;
   std::unique_ptr<Authorizer> authorizer_;
   std::unique_ptr<AuditLog> audit_log_;
+  // Counts StderrLines()' drops in metrics_ while the server lives.
+  std::unique_ptr<LineWriter::DropListener> stderr_drops_;
   std::unique_ptr<ExhaustionReporter> exhaustion_;
   std::unique_ptr<Gatekeeper> gatekeeper_;
   std::unique_ptr<GrpcHiLoService> grpc_service_;

@@ -111,7 +111,18 @@ Metrics::Metrics(const MetricsOptions& options)
                     "instead of written one by one, past "
                     "--audit_refusals_per_second.")
               .Register(*registry_)
-              .Add({})) {
+              .Add({})),
+      log_lines_dropped_(
+          prometheus::BuildCounter()
+              .Name("hilo_log_lines_dropped_total")
+              .Help("Lines dropped because their log was not read fast "
+                    "enough: the queue of its writer thread was full (a "
+                    "stalled stderr reader, a slow disk). log=\"audit\" "
+                    "for --audit_log, log=\"stderr\" for stderr (the audit "
+                    "trail too without --audit_log).")
+              .Register(*registry_)),
+      audit_lines_dropped_(&log_lines_dropped_.Add({{"log", "audit"}})),
+      stderr_lines_dropped_(&log_lines_dropped_.Add({{"log", "stderr"}})) {
   // Every series exists from the start, so a rate() over it works before
   // the first refusal.
   for (const char* method :
@@ -203,6 +214,10 @@ void Metrics::OnDenied(absl::string_view method, absl::string_view reason) {
 }
 
 void Metrics::OnAuditLineSuppressed() { audit_lines_suppressed_.Increment(); }
+
+void Metrics::OnAuditLineDropped() { audit_lines_dropped_->Increment(); }
+
+void Metrics::OnStderrLineDropped() { stderr_lines_dropped_->Increment(); }
 
 void Metrics::OnCommit(absl::Duration elapsed, int operations,
                        int64_t collections) {

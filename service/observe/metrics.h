@@ -68,6 +68,10 @@ class Metrics final : public Observer {
   // The audit log counted a refusal instead of writing its line
   // (AuditLogOptions::on_suppressed).
   void OnAuditLineSuppressed();
+  // A line of the audit file, or of stderr, was dropped because its
+  // writer's queue was full (LineWriter).
+  void OnAuditLineDropped();
+  void OnStderrLineDropped();
 
  private:
   // The series of one collection label.
@@ -103,6 +107,9 @@ class Metrics final : public Observer {
   prometheus::Counter* refused_for_count_;
   prometheus::Counter* refused_for_rate_;
   prometheus::Counter& audit_lines_suppressed_;
+  prometheus::Family<prometheus::Counter>& log_lines_dropped_;
+  prometheus::Counter* audit_lines_dropped_;
+  prometheus::Counter* stderr_lines_dropped_;
 
   base::Mutex mu_;
   absl::flat_hash_map<std::string, CollectionSeries> by_collection_

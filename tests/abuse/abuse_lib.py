@@ -8,6 +8,7 @@ bounds, recovery within a second, SIGTERM within the grace period).
 
 Requests and replies are encoded by hand (a few protobuf fields), so the
 suite needs no generated stubs."""
+import fcntl
 import itertools
 import os
 import re
@@ -38,6 +39,7 @@ GRACE_S = 3  # --shutdown_grace the tests give the server
 # threads but far below the thousands the attacks once made it start.
 CGROUP_MEMORY_MB = 1024
 CGROUP_PIDS = 512
+F_SETPIPE_SZ = 1031  # Linux's fcntl; Python has fcntl.F_SETPIPE_SZ from 3.10
 
 
 # ---- protobuf by hand
@@ -234,9 +236,14 @@ def known_flags(binary):
 
 class Server:
     """A hilo_server child bound to 127.0.0.1:0, under prlimit, in its own
-    memory and pids cgroups where the tests can make them."""
+    memory and pids cgroups where the tests can make them. Its stderr is a
+    pipe the test reads from start-up on, or with read_stderr=False only
+    from read_stderr_from_now_on() (a stalled log collector until then);
+    stderr_pipe_bytes sets the pipe's capacity (64 KiB by default, one
+    page at least)."""
 
-    def __init__(self, binary, *flags, nofile=None, nproc=None):
+    def __init__(self, binary, *flags, nofile=None, nproc=None,
+                 read_stderr=True, stderr_pipe_bytes=None):
         self.dir = tempfile.TemporaryDirectory(prefix="hilo-abuse-")
         self.cgroup = Cgroup.make()
         command = []
@@ -275,10 +282,18 @@ class Server:
         self.port = int(match.group(1))
         self.endpoint = Endpoint(self.port)
         self.metrics_port = int(match.group(2))
+        if stderr_pipe_bytes:
+            fcntl.fcntl(self.process.stderr.fileno(), F_SETPIPE_SZ,
+                        stderr_pipe_bytes)
         self.stderr_bytes = 0
         self.stderr_lines = []
         self._drain = threading.Thread(target=self._read_stderr, daemon=True)
-        self._drain.start()
+        if read_stderr:
+            self._drain.start()
+
+    def read_stderr_from_now_on(self):
+        if not self._drain.is_alive():
+            self._drain.start()
 
     def _read_stderr(self):
         for line in self.process.stderr:
