@@ -25,6 +25,7 @@
 #include "absl/time/time.h"
 #include "grpc/support/log.h"
 #include "hilo/base/command_line.h"
+#include "service/access/monotonic_clock.h"
 #include "service/access/tls.h"
 #include "service/observe/log_limiter.h"
 #include "service/server.h"
@@ -212,7 +213,7 @@ std::atomic<bool> grpc_logs_enabled{false};
 // at most 10 lines a second, each cut to 256 bytes.
 hilo::LogLimiter& GrpcLogLimiter() {
   static hilo::LogLimiter* limiter =
-      new hilo::LogLimiter(10, 256, hilo::SystemClock::Get());
+      new hilo::LogLimiter(10, 256, hilo::MonotonicClock::Get());
   return *limiter;
 }
 

@@ -21,6 +21,7 @@
 #include "grpcpp/resource_quota.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
+#include "service/access/monotonic_clock.h"
 #include "service/observe/log_limiter.h"
 #include "service/store/range_token.h"
 #include "service/store/validation.h"
@@ -189,6 +190,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   std::unique_ptr<Server> server(new Server(std::move(options)));
   const ServerOptions& opts = server->options_;
   const Clock* clock = opts.clock != nullptr ? opts.clock : SystemClock::Get();
+  const Clock* windows =
+      opts.window_clock != nullptr ? opts.window_clock : MonotonicClock::Get();
   server->node_tag_ = opts.node_tag;
 
   Server* raw = server.get();
@@ -208,7 +211,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
     // Clients get a short reason; the detail (which names the database)
     // is logged here, a few lines a second at most.
     store_options.on_database_error = [limiter = std::make_shared<LogLimiter>(
-                                           5, 1024, clock)](
+                                           5, 1024, windows)](
                                           const absl::Status& detail) {
       if (std::optional<std::string> line = limiter->Admit(detail.ToString())) {
         StderrLines().Write(absl::StrCat("hilo_server: ", *line));
@@ -274,7 +277,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   metrics_options.max_collections = opts.metrics_max_collections;
   server->metrics_ = std::make_unique<Metrics>(metrics_options);
   server->exhaustion_ =
-      std::make_unique<ExhaustionReporter>(opts.exhaustion_share, clock);
+      std::make_unique<ExhaustionReporter>(opts.exhaustion_share, windows);
   server->observers_ = std::make_unique<ObserverList>(std::vector<Observer*>{
       server->metrics_.get(), server->exhaustion_.get(), opts.observer});
   if (!opts.authz_policy.empty()) {
@@ -310,7 +313,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   // Both stores counted their rows when they opened.
   server->collection_limit_ = std::make_unique<CollectionLimit>(
       opts.max_collections, server->store_->collection_count(),
-      opts.max_collection_creations_per_minute, clock);
+      opts.max_collection_creations_per_minute, windows);
   server->service_ = std::make_unique<HiLoService>(
       server->store_.get(), RangeSizePolicy(opts.range_sizes),
       server->node_tag_, clock, server->observers_.get(),

@@ -138,7 +138,7 @@ struct ServerOptions {
   // Most collections the node stores; a NextRange or SetFloor that would
   // create one more is RESOURCE_EXHAUSTED. 0: no limit.
   int64_t max_collections = kDefaultMaxCollections;
-  // Most collections the node creates in any minute (by `clock`); a call
+  // Most collections the node creates in any minute (by `window_clock`); a call
   // that would create one more is RESOURCE_EXHAUSTED saying when to retry.
   // 0: no limit.
   int64_t max_collection_creations_per_minute =
@@ -175,6 +175,10 @@ struct ServerOptions {
   double exhaustion_share = kDefaultExhaustionShare;
   // Null means SystemClock.
   const Clock* clock = nullptr;
+  // The clock of every window and rate: the creations of the last minute,
+  // the log limiters. It must never go back. Null means MonotonicClock;
+  // tests inject a ManualClock (setting `clock` does not move it).
+  const Clock* window_clock = nullptr;
   // Told about every finished call; null for none. Must outlive the server.
   Observer* observer = nullptr;
 };

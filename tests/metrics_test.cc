@@ -157,7 +157,7 @@ TEST_F(MetricsTest, CollectionsBeyondTheLimitShareOneLabel) {
 TEST_F(MetricsTest, CreationRefusalsAreCountedByReason) {
   ManualClock clock(absl::FromUnixSeconds(1'800'000'000));
   Start(kDefaultMetricsMaxCollections, [&](ServerOptions& o) {
-    o.clock = &clock;
+    o.window_clock = &clock;
     o.max_collections = 3;
     o.max_collection_creations_per_minute = 2;
   });
@@ -193,6 +193,33 @@ TEST_F(MetricsTest, CreationRefusalsAreCountedByReason) {
                    "hilo_requests_total{code=\"RESOURCE_EXHAUSTED\","
                    "method=\"NextRange\"}"),
             2);
+}
+
+// The creation window runs on the window clock, never on the wall clock: a
+// wall clock stepped back ten minutes (NTP, an operator) once blocked new
+// collections for eleven (issue 36 item 6).
+TEST_F(MetricsTest, WallClockSteppedBackDoesNotBlockCreations) {
+  const absl::Time start = absl::FromUnixSeconds(1'800'000'000);
+  ManualClock wall(start);
+  ManualClock windows(start);
+  Start(kDefaultMetricsMaxCollections, [&](ServerOptions& o) {
+    o.clock = &wall;
+    o.window_clock = &windows;
+    o.max_collection_creations_per_minute = 2;
+  });
+  ASSERT_EQ(Next("a"), grpc::StatusCode::OK);
+  ASSERT_EQ(Next("b"), grpc::StatusCode::OK);
+  ASSERT_EQ(Next("c"), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  wall.Set(start - absl::Minutes(10));
+  ASSERT_EQ(Next("c"), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  // A minute after "a" and "b", two more fit, wherever the wall clock is.
+  windows.Advance(absl::Minutes(1));
+  EXPECT_EQ(Next("c"), grpc::StatusCode::OK);
+  EXPECT_EQ(Next("d"), grpc::StatusCode::OK);
+  EXPECT_EQ(Next("e"), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(Sample(Scrape(),
+                   "hilo_collection_creations_refused_total{reason=\"rate\"}"),
+            3);
 }
 
 TEST_F(MetricsTest, CollectionCountSurvivesRestart) {
