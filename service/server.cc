@@ -201,7 +201,18 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   auto on_commit = [raw](absl::Duration elapsed, int operations,
                          int64_t collections) {
     raw->metrics_->OnCommit(elapsed, operations, collections);
+    raw->store_health_->OnCommit();
   };
+  // NOT_SERVING while writes fail for want of space (StoreHealth).
+  StoreHealthOptions store_health;
+  if (opts.postgres_uri.empty()) {
+    const size_t slash = opts.db_path.rfind('/');
+    store_health.space_dir =
+        slash == std::string::npos ? "." : opts.db_path.substr(0, slash + 1);
+  }
+  store_health.on_change = [raw](bool) { raw->UpdateHealth(); };
+  server->store_health_ =
+      std::make_unique<StoreHealth>(std::move(store_health));
   if (!opts.postgres_uri.empty()) {
     PostgresRangeStoreOptions store_options;
     store_options.uri = opts.postgres_uri;
@@ -278,8 +289,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   server->metrics_ = std::make_unique<Metrics>(metrics_options);
   server->exhaustion_ =
       std::make_unique<ExhaustionReporter>(opts.exhaustion_share, windows);
-  server->observers_ = std::make_unique<ObserverList>(std::vector<Observer*>{
-      server->metrics_.get(), server->exhaustion_.get(), opts.observer});
+  server->observers_ = std::make_unique<ObserverList>(
+      std::vector<Observer*>{server->metrics_.get(), server->exhaustion_.get(),
+                             server->store_health_.get(), opts.observer});
   if (!opts.authz_policy.empty()) {
     absl::StatusOr<std::unique_ptr<Authorizer>> authorizer =
         Authorizer::Load(opts.authz_policy, opts.authz_tokens);
@@ -444,7 +456,8 @@ void Server::UpdateHealth() {
   // Also keeps a late report of the store from undoing a drain.
   if (grpc_server_ != nullptr) {
     grpc_server_->GetHealthCheckService()->SetServingStatus(
-        !draining_ && store_reachable_ && !node_tag_lost_);
+        !draining_ && store_reachable_ && !node_tag_lost_ &&
+        (store_health_ == nullptr || store_health_->healthy()));
   }
 }
 
@@ -489,6 +502,13 @@ void Server::Shutdown(absl::Duration grace) {
   admin_service_.reset();
   store_.reset();
   collection_limit_.reset();
+  // Its space check may be in UpdateHealth: taken out under the lock, and
+  // destroyed (the check joined) outside it.
+  std::unique_ptr<StoreHealth> store_health;
+  {
+    base::MutexLock lock(&health_mu_);
+    store_health = std::move(store_health_);
+  }
 }
 
 }  // namespace hilo

@@ -36,6 +36,7 @@
 #include "service/observe/listener_probe.h"
 #include "service/observe/metrics.h"
 #include "service/observe/observer.h"
+#include "service/observe/store_health.h"
 #include "service/rpc/admin_service.h"
 #include "service/rpc/gatekeeper.h"
 #include "service/rpc/grpc_services.h"
@@ -230,7 +231,8 @@ class Server {
   // Reports NOT_SERVING on the health service while still serving calls, so
   // load balancers and readiness probes move traffic away first. Health
   // also reports NOT_SERVING while a shared store cannot reach its
-  // database.
+  // database, and while writes fail for want of space (StoreHealth: until a
+  // commit succeeds, or the SQLite database's file system has space).
   void StartDraining();
 
   // Reports NOT_SERVING on the health service, stops accepting calls, lets
@@ -245,6 +247,10 @@ class Server {
   const ServerOptions options_;
   std::string node_tag_;
   std::unique_ptr<Metrics> metrics_;
+  // Whether the store can write; outlives store_, which reports commits.
+  // Set in Start before anything runs; taken out under health_mu_ at
+  // Shutdown.
+  std::unique_ptr<StoreHealth> store_health_;
   std::unique_ptr<MetricsEndpoint> metrics_endpoint_;
   std::unique_ptr<ObserverList> observers_;
   // Reports health: SERVING unless draining or the store is unreachable.
