@@ -25,6 +25,7 @@
 #include "absl/time/time.h"
 #include "grpc/support/log.h"
 #include "hilo/base/command_line.h"
+#include "service/access/monotonic_clock.h"
 #include "service/access/tls.h"
 #include "service/observe/log_limiter.h"
 #include "service/server.h"
@@ -224,7 +225,7 @@ std::atomic<bool> grpc_logs_enabled{false};
 // at most 10 lines a second, each cut to 256 bytes.
 hilo::LogLimiter& GrpcLogLimiter() {
   static hilo::LogLimiter* limiter =
-      new hilo::LogLimiter(10, 256, hilo::SystemClock::Get());
+      new hilo::LogLimiter(10, 256, hilo::MonotonicClock::Get());
   return *limiter;
 }
 
@@ -232,8 +233,10 @@ void ForwardGrpcLog(gpr_log_func_args* args) {
   if (!grpc_logs_enabled.load(std::memory_order_relaxed)) return;
   std::optional<std::string> line = GrpcLogLimiter().Admit(args->message);
   if (!line.has_value()) return;
-  std::fprintf(stderr, "hilo_server: grpc %s: %s\n",
-               gpr_log_severity_string(args->severity), line->c_str());
+  // Often on a gRPC thread: queued, never waiting for stderr's reader.
+  hilo::StderrLines().Write(
+      absl::StrFormat("hilo_server: grpc %s: %s",
+                      gpr_log_severity_string(args->severity), *line));
 }
 
 int Fail(const absl::Status& status) {

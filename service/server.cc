@@ -21,6 +21,7 @@
 #include "grpcpp/resource_quota.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
+#include "service/access/monotonic_clock.h"
 #include "service/observe/log_limiter.h"
 #include "service/store/range_token.h"
 #include "service/store/validation.h"
@@ -232,6 +233,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   std::unique_ptr<Server> server(new Server(std::move(options)));
   const ServerOptions& opts = server->options_;
   const Clock* clock = opts.clock != nullptr ? opts.clock : SystemClock::Get();
+  const Clock* windows =
+      opts.window_clock != nullptr ? opts.window_clock : MonotonicClock::Get();
   server->node_tag_ = opts.node_tag;
 
   Server* raw = server.get();
@@ -241,10 +244,21 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   auto on_commit = [raw](absl::Duration elapsed, int operations,
                          int64_t collections) {
     raw->metrics_->OnCommit(elapsed, operations, collections);
+    raw->store_health_->OnCommit();
   };
   // Told before the metrics and the audit log exist, too: Open checks the
   // database's history.
   auto history = std::make_shared<HistoryReporter>();
+  // NOT_SERVING while writes fail for want of space (StoreHealth).
+  StoreHealthOptions store_health;
+  if (opts.postgres_uri.empty()) {
+    const size_t slash = opts.db_path.rfind('/');
+    store_health.space_dir =
+        slash == std::string::npos ? "." : opts.db_path.substr(0, slash + 1);
+  }
+  store_health.on_change = [raw](bool) { raw->UpdateHealth(); };
+  server->store_health_ =
+      std::make_unique<StoreHealth>(std::move(store_health));
   if (!opts.postgres_uri.empty()) {
     PostgresRangeStoreOptions store_options;
     store_options.uri = opts.postgres_uri;
@@ -254,10 +268,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
     // Clients get a short reason; the detail (which names the database)
     // is logged here, a few lines a second at most.
     store_options.on_database_error = [limiter = std::make_shared<LogLimiter>(
-                                           5, 1024, clock)](
+                                           5, 1024, windows)](
                                           const absl::Status& detail) {
       if (std::optional<std::string> line = limiter->Admit(detail.ToString())) {
-        absl::FPrintF(stderr, "hilo_server: %s\n", *line);
+        StderrLines().Write(absl::StrCat("hilo_server: ", *line));
       }
     };
     store_options.on_history_went_back = [history](const StoreHistoryEvent& e) {
@@ -349,9 +363,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   metrics_options.max_collections = opts.metrics_max_collections;
   server->metrics_ = std::make_unique<Metrics>(metrics_options);
   server->exhaustion_ =
-      std::make_unique<ExhaustionReporter>(opts.exhaustion_share, clock);
-  server->observers_ = std::make_unique<ObserverList>(std::vector<Observer*>{
-      server->metrics_.get(), server->exhaustion_.get(), opts.observer});
+      std::make_unique<ExhaustionReporter>(opts.exhaustion_share, windows);
+  server->observers_ = std::make_unique<ObserverList>(
+      std::vector<Observer*>{server->metrics_.get(), server->exhaustion_.get(),
+                             server->store_health_.get(), opts.observer});
   if (!opts.authz_policy.empty()) {
     absl::StatusOr<std::unique_ptr<Authorizer>> authorizer =
         Authorizer::Load(opts.authz_policy, opts.authz_tokens);
@@ -365,6 +380,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   audit_options.on_suppressed = [metrics = server->metrics_.get()] {
     metrics->OnAuditLineSuppressed();
   };
+  // Lines no reader took in time (LineWriter): counted here, said once in
+  // their log when its writer catches up.
+  audit_options.on_line_dropped = [metrics = server->metrics_.get()] {
+    metrics->OnAuditLineDropped();
+  };
+  server->stderr_drops_ = StderrLines().AddDropListener(
+      [metrics = server->metrics_.get()] { metrics->OnStderrLineDropped(); });
   if (opts.audit_log.empty()) {
     server->audit_log_ =
         std::make_unique<AuditLog>(clock, std::move(audit_options));
@@ -380,7 +402,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   // Both stores counted their rows when they opened.
   server->collection_limit_ = std::make_unique<CollectionLimit>(
       opts.max_collections, server->store_->collection_count(),
-      opts.max_collection_creations_per_minute, clock);
+      opts.max_collection_creations_per_minute, windows);
   server->service_ = std::make_unique<HiLoService>(
       server->store_.get(), RangeSizePolicy(opts.range_sizes),
       server->node_tag_, clock, server->observers_.get(),
@@ -416,6 +438,17 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   // Without this, a second server could silently share the port.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
+  // Identity only: gRPC 1.51 inflates a compressed request whole before it
+  // compares it with the limit above (64 KB of gzip inflate to 63 MiB and
+  // 0.2 s of CPU). A call naming a disabled algorithm in grpc-encoding is
+  // cancelled UNIMPLEMENTED when its headers arrive, before its message is
+  // read, so nothing is inflated. hilo's requests are a few hundred bytes:
+  // no client of its compresses them.
+  for (int algorithm = GRPC_COMPRESS_NONE + 1;
+       algorithm < GRPC_COMPRESS_ALGORITHMS_COUNT; ++algorithm) {
+    builder.SetCompressionAlgorithmSupportStatus(
+        static_cast<grpc_compression_algorithm>(algorithm), false);
+  }
   // What one client may hold: streams per connection, and, for all
   // connections together, gRPC's buffers and threads.
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
@@ -500,7 +533,8 @@ void Server::UpdateHealth() {
   // Also keeps a late report of the store from undoing a drain.
   if (grpc_server_ != nullptr) {
     grpc_server_->GetHealthCheckService()->SetServingStatus(
-        !draining_ && store_reachable_ && !node_tag_lost_ && !database_lost_);
+        !draining_ && store_reachable_ && !node_tag_lost_ && !database_lost_ &&
+        (store_health_ == nullptr || store_health_->healthy()));
   }
 }
 
@@ -551,6 +585,13 @@ void Server::Shutdown(absl::Duration grace) {
   sqlite_store_ = nullptr;
   store_.reset();
   collection_limit_.reset();
+  // Its space check may be in UpdateHealth: taken out under the lock, and
+  // destroyed (the check joined) outside it.
+  std::unique_ptr<StoreHealth> store_health;
+  {
+    base::MutexLock lock(&health_mu_);
+    store_health = std::move(store_health_);
+  }
 }
 
 }  // namespace hilo

@@ -32,10 +32,12 @@
 #include "service/access/audit_log.h"
 #include "service/access/authorizer.h"
 #include "service/access/collection_limit.h"
+#include "service/access/line_writer.h"
 #include "service/observe/exhaustion_reporter.h"
 #include "service/observe/listener_probe.h"
 #include "service/observe/metrics.h"
 #include "service/observe/observer.h"
+#include "service/observe/store_health.h"
 #include "service/rpc/admin_service.h"
 #include "service/rpc/gatekeeper.h"
 #include "service/rpc/grpc_services.h"
@@ -151,7 +153,7 @@ struct ServerOptions {
   // Most collections the node stores; a NextRange or SetFloor that would
   // create one more is RESOURCE_EXHAUSTED. 0: no limit.
   int64_t max_collections = kDefaultMaxCollections;
-  // Most collections the node creates in any minute (by `clock`); a call
+  // Most collections the node creates in any minute (by `window_clock`); a call
   // that would create one more is RESOURCE_EXHAUSTED saying when to retry.
   // 0: no limit.
   int64_t max_collection_creations_per_minute =
@@ -188,6 +190,10 @@ struct ServerOptions {
   double exhaustion_share = kDefaultExhaustionShare;
   // Null means SystemClock.
   const Clock* clock = nullptr;
+  // The clock of every window and rate: the creations of the last minute,
+  // the log limiters. It must never go back. Null means MonotonicClock;
+  // tests inject a ManualClock (setting `clock` does not move it).
+  const Clock* window_clock = nullptr;
   // Told about every finished call; null for none. Must outlive the server.
   Observer* observer = nullptr;
 };
@@ -245,7 +251,8 @@ class Server {
   // Reports NOT_SERVING on the health service while still serving calls, so
   // load balancers and readiness probes move traffic away first. Health
   // also reports NOT_SERVING while a shared store cannot reach its
-  // database.
+  // database, and while writes fail for want of space (StoreHealth: until a
+  // commit succeeds, or the SQLite database's file system has space).
   void StartDraining();
 
   // Reports NOT_SERVING on the health service, stops accepting calls, lets
@@ -260,6 +267,10 @@ class Server {
   const ServerOptions options_;
   std::string node_tag_;
   std::unique_ptr<Metrics> metrics_;
+  // Whether the store can write; outlives store_, which reports commits.
+  // Set in Start before anything runs; taken out under health_mu_ at
+  // Shutdown.
+  std::unique_ptr<StoreHealth> store_health_;
   std::unique_ptr<MetricsEndpoint> metrics_endpoint_;
   std::unique_ptr<ObserverList> observers_;
   // Reports health: SERVING unless draining or the store is unreachable.
@@ -278,6 +289,8 @@ class Server {
   std::unique_ptr<AdminService> admin_service_;
   std::unique_ptr<Authorizer> authorizer_;
   std::unique_ptr<AuditLog> audit_log_;
+  // Counts StderrLines()' drops in metrics_ while the server lives.
+  std::unique_ptr<LineWriter::DropListener> stderr_drops_;
   std::unique_ptr<ExhaustionReporter> exhaustion_;
   std::unique_ptr<Gatekeeper> gatekeeper_;
   std::unique_ptr<GrpcHiLoService> grpc_service_;

@@ -39,6 +39,7 @@ class AdminServiceTest : public ::testing::Test {
     server_.reset();
     ServerOptions options = testing_util::TestServerOptions(dir_, "C");
     options.clock = &clock_;
+    options.window_clock = &clock_;  // the creation window too
     change(options);
     server_ = testing_util::StartServer(options);
     ASSERT_NE(server_, nullptr);

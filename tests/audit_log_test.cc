@@ -3,11 +3,18 @@
 // server over gRPC (so not among the unit.tsan suites).
 #include "service/access/audit_log.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
@@ -74,7 +81,12 @@ class AuditLogLimitTest : public ::testing::Test {
     EXPECT_THAT(log, IsOk());
     return log.ok() ? *std::move(log) : nullptr;
   }
-  std::string Contents() { return ReadFile(path_); }
+  // What the file holds once `log` (if not null) has written every line
+  // it was given: its writer thread writes them.
+  std::string Contents(AuditLog* log) {
+    if (log != nullptr) EXPECT_TRUE(log->WaitUntilWritten(absl::Seconds(30)));
+    return ReadFile(path_);
+  }
 
   TempDir dir_;
   const std::string path_ = dir_.File("audit.jsonl");
@@ -95,7 +107,7 @@ TEST_F(AuditLogLimitTest, WritesNRefusalsASecondThenOneSummaryOfTheRest) {
   EXPECT_EQ(suppressed_, 1003);
   std::string expected;
   for (int i = 0; i < 3; ++i) expected += Line(Denied("NextRange"), kStart);
-  EXPECT_EQ(Contents(), expected);
+  EXPECT_EQ(Contents(log.get()), expected);
 
   clock_.Advance(absl::Milliseconds(1));  // the next second
   log->WriteRefusal(Denied("GetCollection"));
@@ -110,9 +122,9 @@ TEST_F(AuditLogLimitTest, WritesNRefusalsASecondThenOneSummaryOfTheRest) {
       "ipv4:10.0.0.9\":1003},\"top_collections\":{\"orders\":1003}}}\n",
       Line(Denied("GetCollection"), kStart + absl::Seconds(1)),
       Line(Denied("GetCollection"), kStart + absl::Seconds(1)));
-  EXPECT_EQ(Contents(), expected);
+  EXPECT_EQ(Contents(log.get()), expected);
   log.reset();  // nothing left to summarize
-  EXPECT_EQ(Contents(), expected);
+  EXPECT_EQ(Contents(log.get()), expected);
 }
 
 AuditRecord From(std::string identity, std::string peer,
@@ -161,7 +173,7 @@ TEST_F(AuditLogLimitTest,
   log->WriteRefusal(ops);
   log->WriteRefusal(ops);
   expected += Line(ops, kStart) + Line(ops, kStart);
-  EXPECT_EQ(Contents(), expected);
+  EXPECT_EQ(Contents(log.get()), expected);
   EXPECT_EQ(suppressed_, 2000 - 5 + 1);
 
   clock_.Advance(absl::Seconds(1));
@@ -178,7 +190,7 @@ TEST_F(AuditLogLimitTest,
       "\"top_collections\":{\"junk-a\":997,\"junk-b\":499,"
       "\"junk-c\":499,\"payments\":1}}}\n",
       Line(a3, kStart + absl::Seconds(1)));
-  EXPECT_EQ(Contents(), expected);
+  EXPECT_EQ(Contents(log.get()), expected);
 }
 
 TEST(AuditCallerTest, AnonymousCallersAreTheirAddressWithoutThePort) {
@@ -202,7 +214,7 @@ TEST_F(AuditLogLimitTest, AcceptedAdministrativeCallsAreNeverSuppressed) {
     expected += Line(Accepted(), kStart);
   }
   EXPECT_EQ(suppressed_, 99);
-  EXPECT_EQ(Contents(), expected);
+  EXPECT_EQ(Contents(log.get()), expected);
   // The first line of a later second, an accepted one too, is preceded by
   // the summary.
   clock_.Advance(absl::Seconds(5));
@@ -216,7 +228,7 @@ TEST_F(AuditLogLimitTest, AcceptedAdministrativeCallsAreNeverSuppressed) {
       "\"top_callers\":{\"anonymous "
       "ipv4:10.0.0.9\":99},\"top_collections\":{\"orders\":99}}}\n",
       Line(Accepted(), kStart + absl::Seconds(5)));
-  EXPECT_EQ(Contents(), expected);
+  EXPECT_EQ(Contents(log.get()), expected);
 }
 
 TEST_F(AuditLogLimitTest, SummaryIsWrittenAtClose) {
@@ -226,7 +238,7 @@ TEST_F(AuditLogLimitTest, SummaryIsWrittenAtClose) {
   log->WriteRefusal(Denied("NextRange"));
   clock_.Advance(absl::Milliseconds(250));
   log.reset();
-  EXPECT_EQ(Contents(),
+  EXPECT_EQ(Contents(log.get()),
             absl::StrCat(
                 Line(Denied("NextRange"), kStart),
                 "{\"time\":\"2027-01-15T08:00:00.250000Z\","
@@ -242,12 +254,12 @@ TEST_F(AuditLogLimitTest, SummaryIsWrittenAtClose) {
 TEST_F(AuditLogLimitTest, FlushWritesTheSummaryOnceAndNothingWhenNoneIsDue) {
   std::unique_ptr<AuditLog> log = Open(1);
   log->Flush();
-  EXPECT_EQ(Contents(), "");
+  EXPECT_EQ(Contents(log.get()), "");
   log->WriteRefusal(Denied("NextRange"));
   log->WriteRefusal(Denied("NextRange"));
   log->Flush();
   log->Flush();
-  EXPECT_EQ(Contents(),
+  EXPECT_EQ(Contents(log.get()),
             absl::StrCat(
                 Line(Denied("NextRange"), kStart),
                 "{\"time\":\"2027-01-15T08:00:00.000000Z\","
@@ -269,7 +281,7 @@ TEST_F(AuditLogLimitTest, ZeroMeansNoLimit) {
   }
   log.reset();
   EXPECT_EQ(suppressed_, 0);
-  EXPECT_EQ(Contents(), expected);
+  EXPECT_EQ(Contents(log.get()), expected);
 }
 
 // A wall clock stepped back must not hold every refusal in one long
@@ -282,7 +294,7 @@ TEST_F(AuditLogLimitTest, ClockSteppedBackStartsANewSecond) {
   log->WriteRefusal(Denied("NextRange"));
   EXPECT_EQ(suppressed_, 1);
   EXPECT_EQ(
-      Contents(),
+      Contents(log.get()),
       absl::StrCat(Line(Denied("NextRange"), kStart),
                    "{\"time\":\"2027-01-15T07:00:00.000000Z\","
                    "\"suppressed\":{\"count\":1,"
@@ -409,6 +421,86 @@ TEST(AuditLogServerTest, RefusalFloodIsLimitedAndSummarizedAtShutdown) {
             "\"by_code\":{\"PERMISSION_DENIED\":47},"
             "\"top_callers\":{\"anonymous ipv4:127.0.0.1\":47},"
             "\"top_collections\":{\"orders\":47}}}");
+}
+
+// An audit file nobody reads (a FIFO whose reader stalls, as a log shipper
+// that stopped): refusals are still answered at once, the lines past the
+// writer's queue are dropped and counted in hilo_log_lines_dropped_total,
+// and once the reader is back the file has every line that was queued,
+// then one line saying how many were dropped.
+TEST(AuditLogServerTest, StalledAuditFileDropsLinesCountsThemAndSaysSoOnce) {
+  TempDir dir;
+  const std::string fifo = dir.File("audit.fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // Opened before the server opens its end, and not read until the end.
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  ASSERT_GE(reader, 0);
+  WriteFile(dir.File("policy.textproto"),
+            "grant { identity: \"cn:ops\" collections: \"*\" }\n");
+  ServerOptions options = testing_util::TestServerOptions(dir);
+  options.authz_policy = dir.File("policy.textproto");
+  options.audit_log = fifo;
+  options.audit_refusals_per_second = 0;  // every refusal a line
+  options.audit_anonymous_refusals_per_second = 0;
+  std::unique_ptr<Server> server = testing_util::StartServer(options);
+  ASSERT_NE(server, nullptr);
+  auto stub = hilo::v1::HiLo::NewStub(
+      grpc::CreateChannel(testing_util::Address(server->port()),
+                          grpc::InsecureChannelCredentials()));
+  // Lines of about 500 bytes: 64 KiB of pipe and the 1 MiB queue hold
+  // about 2,200 of them.
+  const int kRefusals = 4000;
+  for (int i = 0; i < kRefusals; ++i) {
+    grpc::ClientContext context;
+    hilo::v1::NextRangeRequest request;
+    request.set_collection(absl::StrCat(i, std::string(200, 'n')));
+    hilo::v1::NextRangeResponse response;
+    ASSERT_EQ(stub->NextRange(&context, request, &response).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
+  const std::string scrape = prometheus::TextSerializer().Serialize(
+      server->metrics()->registry()->Collect());
+  const std::string series = "\nhilo_log_lines_dropped_total{log=\"audit\"} ";
+  const size_t at = scrape.find(series);
+  ASSERT_NE(at, std::string::npos) << scrape;
+  int64_t dropped = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(
+      scrape.substr(at + series.size(),
+                    scrape.find('\n', at + series.size()) - at - series.size()),
+      &dropped));
+  EXPECT_GT(dropped, 0);
+  EXPECT_LT(dropped, kRefusals);
+
+  // The reader is back; the server's end closes when it has written all.
+  ASSERT_EQ(::fcntl(reader, F_SETFL, 0), 0);
+  std::string text;
+  std::thread read([&] {
+    char buffer[65536];
+    ssize_t n;
+    while ((n = ::read(reader, buffer, sizeof(buffer))) > 0) {
+      text.append(buffer, static_cast<size_t>(n));
+    }
+  });
+  server.reset();
+  read.join();
+  ::close(reader);
+  const std::vector<std::string> lines =
+      absl::StrSplit(text, '\n', absl::SkipEmpty());
+  int refusal_lines = 0;
+  std::vector<std::string> dropped_lines;
+  for (const std::string& line : lines) {
+    if (absl::StrContains(line, "\"method\":\"NextRange\"")) {
+      ++refusal_lines;
+    } else {
+      dropped_lines.push_back(line);
+    }
+  }
+  EXPECT_EQ(refusal_lines + dropped, kRefusals);
+  ASSERT_EQ(dropped_lines.size(), 1u);
+  EXPECT_THAT(dropped_lines[0], ::testing::StartsWith("{\"time\":\""));
+  EXPECT_THAT(dropped_lines[0],
+              ::testing::EndsWith(
+                  absl::StrCat(",\"dropped\":{\"count\":", dropped, "}}")));
 }
 
 }  // namespace

@@ -374,6 +374,9 @@ TEST(AuditLogTest, AFailedWriteIsReportedOnceAndNeverStopsTheServer) {
   ::testing::internal::CaptureStderr();
   (*audit)->Write(record);
   (*audit)->Write(record);
+  // Reported by the log's writer thread, through stderr's.
+  EXPECT_TRUE((*audit)->WaitUntilWritten(absl::Seconds(10)));
+  EXPECT_TRUE(StderrLines().WaitUntilWritten(absl::Seconds(10)));
   EXPECT_EQ(::testing::internal::GetCapturedStderr(),
             "hilo_server: audit log /dev/full: a write failed (No space left "
             "on device); audit lines may be lost until it works again\n");
@@ -448,7 +451,11 @@ class GatekeeperTest : public ::testing::Test {
     auto row = store_->Get(collection);
     return row.ok() && row->has_value() ? (*row)->max : -1;
   }
-  std::string Audit() { return ReadFile(dir_.File("audit.jsonl")); }
+  // The file once the log's writer thread has written every line so far.
+  std::string Audit() {
+    EXPECT_TRUE(audit_->WaitUntilWritten(absl::Seconds(10)));
+    return ReadFile(dir_.File("audit.jsonl"));
+  }
   std::string Exposition() {
     return prometheus::TextSerializer().Serialize(
         metrics_.registry()->Collect());
@@ -708,6 +715,7 @@ TEST_F(GatekeeperTest, RefusalFloodIsSummarizedAndAdminCallsAreAllWritten) {
   ASSERT_THAT(Next(anonymous, "orders"),
               StatusIs(absl::StatusCode::kPermissionDenied));
 
+  ASSERT_TRUE(audit_->WaitUntilWritten(absl::Seconds(10)));
   const std::vector<std::string> lines = absl::StrSplit(
       ReadFile(dir_.File("flood.jsonl")), '\n', absl::SkipEmpty());
   // The anonymous address's 5, the 3 SetFloor calls, the 5 of

@@ -203,7 +203,8 @@ TEST_F(AuthzTlsTest, BearerTokenCallerRightWrongAndNone) {
       StatusIs(absl::StatusCode::kPermissionDenied,
                "anonymous may not call NextRange on collection \"billing\""));
   EXPECT_EQ(server_->store()->Get("billing")->value().max, 32);
-  // The token never reaches the audit trail.
+  // The token never reaches the audit trail (whole once the server stops).
+  server_->Shutdown(absl::ZeroDuration());
   EXPECT_THAT(ReadFile(dir_.File("audit.jsonl")),
               ::testing::Not(HasSubstr(kToken)));
 }
@@ -268,6 +269,7 @@ TEST_F(AuthzTlsTest, DeniedCounterAndAuditLineHaveExactValues) {
                                "\"NextRange\",reason=\"guard_rail\"} 1\n"));
   EXPECT_THAT(after, HasSubstr("hilo_requests_denied_total{method="
                                "\"GetCollection\",reason=\"permission\"} 0\n"));
+  server_->Shutdown(absl::ZeroDuration());  // the audit log is whole
   const std::string audit = ReadFile(dir_.File("audit.jsonl"));
   EXPECT_THAT(audit,
               HasSubstr("\"identity\":\"dns:reader.test\",\"peer\":\"ipv4:127."

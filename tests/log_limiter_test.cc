@@ -35,6 +35,19 @@ TEST(LogLimiterTest, LetsNLinesThroughASecondAndCountsTheRest) {
   EXPECT_THAT(limiter.Admit("next"), Optional(std::string("next")));
 }
 
+// A clock stepped back (a wall clock) starts a new second: the log is not
+// silenced until the clock is back where it was.
+TEST(LogLimiterTest, ClockSteppedBackStartsANewSecond) {
+  ManualClock clock(kStart);
+  LogLimiter limiter(1, 100, &clock);
+  EXPECT_THAT(limiter.Admit("a"), Optional(std::string("a")));
+  EXPECT_EQ(limiter.Admit("b"), std::nullopt);
+  clock.Set(kStart - absl::Minutes(10));
+  EXPECT_THAT(limiter.Admit("c"),
+              Optional(std::string("c (1 lines dropped before this one)")));
+  EXPECT_EQ(limiter.Admit("d"), std::nullopt);
+}
+
 TEST(LogLimiterTest, CutsLongLinesAndEscapesControlCharacters) {
   ManualClock clock(kStart);
   LogLimiter limiter(10, 8, &clock);

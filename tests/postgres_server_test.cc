@@ -9,6 +9,7 @@
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
 #include "hilo/admin_client.h"
+#include "service/access/line_writer.h"
 #include "service/store/range_token.h"
 #include "testing/status_matchers.h"
 #include "tests/postgres_instance.h"
@@ -70,6 +71,8 @@ TEST(PostgresServerTest, DatabaseDownIsUnavailableAndNotServingThenRecovers) {
   ASSERT_THAT((*postgres)->Stop("immediate"), IsOk());
   ::testing::internal::CaptureStderr();
   grpc::Status down = NextRange(*stub, absl::Seconds(5), &range);
+  // Logged before the reply, written by stderr's own thread.
+  EXPECT_TRUE(StderrLines().WaitUntilWritten(absl::Seconds(10)));
   const std::string log = ::testing::internal::GetCapturedStderr();
   // Any caller sees the code and a short reason; nothing of where the
   // database is or who the server is there. The server's log has it all.

@@ -1,5 +1,7 @@
 #include "service/access/audit_log.h"
 
+#include <fcntl.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
@@ -189,30 +191,44 @@ std::string AuditJson(const AuditRecord& record, absl::Time time) {
 }
 
 AuditLog::AuditLog(const Clock* clock, AuditLogOptions options)
-    : AuditLog(clock, std::move(options), stderr, "stderr") {}
+    : AuditLog(clock, std::move(options), nullptr) {}
 
-AuditLog::AuditLog(const Clock* clock, AuditLogOptions options, std::FILE* file,
-                   std::string path)
+AuditLog::AuditLog(const Clock* clock, AuditLogOptions options,
+                   std::unique_ptr<LineWriter> file)
     : clock_(clock),
       options_(std::move(options)),
-      file_(file),
-      path_(std::move(path)) {}
+      file_(std::move(file)),
+      writer_(file_ != nullptr ? file_.get() : &StderrLines()) {}
 
 absl::StatusOr<std::unique_ptr<AuditLog>> AuditLog::Open(
     const std::string& path, const Clock* clock, AuditLogOptions options) {
-  std::FILE* file = std::fopen(path.c_str(), "ae");
-  if (file == nullptr) {
+  const int fd =
+      ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (fd < 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "audit log %s cannot be opened: %s", path, std::strerror(errno)));
   }
-  return std::unique_ptr<AuditLog>(
-      new AuditLog(clock, std::move(options), file, path));
+  LineWriterOptions writer;
+  writer.max_queued_bytes = options.max_queued_bytes;
+  writer.on_dropped = options.on_line_dropped;
+  // Both run on the writer's thread, which may outlive the log: they use
+  // nothing of it.
+  writer.dropped_line = [](int64_t count) {
+    return absl::StrCat("{\"time\":", JsonTime(absl::Now()),
+                        ",\"dropped\":{\"count\":", count, "}}");
+  };
+  writer.on_write_error = [path](const std::string& error) {
+    StderrLines().Write(absl::StrFormat(
+        "hilo_server: audit log %s: a write failed (%s); audit lines may be "
+        "lost until it works again",
+        path, error));
+  };
+  return std::unique_ptr<AuditLog>(new AuditLog(
+      clock, std::move(options),
+      std::make_unique<LineWriter>(fd, /*owns_fd=*/true, std::move(writer))));
 }
 
-AuditLog::~AuditLog() {
-  Flush();
-  if (file_ != stderr) std::fclose(file_);
-}
+AuditLog::~AuditLog() { Flush(); }
 
 void AuditLog::Write(const AuditRecord& record) {
   base::MutexLock lock(&mu_);
@@ -265,11 +281,17 @@ void AuditLog::WriteRefusal(const AuditRecord& record) {
 }
 
 void AuditLog::Flush() {
-  base::MutexLock lock(&mu_);
-  // Reads the clock only when a summary is due: some tests destroy a
-  // server after the clock they gave it, and the destructor flushes.
-  if (suppressed_.count == 0) return;
-  WriteSummaryLocked(clock_->Now());
+  {
+    base::MutexLock lock(&mu_);
+    // Reads the clock only when a summary is due: some tests destroy a
+    // server after the clock they gave it, and the destructor flushes.
+    if (suppressed_.count != 0) WriteSummaryLocked(clock_->Now());
+  }
+  WaitUntilWritten(kAuditFlushTimeout);
+}
+
+bool AuditLog::WaitUntilWritten(absl::Duration timeout) {
+  return writer_->WaitUntilWritten(timeout);
 }
 
 void AuditLog::AdvanceWindowLocked(absl::Time now) {
@@ -296,20 +318,9 @@ void AuditLog::WriteSummaryLocked(absl::Time now) {
 }
 
 void AuditLog::WriteLineLocked(absl::string_view json) {
-  const std::string line = absl::StrCat(json, "\n");
-  errno = 0;
-  const bool written =
-      std::fwrite(line.data(), 1, line.size(), file_) == line.size() &&
-      std::fflush(file_) == 0;
-  if (!written && !failed_) {
-    failed_ = true;
-    absl::FPrintF(stderr,
-                  "hilo_server: audit log %s: a write failed (%s); audit "
-                  "lines may be lost until it works again\n",
-                  path_, errno != 0 ? std::strerror(errno) : "short write");
-  }
-  if (!written) std::clearerr(file_);
-  if (written) failed_ = false;
+  // Queued under mu_, so lines keep the order of their decisions; never
+  // waits for the reader.
+  writer_->Write(json);
 }
 
 }  // namespace hilo

@@ -42,18 +42,28 @@
 // "count". top_callers (identities, and "anonymous ADDRESS") and
 // top_collections name the kMaxSummaryTop most counted, most first; a
 // summary tracks its first kMaxSummaryKeys callers and collections, and
-// counts later ones only in "count". Lines go to stderr, or are appended to
-// a file opened once; a failed write is reported on stderr once (again only
-// after a write worked in between) and never stops the server. Rotate the
-// file with copytruncate (the file is opened with O_APPEND, so writes land
-// at its new end).
+// counts later ones only in "count". Lines go to stderr (StderrLines()), or
+// are appended to a file opened once (owner-only if it creates it); a
+// failed write is reported on stderr once (again only after a write worked
+// in between) and never stops the server. Rotate the file with copytruncate
+// (the file is opened with O_APPEND, so writes land at its new end).
+//
+// No caller waits for the file or for stderr's reader: a LineWriter thread
+// writes the lines, from a queue of at most `max_queued_bytes`. A line that
+// finds the queue full is dropped and counted (`on_line_dropped`, with a
+// file; StderrLines()' listeners, on stderr), and once the writer has
+// caught up one line says how many: in a file
+//
+//   {"time":"2026-11-24T02:00:09.000000Z","dropped":{"count":120}}
+//
+// (its time is the wall clock's when it is written).
 //
 // Thread-safe.
 #ifndef HILO_SERVICE_ACCESS_AUDIT_LOG_H_
 #define HILO_SERVICE_ACCESS_AUDIT_LOG_H_
 
+#include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <functional>
 #include <map>
 #include <memory>
@@ -69,6 +79,7 @@
 #include "absl/time/time.h"
 #include "hilo/base/clock.h"
 #include "hilo/base/mutex.h"
+#include "service/access/line_writer.h"
 
 namespace hilo {
 
@@ -127,14 +138,24 @@ struct AuditLogOptions {
   // Called (outside the log's lock) once for each refusal counted instead
   // of written, e.g. to count it in a metric; may be empty.
   std::function<void()> on_suppressed;
+  // With a file: what its writer queues at most, and what runs (on the
+  // caller's thread) for each line dropped because the queue was full;
+  // may be empty. On stderr, StderrLines() counts its drops.
+  size_t max_queued_bytes = kDefaultMaxQueuedLogBytes;
+  std::function<void()> on_line_dropped;
 };
+
+// How long Flush waits for the lines to be written: a stalled stderr
+// reader must not hold a stopping server for long.
+inline constexpr absl::Duration kAuditFlushTimeout = absl::Seconds(2);
 
 class AuditLog {
  public:
-  // Lines to stderr. `clock` must outlive the log.
+  // Lines to stderr (StderrLines()). `clock` must outlive the log.
   explicit AuditLog(const Clock* clock, AuditLogOptions options = {});
-  // Lines appended to `path`; INVALID_ARGUMENT naming it if it cannot be
-  // opened. `clock` must outlive the log.
+  // Lines appended to `path` (created owner-only if it does not exist);
+  // INVALID_ARGUMENT naming it if it cannot be opened. `clock` must outlive
+  // the log.
   static absl::StatusOr<std::unique_ptr<AuditLog>> Open(
       const std::string& path, const Clock* clock,
       AuditLogOptions options = {});
@@ -151,8 +172,12 @@ class AuditLog {
   // anonymous callers) had their lines this second already.
   void WriteRefusal(const AuditRecord& record);
   // Writes the summary of the refusals counted and not yet summarized, if
-  // any, now rather than before the next line.
+  // any, now rather than before the next line; then waits up to
+  // kAuditFlushTimeout for every line so far to be written.
   void Flush();
+  // Waits up to `timeout` for every line so far to be written; whether
+  // they were.
+  bool WaitUntilWritten(absl::Duration timeout);
 
  private:
   // The refusals counted since the last summary.
@@ -167,8 +192,8 @@ class AuditLog {
     absl::flat_hash_map<std::string, int64_t> by_collection;
   };
 
-  AuditLog(const Clock* clock, AuditLogOptions options, std::FILE* file,
-           std::string path);
+  AuditLog(const Clock* clock, AuditLogOptions options,
+           std::unique_ptr<LineWriter> file);
 
   // Starts a new second if `now` is not in the current one (a clock stepped
   // back also starts one, so it cannot silence refusals for long), writing
@@ -180,10 +205,10 @@ class AuditLog {
 
   const Clock* const clock_;
   const AuditLogOptions options_;
+  // The file's writer, or null for stderr; writer_ is the one in use.
+  const std::unique_ptr<LineWriter> file_;
+  LineWriter* const writer_;
   base::Mutex mu_;
-  std::FILE* const file_;  // stderr, or owned
-  const std::string path_;
-  bool failed_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time window_start_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   // Lines written this second, by caller ("anonymous ADDRESS" for
   // anonymous callers), and by all anonymous callers together.

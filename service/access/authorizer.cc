@@ -338,6 +338,15 @@ Principal Authorizer::Resolve(const Caller& caller,
     who.policy = policy_;
   }
   who.identities = caller.certificate_identities;
+  if (caller.authorization_headers > 1) {
+    // Which one a proxy meant is not ours to guess: none is read.
+    who.identity = DisplayIdentity(caller);
+    who.status = absl::UnauthenticatedError(absl::StrFormat(
+        "%s sent %d authorization headers; a call may carry one at most "
+        "(calling %s)",
+        who.identity, caller.authorization_headers, rpc));
+    return who;
+  }
   if (caller.has_bearer_token) {
     // A token too long to be one is unknown unread. Any other is hashed
     // once, and every digest is compared in full, so the time says nothing

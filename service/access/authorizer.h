@@ -70,6 +70,10 @@ struct Caller {
   // The token of an "authorization: Bearer <token>" header; a secret.
   std::string bearer_token;
   bool has_bearer_token = false;
+  // How many authorization headers the call carried. More than one is
+  // refused whatever they hold: a proxy that appends its own header
+  // instead of replacing the client's must not let the client's through.
+  int authorization_headers = 0;
   // The peer's address as gRPC names it ("ipv4:127.0.0.1:41234").
   std::string peer;
 };

@@ -5,6 +5,7 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_format.h"
+#include "service/access/monotonic_clock.h"
 
 namespace hilo {
 namespace {
@@ -26,7 +27,7 @@ CollectionLimit::CollectionLimit(int64_t max, int64_t existing,
                                  const Clock* clock)
     : max_(max),
       max_per_minute_(max_creations_per_minute),
-      clock_(clock != nullptr ? clock : SystemClock::Get()),
+      clock_(clock != nullptr ? clock : MonotonicClock::Get()),
       count_(existing) {}
 
 void CollectionLimit::Expire(absl::Time now) const {

@@ -21,13 +21,14 @@
 // many calls race; near either limit, calls on existing collections pay for
 // one read more, and a new collection may be refused while calls in flight
 // (most of them on existing collections) hold the window's last places; the
-// refusal then says to retry in a second. The minute is a sliding window on an
-// injected clock: a creation at time t counts against every reservation before
-// t + 1 min. A row is deleted only by DeleteCollection, which tells the limit
-// (Deleted). A call that went ahead without a reservation still creates a
-// row if a DeleteCollection removed the one it found before its write; that
-// row is counted too (Settle), so the count and the window stay true, and
-// each such race may take them one past their limits.
+// refusal then says to retry in a second. The minute is a sliding window on a
+// monotonic clock (MonotonicClock, or a test's): a creation at time t counts
+// against every reservation before t + 1 min, whatever the wall clock does. A
+// row is deleted only by DeleteCollection, which tells the limit (Deleted). A
+// call that went ahead without a reservation still creates a row if a
+// DeleteCollection removed the one it found before its write; that row is
+// counted too (Settle), so the count and the window stay true, and each such
+// race may take them one past their limits.
 //
 // Thread-safe.
 #ifndef HILO_SERVICE_ACCESS_COLLECTION_LIMIT_H_
@@ -56,7 +57,8 @@ class CollectionLimit {
  public:
   // `max` collections (0: no limit), of which `existing` are stored now, and
   // at most `max_creations_per_minute` (0: no limit) created in any minute
-  // by `clock` (null: SystemClock), which must outlive the limit.
+  // by `clock`, which must never go back (null: MonotonicClock) and must
+  // outlive the limit.
   CollectionLimit(int64_t max, int64_t existing,
                   int64_t max_creations_per_minute = 0,
                   const Clock* clock = nullptr);

@@ -5,7 +5,9 @@
 #include <optional>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "service/access/line_writer.h"
 
 namespace hilo {
 namespace {
@@ -59,7 +61,7 @@ void ExhaustionReporter::Saw(absl::string_view collection, int64_t max) {
   if (log_ != nullptr) {
     log_(*line);
   } else {
-    std::fprintf(stderr, "hilo_server: %s\n", line->c_str());
+    StderrLines().Write(absl::StrCat("hilo_server: ", *line));
   }
 }
 

@@ -31,7 +31,9 @@ inline constexpr double kDefaultExhaustionShare = 1.0 / 16;
 class ExhaustionReporter final : public Observer {
  public:
   // Reports a collection once its Max reaches `share` (0 < share <= 1) of
-  // INT64_MAX, by passing a line to `log` (stderr if null). `clock` paces
+  // INT64_MAX, by passing a line to `log` (StderrLines() if null), on the
+  // calling thread: `log` must not wait for a reader. `clock` (one that
+  // never goes back, such as MonotonicClock) paces
   // the LogLimiter and must outlive this.
   ExhaustionReporter(double share, const Clock* clock,
                      std::function<void(const std::string&)> log = nullptr);

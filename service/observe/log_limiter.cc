@@ -3,6 +3,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "service/access/monotonic_clock.h"
 
 namespace hilo {
 
@@ -10,14 +11,14 @@ LogLimiter::LogLimiter(int lines_per_second, size_t max_line_bytes,
                        const Clock* clock)
     : lines_per_second_(lines_per_second),
       max_line_bytes_(max_line_bytes),
-      clock_(clock) {}
+      clock_(clock != nullptr ? clock : MonotonicClock::Get()) {}
 
 std::optional<std::string> LogLimiter::Admit(absl::string_view message) {
   int64_t dropped = 0;
   {
     base::MutexLock lock(&mu_);
     const absl::Time now = clock_->Now();
-    if (now - window_start_ >= absl::Seconds(1)) {
+    if (now - window_start_ >= absl::Seconds(1) || now < window_start_) {
       window_start_ = now;
       lines_in_window_ = 0;
     }

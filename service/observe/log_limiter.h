@@ -29,8 +29,11 @@ namespace hilo {
 
 class LogLimiter {
  public:
-  // `clock` must outlive the limiter.
-  LogLimiter(int lines_per_second, size_t max_line_bytes, const Clock* clock);
+  // `clock` paces the seconds and must outlive the limiter; null means
+  // MonotonicClock. A wall clock stepped back starts a new second rather
+  // than silencing the log until it catches up.
+  LogLimiter(int lines_per_second, size_t max_line_bytes,
+             const Clock* clock = nullptr);
 
   // The line to write for `message`, or nullopt to drop it.
   std::optional<std::string> Admit(absl::string_view message);

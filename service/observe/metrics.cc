@@ -37,7 +37,10 @@ Metrics::Metrics(const MetricsOptions& options)
       ids_reserved_(prometheus::BuildCounter()
                         .Name("hilo_ids_reserved_total")
                         .Help("Numbers handed out in ranges (the sum of range "
-                              "sizes), by collection.")
+                              "sizes) since the node started, by collection; "
+                              "a collection this node counted from its first "
+                              "number, whose count would be its Max, under "
+                              "_other until the node restarts.")
                         .Register(*registry_)),
       range_size_(prometheus::BuildHistogram()
                       .Name("hilo_range_size")
@@ -133,7 +136,18 @@ Metrics::Metrics(const MetricsOptions& options)
               .Help("Numbers skipped (never handed out) by moving "
                     "collections on after the database's history went back.")
               .Register(*registry_)
-              .Add({})) {
+              .Add({})),
+      log_lines_dropped_(
+          prometheus::BuildCounter()
+              .Name("hilo_log_lines_dropped_total")
+              .Help("Lines dropped because their log was not read fast "
+                    "enough: the queue of its writer thread was full (a "
+                    "stalled stderr reader, a slow disk). log=\"audit\" "
+                    "for --audit_log, log=\"stderr\" for stderr (the audit "
+                    "trail too without --audit_log).")
+              .Register(*registry_)),
+      audit_lines_dropped_(&log_lines_dropped_.Add({{"log", "audit"}})),
+      stderr_lines_dropped_(&log_lines_dropped_.Add({{"log", "stderr"}})) {
   // Every series exists from the start, so a rate() over it works before
   // the first refusal.
   for (const char* method :
@@ -151,11 +165,24 @@ Metrics::Metrics(const MetricsOptions& options)
       .Set(1);
 }
 
-Metrics::CollectionSeries Metrics::SeriesOf(absl::string_view collection) {
+Metrics::CollectionSeries Metrics::SeriesOf(absl::string_view collection,
+                                            const Range& range) {
   auto it = by_collection_.find(collection);
   if (it != by_collection_.end()) return it->second;
-  const bool own_label =
-      static_cast<int>(by_collection_.size()) < max_collections_;
+  // From its first number, its count would be its Max (less what came
+  // back): the metrics port must never show a collection's Max.
+  bool own_label = !labels_closed_ &&
+                   static_cast<int>(by_collection_.size()) < max_collections_;
+  if (own_label && (range.low == 1 || unlabelled_.contains(collection))) {
+    own_label = false;
+    if (!unlabelled_.contains(collection)) {
+      if (unlabelled_.size() < static_cast<size_t>(kMaxUnlabelledCollections)) {
+        unlabelled_.emplace(collection);
+      } else {
+        labels_closed_ = true;  // one forgotten would get a label later
+      }
+    }
+  }
   const std::string label =
       own_label ? std::string(collection) : std::string(kOtherCollections);
   const CollectionSeries series{&ids_reserved_.Add({{"collection", label}})};
@@ -200,7 +227,7 @@ void Metrics::OnNextRange(absl::string_view collection,
   if (range != nullptr) {
     {
       base::MutexLock lock(&mu_);
-      SeriesOf(collection)
+      SeriesOf(collection, *range)
           .ids_reserved->Increment(static_cast<double>(range->size()));
     }
     range_size_.Observe(static_cast<double>(range->size()));
@@ -245,6 +272,10 @@ void Metrics::OnHistoryWentBack(int64_t collections, int64_t numbers) {
   history_collections_moved_.Increment(static_cast<double>(collections));
   history_numbers_skipped_.Increment(static_cast<double>(numbers));
 }
+
+void Metrics::OnAuditLineDropped() { audit_lines_dropped_->Increment(); }
+
+void Metrics::OnStderrLineDropped() { stderr_lines_dropped_->Increment(); }
 
 void Metrics::OnCommit(absl::Duration elapsed, int operations,
                        int64_t collections) {

@@ -21,6 +21,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "hilo/base/mutex.h"
@@ -38,8 +39,12 @@ class Exposer;
 namespace hilo {
 
 inline constexpr int kDefaultMetricsMaxCollections = 100;
-// The label value shared by collections beyond the per-collection limit.
+// The label value shared by collections beyond the per-collection limit,
+// and by those this node counted from their first number.
 inline constexpr char kOtherCollections[] = "_other";
+// Collections counted from their first number a node remembers (so that
+// they never get a label of their own).
+inline constexpr int kMaxUnlabelledCollections = 10'000;
 
 struct MetricsOptions {
   std::string node_tag;
@@ -72,6 +77,10 @@ class Metrics final : public Observer {
   // The store found that its database's history went back and moved
   // `collections` on, skipping `numbers`.
   void OnHistoryWentBack(int64_t collections, int64_t numbers);
+  // A line of the audit file, or of stderr, was dropped because its
+  // writer's queue was full (LineWriter).
+  void OnAuditLineDropped();
+  void OnStderrLineDropped();
 
  private:
   // hilo_requests_total{method, code} of kNextRangeRequests or
@@ -87,7 +96,11 @@ class Metrics final : public Observer {
   struct CollectionSeries {
     prometheus::Counter* ids_reserved;
   };
-  CollectionSeries SeriesOf(absl::string_view collection)
+  // The series of `collection`, whose range `range` this node just handed
+  // out. A collection this node has counted from its first number (a range
+  // from 1: Max was 0) would show its Max: it never gets a label of its own
+  // in this process, and counts under kOtherCollections.
+  CollectionSeries SeriesOf(absl::string_view collection, const Range& range)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Raises hilo_collection_max_share to `max`'s share of INT64_MAX if that
   // is more. No collection's name or Max is exported: the metrics port is
@@ -121,10 +134,18 @@ class Metrics final : public Observer {
   prometheus::Counter& history_numbers_skipped_;
 
   std::atomic<prometheus::Counter*> request_series_[2][kRequestCodes] = {};
+  prometheus::Family<prometheus::Counter>& log_lines_dropped_;
+  prometheus::Counter* audit_lines_dropped_;
+  prometheus::Counter* stderr_lines_dropped_;
 
   base::Mutex mu_;
   absl::flat_hash_map<std::string, CollectionSeries> by_collection_
       ABSL_GUARDED_BY(mu_);
+  // Collections counted from their first number, which never get a label
+  // (at most kMaxUnlabelledCollections; past that no collection gets a new
+  // label, as past max_collections).
+  absl::flat_hash_set<std::string> unlabelled_ ABSL_GUARDED_BY(mu_);
+  bool labels_closed_ ABSL_GUARDED_BY(mu_) = false;
   int64_t highest_max_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -1,14 +1,41 @@
 #include "service/rpc/gatekeeper.h"
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "service/access/collection_limit.h"
+#include "service/access/line_writer.h"
 #include "service/store/collection_rules.h"
 #include "service/store/validation.h"
 
 namespace hilo {
 namespace {
+
+// What a client is told of the store's own failures, whose messages name
+// the database (SQLite's path, PostgreSQL's address): the code, and this.
+// On any error of the store nothing was changed (RangeStore).
+std::optional<std::string> ClientMessage(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kResourceExhausted:
+      // The services refuse new collections with it too, with a reason.
+      if (!CollectionRefusalReason(status).empty()) return std::nullopt;
+      return "the node's storage is full; nothing was changed: retry later, "
+             "or on another node";
+    case absl::StatusCode::kUnavailable:
+      return "the database is unavailable; nothing was changed: retry, here "
+             "or on another node";
+    case absl::StatusCode::kInternal:
+    case absl::StatusCode::kDataLoss:
+    case absl::StatusCode::kUnknown:
+      return "the store failed; nothing was changed (the server's log says "
+             "why)";
+    default:
+      return std::nullopt;
+  }
+}
 
 AuditRecord Record(const Caller& caller, Method method,
                    absl::string_view collection,
@@ -22,6 +49,23 @@ AuditRecord Record(const Caller& caller, Method method,
 }
 
 }  // namespace
+
+absl::Status Gatekeeper::ForClient(absl::Status status) {
+  std::optional<std::string> message = ClientMessage(status);
+  if (!message.has_value() || status.message() == *message) return status;
+  // The detail stays in the server's log, a few lines a second at most.
+  if (std::optional<std::string> line =
+          store_errors_.Admit(status.ToString())) {
+    StderrLines().Write(absl::StrCat("hilo_server: ", *line));
+  }
+  return absl::Status(status.code(), *message);
+}
+
+ServiceCallback Gatekeeper::ClientSafe(ServiceCallback done) {
+  return [this, done = std::move(done)](absl::Status status) mutable {
+    done(ForClient(std::move(status)));
+  };
+}
 
 Gatekeeper::Gatekeeper(HiLoService* service, AdminService* admin,
                        const Authorizer* authorizer, AuditLog* audit,
@@ -108,7 +152,7 @@ void Gatekeeper::NextRange(const Caller& caller,
                           }
                           AuditRefusal(std::move(record), status);
                         }
-                        done(std::move(status));
+                        done(ForClient(std::move(status)));
                       });
 }
 
@@ -129,7 +173,7 @@ void Gatekeeper::ReturnRange(const Caller& caller,
     }
     return done(std::move(s));
   }
-  service_->ReturnRange(request, response, std::move(done));
+  service_->ReturnRange(request, response, ClientSafe(std::move(done)));
 }
 
 void Gatekeeper::ReturnRanges(const Caller& caller,
@@ -167,8 +211,18 @@ void Gatekeeper::ReturnRanges(const Caller& caller,
     refusals[i] = Admit(caller, who ? &*who : nullptr, Method::kReturnRange,
                         &record, &may_administer);
   }
-  service_->ReturnRanges(request, std::move(refusals), response,
-                         std::move(done));
+  service_->ReturnRanges(
+      request, std::move(refusals), response,
+      [this, response, done = std::move(done)](absl::Status status) mutable {
+        for (hilo::v1::ReturnRangeResult& result :
+             *response->mutable_results()) {
+          if (result.code() == 0) continue;
+          const absl::Status item = ForClient(absl::Status(
+              static_cast<absl::StatusCode>(result.code()), result.message()));
+          result.set_message(std::string(item.message()));
+        }
+        done(ForClient(std::move(status)));
+      });
 }
 
 void Gatekeeper::GetCollection(const Caller& caller,
@@ -183,7 +237,7 @@ void Gatekeeper::GetCollection(const Caller& caller,
       !s.ok()) {
     return done(std::move(s));
   }
-  admin_->GetCollection(request, response, std::move(done));
+  admin_->GetCollection(request, response, ClientSafe(std::move(done)));
 }
 
 void Gatekeeper::ListCollections(
@@ -197,7 +251,7 @@ void Gatekeeper::ListCollections(
       !s.ok()) {
     return done(std::move(s));
   }
-  admin_->ListCollections(request, response, std::move(done));
+  admin_->ListCollections(request, response, ClientSafe(std::move(done)));
 }
 
 void Gatekeeper::SetFloor(const Caller& caller,
@@ -227,7 +281,7 @@ void Gatekeeper::SetFloor(const Caller& caller,
                                 status.ok() ? &outcome : nullptr);
         }
         Audit(std::move(record), status);
-        done(std::move(status));
+        done(ForClient(std::move(status)));
       });
 }
 
@@ -251,7 +305,7 @@ void Gatekeeper::DeleteCollection(
       [this, record = std::move(record),
        done = std::move(done)](absl::Status status) mutable {
         Audit(std::move(record), status);
-        done(std::move(status));
+        done(ForClient(std::move(status)));
       });
 }
 

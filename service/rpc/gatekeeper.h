@@ -33,6 +33,7 @@
 #include "hilo/v1/hilo.pb.h"
 #include "service/access/audit_log.h"
 #include "service/access/authorizer.h"
+#include "service/observe/log_limiter.h"
 #include "service/observe/observer.h"
 #include "service/rpc/admin_service.h"
 #include "service/rpc/hilo_service.h"
@@ -99,12 +100,22 @@ class Gatekeeper {
   void Audit(AuditRecord record, const absl::Status& outcome);
   // The line of a refused call: limited by the AuditLog.
   void AuditRefusal(AuditRecord record, const absl::Status& outcome);
+  // `status` as a client may see it: a failure of the store itself
+  // (UNAVAILABLE, RESOURCE_EXHAUSTED that is no refusal of a new
+  // collection, INTERNAL, DATA_LOSS, UNKNOWN) keeps its code and gets a
+  // short reason instead of its message, which may name the database's
+  // path or address; that message goes to the server's log (rate-limited).
+  absl::Status ForClient(absl::Status status);
+  // `done`, given ForClient of the status.
+  ServiceCallback ClientSafe(ServiceCallback done);
 
   HiLoService* const service_;
   AdminService* const admin_;
   const Authorizer* const authorizer_;
   AuditLog* const audit_;
   Observer* const observer_;
+  // Paces the log lines of store failures ForClient hides from clients.
+  LogLimiter store_errors_{/*lines_per_second=*/5, /*max_line_bytes=*/1024};
 };
 
 }  // namespace hilo

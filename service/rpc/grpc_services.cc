@@ -47,6 +47,8 @@ Caller CallerOf(const grpc::ServerContextBase& context) {
   }
   constexpr absl::string_view kBearer = "Bearer ";
   const auto& metadata = context.client_metadata();
+  caller.authorization_headers =
+      static_cast<int>(metadata.count("authorization"));
   auto it = metadata.find("authorization");
   if (it != metadata.end()) {
     absl::string_view value(it->second.data(), it->second.size());

@@ -8,6 +8,7 @@ bounds, recovery within a second, SIGTERM within the grace period).
 
 Requests and replies are encoded by hand (a few protobuf fields), so the
 suite needs no generated stubs."""
+import fcntl
 import itertools
 import os
 import re
@@ -21,6 +22,7 @@ import sys
 import tempfile
 import threading
 import time
+import zlib
 
 import grpc
 import hpack
@@ -37,6 +39,7 @@ GRACE_S = 3  # --shutdown_grace the tests give the server
 # threads but far below the thousands the attacks once made it start.
 CGROUP_MEMORY_MB = 1024
 CGROUP_PIDS = 512
+F_SETPIPE_SZ = 1031  # Linux's fcntl; Python has fcntl.F_SETPIPE_SZ from 3.10
 
 
 # ---- protobuf by hand
@@ -233,9 +236,14 @@ def known_flags(binary):
 
 class Server:
     """A hilo_server child bound to 127.0.0.1:0, under prlimit, in its own
-    memory and pids cgroups where the tests can make them."""
+    memory and pids cgroups where the tests can make them. Its stderr is a
+    pipe the test reads from start-up on, or with read_stderr=False only
+    from read_stderr_from_now_on() (a stalled log collector until then);
+    stderr_pipe_bytes sets the pipe's capacity (64 KiB by default, one
+    page at least)."""
 
-    def __init__(self, binary, *flags, nofile=None, nproc=None):
+    def __init__(self, binary, *flags, nofile=None, nproc=None,
+                 read_stderr=True, stderr_pipe_bytes=None):
         self.dir = tempfile.TemporaryDirectory(prefix="hilo-abuse-")
         self.cgroup = Cgroup.make()
         command = []
@@ -275,10 +283,18 @@ class Server:
         self.port = int(match.group(1))
         self.endpoint = Endpoint(self.port)
         self.metrics_port = int(match.group(2))
+        if stderr_pipe_bytes:
+            fcntl.fcntl(self.process.stderr.fileno(), F_SETPIPE_SZ,
+                        stderr_pipe_bytes)
         self.stderr_bytes = 0
         self.stderr_lines = []
         self._drain = threading.Thread(target=self._read_stderr, daemon=True)
-        self._drain.start()
+        if read_stderr:
+            self._drain.start()
+
+    def read_stderr_from_now_on(self):
+        if not self._drain.is_alive():
+            self._drain.start()
 
     def _read_stderr(self):
         for line in self.process.stderr:
@@ -621,6 +637,87 @@ class RawH2:
             self.sock.close()
         except OSError:
             pass
+
+
+def gzip_bomb(inflated_bytes):
+    """A gRPC message body that gzip inflates to `inflated_bytes` zero
+    bytes: 63 MiB take 64,234 bytes, under the 64 KiB request limit."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)  # 31: a gzip header
+    return packer.compress(bytes(inflated_bytes)) + packer.flush()
+
+
+def one_call(endpoint, path, frame, extra=(), source="127.0.0.1",
+             timeout=10):
+    """One unary call written by hand on a connection of its own: HEADERS
+    with `extra` header fields, then `frame` (a whole gRPC frame, prefix
+    included) in DATA frames of 16 KiB, the last ending the stream. The
+    frame must fit the connection's first flow-control window (65,535
+    bytes), so that nothing is waited for before it is sent. Returns the
+    reply's trailers as {name: value} (grpc-status, grpc-message, ...),
+    {":rst_stream": code} if the peer reset the stream, or {":closed":
+    reason} if the connection ended or `timeout` passed first."""
+    if len(frame) > 65535:
+        raise ValueError(f"a frame of {len(frame)} bytes does not fit the "
+                         f"first flow-control window")
+    try:
+        sock = endpoint.connect(source)
+    except OSError as error:
+        return {":closed": f"connect: {error}"}
+    try:
+        sock.settimeout(timeout)
+        encoder, decoder = hpack.Encoder(), hpack.Decoder()
+        block = encoder.encode(
+            [(":method", "POST"), (":scheme", "http"), (":path", path),
+             (":authority", "hilo"), ("content-type", "application/grpc"),
+             ("te", "trailers"), *extra])
+        data = b"".join(
+            hf.DataFrame(1, data=frame[i:i + 16384],
+                         flags=["END_STREAM"] if i + 16384 >= len(frame)
+                         else []).serialize()
+            for i in range(0, len(frame), 16384))
+        sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" +
+                     hf.SettingsFrame(0).serialize() +
+                     hf.HeadersFrame(1, data=block,
+                                     flags=["END_HEADERS"]).serialize() +
+                     data)
+        buffer, fields, deadline = b"", b"", time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            while len(buffer) >= 9:
+                header, length = hf.Frame.parse_frame_header(
+                    memoryview(buffer[:9]))
+                if len(buffer) < 9 + length:
+                    break
+                header.parse_body(memoryview(buffer[9:9 + length]))
+                buffer = buffer[9 + length:]
+                if isinstance(header, hf.SettingsFrame) and \
+                        "ACK" not in header.flags:
+                    sock.sendall(hf.SettingsFrame(0, flags=["ACK"])
+                                 .serialize())
+                elif isinstance(header, (hf.HeadersFrame,
+                                         hf.ContinuationFrame)):
+                    fields += header.data
+                    if "END_HEADERS" not in header.flags:
+                        continue
+                    decoded = dict(decoder.decode(fields, raw=False))
+                    fields = b""
+                    if header.stream_id == 1 and \
+                            ("END_STREAM" in header.flags or
+                             "grpc-status" in decoded):
+                        return decoded
+                elif isinstance(header, hf.RstStreamFrame) and \
+                        header.stream_id == 1:
+                    return {":rst_stream": header.error_code}
+                elif isinstance(header, hf.GoAwayFrame):
+                    return {":closed": f"GOAWAY {header.error_code}"}
+            data = sock.recv(65536)
+            if not data:
+                return {":closed": "end of stream"}
+            buffer += data
+        return {":closed": "timeout"}
+    except (OSError, ValueError) as error:
+        return {":closed": str(error)}
+    finally:
+        sock.close()
 
 
 # ---- the checks

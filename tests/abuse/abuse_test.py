@@ -255,6 +255,112 @@ def counting_passed(proxy, passed, attack):
     return counted
 
 
+# A gzip bomb: 64,234 bytes of request that inflate to 63 MiB, sent at
+# 0.3 MB/s (issue 36 item 1: at 0.2-0.3 MB/s from one address a bystander's
+# calls reached their 5 s deadline and the server's RSS 160 MB).
+BOMB_INFLATED_BYTES = 63 << 20
+BOMB_BYTES_PER_S = 300_000
+# How much the server's RSS may grow while the bombs arrive: half of what
+# one bomb inflates to. Refused unread, they add 0-2 MB; inflated, the
+# server held 80-160 MB.
+BOMB_MAX_RSS_GROWTH_MB = 32
+# What a bomb must be answered: UNIMPLEMENTED, as gRPC answers an encoding
+# the server has disabled (and nginx-hilo.conf a compressed request).
+BOMB_STATUS = "12"
+
+
+def bomb_attack(server, endpoint, source, bombs):
+    """The body of a compressed-bomb attack on `endpoint` from `source`: a
+    NextRange whose message is a gzip bomb (grpc-encoding: gzip, the
+    compressed flag set), each on a connection of its own, at
+    BOMB_BYTES_PER_S whatever the replies take. Appends each reply's
+    trailers (lib.one_call) to bombs["replies"] and sets bombs["cpu_s"] to
+    the CPU `server` used meanwhile."""
+    bombs["replies"] = replies = []
+    message = lib.grpc_frame(lib.gzip_bomb(BOMB_INFLATED_BYTES))
+    frame = b"\x01" + message[1:]  # the compressed flag
+    period = len(frame) / BOMB_BYTES_PER_S
+
+    def one():
+        replies.append(lib.one_call(endpoint, lib.NEXT, frame, source=source,
+                                    extra=[("grpc-encoding", "gzip")]))
+
+    def attack(stop):
+        cpu_before = server.cpu_seconds()
+        senders = []
+        next_at = time.monotonic()
+        while not stop.is_set():
+            senders.append(threading.Thread(target=one, daemon=True))
+            senders[-1].start()
+            next_at += period
+            stop.wait(max(0.0, next_at - time.monotonic()))
+        for sender in senders:
+            sender.join(timeout=15)  # one_call gives up after 10 s
+        bombs["cpu_s"] = server.cpu_seconds() - cpu_before
+
+    return attack
+
+
+def expect_bombs_refused(checks, bombs, message):
+    """Expects every bomb of `bombs` (bomb_attack's) answered BOMB_STATUS
+    with `message` (which tells who refused it); reports how they were
+    answered and the server's CPU per bomb (the bystander's calls
+    included: 6 ms refused, 170 ms inflated)."""
+    replies = bombs["replies"]
+    answers = collections.Counter(
+        (r.get("grpc-status"), r.get("grpc-message")) if "grpc-status" in r
+        else next(iter(r.items())) for r in replies)
+    checks.figure("bombs", len(replies))
+    checks.figure("bomb_replies", {f"{k[0]} {k[1]}": n
+                                   for k, n in answers.items()})
+    checks.figure("server_cpu_ms_per_bomb",
+                  round(1000 * bombs["cpu_s"] / max(1, len(replies)), 1))
+    checks.expect(replies and all(r.get("grpc-status") == BOMB_STATUS and
+                                  r.get("grpc-message") == message
+                                  for r in replies),
+                  f"bombs answered {dict(answers)}; each must be "
+                  f"grpc-status {BOMB_STATUS} (UNIMPLEMENTED) {message!r}")
+
+
+def compressed_bomb(binary):
+    """gzip bombs at 0.3 MB/s from one address, straight to the server:
+    each must be refused UNIMPLEMENTED without being inflated (the server's
+    RSS within BOMB_MAX_RSS_GROWTH_MB of what it held before), and the
+    bystander served throughout."""
+    checks = lib.Checks("compressed_bomb")
+    server = lib.Server(binary)
+    bombs = {}
+    try:
+        lib.run_attack(checks, server,
+                       bomb_attack(server, server.endpoint, "127.0.0.1",
+                                   bombs),
+                       seconds=20 if LONG else 5, max_threads=40,
+                       max_rss_mb=server.rss_mb() + BOMB_MAX_RSS_GROWTH_MB)
+        expect_bombs_refused(checks, bombs,
+                             "Compression algorithm 'gzip' is disabled.")
+    finally:
+        server.close()
+    checks.finish()
+
+
+def proxy_compressed_bomb(binary):
+    """compressed_bomb through nginx running deploy/proxy/nginx-hilo.conf:
+    nginx sees only the compressed size, so it must refuse a compressed
+    request itself (UNIMPLEMENTED); every bound of compressed_bomb."""
+    checks = lib.Checks("proxy_compressed_bomb")
+    bombs = {}
+    with behind_nginx(binary) as (server, proxy):
+        lib.run_attack(checks, server,
+                       bomb_attack(server, proxy.endpoint,
+                                   PROXY_ATTACKER_SOURCES[0], bombs),
+                       seconds=20 if LONG else 5, max_threads=40,
+                       max_rss_mb=server.rss_mb() + BOMB_MAX_RSS_GROWTH_MB,
+                       proxy=proxy, max_proxy_rss_mb=100)
+        # Answered by nginx: none of them reached the server.
+        expect_bombs_refused(checks, bombs, proxy.compressed_refusal)
+    checks.finish()
+
+
 def list_unread(binary):
     """Many ListCollections(page_size=1000) over 1,001 256-byte names on
     connections that never read a byte of the replies."""
@@ -530,23 +636,26 @@ AUTHZ_MAX_RSS_MB = 256 + 64
 
 
 @contextlib.contextmanager
-def authz_server(binary, policy, tokens=None, *flags):
+def authz_server(binary, policy, tokens=None, *flags, audit_log=True,
+                 **server_options):
     """A hilo_server with the authorization `policy` (text), the token file
-    `tokens` ({name: token}) and its audit trail in a file; yields (server,
-    path of the audit log, {name: token}). Stopped on leaving."""
+    `tokens` ({name: token}) and its audit trail in a file (on stderr
+    without `audit_log`); yields (server, path of the audit log or None).
+    `server_options` go to lib.Server. Stopped on leaving."""
     directory = tempfile.TemporaryDirectory(prefix="hilo-abuse-authz-")
     policy_path = f"{directory.name}/policy.textproto"
     with open(policy_path, "w") as f:
         f.write(policy)
-    args = [f"--authz_policy={policy_path}",
-            f"--audit_log={directory.name}/audit.log", *flags]
+    args = [f"--authz_policy={policy_path}", *flags]
+    if audit_log:
+        args.append(f"--audit_log={directory.name}/audit.log")
     if tokens:
         with open(f"{directory.name}/tokens", "w") as f:
             f.writelines(f"{name} {token}\n" for name, token in tokens.items())
         args.append(f"--authz_tokens={directory.name}/tokens")
-    server = lib.Server(binary, *args)
+    server = lib.Server(binary, *args, **server_options)
     try:
-        yield server, f"{directory.name}/audit.log"
+        yield server, f"{directory.name}/audit.log" if audit_log else None
     finally:
         server.close()
         directory.cleanup()
@@ -696,7 +805,8 @@ def audit_drowning(binary):
         # The server has stopped (run_attack's SIGTERM): the log is whole.
         with open(log) as f:
             records = [json.loads(line) for line in f]
-        calls = [r for r in records if "suppressed" not in r]
+        calls = [r for r in records
+                 if "suppressed" not in r and "dropped" not in r]
         summaries = [r["suppressed"] for r in records if "suppressed" in r]
         lowpriv_lines = [r for r in calls
                          if r["identity"] == "token:lowpriv"]
@@ -723,6 +833,105 @@ def audit_drowning(binary):
                               list(s["top_collections"])[:1] == ["junk"]
                               for s in summaries),
             f"summaries that do not name the flood first: {summaries[:3]}")
+    checks.finish()
+
+
+def refusal_flooder(server, refused):
+    """An attacker thread's body: anonymous NextRange calls on "junk", 16 in
+    flight, as fast as the server answers, counting their codes in
+    `refused`."""
+    def flooder(stop):
+        ch = server.endpoint.channel()
+        call = ch.unary_unary(lib.NEXT, request_serializer=None,
+                              response_deserializer=None)
+        while not stop.is_set():
+            futures = [call.future(lib.next_range_request("junk"),
+                                   timeout=10) for _ in range(16)]
+            for f in futures:
+                error = f.exception()
+                refused[error.code().name if error else "OK"] += 1
+        ch.close()
+    return flooder
+
+
+HEALTH_CHECK = "/grpc.health.v1.Health/Check"
+# How soon a health check must be answered: a probe's usual timeout.
+HEALTH_TIMEOUT_S = 1
+
+
+def health_checker(server, answers):
+    """An attacker-side thread's body that is no attacker: a health Check
+    every 200 ms on a connection of its own, each with a deadline of
+    HEALTH_TIMEOUT_S, appending (status or error code, seconds) to
+    `answers`."""
+    def check(stop):
+        ch = server.endpoint.channel()
+        call = ch.unary_unary(HEALTH_CHECK, request_serializer=None,
+                              response_deserializer=None)
+        while not stop.is_set():
+            started = time.monotonic()
+            try:
+                reply = call(b"", timeout=HEALTH_TIMEOUT_S)
+                status = {1: "SERVING", 2: "NOT_SERVING"}.get(
+                    lib.parse_varints(reply).get(1), "UNKNOWN")
+            except grpc.RpcError as error:
+                status = error.code().name
+            answers.append((status, time.monotonic() - started))
+            stop.wait(0.2)
+        ch.close()
+    return check
+
+
+# The capacity of stderr_stalled's pipe: one page, the least Linux allows.
+STALLED_PIPE_BYTES = 4096
+
+
+def stderr_stalled(binary):
+    """A server with a policy and no --audit_log (as the Kubernetes authz
+    overlay runs), so its audit lines go to stderr, and a stderr nobody
+    reads (a stalled log collector) while four anonymous threads send
+    refused NextRange calls (issue 36 item 2: the 64 KiB pipe filled in
+    12 s, then an authorised bystander got no range for 18 s and health
+    checks timed out). The pipe holds STALLED_PIPE_BYTES, so that the
+    20 lines a second of one address fill it within a second. The bystander
+    must be served, every health check answered SERVING within
+    HEALTH_TIMEOUT_S, and once stderr is read again the audit lines must
+    come."""
+    checks = lib.Checks("stderr_stalled")
+    with authz_server(binary, BYSTANDER_GRANT, audit_log=False,
+                      read_stderr=False,
+                      stderr_pipe_bytes=STALLED_PIPE_BYTES) as (server, _):
+        refused = collections.Counter()
+        health = []
+
+        def attack(stop):
+            lib.run_in_threads(stop, [refusal_flooder(server, refused)] * 4 +
+                               [health_checker(server, health)])
+            # The collector is back: what was queued must come out.
+            server.read_stderr_from_now_on()
+
+        lib.run_attack(checks, server, attack, seconds=30 if LONG else 10,
+                       max_threads=40, max_rss_mb=AUTHZ_MAX_RSS_MB)
+        checks.figure("anonymous_calls", dict(refused))
+        answers = collections.Counter(status for status, _ in health)
+        checks.figure("health_checks", dict(answers))
+        checks.figure("health_check_latency",
+                      lib.summary([took for _, took in health]))
+        checks.expect(set(refused) == {"PERMISSION_DENIED"},
+                      f"anonymous calls answered {dict(refused)}")
+        checks.expect(health and set(answers) == {"SERVING"},
+                      f"health checks answered {dict(answers)}; each must "
+                      f"be SERVING within {HEALTH_TIMEOUT_S} s")
+        # The server has stopped (run_attack's SIGTERM) and stderr is read.
+        server._drain.join(timeout=10)
+        audit = [line for line in server.stderr_lines
+                 if line.startswith('{"time"')]
+        checks.figure("stderr", {"bytes": server.stderr_bytes,
+                                 "audit_lines_read": len(audit)})
+        # Far more than the pipe holds: written after the stall.
+        checks.expect(server.stderr_bytes > 4 * STALLED_PIPE_BYTES,
+                      f"{server.stderr_bytes} bytes on stderr after the "
+                      f"stall; the audit lines queued in it did not come")
     checks.finish()
 
 
@@ -907,11 +1116,12 @@ def metrics_slowloris(binary):
 ATTACKS = {f.__name__: f for f in (
     pipelined_no_credit, rapid_reset, proxy_rapid_reset,
     proxy_rapid_reset_many_addresses,
-    proxy_continuation_flood, list_unread, list_flood, list_flood_postgresql,
+    proxy_continuation_flood, compressed_bomb, proxy_compressed_bomb,
+    list_unread, list_flood, list_flood_postgresql,
     half_sent,
     health_watch, continuation_flood, fd_exhaustion, bad_te_log_flood,
     metrics_slowloris, collection_creation_flood,
-    unknown_token_return_ranges, audit_drowning)}
+    unknown_token_return_ranges, audit_drowning, stderr_stalled)}
 
 if __name__ == "__main__":
     if sys.argv[1] == "_list_reader":

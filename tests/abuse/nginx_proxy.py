@@ -74,6 +74,9 @@ class NginxProxy:
             raise SystemExit(f"{CONFIG}: no hilo_requests limit_req zone")
         self.address_rate = int(rate.group(1))
         self.address_burst = int(burst.group(1))
+        # How it answers a compressed request itself.
+        refusal = re.search(r'add_header grpc-message "([^"]*)"', shipped)
+        self.compressed_refusal = refusal.group(1) if refusal else None
         shipped = _replace_line(shipped, "ssl_certificate",
                                 f"    ssl_certificate {self.ca};")
         shipped = _replace_line(shipped, "ssl_certificate_key",
