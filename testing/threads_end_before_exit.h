@@ -22,7 +22,9 @@
 #ifndef HILO_TESTING_THREADS_END_BEFORE_EXIT_H_
 #define HILO_TESTING_THREADS_END_BEFORE_EXIT_H_
 
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -37,12 +39,18 @@ namespace hilo::testing_util {
 // test; TearDown, after the last, waits (up to `timeout`) until no more are
 // left, and fails the run naming those that are: a thread still running
 // then is one some test did not stop.
+//
+// `start_lasting` runs before the count: it starts what is meant to last as
+// long as the process (a writer thread shared by every server in it, say),
+// so that its threads count as there before the first test.
 class ThreadsEndBeforeExit : public ::testing::Environment {
  public:
-  explicit ThreadsEndBeforeExit(absl::Duration timeout = absl::Seconds(30))
-      : timeout_(timeout) {}
+  explicit ThreadsEndBeforeExit(std::function<void()> start_lasting = nullptr,
+                                absl::Duration timeout = absl::Seconds(30))
+      : start_lasting_(std::move(start_lasting)), timeout_(timeout) {}
 
   void SetUp() override {
+    if (start_lasting_) start_lasting_();
     absl::StatusOr<std::vector<std::string>> names = ThreadNames();
     ASSERT_TRUE(names.ok()) << names.status();
     threads_before_ = static_cast<int>(names->size());
@@ -56,6 +64,7 @@ class ThreadsEndBeforeExit : public ::testing::Environment {
   }
 
  private:
+  const std::function<void()> start_lasting_;
   const absl::Duration timeout_;
   int threads_before_ = 0;
 };

@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "hilo/v1/hilo.grpc.pb.h"
 #include "prometheus/text_serializer.h"
+#include "service/access/line_writer.h"
 #include "testing/status_matchers.h"
 #include "testing/threads_end_before_exit.h"
 #include "tests/test_util.h"
@@ -34,8 +35,11 @@ constexpr char kToken[] = "b7e1f0c2a9d84e5f8a1b2c3d4e5f6a7b";
 // they have ended, or LeakSanitizer may report OpenSSL's per-thread state
 // as leaked (see testing/threads_end_before_exit.h).
 const ::testing::Environment* const kThreadsEndBeforeExit =
-    ::testing::AddGlobalTestEnvironment(
-        new testing_util::ThreadsEndBeforeExit());
+    ::testing::AddGlobalTestEnvironment(new testing_util::ThreadsEndBeforeExit(
+        // The servers' shared stderr writer lasts as long as the
+        // process: started before the count, it is not a thread a
+        // test left behind.
+        [] { StderrLines(); }));
 
 class AuthzTlsTest : public testing_util::CertificateTest {
  protected:

@@ -7,6 +7,7 @@
 #include "gtest/gtest.h"
 #include "hilo/admin_client.h"
 #include "hilo/client.h"
+#include "service/access/line_writer.h"
 #include "testing/status_matchers.h"
 #include "testing/threads_end_before_exit.h"
 #include "tests/test_util.h"
@@ -24,8 +25,11 @@ using ::testing::Not;
 // they have ended, or LeakSanitizer may report OpenSSL's per-thread state
 // as leaked (see testing/threads_end_before_exit.h).
 const ::testing::Environment* const kThreadsEndBeforeExit =
-    ::testing::AddGlobalTestEnvironment(
-        new testing_util::ThreadsEndBeforeExit());
+    ::testing::AddGlobalTestEnvironment(new testing_util::ThreadsEndBeforeExit(
+        // The servers' shared stderr writer lasts as long as the
+        // process: started before the count, it is not a thread a
+        // test left behind.
+        [] { StderrLines(); }));
 
 class TlsTest : public testing_util::CertificateTest {
  protected:
