@@ -1,8 +1,10 @@
 #include "bench/bench_run.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -16,11 +18,18 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> BenchRun::StartServer(
     const std::string& name, std::vector<std::string> extra_flags) {
   std::vector<std::string> args = {
       "--listen=127.0.0.1:0",
-      absl::StrCat("--db=", dir_, "/", name, "/hilo.db"), "--create_db",
+      absl::StrCat("--db=", dir_, "/", name, "/hilo.db"),
       "--metrics_listen=127.0.0.1:0"};
   args.insert(args.end(), extra_flags.begin(), extra_flags.end());
   args.insert(args.end(), options_.server_flags.begin(),
               options_.server_flags.end());
+  // A new SQLite file needs --create_db; a server on a shared store
+  // (--store) has no file and refuses the flag.
+  if (std::none_of(args.begin(), args.end(), [](const std::string& a) {
+        return absl::StartsWith(a, "--store=");
+      })) {
+    args.push_back("--create_db");
+  }
   absl::FPrintF(stderr, "hilo_bench: starting %s %s\n", options_.server,
                 absl::StrJoin(args, " "));
   ServerProcess::Options options;

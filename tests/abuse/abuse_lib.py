@@ -255,10 +255,13 @@ class Server:
         if limits:
             command = ["prlimit", *limits, "--"]
         flags = [f for f in flags if f.split("=")[0][2:] in known_flags(binary)]
+        # A new SQLite file needs --create_db; a server on a shared store
+        # (--store) has no file and refuses the flag.
+        shared = any(f.startswith("--store=") for f in flags)
+        database = [] if shared else [f"--db={self.dir.name}/hilo.db",
+                                      "--create_db", "--sync=normal"]
         command += [binary, "--listen=127.0.0.1:0",
-                    "--metrics_listen=127.0.0.1:0",
-                    f"--db={self.dir.name}/hilo.db", "--create_db",
-                    "--sync=normal",
+                    "--metrics_listen=127.0.0.1:0", *database,
                     f"--shutdown_grace={GRACE_S}s", *flags]
         if self.cgroup:
             # The shell joins the cgroups, then becomes the server: nothing
