@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -415,6 +416,31 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
       server->service_.get(), server->admin_service_.get(),
       server->authorizer_.get(), server->audit_log_.get(),
       server->observers_.get());
+  {
+    // The store's messages may name its file or address; hidden from
+    // clients. Others (a row locked, the file lost) stay as they are.
+    std::vector<std::string> names;
+    if (opts.postgres_uri.empty()) {
+      names.push_back(opts.db_path);
+      char* absolute = realpath(opts.db_path.c_str(), nullptr);
+      if (absolute != nullptr) {
+        names.push_back(absolute);
+        std::free(absolute);
+      }
+      const size_t slash = opts.db_path.rfind('/');
+      if (slash != std::string::npos) {
+        names.push_back(opts.db_path.substr(slash + 1));  // the file's name
+      }
+    } else {
+      names.push_back("postgresql://");
+      if (absl::StatusOr<std::string> d =
+              DescribePostgresConnection(opts.postgres_uri);
+          d.ok()) {
+        names.push_back(*d);
+      }
+    }
+    server->gatekeeper_->HideFromClients(std::move(names));
+  }
   server->metrics_->OnCommit(absl::ZeroDuration(), 0,
                              server->store_->collection_count());
   if (!opts.metrics_listen.empty()) {

@@ -1,10 +1,12 @@
 #include "service/rpc/gatekeeper.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "service/access/collection_limit.h"
 #include "service/access/line_writer.h"
@@ -53,6 +55,14 @@ AuditRecord Record(const Caller& caller, Method method,
 absl::Status Gatekeeper::ForClient(absl::Status status) {
   std::optional<std::string> message = ClientMessage(status);
   if (!message.has_value() || status.message() == *message) return status;
+  if (!database_names_.empty() &&
+      std::none_of(database_names_.begin(), database_names_.end(),
+                   [&](const std::string& name) {
+                     return !name.empty() &&
+                            absl::StrContains(status.message(), name);
+                   })) {
+    return status;  // names no database: the client may read it
+  }
   // The detail stays in the server's log, a few lines a second at most.
   if (std::optional<std::string> line =
           store_errors_.Admit(status.ToString())) {

@@ -48,6 +48,16 @@ class Gatekeeper {
   Gatekeeper(HiLoService* service, AdminService* admin,
              const Authorizer* authorizer, AuditLog* audit, Observer* observer);
 
+  // What names the database in the store's messages (its file's path, the
+  // PostgreSQL address): a store failure whose message holds one of them
+  // reaches clients as its code and a short reason, the detail going to the
+  // log. Messages that hold none (a collection's row locked, the file
+  // lost) reach clients as they are. None set (the default): every store
+  // failure is replaced so. Call before serving.
+  void HideFromClients(std::vector<std::string> database_names) {
+    database_names_ = std::move(database_names);
+  }
+
   // As the services' methods, for `caller`. `request` and `response` must
   // stay valid until `done` runs.
   void NextRange(const Caller& caller,
@@ -116,6 +126,7 @@ class Gatekeeper {
   Observer* const observer_;
   // Paces the log lines of store failures ForClient hides from clients.
   LogLimiter store_errors_{/*lines_per_second=*/5, /*max_line_bytes=*/1024};
+  std::vector<std::string> database_names_;
 };
 
 }  // namespace hilo
