@@ -1,7 +1,7 @@
 // The PostgreSQL store against a database whose history goes back
 // (service/store/postgres/postgres_history.h), on a real server: each
-// collection's reservation, a history that changed under the store, a row
-// restored from an older copy, and a standby that does not confirm. The
+// collection's reservation, a history that changed under the store, and a
+// standby that does not confirm. The
 // whole failover, with a real standby promoted, is
 // tests/postgres/failover_test.py.
 #include <signal.h>
@@ -150,26 +150,6 @@ TEST_F(PostgresHistoryTest, AnotherHistoryMovesEveryCollectionOnToItsCeiling) {
   store->reset();
   ASSERT_THAT(Open(), IsOk());
   EXPECT_TRUE(events_.empty());
-}
-
-// A table restored from an older copy into the same database (no new
-// timeline): the store remembers the highest ceiling it saw of each
-// collection and moves a row that came back below it on.
-TEST_F(PostgresHistoryTest, RowRestoredBelowACeilingItSawIsMovedOnPastIt) {
-  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = Open();
-  ASSERT_THAT(store, IsOk());
-  ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
-            (Range{1, 32}));
-  ASSERT_THAT(PostgresInstance::Execute(
-                  uri_,
-                  "UPDATE hilo_collections SET max = 0, return_floor = 0, "
-                  "range_token = 0, ceiling = 0 WHERE name = 'orders'::bytea"),
-              IsOk());
-  EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
-            (Range{545, 576}));
-  ASSERT_EQ(events_.size(), 1u);
-  EXPECT_EQ(events_[0].collections, 1);
-  EXPECT_EQ(events_[0].numbers_skipped, 544);
 }
 
 // A standby that stops confirming (pg_receivewal --synchronous, a real

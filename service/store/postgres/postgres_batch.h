@@ -80,10 +80,6 @@ struct PostgresRangeStore::Batch {
   // Some request's reply waits until the standbys confirm the commit (a
   // range or floor above this server's confirmed reservation).
   bool awaits_standbys = false;
-  // Rows found below a ceiling this server saw (their history went back)
-  // and moved on to it, and the numbers that skipped.
-  int64_t rows_moved_on = 0;
-  int64_t numbers_skipped = 0;
 };
 
 inline void PostgresRangeStore::Batch::Read(const PGresult* result, int i,

@@ -22,17 +22,16 @@
 // connection compares them (CheckHistory); when they differ, before any
 // batch runs on the connection, every collection moves on to its ceiling
 // (Max = return floor = ceiling, tokens retired, as a SetFloor would), in
-// one transaction that also records the new identity. Beyond that, each
-// server remembers the highest ceiling it saw of every collection it
-// wrote: a row whose ceiling is lower (a dump restored into the same
-// cluster) is moved on to it in the batch that finds it.
+// one transaction that also records the new identity.
 //
 // What this cannot see: a standby that was not connected to the primary
 // while reservations were confirmed (pg_stat_replication did not list it)
-// and is promoted later; a restore of a copy older than the last
-// reservation into the same cluster, of collections no running server
-// remembers; rows that were lost whole. docs/reliability.md says what an
-// operator does about those.
+// and is promoted later; a table restored from an older copy into the same
+// cluster and timeline; rows lost whole. (A check of each row's ceiling
+// against the highest this server saw was tried and dropped: a collection
+// deleted and created again by another server looks the same, and the
+// fuzzer's two stores found such a row moved on where the contract says it
+// starts at 1.) docs/reliability.md says what an operator does about those.
 //
 // Private to service/store/postgres/.
 #ifndef HILO_SERVICE_STORE_POSTGRES_POSTGRES_HISTORY_H_

@@ -343,17 +343,13 @@ class PostgresRangeStore final : public RangeStore {
   // recorded one, moving collections on if it changed (postgres_history.h),
   // and forgets which reservations were confirmed.
   absl::Status CheckHistoryOn(internal::PostgresConnection& c);
-  // Moves the rows the batch locked that lie below a ceiling this server
-  // saw on to it; the batch's first judging step, on queue_'s thread.
-  void MoveOnRowsBehind(Batch& batch, absl::Time now);
   // Marks `r`, which hands out (or floors) numbers up to `high` in
   // `name`'s row, as waiting for the standbys unless this server's
   // confirmed reservation covers it, and reserves past it.
   void Reserve(Batch& batch, Request& r, const std::string& name, int64_t high,
                int64_t size);
-  // After a commit: remembers the ceilings written and, if a reply waits
-  // for them, waits for the standbys; fails those replies if they do not
-  // confirm in time.
+  // After a commit: if a reply waits for its reservation, waits for the
+  // standbys; fails those replies if they do not confirm in time.
   void ConfirmReservations(Batch& batch);
   // UNAVAILABLE for a COMMIT that answered with `warning` (a wait for a
   // synchronous standby cancelled: the commit is local only).
@@ -407,9 +403,8 @@ class PostgresRangeStore final : public RangeStore {
   bool node_tag_lost_ = false;  // queue_'s thread only (the renewal's)
   // Reservations (postgres_history.h), queue_'s thread only: the ceiling
   // of each collection this server saw confirmed by the standbys since its
-  // write connection opened, and the highest it ever saw.
+  // write connection opened.
   std::unordered_map<std::string, int64_t> confirmed_ceiling_;
-  std::unordered_map<std::string, int64_t> seen_ceiling_;
   // Writes and the lease's renewal, on queue_'s thread; reads and the
   // probe's count, on read_queue_'s.
   Link writer_;

@@ -32,7 +32,6 @@ using internal::ReadRow;
 void PostgresRangeStore::JudgeRequests(Batch& batch) {
   const auto steady_now = std::chrono::steady_clock::now();
   const bool writer = &batch.link == &writer_;
-  if (writer) MoveOnRowsBehind(batch, clock_->Now());
   for (size_t i = 0; i < batch.requests.size(); ++i) {
     Request* r = batch.requests[i];
     if (batch.list_at[i] >= 0) {

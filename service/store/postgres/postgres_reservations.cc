@@ -1,14 +1,13 @@
 // The PostgreSQL store's reservations and history checks (the design is in
 // postgres_history.h): the steps of a write batch that reserve numbers
-// ahead, wait for the standbys to confirm them, and move rows on whose
-// history went back; and the check of a new write connection.
+// ahead and wait for the standbys to confirm them; and the check of a new
+// write connection.
 #include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <string>
 
 #include "absl/strings/str_format.h"
-#include "service/store/collection_rules.h"
 #include "service/store/postgres/postgres_batch.h"
 #include "service/store/postgres/postgres_history.h"
 #include "service/store/postgres/postgres_range_store.h"
@@ -37,34 +36,6 @@ absl::Status PostgresRangeStore::CheckHistoryOn(
   return absl::OkStatus();
 }
 
-void PostgresRangeStore::MoveOnRowsBehind(Batch& batch, absl::Time now) {
-  for (auto& [name, row] : batch.rows) {
-    if (!row.locked || !row.stored.has_value()) continue;
-    auto seen = seen_ceiling_.find(name);
-    if (seen == seen_ceiling_.end()) continue;
-    if (row.stored_ceiling >= seen->second) continue;
-    // A ceiling never falls: this row's history went back (restored from
-    // an older copy) while this server ran. It moves on as SetFloor would,
-    // past everything this server knows was reserved.
-    FloorOutcome outcome;
-    std::optional<CollectionState> next =
-        ApplySetFloor(*row.now, seen->second, now, &outcome);
-    const int64_t before = row.now->max;
-    if (next.has_value()) {
-      row.now = *next;
-      row.dirty = true;
-    }
-    row.ceiling = seen->second;
-    row.dirty = true;
-    ++batch.rows_moved_on;
-    const int64_t skipped = std::max<int64_t>(0, row.now->max - before);
-    batch.numbers_skipped =
-        skipped > std::numeric_limits<int64_t>::max() - batch.numbers_skipped
-            ? std::numeric_limits<int64_t>::max()
-            : batch.numbers_skipped + skipped;
-  }
-}
-
 void PostgresRangeStore::Reserve(Batch& batch, Request& r,
                                  const std::string& name, int64_t high,
                                  int64_t size) {
@@ -86,31 +57,8 @@ void PostgresRangeStore::Reserve(Batch& batch, Request& r,
 
 void PostgresRangeStore::ConfirmReservations(Batch& batch) {
   for (const auto& [name, row] : batch.rows) {
-    if (!row.dirty) continue;
-    if (!row.now.has_value()) {
-      // Deleted here: a later row of that name starts anew.
-      seen_ceiling_.erase(name);
-      confirmed_ceiling_.erase(name);
-      continue;
-    }
-    int64_t& seen = seen_ceiling_[name];
-    seen = std::max(seen, row.ceiling);
-  }
-  for (const auto& [name, row] : batch.rows) {
-    if (row.locked && row.stored.has_value()) {
-      int64_t& seen = seen_ceiling_[name];
-      seen = std::max(seen, row.stored_ceiling);
-    }
-  }
-  if (batch.rows_moved_on > 0 && options_.on_history_went_back) {
-    options_.on_history_went_back(StoreHistoryEvent{
-        .reason = absl::StrFormat(
-            "PostgreSQL at %s holds %d collection(s) with a lower ceiling "
-            "than this server saw (their rows were restored from an older "
-            "copy)",
-            description_, batch.rows_moved_on),
-        .collections = batch.rows_moved_on,
-        .numbers_skipped = batch.numbers_skipped});
+    // Deleted here: a later row of that name starts anew.
+    if (row.dirty && !row.now.has_value()) confirmed_ceiling_.erase(name);
   }
   if (!batch.awaits_standbys) return;
   absl::Status s =
