@@ -260,7 +260,11 @@ void FaultInjector::Fill(Node& node) {
         &listed);
     bool serving = false;
     grpc::Status h = HealthCheck(node.channel, &serving, kAdminDeadline);
-    if (!l.ok() || !h.ok() || !serving) {
+    // Reads and health keep answering; health says NOT_SERVING once a write
+    // failed for want of space (docs/server.md), so that load balancers
+    // send calls elsewhere.
+    const bool refused = first_refusal != absl::InfiniteFuture();
+    if (!l.ok() || !h.ok() || (refused && serving)) {
       report_->Problem(absl::StrFormat(
           "on a full disk ListCollections answered %s and health %s (%s)",
           CodeName(l.error_code()), CodeName(h.error_code()),
