@@ -10,7 +10,7 @@
 #
 # HILO_BENCH is the built hilo_bench; SQLITE_TSV the throughput series of the
 # main (SQLite) run, for the side-by-side column ("" for none). A throwaway
-# PostgreSQL 15 (tests/postgres/temp_postgres.sh, fsync and
+# PostgreSQL 15 (testing/temp_postgres.sh, fsync and
 # synchronous_commit on, as shipped) runs in $TMPDIR for the duration.
 set -eu
 
@@ -20,7 +20,7 @@ out_md=$3
 out_tsv=$4
 smoke=${5:-}
 repo=$(cd "$(dirname "$0")/.." && pwd)
-temp_postgres="$repo/tests/postgres/temp_postgres.sh"
+temp_postgres="$repo/testing/temp_postgres.sh"
 command -v pgbench >/dev/null 2>&1 || {
   echo "postgresql_bench: pgbench is missing (package postgresql-client)" >&2
   exit 1

@@ -11,7 +11,7 @@
 #
 #   fuzz/run_postgres_fuzz.sh REPLAY_BINARY POSTGRES_DIR N
 #
-# POSTGRES_DIR is a cluster of tests/postgres/temp_postgres.sh (its uri file
+# POSTGRES_DIR is a cluster of testing/temp_postgres.sh (its uri file
 # names the database). Collections are named per process and input, so runs
 # never meet. A broken rule stops the run with the input in
 # ./fuzz-failed-input; replay it with
@@ -22,7 +22,7 @@ dir=$2
 runs=$3
 root=$(cd "$(dirname "$0")/.." && pwd)
 [ -f "$dir/uri" ] || {
-  echo "run_postgres_fuzz: no $dir/uri: start the cluster first (tests/postgres/temp_postgres.sh start $dir)" >&2
+  echo "run_postgres_fuzz: no $dir/uri: start the cluster first (testing/temp_postgres.sh start $dir)" >&2
   exit 1
 }
 HILO_FUZZ_POSTGRES_URI=$(cat "$dir/uri")

@@ -1,6 +1,6 @@
 #!/bin/sh
 # A throwaway local PostgreSQL 15 to try hilo's shared store with: the same
-# cluster the tests start (tests/postgres/temp_postgres.sh), kept in
+# cluster the tests start (testing/temp_postgres.sh), kept in
 # build/dev-postgres (or $HILO_DEV_POSTGRES_DIR), listening on 127.0.0.1 on a
 # free port, trusting local connections. For trying things, never for data
 # you want to keep.
@@ -14,7 +14,7 @@
 set -eu
 root=$(CDPATH= cd -- "$(dirname -- "$0")/.." && pwd)
 dir=${HILO_DEV_POSTGRES_DIR:-"$root/build/dev-postgres"}
-temp_postgres="$root/tests/postgres/temp_postgres.sh"
+temp_postgres="$root/testing/temp_postgres.sh"
 
 case "${1:-}" in
   start)

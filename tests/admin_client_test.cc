@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 #include "hilo/client.h"
 #include "testing/status_matchers.h"
-#include "tests/test_util.h"
+#include "testing/test_util.h"
 
 namespace hilo {
 namespace {

@@ -14,7 +14,7 @@
 #include "gtest/gtest.h"
 #include "service/store/validation.h"
 #include "testing/status_matchers.h"
-#include "tests/test_util.h"
+#include "testing/test_util.h"
 
 namespace hilo {
 namespace {

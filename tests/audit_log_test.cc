@@ -25,7 +25,7 @@
 #include "prometheus/text_serializer.h"
 #include "service/server.h"
 #include "testing/status_matchers.h"
-#include "tests/test_util.h"
+#include "testing/test_util.h"
 
 namespace hilo {
 namespace {

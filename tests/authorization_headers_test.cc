@@ -13,7 +13,7 @@
 #include "gtest/gtest.h"
 #include "hilo/v1/hilo.grpc.pb.h"
 #include "service/server.h"
-#include "tests/test_util.h"
+#include "testing/test_util.h"
 
 namespace hilo {
 namespace {

@@ -24,7 +24,7 @@
 #include "service/rpc/hilo_service.h"
 #include "service/store/sqlite/sqlite_range_store.h"
 #include "testing/status_matchers.h"
-#include "tests/test_util.h"
+#include "testing/test_util.h"
 
 namespace hilo {
 namespace {

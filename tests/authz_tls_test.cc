@@ -14,8 +14,8 @@
 #include "prometheus/text_serializer.h"
 #include "service/access/line_writer.h"
 #include "testing/status_matchers.h"
+#include "testing/test_util.h"
 #include "testing/threads_end_before_exit.h"
-#include "tests/test_util.h"
 
 namespace hilo {
 namespace {

@@ -27,9 +27,9 @@
 #include "service/rpc/hilo_service.h"
 #include "service/store/range_size_policy.h"
 #include "service/store/sqlite/sqlite_range_store.h"
+#include "testing/fake_node.h"
 #include "testing/status_matchers.h"
-#include "tests/fake_node.h"
-#include "tests/test_util.h"
+#include "testing/test_util.h"
 
 namespace hilo {
 namespace {

@@ -43,7 +43,7 @@
 #include "service/store/sqlite/sqlite_range_store.h"
 #include "testing/server_process.h"
 #include "testing/status_matchers.h"
-#include "tests/test_util.h"
+#include "testing/test_util.h"
 
 namespace hilo {
 namespace {

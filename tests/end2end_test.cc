@@ -21,9 +21,9 @@
 #include "hilo/v1/conversions.h"
 #include "service/rpc/hilo_service.h"
 #include "service/store/sqlite/sqlite_range_store.h"
+#include "testing/recording_observer.h"
 #include "testing/status_matchers.h"
-#include "tests/recording_observer.h"
-#include "tests/test_util.h"
+#include "testing/test_util.h"
 
 namespace hilo {
 namespace {

@@ -21,7 +21,7 @@
 #include "hilo/base/clock.h"
 #include "hilo/base/mutex.h"
 #include "testing/status_matchers.h"
-#include "tests/test_util.h"
+#include "testing/test_util.h"
 
 namespace hilo {
 namespace {

@@ -19,7 +19,7 @@
 #include "service/access/collection_limit.h"
 #include "service/rpc/admin_service.h"
 #include "testing/status_matchers.h"
-#include "tests/test_util.h"
+#include "testing/test_util.h"
 
 namespace hilo {
 namespace {

@@ -20,11 +20,11 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "service/store/postgres/postgres_range_store.h"
+#include "testing/postgres_instance.h"
+#include "testing/range_store_fixture.h"
 #include "testing/status_matchers.h"
 #include "testing/temp_dir.h"
-#include "tests/postgres_instance.h"
-#include "tests/range_store_fixture.h"
-#include "tests/test_util.h"
+#include "testing/test_util.h"
 
 namespace hilo {
 namespace {

@@ -22,10 +22,10 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/postgres_instance.h"
+#include "testing/range_store_fixture.h"
 #include "testing/status_matchers.h"
-#include "tests/postgres_instance.h"
-#include "tests/range_store_fixture.h"
-#include "tests/test_util.h"
+#include "testing/test_util.h"
 
 namespace hilo {
 namespace {

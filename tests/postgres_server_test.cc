@@ -11,9 +11,9 @@
 #include "hilo/admin_client.h"
 #include "service/access/line_writer.h"
 #include "service/store/range_token.h"
+#include "testing/postgres_instance.h"
 #include "testing/status_matchers.h"
-#include "tests/postgres_instance.h"
-#include "tests/test_util.h"
+#include "testing/test_util.h"
 
 namespace hilo {
 namespace {

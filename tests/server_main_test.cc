@@ -20,7 +20,7 @@
 #include "gtest/gtest.h"
 #include "testing/server_process.h"
 #include "testing/status_matchers.h"
-#include "tests/test_util.h"
+#include "testing/test_util.h"
 
 namespace hilo {
 namespace {

@@ -16,9 +16,9 @@
 #include "gtest/gtest.h"
 #include "hilo/base/mutex.h"
 #include "service/store/sqlite/sqlite_range_store.h"
+#include "testing/range_store_fixture.h"
 #include "testing/status_matchers.h"
-#include "tests/range_store_fixture.h"
-#include "tests/test_util.h"
+#include "testing/test_util.h"
 
 namespace hilo {
 namespace {

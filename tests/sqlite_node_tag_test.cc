@@ -13,9 +13,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "service/store/sqlite/sqlite_range_store.h"
+#include "testing/range_store_fixture.h"
 #include "testing/status_matchers.h"
-#include "tests/range_store_fixture.h"
-#include "tests/test_util.h"
+#include "testing/test_util.h"
 
 namespace hilo {
 namespace {

@@ -25,10 +25,10 @@
 #include "service/store/postgres/postgres_range_store.h"
 #include "service/store/range_token.h"
 #include "service/store/sqlite/sqlite_range_store.h"
+#include "testing/postgres_instance.h"
+#include "testing/range_store_fixture.h"
 #include "testing/status_matchers.h"
-#include "tests/postgres_instance.h"
-#include "tests/range_store_fixture.h"
-#include "tests/test_util.h"
+#include "testing/test_util.h"
 
 namespace hilo {
 namespace {

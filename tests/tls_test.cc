@@ -9,8 +9,8 @@
 #include "hilo/client.h"
 #include "service/access/line_writer.h"
 #include "testing/status_matchers.h"
+#include "testing/test_util.h"
 #include "testing/threads_end_before_exit.h"
-#include "tests/test_util.h"
 
 namespace hilo {
 namespace {

@@ -354,11 +354,11 @@ class Server:
 
 class TempPostgres:
     """A PostgreSQL 15 cluster of its own for one test, from
-    tests/postgres/temp_postgres.sh (127.0.0.1, a free port, data in a
+    testing/temp_postgres.sh (127.0.0.1, a free port, data in a
     temporary directory); `with` gives its URI and destroys it after."""
 
     SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
-                          "postgres", "temp_postgres.sh")
+                          "..", "testing", "temp_postgres.sh")
 
     def __enter__(self):
         self.dir = tempfile.mkdtemp(prefix="hilo-abuse-pg-")

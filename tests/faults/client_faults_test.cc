@@ -21,7 +21,7 @@
 #include "stress/range_recorder.h"
 #include "testing/server_process.h"
 #include "testing/status_matchers.h"
-#include "tests/test_util.h"
+#include "testing/test_util.h"
 
 namespace hilo {
 namespace {

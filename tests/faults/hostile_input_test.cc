@@ -29,7 +29,7 @@
 #include "service/store/validation.h"
 #include "stress/raw_call.h"
 #include "testing/status_matchers.h"
-#include "tests/test_util.h"
+#include "testing/test_util.h"
 
 namespace hilo {
 namespace {

@@ -44,7 +44,7 @@ import abuse_lib as lib  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
-TEMP_PG = os.path.join(HERE, "temp_postgres.sh")
+TEMP_PG = os.path.join(ROOT, "testing", "temp_postgres.sh")
 PG_BIN = os.environ.get("HILO_PG_BIN", "/usr/lib/postgresql/15/bin")
 # A server reconnects at its next batch or probe (every second) and checks
 # the history before it writes; a loaded 2-core machine needs some margin.

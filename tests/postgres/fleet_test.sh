@@ -11,9 +11,10 @@ set -eu
 stress=$1
 server=$2
 here=$(cd "$(dirname "$0")" && pwd)
+temp_pg=$(cd "$here/../../testing" && pwd)/temp_postgres.sh
 pg=$(mktemp -d "${TMPDIR:-/tmp}/hilo-fleet.XXXXXX")
-trap '"$here/temp_postgres.sh" destroy "$pg/db"; rm -rf "$pg"' EXIT
-uri=$("$here/temp_postgres.sh" start "$pg/db")
+trap '"$temp_pg" destroy "$pg/db"; rm -rf "$pg"' EXIT
+uri=$("$temp_pg" start "$pg/db")
 
 "$here/../faults/run_stress.sh" \
   "--expect= kills=3 " "--expect= kills_checked=3 " \
@@ -22,5 +23,5 @@ uri=$("$here/temp_postgres.sh" start "$pg/db")
   --processes=2 --threads=4 --collections=3 --duration=20s \
   --return_every=5000 --new_collection_every=3000 --kill9=3 \
   --store_restarts=1 \
-  --store_restart_command="'$here/temp_postgres.sh' stop '$pg/db' immediate && '$here/temp_postgres.sh' start '$pg/db' >/dev/null" \
+  --store_restart_command="'$temp_pg' stop '$pg/db' immediate && '$temp_pg' start '$pg/db' >/dev/null" \
   --rpc_deadline=2s --allow_errors=UNAVAILABLE

@@ -20,7 +20,7 @@ README promises whatever the database does.
     collection, with UNAVAILABLE naming the lock, within seconds; other
     collections do not wait; once psql lets go, the collection is served.
 
-Each scenario starts a PostgreSQL of its own (tests/postgres/temp_postgres.sh),
+Each scenario starts a PostgreSQL of its own (testing/temp_postgres.sh),
 since it changes settings of the whole cluster. Exits 1 with one line per
 broken promise."""
 import os

@@ -1,9 +1,9 @@
-// Helpers the GoogleTest suites share beyond hilo::testing (testing/):
+// Helpers the GoogleTest suites share beyond hilo::testing (hilo::test_util):
 // in-process servers and gRPC stubs bound to 127.0.0.1:0, a fixture with a
 // throwaway CA, a plain HTTP GET, and a Notification ThreadSanitizer can
 // see.
-#ifndef HILO_TESTS_TEST_UTIL_H_
-#define HILO_TESTS_TEST_UTIL_H_
+#ifndef HILO_TESTING_TEST_UTIL_H_
+#define HILO_TESTING_TEST_UTIL_H_
 
 #include <memory>
 #include <string>
@@ -108,4 +108,4 @@ std::unique_ptr<hilo::v1::HiLo::Stub> NewStub(int port);
 
 }  // namespace hilo::testing_util
 
-#endif  // HILO_TESTS_TEST_UTIL_H_
+#endif  // HILO_TESTING_TEST_UTIL_H_

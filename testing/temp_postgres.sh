@@ -14,7 +14,7 @@
 # As root, the server runs as the unprivileged user postgres (PostgreSQL
 # refuses to run as root): DIR is given to that user, and its parent made
 # searchable by it. The C++ tests
-# (tests/postgres_instance.h) and the shell fault tests both use this.
+# (testing/postgres_instance.h) and the shell fault tests both use this.
 set -eu
 
 cmd=${1:-}

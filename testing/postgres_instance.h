@@ -1,16 +1,16 @@
-// A real PostgreSQL for the tests (tests/postgres/temp_postgres.sh): the
+// A real PostgreSQL for the tests (testing/temp_postgres.sh): the
 // one CTest starts for the whole run (fixture "postgresql", found through
 // $HILO_TEST_POSTGRES_DIR), or, for a test binary run by hand or a test that
 // stops and restarts its database, one of its own.
-#ifndef HILO_TESTS_POSTGRES_INSTANCE_H_
-#define HILO_TESTS_POSTGRES_INSTANCE_H_
+#ifndef HILO_TESTING_POSTGRES_INSTANCE_H_
+#define HILO_TESTING_POSTGRES_INSTANCE_H_
 
 #include <memory>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "tests/test_util.h"
+#include "testing/test_util.h"
 
 namespace hilo::testing_util {
 
@@ -54,4 +54,4 @@ class PostgresInstance {
 
 }  // namespace hilo::testing_util
 
-#endif  // HILO_TESTS_POSTGRES_INSTANCE_H_
+#endif  // HILO_TESTING_POSTGRES_INSTANCE_H_

@@ -3,8 +3,8 @@
 // every range and every return obeys exactly the rules a hilo_server
 // applies, tokens included. Ranges have a fixed size; range_at comes from a
 // manual clock. Thread-safe (the service and the store are).
-#ifndef HILO_TESTS_FAKE_NODE_H_
-#define HILO_TESTS_FAKE_NODE_H_
+#ifndef HILO_TESTING_FAKE_NODE_H_
+#define HILO_TESTING_FAKE_NODE_H_
 
 #include <cstdint>
 #include <memory>
@@ -21,7 +21,7 @@
 #include "service/store/range_size_policy.h"
 #include "service/store/sqlite/sqlite_range_store.h"
 #include "testing/status_matchers.h"
-#include "tests/test_util.h"
+#include "testing/test_util.h"
 
 namespace hilo::testing_util {
 
@@ -56,4 +56,4 @@ class FakeNode {
 
 }  // namespace hilo::testing_util
 
-#endif  // HILO_TESTS_FAKE_NODE_H_
+#endif  // HILO_TESTING_FAKE_NODE_H_

@@ -1,4 +1,4 @@
-#include "tests/postgres_instance.h"
+#include "testing/postgres_instance.h"
 
 #include <libpq-fe.h>
 
@@ -14,7 +14,7 @@
 namespace hilo::testing_util {
 namespace {
 
-constexpr char kScript[] = HILO_SOURCE_DIR "/tests/postgres/temp_postgres.sh";
+constexpr char kScript[] = HILO_SOURCE_DIR "/testing/temp_postgres.sh";
 
 }  // namespace
 

@@ -1,7 +1,7 @@
 // RecordingObserver: remembers every range a node issued, for tests that
 // check the IDs clients handed out against them.
-#ifndef HILO_TESTS_RECORDING_OBSERVER_H_
-#define HILO_TESTS_RECORDING_OBSERVER_H_
+#ifndef HILO_TESTING_RECORDING_OBSERVER_H_
+#define HILO_TESTING_RECORDING_OBSERVER_H_
 
 #include <map>
 #include <string>
@@ -35,4 +35,4 @@ class RecordingObserver final : public Observer {
 
 }  // namespace hilo::testing_util
 
-#endif  // HILO_TESTS_RECORDING_OBSERVER_H_
+#endif  // HILO_TESTING_RECORDING_OBSERVER_H_

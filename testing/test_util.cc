@@ -1,4 +1,4 @@
-#include "tests/test_util.h"
+#include "testing/test_util.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -1,8 +1,8 @@
 // What the store tests share: a store under test, a manual clock, and
 // allocations remembered with their tokens so a test can return them as
 // their holder would.
-#ifndef HILO_TESTS_RANGE_STORE_FIXTURE_H_
-#define HILO_TESTS_RANGE_STORE_FIXTURE_H_
+#ifndef HILO_TESTING_RANGE_STORE_FIXTURE_H_
+#define HILO_TESTING_RANGE_STORE_FIXTURE_H_
 
 #include <atomic>
 #include <cstdint>
@@ -80,4 +80,4 @@ class RangeStoreFixture {
 
 }  // namespace hilo::testing_util
 
-#endif  // HILO_TESTS_RANGE_STORE_FIXTURE_H_
+#endif  // HILO_TESTING_RANGE_STORE_FIXTURE_H_
