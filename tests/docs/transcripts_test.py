@@ -22,7 +22,9 @@ transcript of its Markdown file (a name starting with ~/ into that
 transcript's home). Each transcript's folder holds the checkout as hilo/ (a
 link to --checkout, by default --root), and HOME is a fresh folder of its
 own (for Java, MAVEN_OPTS=-Duser.home too, since Java reads the home from
-the password file); terminal colour codes are dropped from the output.
+the password file; npm keeps the caller's ~/.npmrc and ~/.npm, its
+settings and the cache clients/node installs from, offline); terminal
+colour codes are dropped from the output.
 
   transcripts_test.py --server HILO_SERVER --cli HILO_CLI FILE...
   transcripts_test.py --server HILO_SERVER --cli HILO_CLI --root SOURCE_DIR
@@ -136,6 +138,13 @@ def run_block(args, where, lines, files=()):
                                      f"127.0.0.1:{server.port}"))
         env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}",
                    HOME=home, MAVEN_OPTS=f"-Duser.home={home}")
+        # npm's settings and cache stay the caller's: clients/node installs
+        # its packages from that cache, offline.
+        for name, variable in ((".npmrc", "NPM_CONFIG_USERCONFIG"),
+                               (".npm", "NPM_CONFIG_CACHE")):
+            path = os.path.expanduser("~/" + name)
+            if os.path.exists(path) and variable not in env:
+                env[variable] = path
         for command, expected in steps(lines):
             runnable = re.sub(r"(?<![\w/])build/\w+/cli/hilo\b", "hilo",
                               command)
