@@ -170,8 +170,9 @@ ABSL_FLAG(absl::Duration, authz_reload_interval, absl::Seconds(5),
           "how often to check --authz_policy and --authz_tokens for changes "
           "(SIGHUP reloads at once); 0: only on SIGHUP");
 ABSL_FLAG(std::string, audit_log, "",
-          "append the audit trail (one JSON line per SetFloor and per "
-          "refused request) to this file; empty: stderr");
+          "append the audit trail (one JSON line per SetFloor, per "
+          "DeleteCollection and per refused request) to this file; empty: "
+          "stderr");
 ABSL_FLAG(int, audit_refusals_per_second, hilo::kDefaultAuditRefusalsPerSecond,
           "audit at most this many refused requests a second, one line each, "
           "for each caller: each authenticated identity, and each peer "

@@ -15,11 +15,25 @@ those defaults again. Then each line must equal the documented one, except:
 A block elsewhere (untagged or `sh`) whose lines start with "$ hilo" is an
 error: a transcript must be tagged `console` so that it is run.
 
+For the programs a transcript runs, a block tagged with a language and a
+file name (```python app.py, ```xml ~/.m2/settings.xml) is a file: it is
+written, with the same port substitution, into the folder of the next
+transcript of its Markdown file (a name starting with ~/ into that
+transcript's home). Each transcript's folder holds the checkout as hilo/ (a
+link to --checkout, by default --root), and HOME is a fresh folder of its
+own (for Java, MAVEN_OPTS=-Duser.home too, since Java reads the home from
+the password file; npm keeps the caller's ~/.npmrc and ~/.npm, its
+settings and the cache clients/node installs from, offline); terminal
+colour codes are dropped from the output.
+
   transcripts_test.py --server HILO_SERVER --cli HILO_CLI FILE...
   transcripts_test.py --server HILO_SERVER --cli HILO_CLI --root SOURCE_DIR
+      [--skip FILE]...
+  options: --section HEADING  only the transcripts under "## HEADING"
+           --command-timeout S  each command's bound (default 60)
 
 With --root, the files are every Markdown file of the repository outside
-build/ and node_modules/.
+build/ and node_modules/, but those given with --skip (relative to --root).
 """
 import argparse
 import os
@@ -29,25 +43,29 @@ import subprocess
 import sys
 import tempfile
 
-FENCE = re.compile(r"^```(\w*)\s*$")
+FENCE = re.compile(r"^```(\w*)(?:\s+(\S+))?\s*$")
+COLOUR = re.compile(r"\x1b\[[0-9;]*m")
 TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
 START = re.compile(r" on port (\d+) .*metrics port (\d+)")
 
 
 def blocks(path):
-    """(tag, first line number, lines) of each fenced block in `path`."""
-    found, tag, start, body = [], None, 0, []
+    """(tag, file name or None, first line number, lines, section) of each
+    fenced block in `path`; section is the "## " heading above it."""
+    found, tag, name, start, body, section = [], None, None, 0, [], ""
     with open(path, encoding="utf-8") as f:
         for number, line in enumerate(f, 1):
             line = line.rstrip("\n")
             m = FENCE.match(line)
             if m and tag is None:
-                tag, start, body = m.group(1), number + 1, []
+                tag, name, start, body = m.group(1), m.group(2), number + 1, []
             elif line.startswith("```") and tag is not None:
-                found.append((tag, start, body))
+                found.append((tag, name, start, body, section))
                 tag = None
             elif tag is not None:
                 body.append(line)
+            elif line.startswith("## "):
+                section = line[3:].strip()
     return found
 
 
@@ -91,20 +109,42 @@ def matches(expected, actual):
     return expected == actual
 
 
-def run_block(args, where, lines):
+def run_block(args, where, lines, files=()):
     problems = []
-    folder = tempfile.mkdtemp(prefix="hilo-transcript-")
+    work = tempfile.mkdtemp(prefix="hilo-transcript-")
+    folder = os.path.join(work, "run")  # what the commands see
+    home = os.path.join(work, "home")
+    os.mkdir(folder)
+    os.mkdir(home)
     server = None
     try:
-        server = Server(args.server, folder)
-        bin_dir = os.path.join(folder, "bin")
+        server = Server(args.server, work)
+        bin_dir = os.path.join(work, "bin")
         os.mkdir(bin_dir)
         wrapper = os.path.join(bin_dir, "hilo")
         with open(wrapper, "w") as f:
             f.write(f'#!/bin/sh\nexec "{args.cli}" '
                     f'--target=127.0.0.1:{server.port} "$@"\n')
         os.chmod(wrapper, 0o755)
-        env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}")
+        if args.checkout:
+            os.symlink(os.path.abspath(args.checkout),
+                       os.path.join(folder, "hilo"))
+        for name, text in files:
+            path = (os.path.join(home, name[2:]) if name.startswith("~/")
+                    else os.path.join(folder, name))
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text.replace("127.0.0.1:50051",
+                                     f"127.0.0.1:{server.port}"))
+        env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}",
+                   HOME=home, MAVEN_OPTS=f"-Duser.home={home}")
+        # npm's settings and cache stay the caller's: clients/node installs
+        # its packages from that cache, offline.
+        for name, variable in ((".npmrc", "NPM_CONFIG_USERCONFIG"),
+                               (".npm", "NPM_CONFIG_CACHE")):
+            path = os.path.expanduser("~/" + name)
+            if os.path.exists(path) and variable not in env:
+                env[variable] = path
         for command, expected in steps(lines):
             runnable = re.sub(r"(?<![\w/])build/\w+/cli/hilo\b", "hilo",
                               command)
@@ -115,8 +155,8 @@ def run_block(args, where, lines):
             done = subprocess.run(["sh", "-c", runnable], cwd=folder, env=env,
                                   stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT, text=True,
-                                  timeout=60, check=False)
-            actual = done.stdout.replace(f"127.0.0.1:{server.port}",
+                                  timeout=args.command_timeout, check=False)
+            actual = COLOUR.sub("", done.stdout).replace(f"127.0.0.1:{server.port}",
                                          "127.0.0.1:50051")
             actual = actual.replace(f"127.0.0.1:{server.metrics_port}",
                                     "127.0.0.1:9464")
@@ -130,7 +170,7 @@ def run_block(args, where, lines):
     finally:
         if server:
             server.stop()
-        shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
     return problems
 
 
@@ -139,22 +179,37 @@ def main():
     parser.add_argument("--server", required=True)
     parser.add_argument("--cli", required=True)
     parser.add_argument("--root")
+    parser.add_argument("--checkout")
+    parser.add_argument("--skip", action="append", default=[])
+    parser.add_argument("--section")
+    parser.add_argument("--command-timeout", type=float, default=60)
     parser.add_argument("files", nargs="*")
     args = parser.parse_args()
+    args.checkout = args.checkout or args.root
     if args.root:
+        skip = {os.path.normpath(os.path.join(args.root, s))
+                for s in args.skip}
         for dirpath, dirs, files in os.walk(args.root):
             dirs[:] = sorted(d for d in dirs if d not in
                              ("build", "node_modules", ".git"))
             args.files += [os.path.join(dirpath, f) for f in sorted(files)
-                           if f.endswith(".md")]
+                           if f.endswith(".md") and
+                           os.path.normpath(os.path.join(dirpath, f))
+                           not in skip]
     if not args.files:
         parser.error("no files: give FILE... or --root")
     problems, ran = [], 0
     for path in args.files:
-        for tag, start, lines in blocks(path):
+        files = []
+        for tag, name, start, lines, section in blocks(path):
             where = f"{path}:{start}"
-            if tag == "console":
-                problems += run_block(args, where, lines)
+            if args.section is not None and section != args.section:
+                continue
+            if name is not None:
+                files.append((name, "\n".join(lines) + "\n"))
+            elif tag == "console":
+                problems += run_block(args, where, lines, files)
+                files = []
                 ran += 1
             elif any(l.startswith("$ hilo") for l in lines):
                 problems.append(f"{where}: a transcript of hilo in a block "

@@ -47,19 +47,27 @@ done
 cp -r "$source_dir/examples/cpp-consumer" "$tmp/consumer"
 case "$mode" in
   cmake)
-    cmake -S "$tmp/consumer" -B "$tmp/consumer-build" -G Ninja \
-      -DCMAKE_BUILD_TYPE=Release \
-      -DCMAKE_PREFIX_PATH="$prefix" \
-      -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF \
-      ${CXX:+-DCMAKE_CXX_COMPILER="$CXX"} \
-      ${CXX_LAUNCHER:+-DCMAKE_CXX_COMPILER_LAUNCHER="$CXX_LAUNCHER"} \
-      >"$tmp/configure.log" || { cat "$tmp/configure.log"; fail "configure"; }
+    # examples/cpp-consumer/CMakeLists.txt's instructions, as written, in
+    # the copy: its two cmake lines (the prefix for /where/hilo/is/installed;
+    # CXX and CMAKE_CXX_COMPILER_LAUNCHER from the environment), then its
+    # program line, below.
+    mapfile -t lines < <(sed -n 's/^#   \(cmake .*\)$/\1/p' \
+      "$tmp/consumer/CMakeLists.txt")
+    [ "${#lines[@]}" -eq 2 ] ||
+      fail "examples/cpp-consumer/CMakeLists.txt shows ${#lines[@]} cmake lines, not 2"
+    [ -n "${CXX_LAUNCHER:-}" ] && export CMAKE_CXX_COMPILER_LAUNCHER="$CXX_LAUNCHER"
+    for line in "${lines[@]}"; do
+      line=${line//\/where\/hilo\/is\/installed/$prefix}
+      (cd "$tmp/consumer" && eval "$line") >>"$tmp/configure.log" 2>&1 ||
+        { cat "$tmp/configure.log"; fail "$line"; }
+    done
     grep -qxF -- "-- draw_ids: hilo $version from $prefix/lib/cmake/hilo" \
       "$tmp/configure.log" ||
       { cat "$tmp/configure.log"; fail "find_package(hilo) did not find $version in $prefix"; }
-    cmake --build "$tmp/consumer-build" >"$tmp/build.log" ||
-      { cat "$tmp/build.log"; fail "build"; }
-    program=$tmp/consumer-build/draw_ids
+    run_line=$(sed -n 's/^#   \(build\/draw_ids .*\)$/\1/p' "$tmp/consumer/CMakeLists.txt")
+    [ "$run_line" = "build/draw_ids 127.0.0.1:50051" ] ||
+      fail "examples/cpp-consumer/CMakeLists.txt runs '$run_line'"
+    program=$tmp/consumer/build/draw_ids
     ;;
   pkg-config)
     pc_flags=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" \
