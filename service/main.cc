@@ -80,6 +80,12 @@ ABSL_FLAG(int64_t, min_range_size, hilo::kDefaultMinRangeSize,
           "smallest range handed out");
 ABSL_FLAG(int64_t, max_range_size, hilo::kDefaultMaxRangeSize,
           "largest range handed out");
+ABSL_FLAG(absl::Duration, range_runway, hilo::kDefaultRangeRunway,
+          "how long the numbers a client in steady use holds when it asks "
+          "for its next range should last (to cover a store failover): "
+          "ranges double when asked for within 5/4 of it and halve after 5 "
+          "times it; 0: the rule before it (double under 30s, halve over "
+          "60s); at most 1h");
 ABSL_FLAG(std::string, sync, "full",
           "full: fsync every commit, so a range is on disk before its reply; "
           "normal: faster, but a power loss may lose the last commits and a "
@@ -306,8 +312,8 @@ int main(int argc, char** argv) {
             "node_tag_hashed_from_hostname", "require_node_tag",
             "retag_database"}},
           {"Ranges",
-           {"min_range_size", "max_range_size", "max_last_max_jump",
-            "allow_returns_without_token"}},
+           {"min_range_size", "max_range_size", "range_runway",
+            "max_last_max_jump", "allow_returns_without_token"}},
           {"Limits",
            {"max_list_reply_bytes", "max_collections",
             "max_collection_creations_per_minute"}},
@@ -399,6 +405,7 @@ int main(int argc, char** argv) {
   options.retag_database_from = absl::GetFlag(FLAGS_retag_database);
   options.range_sizes.min_size = absl::GetFlag(FLAGS_min_range_size);
   options.range_sizes.max_size = absl::GetFlag(FLAGS_max_range_size);
+  options.range_sizes.runway = absl::GetFlag(FLAGS_range_runway);
   options.max_batch = absl::GetFlag(FLAGS_max_batch);
   options.allow_returns_without_token =
       absl::GetFlag(FLAGS_allow_returns_without_token);

@@ -458,9 +458,9 @@ TEST_F(HiLoServiceTest, RangeKeepsSizeBetween30And60Seconds) {
   EXPECT_EQ(MustNext(Next("orders", 64, kStart, 32)), Pair(33, 96));
 }
 
-TEST_F(HiLoServiceTest, RangeHalvesAfter60Seconds) {
+TEST_F(HiLoServiceTest, RangeHalvesAfterFiveRunways) {
   MustNext(Next("orders"));
-  clock_.Advance(absl::Seconds(61));
+  clock_.Advance(absl::Seconds(151));
   EXPECT_EQ(MustNext(Next("orders", 128, kStart, 32)), Pair(33, 96));
 }
 

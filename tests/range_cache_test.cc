@@ -46,6 +46,7 @@ using ::hilo::testing_util::FinishesWithin;
 using ::hilo::testing_util::IsOk;
 using ::hilo::testing_util::MakeClient;
 using ::hilo::testing_util::MakeMockTargets;
+using ::hilo::testing_util::ManualMonotonicClock;
 using ::hilo::testing_util::MockTargets;
 using ::hilo::testing_util::Reply;
 using ::hilo::testing_util::Returned;
@@ -169,6 +170,44 @@ TEST(RangeCacheTest, AfterAWholeReturnTheMarkIsWhatItWasBeforeTheRange) {
   absl::StatusOr<Id> next = cache.Next();
   ASSERT_THAT(next, IsOk());
   EXPECT_EQ(next->number, 41);
+}
+
+// The runway (ClientStats::runway): what the cache holds, at the rate it
+// handed numbers out since the range before the current one came.
+TEST(RangeCacheTest, RunwayIsTheNumbersHeldAtTheRecentRate) {
+  FakeSource source(32);
+  ManualMonotonicClock clock;
+  std::vector<std::function<void()>> tasks;
+  internal::RangeCache cache(
+      "o", &source, [](absl::string_view) {}, /*prefetch_at=*/0.2,
+      [&](std::function<void()> task) { tasks.push_back(std::move(task)); },
+      &clock);
+  const auto runway = [&]() -> std::optional<double> {
+    ClientStats stats;
+    cache.AddStatsTo(&stats);
+    const auto it = stats.runway.find("o");
+    if (it == stats.runway.end()) return std::nullopt;
+    return absl::ToDoubleSeconds(it->second);
+  };
+  EXPECT_EQ(runway(), std::nullopt);  // nothing held
+  ASSERT_EQ(cache.Next()->number, 1);
+  EXPECT_EQ(runway(), std::nullopt);  // no time passed
+  clock.Advance(absl::Seconds(1));
+  EXPECT_NEAR(*runway(), 31.0, 1e-6);  // 31 held at 1 a second
+  for (int64_t n = 2; n <= 10; ++n) ASSERT_EQ(cache.Next()->number, n);
+  EXPECT_NEAR(*runway(), 2.2, 1e-6);  // 22 at 10 a second
+  ASSERT_EQ(tasks.size(), 1u);        // the 7th number asked for 33-64
+  tasks[0]();
+  EXPECT_NEAR(*runway(), 5.4, 1e-6);  // 22 + 32 at 10 a second
+  clock.Advance(absl::Seconds(1));
+  for (int64_t n = 11; n <= 33; ++n) ASSERT_EQ(cache.Next()->number, n);
+  // 33-64 took over; the window began with 1-32: 33 numbers in 2 s.
+  EXPECT_NEAR(*runway(), 31.0 * 2 / 33, 1e-6);
+  clock.Advance(absl::Seconds(2));
+  // No number for 2 s: the rate falls to 33 in 4 s.
+  EXPECT_NEAR(*runway(), 31.0 * 4 / 33, 1e-6);
+  cache.ReturnUnused();
+  EXPECT_EQ(runway(), std::nullopt);  // nothing held
 }
 
 }  // namespace

@@ -22,12 +22,14 @@ static_assert(kMaxNodeTagSize == NodeTag::kMaxSize);
 RangeCache::RangeCache(std::string collection, RangeSource* source,
                        std::function<void(absl::string_view)> log,
                        double prefetch_at,
-                       std::function<void(std::function<void()>)> schedule)
+                       std::function<void(std::function<void()>)> schedule,
+                       const MonotonicClock* clock)
     : collection_(std::move(collection)),
       source_(source),
       log_(std::move(log)),
       prefetch_at_(schedule != nullptr ? prefetch_at : 0),
-      schedule_(std::move(schedule)) {}
+      schedule_(std::move(schedule)),
+      clock_(clock) {}
 
 absl::StatusOr<Id> RangeCache::NextAfterRefill(uint64_t gen) {
   Taken taken;
@@ -42,7 +44,7 @@ absl::Status RangeCache::TakeAfterRefill(uint64_t gen, Taken* taken) {
   }
 }
 
-void RangeCache::AddStatsTo(ClientStats* stats) const {
+void RangeCache::AddStatsTo(ClientStats* stats) {
   stats->calls_waited += waits_.load(std::memory_order_relaxed);
   stats->ranges_fetched += fetched_.load(std::memory_order_relaxed);
   stats->ranges_prefetched += prefetched_.load(std::memory_order_relaxed);
@@ -53,6 +55,20 @@ void RangeCache::AddStatsTo(ClientStats* stats) const {
     const int64_t n = errors_[code].load(std::memory_order_relaxed);
     if (n != 0) stats->errors[static_cast<absl::StatusCode>(code)] += n;
   }
+  base::MutexLock lock(&mu_);
+  if (!has_range_) return;
+  const uint64_t state = state_.load(std::memory_order_relaxed);
+  const int64_t taken =
+      (state >> kOffsetBits) == gen_
+          ? std::min(static_cast<int64_t>(state & kOffsetMask), range_usable_)
+          : range_usable_;
+  int64_t held = range_usable_ - taken;
+  if (has_next_) held += std::min(next_.high - next_.low + 1, kMaxUsableSize);
+  const int64_t handed_out = window_taken_before_ + taken;
+  const absl::Duration window = TimeLeft(window_start_, clock_->Now());
+  if (handed_out <= 0 || window <= absl::ZeroDuration()) return;
+  stats->runway[collection_] =
+      window * (static_cast<double>(held) / static_cast<double>(handed_out));
 }
 
 void RangeCache::CountError(const absl::Status& status) {
@@ -100,8 +116,14 @@ int64_t RangeCache::Publish(const IssuedRange* range) {
   if (taken > 0) {
     handed_out_up_to_ = std::max(handed_out_up_to_, range_.low + taken - 1);
   }
+  const bool had_range = has_range_;
   has_range_ = range != nullptr;
   if (has_range_) {
+    const MonotonicClock::TimePoint now = clock_->Now();
+    // After a retirement (nullptr) the window starts afresh.
+    window_start_ = had_range ? published_at_ : now;
+    window_taken_before_ = had_range ? taken : 0;
+    published_at_ = now;
     range_ = *range;
     range_usable_ = size;
   }

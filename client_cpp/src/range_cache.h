@@ -55,6 +55,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "client_cpp/src/document_id.h"
+#include "client_cpp/src/monotonic_clock.h"
 #include "client_cpp/src/range_source.h"
 #include "hilo/base/mutex.h"
 #include "hilo/client.h"
@@ -66,10 +67,12 @@ class RangeCache {
   // `source` must outlive the cache. `log` receives best-effort failures.
   // `prefetch_at` in (0, 1) is the share of a range used before the next
   // is fetched ahead through `schedule` (which runs the task it is given
-  // later, on another thread); 0 turns prefetching off.
+  // later, on another thread); 0 turns prefetching off. `clock` (which
+  // must outlive the cache) times the runway (AddStatsTo).
   RangeCache(std::string collection, RangeSource* source,
              std::function<void(absl::string_view)> log, double prefetch_at = 0,
-             std::function<void(std::function<void()>)> schedule = nullptr);
+             std::function<void(std::function<void()>)> schedule = nullptr,
+             const MonotonicClock* clock = &MonotonicClock::Real());
 
   // The next number and its tag; see Client::NextId for errors. Inline:
   // while the range lasts this is the fast path alone, in the caller.
@@ -138,8 +141,13 @@ class RangeCache {
   void DropAfterForkInChild() ABSL_UNLOCK_FUNCTION(mu_);
 
   // Adds this cache's counters to *stats (all but failovers, which the
-  // source counts).
-  void AddStatsTo(ClientStats* stats) const;
+  // source counts), and sets its runway there: the numbers it holds (the
+  // rest of the current range, and a range fetched ahead) divided by the
+  // rate it handed numbers out since the range before the current one was
+  // published (or the current one, the first), on `clock`. No runway when
+  // it holds no range, or handed out no number in that window, or no time
+  // passed in it.
+  void AddStatsTo(ClientStats* stats);
 
   // Numbers one range may hold in this cache; a bigger range is used only
   // up to this many numbers (the rest is never handed out).
@@ -204,6 +212,7 @@ class RangeCache {
   const std::function<void(absl::string_view)> log_;
   const double prefetch_at_;
   const std::function<void(std::function<void()>)> schedule_;
+  const MonotonicClock* const clock_;
 
   // ClientStats counters: relaxed atomics, moved only where a range is
   // fetched or returned, read by AddStatsTo at any time.
@@ -237,6 +246,12 @@ class RangeCache {
   PreviousRange previous_ ABSL_GUARDED_BY(mu_);
   // The highest number a caller took from a retired range (0: none).
   int64_t handed_out_up_to_ ABSL_GUARDED_BY(mu_) = 0;
+  // The runway's window, moved only by Publish: it began when the range
+  // before the current one was published (when the current one was, for
+  // the first), and the numbers taken of that earlier range.
+  MonotonicClock::TimePoint published_at_ ABSL_GUARDED_BY(mu_);
+  MonotonicClock::TimePoint window_start_ ABSL_GUARDED_BY(mu_);
+  int64_t window_taken_before_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::StatusOr<Id> RangeCache::Next() {

@@ -118,6 +118,14 @@ type Stats struct {
 	// Failed fetches and returns by the code they failed with; a fetch
 	// counts once however many callers waited for it.
 	Errors map[codes.Code]int64
+	// Not a counter: per collection, how long the numbers the client holds
+	// (the rest of its current range and a range fetched ahead) last at the
+	// rate it handed them out since its previous range began (CONTRACT.md
+	// R14). The server sizes ranges so that a collection in steady use
+	// still holds its --range_runway (30 s) when it asks for the next one.
+	// Collections holding no numbers, or that handed none out yet, are
+	// absent.
+	Runway map[string]time.Duration
 }
 
 type counters struct {
@@ -155,6 +163,7 @@ type Client struct {
 	inflight sync.WaitGroup // fetch goroutines
 	logMu    sync.Mutex
 	stats    counters
+	now      func() time.Time // times the runway; tests replace it
 }
 
 // New checks cfg and dials every target. Connecting is lazy, so New
@@ -295,6 +304,7 @@ func newClient(cfg Config, clients []hilov1.HiLoClient) *Client {
 		prefetchAt: cfg.PrefetchAt,
 		fetchBound: time.Duration(len(clients)+1) * cfg.RPCTimeout,
 		logf:       logf,
+		now:        time.Now,
 	}
 	c.caches.Store(&map[string]*rangeCache{})
 	return c
@@ -418,7 +428,7 @@ func formatID(collection string, sep rune, id ID) string {
 	return b.String()
 }
 
-// Stats returns the counters so far.
+// Stats returns the counters so far, and each collection's runway.
 func (c *Client) Stats() Stats {
 	s := Stats{
 		CallsWaited:      c.stats.callsWaited.Load(),
@@ -429,6 +439,13 @@ func (c *Client) Stats() Stats {
 		ReturnsRefused:   c.stats.returnsRefused.Load(),
 		ReturnsFailed:    c.stats.returnsFailed.Load(),
 		Errors:           map[codes.Code]int64{},
+		Runway:           map[string]time.Duration{},
+	}
+	now := c.now()
+	for name, rc := range *c.caches.Load() {
+		if d, ok := rc.runway(now); ok {
+			s.Runway[name] = d
+		}
 	}
 	for code := range c.stats.errors {
 		if n := c.stats.errors[code].Load(); n != 0 {

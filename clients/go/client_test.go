@@ -346,6 +346,59 @@ func TestPrefetchAtAFifthKeepsCallersFromWaiting(t *testing.T) {
 	}
 }
 
+// The runway (Stats.Runway): what the client holds of a collection, at the
+// rate it handed numbers out since the range before the current one came.
+func TestRunwayIsTheNumbersHeldAtTheRecentRate(t *testing.T) {
+	node := newFakeNode("A")
+	c := newTestClient(t, Config{}, node)
+	var mu sync.Mutex
+	now := time.Unix(1_800_000_000, 0)
+	c.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	runway := func() (float64, bool) {
+		d, ok := c.Stats().Runway["r"]
+		return d.Seconds(), ok
+	}
+	near := func(what string, want float64) {
+		t.Helper()
+		if got, ok := runway(); !ok || got < want-1e-6 || got > want+1e-6 {
+			t.Fatalf("%s: runway %v (%v), want %v s", what, got, ok, want)
+		}
+	}
+	if _, ok := runway(); ok {
+		t.Fatal("a runway before any range")
+	}
+	mustID(t, c, "r")
+	if _, ok := runway(); ok {
+		t.Fatal("a runway with no time passed")
+	}
+	advance(time.Second)
+	near("31 held at 1 a second", 31)
+	for i := 2; i <= 10; i++ { // the 7th asks for the next range
+		mustID(t, c, "r")
+	}
+	eventually(t, "the next range is fetched ahead", func() bool { return c.Stats().RangesPrefetched == 1 })
+	rc := (*c.caches.Load())["r"]
+	rc.mu.Lock()
+	ahead := rc.ahead.size
+	rc.mu.Unlock()
+	near("22 and the range ahead at 10 a second", float64(22+ahead)/10)
+	advance(time.Second)
+	for i := 11; i <= 33; i++ {
+		mustID(t, c, "r")
+	}
+	// The range ahead took over; the window began with 1-32: 33 in 2 s.
+	near("the range ahead in use", float64(ahead-1)*2/33)
+	advance(2 * time.Second)
+	near("no number for 2 s", float64(ahead-1)*4/33)
+	if err := c.Close(bg); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if _, ok := runway(); ok {
+		t.Fatal("a runway after Close")
+	}
+}
+
 func TestEachNumberCarriesTheTagOfItsRange(t *testing.T) {
 	a, b := newFakeNode("A"), newFakeNode("B")
 	c := newTestClient(t, Config{}, a, b)

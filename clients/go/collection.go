@@ -88,6 +88,12 @@ type rangeCache struct {
 	prev    previous
 	lastOf  map[string]int64 // per node tag, the high of its last range
 	closing bool             // Close has begun: no more fetches
+
+	// The runway's window, moved only by publish: it began when the span
+	// before the current one was published (the current one, for the
+	// first), with the numbers taken of that earlier span.
+	publishedAt, windowStart time.Time
+	windowTakenBefore        int64
 }
 
 // next hands out the next number of the collection.
@@ -181,8 +187,46 @@ func (c *rangeCache) wait(ctx context.Context, f *flight) error {
 	}
 }
 
+// takenOf is how many numbers of s were handed out so far.
+func takenOf(s *span) int64 {
+	if n := s.taken.Load(); n >= 0 && n < s.size {
+		return n
+	}
+	return s.size // used up, or retired
+}
+
+// runway is how long the numbers the cache holds last at the rate it
+// handed them out since its window began; false when it holds no range,
+// handed out no number in the window, or no time passed in it.
+func (c *rangeCache) runway(now time.Time) (time.Duration, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.cur.Load()
+	if s == nil || c.closing {
+		return 0, false
+	}
+	taken := takenOf(s)
+	held := s.size - taken
+	if c.ahead != nil {
+		held += c.ahead.size
+	}
+	handedOut := c.windowTakenBefore + taken
+	window := now.Sub(c.windowStart)
+	if handedOut <= 0 || window <= 0 {
+		return 0, false
+	}
+	return time.Duration(float64(window) * float64(held) / float64(handedOut)), true
+}
+
 // publish makes s the current span. Called with mu held.
 func (c *rangeCache) publish(s *span) {
+	now := c.client.now()
+	if old := c.cur.Load(); old != nil {
+		c.windowStart, c.windowTakenBefore = c.publishedAt, takenOf(old)
+	} else {
+		c.windowStart, c.windowTakenBefore = now, 0
+	}
+	c.publishedAt = now
 	if p := c.client.prefetchAt; p > 0 {
 		s.prefetch = int64(math.Ceil(p*float64(s.size))) - 1
 		if s.prefetch < 0 {

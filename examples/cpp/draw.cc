@@ -3,15 +3,23 @@
 // back and the program exits 0. The C++ branch of scripts/hilo-draw:
 //
 //   hilo_draw [--targets=HOST:PORT,...] --collection=NAME --threads=N
-//             --seconds=S [--rate=R] [--stats]
+//             --seconds=S [--rate=R] [--stats [--mark_after=M]]
 //
 // It keeps drawing through UNAVAILABLE (every target down for a moment)
 // until S is over. --rate paces each thread to R IDs a second; --stats
-// ends with one line on stderr, `hilo_draw: ids=N longest_wait_ms=W`, W
-// being the longest an ID took to come (a failed try and the wait before
-// the next one included). Any other error prints one line naming it to stderr
-// and exits 1. Lines go to stdout through one buffer, so a reader that reads
-// slowly slows the drawing down (nothing is dropped).
+// ends with one line on stderr, `hilo_draw: ids=N longest_wait_ms=W
+// calls_waited=C runway_s=R`: W is the longest an ID took to come (a failed
+// try and the wait before the next one included), C the client's
+// calls_waited (the first call always waits: a new client holds no range),
+// R the collection's runway when the drawing ended (-1: none). With
+// --mark_after, the line goes on with ` mark_calls_waited=C0
+// mark_runway_s=R0 after_mark_longest_wait_ms=W1`: calls_waited and the
+// runway M seconds into the drawing, and the longest wait since (a test
+// marks just before it breaks something, so that C - C0 and W1 are what
+// the break cost, without the waits of the client's first ranges). Any other
+// error prints one line naming it to stderr and exits 1. Lines go to stdout
+// through one buffer, so a reader that reads slowly slows the drawing down
+// (nothing is dropped).
 
 #include <algorithm>
 #include <atomic>
@@ -28,6 +36,7 @@
 #include "absl/flags/parse.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "hilo/client.h"
 
 ABSL_FLAG(std::vector<std::string>, targets, {"127.0.0.1:50051"},
@@ -38,6 +47,9 @@ ABSL_FLAG(double, seconds, 1, "how long to draw");
 ABSL_FLAG(double, rate, 0, "IDs a second per thread; 0: as fast as it can");
 ABSL_FLAG(bool, stats, false,
           "end with the count of IDs and the longest wait on stderr");
+ABSL_FLAG(double, mark_after, -1,
+          "with --stats: also report the waits after this many seconds of "
+          "drawing, and calls_waited and the runway at that moment");
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
@@ -117,6 +129,14 @@ int main(int argc, char** argv) {
       }
     });
   }
+  const double mark_after = absl::GetFlag(FLAGS_mark_after);
+  hilo::ClientStats at_mark;
+  int64_t longest_before_mark_ns = -1;
+  if (mark_after >= 0 && mark_after < seconds) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(mark_after));
+    at_mark = (*client)->stats();
+    longest_before_mark_ns = longest_wait_ns.exchange(0);
+  }
   for (std::thread& w : workers) w.join();
   if (std::fflush(stdout) != 0) {
     std::fprintf(stderr, "hilo_draw: writing the IDs to stdout failed\n");
@@ -127,11 +147,28 @@ int main(int argc, char** argv) {
                  collection.c_str(), error.c_str());
     return 1;
   }
+  const hilo::ClientStats stats = (*client)->stats();
   (*client)->ReturnUnusedRanges();
   if (absl::GetFlag(FLAGS_stats)) {
-    std::fprintf(stderr, "hilo_draw: ids=%lld longest_wait_ms=%.1f\n",
+    const auto runway_of = [&](const hilo::ClientStats& s) {
+      const auto it = s.runway.find(collection);
+      return it == s.runway.end() ? -1.0 : absl::ToDoubleSeconds(it->second);
+    };
+    const int64_t after_mark_ns = longest_wait_ns.load();
+    std::string mark;
+    if (longest_before_mark_ns >= 0) {
+      mark = absl::StrFormat(
+          " mark_calls_waited=%d mark_runway_s=%.1f "
+          "after_mark_longest_wait_ms=%.1f",
+          at_mark.calls_waited, runway_of(at_mark), after_mark_ns / 1e6);
+    }
+    std::fprintf(stderr,
+                 "hilo_draw: ids=%lld longest_wait_ms=%.1f calls_waited=%lld "
+                 "runway_s=%.1f%s\n",
                  static_cast<long long>(ids.load()),
-                 longest_wait_ns.load() / 1e6);
+                 std::max(longest_before_mark_ns, after_mark_ns) / 1e6,
+                 static_cast<long long>(stats.calls_waited), runway_of(stats),
+                 mark.c_str());
   }
   return 0;
 }

@@ -16,7 +16,22 @@ absl::Status ValidateRangeSizeLimits(const RangeSizeLimits& limits) {
         absl::StrFormat("max range size %d is below min range size %d",
                         limits.max_size, limits.min_size));
   }
+  if (limits.runway < absl::ZeroDuration() || limits.runway > kMaxRangeRunway) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("range runway is %s; it must be from 0 to %s",
+                        absl::FormatDuration(limits.runway),
+                        absl::FormatDuration(kMaxRangeRunway)));
+  }
   return absl::OkStatus();
+}
+
+RangeSizePolicy::RangeSizePolicy(RangeSizeLimits limits)
+    : limits_(limits),
+      grow_within_(limits.runway == absl::ZeroDuration()
+                       ? kLegacyGrowWithin
+                       : limits.runway * 5 / 4),
+      shrink_after_(limits.runway == absl::ZeroDuration() ? kLegacyShrinkAfter
+                                                          : limits.runway * 5) {
 }
 
 int64_t RangeSizePolicy::Clamp(int64_t size) const {
@@ -29,11 +44,11 @@ int64_t RangeSizePolicy::NextSize(int64_t last_size,
   const int64_t size = Clamp(last_size);
   if (!last_range_at.has_value()) return size;
   const absl::Duration age = now - std::min(*last_range_at, now);
-  if (age < kGrowWithin) {
+  if (age < grow_within_) {
     // size <= max_size <= INT64_MAX, so compare before doubling.
     return size > limits_.max_size / 2 ? limits_.max_size : Clamp(size * 2);
   }
-  if (age > kShrinkAfter) return Clamp(size / 2);
+  if (age > shrink_after_) return Clamp(size / 2);
   return size;
 }
 

@@ -160,11 +160,13 @@ def signal_pending(pid):
 class Draw:
     """One client process drawing paced IDs from the fleet."""
 
-    def __init__(self, lang, targets, collection, seconds):
+    def __init__(self, lang, targets, collection, seconds, mark_after=None):
         self.lang = lang
         self.collection = collection
         flags = [f"--targets={targets}", f"--collection={collection}",
                  "--threads=2", f"--seconds={seconds}", "--stats"]
+        if mark_after is not None:
+            flags.append(f"--mark_after={mark_after}")
         if lang == "cpp":
             command = [os.environ["HILO_DRAW"], *flags, "--rate=1500"]
             env = dict(os.environ)
@@ -179,6 +181,26 @@ class Draw:
         self.out = tempfile.TemporaryFile()
         self.process = subprocess.Popen(command, stdout=self.out,
                                         stderr=subprocess.PIPE, env=env)
+
+    @staticmethod
+    def waits(err):
+        """What a draw's --stats line says of its waits: (calls that waited
+        for a range, the longest wait in ms, the runway in s), or None where
+        the line is missing. With a mark, after the mark, and the runway at
+        the mark; else over the whole draw less its first call (every new
+        client waits for its first range), and the runway at its end."""
+        match = re.search(r"longest_wait_ms=([0-9.]+) calls_waited=(\d+) "
+                          r"runway_s=(-?[0-9.]+)(?: mark_calls_waited=(\d+) "
+                          r"mark_runway_s=(-?[0-9.]+) "
+                          r"after_mark_longest_wait_ms=([0-9.]+))?", err)
+        if not match:
+            return None
+        calls = int(match.group(2))
+        if match.group(4) is None:
+            return max(0, calls - 1), float(match.group(1)), float(
+                match.group(3))
+        return (calls - int(match.group(4)), float(match.group(6)),
+                float(match.group(5)))
 
     def finish(self, timeout):
         """(exit status, the IDs, stderr)."""
@@ -313,9 +335,12 @@ def main():
                 rc, ids, err = d.finish(timeout=60)
                 expect(rc == 0, f"round {n}: {d.lang} draw from "
                        f"{d.collection} exited {rc}: {err.strip()}")
-                match = re.search(r"longest_wait_ms=([0-9.]+)", err)
+                waited = Draw.waits(err)
+                expect(waited is not None, f"round {n}: {d.lang} draw from "
+                       f"{d.collection} reported no waits: {err.strip()}")
                 waits.append(f"{d.lang}/{d.collection} "
-                             f"{match.group(1) if match else '?'} ms")
+                             + (f"{waited[1]} ms ({waited[0]} calls waited)"
+                                if waited else "?"))
                 for doc in ids:
                     m = re.fullmatch(r"([a-z]+)/(\d+)-([A-Z0-9]+)", doc)
                     if not m:

@@ -8,9 +8,13 @@ twice.
   patroni_test.py HILO_SERVER HILO_DRAW [SERVER_FLAG...]
 
 SERVER_FLAGs go to both hilo_server processes after the test's own (the
-default runway is --max_range_size=256, so that clients ask the servers
+test's default is --max_range_size=256, so that clients ask the servers
 for ranges many times a second and really wait across each event; pass
---max_range_size=1048576, the server's default, to measure a long runway).
+--max_range_size=1048576, the server's default, to measure what the
+servers' --range_runway gives, and --range_runway=0 for the size rule
+before it). HILO_PATRONI_WARMUP_S (default 3) is how long the clients draw
+before each event: a client reaches its steady range size only after about
+twice the runway (docs/reliability.md, "A runway that covers a failover").
 
 Set-up: etcd on free loopback ports with its data in a temporary
 directory; member m0 bootstraps the cluster and m1 joins it (basebackup);
@@ -44,6 +48,10 @@ event how long the promotion took, the longest wait of each client, how
 long each server took to serve again, and the servers' "moved N
 collection(s) on" lines. Every process it started (etcd, Patroni,
 PostgreSQL, hilo) is killed and its directory removed, also on failure.
+Also prints, per event and in all, how many application calls waited for
+a range from a second before the event on (each client's calls_waited)
+and the longest wait, and each client's runway at that moment; the test
+asserts that every client reported them, never what they are.
 Exits 1 with one line per broken promise."""
 import json
 import os
@@ -81,8 +89,9 @@ PROMOTION_BOUND_S = 60
 # comes EVENT_AFTER_S into them, and a draw measures a wait only if the
 # servers serve again before it ends, so the draws across a lost machine
 # outlast the leader key's ttl (10 s) and the promotion.
-EVENTS = (("switchover", 13), ("failover", 13), ("lost", 20))
-EVENT_AFTER_S = 3
+EVENT_AFTER_S = float(os.environ.get("HILO_PATRONI_WARMUP_S", "3"))
+EVENTS = (("switchover", EVENT_AFTER_S + 10), ("failover", EVENT_AFTER_S + 10),
+          ("lost", EVENT_AFTER_S + 17))
 COLLECTIONS = ("orders", "invoices")
 
 
@@ -446,13 +455,16 @@ def main():
 
         seen = {}  # (collection, number) -> first ID with it
         twice = 0
+        waited_calls, longest_ms = 0, 0.0
         moved_so_far = [0] * len(servers)
         leader, sync = leader_and_sync(members) or (None, None)
         if leader is None:
             raise RuntimeError("no leader and sync standby")
         for event, seconds in EVENTS:
             drawing = time.monotonic()
-            draws = [Draw(lang, targets, c, seconds=seconds)
+            # Waits are counted from a second before the event.
+            draws = [Draw(lang, targets, c, seconds=seconds,
+                          mark_after=max(0, EVENT_AFTER_S - 1))
                      for lang in ("cpp", "python") for c in COLLECTIONS]
             time.sleep(EVENT_AFTER_S)
             old, new = leader, sync
@@ -496,9 +508,16 @@ def main():
                 rc, ids, err = d.finish(timeout=60)
                 expect(rc == 0, f"{event}: {d.lang} draw from "
                        f"{d.collection} exited {rc}: {err.strip()}")
-                match = re.search(r"longest_wait_ms=([0-9.]+)", err)
+                waited = Draw.waits(err)
+                expect(waited is not None, f"{event}: {d.lang} draw from "
+                       f"{d.collection} reported no waits: {err.strip()}")
+                if waited:
+                    waited_calls += waited[0]
+                    longest_ms = max(longest_ms, waited[1])
                 waits.append(f"{d.lang}/{d.collection} "
-                             f"{match.group(1) if match else '?'} ms")
+                             + (f"{waited[1]} ms ({waited[0]} calls waited; "
+                                f"runway {waited[2]} s a second before)"
+                                if waited else "?"))
                 expect(len(ids) > 0, f"{event}: {d.lang} draw from "
                        f"{d.collection} drew nothing")
                 for doc in ids:
@@ -542,7 +561,12 @@ def main():
         expect(None not in rewinds and sum(rewinds) == len(EVENTS),
                f"hilo_store_history_rewinds_total {rewinds} over the "
                f"fleet; expected {len(EVENTS)} in all")
-        log(f"{len(seen)} numbers drawn, {twice} twice")
+        log(f"{len(seen)} numbers drawn, {twice} twice; application calls "
+            f"that waited for a range across the {len(EVENTS)} events (from "
+            f"a second before each): "
+            f"{waited_calls}, the longest {longest_ms:.1f} ms (warm-up "
+            f"{EVENT_AFTER_S:g} s; server flags "
+            f"{' '.join(server_flags) or 'none'})")
         expect(twice == 0, f"{twice} numbers were handed out twice")
     finally:
         for s in servers:

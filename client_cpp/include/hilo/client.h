@@ -121,6 +121,16 @@ struct ClientStats {
   // never occurred are absent. A fetch is counted once however many
   // callers waited for it.
   std::map<absl::StatusCode, int64_t> errors;
+
+  // Not a counter: per collection, how long the numbers the client holds
+  // (the rest of its current range and a range fetched ahead) last at the
+  // rate it handed them out since its previous range began (CONTRACT.md
+  // R14). The server sizes ranges so that a collection in steady use still
+  // holds its --range_runway (30 s) when it asks for the next range; a
+  // store failover shorter than the runway then makes no call wait.
+  // Collections holding no numbers, or that handed none out yet, are
+  // absent.
+  std::map<std::string, absl::Duration> runway;
 };
 
 // The tag of the node that issued a range: 1-4 characters of A-Z and 0-9
@@ -289,8 +299,9 @@ class Client {
   // NextId calls on these collections wait until the call ends.
   void ReturnUnusedRanges();
 
-  // The counters so far, summed over every collection. Cheap enough to
-  // call on each scrape (one shared lock, a few loads per collection).
+  // The counters so far, summed over every collection, and each
+  // collection's runway. Cheap enough to call on each scrape (one shared
+  // lock, and per collection a few loads and its lock, taken briefly).
   ClientStats stats() const;
 
  private:

@@ -95,6 +95,7 @@ export class HiloClient {
     returns_refused: 0,
     returns_failed: 0,
     errors: {},
+    runway_ms: {},
   };
 
   /**
@@ -178,9 +179,20 @@ export class HiloClient {
     return new CollectionHandle(this, c);
   }
 
-  /** The counters so far (a copy). */
+  /** The counters so far (a copy), and each collection's runway. */
   stats(): HiloStats {
-    return { ...this.counters, errors: { ...this.counters.errors } };
+    const runway: Record<string, number> = {};
+    const now = this.now();
+    for (const [name, c] of this.collections) {
+      const ms = c.runwayMs(now);
+      if (ms !== undefined) runway[name] = ms;
+    }
+    return { ...this.counters, errors: { ...this.counters.errors }, runway_ms: runway };
+  }
+
+  /** The client's monotonic clock, in milliseconds. @internal */
+  _now(): number {
+    return this.now();
   }
 
   /**

@@ -9,6 +9,11 @@ import type { Range } from './range.js';
 import type { HiloId } from './types.js';
 import type { Timestamp } from './proto.js';
 
+/** How many numbers of `r` were handed out. */
+function taken(r: Range): number {
+  return Number(r.takenUpTo() - r.low + 1n);
+}
+
 /** One collection's cache: the current range, the one fetched ahead, and what NextRange reports. */
 export class Collection {
   readonly name: string;
@@ -26,6 +31,12 @@ export class Collection {
   lastMax = 0n;
   /** The high of the last range accepted from each node (by tag). */
   readonly lastHighByTag = new Map<string, bigint>();
+  // The runway's window, moved only by use(): it began when the range
+  // before the current one came into use (the current one, for the first),
+  // with the numbers taken of that earlier range.
+  private usedSince = 0;
+  private windowStart = 0;
+  private windowTakenBefore = 0;
   private readonly client: HiloClient;
 
   constructor(client: HiloClient, name: string, separator: string) {
@@ -72,15 +83,47 @@ export class Collection {
   /** Moves the range fetched ahead in when the current one is dry. */
   private advance(): boolean {
     if (this.ahead === null || (this.cur !== null && !this.cur.dry())) return false;
-    this.cur = this.ahead;
+    this.use(this.ahead);
     this.ahead = null;
     return true;
+  }
+
+  /** Makes `range` the current one, and moves the runway's window on. */
+  private use(range: Range): void {
+    const now = this.client._now();
+    if (this.cur !== null) {
+      this.windowStart = this.usedSince;
+      this.windowTakenBefore = taken(this.cur);
+    } else {
+      this.windowStart = now;
+      this.windowTakenBefore = 0;
+    }
+    this.usedSince = now;
+    this.cur = range;
+  }
+
+  /**
+   * How many milliseconds the numbers this collection holds (the rest of
+   * the current range and a range fetched ahead) last at the rate it handed
+   * them out since its window began; undefined when it holds no range,
+   * handed out no number in the window, or no time passed in it.
+   */
+  runwayMs(now: number): number | undefined {
+    const r = this.cur;
+    if (r === null || this.retired) return undefined;
+    const done = taken(r);
+    let held = Number(r.high - r.low + 1n) - done;
+    if (this.ahead !== null) held += Number(this.ahead.high - this.ahead.low + 1n);
+    const handedOut = this.windowTakenBefore + done;
+    const window = now - this.windowStart;
+    if (handedOut <= 0 || window <= 0) return undefined;
+    return (window * held) / handedOut;
   }
 
   /** Puts a fetched range where callers find it. */
   place(range: Range): void {
     if (this.cur === null || this.cur.dry()) {
-      this.cur = range;
+      this.use(range);
     } else if (this.ahead === null) {
       this.ahead = range;
     } else {

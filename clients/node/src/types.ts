@@ -70,4 +70,14 @@ export interface HiloStats {
   returns_failed: number;
   /** Failed fetches and returns, by status code name. */
   errors: Record<string, number>;
+  /**
+   * Not a counter: per collection, how many milliseconds the numbers the
+   * client holds (the rest of its current range and a range fetched ahead)
+   * last at the rate it handed them out since its previous range began
+   * (clients/CONTRACT.md R14). The server sizes ranges so that a
+   * collection in steady use still holds its --range_runway (30 s) when it
+   * asks for the next one. Collections holding no numbers, or that handed
+   * none out yet, are absent.
+   */
+  runway_ms: Record<string, number>;
 }

@@ -160,6 +160,39 @@ test('close: the range fetched ahead and the tail go back as one adjacent pair, 
   assert.equal(a.stats().returns_applied, 2);
 });
 
+test('stats: runway_ms is what a collection holds at the rate it handed numbers out lately', async () => {
+  const d = await double();
+  let now = 1000;
+  const a = new HiloClient({ targets: [d.target], clock: () => now });
+  const issued = [];
+  d.nextRangeHook = (req, rules) => {
+    const r = rules.issue(req);
+    issued.push(r);
+    return r;
+  };
+  const near = (want, what) => {
+    const got = a.stats().runway_ms.r;
+    assert.ok(got !== undefined && Math.abs(got - want) < 1e-6, `${what}: runway ${got} ms, want ${want}`);
+  };
+  assert.equal(a.stats().runway_ms.r, undefined); // nothing held
+  await a.nextId('r');
+  assert.equal(a.stats().runway_ms.r, undefined); // no time passed
+  now += 1000;
+  near(31000, '31 held at 1 a second');
+  for (let i = 2; i <= 10; i++) await a.nextId('r'); // the 7th asks for the next range
+  await until(() => a.stats().ranges_prefetched === 1, 5000, 'prefetch');
+  const ahead = Number(BigInt(issued[1].high) - BigInt(issued[1].low) + 1n);
+  near(((22 + ahead) / 10) * 1000, '22 and the range ahead at 10 a second');
+  now += 1000;
+  for (let i = 11; i <= 33; i++) await a.nextId('r');
+  // The range ahead took over; the window began with 1-32: 33 numbers in 2 s.
+  near(((ahead - 1) * 2000) / 33, 'the range ahead in use');
+  now += 2000;
+  near(((ahead - 1) * 4000) / 33, 'no number for 2 s');
+  await a.close();
+  assert.equal(a.stats().runway_ms.r, undefined); // handed back
+});
+
 test('close falls back to one ReturnRange per item, same order, on UNIMPLEMENTED', async () => {
   const d = await double();
   d.returnsMode = 'unimplemented';

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from typing import (Callable, Dict, List, NamedTuple, Optional, Sequence,
                     Tuple, Union)
 
@@ -34,7 +35,8 @@ class _RangeCache:
 
     def __init__(self, collection: str, source: _GrpcRangeSource,
                  log: Callable[[str], None], prefetch_at: float,
-                 schedule: Optional[Callable[[Callable[[], None]], None]]):
+                 schedule: Optional[Callable[[Callable[[], None]], None]],
+                 clock: Callable[[], float] = time.monotonic):
         self._collection = collection
         self._source = source
         self._log = log
@@ -68,12 +70,26 @@ class _RangeCache:
         self._refused = 0
         self._failed = 0
         self._errors: Dict[grpc.StatusCode, int] = {}
+        # The runway's window (add_stats_to), moved only by _use: it began
+        # when the range before the current one came into use (the current
+        # one, for the first), with the numbers taken of that earlier range.
+        self._clock = clock
+        self._used_since = 0.0
+        self._window_start = 0.0
+        self._window_taken_before = 0
 
     def _use(self, issued: _Issued) -> None:
         """Makes `issued` the current range (with _cond held); the range it
         replaces was used up."""
+        now = self._clock()
         if self._range is not None:
             self._used_up_to = max(self._used_up_to, self._next - 1)
+            self._window_start = self._used_since
+            self._window_taken_before = self._next - self._range.low
+        else:
+            self._window_start = now
+            self._window_taken_before = 0
+        self._used_since = now
         self._range = issued
         self._next = issued.low
         self._prefetch_number = None
@@ -316,3 +332,15 @@ class _RangeCache:
             stats["returns_failed"] += self._failed
             for code, n in self._errors.items():
                 stats["errors"][code] = stats["errors"].get(code, 0) + n
+            r = self._range
+            if r is None:
+                return
+            taken = self._next - r.low
+            held = r.high - self._next + 1
+            if self._ahead is not None:
+                held += self._ahead.high - self._ahead.low + 1
+            handed_out = self._window_taken_before + taken
+            window = self._clock() - self._window_start
+            if handed_out > 0 and window > 0:
+                stats["runway"][self._collection] = (
+                    window * held / handed_out)

@@ -53,6 +53,13 @@ class ClientStats:
         (logged).
     errors: failed range fetches (prefetches included) and returns, by
         grpc.StatusCode; codes that never occurred are absent.
+    runway: not a counter: per collection, the seconds the numbers the
+        client holds (the rest of its current range and a range fetched
+        ahead) last at the rate it handed them out since its previous range
+        began (CONTRACT.md R14). The server sizes ranges so that a
+        collection in steady use still holds its --range_runway (30 s)
+        when it asks for the next one. Collections holding no numbers, or
+        that handed none out yet, are absent.
     """
 
     calls_waited: int = 0
@@ -63,3 +70,4 @@ class ClientStats:
     returns_refused: int = 0
     returns_failed: int = 0
     errors: Dict[grpc.StatusCode, int] = field(default_factory=dict)
+    runway: Dict[str, float] = field(default_factory=dict)

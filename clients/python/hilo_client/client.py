@@ -336,12 +336,12 @@ class Client:
                         else missing for k in range(len(unused.returns))])
 
     def stats(self) -> ClientStats:
-        """The counters so far, summed over every collection (see
-        ClientStats)."""
+        """The counters so far, summed over every collection, and each
+        collection's runway (see ClientStats)."""
         totals: Dict[str, object] = {
             "calls_waited": 0, "ranges_fetched": 0, "ranges_prefetched": 0,
             "returns_applied": 0, "returns_refused": 0, "returns_failed": 0,
-            "errors": {}}
+            "errors": {}, "runway": {}}
         with self._lock:
             caches = list(self._caches.values())
         for cache in caches:

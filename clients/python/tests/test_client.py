@@ -20,6 +20,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hilo.v1 import hilo_pb2, hilo_pb2_grpc  # noqa: E402
 from hilo_client import Client, ClientStats, HiloError, Id  # noqa: E402
 from server import HiloServer, unused_target  # noqa: E402
+from hilo_client._range_cache import _RangeCache  # noqa: E402
+from hilo_client._transport import _Issued  # noqa: E402
 
 
 def raw_next_range(target, collection):
@@ -361,7 +363,54 @@ class ClientWithoutServerTest(unittest.TestCase):
             [f for f in ClientStats.__dataclass_fields__],
             ["calls_waited", "ranges_fetched", "ranges_prefetched",
              "failovers", "returns_applied", "returns_refused",
-             "returns_failed", "errors"])
+             "returns_failed", "errors", "runway"])
+
+    def test_runway_is_the_numbers_held_at_the_recent_rate(self):
+        class Consecutive:
+            """Ranges of 32 from node A, one after the other, as a node
+            hands them to its only client."""
+
+            def __init__(self):
+                self.high = 0
+
+            def next(self, collection, previous, held):
+                self.high += 32
+                return _Issued(self.high - 31, self.high, "A", None, 0, 1)
+
+        now = [100.0]
+        prefetcher = ManualPrefetcher()
+        cache = _RangeCache("o", Consecutive(), lambda line: None, 0.2,
+                            prefetcher.schedule, clock=lambda: now[0])
+
+        def runway():
+            stats = {"calls_waited": 0, "ranges_fetched": 0,
+                     "ranges_prefetched": 0, "returns_applied": 0,
+                     "returns_refused": 0, "returns_failed": 0,
+                     "errors": {}, "runway": {}}
+            cache.add_stats_to(stats)
+            return stats["runway"].get("o")
+
+        self.assertIsNone(runway())  # nothing held
+        self.assertEqual(cache.next().number, 1)
+        self.assertIsNone(runway())  # no time passed
+        now[0] += 1
+        self.assertAlmostEqual(runway(), 31.0)  # 31 held at 1 a second
+        for n in range(2, 11):
+            self.assertEqual(cache.next().number, n)
+        self.assertAlmostEqual(runway(), 2.2)  # 22 at 10 a second
+        self.assertEqual(len(prefetcher.tasks), 1)  # the 7th asked for 33-64
+        prefetcher.tasks[0]()
+        self.assertAlmostEqual(runway(), 5.4)  # 22 + 32 at 10 a second
+        now[0] += 1
+        for n in range(11, 34):
+            self.assertEqual(cache.next().number, n)
+        # 33-64 took over; the window began with 1-32: 33 numbers in 2 s.
+        self.assertAlmostEqual(runway(), 31 * 2 / 33)
+        now[0] += 2
+        # No number for 2 s: the rate falls to 33 in 4 s.
+        self.assertAlmostEqual(runway(), 31 * 4 / 33)
+        self.assertIsNotNone(cache.take_unused(final=True))
+        self.assertIsNone(runway())  # nothing held
 
 
 class ClientTest(unittest.TestCase):

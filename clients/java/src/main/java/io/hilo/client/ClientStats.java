@@ -1,6 +1,7 @@
 package io.hilo.client;
 
 import io.grpc.Status;
+import java.time.Duration;
 import java.util.Map;
 
 /**
@@ -15,6 +16,11 @@ import java.util.Map;
  * @param returnsRefused ranges handed back that the node refused (normal: it issued a newer one meanwhile)
  * @param returnsFailed ranges whose return got no answer after its retries, or an error
  * @param errors failed fetches and returns by the code the client got after failover and retries
+ * @param runway not a counter: per collection, how long the numbers the client holds (the rest of its current
+ *     range and a range fetched ahead) last at the rate it handed them out since its previous range began
+ *     (CONTRACT.md R14). The server sizes ranges so that a collection in steady use still holds its
+ *     --range_runway (30 s) when it asks for the next one. Collections holding no numbers, or that handed none
+ *     out yet, are absent.
  */
 public record ClientStats(
     long callsWaited,
@@ -24,4 +30,5 @@ public record ClientStats(
     long returnsApplied,
     long returnsRefused,
     long returnsFailed,
-    Map<Status.Code, Long> errors) {}
+    Map<Status.Code, Long> errors,
+    Map<String, Duration> runway) {}

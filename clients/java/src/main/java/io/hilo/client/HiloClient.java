@@ -26,6 +26,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Consumer;
+import java.util.function.LongSupplier;
 
 /**
  * Document IDs from a hilo service, without a round trip per ID.
@@ -120,7 +121,7 @@ public final class HiloClient implements AutoCloseable {
     return caches.computeIfAbsent(collection, c -> new RangeCache(c, this, targets, prefetchAt));
   }
 
-  /** The counters so far, summed over every collection. */
+  /** The counters so far, summed over every collection, and each collection's runway. */
   public ClientStats stats() {
     long waited = 0, fetched = 0, prefetched = 0, applied = 0, refused = 0, failed = 0;
     Status.Code[] codes = Status.Code.values();
@@ -136,8 +137,33 @@ public final class HiloClient implements AutoCloseable {
     }
     Map<Status.Code, Long> byCode = new EnumMap<>(Status.Code.class);
     for (int i = 0; i < codes.length; i++) if (errors[i] != 0) byCode.put(codes[i], errors[i]);
+    Map<String, Duration> runway = new LinkedHashMap<>();
+    long now = nanoTime();
+    for (RangeCache c : caches.values()) {
+      Duration d = c.runway(now);
+      if (d != null) runway.put(c.collection(), d);
+    }
     return new ClientStats(
-        waited, fetched, prefetched, targets.failovers(), applied, refused, failed, Map.copyOf(byCode));
+        waited,
+        fetched,
+        prefetched,
+        targets.failovers(),
+        applied,
+        refused,
+        failed,
+        Map.copyOf(byCode),
+        Map.copyOf(runway));
+  }
+
+  /** The clock the runway is timed on: System.nanoTime, or a test's. */
+  private volatile LongSupplier nanoClock = System::nanoTime;
+
+  long nanoTime() {
+    return nanoClock.getAsLong();
+  }
+
+  void setNanoClockForTesting(LongSupplier clock) {
+    nanoClock = clock;
   }
 
   /**

@@ -63,6 +63,11 @@ final class Range {
     return (long) TAKEN.getAndAdd(this, 1L);
   }
 
+  /** How many of its numbers were taken so far (all of them once it is used up or retired). */
+  long taken() {
+    return Math.min((long) TAKEN.getVolatile(this), size);
+  }
+
   /**
    * Retires the range: no take succeeds afterwards. Returns how many of its numbers were taken. Called once
    * per range, by its cache, under the cache's lock.

@@ -2,6 +2,7 @@ package io.hilo.client;
 
 import com.google.protobuf.Timestamp;
 import io.grpc.Status;
+import java.time.Duration;
 import io.hilo.v1.NextRangeRequest;
 import io.hilo.v1.NextRangeResponse;
 import io.hilo.v1.ReturnRangeRequest;
@@ -55,6 +56,13 @@ final class RangeCache {
   /** The highest number this client has seen from any range of this collection. */
   private long lastMax;
   private boolean closed;
+  /**
+   * The runway's window, moved only by {@link #use}: it began when the range before the current one came
+   * into use (the current one, for the first), with the numbers taken of that earlier range.
+   */
+  private long usedSinceNanos;
+  private long windowStartNanos;
+  private long windowTakenBefore;
   /** Per node tag: the high of the last range this client got for this collection from that node. */
   private final Map<String, Long> lastHighByTag = new ConcurrentHashMap<>();
 
@@ -117,7 +125,7 @@ final class RangeCache {
             return new Id(r.low + offset, r.nodeTag);
           }
           if (next != null) {
-            current = next;  // the prefetched range takes over without a round trip
+            use(next);  // the prefetched range takes over without a round trip
             next = null;
             continue;
           }
@@ -147,7 +155,7 @@ final class RangeCache {
           lock.lock();
           try {
             refill = null;
-            if (!closed) current = range;
+            if (!closed) use(range);
           } finally {
             lock.unlock();
           }
@@ -172,6 +180,42 @@ final class RangeCache {
       }
     } finally {
       if (waited) callsWaited.incrementAndGet();
+    }
+  }
+
+  /** Makes {@code r} the current range. Under the lock. */
+  private void use(Range r) {
+    long now = client.nanoTime();
+    Range old = current;
+    if (old != Range.NONE) {
+      windowStartNanos = usedSinceNanos;
+      windowTakenBefore = old.taken();
+    } else {
+      windowStartNanos = now;
+      windowTakenBefore = 0;
+    }
+    usedSinceNanos = now;
+    current = r;
+  }
+
+  /**
+   * How long the numbers this cache holds (the rest of the current range and a range fetched ahead) last at
+   * the rate it handed them out since its window began; null when it holds no range, handed out no number in
+   * the window, or no time passed in it.
+   */
+  Duration runway(long nowNanos) {
+    lock.lock();
+    try {
+      Range r = current;
+      if (r == Range.NONE || closed) return null;
+      long taken = r.taken();
+      long held = r.size - taken + (next != null ? next.size : 0);
+      long handedOut = windowTakenBefore + taken;
+      long window = nowNanos - windowStartNanos;
+      if (handedOut <= 0 || window <= 0) return null;
+      return Duration.ofNanos(Math.round(window * ((double) held / handedOut)));
+    } finally {
+      lock.unlock();
     }
   }
 

@@ -3,6 +3,7 @@ package io.hilo.client;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
@@ -187,6 +188,36 @@ class HiloClientTest {
       assertEquals(2, stats.rangesFetched());
       assertEquals(1, stats.callsWaited());  // only the very first call
     }
+  }
+
+  /** The runway (ClientStats.runway): what the client holds, at the rate it handed numbers out lately. */
+  @Test
+  void runway_is_the_numbers_held_at_the_recent_rate() throws Exception {
+    try (HiloClient client = quiet().channel(a.channel).build()) {
+      long[] now = {1_000_000_000L};
+      client.setNanoClockForTesting(() -> now[0]);
+      assertNull(client.stats().runway().get("r"));  // nothing held
+      client.nextId("r");
+      assertNull(client.stats().runway().get("r"));  // no time passed
+      now[0] += 1_000_000_000L;
+      assertEquals(31.0, seconds(client.stats().runway().get("r")), 1e-6);  // 31 at 1 a second
+      for (int i = 2; i <= 10; i++) client.nextId("r");  // the 7th asks for the next range
+      await("the prefetch lands", () -> client.stats().rangesPrefetched() == 1);
+      long ahead = a.max("r") - 32;
+      assertEquals((22.0 + ahead) / 10, seconds(client.stats().runway().get("r")), 1e-6);
+      now[0] += 1_000_000_000L;
+      for (int i = 11; i <= 33; i++) client.nextId("r");
+      // The range ahead took over; the window began with 1-32: 33 numbers in 2 s.
+      assertEquals((ahead - 1) * 2.0 / 33, seconds(client.stats().runway().get("r")), 1e-6);
+      now[0] += 2_000_000_000L;
+      assertEquals((ahead - 1) * 4.0 / 33, seconds(client.stats().runway().get("r")), 1e-6);
+      client.close();
+      assertNull(client.stats().runway().get("r"));  // handed back
+    }
+  }
+
+  private static double seconds(java.time.Duration d) {
+    return d.toNanos() / 1e9;
   }
 
   @Test
