@@ -158,6 +158,11 @@ class Scenario:
     # helpers --------------------------------------------------------------
 
     def _address(self, name: str) -> str:
+        if "+" in name:
+            # One target of several addresses ("PA+PB"): gRPC's ipv4: URI,
+            # which the client's channel resolves to every address given.
+            return "ipv4:" + ",".join(self._address(n)
+                                      for n in name.split("+"))
         if name in self.proxies:
             return self.proxies[name].address
         if name in self.nodes:
