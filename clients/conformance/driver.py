@@ -33,29 +33,59 @@ class Driver:
             env=dict(os.environ, **env) if env else None)
         Watchdog.record(self.proc.pid)
         self._lines: "queue.Queue[Optional[str]]" = queue.Queue()
+        # Answers to requests sent with an "id" (PROTOCOL.md: requests in
+        # flight at once), by that id; every other answer, in order, above.
+        self._tagged: Dict[str, "queue.Queue[Optional[str]]"] = {}
+        self._tagged_lock = threading.Lock()
+        self._write_lock = threading.Lock()
         threading.Thread(target=self._read, daemon=True).start()
         self.separator = "/"
         self.targets: List[str] = []
 
+    def _queue(self, call_id: str) -> "queue.Queue[Optional[str]]":
+        with self._tagged_lock:
+            return self._tagged.setdefault(call_id, queue.Queue())
+
     def _read(self) -> None:
         for line in self.proc.stdout:
-            self._lines.put(line)
+            try:
+                call_id = json.loads(line).get("id")
+            except (ValueError, AttributeError):
+                call_id = None
+            if isinstance(call_id, str):
+                self._queue(call_id).put(line)
+            else:
+                self._lines.put(line)
         self._lines.put(None)
+        with self._tagged_lock:
+            for q in self._tagged.values():
+                q.put(None)
 
-    def call(self, request: Dict, timeout: float = ANSWER_TIMEOUT_S) -> Dict:
+    def call(self, request: Dict, timeout: float = ANSWER_TIMEOUT_S,
+             call_id: Optional[str] = None) -> Dict:
+        """Sends one request and waits for its answer. With call_id, the
+        request carries that "id": the driver starts it at once and goes on
+        reading requests, so that several can be in flight; its answer,
+        whenever it comes, carries the same id (PROTOCOL.md)."""
+        lines = self._lines
+        if call_id is not None:
+            request = dict(request, id=call_id)
+            lines = self._queue(call_id)
         try:
-            self.proc.stdin.write(json.dumps(request) + "\n")
-            self.proc.stdin.flush()
+            with self._write_lock:
+                self.proc.stdin.write(json.dumps(request) + "\n")
+                self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
             raise Failure(f"driver {self.name} is gone (exit status "
                           f"{self.proc.poll()}); its stderr: {self.tail()}")
         try:
-            line = self._lines.get(timeout=timeout)
+            line = lines.get(timeout=timeout)
         except queue.Empty:
             self.stuck = True
             raise Failure(f"driver {self.name} did not answer "
                           f"{request['op']} within {timeout:g} s")
         if line is None:
+            lines.put(None)  # for the next caller waiting on it
             raise Failure(f"driver {self.name} exited (status "
                           f"{self.proc.wait(5)}) on {request['op']}; its "
                           f"stderr: {self.tail()}")
@@ -68,6 +98,7 @@ class Driver:
                 answer.get("ok"), bool):
             raise Failure(f"driver {self.name} answered {request['op']} "
                           f"without a boolean ok: {line.strip()!r}")
+        answer.pop("id", None)
         return answer
 
     def tail(self) -> str:
@@ -81,9 +112,10 @@ class Driver:
             self.proc.wait(10)
         if self.proc.poll() is None:
             try:
-                self.proc.stdin.write('{"op": "exit"}\n')
-                self.proc.stdin.flush()
-                self.proc.stdin.close()
+                with self._write_lock:
+                    self.proc.stdin.write('{"op": "exit"}\n')
+                    self.proc.stdin.flush()
+                    self.proc.stdin.close()
             except (BrokenPipeError, OSError):
                 pass
             try:

@@ -19,6 +19,9 @@ a scenario's script alters only what it names:
                  0), valid or not (253402300800 is past 9999-12-31)
     alter_count  how many NextRange replies the alterations above apply to
                  (then the proxy is transparent again); absent: all
+    return_hold_ms  ReturnRange and ReturnRanges replies are held this long
+                 after the node answered (the return applied; past the
+                 client's deadline, the client sees it fail)
 
 The proxy records what passed: every NextRange (the request's last_size,
 last_range_at and last_max, and the reply as the server gave it and as the
@@ -27,6 +30,11 @@ item of ReturnRanges, with the call it came in). It checks each return
 against the ranges it saw issued (rule: a return names a range the client
 holds, with that range's tag and token, end = its high, low - 1 <= last <=
 high) and keeps every breach in `violations`.
+
+With `who` set (a function of the call's context, peers.py), each issued
+range and each return also records which client (driver) it came from, and
+each return when it arrived, for the runner's checks across a scenario's
+IDs (scenario.py).
 """
 
 from __future__ import annotations
@@ -35,7 +43,7 @@ import threading
 import time
 from concurrent import futures
 from dataclasses import dataclass
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import grpc
 
@@ -58,6 +66,7 @@ class Issued:
     range_at_us: int
     collection: str
     broken: bool  # the client got a reply that breaks the contract
+    client: Optional[str] = None  # the driver it went to, if known
 
 
 @dataclass
@@ -72,6 +81,8 @@ class ReturnSeen:
     index: int  # position within that call
     applied: Optional[bool] = None
     code: int = 0
+    client: Optional[str] = None  # the driver it came from, if known
+    at: float = 0.0  # time.monotonic() when it reached the proxy
 
 
 def _ts_us(ts) -> int:
@@ -101,6 +112,8 @@ class Proxy(hilo_pb2_grpc.HiLoServicer):
         self.returns: List[ReturnSeen] = []
         self.violations: List[str] = []
         self._calls = 0
+        # context -> the client's name or None (peers.py); None: unknown.
+        self.who: Optional[Callable] = None
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=64))
         hilo_pb2_grpc.add_HiLoServicer_to_server(self, self._server)
         self.port = self._server.add_insecure_port("127.0.0.1:0")
@@ -163,7 +176,11 @@ class Proxy(hilo_pb2_grpc.HiLoServicer):
             self._altered += 1
             return True
 
+    def _client(self, context) -> Optional[str]:
+        return self.who(context) if self.who is not None else None
+
     def NextRange(self, request, context):
+        client = self._client(context)
         with self._lock:
             self._calls += 1
             entry = {
@@ -214,7 +231,7 @@ class Proxy(hilo_pb2_grpc.HiLoServicer):
                 _ts_us(reply.range_at), request.collection,
                 bool(hold) or (out.low, out.high, out.node_tag) !=
                 (reply.low, reply.high, reply.node_tag) or
-                not _valid_timestamp(out.range_at)))
+                not _valid_timestamp(out.range_at), client))
             entry.update(done=True, low=reply.low, high=reply.high,
                          tag=reply.node_tag, token=reply.range_token,
                          range_at_us=_ts_us(out.range_at),
@@ -250,7 +267,10 @@ class Proxy(hilo_pb2_grpc.HiLoServicer):
                 f"{what}: last is outside [{i.low - 1}, {i.high}] "
                 f"(the range is {i.low}-{i.high})")
 
-    def _record_returns(self, method: str, items) -> List[ReturnSeen]:
+    def _record_returns(self, method: str, items,
+                        context) -> List[ReturnSeen]:
+        client = self._client(context)
+        at = time.monotonic()
         with self._lock:
             self._calls += 1
             call = self._calls
@@ -258,24 +278,31 @@ class Proxy(hilo_pb2_grpc.HiLoServicer):
             for k, item in enumerate(items):
                 r = ReturnSeen(item.collection, item.end, item.last,
                                item.node_tag, item.range_token, call, method,
-                               k)
+                               k, client=client, at=at)
                 self._check_return(r)
                 self.returns.append(r)
                 seen.append(r)
             return seen
 
     def ReturnRange(self, request, context):
-        seen = self._record_returns("ReturnRange", [request])
+        seen = self._record_returns("ReturnRange", [request], context)
         reply = self._forward(self._stub.ReturnRange, request, context)
         with self._lock:
             seen[0].applied = reply.applied
+        self._hold_return()
         return reply
 
     def ReturnRanges(self, request, context):
-        seen = self._record_returns("ReturnRanges", request.returns)
+        seen = self._record_returns("ReturnRanges", request.returns, context)
         reply = self._forward(self._stub.ReturnRanges, request, context)
         with self._lock:
             for r, result in zip(seen, reply.results):
                 r.applied = result.applied
                 r.code = result.code
+        self._hold_return()
         return reply
+
+    def _hold_return(self) -> None:
+        hold = self.script.get("return_hold_ms", 0)
+        if hold:
+            time.sleep(hold / 1000.0)

@@ -14,8 +14,9 @@ from typing import Dict, List, Tuple
 
 from driver import ANSWER_TIMEOUT_S, Driver
 from outcomes import Failure, Skip
+from peers import Peers
 from processes import FaultLoop, Node
-from proxy import Proxy
+from proxy import Issued, Proxy
 
 TAG = re.compile(r"[A-Z0-9]{1,4}")
 NUMBER_TAG = re.compile(r"([1-9][0-9]*)-([A-Z0-9]{1,4})")
@@ -37,12 +38,21 @@ class Scenario:
         self.drivers: Dict[str, Driver] = {}
         # (collection, number, tag) -> where it was seen first
         self.ids: Dict[Tuple[str, int, str], str] = {}
+        # (collection, number, tag) -> (the client that handed it out, the
+        # time.monotonic() at which the runner had its answer)
+        self.owners: Dict[Tuple[str, int, str], Tuple[str, float]] = {}
+        self._ids_lock = threading.Lock()
+        # Steps started with "start" (run in a thread of their own, their
+        # requests in flight while later steps run): name -> [thread, error]
+        self._started: Dict[str, List] = {}
+        self._local = threading.local()
         self.direct_nodes: set = set()  # nodes some client targets directly
         self.notes: List[str] = []
 
     # IDs ------------------------------------------------------------------
 
-    def _see(self, collection: str, number: int, tag: str, where: str):
+    def _see(self, collection: str, number: int, tag: str, where: str,
+             client: str = "c1"):
         if number < 1:
             raise Failure(f"{where}: number {number} of {collection!r} is "
                           f"below 1")
@@ -50,10 +60,12 @@ class Scenario:
             raise Failure(f"{where}: {collection!r} number {number} has tag "
                           f"{tag!r}, not 1-4 characters of A-Z0-9")
         key = (collection, number, tag)
-        if key in self.ids:
-            raise Failure(f"{where}: ID {number}-{tag} of {collection!r} "
-                          f"handed out twice (first: {self.ids[key]})")
-        self.ids[key] = where
+        with self._ids_lock:
+            if key in self.ids:
+                raise Failure(f"{where}: ID {number}-{tag} of {collection!r} "
+                              f"handed out twice (first: {self.ids[key]})")
+            self.ids[key] = where
+            self.owners[key] = (client, time.monotonic())
 
     def _see_document_id(self, driver: Driver, collection: str, doc: str,
                          where: str) -> Tuple[int, str]:
@@ -67,7 +79,7 @@ class Scenario:
                           f"{prefix}NUMBER-TAG (NUMBER >= 1 without leading "
                           f"zeros, TAG 1-4 of A-Z0-9)")
         number, tag = int(m.group(1)), m.group(2)
-        self._see(collection, number, tag, where)
+        self._see(collection, number, tag, where, driver.name)
         return number, tag
 
     def _check_ranges(self) -> None:
@@ -77,24 +89,80 @@ class Scenario:
             owners = [n for n in self.nodes.values() if n.tag == tag]
             if not owners or any(n.name in self.direct_nodes for n in owners):
                 continue
-            ok = False
-            for p in self.proxies.values():
-                for r in p.issued:
-                    if (r.collection == collection and r.tag == tag and
-                            r.low <= number <= r.high and not r.broken):
-                        ok = True
-                        break
-                if ok:
-                    break
-            if not ok:
+            holding = [r for p in self.proxies.values() for r in p.issued
+                       if r.collection == collection and r.tag == tag and
+                       r.low <= number <= r.high and not r.broken]
+            if not holding:
                 raise Failure(
                     f"{where}: ID {number}-{tag} of {collection!r} is in no "
                     f"range node {tag} issued (that reached the client "
                     f"intact)")
+            client, _ = self.owners[(collection, number, tag)]
+            if all(r.client is not None and r.client != client
+                   for r in holding):
+                raise Failure(
+                    f"{where}: ID {number}-{tag} of {collection!r}, handed "
+                    f"out by client {client}, lies only in a range node "
+                    f"{tag} issued to another client "
+                    f"({', '.join(sorted({r.client for r in holding}))})")
+        self._check_returns_cover_ids()
+
+    def _check_returns_cover_ids(self) -> None:
+        """No return gives back a number its client handed out (R6, R8):
+        for each return by a known client, every ID that client handed out
+        of that range is at or below the return's `last`. An ID the runner
+        had before the return reached the proxy was certainly handed out
+        before it; one it had later (a draw answers at its end) may also
+        come from a later range the node issued to the same client over
+        the returned numbers, so it fails only when no such range holds
+        it."""
+        ranges: Dict[Tuple[str, int], Issued] = {}
+        mine: Dict[str, List[Issued]] = {}
+        for p in self.proxies.values():
+            for r in p.issued:
+                ranges.setdefault((r.collection, r.token), r)
+                if not r.broken:
+                    mine.setdefault(r.client, []).append(r)
+        by_range: Dict[Tuple[str, str], List[Tuple[int, str, float]]] = {}
+        for (collection, number, tag), (client, at) in self.owners.items():
+            by_range.setdefault((collection, tag), []).append(
+                (number, client, at))
+        for name, p in self.proxies.items():
+            for ret in p.returns:
+                issued = ranges.get((ret.collection, ret.token))
+                if ret.client is None or issued is None:
+                    continue
+                for number, client, at in by_range.get(
+                        (ret.collection, issued.tag), []):
+                    if (client != ret.client or number <= ret.last or
+                            not issued.low <= number <= issued.high):
+                        continue
+                    what = (f"client {client} returned {ret.collection!r} "
+                            f"{issued.low}-{issued.high} of {issued.tag} "
+                            f"with last {ret.last} through proxy {name}")
+                    if at < ret.at:
+                        raise Failure(
+                            f"{what}, after it had handed out "
+                            f"{number}-{issued.tag} "
+                            f"({self.ids[(ret.collection, number, issued.tag)]})")
+                    later = [r for r in mine.get(client, []) + mine.get(
+                        None, []) if r.token != issued.token and
+                        r.collection == ret.collection and
+                        r.tag == issued.tag and r.low <= number <= r.high]
+                    if not later:
+                        raise Failure(
+                            f"{what}, and handed out {number}-{issued.tag} "
+                            f"of it ({self.ids[(ret.collection, number, issued.tag)]}), "
+                            f"which no other range of the client holds")
 
     # helpers --------------------------------------------------------------
 
     def _address(self, name: str) -> str:
+        if "+" in name:
+            # One target of several addresses ("PA+PB"): gRPC's ipv4: URI,
+            # which the client's channel resolves to every address given.
+            return "ipv4:" + ",".join(self._address(n)
+                                      for n in name.split("+"))
         if name in self.proxies:
             return self.proxies[name].address
         if name in self.nodes:
@@ -178,7 +246,8 @@ class Scenario:
         timeout = (ANSWER_TIMEOUT_S if within is None else
                    within / 1000.0 + 2)
         start = time.monotonic()
-        answer = driver.call(request, timeout)
+        answer = driver.call(request, timeout,
+                             getattr(self._local, "call_id", None))
         took = (time.monotonic() - start) * 1000
         if within is not None and took > within:
             raise Failure(f"{where}: answered after {took:.0f} ms; the "
@@ -196,15 +265,63 @@ class Scenario:
             proxy = Proxy(self.nodes[p["node"]].address)
             proxy.set_script(p.get("script", {}))
             self.proxies[name] = proxy
+        peers = Peers(lambda: {n: d.proc.pid
+                               for n, d in list(self.drivers.items())})
+        for proxy in self.proxies.values():
+            proxy.who = (lambda context, port=proxy.port:
+                         peers.client_of(context.peer(), port))
         for i, step in enumerate(self.spec["steps"]):
             where = f"step {i + 1} ({step['do']}" + (
                 f" by {step['client']}" if "client" in step else "") + ")"
-            getattr(self, "step_" + step["do"])(step, where)
+            if "start" in step:
+                self._start(step, where)
+            else:
+                getattr(self, "step_" + step["do"])(step, where)
+        for name in list(self._started):
+            self.step_await({"name": name}, "the end (await)")
         for name, proxy in self.proxies.items():
             if proxy.violations:
                 raise Failure(f"proxy {name} saw returns that break the "
                               f"contract: " + "; ".join(proxy.violations))
         self._check_ranges()
+
+    def _start(self, step: Dict, where: str) -> None:
+        """Runs the step in a thread of its own: its requests carry the id
+        `start` names (PROTOCOL.md), so the driver works on them while the
+        next steps run. An `await` step with that name waits for it."""
+        name = step["start"]
+        if name in self._started:
+            raise Failure(f"{where}: {name!r} is already started")
+        self._driver(step)  # started here, not in the thread
+        slot: List = [None, None]
+
+        def run() -> None:
+            self._local.call_id = name
+            try:
+                getattr(self, "step_" + step["do"])(step, where)
+            except (Failure, Skip) as e:
+                slot[1] = e
+            except Exception as e:  # a runner bug: reported at the await
+                slot[1] = Failure(f"{where}: runner error: "
+                                  f"{type(e).__name__}: {e}")
+
+        slot[0] = threading.Thread(target=run, daemon=True)
+        self._started[name] = slot
+        slot[0].start()
+
+    def step_await(self, step: Dict, where: str) -> None:
+        """Waits for a started step; its failure is the scenario's. Every
+        wait inside the step is bounded (the driver's answer), so is this."""
+        slot = self._started.pop(step["name"], None)
+        if slot is None:
+            raise Failure(f"{where}: no step was started as "
+                          f"{step['name']!r}")
+        slot[0].join(step.get("within_ms", 300_000) / 1000.0)
+        if slot[0].is_alive():
+            raise Failure(f"{where}: the step started as {step['name']!r} "
+                          f"did not end")
+        if slot[1] is not None:
+            raise slot[1]
 
     def close(self) -> None:
         for d in self.drivers.values():
@@ -262,7 +379,7 @@ class Scenario:
                 tag = answer.get("tag")
                 if not isinstance(tag, str):
                     raise Failure(f"{w}: answer has no tag")
-                self._see(collection, number, tag, w)
+                self._see(collection, number, tag, w, d.name)
             else:
                 number, tag = self._see_document_id(
                     d, collection, answer.get("document_id"), w)

@@ -13,7 +13,7 @@ import (
 // (up to 2^20 numbers) arrive ahead of need and the fast path is measured.
 
 func benchClient(b *testing.B) *Client {
-	c, err := NewFromClients(Config{}, serve(b, newFakeNode("A")))
+	c, err := NewFromClients(Config{}, serve(b, newFakeNode(b, "A")))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -78,7 +77,7 @@ func wantCode(t *testing.T, err error, code codes.Code, msgPart string) {
 }
 
 func TestDocumentIDsCarryCollectionSeparatorNumberAndTag(t *testing.T) {
-	c := newTestClient(t, Config{Separator: ':'}, newFakeNode("AB1"))
+	c := newTestClient(t, Config{Separator: ':'}, newFakeNode(t, "AB1"))
 	for want := 1; want <= 3; want++ {
 		id, err := c.NextDocumentID(bg, "orders")
 		if err != nil {
@@ -103,7 +102,7 @@ func TestDocumentIDsCarryCollectionSeparatorNumberAndTag(t *testing.T) {
 // from alternate nodes and Close sent each return down whichever
 // connection came next, where the other node refused it.
 func TestTargetWithSeveralAddressesUsesOneAtATime(t *testing.T) {
-	a, b := newFakeNode("A"), newFakeNode("B")
+	a, b := newFakeNode(t, "A"), newFakeNode(t, "B")
 	lisA, lisB := listen(t, a), listen(t, b)
 	r := manual.NewBuilderWithScheme("hilotest")
 	r.InitialState(resolver.State{Addresses: []resolver.Address{{Addr: "node-a"}, {Addr: "node-b"}}})
@@ -142,7 +141,7 @@ func TestTargetWithSeveralAddressesUsesOneAtATime(t *testing.T) {
 // A name that is not UTF-8 cannot be marshalled: INVALID_ARGUMENT, as the
 // server would answer, and nothing is sent (CONTRACT.md R13, R19).
 func TestInvalidUTF8CollectionIsInvalidArgument(t *testing.T) {
-	node := newFakeNode("A")
+	node := newFakeNode(t, "A")
 	c := newTestClient(t, Config{PrefetchAt: PrefetchOff}, node)
 	_, err := c.NextID(bg, "u\xffx")
 	wantCode(t, err, codes.InvalidArgument, "is not valid UTF-8")
@@ -186,90 +185,8 @@ func TestConfigRefusesBadSeparatorsAndOptions(t *testing.T) {
 	wantCode(t, err, codes.InvalidArgument, "Config.Targets is empty")
 }
 
-func TestOneFetchWhenManyCallersFindACollectionDry(t *testing.T) {
-	node := newFakeNode("A")
-	gate := make(chan struct{})
-	node.with(func() { node.gate = gate })
-	c := newTestClient(t, Config{PrefetchAt: PrefetchOff}, node)
-	const callers = 32 // the first range holds exactly 32 numbers
-	ids := make(chan ID, callers)
-	errs := make(chan error, callers)
-	var wg sync.WaitGroup
-	for i := 0; i < callers; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			id, err := c.NextID(bg, "dry")
-			if err != nil {
-				errs <- err
-				return
-			}
-			ids <- id
-		}()
-	}
-	// Every caller is in: each either waits for the fetch or is about to.
-	eventually(t, "one NextRange arrived", func() bool {
-		var n int
-		node.with(func() { n = len(node.nextReqs) })
-		return n == 1
-	})
-	time.Sleep(20 * time.Millisecond) // give late callers a chance to misbehave
-	close(gate)
-	wg.Wait()
-	close(ids)
-	close(errs)
-	for err := range errs {
-		t.Fatalf("NextID: %v", err)
-	}
-	seen := map[int64]bool{}
-	for id := range ids {
-		if id.NodeTag != "A" || id.Number < 1 || id.Number > 32 || seen[id.Number] {
-			t.Fatalf("bad or repeated ID %+v", id)
-		}
-		seen[id.Number] = true
-	}
-	node.with(func() {
-		if len(node.nextReqs) != 1 {
-			t.Fatalf("%d NextRange calls for %d callers on a dry collection, want 1", len(node.nextReqs), callers)
-		}
-	})
-	if s := c.Stats(); s.CallsWaited != callers || s.RangesFetched != 1 {
-		t.Fatalf("stats %+v, want %d calls waited and 1 range fetched", s, callers)
-	}
-}
-
-func TestWaitersGetTheFetchErrorAndDoNotFetchAgain(t *testing.T) {
-	node := newFakeNode("A")
-	gate := make(chan struct{})
-	arrived := make(chan struct{}, 100)
-	node.with(func() { node.gate, node.arrived, node.nextErr = gate, arrived, []codes.Code{codes.Unavailable} })
-	c := newTestClient(t, Config{PrefetchAt: PrefetchOff}, node)
-	const callers = 10
-	errs := make(chan error, callers)
-	for i := 0; i < callers; i++ {
-		go func() {
-			_, err := c.NextID(bg, "dry")
-			errs <- err
-		}()
-	}
-	<-arrived
-	time.Sleep(20 * time.Millisecond)
-	close(gate)
-	for i := 0; i < callers; i++ {
-		wantCode(t, <-errs, codes.Unavailable, "no hilo server answered NextRange for \"dry\"")
-	}
-	node.with(func() {
-		if len(node.nextReqs) != 1 {
-			t.Fatalf("%d NextRange calls, want 1: waiters must not fetch again", len(node.nextReqs))
-		}
-	})
-	if s := c.Stats(); s.Errors[codes.Unavailable] != 1 {
-		t.Fatalf("stats errors %v, want one UNAVAILABLE fetch", s.Errors)
-	}
-}
-
 func TestCallerContextEndsItsWait(t *testing.T) {
-	node := newFakeNode("A")
+	node := newFakeNode(t, "A")
 	gate := make(chan struct{})
 	arrived := make(chan struct{}, 1)
 	node.with(func() { node.gate, node.arrived = gate, arrived })
@@ -293,7 +210,7 @@ func TestCallerContextEndsItsWait(t *testing.T) {
 }
 
 func TestServerErrorsWrapTheirStatus(t *testing.T) {
-	c := newTestClient(t, Config{}, newFakeNode("A"))
+	c := newTestClient(t, Config{}, newFakeNode(t, "A"))
 	_, err := c.NextID(bg, "")
 	wantCode(t, err, codes.InvalidArgument, "target 0: NextRange of \"\"")
 	st, ok := status.FromError(errors.Unwrap(err))
@@ -302,54 +219,10 @@ func TestServerErrorsWrapTheirStatus(t *testing.T) {
 	}
 }
 
-func TestEachRequestReportsThePreviousRange(t *testing.T) {
-	node := newFakeNode("A")
-	c := newTestClient(t, Config{PrefetchAt: PrefetchOff}, node)
-	for i := 0; i < 33; i++ {
-		mustID(t, c, "sizes")
-	}
-	node.with(func() {
-		if len(node.nextReqs) != 2 {
-			t.Fatalf("%d NextRange calls, want 2", len(node.nextReqs))
-		}
-		first, second := node.nextReqs[0], node.nextReqs[1]
-		if first.LastSize != 0 || first.LastMax != 0 || first.LastRangeAt != nil {
-			t.Fatalf("first request %v reports a previous range", first)
-		}
-		if second.LastSize != 32 || second.LastMax != 32 || second.LastRangeAt == nil {
-			t.Fatalf("second request %v, want last_size 32, last_max 32 and last_range_at", second)
-		}
-	})
-	// A range issued under 30 s ago doubles: 33-96.
-	for i := 34; i <= 96; i++ {
-		if id := mustID(t, c, "sizes"); id.Number != int64(i) {
-			t.Fatalf("got %d, want %d", id.Number, i)
-		}
-	}
-}
-
-func TestPrefetchAtAFifthKeepsCallersFromWaiting(t *testing.T) {
-	node := newFakeNode("A")
-	c := newTestClient(t, Config{}, node)
-	for i := 1; i <= 7; i++ { // the 7th of 32 is ceil(0.2*32)
-		mustID(t, c, "ahead")
-	}
-	eventually(t, "the range after 1-32 is fetched ahead", func() bool { return c.Stats().RangesPrefetched == 1 })
-	for i := 8; i <= 40; i++ {
-		if id := mustID(t, c, "ahead"); id.Number != int64(i) || id.NodeTag != "A" {
-			t.Fatalf("got %+v, want %d-A", id, i)
-		}
-	}
-	s := c.Stats()
-	if s.CallsWaited != 1 || s.RangesFetched != 2 || s.RangesPrefetched != 1 {
-		t.Fatalf("stats %+v: want only the first call to wait, 2 ranges, 1 prefetched", s)
-	}
-}
-
 // The runway (Stats.Runway): what the client holds of a collection, at the
 // rate it handed numbers out since the range before the current one came.
 func TestRunwayIsTheNumbersHeldAtTheRecentRate(t *testing.T) {
-	node := newFakeNode("A")
+	node := newFakeNode(t, "A")
 	c := newTestClient(t, Config{}, node)
 	var mu sync.Mutex
 	now := time.Unix(1_800_000_000, 0)
@@ -399,85 +272,6 @@ func TestRunwayIsTheNumbersHeldAtTheRecentRate(t *testing.T) {
 	}
 }
 
-func TestEachNumberCarriesTheTagOfItsRange(t *testing.T) {
-	a, b := newFakeNode("A"), newFakeNode("B")
-	c := newTestClient(t, Config{}, a, b)
-	if id := mustID(t, c, "tags"); id != (ID{1, "A"}) {
-		t.Fatalf("first ID %+v, want 1-A", id)
-	}
-	// A stops answering: the range fetched ahead comes from B, while the
-	// rest of A's range is still handed out with A's tag.
-	a.with(func() { a.nextErr = []codes.Code{codes.Unavailable, codes.Unavailable, codes.Unavailable} })
-	for i := 2; i <= 7; i++ {
-		mustID(t, c, "tags")
-	}
-	eventually(t, "B's range is fetched ahead", func() bool { return c.Stats().RangesPrefetched == 1 })
-	for i := 8; i <= 40; i++ {
-		id := mustID(t, c, "tags")
-		want := ID{int64(i), "A"}
-		if i > 32 {
-			want.NodeTag = "B" // B starts above last_max = 32
-		}
-		if id != want {
-			t.Fatalf("got %+v, want %+v", id, want)
-		}
-	}
-	if s := c.Stats(); s.Failovers != 1 {
-		t.Fatalf("stats %+v, want 1 failover", s)
-	}
-}
-
-func TestRepliesThatBreakTheContractAreRefused(t *testing.T) {
-	cases := []struct {
-		name   string
-		mangle func(r *hilov1.NextRangeResponse)
-		want   string
-	}{
-		{"tag with a bad character", func(r *hilov1.NextRangeResponse) { r.NodeTag = "ab!" }, `node tag "ab!"`},
-		{"empty tag", func(r *hilov1.NextRangeResponse) { r.NodeTag = "" }, `node tag ""`},
-		{"five-character tag", func(r *hilov1.NextRangeResponse) { r.NodeTag = "ABCDE" }, `node tag "ABCDE"`},
-		{"range from 0", func(r *hilov1.NextRangeResponse) { r.Low = 0 }, "invalid range [0, 32]"},
-		{"high below low", func(r *hilov1.NextRangeResponse) { r.High = r.Low - 1 }, "invalid range [1, 0]"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			bad := newFakeNode("A")
-			bad.with(func() { bad.mangle = tc.mangle })
-			alone := newTestClient(t, Config{}, bad)
-			_, err := alone.NextID(bg, "c")
-			wantCode(t, err, codes.Internal, tc.want)
-			// With a good node after it, the good node's range is used.
-			bad2, good := newFakeNode("A"), newFakeNode("G")
-			bad2.with(func() { bad2.mangle = tc.mangle })
-			both := newTestClient(t, Config{}, bad2, good)
-			if id := mustID(t, both, "c"); id != (ID{1, "G"}) {
-				t.Fatalf("got %+v, want 1-G from the good node", id)
-			}
-			if s := both.Stats(); s.Failovers != 1 {
-				t.Fatalf("stats %+v, want 1 failover", s)
-			}
-		})
-	}
-}
-
-func TestARangeNotAboveThatNodesLastOneIsRefused(t *testing.T) {
-	node := newFakeNode("A")
-	c := newTestClient(t, Config{PrefetchAt: PrefetchOff}, node)
-	for i := 0; i < 32; i++ {
-		mustID(t, c, "again")
-	}
-	// The node now hands out 1-32 again (as after losing its disk).
-	node.with(func() {
-		node.mangle = func(r *hilov1.NextRangeResponse) { r.Low, r.High = 32, 63 }
-	})
-	_, err := c.NextID(bg, "again")
-	wantCode(t, err, codes.Internal, "does not lie above that node's previous range of \"again\" (up to 32)")
-	node.with(func() { node.mangle = nil })
-	if id := mustID(t, c, "again"); id.Number <= 32 {
-		t.Fatalf("got %+v after the node recovered; nothing at or below 32 may come again", id)
-	}
-}
-
 // holdTwoRanges leaves c holding 1-32 with 7 numbers used and 33-96
 // fetched ahead, both from node.
 func holdTwoRanges(t *testing.T, c *Client) {
@@ -488,40 +282,8 @@ func holdTwoRanges(t *testing.T, c *Client) {
 	eventually(t, "33-96 is fetched ahead", func() bool { return c.Stats().RangesPrefetched == 1 })
 }
 
-func TestCloseReturnsTheRangeAheadThenTheTailInOneCall(t *testing.T) {
-	node := newFakeNode("A")
-	c := newTestClient(t, Config{}, node)
-	holdTwoRanges(t, c)
-	if err := c.Close(bg); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
-	node.with(func() {
-		if len(node.batches) != 1 || len(node.singles) != 0 {
-			t.Fatalf("%d ReturnRanges and %d ReturnRange calls, want one ReturnRanges", len(node.batches), len(node.singles))
-		}
-		got := node.batches[0].Returns
-		if len(got) != 2 || got[0].End != 96 || got[0].Last != 32 || got[1].End != 32 || got[1].Last != 7 ||
-			got[0].RangeToken == 0 || got[1].RangeToken == 0 || got[0].RangeToken == got[1].RangeToken ||
-			got[0].NodeTag != "A" || got[1].NodeTag != "A" {
-			t.Fatalf("returns %v, want 33-96 whole then 8-32, each with its own token", got)
-		}
-		if m := node.colls["pair"].max; m != 7 {
-			t.Fatalf("the node's Max is %d after Close, want 7 (the last number used)", m)
-		}
-	})
-	if s := c.Stats(); s.ReturnsApplied != 2 || s.ReturnsRefused != 0 || s.ReturnsFailed != 0 {
-		t.Fatalf("stats %+v, want 2 returns applied", s)
-	}
-	if _, err := c.NextID(bg, "pair"); !errors.Is(err, ErrClosed) {
-		t.Fatalf("NextID after Close: %v, want ErrClosed", err)
-	}
-	if err := c.Close(bg); !errors.Is(err, ErrClosed) {
-		t.Fatalf("second Close: %v, want ErrClosed", err)
-	}
-}
-
 func TestCloseFallsBackToSingleReturnsInTheSameOrder(t *testing.T) {
-	node := newFakeNode("A")
+	node := newFakeNode(t, "A")
 	node.with(func() { node.noBatches = true })
 	c := newTestClient(t, Config{}, node)
 	holdTwoRanges(t, c)
@@ -533,14 +295,14 @@ func TestCloseFallsBackToSingleReturnsInTheSameOrder(t *testing.T) {
 		if len(got) != 2 || got[0].End != 96 || got[0].Last != 32 || got[1].End != 32 || got[1].Last != 7 {
 			t.Fatalf("ReturnRange calls %v, want 33-96 whole then 8-32", got)
 		}
-		if m := node.colls["pair"].max; m != 7 {
+		if m := node.max("pair"); m != 7 {
 			t.Fatalf("the node's Max is %d, want 7", m)
 		}
 	})
 }
 
 func TestCloseRetriesAReturnThatFoundTheNodeUnavailable(t *testing.T) {
-	node := newFakeNode("A")
+	node := newFakeNode(t, "A")
 	node.with(func() { node.returnsErr = []codes.Code{codes.Unavailable, codes.DeadlineExceeded} })
 	c := newTestClient(t, Config{PrefetchAt: PrefetchOff}, node)
 	for i := 0; i < 3; i++ {
@@ -550,8 +312,8 @@ func TestCloseRetriesAReturnThatFoundTheNodeUnavailable(t *testing.T) {
 		t.Fatalf("Close: %v", err)
 	}
 	node.with(func() {
-		if len(node.batches) != 3 || node.colls["retry"].max != 3 {
-			t.Fatalf("%d ReturnRanges calls, Max %d; want 3 calls and Max 3", len(node.batches), node.colls["retry"].max)
+		if len(node.batches) != 3 || node.max("retry") != 3 {
+			t.Fatalf("%d ReturnRanges calls, Max %d; want 3 calls and Max 3", len(node.batches), node.max("retry"))
 		}
 		for _, b := range node.batches {
 			if !proto.Equal(b, node.batches[0]) {
@@ -565,7 +327,7 @@ func TestCloseRetriesAReturnThatFoundTheNodeUnavailable(t *testing.T) {
 }
 
 func TestCloseLogsAndCountsAReturnThatKeptFailingButReturnsNil(t *testing.T) {
-	node := newFakeNode("A")
+	node := newFakeNode(t, "A")
 	node.with(func() {
 		node.returnsErr = []codes.Code{codes.Unavailable, codes.Unavailable, codes.Unavailable, codes.Unavailable}
 	})
@@ -590,73 +352,9 @@ func TestCloseLogsAndCountsAReturnThatKeptFailingButReturnsNil(t *testing.T) {
 	}
 }
 
-func TestAReturnedRangeIsNeverUsedAgain(t *testing.T) {
-	node := newFakeNode("A")
-	c := newTestClient(t, Config{PrefetchAt: PrefetchOff}, node)
-	h := c.Collection("gone")
-	if _, err := h.NextID(bg); err != nil {
-		t.Fatal(err)
-	}
-	// Callers draw while Close retires the range: each either got its
-	// number before (it is counted as used) or gets ErrClosed.
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var got []int64
-	for g := 0; g < 4; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				id, err := h.NextID(bg)
-				if errors.Is(err, ErrClosed) {
-					return
-				}
-				if err != nil {
-					t.Errorf("NextID: %v", err)
-					return
-				}
-				mu.Lock()
-				got = append(got, id.Number)
-				mu.Unlock()
-			}
-		}()
-	}
-	if err := c.Close(bg); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
-	wg.Wait()
-	var max int64 = 1
-	for _, n := range got {
-		if n > max {
-			max = n
-		}
-	}
-	node.with(func() {
-		m := node.colls["gone"].max
-		if m < max {
-			t.Fatalf("the node took back numbers up to %d, but %d was handed out", m, max)
-		}
-	})
-}
-
-func TestManyGoroutinesTwoNodesNoIDTwice(t *testing.T) {
-	a, b := newFakeNode("A"), newFakeNode("B")
-	c := newTestClient(t, Config{}, a, b)
-	const goroutines, each = 8, 3000
-	drawAllDistinct(t, goroutines, each, func(g, i int) (ID, error) {
-		if g == 0 && i == each/2 {
-			down := make([]codes.Code, 1000)
-			for k := range down {
-				down[k] = codes.Unavailable
-			}
-			a.with(func() { a.nextErr = down })
-		}
-		return c.NextID(bg, "busy")
-	})
-}
-
 func TestCloseNeverSplitsAPairAcrossBatches(t *testing.T) {
-	node := newFakeNode("A")
+	// 601 collections at once: above the server's default creations a minute.
+	node := newFakeNode(t, "A", "--max_collection_creations_per_minute=1000")
 	c := newTestClient(t, Config{}, node)
 	// c000 holds only a tail; c001-c600 a tail and a range fetched ahead:
 	// 1201 returns, more than one call's 1000. In name order the 1000th
@@ -693,7 +391,7 @@ func TestCloseNeverSplitsAPairAcrossBatches(t *testing.T) {
 			if len(calls) == 2 && calls[0] != calls[1] {
 				t.Fatalf("the two returns of %s went in calls %v", name, calls)
 			}
-			if m := node.colls[name].max; m != 7 && name != "c000" {
+			if m := node.max(name); m != 7 && name != "c000" {
 				t.Fatalf("%s: Max %d after Close, want 7", name, m)
 			}
 		}
@@ -704,7 +402,7 @@ func TestCloseNeverSplitsAPairAcrossBatches(t *testing.T) {
 }
 
 func TestCloseFallbackKeepsEachCollectionsOrderAcrossManyCollections(t *testing.T) {
-	node := newFakeNode("A")
+	node := newFakeNode(t, "A")
 	node.with(func() { node.noBatches = true })
 	c := newTestClient(t, Config{}, node)
 	const collections = 40
@@ -733,9 +431,10 @@ func TestCloseFallbackKeepsEachCollectionsOrderAcrossManyCollections(t *testing.
 				t.Fatalf("%s: its tail went back before its range fetched ahead", r.Collection)
 			}
 		}
-		for name, coll := range node.colls {
-			if coll.max != 7 {
-				t.Fatalf("%s: Max %d after Close, want 7", name, coll.max)
+		for i := 0; i < collections; i++ {
+			name := fmt.Sprintf("m%02d", i)
+			if m := node.max(name); m != 7 {
+				t.Fatalf("%s: Max %d after Close, want 7", name, m)
 			}
 		}
 	})
@@ -776,7 +475,7 @@ func TestWaitersGiveUpOnAFetchThatHangs(t *testing.T) {
 }
 
 func TestTheTargetThatAnsweredStaysPreferred(t *testing.T) {
-	a, b := newFakeNode("A"), newFakeNode("B")
+	a, b := newFakeNode(t, "A"), newFakeNode(t, "B")
 	a.with(func() { a.nextErr = []codes.Code{codes.DeadlineExceeded} })
 	c := newTestClient(t, Config{PrefetchAt: PrefetchOff}, a, b)
 	if id := mustID(t, c, "stay"); id != (ID{1, "B"}) {
@@ -803,7 +502,7 @@ func TestTheTargetThatAnsweredStaysPreferred(t *testing.T) {
 // first call: each connection attempt may take as long as a call
 // (RPCTimeout), not just the backoff's first step of about 100 ms.
 func TestASlowConnectionSetUpStillServesTheFirstCall(t *testing.T) {
-	lis := listen(t, newFakeNode("S"))
+	lis := listen(t, newFakeNode(t, "S"))
 	const setUp = 400 * time.Millisecond // the link's delay before the connection is there
 	slowLink := grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
 		delay := time.NewTimer(setUp)

@@ -2,13 +2,10 @@ package hilo
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/binary"
 	"net"
 	"sync"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	hilov1 "github.com/hilo-id/hilo/gen/go/hilo/v1"
 	"google.golang.org/grpc"
@@ -16,23 +13,32 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// fakeNode is an in-process hilo node that keeps the server's rules as the
-// README's "The contract" states them: the size rule, low = max(Max,
-// last_max) + 1, a fresh token per range, returns applied only with the
-// last range's live token, Max == end and last >= the return floor, at most
-// once, and the whole return of an adjacent later range giving the earlier
-// one its token and floor back. Tests can break it on purpose through its
-// hooks, and read what it was asked.
+// fakeNode is a real hilo_server (startServer: CTest always gives one)
+// behind an in-process gRPC layer that forwards every call to it, so every
+// rule the client meets is the server's own: the layer keeps none of them
+// (it used to keep a copy of the size rule, the tokens and the return
+// rules, about 150 lines that had to follow every change of the server).
+//
+// It is kept only for what neither the real server nor the conformance
+// suite's proxy (clients/conformance/proxy.py) can do, which the tests of
+// this file need: hold a NextRange until the test lets it go (gate, with
+// arrived to know it came), fail chosen calls with a chosen code
+// (nextErr, returnsErr), answer ReturnRanges with UNIMPLEMENTED as a node
+// older than ReturnRanges does (noBatches), alter a reply (mangle), record
+// every request as the node got it, and serve over an in-process listener
+// (bufconn), so that a test can control the connection itself. What the
+// real server plus the proxy can show is a conformance scenario, not a
+// test here (README.md, "Tests").
 type fakeNode struct {
 	hilov1.UnimplementedHiLoServer
-	tag string
-	now func() time.Time
+	tag   string
+	t     testing.TB
+	node  hilov1.HiLoClient      // the real server behind the layer
+	admin hilov1.HiLoAdminClient // to read its stored Max
 
-	mu    sync.Mutex
-	colls map[string]*fakeCollection
+	mu sync.Mutex
 	// Hooks, read under mu.
 	gate       chan struct{}                   // NextRange waits for it to close
 	nextErr    []codes.Code                    // the next NextRange calls fail with these
@@ -45,46 +51,31 @@ type fakeNode struct {
 	arrived    chan struct{}                   // gets a value per NextRange, if set
 }
 
-type fakeCollection struct {
-	max, floor   int64
-	token        uint64 // of the range issued last; 0 once retired
-	low          int64  // of the range issued last
-	prevToken    uint64 // the range before, restored by a whole return
-	prevFloor    int64
-	prevAdjacent bool // the last range's low was the one before's high + 1
+// newFakeNode starts a real hilo_server with node tag `tag` (and flags),
+// stopped when the test ends, and the layer in front of it.
+func newFakeNode(t testing.TB, tag string, flags ...string) *fakeNode {
+	t.Helper()
+	server := startServer(t, tag, flags...)
+	conn, err := grpc.Dial(server.target, grpc.WithInsecure())
+	if err != nil {
+		t.Fatalf("dial hilo_server: %v", err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return &fakeNode{tag: tag, t: t, node: hilov1.NewHiLoClient(conn), admin: hilov1.NewHiLoAdminClient(conn)}
 }
 
-const (
-	fakeMinSize = 32
-	fakeMaxSize = 1 << 20
-)
-
-func newFakeNode(tag string) *fakeNode {
-	return &fakeNode{tag: tag, now: time.Now, colls: map[string]*fakeCollection{}}
-}
-
-func validName(name string) bool {
-	if len(name) < 1 || len(name) > 256 || !utf8.ValidString(name) {
-		return false
+// max is the real server's stored Max of a collection (0 if it has none).
+func (n *fakeNode) max(collection string) int64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := n.admin.GetCollection(ctx, &hilov1.GetCollectionRequest{Collection: collection})
+	if status.Code(err) == codes.NotFound {
+		return 0
 	}
-	for _, r := range name {
-		if r < 0x20 || r == 0x7f {
-			return false
-		}
+	if err != nil {
+		n.t.Fatalf("GetCollection(%q) on node %s: %v", collection, n.tag, err)
 	}
-	return true
-}
-
-func randomToken() uint64 {
-	var b [8]byte
-	for {
-		if _, err := rand.Read(b[:]); err != nil {
-			panic(err)
-		}
-		if t := binary.LittleEndian.Uint64(b[:]); t != 0 {
-			return t
-		}
-	}
+	return resp.GetCollection().GetMax()
 }
 
 func (n *fakeNode) NextRange(ctx context.Context, req *hilov1.NextRangeRequest) (*hilov1.NextRangeResponse, error) {
@@ -109,117 +100,48 @@ func (n *fakeNode) NextRange(ctx context.Context, req *hilov1.NextRangeRequest) 
 	if fail != codes.OK {
 		return nil, status.Errorf(fail, "node %s fails on purpose", n.tag)
 	}
-	if !validName(req.GetCollection()) {
-		return nil, status.Errorf(codes.InvalidArgument, "collection name %q is not 1-256 bytes of UTF-8 without control characters", req.GetCollection())
-	}
-	if req.GetLastSize() < 0 || req.GetLastMax() < 0 {
-		return nil, status.Error(codes.InvalidArgument, "last_size and last_max must not be negative")
-	}
-	size := req.GetLastSize()
-	if size < fakeMinSize {
-		size = fakeMinSize
-	}
-	if size > fakeMaxSize {
-		size = fakeMaxSize
-	}
-	now := n.now()
-	if req.GetLastSize() > 0 && req.GetLastRangeAt() != nil {
-		age := now.Sub(req.GetLastRangeAt().AsTime())
-		switch {
-		case age < 30*time.Second:
-			size *= 2
-		case age > 60*time.Second:
-			size /= 2
-		}
-		if size < fakeMinSize {
-			size = fakeMinSize
-		}
-		if size > fakeMaxSize {
-			size = fakeMaxSize
-		}
+	resp, err := n.node.NextRange(ctx, req)
+	if err != nil {
+		return nil, status.Convert(err).Err()
 	}
 	n.mu.Lock()
-	defer n.mu.Unlock()
-	c := n.colls[req.GetCollection()]
-	if c == nil {
-		c = &fakeCollection{}
-		n.colls[req.GetCollection()] = c
-	}
-	low := c.max
-	if req.GetLastMax() > low {
-		low = req.GetLastMax()
-	}
-	low++
-	resp := &hilov1.NextRangeResponse{
-		Low: low, High: low + size - 1, NodeTag: n.tag,
-		RangeAt: timestamppb.New(now), RangeToken: randomToken(),
-	}
-	c.prevToken, c.prevFloor, c.prevAdjacent = c.token, c.floor, c.token != 0 && low == c.max+1
-	c.max, c.floor, c.token, c.low = resp.High, low-1, resp.RangeToken, low
-	if n.mangle != nil {
-		n.mangle(resp) // a node that breaks the contract
+	mangle := n.mangle
+	n.mu.Unlock()
+	if mangle != nil {
+		mangle(resp) // a node that breaks the contract
 	}
 	return resp, nil
 }
 
-// judge applies one return as the contract says; the caller holds mu.
-func (n *fakeNode) judge(req *hilov1.ReturnRangeRequest) (*hilov1.ReturnRangeResponse, error) {
-	if !validName(req.GetCollection()) || req.GetEnd() < 1 || req.GetLast() < 0 || req.GetLast() > req.GetEnd() {
-		return nil, status.Error(codes.InvalidArgument, "bad return")
-	}
-	if req.GetRangeToken() == 0 {
-		return nil, status.Error(codes.FailedPrecondition, "a return needs its range_token")
-	}
-	c := n.colls[req.GetCollection()]
-	if c == nil {
-		return &hilov1.ReturnRangeResponse{}, nil
-	}
-	ok := (req.GetNodeTag() == "" || req.GetNodeTag() == n.tag) && req.GetRangeToken() == c.token &&
-		c.max == req.GetEnd() && c.floor <= req.GetLast()
-	if !ok {
-		return &hilov1.ReturnRangeResponse{Applied: false, Max: c.max}, nil
-	}
-	whole := req.GetLast() == c.low-1
-	c.max, c.floor, c.token = req.GetLast(), req.GetLast(), 0
-	if whole && c.prevAdjacent {
-		c.token, c.floor = c.prevToken, c.prevFloor
-		c.prevAdjacent, c.prevToken = false, 0
-		c.low = c.floor + 1
-	}
-	return &hilov1.ReturnRangeResponse{Applied: true, Max: c.max}, nil
-}
-
 func (n *fakeNode) ReturnRange(ctx context.Context, req *hilov1.ReturnRangeRequest) (*hilov1.ReturnRangeResponse, error) {
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	n.singles = append(n.singles, proto.Clone(req).(*hilov1.ReturnRangeRequest))
-	return n.judge(req)
+	n.mu.Unlock()
+	resp, err := n.node.ReturnRange(ctx, req)
+	if err != nil {
+		return nil, status.Convert(err).Err()
+	}
+	return resp, nil
 }
 
 func (n *fakeNode) ReturnRanges(ctx context.Context, req *hilov1.ReturnRangesRequest) (*hilov1.ReturnRangesResponse, error) {
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	if n.noBatches {
+		n.mu.Unlock()
 		return nil, status.Error(codes.Unimplemented, "unknown method ReturnRanges")
 	}
 	n.batches = append(n.batches, proto.Clone(req).(*hilov1.ReturnRangesRequest))
+	var fail codes.Code
 	if len(n.returnsErr) > 0 {
-		code := n.returnsErr[0]
-		n.returnsErr = n.returnsErr[1:]
-		return nil, status.Errorf(code, "node %s fails on purpose", n.tag)
+		fail, n.returnsErr = n.returnsErr[0], n.returnsErr[1:]
 	}
-	if len(req.GetReturns()) > 1000 {
-		return nil, status.Error(codes.InvalidArgument, "more than 1000 returns")
+	n.mu.Unlock()
+	if fail != codes.OK {
+		return nil, status.Errorf(fail, "node %s fails on purpose", n.tag)
 	}
-	resp := &hilov1.ReturnRangesResponse{}
-	for _, item := range req.GetReturns() {
-		r, err := n.judge(item)
-		if err != nil {
-			st := status.Convert(err)
-			resp.Results = append(resp.Results, &hilov1.ReturnRangeResult{Code: int32(st.Code()), Message: st.Message()})
-			continue
-		}
-		resp.Results = append(resp.Results, &hilov1.ReturnRangeResult{Applied: r.Applied, Max: r.Max})
+	resp, err := n.node.ReturnRanges(ctx, req)
+	if err != nil {
+		return nil, status.Convert(err).Err()
 	}
 	return resp, nil
 }

@@ -40,7 +40,7 @@ var servingLine = regexp.MustCompile(`serving node \S+ on port (\d+)`)
 
 // startServer starts $HILO_SERVER_BIN with node tag `tag` and extra flags.
 // Without HILO_SERVER_BIN the test is skipped (CTest always sets it).
-func startServer(t *testing.T, tag string, flags ...string) *serverProcess {
+func startServer(t testing.TB, tag string, flags ...string) *serverProcess {
 	t.Helper()
 	bin := os.Getenv("HILO_SERVER_BIN")
 	if bin == "" {

@@ -1,6 +1,9 @@
-// HiloClient against an in-process double of hilo_server that keeps the
-// server's rules (helpers.mjs) and breaks them only where a test says so:
-// replies that break the contract, held replies, returns, outages.
+// HiloClient through a hook layer in front of a real hilo_server
+// (startDouble, helpers.mjs), for what the conformance suite cannot show:
+// held calls, scripted failures of returns, ReturnRanges UNIMPLEMENTED, an
+// injected clock, the JS API (AbortSignal, bigint), and the draw program.
+// Whatever the real server plus the suite's proxy can show is a conformance
+// scenario (clients/conformance/), not a test here.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -14,106 +17,28 @@ async function double(opts) {
   return d;
 }
 after(async () => {
-  for (const d of doubles) d.kill();
+  for (const d of doubles) await d.kill();
 });
 
-const INT64_MAX = 2n ** 63n - 1n;
+// The highest last_max a server takes (kMaxFloor, service/store/validation.h):
+// its numbers go up to about 2^62, far past 2^53, where a JS number rounds.
+const TOP = 2n ** 62n;
 
-for (const [name, reply] of [
-  ['a node tag that is not 1-4 of A-Z0-9', (r) => ({ ...r, node_tag: 'ab!' })],
-  ['an empty node tag', (r) => ({ ...r, node_tag: '' })],
-  ['a five-character node tag', (r) => ({ ...r, node_tag: 'ABCDE' })],
-  ['a range starting at 0', (r) => ({ ...r, low: '0' })],
-  ['a range whose high is below its low', (r) => ({ ...r, high: String(BigInt(r.low) - 1n) })],
-  ['a range_at past 9999-12-31', (r) => ({ ...r, range_at: { seconds: '253402300800', nanos: 0 } })],
-  ['a range of 2^63 - 1 numbers', (r) => ({ ...r, low: '1', high: '9223372036854775807' })],
-]) {
-  test(`${name} is refused: INTERNAL from one target, the next target's range with two`, async () => {
-    const bad = await double({ tag: 'A' });
-    const good = await double({ tag: 'B' });
-    bad.nextRangeHook = (req, rules) => reply(rules.issue(req));
-    const alone = new HiloClient({ targets: [bad.target] });
-    const e = await rejectsWith(alone.nextId('c'), 'INTERNAL');
-    assert.match(e.message, new RegExp(bad.target));
-    await alone.close();
-    const both = new HiloClient({ targets: [bad.target, good.target], prefetchAt: 0 });
-    assert.equal(await both.nextDocumentId('c'), 'c/1-B');
-    assert.equal(both.stats().failovers, 1);
-    await both.close();
-  });
-}
-
-test('a range that does not lie above the last one from that node is refused', async () => {
-  const d = await double();
-  const a = new HiloClient({ targets: [d.target], prefetchAt: 0 });
-  for (let i = 1; i <= 32; i++) assert.equal(await a.nextDocumentId('c'), `c/${i}-A`);
-  // The node answers 20-51: overlapping numbers already handed out.
-  d.nextRangeHook = (req, rules) => ({ ...rules.issue(req), low: '20', high: '51' });
-  const e = await rejectsWith(a.nextId('c'), 'INTERNAL');
-  assert.match(e.message, /does not lie above/);
-  d.nextRangeHook = null;
-  assert.equal(await a.nextDocumentId('c'), 'c/65-A'); // 33-64 went to the refused reply
-  await a.close();
-});
-
-test('each NextRange reports the previous range: last_size, last_range_at, last_max', async () => {
-  const d = await double();
-  const a = new HiloClient({ targets: [d.target], prefetchAt: 0 });
-  for (let i = 0; i < 33; i++) await a.nextId('c');
-  assert.equal(d.requests.length, 2);
-  assert.equal(d.requests[0].last_size, '0');
-  assert.equal(d.requests[0].last_max, '0');
-  assert.equal(d.requests[1].last_size, '32');
-  assert.equal(d.requests[1].last_max, '32');
-  assert.notEqual(d.requests[1].last_range_at, null);
-  assert.ok(Number(d.requests[1].last_range_at.seconds) > 0);
-  await a.close();
-});
-
-test('numbers up to INT64_MAX are exact, and OUT_OF_RANGE passes through', async () => {
-  const d = await double();
+test('numbers past 2^53, up to the highest a server issues, are exact', async () => {
+  // The first request reports a last_max of 2^62 - 32 (the server's guard
+  // on last_max jumps lifted), as if a node had issued up to there. (A
+  // server never issues numbers near INT64_MAX: it refuses a last_max or a
+  // floor above 2^62, so the double that went up to INT64_MAX showed what
+  // no server does.)
+  const d = await double({ args: [`--max_last_max_jump=${TOP}`] });
   d.nextRangeHook = (req, rules) =>
-    BigInt(req.last_max) >= INT64_MAX
-      ? Object.assign(new Error('past INT64_MAX'), { code: grpc.status.OUT_OF_RANGE, details: 'past INT64_MAX' })
-      : rules.issue({ ...req, last_max: String(INT64_MAX - 32n) });
+    rules.issue(BigInt(req.last_max) === 0n ? { ...req, last_max: String(TOP - 32n) } : req);
   const a = new HiloClient({ targets: [d.target], prefetchAt: 0 });
   const ids = [];
-  for (let i = 0; i < 32; i++) ids.push(await a.nextDocumentId('c'));
-  assert.equal(ids[0], `c/${INT64_MAX - 31n}-A`);
-  assert.equal(ids[31], `c/${INT64_MAX}-A`);
-  await rejectsWith(a.nextId('c'), 'OUT_OF_RANGE');
-  await a.close();
-});
-
-test('single flight: 100 callers on a dry collection, one NextRange; the re-check takes numbers', async () => {
-  const d = await double({ size: 150 });
-  const release = d.hold();
-  const a = new HiloClient({ targets: [d.target], prefetchAt: 0 });
-  const calls = Array.from({ length: 100 }, () => a.nextId('c'));
-  await until(() => d.requests.length === 1, 5000, 'the NextRange');
-  await settle();
-  assert.equal(d.requests.length, 1);
-  release();
-  const ids = await within(Promise.all(calls), 5000, 'callers');
-  assert.equal(new Set(ids.map((i) => i.number)).size, 100);
-  assert.equal(d.requests.length, 1);
-  assert.equal(a.stats().calls_waited, 100);
-  await a.close();
-});
-
-test('a failed refill reaches every waiter once, is cleared, and the next caller asks again', async () => {
-  const d = await double();
-  let fail = true;
-  d.nextRangeHook = () =>
-    fail ? Object.assign(new Error('scripted'), { code: grpc.status.UNAVAILABLE, details: 'scripted outage' }) : undefined;
-  const a = new HiloClient({ targets: [d.target], prefetchAt: 0 });
-  const results = await within(Promise.allSettled(Array.from({ length: 10 }, () => a.nextId('c'))), 5000, 'callers');
-  assert.ok(results.every((r) => r.status === 'rejected' && r.reason.codeName === 'UNAVAILABLE'));
-  assert.equal(d.requests.length, 1); // the waiters did not retry
-  assert.equal(a.stats().errors.UNAVAILABLE, 1);
-  fail = false;
-  assert.deepEqual(await a.nextId('c'), { number: 1n, tag: 'A' });
-  assert.equal(d.requests.length, 2);
+  for (let i = 0; i < 33; i++) ids.push(await a.nextDocumentId('c'));
+  assert.equal(ids[0], `c/${TOP - 31n}-A`);
+  assert.equal(ids[31], `c/${TOP}-A`);
+  assert.equal(ids[32], `c/${TOP + 1n}-A`);
   await a.close();
 });
 
@@ -134,39 +59,13 @@ test('an aborted caller stops waiting with CANCELLED; the fetch goes on for the 
   await a.close();
 });
 
-test('close: the range fetched ahead and the tail go back as one adjacent pair, later first, with their tokens', async () => {
-  const d = await double();
-  const a = new HiloClient({ targets: [d.target] });
-  const issued = [];
-  d.nextRangeHook = (req, rules) => {
-    const r = rules.issue(req);
-    issued.push(r);
-    return r;
-  };
-  for (let i = 0; i < 10; i++) await a.nextId('c');
-  await until(() => a.stats().ranges_prefetched === 1, 5000, 'prefetch');
-  await a.close();
-  assert.equal(d.returnCalls.length, 1);
-  const [whole, tail] = d.returnCalls[0].items;
-  assert.deepEqual(
-    { end: whole.end, last: whole.last, token: whole.range_token, tag: whole.node_tag },
-    { end: '64', last: '32', token: issued[1].range_token, tag: 'A' },
-  );
-  assert.deepEqual(
-    { end: tail.end, last: tail.last, token: tail.range_token, tag: tail.node_tag },
-    { end: '32', last: '10', token: issued[0].range_token, tag: 'A' },
-  );
-  assert.equal(d.max('c'), 10n);
-  assert.equal(a.stats().returns_applied, 2);
-});
-
 test('stats: runway_ms is what a collection holds at the rate it handed numbers out lately', async () => {
   const d = await double();
   let now = 1000;
   const a = new HiloClient({ targets: [d.target], clock: () => now });
   const issued = [];
-  d.nextRangeHook = (req, rules) => {
-    const r = rules.issue(req);
+  d.nextRangeHook = async (req, rules) => {
+    const r = await rules.issue(req);
     issued.push(r);
     return r;
   };
@@ -202,9 +101,9 @@ test('close falls back to one ReturnRange per item, same order, on UNIMPLEMENTED
   await a.close();
   assert.deepEqual(
     d.returnCalls.map((c) => [c.single, c.items.map((i) => `${i.end}:${i.last}`)]),
-    [[false, ['64:32', '32:10']], [true, ['64:32']], [true, ['32:10']]],
+    [[false, ['96:32', '32:10']], [true, ['96:32']], [true, ['32:10']]],
   );
-  assert.equal(d.max('c'), 10n);
+  assert.equal(await d.max('c'), 10n);
   assert.equal(a.stats().returns_applied, 2);
 });
 
@@ -215,7 +114,7 @@ test('a return is retried after UNAVAILABLE, to the node that issued it', async 
   await a.nextId('c');
   await a.close();
   assert.equal(d.returnCalls.length, 2);
-  assert.equal(d.max('c'), 1n);
+  assert.equal(await d.max('c'), 1n);
   assert.deepEqual([a.stats().returns_applied, a.stats().returns_failed], [1, 0]);
 });
 
@@ -245,24 +144,7 @@ test('close waits for its returns and no number is handed out after them', async
   await rejectsWith(a.nextId('c'), 'FAILED_PRECONDITION');
   release();
   await within(closing, 5000, 'close');
-  assert.equal(d.max('c'), 1n);
-});
-
-test('ranges from two nodes: each number carries its own range\'s tag, each range goes back to its node', async () => {
-  const da = await double({ tag: 'A' });
-  const db = await double({ tag: 'B' });
-  const a = new HiloClient({ targets: [da.target, db.target] });
-  for (let i = 1; i <= 6; i++) assert.equal(await a.nextDocumentId('c'), `c/${i}-A`);
-  da.kill(); // the prefetch (at the 7th number) goes to B
-  assert.equal(await a.nextDocumentId('c'), 'c/7-A');
-  await until(() => a.stats().ranges_prefetched === 1, 5000, 'prefetch from B');
-  const rest = [];
-  for (let i = 8; i <= 34; i++) rest.push(await a.nextDocumentId('c'));
-  assert.equal(rest[24], 'c/32-A');
-  assert.equal(rest[25], 'c/33-B');
-  assert.equal(rest[26], 'c/34-B');
-  await a.close();
-  assert.deepEqual(db.returnCalls.map((c) => c.items.map((i) => `${i.node_tag}:${i.end}:${i.last}`)), [['B:64:34']]);
+  assert.equal(await d.max('c'), 1n);
 });
 
 test('waiters that keep losing the race stop with DEADLINE_EXCEEDED; they never refetch forever', async () => {
@@ -285,7 +167,8 @@ test('waiters that keep losing the race stop with DEADLINE_EXCEEDED; they never 
 });
 
 test('close sends a node more than 1000 returns in several ReturnRanges calls, every one applied', async () => {
-  const d = await double();
+  // 1001 collections at once: above the server's default creations a minute.
+  const d = await double({ args: ['--max_collection_creations_per_minute=2000'] });
   const a = new HiloClient({ targets: [d.target], prefetchAt: 0 });
   for (let i = 0; i < 1001; i++) await a.nextId(`c${i}`);
   await a.close();
@@ -294,7 +177,7 @@ test('close sends a node more than 1000 returns in several ReturnRanges calls, e
   assert.ok(sizes.every((n) => n <= 1000), String(sizes));
   assert.equal(sizes[0] + sizes[1], 1001);
   assert.equal(a.stats().returns_applied, 1001);
-  assert.equal(d.max('c1000'), 1n);
+  assert.equal(await d.max('c1000'), 1n);
 });
 
 // examples/node/draw.ts (scripts/hilo-draw node), issue 26 section 3: only
@@ -331,7 +214,7 @@ test('draw.js: only UNAVAILABLE is waited out; DEADLINE_EXCEEDED and every other
 
 test('draw.js: replies that break the contract end the draw with INTERNAL on stderr, exit 1', async () => {
   const d = await double({ tag: 'A' });
-  d.nextRangeHook = (req, rules) => ({ ...rules.issue(req), node_tag: 'ab!' });
+  d.nextRangeHook = async (req, rules) => ({ ...(await rules.issue(req)), node_tag: 'ab!' });
   const r = await runDraw([`--targets=${d.target}`, '--collection=c', '--threads=2', '--seconds=2']);
   assert.equal(r.status, 1, r.stderr);
   assert.equal(r.stdout, '');

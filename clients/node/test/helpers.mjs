@@ -1,11 +1,10 @@
 // What the tests share: the package under test (built by build.sh into
 // HILO_NODE_PKG), real hilo_server processes (HILO_SERVER_BIN) on port 0 with
-// temporary databases, and an in-process double of the server.
+// temporary databases, and an in-process hook layer in front of one.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { randomBytes } from 'node:crypto';
 import { createRequire } from 'node:module';
 
 /** True if every thread of `pid` is stopped (state T or t after the
@@ -139,22 +138,35 @@ export function call(stub, method, request) {
 }
 
 /**
- * An in-process double of hilo_server that keeps the server's rules for
- * ranges and returns (README "The contract"): low = max(Max, last_max) + 1,
- * 32 numbers a range, a random non-zero token per range, a return applied
- * only with the token of the range issued last and not retired, Max == end
- * and last >= the return floor; a whole return of a range right above the
- * previous one gives the previous one its token back; last > end is
- * INVALID_ARGUMENT, a return without a token FAILED_PRECONDITION, a
- * ReturnRanges of more than 1000 items INVALID_ARGUMENT. Tests
- * script deviations: `nextRangeHook(request, rules)` may answer instead of
- * the rules; `gate` holds every reply until opened; `returnsMode` =
- * 'unimplemented' answers ReturnRanges with UNIMPLEMENTED; `failReturns` =
- * n fails the next n ReturnRanges calls with UNAVAILABLE; `returnsError` =
- * { code, details } fails every ReturnRanges call with that status.
+ * A real hilo_server (startServer) behind an in-process gRPC layer that
+ * forwards every call to it, so every rule the client meets is the server's
+ * own: the layer keeps none (it used to keep a copy of the server's rules
+ * for ranges and returns, about 100 lines that had to follow every change
+ * of the server). `size` fixes every range's size (the server's
+ * --min_range_size and --max_range_size); `args` are more server flags.
+ *
+ * Kept only for what neither the real server nor the conformance suite's
+ * proxy (clients/conformance/proxy.py) can do, which these tests need:
+ * `nextRangeHook(request, rules)` may answer instead of the server (an
+ * Error fails the call; `await rules.issue(request)` is the server's own
+ * answer, to alter); `gate` (hold()) holds every call until opened;
+ * `returnsMode` = 'unimplemented' answers ReturnRanges with UNIMPLEMENTED
+ * as a node older than ReturnRanges does; `failReturns` = n fails the next
+ * n ReturnRanges calls with UNAVAILABLE; `returnsError` = { code, details }
+ * fails every ReturnRanges call with that status; every request is
+ * recorded. What the real server plus the proxy can show is a conformance
+ * scenario, not a test here.
  */
-export async function startDouble({ tag = 'A', size = 32 } = {}) {
-  const collections = new Map();
+export async function startDouble({ tag = 'A', size, args = [] } = {}) {
+  const sizes = size === undefined ? [] : [`--min_range_size=${size}`, `--max_range_size=${size}`];
+  const node = await startServer({ tag, args: [...sizes, ...args] });
+  const stub = rawStub(node.target);
+  const forward = (method, request, c) =>
+    new Promise((resolve, reject) => {
+      const deadline = c?.getDeadline?.();
+      const options = { deadline: deadline instanceof Date || typeof deadline === 'number' ? deadline : Date.now() + 5000 };
+      stub[method](request, options, (e, r) => (e ? reject(e) : resolve(r)));
+    });
   const d = {
     tag,
     requests: [], // NextRange requests, in order
@@ -172,64 +184,19 @@ export async function startDouble({ tag = 'A', size = 32 } = {}) {
         open();
       };
     },
-    max(collection) {
-      return collections.get(collection)?.max ?? 0n;
+    /** The server's Max of `collection`: the low - 1 of a range it issues now (call it last). */
+    async max(collection) {
+      const r = await call(stub, 'NextRange', { collection, last_size: '0', last_max: '0' });
+      return BigInt(r.low) - 1n;
     },
   };
-  const state = (name) => {
-    let s = collections.get(name);
-    if (!s) collections.set(name, (s = { max: 0n, floor: 0n, issued: [], live: null }));
-    return s;
-  };
-  const rules = {
-    issue(request) {
-      const s = state(request.collection);
-      const lastMax = BigInt(request.last_max);
-      const low = (s.max > lastMax ? s.max : lastMax) + 1n;
-      const high = low + BigInt(size) - 1n;
-      const token = randomBytes(8).readBigUInt64BE() | 1n;
-      const range = { low, high, token };
-      s.max = high;
-      s.issued.push(range);
-      s.live = range;
-      s.floor = low - 1n;
-      const now = Date.now();
-      return {
-        low: low.toString(),
-        high: high.toString(),
-        node_tag: d.tag,
-        range_at: { seconds: String(Math.floor(now / 1000)), nanos: (now % 1000) * 1e6 },
-        range_token: token.toString(),
-      };
-    },
-    judge(item) {
-      if (BigInt(item.last) > BigInt(item.end)) return { code: StatusCode.INVALID_ARGUMENT, message: 'last > end' };
-      if (item.range_token === '0') return { code: StatusCode.FAILED_PRECONDITION, message: 'no range token' };
-      const s = state(item.collection);
-      const end = BigInt(item.end), last = BigInt(item.last), token = BigInt(item.range_token);
-      const ok = (item.node_tag === '' || item.node_tag === d.tag) && s.live !== null && s.live.token === token &&
-        s.max === end && s.floor <= last;
-      if (!ok) return { code: 0, message: '', applied: false, max: s.max.toString() };
-      const returned = s.live;
-      s.max = last;
-      s.live = null;
-      if (last === returned.low - 1n) {
-        const i = s.issued.indexOf(returned);
-        const prev = i > 0 ? s.issued[i - 1] : null;
-        if (prev && prev.high + 1n === returned.low) {
-          s.live = prev;
-          s.floor = prev.low - 1n;
-        }
-      }
-      if (s.live === null) s.floor = last;
-      return { code: 0, message: '', applied: true, max: s.max.toString() };
-    },
-  };
+  const rules = { issue: (request) => forward('NextRange', request) };
   d.rules = rules;
   const server = new grpc.Server();
   const wait = async () => {
     while (d.gate) await d.gate;
   };
+  const answer = (promise, cb) => promise.then((r) => cb(null, r), (e) => cb(e));
   server.addService(proto.hiloServiceDefinition(), {
     async NextRange(c, cb) {
       d.requests.push(c.request);
@@ -237,40 +204,42 @@ export async function startDouble({ tag = 'A', size = 32 } = {}) {
       try {
         const hooked = d.nextRangeHook ? await d.nextRangeHook(c.request, rules) : undefined;
         if (hooked instanceof Error) return cb(hooked);
-        cb(null, hooked ?? rules.issue(c.request));
+        cb(null, hooked ?? (await forward('NextRange', c.request, c)));
       } catch (e) {
         cb(e);
       }
     },
     async ReturnRanges(c, cb) {
-      const items = c.request.returns;
-      d.returnCalls.push({ items, single: false });
+      d.returnCalls.push({ items: c.request.returns, single: false });
       await wait();
-      if (items.length > 1000) {
-        return cb({ code: grpc.status.INVALID_ARGUMENT, details: `${items.length} returns; at most 1000 per call` });
-      }
       if (d.returnsMode === 'unimplemented') return cb({ code: grpc.status.UNIMPLEMENTED, details: 'no ReturnRanges here' });
       if (d.returnsError !== null) return cb(d.returnsError);
       if (d.failReturns > 0) {
         d.failReturns--;
         return cb({ code: grpc.status.UNAVAILABLE, details: 'scripted outage' });
       }
-      cb(null, { results: items.map((i) => ({ applied: false, max: '0', message: '', ...rules.judge(i) })) });
+      answer(forward('ReturnRanges', c.request, c), cb);
     },
     async ReturnRange(c, cb) {
       d.returnCalls.push({ items: [c.request], single: true });
       await wait();
-      const r = rules.judge(c.request);
-      if (r.code !== 0) return cb({ code: r.code, details: r.message });
-      cb(null, { applied: r.applied, max: r.max });
+      answer(forward('ReturnRange', c.request, c), cb);
     },
   });
   const port = await new Promise((resolve, reject) =>
     server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
   );
   d.target = `127.0.0.1:${port}`;
-  d.stop = () => new Promise((r) => server.tryShutdown(() => r()));
-  d.kill = () => server.forceShutdown();
+  d.stop = async () => {
+    await new Promise((r) => server.tryShutdown(() => r()));
+    stub.close();
+    await node.stop();
+  };
+  d.kill = async () => {
+    server.forceShutdown();
+    stub.close();
+    await node.stop();
+  };
   return d;
 }
 

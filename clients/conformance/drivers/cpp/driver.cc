@@ -7,6 +7,9 @@
 // it, and fetches a new range on the next call (so it answers kept_open,
 // with or without keep_open).
 //
+// A request with an "id" runs in a thread of its own and is answered with
+// that id when done, while the next requests are read (PROTOCOL.md).
+//
 // `fork` forks this process; the child draws with the client it inherited,
 // hands its ranges back, writes its answer to a pipe and ends (_exit, so
 // nothing of the parent's is flushed or destroyed twice).
@@ -293,28 +296,56 @@ class Driver {
 int main() {
   std::ios::sync_with_stdio(false);
   Driver driver;
+  std::mutex out_mu;  // one answer line at a time
+  auto write = [&out_mu](const std::string& answer) {
+    std::lock_guard<std::mutex> lock(out_mu);
+    std::cout << answer << std::endl;
+  };
+  // Requests that carry an "id" are answered from threads of their own,
+  // while the next requests are read (PROTOCOL.md); joined before exit.
+  std::vector<std::thread> in_flight;
+  auto join_all = [&in_flight] {
+    for (std::thread& t : in_flight) t.join();
+  };
   std::string line;
   while (std::getline(std::cin, line)) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     Struct request;
-    std::string answer;
     const auto parsed =
         google::protobuf::util::JsonStringToMessage(line, &request);
     const Value* op = Field(request, "op");
     if (!parsed.ok() || op == nullptr ||
         op->kind_case() != Value::kStringValue) {
-      answer = Error("DRIVER", absl::StrCat("cannot parse request: ", line));
-    } else if (op->string_value() == "exit") {
-      std::cout << "{\"ok\": true}" << std::endl;
-      return 0;
-    } else {
-      try {
-        answer = driver.Handle(op->string_value(), request);
-      } catch (const BadRequest& bad) {
-        answer = Error("DRIVER", bad.message);
-      }
+      write(Error("DRIVER", absl::StrCat("cannot parse request: ", line)));
+      continue;
     }
-    std::cout << answer << std::endl;
+    if (op->string_value() == "exit") {
+      write("{\"ok\": true}");
+      join_all();
+      return 0;
+    }
+    auto answer_to = [&driver](const std::string& name, const Struct& req) {
+      try {
+        return driver.Handle(name, req);
+      } catch (const BadRequest& bad) {
+        return Error("DRIVER", bad.message);
+      }
+    };
+    const Value* id = Field(request, "id");
+    if (id != nullptr && id->kind_case() == Value::kStringValue) {
+      in_flight.emplace_back([answer_to, write, request,
+                              name = op->string_value(),
+                              tag = id->string_value()] {
+        std::string answer = answer_to(name, request);
+        // Every answer is a flat object that ends in '}'.
+        answer.insert(answer.size() - 1,
+                      absl::StrCat(", \"id\": ", JsonQuote(tag)));
+        write(answer);
+      });
+      continue;
+    }
+    write(answer_to(op->string_value(), request));
   }
+  join_all();
   return 0;
 }

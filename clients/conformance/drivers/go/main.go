@@ -24,6 +24,7 @@ import (
 
 type request struct {
 	Op            string   `json:"op"`
+	ID            *string  `json:"id"`
 	Targets       []string `json:"targets"`
 	Separator     *string  `json:"separator"`
 	PrefetchAt    *float64 `json:"prefetch_at"`
@@ -234,20 +235,44 @@ func main() {
 	in := bufio.NewReader(os.Stdin)
 	out := bufio.NewWriter(os.Stdout)
 	enc := json.NewEncoder(out)
+	var outMu sync.Mutex // one answer line at a time
+	write := func(a answer) {
+		outMu.Lock()
+		defer outMu.Unlock()
+		if encErr := enc.Encode(a); encErr != nil {
+			log.Fatalf("driver: write answer: %v", encErr)
+		}
+		out.Flush()
+	}
+	// Requests that carry an "id" are answered from goroutines of their
+	// own while the next requests are read (PROTOCOL.md).
+	var inFlight sync.WaitGroup
 	d := &driver{}
 	for {
 		line, err := in.ReadBytes('\n')
 		if len(strings.TrimSpace(string(line))) > 0 {
-			a, exit := d.handle(line)
-			if encErr := enc.Encode(a); encErr != nil {
-				log.Fatalf("driver: write answer: %v", encErr)
+			var head struct {
+				ID *string `json:"id"`
 			}
-			out.Flush()
+			if json.Unmarshal(line, &head) == nil && head.ID != nil {
+				inFlight.Add(1)
+				go func(line []byte, id string) {
+					defer inFlight.Done()
+					a, _ := d.handle(line)
+					a["id"] = id
+					write(a)
+				}(line, *head.ID)
+				continue
+			}
+			a, exit := d.handle(line)
+			write(a)
 			if exit {
+				inFlight.Wait()
 				return
 			}
 		}
 		if err != nil {
+			inFlight.Wait()
 			d.closeClient()
 			return
 		}

@@ -38,38 +38,65 @@ public final class Driver {
     }
   }
 
-  private HiloClient client;
+  private volatile HiloClient client;
 
-  public static void main(String[] args) throws IOException {
+  public static void main(String[] args) throws IOException, InterruptedException {
     PrintStream out = new PrintStream(new java.io.FileOutputStream(java.io.FileDescriptor.out), false, StandardCharsets.UTF_8);
     // Nothing but answers on stdout: anything else printed goes to stderr.
     System.setOut(System.err);
     Driver driver = new Driver();
+    // Requests that carry an "id" are answered from threads of their own while the next requests
+    // are read (PROTOCOL.md); answers are written one line at a time.
+    ExecutorService inFlight = Executors.newCachedThreadPool();
     BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
     String line;
     while ((line = in.readLine()) != null) {
       if (line.isBlank()) continue;
-      JsonObject answer;
-      boolean exit = false;
+      JsonObject request;
       try {
-        JsonObject request = JsonParser.parseString(line).getAsJsonObject();
-        String op = string(request, "op");
-        exit = op.equals("exit");
-        answer = driver.handle(op, request);
-      } catch (HiloException e) {
-        answer = error(e.code().name(), e.getMessage());
-      } catch (DriverError e) {
-        answer = error("DRIVER", e.getMessage());
+        request = JsonParser.parseString(line).getAsJsonObject();
       } catch (RuntimeException e) {
-        answer = error("DRIVER", "cannot handle " + line + ": " + e);
+        write(out, error("DRIVER", "cannot parse " + line + ": " + e));
+        continue;
       }
-      out.println(answer);
-      out.flush();
+      JsonElement id = request.get("id");
+      if (id != null && id.isJsonPrimitive()) {
+        String requestLine = line;
+        inFlight.submit(() -> {
+          JsonObject answer = driver.answer(request, requestLine);
+          answer.add("id", id);
+          write(out, answer);
+        });
+        continue;
+      }
+      boolean exit = request.has("op") && "exit".equals(request.get("op").getAsString());
+      write(out, driver.answer(request, line));
       if (exit) break;
     }
+    inFlight.shutdown();
+    inFlight.awaitTermination(5, TimeUnit.MINUTES);
     driver.closeClient();
     out.flush();
     System.exit(0);
+  }
+
+  private static void write(PrintStream out, JsonObject answer) {
+    synchronized (out) {
+      out.println(answer);
+      out.flush();
+    }
+  }
+
+  private JsonObject answer(JsonObject request, String line) {
+    try {
+      return handle(string(request, "op"), request);
+    } catch (HiloException e) {
+      return error(e.code().name(), e.getMessage());
+    } catch (DriverError e) {
+      return error("DRIVER", e.getMessage());
+    } catch (RuntimeException e) {
+      return error("DRIVER", "cannot handle " + line + ": " + e);
+    }
   }
 
   private static JsonObject error(String code, String message) {

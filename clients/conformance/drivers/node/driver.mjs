@@ -113,27 +113,54 @@ function encode(answer) {
   });
 }
 
-const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
-for await (const line of lines) {
-  if (line.trim() === '') continue;
-  let answer;
-  try {
-    const req = JSON.parse(line);
-    if (req === null || typeof req !== 'object') throw new Error('a request is a JSON object');
-    answer = await handle(req);
-  } catch (e) {
-    answer = fail(e);
-  }
-  const exit = answer.exit === true;
-  delete answer.exit;
+/** Writes one answer line; lines are never interleaved (one write each). */
+async function write(answer) {
   let text;
   try {
     text = encode(answer);
   } catch (e) {
-    text = encode(fail(e));
+    text = encode({ ...fail(e), ...(answer.id === undefined ? {} : { id: answer.id }) });
   }
   await new Promise((r) => process.stdout.write(text + '\n', r));
+}
+
+async function answerTo(line) {
+  try {
+    const req = JSON.parse(line);
+    if (req === null || typeof req !== 'object') throw new Error('a request is a JSON object');
+    return await handle(req);
+  } catch (e) {
+    return fail(e);
+  }
+}
+
+// Requests that carry an "id" are answered whenever they are done, with that id, while the next
+// requests are read (PROTOCOL.md); the others in order.
+const inFlight = new Set();
+const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
+for await (const line of lines) {
+  if (line.trim() === '') continue;
+  let id;
+  try {
+    id = JSON.parse(line)?.id;
+  } catch {
+    id = undefined;
+  }
+  if (typeof id === 'string') {
+    const p = answerTo(line).then((answer) => {
+      delete answer.exit;
+      return write({ ...answer, id });
+    });
+    inFlight.add(p);
+    p.finally(() => inFlight.delete(p));
+    continue;
+  }
+  const answer = await answerTo(line);
+  const exit = answer.exit === true;
+  delete answer.exit;
+  await write(answer);
   if (exit) break;
 }
+await Promise.all(inFlight);
 if (client !== null) await client.close();
 process.exit(0);

@@ -164,6 +164,29 @@ def main():
     ops = {"open": driver.open, "next_id": driver.next_id,
            "next_document_id": driver.next_document_id, "draw": driver.draw,
            "fork": driver.fork, "stats": driver.stats, "close": driver.close}
+    write_lock = threading.Lock()
+    in_flight = []  # threads answering requests that carry an "id"
+
+    def write(answer):
+        with write_lock:
+            print(json.dumps(answer), flush=True)
+
+    def answer_to(req, op):
+        handler = ops.get(op)
+        if handler is None:
+            return error("DRIVER", f"unknown op {op!r}")
+        try:
+            return handler(req)
+        except KeyError as e:
+            return error("DRIVER", f"{op}: missing field {e}")
+        except Exception as e:  # noqa: BLE001 - sent to the runner
+            return from_exception(e)
+
+    def answer_later(req, op):
+        answer = answer_to(req, op)
+        answer["id"] = req["id"]
+        write(answer)
+
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -171,22 +194,20 @@ def main():
             req = json.loads(line)
             op = req["op"]
         except (ValueError, KeyError, TypeError) as e:
-            answer = error("DRIVER", f"cannot parse request {line!r}: {e}")
-        else:
-            if op == "exit":
-                print(json.dumps({"ok": True}), flush=True)
-                break
-            handler = ops.get(op)
-            if handler is None:
-                answer = error("DRIVER", f"unknown op {op!r}")
-            else:
-                try:
-                    answer = handler(req)
-                except KeyError as e:
-                    answer = error("DRIVER", f"{op}: missing field {e}")
-                except Exception as e:  # noqa: BLE001 - sent to the runner
-                    answer = from_exception(e)
-        print(json.dumps(answer), flush=True)
+            write(error("DRIVER", f"cannot parse request {line!r}: {e}"))
+            continue
+        if op == "exit":
+            write({"ok": True})
+            break
+        if isinstance(req.get("id"), str):
+            # In flight while the next requests are read (PROTOCOL.md).
+            t = threading.Thread(target=answer_later, args=(req, op))
+            t.start()
+            in_flight.append(t)
+            continue
+        write(answer_to(req, op))
+    for t in in_flight:
+        t.join()
     if driver.client is not None:
         driver.client.close()
 
