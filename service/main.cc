@@ -27,6 +27,7 @@
 #include "hilo/base/command_line.h"
 #include "service/access/monotonic_clock.h"
 #include "service/access/tls.h"
+#include "service/node_tag_choice.h"
 #include "service/observe/log_limiter.h"
 #include "service/server.h"
 #include "service/store/validation.h"
@@ -204,8 +205,6 @@ constexpr int kExitShutdownOverran = 5;
 // The exit status when the SQLite database file was deleted or replaced
 // under the running server.
 constexpr int kExitDatabaseLost = 6;
-// Tags a --node_tag_hashed_from_hostname server may try.
-constexpr int kHashedNodeTags = 64;
 
 // Raises the soft limit on open files to the hard limit: every connection
 // is a descriptor, and gRPC 1.51's listener stops for good when it runs out.
@@ -362,39 +361,18 @@ int main(int argc, char** argv) {
       access(create_db_marker.c_str(), F_OK) == 0) {
     options.create_db = true;
   }
-  options.node_tag = absl::GetFlag(FLAGS_node_tag);
-  // Whether the tag was chosen, or is the single node's default.
-  const bool tag_chosen = !options.node_tag.empty() ||
-                          absl::GetFlag(FLAGS_node_tag_from_hostname) ||
-                          absl::GetFlag(FLAGS_node_tag_hashed_from_hostname);
-  if (!tag_chosen && absl::GetFlag(FLAGS_require_node_tag)) {
-    return Fail(absl::InvalidArgumentError(
-        "--require_node_tag: no node tag given; give this node its own "
-        "--node_tag (1-4 characters of A-Z and 0-9, different from every "
-        "other node serving the same collections), or "
-        "--node_tag_from_hostname"));
-  }
-  if (options.node_tag.empty()) options.node_tag = "A";
-  if (absl::GetFlag(FLAGS_node_tag_from_hostname)) {
-    absl::StatusOr<std::string> hostname = HostName();
-    if (!hostname.ok()) return Fail(hostname.status());
-    absl::StatusOr<std::string> tag = hilo::NodeTagFromHostname(*hostname);
-    if (!tag.ok()) return Fail(tag.status());
-    options.node_tag = *tag;
-  }
-  if (absl::GetFlag(FLAGS_node_tag_hashed_from_hostname)) {
-    if (options.postgres_uri.empty()) {
-      return Fail(absl::InvalidArgumentError(
-          "--node_tag_hashed_from_hostname needs --store: with a database "
-          "per node, two nodes with one tag would hand out the same IDs"));
-    }
-    absl::StatusOr<std::string> hostname = HostName();
-    if (!hostname.ok()) return Fail(hostname.status());
-    std::vector<std::string> tags =
-        hilo::NodeTagsHashedFromHostname(*hostname, kHashedNodeTags);
-    options.node_tag = tags.front();
-    options.node_tag_alternates.assign(tags.begin() + 1, tags.end());
-  }
+  hilo::NodeTagRequest tag_request;
+  tag_request.node_tag = absl::GetFlag(FLAGS_node_tag);
+  tag_request.from_hostname = absl::GetFlag(FLAGS_node_tag_from_hostname);
+  tag_request.hashed_from_hostname =
+      absl::GetFlag(FLAGS_node_tag_hashed_from_hostname);
+  tag_request.require_chosen = absl::GetFlag(FLAGS_require_node_tag);
+  tag_request.shared_store = !options.postgres_uri.empty();
+  absl::StatusOr<hilo::NodeTagChoice> tag =
+      hilo::ChooseNodeTag(tag_request, HostName);
+  if (!tag.ok()) return Fail(tag.status());
+  options.node_tag = tag->node_tag;
+  options.node_tag_alternates = tag->alternates;
   options.retag_database_from = absl::GetFlag(FLAGS_retag_database);
   options.range_sizes.min_size = absl::GetFlag(FLAGS_min_range_size);
   options.range_sizes.max_size = absl::GetFlag(FLAGS_max_range_size);
@@ -513,10 +491,7 @@ int main(int argc, char** argv) {
                 (*server)->metrics_port() > 0
                     ? absl::StrCat("port ", (*server)->metrics_port())
                     : std::string("off"),
-                tag_chosen ? ""
-                           : "; node tag A because no --node_tag was given: "
-                             "every other node serving the same collections "
-                             "needs its own");
+                hilo::DefaultNodeTagNote(*tag));
 
   // Waits for a stop signal; meanwhile reloads the policy on SIGHUP and
   // every --authz_reload_interval.
