@@ -114,9 +114,39 @@ class Server {
   void Shutdown(absl::Duration grace);
 
  private:
+  // Says and counts that the store found its database's history gone back.
+  class HistoryReporter;
+
   explicit Server(ServerOptions options);
 
+  // The steps of Start, in order. Each builds what later ones use.
+  // StoreHealth (disk space) before the store, which reports its commits.
+  void WatchStoreHealth();
+  // The store of options_: PostgreSQL if postgres_uri is set, else SQLite;
+  // its errors as the store's Open returns them.
+  absl::Status OpenStore(std::shared_ptr<HistoryReporter> history);
+  absl::Status OpenPostgresStore(std::shared_ptr<HistoryReporter> history);
+  absl::Status OpenSqliteStore();
+  // Metrics, the exhaustion reporter and the list of observers.
+  void BuildObservers();
+  // The authorizer (if a policy is set) and the audit log.
+  absl::Status BuildAccess();
+  // The collection limit, HiLo and HiLoAdmin, and the gatekeeper before
+  // them.
+  void BuildServices();
+  // The Prometheus endpoint, if options_.metrics_listen is set.
+  absl::Status StartMetricsEndpoint();
+  // The gRPC server, listening; health SERVING from then on.
+  absl::Status StartGrpcServer();
+  // The listener probe, unless its interval is zero.
+  void StartListenerProbe();
+  // What the store calls after each commit.
+  std::function<void(absl::Duration, int, int64_t)> OnCommit();
+
   const ServerOptions options_;
+  // options_.clock and options_.window_clock, or their defaults.
+  const Clock* const clock_;
+  const Clock* const window_clock_;
   std::string node_tag_;
   std::unique_ptr<Metrics> metrics_;
   // Whether the store can write; outlives store_, which reports commits.
