@@ -8,7 +8,10 @@
 
 namespace hilo {
 
-absl::Status ValidateServerOptions(const ServerOptions& options) {
+namespace {
+
+// The node tag, its alternates and the tag to re-tag a database from.
+absl::Status ValidateNodeTags(const ServerOptions& options) {
   if (absl::Status s = ValidateNodeTag(options.node_tag); !s.ok()) return s;
   for (const std::string& tag : options.node_tag_alternates) {
     if (absl::Status s = ValidateNodeTag(tag); !s.ok()) return s;
@@ -29,6 +32,11 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
       return s;
     }
   }
+  return absl::OkStatus();
+}
+
+// The sizes, counts and rates that bound what the node does and holds.
+absl::Status ValidateLimits(const ServerOptions& options) {
   if (absl::Status s = ValidateRangeSizeLimits(options.range_sizes); !s.ok()) {
     return s;
   }
@@ -97,6 +105,11 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
         "(0: no limit)",
         options.max_collection_creations_per_minute));
   }
+  return absl::OkStatus();
+}
+
+// The listener, its probe, the metrics endpoint and connection timings.
+absl::Status ValidateConnections(const ServerOptions& options) {
   if (options.listener_probe_interval < absl::ZeroDuration() ||
       options.listener_probe_timeout <= absl::ZeroDuration() ||
       options.listener_probe_failures < 1) {
@@ -130,6 +143,14 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
     return absl::InvalidArgumentError("listen address is empty");
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateServerOptions(const ServerOptions& options) {
+  if (absl::Status s = ValidateNodeTags(options); !s.ok()) return s;
+  if (absl::Status s = ValidateLimits(options); !s.ok()) return s;
+  return ValidateConnections(options);
 }
 
 }  // namespace hilo
