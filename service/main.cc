@@ -25,6 +25,7 @@
 #include "absl/time/time.h"
 #include "grpc/support/log.h"
 #include "hilo/base/command_line.h"
+#include "service/access/line_writer.h"
 #include "service/access/monotonic_clock.h"
 #include "service/access/tls.h"
 #include "service/node_tag_choice.h"
@@ -238,13 +239,15 @@ void ForwardGrpcLog(gpr_log_func_args* args) {
                       gpr_log_severity_string(args->severity), *line));
 }
 
-// Says `line` on stderr.
-void Say(const std::string& line) { absl::FPrintF(stderr, "%s\n", line); }
+// Says `line` through StderrLines(), which never blocks the caller (often
+// a request or store thread) on a slow reader of stderr.
+void Say(std::string line) { hilo::StderrLines().Write(line); }
 
-// Says `line` and ends the process with `code` at once: the server's
-// threads are left as they are.
-[[noreturn]] void ExitSaying(int code, const std::string& line) {
-  Say(line);
+// Says `line`, waits (at most a second) for it to be written, and ends the
+// process with `code` at once: the server's threads are left as they are.
+[[noreturn]] void ExitSaying(int code, std::string line) {
+  Say(std::move(line));
+  hilo::StderrLines().WaitUntilWritten(absl::Seconds(1));
   std::fflush(nullptr);
   std::_Exit(code);
 }
@@ -252,6 +255,7 @@ void Say(const std::string& line) { absl::FPrintF(stderr, "%s\n", line); }
 // A refused start: one line naming the problem, exit status 1.
 int Fail(const absl::Status& status) {
   Say(absl::StrCat("hilo_server: ", status.message()));
+  hilo::StderrLines().WaitUntilWritten(absl::Seconds(1));
   return EXIT_FAILURE;
 }
 
@@ -460,7 +464,7 @@ absl::Status AccessFromFlags(hilo::ServerOptions& options) {
 
 // What the process does when the node cannot go on: one line, then exit
 // with a status of its own for the supervisor. Each runs on the thread that
-// noticed (a probe or store thread).
+// noticed (a probe or store thread), so the line is queued, not written.
 void SetExitHooks(hilo::ServerOptions& options) {
   options.on_listener_deaf = [](const absl::Status& status) {
     ExitSaying(kExitListenerDeaf,

@@ -35,11 +35,12 @@ namespace hilo {
 class Server::HistoryReporter {
  public:
   void Report(const StoreHistoryEvent& e) {
-    absl::FPrintF(stderr,
-                  "hilo_server: %s; moved %d collection(s) on past their "
-                  "reservations, skipping %d number(s), before handing out "
-                  "any range\n",
-                  e.reason, e.collections, e.numbers_skipped);
+    // Perhaps on the store's thread while the node serves: queued, never
+    // waiting for stderr's reader.
+    StderrLines().Write(absl::StrFormat(
+        "hilo_server: %s; moved %d collection(s) on past their "
+        "reservations, skipping %d number(s), before handing out any range",
+        e.reason, e.collections, e.numbers_skipped));
     base::MutexLock lock(&mu_);
     if (metrics_ == nullptr) {
       early_.push_back(e);
