@@ -23,6 +23,7 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "service/access/monotonic_clock.h"
+#include "service/listen_address.h"
 #include "service/observe/log_limiter.h"
 #include "service/store/range_token.h"
 #include "service/store/validation.h"
@@ -414,7 +415,11 @@ absl::Status Server::StartMetricsEndpoint() {
       MetricsEndpoint::Start(options_.metrics_listen, metrics_->registry(),
                              options_.metrics_threads,
                              options_.metrics_request_timeout);
-  if (!endpoint.ok()) return endpoint.status();
+  if (!endpoint.ok()) {
+    // Its message names the web server's library, not the problem.
+    return BindFailure(kMetricsListenFlag, options_.metrics_listen,
+                       endpoint.status().message());
+  }
   metrics_endpoint_ = *std::move(endpoint);
   return absl::OkStatus();
 }
@@ -440,9 +445,8 @@ absl::Status Server::StartGrpcServer() {
   builder.RegisterService(grpc_admin_service_.get());
   std::unique_ptr<grpc::Server> built = builder.BuildAndStart();
   if (built == nullptr || port_ == 0) {
-    return absl::UnavailableError(
-        absl::StrFormat("cannot listen on %s: the address is in use or invalid",
-                        options_.listen));
+    return BindFailure(kListenFlag, options_.listen,
+                       "the address is in use or invalid");
   }
   {
     // The store may report its health from its own thread meanwhile.

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "service/listen_address.h"
 #include "service/store/validation.h"
 
 namespace hilo {
@@ -142,7 +143,12 @@ absl::Status ValidateConnections(const ServerOptions& options) {
   if (options.listen.empty()) {
     return absl::InvalidArgumentError("listen address is empty");
   }
-  return absl::OkStatus();
+  if (absl::Status s = CheckListenAddress(kListenFlag, options.listen);
+      !s.ok()) {
+    return s;
+  }
+  if (options.metrics_listen.empty()) return absl::OkStatus();
+  return CheckListenAddress(kMetricsListenFlag, options.metrics_listen);
 }
 
 }  // namespace
