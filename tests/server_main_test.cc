@@ -228,7 +228,17 @@ INSTANTIATE_TEST_SUITE_P(
         BadStart{"RequiredNodeTagMissing",
                  {"--require_node_tag"},
                  "--require_node_tag: no node tag given"},
-        BadStart{"UnknownFlag", {"--colour=red"}, "colour"},
+        BadStart{"UnknownFlag",
+                 {"--colour=red"},
+                 "hilo_server: unknown flag --colour (--help lists every "
+                 "flag)"},
+        BadStart{"MistypedFlagGetsTheNearest",
+                 {"--nodetag=B"},
+                 "hilo_server: unknown flag --nodetag; did you mean "
+                 "--node_tag? (--help lists every flag)"},
+        BadStart{"BadFlagValue",
+                 {"--shutdown_grace=soon"},
+                 "\"soon\" is not a valid value for --shutdown_grace"},
         BadStart{"StrayArgument", {"serve"}, "unexpected argument \"serve\""},
         BadStart{"BadSync", {"--sync=sometimes"}, "sometimes"},
         BadStart{"MinAboveMax",
