@@ -28,6 +28,7 @@
 #include "service/access/line_writer.h"
 #include "service/access/monotonic_clock.h"
 #include "service/access/tls.h"
+#include "service/authz_reloader.h"
 #include "service/node_tag_choice.h"
 #include "service/observe/log_limiter.h"
 #include "service/server.h"
@@ -527,13 +528,11 @@ std::string StartLine(hilo::Server& server, const hilo::ServerOptions& options,
 }
 
 // Waits for SIGINT or SIGTERM and returns it; meanwhile reloads the policy
-// on SIGHUP and every --authz_reload_interval, saying what changed and,
-// once per distinct error, what was refused.
-int ServeUntilStopped(hilo::Server& server, const hilo::ServerOptions& options,
-                      const sigset_t& stop_signals) {
+// on SIGHUP and every --authz_reload_interval (AuthzReloader).
+int ServeUntilStopped(hilo::Server& server, const sigset_t& stop_signals) {
   const absl::Duration reload_interval =
       absl::GetFlag(FLAGS_authz_reload_interval);
-  std::string last_reload_error;
+  hilo::AuthzReloader reloader(&server);
   for (;;) {
     int signal_number = 0;
     if (reload_interval > absl::ZeroDuration()) {
@@ -546,26 +545,7 @@ int ServeUntilStopped(hilo::Server& server, const hilo::ServerOptions& options,
       return signal_number;
     }
     if (signal_number < 0 && errno != EAGAIN) continue;  // EINTR
-    const int64_t before = server.authz_generation();
-    absl::Status reloaded = server.ReloadAuthz();
-    if (!reloaded.ok()) {
-      if (reloaded.message() != last_reload_error) {
-        last_reload_error = std::string(reloaded.message());
-        Say(absl::StrCat("hilo_server: ", reloaded.message(),
-                         "; keeping the policy in force"));
-      }
-      continue;
-    }
-    last_reload_error.clear();
-    if (server.authz_generation() != before) {
-      Say(absl::StrCat(
-          "hilo_server: authz policy ", options.authz_policy, " reloaded",
-          server.authz_tokens_missing()
-              ? absl::StrCat("; authz token file ", options.authz_tokens,
-                             " is gone: every bearer token is "
-                             "refused until it is back")
-              : ""));
-    }
+    if (std::optional<std::string> line = reloader.Reload()) Say(*line);
   }
 }
 
@@ -617,7 +597,7 @@ int main(int argc, char** argv) {
   }
   Say(StartLine(**server, options, *tag));
 
-  const int signal_number = ServeUntilStopped(**server, options, stop_signals);
+  const int signal_number = ServeUntilStopped(**server, stop_signals);
   Say(absl::StrCat("hilo_server: ", strsignal(signal_number),
                    " received; draining"));
   const absl::Duration drain_delay = absl::GetFlag(FLAGS_drain_delay);
