@@ -8,7 +8,8 @@
 //   hilo health                  # SERVING / NOT_SERVING
 //
 // Exit codes: 0 done; 1 the server refused or could not be reached (one line
-// on stderr with the gRPC code and message); 2 bad usage.
+// on stderr with the gRPC code and message); 2 bad usage (an unknown flag, a
+// value a flag cannot take, a port out of range, a wrong command).
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -16,6 +17,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -23,6 +25,7 @@
 #include "absl/time/time.h"
 #include "hilo/admin_client.h"
 #include "hilo/base/command_line.h"
+#include "hilo/base/host_port.h"
 #include "hilo/base/json_quote.h"
 #include "hilo/client.h"
 
@@ -46,10 +49,38 @@ int Usage(const std::string& problem) {
   return kExitUsage;
 }
 
+// Whether `status` says no connection could be made (rather than a server
+// that answered UNAVAILABLE).
+bool NotConnected(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kUnavailable &&
+         (absl::StrContains(status.message(), "failed to connect") ||
+          absl::StrContains(status.message(), "DNS resolution failed"));
+}
+
 int Failed(const absl::Status& status) {
-  absl::FPrintF(stderr, "hilo: %s: %s\n",
-                absl::StatusCodeToString(status.code()), status.message());
+  const std::string target = absl::GetFlag(FLAGS_target);
+  absl::FPrintF(
+      stderr, "hilo: %s: %s%s\n", absl::StatusCodeToString(status.code()),
+      status.message(),
+      NotConnected(status)
+          ? absl::StrCat("; is hilo_server running on ", target,
+                         "? Check --target (and --tls_ca if it serves TLS)")
+          : "");
   return kExitRpcError;
+}
+
+// A --target of the form HOST:PORT must have a port gRPC will not wrap
+// (80000 would be 14464); other forms (dns:///..., unix:...) are gRPC's.
+absl::Status CheckTarget(const std::string& target) {
+  if (hilo::base::IsSchemeAddress(target)) return absl::OkStatus();
+  absl::StatusOr<hilo::base::HostPort> split =
+      hilo::base::SplitHostPort(target);
+  if (split.ok() || split.status().code() != absl::StatusCode::kOutOfRange) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--target=", target, ": ", split.status().message(),
+                   "; give HOST:PORT, such as 127.0.0.1:50051"));
 }
 
 using ::hilo::base::JsonQuote;
@@ -211,8 +242,12 @@ int main(int argc, char** argv) {
           {"Connection",
            {"target", "timeout", "tls_ca", "tls_cert", "tls_key"}},
           {"Output", {"json", "n"}},
-      });
+      },
+      kExitUsage);
   if (args.empty()) return Usage("no command given");
+  if (absl::Status s = CheckTarget(absl::GetFlag(FLAGS_target)); !s.ok()) {
+    return Usage(std::string(s.message()));
+  }
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
       Credentials();
   if (!credentials.ok()) return Failed(credentials.status());

@@ -25,8 +25,11 @@
 #include "absl/time/time.h"
 #include "grpc/support/log.h"
 #include "hilo/base/command_line.h"
+#include "service/access/line_writer.h"
 #include "service/access/monotonic_clock.h"
 #include "service/access/tls.h"
+#include "service/authz_reloader.h"
+#include "service/node_tag_choice.h"
 #include "service/observe/log_limiter.h"
 #include "service/server.h"
 #include "service/store/validation.h"
@@ -211,8 +214,6 @@ constexpr int kExitShutdownOverran = 5;
 // The exit status when the SQLite database file was deleted or replaced
 // under the running server.
 constexpr int kExitDatabaseLost = 6;
-// Tags a --node_tag_hashed_from_hostname server may try.
-constexpr int kHashedNodeTags = 64;
 
 // Raises the soft limit on open files to the hard limit: every connection
 // is a descriptor, and gRPC 1.51's listener stops for good when it runs out.
@@ -246,8 +247,23 @@ void ForwardGrpcLog(gpr_log_func_args* args) {
                       gpr_log_severity_string(args->severity), *line));
 }
 
+// Says `line` through StderrLines(), which never blocks the caller (often
+// a request or store thread) on a slow reader of stderr.
+void Say(std::string line) { hilo::StderrLines().Write(line); }
+
+// Says `line`, waits (at most a second) for it to be written, and ends the
+// process with `code` at once: the server's threads are left as they are.
+[[noreturn]] void ExitSaying(int code, std::string line) {
+  Say(std::move(line));
+  hilo::StderrLines().WaitUntilWritten(absl::Seconds(1));
+  std::fflush(nullptr);
+  std::_Exit(code);
+}
+
+// A refused start: one line naming the problem, exit status 1.
 int Fail(const absl::Status& status) {
-  absl::FPrintF(stderr, "hilo_server: %s\n", status.message());
+  Say(absl::StrCat("hilo_server: ", status.message()));
+  hilo::StderrLines().WaitUntilWritten(absl::Seconds(1));
   return EXIT_FAILURE;
 }
 
@@ -288,9 +304,8 @@ absl::StatusOr<std::string> StoreUriFromFlags(const std::string& store,
   return uri;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// Reads the command line: every setting is a flag.
+void ParseFlags(int argc, char** argv) {
   const std::vector<std::string> args = hilo::base::ParseCommandLine(
       argc, argv, "hilo_server",
       "Serves the hilo.v1.HiLo gRPC service from an SQLite database or a "
@@ -329,9 +344,15 @@ int main(int argc, char** argv) {
           {"Shutdown", {"shutdown_grace", "drain_delay"}},
       });
   if (!args.empty()) {
-    return Fail(absl::InvalidArgumentError(absl::StrFormat(
-        "unexpected argument \"%s\"; every setting is a --flag", args[0])));
+    std::exit(Fail(absl::InvalidArgumentError(absl::StrFormat(
+        "unexpected argument \"%s\"; every setting is a --flag", args[0]))));
   }
+}
+
+// What the process needs before any thread starts: descriptors, quiet
+// lock bookkeeping, gRPC's log through ours, and the stop signals blocked
+// in every thread (main waits for them); returns those signals.
+sigset_t PrepareProcess() {
   RaiseFileLimit();
   // Debian builds Abseil without NDEBUG, so every absl::Mutex in the process
   // (gRPC's included) records its lock order for deadlock detection, a cost
@@ -340,73 +361,68 @@ int main(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   gpr_set_log_verbosity(GPR_LOG_SEVERITY_ERROR);
   gpr_set_log_function(ForwardGrpcLog);
-
-  // Block the stop signals in every thread gRPC will start; main waits for
-  // them with sigwait.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  return stop_signals;
+}
 
-  hilo::ServerOptions options;
-  options.listen = absl::GetFlag(FLAGS_listen);
+// The store flags: --store or --store_file, --db, --create_db and its
+// marker (a marker that exists means --create_db).
+absl::Status StorageFromFlags(hilo::ServerOptions& options) {
   options.db_path = absl::GetFlag(FLAGS_db);
   absl::StatusOr<std::string> store = StoreUriFromFlags(
       absl::GetFlag(FLAGS_store), absl::GetFlag(FLAGS_store_file));
-  if (!store.ok()) return Fail(store.status());
+  if (!store.ok()) return store.status();
   options.postgres_uri = *store;
   options.create_db = absl::GetFlag(FLAGS_create_db);
   const std::string create_db_marker = absl::GetFlag(FLAGS_create_db_marker);
   if ((options.create_db || !create_db_marker.empty()) &&
       !options.postgres_uri.empty()) {
-    return Fail(absl::InvalidArgumentError(
-        "--create_db is for the SQLite file --db; with --store there is "
-        "no file to create"));
+    return absl::InvalidArgumentError(
+        "--create_db is for the SQLite file --db; with --store there "
+        "is no file to create");
   }
   if (!create_db_marker.empty() &&
       access(create_db_marker.c_str(), F_OK) == 0) {
     options.create_db = true;
   }
-  options.node_tag = absl::GetFlag(FLAGS_node_tag);
-  // Whether the tag was chosen, or is the single node's default.
-  const bool tag_chosen = !options.node_tag.empty() ||
-                          absl::GetFlag(FLAGS_node_tag_from_hostname) ||
-                          absl::GetFlag(FLAGS_node_tag_hashed_from_hostname);
-  if (!tag_chosen && absl::GetFlag(FLAGS_require_node_tag)) {
-    return Fail(absl::InvalidArgumentError(
-        "--require_node_tag: no node tag given; give this node its own "
-        "--node_tag (1-4 characters of A-Z and 0-9, different from every "
-        "other node serving the same collections), or "
-        "--node_tag_from_hostname"));
-  }
-  if (options.node_tag.empty()) options.node_tag = "A";
-  if (absl::GetFlag(FLAGS_node_tag_from_hostname)) {
-    absl::StatusOr<std::string> hostname = HostName();
-    if (!hostname.ok()) return Fail(hostname.status());
-    absl::StatusOr<std::string> tag = hilo::NodeTagFromHostname(*hostname);
-    if (!tag.ok()) return Fail(tag.status());
-    options.node_tag = *tag;
-  }
-  if (absl::GetFlag(FLAGS_node_tag_hashed_from_hostname)) {
-    if (options.postgres_uri.empty()) {
-      return Fail(absl::InvalidArgumentError(
-          "--node_tag_hashed_from_hostname needs --store: with a database "
-          "per node, two nodes with one tag would hand out the same IDs"));
-    }
-    absl::StatusOr<std::string> hostname = HostName();
-    if (!hostname.ok()) return Fail(hostname.status());
-    std::vector<std::string> tags =
-        hilo::NodeTagsHashedFromHostname(*hostname, kHashedNodeTags);
-    options.node_tag = tags.front();
-    options.node_tag_alternates.assign(tags.begin() + 1, tags.end());
-  }
+  absl::StatusOr<hilo::SyncMode> sync =
+      hilo::ParseSyncMode(absl::GetFlag(FLAGS_sync));
+  if (!sync.ok()) return sync.status();
+  options.sync = *sync;
+  options.max_batch = absl::GetFlag(FLAGS_max_batch);
+  return absl::OkStatus();
+}
+
+// The node-tag flags, by ChooseNodeTag's rules.
+absl::StatusOr<hilo::NodeTagChoice> NodeTagFromFlags(
+    hilo::ServerOptions& options) {
+  hilo::NodeTagRequest tag_request;
+  tag_request.node_tag = absl::GetFlag(FLAGS_node_tag);
+  tag_request.from_hostname = absl::GetFlag(FLAGS_node_tag_from_hostname);
+  tag_request.hashed_from_hostname =
+      absl::GetFlag(FLAGS_node_tag_hashed_from_hostname);
+  tag_request.require_chosen = absl::GetFlag(FLAGS_require_node_tag);
+  tag_request.shared_store = !options.postgres_uri.empty();
+  absl::StatusOr<hilo::NodeTagChoice> tag =
+      hilo::ChooseNodeTag(tag_request, HostName);
+  if (!tag.ok()) return tag.status();
+  options.node_tag = tag->node_tag;
+  options.node_tag_alternates = tag->alternates;
   options.retag_database_from = absl::GetFlag(FLAGS_retag_database);
+  return tag;
+}
+
+// The flags that bound ranges, connections, collections and metrics.
+void LimitsFromFlags(hilo::ServerOptions& options) {
+  options.listen = absl::GetFlag(FLAGS_listen);
   options.range_sizes.min_size = absl::GetFlag(FLAGS_min_range_size);
   options.range_sizes.max_size = absl::GetFlag(FLAGS_max_range_size);
   options.range_sizes.runway = absl::GetFlag(FLAGS_range_runway);
-  options.max_batch = absl::GetFlag(FLAGS_max_batch);
   options.allow_returns_without_token =
       absl::GetFlag(FLAGS_allow_returns_without_token);
   options.enable_reflection = absl::GetFlag(FLAGS_enable_reflection);
@@ -430,42 +446,21 @@ int main(int argc, char** argv) {
       absl::GetFlag(FLAGS_listener_probe_interval);
   options.listener_probe_failures =
       absl::GetFlag(FLAGS_listener_probe_failures);
-  options.on_listener_deaf = [](const absl::Status& status) {
-    absl::FPrintF(stderr,
-                  "hilo_server: the gRPC port no longer accepts connections "
-                  "(%s); health is NOT_SERVING; exiting with status %d for "
-                  "the supervisor to restart the server\n",
-                  status.message(), kExitListenerDeaf);
-    std::fflush(nullptr);
-    std::_Exit(kExitListenerDeaf);
-  };
-  options.on_node_tag_lost = [](const absl::Status& status) {
-    absl::FPrintF(stderr,
-                  "hilo_server: %s; exiting with status %d for the "
-                  "supervisor to restart the server under a free tag\n",
-                  status.message(), kExitNodeTagLost);
-    std::fflush(nullptr);
-    std::_Exit(kExitNodeTagLost);
-  };
-  options.on_database_lost = [](const absl::Status& status) {
-    absl::FPrintF(stderr,
-                  "hilo_server: %s; health is NOT_SERVING and no range is "
-                  "handed out from it any more; exiting with status %d. "
-                  "Do not start a new database in its place: restore the "
-                  "file and raise every collection above what it handed "
-                  "out (docs/reliability.md)\n",
-                  status.message(), kExitDatabaseLost);
-    std::fflush(nullptr);
-    std::_Exit(kExitDatabaseLost);
-  };
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.metrics_max_collections =
       absl::GetFlag(FLAGS_metrics_max_collections);
+  options.max_last_max_jump = absl::GetFlag(FLAGS_max_last_max_jump);
+  options.exhaustion_share = absl::GetFlag(FLAGS_exhaustion_share);
+}
+
+// TLS, authorization and audit flags.
+absl::Status AccessFromFlags(hilo::ServerOptions& options) {
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
       hilo::ServerCredentialsFromFiles({absl::GetFlag(FLAGS_tls_cert),
                                         absl::GetFlag(FLAGS_tls_key),
                                         absl::GetFlag(FLAGS_tls_client_ca)});
-  if (!credentials.ok()) return Fail(credentials.status());
+  if (!credentials.ok()) return credentials.status();
+  options.credentials = *credentials;
   options.authz_policy = absl::GetFlag(FLAGS_authz_policy);
   options.authz_tokens = absl::GetFlag(FLAGS_authz_tokens);
   options.audit_log = absl::GetFlag(FLAGS_audit_log);
@@ -473,21 +468,133 @@ int main(int argc, char** argv) {
       absl::GetFlag(FLAGS_audit_refusals_per_second);
   options.audit_anonymous_refusals_per_second =
       absl::GetFlag(FLAGS_audit_anonymous_refusals_per_second);
-  options.max_last_max_jump = absl::GetFlag(FLAGS_max_last_max_jump);
-  options.exhaustion_share = absl::GetFlag(FLAGS_exhaustion_share);
-  options.credentials = *credentials;
-  const char* security = *credentials == nullptr ? "plaintext"
+  return absl::OkStatus();
+}
+
+// What the process does when the node cannot go on: one line, then exit
+// with a status of its own for the supervisor. Each runs on the thread that
+// noticed (a probe or store thread), so the line is queued, not written.
+void SetExitHooks(hilo::ServerOptions& options) {
+  options.on_listener_deaf = [](const absl::Status& status) {
+    ExitSaying(kExitListenerDeaf,
+               absl::StrFormat(
+                   "hilo_server: the gRPC port no longer accepts connections "
+                   "(%s); health is NOT_SERVING; exiting with status %d for "
+                   "the supervisor to restart the server",
+                   status.message(), kExitListenerDeaf));
+  };
+  options.on_node_tag_lost = [](const absl::Status& status) {
+    ExitSaying(kExitNodeTagLost,
+               absl::StrFormat("hilo_server: %s; exiting with status %d for "
+                               "the supervisor to restart the server under a "
+                               "free tag",
+                               status.message(), kExitNodeTagLost));
+  };
+  options.on_database_lost = [](const absl::Status& status) {
+    ExitSaying(kExitDatabaseLost,
+               absl::StrFormat(
+                   "hilo_server: %s; health is NOT_SERVING and no range is "
+                   "handed out from it any more; exiting with status %d. "
+                   "Do not start a new database in its place: restore the "
+                   "file and raise every collection above what it handed "
+                   "out (docs/reliability.md)",
+                   status.message(), kExitDatabaseLost));
+  };
+}
+
+// The one line that says the node serves, and how: which file (and whether
+// it is new) or which database, so that a server started from the wrong
+// directory, or on a lost volume, does not look like the real one.
+std::string StartLine(hilo::Server& server, const hilo::ServerOptions& options,
+                      const hilo::NodeTagChoice& tag) {
+  const char* security = options.credentials == nullptr ? "plaintext"
                          : absl::GetFlag(FLAGS_tls_client_ca).empty() ? "tls"
                                                                       : "mtls";
-  absl::StatusOr<hilo::SyncMode> sync =
-      hilo::ParseSyncMode(absl::GetFlag(FLAGS_sync));
-  if (!sync.ok()) return Fail(sync.status());
-  options.sync = *sync;
+  std::string store_text;
+  if (options.postgres_uri.empty()) {
+    const int64_t collections = server.store()->collection_count();
+    store_text = absl::StrFormat(
+        "%s database %s with %d collection%s",
+        server.database_created() ? "created NEW" : "opened existing",
+        server.database_path(), collections, collections == 1 ? "" : "s");
+  } else {
+    store_text = absl::StrCat(
+        "db ", hilo::DescribePostgresConnection(options.postgres_uri)
+                   .value_or("postgresql"));
+  }
+  return absl::StrFormat(
+      "hilo_server: serving node %s on port %d (listen %s, %s, "
+      "%s, sync %s, range sizes %d..%d, max batch %d, "
+      "reflection %s, metrics %s)%s",
+      server.node_tag(), server.port(), options.listen, security, store_text,
+      hilo::SyncModeName(options.sync), options.range_sizes.min_size,
+      options.range_sizes.max_size, options.max_batch,
+      options.enable_reflection ? "on" : "off",
+      server.metrics_port() > 0 ? absl::StrCat("port ", server.metrics_port())
+                                : std::string("off"),
+      hilo::DefaultNodeTagNote(tag));
+}
+
+// Waits for SIGINT or SIGTERM and returns it; meanwhile reloads the policy
+// on SIGHUP and every --authz_reload_interval (AuthzReloader).
+int ServeUntilStopped(hilo::Server& server, const sigset_t& stop_signals) {
+  const absl::Duration reload_interval =
+      absl::GetFlag(FLAGS_authz_reload_interval);
+  hilo::AuthzReloader reloader(&server);
+  for (;;) {
+    int signal_number = 0;
+    if (reload_interval > absl::ZeroDuration()) {
+      const timespec timeout = absl::ToTimespec(reload_interval);
+      signal_number = sigtimedwait(&stop_signals, nullptr, &timeout);
+    } else {
+      sigwait(&stop_signals, &signal_number);
+    }
+    if (signal_number == SIGINT || signal_number == SIGTERM) {
+      return signal_number;
+    }
+    if (signal_number < 0 && errno != EAGAIN) continue;  // EINTR
+    if (std::optional<std::string> line = reloader.Reload()) Say(*line);
+  }
+}
+
+// Shutdown waits for the calls in flight, and they for the store; a
+// PostgreSQL database that stops answering (a COMMIT waiting for a standby
+// that never comes) must not keep the process alive past the grace its
+// supervisor was promised. A second more: gRPC cancels the calls left at
+// the end of the grace, and a healthy shutdown needs a moment after that
+// to finish and exit 0. The embedded SQLite store has no such wait, and its
+// shutdown keeps the time it needs.
+void StartShutdownWatchdog(absl::Duration limit) {
+  std::thread([limit] {
+    absl::SleepFor(limit);
+    ExitSaying(kExitShutdownOverran,
+               absl::StrFormat(
+                   "hilo_server: shutdown did not finish within "
+                   "--drain_delay + --shutdown_grace + 1s (%s): calls still "
+                   "wait for the store; exiting with status %d, none of them "
+                   "answered",
+                   absl::FormatDuration(limit), kExitShutdownOverran));
+  }).detach();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ParseFlags(argc, argv);
+  const sigset_t stop_signals = PrepareProcess();
+  hilo::ServerOptions options;
+  if (absl::Status s = StorageFromFlags(options); !s.ok()) return Fail(s);
+  absl::StatusOr<hilo::NodeTagChoice> tag = NodeTagFromFlags(options);
+  if (!tag.ok()) return Fail(tag.status());
+  LimitsFromFlags(options);
+  SetExitHooks(options);
+  if (absl::Status s = AccessFromFlags(options); !s.ok()) return Fail(s);
 
   absl::StatusOr<std::unique_ptr<hilo::Server>> server =
       hilo::Server::Start(options);
   if (!server.ok()) return Fail(server.status());
   grpc_logs_enabled.store(true);
+  const std::string create_db_marker = absl::GetFlag(FLAGS_create_db_marker);
   if (!create_db_marker.empty() && unlink(create_db_marker.c_str()) != 0 &&
       errno != ENOENT) {
     // Left in place it would let a later start make a new database where
@@ -496,105 +603,20 @@ int main(int argc, char** argv) {
         absl::StrFormat("cannot remove --create_db_marker %s: %s",
                         create_db_marker, strerror(errno))));
   }
-  // Which file, and whether it is new: a server started from the wrong
-  // directory, or on a lost volume, must not look like the real one.
-  std::string store_text;
-  if (options.postgres_uri.empty()) {
-    const int64_t collections = (*server)->store()->collection_count();
-    store_text = absl::StrFormat(
-        "%s database %s with %d collection%s",
-        (*server)->database_created() ? "created NEW" : "opened existing",
-        (*server)->database_path(), collections, collections == 1 ? "" : "s");
-  } else {
-    store_text = absl::StrCat(
-        "db ", hilo::DescribePostgresConnection(options.postgres_uri)
-                   .value_or("postgresql"));
-  }
-  absl::FPrintF(stderr,
-                "hilo_server: serving node %s on port %d (listen %s, %s, "
-                "%s, sync %s, range sizes %d..%d, max batch %d, "
-                "reflection %s, metrics %s)%s\n",
-                (*server)->node_tag(), (*server)->port(), options.listen,
-                security, store_text, hilo::SyncModeName(options.sync),
-                options.range_sizes.min_size, options.range_sizes.max_size,
-                options.max_batch, options.enable_reflection ? "on" : "off",
-                (*server)->metrics_port() > 0
-                    ? absl::StrCat("port ", (*server)->metrics_port())
-                    : std::string("off"),
-                tag_chosen ? ""
-                           : "; node tag A because no --node_tag was given: "
-                             "every other node serving the same collections "
-                             "needs its own");
+  Say(StartLine(**server, options, *tag));
 
-  // Waits for a stop signal; meanwhile reloads the policy on SIGHUP and
-  // every --authz_reload_interval.
-  const absl::Duration reload_interval =
-      absl::GetFlag(FLAGS_authz_reload_interval);
-  int signal_number = 0;
-  std::string last_reload_error;
-  for (;;) {
-    if (reload_interval > absl::ZeroDuration()) {
-      const timespec timeout = absl::ToTimespec(reload_interval);
-      signal_number = sigtimedwait(&stop_signals, nullptr, &timeout);
-    } else {
-      sigwait(&stop_signals, &signal_number);
-    }
-    if (signal_number == SIGINT || signal_number == SIGTERM) break;
-    if (signal_number < 0 && errno != EAGAIN) continue;  // EINTR
-    const int64_t before = (*server)->authz_generation();
-    absl::Status reloaded = (*server)->ReloadAuthz();
-    if (!reloaded.ok()) {
-      // Once per distinct error, not at every check.
-      if (reloaded.message() != last_reload_error) {
-        last_reload_error = std::string(reloaded.message());
-        absl::FPrintF(stderr, "hilo_server: %s; keeping the policy in force\n",
-                      reloaded.message());
-      }
-      continue;
-    }
-    last_reload_error.clear();
-    if ((*server)->authz_generation() != before) {
-      absl::FPrintF(
-          stderr, "hilo_server: authz policy %s reloaded%s\n",
-          options.authz_policy,
-          (*server)->authz_tokens_missing()
-              ? absl::StrCat("; authz token file ", options.authz_tokens,
-                             " is gone: every bearer token is "
-                             "refused until it is back")
-              : "");
-    }
-  }
-  std::fprintf(stderr, "hilo_server: %s received; draining\n",
-               strsignal(signal_number));
-  // Shutdown waits for the calls in flight, and they for the store; a
-  // PostgreSQL database that stops answering (a COMMIT waiting for a
-  // standby that never comes) must not keep the process alive past the
-  // grace its supervisor was promised. A second more: gRPC cancels the
-  // calls left at the end of the grace, and a healthy shutdown needs a
-  // moment after that to finish and exit 0. The embedded SQLite store has
-  // no such wait, and its shutdown keeps the time it needs.
+  const int signal_number = ServeUntilStopped(**server, stop_signals);
+  Say(absl::StrCat("hilo_server: ", strsignal(signal_number),
+                   " received; draining"));
   const absl::Duration drain_delay = absl::GetFlag(FLAGS_drain_delay);
   const absl::Duration grace = absl::GetFlag(FLAGS_shutdown_grace);
   if (!options.postgres_uri.empty()) {
-    std::thread([limit = drain_delay + grace + absl::Seconds(1)] {
-      absl::SleepFor(limit);
-      absl::FPrintF(
-          stderr,
-          "hilo_server: shutdown did not finish within "
-          "--drain_delay + --shutdown_grace + 1s (%s): calls still wait "
-          "for the store; exiting with status %d, none of them "
-          "answered\n",
-          absl::FormatDuration(limit), kExitShutdownOverran);
-      std::fflush(nullptr);
-      std::_Exit(kExitShutdownOverran);
-    }).detach();
+    StartShutdownWatchdog(drain_delay + grace + absl::Seconds(1));
   }
   (*server)->StartDraining();
   absl::SleepFor(drain_delay);
   (*server)->Shutdown(grace);
-  std::fprintf(stderr, "hilo_server: stopped\n");
   // Calls are drained and the database is closed. Skip gRPC's global
   // teardown, which waits for clients to drop idle connections (seconds).
-  std::fflush(nullptr);
-  std::_Exit(EXIT_SUCCESS);
+  ExitSaying(EXIT_SUCCESS, "hilo_server: stopped");
 }

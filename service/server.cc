@@ -23,24 +23,25 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "service/access/monotonic_clock.h"
+#include "service/listen_address.h"
 #include "service/observe/log_limiter.h"
 #include "service/store/range_token.h"
 #include "service/store/validation.h"
 
 namespace hilo {
-namespace {
 
 // Says, in the log and the audit trail, and counts that the store found its
 // database's history gone back. Events that come before the metrics and
 // the audit log exist (the store's Open checks the history) wait for them.
-class HistoryReporter {
+class Server::HistoryReporter {
  public:
   void Report(const StoreHistoryEvent& e) {
-    absl::FPrintF(stderr,
-                  "hilo_server: %s; moved %d collection(s) on past their "
-                  "reservations, skipping %d number(s), before handing out "
-                  "any range\n",
-                  e.reason, e.collections, e.numbers_skipped);
+    // Perhaps on the store's thread while the node serves: queued, never
+    // waiting for stderr's reader.
+    StderrLines().Write(absl::StrFormat(
+        "hilo_server: %s; moved %d collection(s) on past their "
+        "reservations, skipping %d number(s), before handing out any range",
+        e.reason, e.collections, e.numbers_skipped));
     base::MutexLock lock(&mu_);
     if (metrics_ == nullptr) {
       early_.push_back(e);
@@ -73,6 +74,8 @@ class HistoryReporter {
   std::vector<StoreHistoryEvent> early_ ABSL_GUARDED_BY(mu_);
 };
 
+namespace {
+
 // Linking gRPC's reflection library registers its plugin with every server
 // builder; this option takes it out again when reflection is off.
 class WithoutReflection final : public grpc::ServerBuilderOption {
@@ -89,375 +92,58 @@ class WithoutReflection final : public grpc::ServerBuilderOption {
   }
 };
 
-}  // namespace
-
-std::string NewLeaseHolder(absl::string_view host, int pid) {
-  return absl::StrFormat("%s pid %d start %016x",
-                         host.empty() ? "unknown-host" : host, pid,
-                         NewRangeToken());
+// The claim of the node tag in a shared store (see NodeTagLease).
+NodeTagLease NodeTagLeaseFor(const ServerOptions& opts) {
+  NodeTagLease lease;
+  lease.candidates.push_back(opts.node_tag);
+  lease.candidates.insert(lease.candidates.end(),
+                          opts.node_tag_alternates.begin(),
+                          opts.node_tag_alternates.end());
+  std::string host = opts.lease_host_for_testing;
+  if (host.empty()) {
+    char name[256] = {};
+    if (gethostname(name, sizeof(name) - 1) == 0) host = name;
+  }
+  lease.holder = NewLeaseHolder(host, opts.lease_pid_for_testing != 0
+                                          ? opts.lease_pid_for_testing
+                                          : getpid());
+  lease.duration = opts.node_tag_lease;
+  if (opts.node_tag_alternates.empty()) {
+    lease.wait_for_held = opts.node_tag_lease + absl::Seconds(1);
+  }
+  return lease;
 }
 
-absl::Status ValidateServerOptions(const ServerOptions& options) {
-  if (absl::Status s = ValidateNodeTag(options.node_tag); !s.ok()) return s;
-  for (const std::string& tag : options.node_tag_alternates) {
-    if (absl::Status s = ValidateNodeTag(tag); !s.ok()) return s;
-  }
-  if (!options.node_tag_alternates.empty() && options.postgres_uri.empty()) {
-    return absl::InvalidArgumentError(
-        "alternative node tags need a shared store: with a database per "
-        "node, two nodes with one tag would hand out the same IDs");
-  }
-  if (!options.retag_database_from.empty()) {
-    if (!options.postgres_uri.empty()) {
-      return absl::InvalidArgumentError(
-          "--retag_database is for an SQLite database (--db); on a shared "
-          "store the tags are leased, not kept with the numbers");
-    }
-    if (absl::Status s = ValidateNodeTag(options.retag_database_from);
-        !s.ok()) {
-      return s;
-    }
-  }
-  if (absl::Status s = ValidateRangeSizeLimits(options.range_sizes); !s.ok()) {
-    return s;
-  }
-  if (options.max_batch < 1) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "max batch is %d; it must be at least 1", options.max_batch));
-  }
-  if (options.metrics_max_collections < 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "metrics max collections is %d; it must not be negative",
-        options.metrics_max_collections));
-  }
-  if (options.max_concurrent_streams < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("max concurrent streams is %d; it must be at least 1",
-                        options.max_concurrent_streams));
-  }
-  if (options.max_memory_bytes < (1 << 20)) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("max memory is %d bytes; it must be at least 1 MiB",
-                        options.max_memory_bytes));
-  }
-  if (options.max_threads < 2) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "max threads is %d; it must be at least 2", options.max_threads));
-  }
-  if (options.max_list_reply_bytes < 1) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "max ListCollections reply bytes is %d; it must be at least 1",
-        options.max_list_reply_bytes));
-  }
-  if (options.max_last_max_jump < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("max last_max jump is %d; it must not be negative",
-                        options.max_last_max_jump));
-  }
-  if (!(options.exhaustion_share > 0 && options.exhaustion_share <= 1)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "exhaustion share is %g; it must be above 0 and at most 1",
-        options.exhaustion_share));
-  }
-  if (options.audit_refusals_per_second < 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "audit refusals per second is %d; it must not be negative (0: no "
-        "limit)",
-        options.audit_refusals_per_second));
-  }
-  if (options.audit_anonymous_refusals_per_second < 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "audit anonymous refusals per second is %d; it must not be negative "
-        "(0: no limit)",
-        options.audit_anonymous_refusals_per_second));
-  }
-  if (!options.authz_tokens.empty() && options.authz_policy.empty()) {
-    return absl::InvalidArgumentError(
-        "an authz token list needs an authz policy that names its tokens");
-  }
-  if (options.max_collections < 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "max collections is %d; it must not be negative (0: no limit)",
-        options.max_collections));
-  }
-  if (options.max_collection_creations_per_minute < 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "max collection creations per minute is %d; it must not be negative "
-        "(0: no limit)",
-        options.max_collection_creations_per_minute));
-  }
-  if (options.listener_probe_interval < absl::ZeroDuration() ||
-      options.listener_probe_timeout <= absl::ZeroDuration() ||
-      options.listener_probe_failures < 1) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "listener probe every %s, timeout %s, %d failures: the interval must "
-        "not be negative, the timeout must be positive and failures at "
-        "least 1",
-        absl::FormatDuration(options.listener_probe_interval),
-        absl::FormatDuration(options.listener_probe_timeout),
-        options.listener_probe_failures));
-  }
-  if (options.metrics_threads < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("metrics threads is %d; it must be at least 1",
-                        options.metrics_threads));
-  }
-  for (const auto& [name, d] :
-       {std::pair{"max connection idle", options.max_connection_idle},
-        std::pair{"max connection age", options.max_connection_age},
-        std::pair{"max connection age grace", options.max_connection_age_grace},
-        std::pair{"keepalive time", options.keepalive_time},
-        std::pair{"keepalive timeout", options.keepalive_timeout},
-        std::pair{"metrics request timeout",
-                  options.metrics_request_timeout}}) {
-    if (d <= absl::ZeroDuration()) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s is %s; it must be positive", name, absl::FormatDuration(d)));
-    }
-  }
-  if (options.listen.empty()) {
-    return absl::InvalidArgumentError("listen address is empty");
-  }
-  return absl::OkStatus();
-}
-
-Server::Server(ServerOptions options) : options_(std::move(options)) {}
-
-Server::~Server() { Shutdown(absl::ZeroDuration()); }
-
-int Server::metrics_port() const {
-  return metrics_endpoint_ != nullptr ? metrics_endpoint_->port() : 0;
-}
-
-absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
-  if (absl::Status s = ValidateServerOptions(options); !s.ok()) return s;
-  std::unique_ptr<Server> server(new Server(std::move(options)));
-  const ServerOptions& opts = server->options_;
-  const Clock* clock = opts.clock != nullptr ? opts.clock : SystemClock::Get();
-  const Clock* windows =
-      opts.window_clock != nullptr ? opts.window_clock : MonotonicClock::Get();
-  server->node_tag_ = opts.node_tag;
-
-  Server* raw = server.get();
-  // Told the row count by the store itself: this may run while the store
-  // drains at shutdown, when store_ no longer points at it. Nothing is
-  // written before the services exist, so metrics_ is set by then.
-  auto on_commit = [raw](absl::Duration elapsed, int operations,
-                         int64_t collections) {
-    raw->metrics_->OnCommit(elapsed, operations, collections);
-    raw->store_health_->OnCommit();
-  };
-  // Told before the metrics and the audit log exist, too: Open checks the
-  // database's history.
-  auto history = std::make_shared<HistoryReporter>();
-  // NOT_SERVING while writes fail for want of space (StoreHealth).
-  StoreHealthOptions store_health;
+// What clients must not see in an error: the store's file or address.
+std::vector<std::string> StoreNamesHiddenFromClients(
+    const ServerOptions& opts) {
+  // The store's messages may name its file or address; hidden from
+  // clients. Others (a row locked, the file lost) stay as they are.
+  std::vector<std::string> names;
   if (opts.postgres_uri.empty()) {
+    names.push_back(opts.db_path);
+    char* absolute = realpath(opts.db_path.c_str(), nullptr);
+    if (absolute != nullptr) {
+      names.push_back(absolute);
+      std::free(absolute);
+    }
     const size_t slash = opts.db_path.rfind('/');
-    store_health.space_dir =
-        slash == std::string::npos ? "." : opts.db_path.substr(0, slash + 1);
-  }
-  store_health.on_change = [raw](bool) { raw->UpdateHealth(); };
-  server->store_health_ =
-      std::make_unique<StoreHealth>(std::move(store_health));
-  if (!opts.postgres_uri.empty()) {
-    PostgresRangeStoreOptions store_options;
-    store_options.uri = opts.postgres_uri;
-    store_options.max_batch = opts.max_batch;
-    store_options.clock = clock;
-    store_options.on_commit = on_commit;
-    // Clients get a short reason; the detail (which names the database)
-    // is logged here, a few lines a second at most.
-    store_options.on_database_error = [limiter = std::make_shared<LogLimiter>(
-                                           5, 1024, windows)](
-                                          const absl::Status& detail) {
-      if (std::optional<std::string> line = limiter->Admit(detail.ToString())) {
-        StderrLines().Write(absl::StrCat("hilo_server: ", *line));
-      }
-    };
-    store_options.on_history_went_back = [history](const StoreHistoryEvent& e) {
-      history->Report(e);
-    };
-    store_options.on_reachability = [raw](bool reachable) {
-      {
-        base::MutexLock lock(&raw->health_mu_);
-        raw->store_reachable_ = reachable;
-      }
-      raw->UpdateHealth();
-    };
-    NodeTagLease& lease = store_options.node_tag_lease.emplace();
-    lease.candidates.push_back(opts.node_tag);
-    lease.candidates.insert(lease.candidates.end(),
-                            opts.node_tag_alternates.begin(),
-                            opts.node_tag_alternates.end());
-    std::string host = opts.lease_host_for_testing;
-    if (host.empty()) {
-      char name[256] = {};
-      if (gethostname(name, sizeof(name) - 1) == 0) host = name;
+    if (slash != std::string::npos) {
+      names.push_back(opts.db_path.substr(slash + 1));  // the file's name
     }
-    lease.holder = NewLeaseHolder(host, opts.lease_pid_for_testing != 0
-                                            ? opts.lease_pid_for_testing
-                                            : getpid());
-    lease.duration = opts.node_tag_lease;
-    if (opts.node_tag_alternates.empty()) {
-      lease.wait_for_held = opts.node_tag_lease + absl::Seconds(1);
-    }
-    store_options.on_node_tag_lost = [raw](const absl::Status& status) {
-      {
-        base::MutexLock lock(&raw->health_mu_);
-        raw->node_tag_lost_ = true;
-      }
-      raw->UpdateHealth();
-      if (raw->options_.on_node_tag_lost) {
-        raw->FlushAuditLogBeforeExit();
-        raw->options_.on_node_tag_lost(status);
-      }
-    };
-    absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
-        PostgresRangeStore::Open(std::move(store_options));
-    if (!store.ok()) return store.status();
-    server->node_tag_ = (*store)->node_tag();
-    server->store_ = *std::move(store);
   } else {
-    SqliteRangeStoreOptions store_options;
-    store_options.path = opts.db_path;
-    store_options.node_tag = opts.node_tag;
-    store_options.retag_from = opts.retag_database_from;
-    store_options.sync = opts.sync;
-    store_options.max_batch = opts.max_batch;
-    store_options.clock = clock;
-    store_options.on_commit = on_commit;
-    store_options.create_if_missing = opts.create_db;
-    store_options.file_check_interval = opts.db_check_interval;
-    store_options.on_file_lost = [raw](const absl::Status& status) {
-      {
-        base::MutexLock lock(&raw->health_mu_);
-        raw->database_lost_ = true;
-      }
-      raw->UpdateHealth();
-      if (raw->options_.on_database_lost) {
-        raw->FlushAuditLogBeforeExit();
-        raw->options_.on_database_lost(status);
-      }
-    };
-    absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
-        SqliteRangeStore::Open(std::move(store_options));
-    if (!store.ok()) {
-      if (store.status().code() == absl::StatusCode::kNotFound &&
-          !opts.create_db) {
-        return absl::NotFoundError(absl::StrCat(
-            store.status().message(),
-            "; pass --create_db to create a new, empty database there; a new "
-            "database hands out numbers from 1 again, so if this node served "
-            "before, start it on its old file"));
-      }
-      return store.status();
+    names.push_back("postgresql://");
+    if (absl::StatusOr<std::string> d =
+            DescribePostgresConnection(opts.postgres_uri);
+        d.ok()) {
+      names.push_back(*d);
     }
-    server->sqlite_store_ = store->get();
-    server->database_path_ = (*store)->absolute_path();
-    server->database_created_ = (*store)->created();
-    server->store_ = *std::move(store);
   }
-  MetricsOptions metrics_options;
-  metrics_options.node_tag = server->node_tag_;
-  metrics_options.version = HILO_VERSION;
-  metrics_options.max_collections = opts.metrics_max_collections;
-  server->metrics_ = std::make_unique<Metrics>(metrics_options);
-  server->exhaustion_ =
-      std::make_unique<ExhaustionReporter>(opts.exhaustion_share, windows);
-  server->observers_ = std::make_unique<ObserverList>(
-      std::vector<Observer*>{server->metrics_.get(), server->exhaustion_.get(),
-                             server->store_health_.get(), opts.observer});
-  if (!opts.authz_policy.empty()) {
-    absl::StatusOr<std::unique_ptr<Authorizer>> authorizer =
-        Authorizer::Load(opts.authz_policy, opts.authz_tokens);
-    if (!authorizer.ok()) return authorizer.status();
-    server->authorizer_ = *std::move(authorizer);
-  }
-  AuditLogOptions audit_options;
-  audit_options.refusals_per_second = opts.audit_refusals_per_second;
-  audit_options.anonymous_refusals_per_second =
-      opts.audit_anonymous_refusals_per_second;
-  audit_options.on_suppressed = [metrics = server->metrics_.get()] {
-    metrics->OnAuditLineSuppressed();
-  };
-  // Lines no reader took in time (LineWriter): counted here, said once in
-  // their log when its writer catches up.
-  audit_options.on_line_dropped = [metrics = server->metrics_.get()] {
-    metrics->OnAuditLineDropped();
-  };
-  server->stderr_drops_ = StderrLines().AddDropListener(
-      [metrics = server->metrics_.get()] { metrics->OnStderrLineDropped(); });
-  if (opts.audit_log.empty()) {
-    server->audit_log_ =
-        std::make_unique<AuditLog>(clock, std::move(audit_options));
-  } else {
-    absl::StatusOr<std::unique_ptr<AuditLog>> audit =
-        AuditLog::Open(opts.audit_log, clock, std::move(audit_options));
-    if (!audit.ok()) return audit.status();
-    server->audit_log_ = *std::move(audit);
-  }
+  return names;
+}
 
-  history->Attach(server->metrics_.get(), server->audit_log_.get());
-
-  // Both stores counted their rows when they opened.
-  server->collection_limit_ = std::make_unique<CollectionLimit>(
-      opts.max_collections, server->store_->collection_count(),
-      opts.max_collection_creations_per_minute, windows);
-  server->service_ = std::make_unique<HiLoService>(
-      server->store_.get(), RangeSizePolicy(opts.range_sizes),
-      server->node_tag_, clock, server->observers_.get(),
-      opts.allow_returns_without_token, server->collection_limit_.get(),
-      opts.max_last_max_jump);
-  server->admin_service_ = std::make_unique<AdminService>(
-      server->store_.get(), server->node_tag_, opts.max_list_reply_bytes,
-      server->collection_limit_.get());
-  server->gatekeeper_ = std::make_unique<Gatekeeper>(
-      server->service_.get(), server->admin_service_.get(),
-      server->authorizer_.get(), server->audit_log_.get(),
-      server->observers_.get());
-  {
-    // The store's messages may name its file or address; hidden from
-    // clients. Others (a row locked, the file lost) stay as they are.
-    std::vector<std::string> names;
-    if (opts.postgres_uri.empty()) {
-      names.push_back(opts.db_path);
-      char* absolute = realpath(opts.db_path.c_str(), nullptr);
-      if (absolute != nullptr) {
-        names.push_back(absolute);
-        std::free(absolute);
-      }
-      const size_t slash = opts.db_path.rfind('/');
-      if (slash != std::string::npos) {
-        names.push_back(opts.db_path.substr(slash + 1));  // the file's name
-      }
-    } else {
-      names.push_back("postgresql://");
-      if (absl::StatusOr<std::string> d =
-              DescribePostgresConnection(opts.postgres_uri);
-          d.ok()) {
-        names.push_back(*d);
-      }
-    }
-    server->gatekeeper_->HideFromClients(std::move(names));
-  }
-  server->metrics_->OnCommit(absl::ZeroDuration(), 0,
-                             server->store_->collection_count());
-  if (!opts.metrics_listen.empty()) {
-    absl::StatusOr<std::unique_ptr<MetricsEndpoint>> endpoint =
-        MetricsEndpoint::Start(
-            opts.metrics_listen, server->metrics_->registry(),
-            opts.metrics_threads, opts.metrics_request_timeout);
-    if (!endpoint.ok()) return endpoint.status();
-    server->metrics_endpoint_ = *std::move(endpoint);
-  }
-
-  // Both are process-wide switches; they must precede the builder.
-  grpc::EnableDefaultHealthCheckService(true);
-  if (opts.enable_reflection) {
-    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  }
-  grpc::ServerBuilder builder;
+// The gRPC server's limits and switches, all from `opts`.
+void ConfigureBuilder(const ServerOptions& opts, grpc::ServerBuilder& builder) {
   if (!opts.enable_reflection) {
     builder.SetOption(std::make_unique<WithoutReflection>());
   }
@@ -497,48 +183,297 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
                              ms(opts.keepalive_time));
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
                              ms(opts.keepalive_timeout));
-  builder.AddListeningPort(opts.listen,
-                           opts.credentials != nullptr
-                               ? opts.credentials
+}
+
+}  // namespace
+
+std::string NewLeaseHolder(absl::string_view host, int pid) {
+  return absl::StrFormat("%s pid %d start %016x",
+                         host.empty() ? "unknown-host" : host, pid,
+                         NewRangeToken());
+}
+
+Server::Server(ServerOptions options)
+    : options_(std::move(options)),
+      clock_(options_.clock != nullptr ? options_.clock : SystemClock::Get()),
+      window_clock_(options_.window_clock != nullptr ? options_.window_clock
+                                                     : MonotonicClock::Get()),
+      node_tag_(options_.node_tag) {}
+
+Server::~Server() { Shutdown(absl::ZeroDuration()); }
+
+int Server::metrics_port() const {
+  return metrics_endpoint_ != nullptr ? metrics_endpoint_->port() : 0;
+}
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
+  if (absl::Status s = ValidateServerOptions(options); !s.ok()) return s;
+  std::unique_ptr<Server> server(new Server(std::move(options)));
+  // Told before the metrics and the audit log exist, too: Open checks the
+  // database's history.
+  auto history = std::make_shared<HistoryReporter>();
+  server->WatchStoreHealth();
+  if (absl::Status s = server->OpenStore(history); !s.ok()) return s;
+  server->BuildObservers();
+  if (absl::Status s = server->BuildAccess(); !s.ok()) return s;
+  history->Attach(server->metrics_.get(), server->audit_log_.get());
+  server->BuildServices();
+  server->metrics_->OnCommit(absl::ZeroDuration(), 0,
+                             server->store_->collection_count());
+  if (absl::Status s = server->StartMetricsEndpoint(); !s.ok()) return s;
+  if (absl::Status s = server->StartGrpcServer(); !s.ok()) return s;
+  server->StartListenerProbe();
+  return server;
+}
+
+void Server::WatchStoreHealth() {
+  // NOT_SERVING while writes fail for want of space (StoreHealth).
+  StoreHealthOptions store_health;
+  if (options_.postgres_uri.empty()) {
+    const size_t slash = options_.db_path.rfind('/');
+    store_health.space_dir = slash == std::string::npos
+                                 ? "."
+                                 : options_.db_path.substr(0, slash + 1);
+  }
+  store_health.on_change = [this](bool) { UpdateHealth(); };
+  store_health_ = std::make_unique<StoreHealth>(std::move(store_health));
+}
+
+std::function<void(absl::Duration, int, int64_t)> Server::OnCommit() {
+  // Told the row count by the store itself: this may run while the store
+  // drains at shutdown, when store_ no longer points at it. Nothing is
+  // written before the services exist, so metrics_ is set by then.
+  return [this](absl::Duration elapsed, int operations, int64_t collections) {
+    metrics_->OnCommit(elapsed, operations, collections);
+    store_health_->OnCommit();
+  };
+}
+
+absl::Status Server::OpenStore(std::shared_ptr<HistoryReporter> history) {
+  return options_.postgres_uri.empty() ? OpenSqliteStore()
+                                       : OpenPostgresStore(std::move(history));
+}
+
+absl::Status Server::OpenPostgresStore(
+    std::shared_ptr<HistoryReporter> history) {
+  const ServerOptions& opts = options_;
+  PostgresRangeStoreOptions store_options;
+  store_options.uri = opts.postgres_uri;
+  store_options.max_batch = opts.max_batch;
+  store_options.clock = clock_;
+  store_options.on_commit = OnCommit();
+  // Clients get a short reason; the detail (which names the database)
+  // is logged here, a few lines a second at most.
+  store_options.on_database_error = [limiter = std::make_shared<LogLimiter>(
+                                         5, 1024, window_clock_)](
+                                        const absl::Status& detail) {
+    if (std::optional<std::string> line = limiter->Admit(detail.ToString())) {
+      StderrLines().Write(absl::StrCat("hilo_server: ", *line));
+    }
+  };
+  store_options.on_history_went_back = [history](const StoreHistoryEvent& e) {
+    history->Report(e);
+  };
+  store_options.on_reachability = [this](bool reachable) {
+    {
+      base::MutexLock lock(&health_mu_);
+      store_reachable_ = reachable;
+    }
+    UpdateHealth();
+  };
+  store_options.node_tag_lease = NodeTagLeaseFor(opts);
+  store_options.on_node_tag_lost = [this](const absl::Status& status) {
+    {
+      base::MutexLock lock(&health_mu_);
+      node_tag_lost_ = true;
+    }
+    UpdateHealth();
+    if (options_.on_node_tag_lost) {
+      FlushAuditLogBeforeExit();
+      options_.on_node_tag_lost(status);
+    }
+  };
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
+      PostgresRangeStore::Open(std::move(store_options));
+  if (!store.ok()) return store.status();
+  node_tag_ = (*store)->node_tag();
+  store_ = *std::move(store);
+  return absl::OkStatus();
+}
+
+absl::Status Server::OpenSqliteStore() {
+  const ServerOptions& opts = options_;
+  SqliteRangeStoreOptions store_options;
+  store_options.path = opts.db_path;
+  store_options.node_tag = opts.node_tag;
+  store_options.retag_from = opts.retag_database_from;
+  store_options.sync = opts.sync;
+  store_options.max_batch = opts.max_batch;
+  store_options.clock = clock_;
+  store_options.on_commit = OnCommit();
+  store_options.create_if_missing = opts.create_db;
+  store_options.file_check_interval = opts.db_check_interval;
+  store_options.on_file_lost = [this](const absl::Status& status) {
+    {
+      base::MutexLock lock(&health_mu_);
+      database_lost_ = true;
+    }
+    UpdateHealth();
+    if (options_.on_database_lost) {
+      FlushAuditLogBeforeExit();
+      options_.on_database_lost(status);
+    }
+  };
+  absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
+      SqliteRangeStore::Open(std::move(store_options));
+  if (!store.ok()) {
+    if (store.status().code() == absl::StatusCode::kNotFound &&
+        !opts.create_db) {
+      return absl::NotFoundError(absl::StrCat(
+          store.status().message(),
+          "; pass --create_db to create a new, empty database there; a new "
+          "database hands out numbers from 1 again, so if this node served "
+          "before, start it on its old file"));
+    }
+    return store.status();
+  }
+  sqlite_store_ = store->get();
+  database_path_ = (*store)->absolute_path();
+  database_created_ = (*store)->created();
+  store_ = *std::move(store);
+  return absl::OkStatus();
+}
+
+void Server::BuildObservers() {
+  MetricsOptions metrics_options;
+  metrics_options.node_tag = node_tag_;
+  metrics_options.version = HILO_VERSION;
+  metrics_options.max_collections = options_.metrics_max_collections;
+  metrics_ = std::make_unique<Metrics>(metrics_options);
+  exhaustion_ = std::make_unique<ExhaustionReporter>(options_.exhaustion_share,
+                                                     window_clock_);
+  observers_ = std::make_unique<ObserverList>(
+      std::vector<Observer*>{metrics_.get(), exhaustion_.get(),
+                             store_health_.get(), options_.observer});
+}
+
+absl::Status Server::BuildAccess() {
+  const ServerOptions& opts = options_;
+  if (!opts.authz_policy.empty()) {
+    absl::StatusOr<std::unique_ptr<Authorizer>> authorizer =
+        Authorizer::Load(opts.authz_policy, opts.authz_tokens);
+    if (!authorizer.ok()) return authorizer.status();
+    authorizer_ = *std::move(authorizer);
+  }
+  AuditLogOptions audit_options;
+  audit_options.refusals_per_second = opts.audit_refusals_per_second;
+  audit_options.anonymous_refusals_per_second =
+      opts.audit_anonymous_refusals_per_second;
+  audit_options.on_suppressed = [metrics = metrics_.get()] {
+    metrics->OnAuditLineSuppressed();
+  };
+  // Lines no reader took in time (LineWriter): counted here, said once in
+  // their log when its writer catches up.
+  audit_options.on_line_dropped = [metrics = metrics_.get()] {
+    metrics->OnAuditLineDropped();
+  };
+  stderr_drops_ = StderrLines().AddDropListener(
+      [metrics = metrics_.get()] { metrics->OnStderrLineDropped(); });
+  if (opts.audit_log.empty()) {
+    audit_log_ = std::make_unique<AuditLog>(clock_, std::move(audit_options));
+  } else {
+    absl::StatusOr<std::unique_ptr<AuditLog>> audit =
+        AuditLog::Open(opts.audit_log, clock_, std::move(audit_options));
+    if (!audit.ok()) return audit.status();
+    audit_log_ = *std::move(audit);
+  }
+  return absl::OkStatus();
+}
+
+void Server::BuildServices() {
+  const ServerOptions& opts = options_;
+  // Both stores counted their rows when they opened.
+  collection_limit_ = std::make_unique<CollectionLimit>(
+      opts.max_collections, store_->collection_count(),
+      opts.max_collection_creations_per_minute, window_clock_);
+  service_ = std::make_unique<HiLoService>(
+      store_.get(), RangeSizePolicy(opts.range_sizes), node_tag_, clock_,
+      observers_.get(), opts.allow_returns_without_token,
+      collection_limit_.get(), opts.max_last_max_jump);
+  admin_service_ = std::make_unique<AdminService>(store_.get(), node_tag_,
+                                                  opts.max_list_reply_bytes,
+                                                  collection_limit_.get());
+  gatekeeper_ = std::make_unique<Gatekeeper>(
+      service_.get(), admin_service_.get(), authorizer_.get(), audit_log_.get(),
+      observers_.get());
+  gatekeeper_->HideFromClients(StoreNamesHiddenFromClients(opts));
+}
+
+absl::Status Server::StartMetricsEndpoint() {
+  if (options_.metrics_listen.empty()) return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<MetricsEndpoint>> endpoint =
+      MetricsEndpoint::Start(options_.metrics_listen, metrics_->registry(),
+                             options_.metrics_threads,
+                             options_.metrics_request_timeout);
+  if (!endpoint.ok()) {
+    // Its message names the web server's library, not the problem.
+    return BindFailure(kMetricsListenFlag, options_.metrics_listen,
+                       endpoint.status().message());
+  }
+  metrics_endpoint_ = *std::move(endpoint);
+  return absl::OkStatus();
+}
+
+absl::Status Server::StartGrpcServer() {
+  // Both are process-wide switches; they must precede the builder.
+  grpc::EnableDefaultHealthCheckService(true);
+  if (options_.enable_reflection) {
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  }
+  grpc::ServerBuilder builder;
+  ConfigureBuilder(options_, builder);
+  builder.AddListeningPort(options_.listen,
+                           options_.credentials != nullptr
+                               ? options_.credentials
                                : grpc::InsecureServerCredentials(),
-                           &server->port_);
+                           &port_);
   // HiLo and HiLoAdmin are callback services: no thread waits for a
   // commit. Health and reflection are gRPC's own (synchronous) services.
-  server->grpc_service_ =
-      std::make_unique<GrpcHiLoService>(server->gatekeeper_.get());
-  server->grpc_admin_service_ =
-      std::make_unique<GrpcAdminService>(server->gatekeeper_.get());
-  builder.RegisterService(server->grpc_service_.get());
-  builder.RegisterService(server->grpc_admin_service_.get());
+  grpc_service_ = std::make_unique<GrpcHiLoService>(gatekeeper_.get());
+  grpc_admin_service_ = std::make_unique<GrpcAdminService>(gatekeeper_.get());
+  builder.RegisterService(grpc_service_.get());
+  builder.RegisterService(grpc_admin_service_.get());
   std::unique_ptr<grpc::Server> built = builder.BuildAndStart();
-  if (built == nullptr || server->port_ == 0) {
-    return absl::UnavailableError(absl::StrFormat(
-        "cannot listen on %s: the address is in use or invalid", opts.listen));
+  if (built == nullptr || port_ == 0) {
+    return BindFailure(kListenFlag, options_.listen,
+                       "the address is in use or invalid");
   }
   {
     // The store may report its health from its own thread meanwhile.
-    base::MutexLock lock(&server->health_mu_);
-    server->grpc_server_ = std::move(built);
+    base::MutexLock lock(&health_mu_);
+    grpc_server_ = std::move(built);
   }
-  server->UpdateHealth();
-  if (opts.listener_probe_interval > absl::ZeroDuration()) {
-    ListenerProbeOptions probe;
-    probe.host = ListenHost(opts.listen);
-    probe.port = server->port_;
-    probe.interval = opts.listener_probe_interval;
-    probe.timeout = opts.listener_probe_timeout;
-    probe.failures = opts.listener_probe_failures;
-    probe.on_deaf = [raw](const absl::Status& status) {
-      // NOT_SERVING for good: the process is about to exit.
-      raw->StartDraining();
-      if (raw->options_.on_listener_deaf) {
-        raw->FlushAuditLogBeforeExit();
-        raw->options_.on_listener_deaf(status);
-      }
-    };
-    server->listener_probe_ = ListenerProbe::Start(std::move(probe));
-  }
-  return server;
+  UpdateHealth();
+  return absl::OkStatus();
+}
+
+void Server::StartListenerProbe() {
+  if (options_.listener_probe_interval <= absl::ZeroDuration()) return;
+  ListenerProbeOptions probe;
+  probe.host = ListenHost(options_.listen);
+  probe.port = port_;
+  probe.interval = options_.listener_probe_interval;
+  probe.timeout = options_.listener_probe_timeout;
+  probe.failures = options_.listener_probe_failures;
+  probe.on_deaf = [this](const absl::Status& status) {
+    // NOT_SERVING for good: the process is about to exit.
+    StartDraining();
+    if (options_.on_listener_deaf) {
+      FlushAuditLogBeforeExit();
+      options_.on_listener_deaf(status);
+    }
+  };
+  listener_probe_ = ListenerProbe::Start(std::move(probe));
 }
 
 void Server::FlushAuditLogBeforeExit() {

@@ -11,6 +11,7 @@ using ::hilo::testing_util::CommandResult;
 using ::hilo::testing_util::TempDir;
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
+using ::testing::Not;
 
 class CliTest : public ::testing::Test {
  protected:
@@ -103,13 +104,47 @@ TEST_F(CliTest, ServerErrorsExitOneWithCodeAndMessage) {
   EXPECT_THAT(r.err, HasSubstr("INVALID_ARGUMENT"));
 }
 
-TEST_F(CliTest, UnreachableServerExitsOneNamingIt) {
+TEST_F(CliTest, UnreachableServerExitsOneNamingItAndWhatToCheck) {
   TempDir scratch;
   CommandResult r = testing_util::RunCommand(
       {HILO_CLI_PATH, "--target=127.0.0.1:1", "--timeout=2s", "health"},
       scratch);
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err, HasSubstr("UNAVAILABLE: 127.0.0.1:1"));
+  EXPECT_THAT(r.err, HasSubstr("hilo: UNAVAILABLE: 127.0.0.1:1"));
+  EXPECT_THAT(r.err, HasSubstr("; is hilo_server running on 127.0.0.1:1? "
+                               "Check --target"));
+}
+
+// Run without the fixture's --target.
+CommandResult HiloAlone(std::vector<std::string> args) {
+  TempDir scratch;
+  args.insert(args.begin(), HILO_CLI_PATH);
+  return testing_util::RunCommand(args, scratch);
+}
+
+TEST_F(CliTest, TargetPortOutOfRangeIsUsageNotAWrappedPort) {
+  // gRPC would dial 80000 - 65536 = 14464.
+  CommandResult r = HiloAlone({"--target=127.0.0.1:80000", "health"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("hilo: --target=127.0.0.1:80000: port 80000 "
+                               "is out of range: a port is 0 to 65535"));
+  EXPECT_THAT(r.err, Not(HasSubstr("UNAVAILABLE")));
+}
+
+TEST_F(CliTest, FlagMistakesExitTwoSayingWhat) {
+  CommandResult r = Hilo({"next", "orders", "-n", "abc"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err,
+            "hilo: \"abc\" is not a valid value for --n (--help says what "
+            "it takes)\n");
+  r = Hilo({"--jsno", "health"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err,
+            "hilo: unknown flag --jsno; did you mean --json? (--help lists "
+            "every flag)\n");
+  r = Hilo({"--colour=red", "health"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "hilo: unknown flag --colour (--help lists every flag)\n");
 }
 
 TEST_F(CliTest, BadUsageExitsTwo) {

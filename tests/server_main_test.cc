@@ -18,6 +18,7 @@
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
+#include "testing/held_port.h"
 #include "testing/server_process.h"
 #include "testing/status_matchers.h"
 #include "testing/test_util.h"
@@ -25,6 +26,7 @@
 namespace hilo {
 namespace {
 
+using ::hilo::testing_util::HeldPort;
 using ::hilo::testing_util::IsOk;
 using ::hilo::testing_util::IsOkAndHolds;
 using ::hilo::testing_util::ServerProcess;
@@ -185,7 +187,7 @@ void PrintTo(const BadStart& c, std::ostream* os) { *os << c.label; }
 
 class ServerMainBadStartTest : public ::testing::TestWithParam<BadStart> {};
 
-TEST_P(ServerMainBadStartTest, PrintsOneClearLineAndExitsNonZero) {
+TEST_P(ServerMainBadStartTest, PrintsOneClearLineAndExitsOne) {
   TempDir dir;
   std::ofstream(dir.File("garbage.db")) << std::string(8192, 'g');
   std::ofstream(dir.File("file")) << "x";
@@ -213,7 +215,7 @@ TEST_P(ServerMainBadStartTest, PrintsOneClearLineAndExitsNonZero) {
     args.push_back("--create_db");
   }
   const auto [code, lines] = RunToRefusal(args);
-  EXPECT_NE(code, 0);
+  EXPECT_EQ(code, 1);  // docs/server.md: 1 is a bad start
   ASSERT_EQ(lines.size(), 1u) << ::testing::PrintToString(lines);
   EXPECT_THAT(lines[0], HasSubstr(GetParam().message_part));
 }
@@ -226,7 +228,17 @@ INSTANTIATE_TEST_SUITE_P(
         BadStart{"RequiredNodeTagMissing",
                  {"--require_node_tag"},
                  "--require_node_tag: no node tag given"},
-        BadStart{"UnknownFlag", {"--colour=red"}, "colour"},
+        BadStart{"UnknownFlag",
+                 {"--colour=red"},
+                 "hilo_server: unknown flag --colour (--help lists every "
+                 "flag)"},
+        BadStart{"MistypedFlagGetsTheNearest",
+                 {"--nodetag=B"},
+                 "hilo_server: unknown flag --nodetag; did you mean "
+                 "--node_tag? (--help lists every flag)"},
+        BadStart{"BadFlagValue",
+                 {"--shutdown_grace=soon"},
+                 "\"soon\" is not a valid value for --shutdown_grace"},
         BadStart{"StrayArgument", {"serve"}, "unexpected argument \"serve\""},
         BadStart{"BadSync", {"--sync=sometimes"}, "sometimes"},
         BadStart{"MinAboveMax",
@@ -244,9 +256,25 @@ INSTANTIATE_TEST_SUITE_P(
         BadStart{"BadListenAddress",
                  {"--listen=256.1.1.1:99999"},
                  "cannot listen on 256.1.1.1:99999"},
+        // gRPC would serve on 80000 - 65536 = 14464.
+        BadStart{"ListenPortOutOfRange",
+                 {"--listen=127.0.0.1:80000"},
+                 "cannot listen on 127.0.0.1:80000 (--listen): port 80000 is "
+                 "out of range: a port is 0 to 65535; give HOST:PORT"},
+        BadStart{"ListenWithoutPort",
+                 {"--listen=localhost"},
+                 "cannot listen on localhost (--listen): it has no port; give "
+                 "HOST:PORT, such as 127.0.0.1:50051"},
+        BadStart{"ListenOnAnotherMachinesAddress",
+                 {"--listen=192.0.2.1:0"},
+                 "(--listen): 192.0.2.1 is not an address of this machine"},
         BadStart{"BadMetricsAddress",
                  {"--metrics_listen=nonsense"},
-                 "cannot serve metrics on nonsense"},
+                 "cannot serve metrics on nonsense (--metrics_listen): it has "
+                 "no port"},
+        BadStart{"MetricsPortOutOfRange",
+                 {"--metrics_listen=127.0.0.1:70000"},
+                 "(--metrics_listen): port 70000 is out of range"},
         BadStart{"MissingAuthzPolicy",
                  {"--authz_policy=$DIR/none.textproto"},
                  "none.textproto cannot be read: No such file or directory"},
@@ -383,6 +411,38 @@ TEST(ServerMainTest, PortInUseIsOneClearLineAndNonZeroExit) {
   EXPECT_THAT(lines[0],
               HasSubstr("cannot listen on " + testing_util::Address(port)));
   EXPECT_THAT(first->Terminate(), IsOkAndHolds(0));
+}
+
+// A port some other program holds: the line names the flag and the port,
+// says it is in use and what to do, and no library's words.
+TEST(ServerMainTest, PortsInUseNameTheFlagThePortAndWhatToDo) {
+  TempDir dir;
+  HeldPort held;
+  ASSERT_NE(held.port(), 0);
+  const std::string address = testing_util::Address(held.port());
+  const std::string port = std::to_string(held.port());
+  {
+    const auto [code, lines] =
+        RunToRefusal({"--metrics_listen=" + address, "--db=" + dir.File("a.db"),
+                      "--create_db"});
+    EXPECT_EQ(code, 1);
+    ASSERT_EQ(lines.size(), 1u) << ::testing::PrintToString(lines);
+    EXPECT_EQ(lines[0], "hilo_server: cannot serve metrics on " + address +
+                            " (--metrics_listen): port " + port +
+                            " is in use by another program (another "
+                            "hilo_server?); stop it, or give --metrics_listen "
+                            "another port (0 picks a free one); or "
+                            "--metrics_listen= (empty) to serve no metrics");
+  }
+  const auto [code, lines] = RunToRefusal(
+      {"--listen=" + address, "--db=" + dir.File("b.db"), "--create_db"});
+  EXPECT_EQ(code, 1);
+  ASSERT_EQ(lines.size(), 1u) << ::testing::PrintToString(lines);
+  EXPECT_EQ(lines[0], "hilo_server: cannot listen on " + address +
+                          " (--listen): port " + port +
+                          " is in use by another program (another "
+                          "hilo_server?); stop it, or give --listen another "
+                          "port (0 picks a free one)");
 }
 
 // The database file, as `ls` names it: the server says which one it opened

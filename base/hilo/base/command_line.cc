@@ -4,13 +4,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -48,6 +52,105 @@ void AppendFlag(const absl::CommandLineFlag& flag, std::string* out) {
   absl::StrAppend(out, line, "\n");
 }
 
+// Edit distance between a and b: insertions, deletions, substitutions
+// and swaps of two neighbours ("jsno" is one from "json").
+size_t EditDistance(absl::string_view a, absl::string_view b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1,
+                                     std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1,
+                          d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+// `name` lower-cased without '_' and '-': "node-tag", "nodetag" and
+// "NODE_TAG" all read "nodetag".
+std::string Folded(absl::string_view name) {
+  std::string folded;
+  for (char c : name) {
+    if (c != '_' && c != '-') folded += absl::ascii_tolower(c);
+  }
+  return folded;
+}
+
+// Abseil's flags that read other flags from elsewhere; with one of them on
+// the command line, CheckFlags leaves every judgement to Abseil.
+bool IsGeneratorFlag(absl::string_view name) {
+  return name == "flagfile" || name == "fromenv" || name == "tryfromenv" ||
+         name == "undefok";
+}
+
+// Abseil's usage flags (--version, --helpfull, ...), which it reads apart
+// from the registered flags.
+bool IsUsageFlag(absl::string_view name) {
+  return absl::StartsWith(name, "help") || name == "version" ||
+         name == "only_check_args";
+}
+
+// The flag `name` names, as Abseil finds it: "noNAME" is NAME=false for a
+// boolean NAME.
+const absl::CommandLineFlag* FindFlag(absl::string_view name, bool* negated) {
+  *negated = false;
+  if (const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name)) {
+    return flag;
+  }
+  if (absl::StartsWith(name, "no")) {
+    const absl::CommandLineFlag* flag =
+        absl::FindCommandLineFlag(name.substr(2));
+    if (flag != nullptr && flag->IsOfType<bool>()) {
+      *negated = true;
+      return flag;
+    }
+  }
+  return nullptr;
+}
+
+// What is wrong with one flag argument (`name`, and its value if it has
+// one), or "" if nothing is.
+std::string CheckFlag(absl::string_view name,
+                      std::optional<absl::string_view> value) {
+  bool negated = false;
+  const absl::CommandLineFlag* flag = FindFlag(name, &negated);
+  if (flag == nullptr) {
+    const std::string nearest = NearestFlag(name);
+    return absl::StrCat("unknown flag --", name,
+                        nearest.empty()
+                            ? std::string()
+                            : absl::StrCat("; did you mean --", nearest, "?"),
+                        " (--help lists every flag)");
+  }
+  if (IsAbseilFlag(*flag)) return "";  // --help and the like: Abseil's
+  if (negated) {
+    return value.has_value() ? absl::StrCat("--", name, " takes no value")
+                             : std::string();
+  }
+  if (!value.has_value()) {
+    return flag->IsOfType<bool>()
+               ? std::string()
+               : absl::StrCat("--", name, " needs a value (--", name,
+                              "=VALUE)");
+  }
+  std::string error;
+  // Sets the flag as Abseil will when it parses the same argument.
+  if (const_cast<absl::CommandLineFlag*>(flag)->ParseFrom(*value, &error)) {
+    return "";
+  }
+  // Abseil's own error repeats the value and the name; a type's parser
+  // may say more ("Failed to parse ...").
+  const bool says_more = !error.empty() && !absl::StartsWith(error, "Illegal");
+  return absl::StrCat("\"", *value, "\" is not a valid value for --", name,
+                      says_more ? ": " : "", says_more ? error : "",
+                      " (--help says what it takes)");
+}
+
 bool AsksForHelp(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const char* arg = argv[i];
@@ -61,6 +164,57 @@ bool AsksForHelp(int argc, char** argv) {
 }
 
 }  // namespace
+
+std::string NearestFlag(absl::string_view name) {
+  const std::string folded = Folded(name);
+  std::string best;
+  size_t best_distance = 0;
+  for (const auto& [flag_name, flag] : absl::GetAllFlags()) {
+    if (IsAbseilFlag(*flag)) continue;
+    const size_t distance = EditDistance(folded, Folded(flag_name));
+    if (best.empty() || distance < best_distance ||
+        (distance == best_distance && flag_name < best)) {
+      best = std::string(flag_name);
+      best_distance = distance;
+    }
+  }
+  // A third of the name may be wrong (at least one character, at most
+  // three): "nodetag" is --node_tag, "colour" is nothing.
+  const size_t allowed = std::clamp<size_t>(folded.size() / 3, 1, 3);
+  return best_distance <= allowed ? best : std::string();
+}
+
+std::string CheckFlags(int argc, char** argv) {
+  std::vector<std::pair<absl::string_view, std::optional<absl::string_view>>>
+      flags;
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (arg.size() < 2 || arg[0] != '-') continue;  // not a flag
+    arg.remove_prefix(arg[1] == '-' ? 2 : 1);
+    const size_t equals = arg.find('=');
+    const absl::string_view name = arg.substr(0, equals);
+    if (IsGeneratorFlag(name)) return "";
+    if (IsUsageFlag(name)) continue;
+    std::optional<absl::string_view> value;
+    if (equals != absl::string_view::npos) {
+      value = arg.substr(equals + 1);
+    } else if (bool negated = false;
+               const absl::CommandLineFlag* flag = FindFlag(name, &negated)) {
+      // "--n 3": a flag that is not a boolean takes the next argument.
+      if (!flag->IsOfType<bool>() && !negated && i + 1 < argc) {
+        value = argv[++i];
+      }
+    }
+    flags.emplace_back(name, value);
+  }
+  for (const auto& [name, value] : flags) {
+    if (std::string problem = CheckFlag(name, value); !problem.empty()) {
+      return problem;
+    }
+  }
+  return "";
+}
 
 std::string HelpText(const std::string& usage,
                      const std::vector<FlagGroup>& groups) {
@@ -97,9 +251,11 @@ std::string HelpText(const std::string& usage,
   return out;
 }
 
-std::vector<std::string> ParseCommandLine(
-    int argc, char** argv, const std::string& program, const std::string& usage,
-    const std::vector<FlagGroup>& groups) {
+std::vector<std::string> ParseCommandLine(int argc, char** argv,
+                                          const std::string& program,
+                                          const std::string& usage,
+                                          const std::vector<FlagGroup>& groups,
+                                          int usage_exit_code) {
   absl::SetProgramUsageMessage(usage);
   absl::FlagsUsageConfig usage_config;
   usage_config.version_string = [program] {
@@ -111,6 +267,10 @@ std::vector<std::string> ParseCommandLine(
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
     std::exit(0);
+  }
+  if (const std::string problem = CheckFlags(argc, argv); !problem.empty()) {
+    std::fprintf(stderr, "%s: %s\n", program.c_str(), problem.c_str());
+    std::exit(usage_exit_code);
   }
   const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   return std::vector<std::string>(positional.begin() + 1, positional.end());

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
+
 namespace hilo::base {
 
 // A topic of --help and the names of its flags, in the order shown.
@@ -20,8 +22,10 @@ struct FlagGroup {
   std::vector<std::string> flags;
 };
 
-// Parses the flags of the program (absl::ParseCommandLine: an unknown or
-// malformed flag prints why and exits with status 1). --help (or -h) prints
+// Parses the flags of the program (absl::ParseCommandLine). An unknown flag
+// or a value its flag cannot take prints one line saying so ("hilo:
+// unknown flag --nodetag; did you mean --node_tag? ...", see CheckFlags)
+// and exits with `usage_exit_code`. --help (or -h) prints
 // `usage`, then the program's own flags by `groups`, each with its default
 // and help text, to stdout and exits 0; a flag of the program's that no
 // group names is listed under "Other" (a test keeps that section empty).
@@ -30,7 +34,19 @@ struct FlagGroup {
 // without argv[0]. Call once, from main, before any other thread starts.
 std::vector<std::string> ParseCommandLine(
     int argc, char** argv, const std::string& program, const std::string& usage,
-    const std::vector<FlagGroup>& groups = {});
+    const std::vector<FlagGroup>& groups = {}, int usage_exit_code = 1);
+
+// What is wrong with the flags of `argv`, read as Abseil reads them ("--n
+// 3" and "--n=3", "--nojson"), or "" if nothing is: the first unknown flag
+// with the nearest known one, a value its flag cannot take, or a missing
+// value. A command line that reads flags from elsewhere (--flagfile,
+// --fromenv, --tryfromenv, --undefok) is left to Abseil. Sets the flags it
+// checks, as parsing them would.
+std::string CheckFlags(int argc, char** argv);
+
+// The program's flag (not one of Abseil's) nearest to `name`, ignoring case,
+// '_' and '-', if at most a third of it differs; "" if none is that near.
+std::string NearestFlag(absl::string_view name);
 
 // The text --help prints (see ParseCommandLine).
 std::string HelpText(const std::string& usage,

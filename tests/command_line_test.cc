@@ -1,0 +1,63 @@
+// CheckFlags and NearestFlag (base/hilo/base/command_line.h): a mistyped
+// flag gets the nearest known one, a bad value says so, in-process against
+// flags of this test's own.
+#include "hilo/base/command_line.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+ABSL_FLAG(std::string, node_tag, "", "a flag to be mistyped");
+ABSL_FLAG(bool, json, false, "a boolean");
+ABSL_FLAG(int64_t, n, 1, "a number");
+
+namespace hilo::base {
+namespace {
+
+std::string Check(std::vector<std::string> args) {
+  args.insert(args.begin(), "program");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  return CheckFlags(static_cast<int>(argv.size()), argv.data());
+}
+
+TEST(CommandLineTest, GoodFlagsPass) {
+  EXPECT_EQ(Check({"--node_tag=B", "--json", "-n", "3", "next", "orders"}), "");
+  EXPECT_EQ(Check({"--nojson", "--n=7", "--", "--not_a_flag"}), "");
+  EXPECT_EQ(Check({"--version"}), "");
+}
+
+TEST(CommandLineTest, UnknownFlagSuggestsTheNearest) {
+  EXPECT_EQ(Check({"--nodetag=B"}),
+            "unknown flag --nodetag; did you mean --node_tag? (--help lists "
+            "every flag)");
+  EXPECT_EQ(Check({"--node-tag", "B"}),
+            "unknown flag --node-tag; did you mean --node_tag? (--help lists "
+            "every flag)");
+  EXPECT_EQ(Check({"--jsno"}),
+            "unknown flag --jsno; did you mean --json? (--help lists every "
+            "flag)");
+  EXPECT_EQ(Check({"--colour=red"}),
+            "unknown flag --colour (--help lists every flag)");
+}
+
+TEST(CommandLineTest, BadOrMissingValueIsNamed) {
+  EXPECT_EQ(Check({"next", "orders", "-n", "abc"}),
+            "\"abc\" is not a valid value for --n (--help says what it takes)");
+  EXPECT_EQ(Check({"--json=maybe"}),
+            "\"maybe\" is not a valid value for --json (--help says what it "
+            "takes)");
+  EXPECT_EQ(Check({"--node_tag"}),
+            "--node_tag needs a value (--node_tag=VALUE)");
+  EXPECT_EQ(Check({"--nojson=1"}), "--nojson takes no value");
+}
+
+TEST(CommandLineTest, FlagsFromElsewhereAreLeftToAbseil) {
+  EXPECT_EQ(Check({"--flagfile=/nonexistent", "--nodetag=B"}), "");
+}
+
+}  // namespace
+}  // namespace hilo::base
