@@ -20,7 +20,7 @@ SqliteHeldRows::SqliteHeldRows(Loader load, size_t max_rows)
 
 absl::StatusOr<SqliteHeldRows::Row> SqliteHeldRows::Find(
     absl::string_view name) {
-  Map::iterator it = rows_.find(name);
+  Map::iterator it = rows_.find(std::string_view(name.data(), name.size()));
   if (it == rows_.end()) {
     absl::StatusOr<std::optional<CollectionState>> loaded = load_(name);
     if (!loaded.ok()) return loaded.status();

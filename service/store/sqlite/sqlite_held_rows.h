@@ -27,10 +27,11 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
-#include "absl/container/node_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "service/store/range_store.h"
@@ -55,7 +56,15 @@ class SqliteHeldRows {
     // In batch_.
     bool in_batch = false;
   };
-  using Map = absl::node_hash_map<std::string, Entry>;
+  // Looked up by string_view, without a std::string per lookup.
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view name) const {
+      return std::hash<std::string_view>()(name);
+    }
+  };
+  // Nodes: Row and batch_ point into it, and stay valid as it grows.
+  using Map = std::unordered_map<std::string, Entry, NameHash, std::equal_to<>>;
 
  public:
   // One row, as the batch being judged sees it. Valid until the batch's
