@@ -58,37 +58,7 @@ absl::StatusOr<std::unique_ptr<SqliteRangeStore>> SqliteRangeStore::Open(
         absl::StrFormat("max batches per lead is %d; it must be at least 1",
                         options.max_batches_per_lead));
   }
-  if (options.read_only) {
-    // Nothing is created: not the directory, not the file.
-    const std::string path = options.path;
-    if (access(path.c_str(), F_OK) != 0) {
-      return absl::NotFoundError(absl::StrFormat(
-          "cannot open database %s read-only: %s", path, strerror(errno)));
-    }
-    sqlite3* db = nullptr;
-    const int rc = sqlite3_open_v2(
-        path.c_str(), &db,
-        SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE,
-        nullptr);
-    if (rc != SQLITE_OK) {
-      const std::string message =
-          db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
-      sqlite3_close(db);
-      return absl::UnavailableError(absl::StrFormat(
-          "cannot open database %s read-only: %s", path, message));
-    }
-    std::unique_ptr<SqliteRangeStore> store(
-        new SqliteRangeStore(std::move(options), db));
-    std::error_code ec;
-    store->absolute_path_ =
-        std::filesystem::absolute(path, ec).lexically_normal().string();
-    {
-      base::MutexLock lock(&store->writer_mu_);
-      if (absl::Status s = store->InitReadOnly(); !s.ok()) return s;
-    }
-    if (absl::Status s = store->OpenReader(); !s.ok()) return s;
-    return store;
-  }
+  if (options.read_only) return OpenReadOnly(std::move(options));
   std::error_code ec;
   const std::string absolute_path =
       std::filesystem::absolute(options.path, ec).lexically_normal().string();
@@ -171,38 +141,73 @@ absl::StatusOr<std::unique_ptr<SqliteRangeStore>> SqliteRangeStore::Open(
   if (absl::Status s = store->OpenReader(); !s.ok()) {
     return explain(std::move(s));
   }
-  SqliteRangeStore* raw = store.get();
+  if (absl::Status s = store->StartWriting(is_new, parent); !s.ok()) {
+    return s;
+  }
+  return store;
+}
+
+absl::StatusOr<std::unique_ptr<SqliteRangeStore>>
+SqliteRangeStore::OpenReadOnly(SqliteRangeStoreOptions options) {
+  // Nothing is created: not the directory, not the file.
+  const std::string path = options.path;
+  if (access(path.c_str(), F_OK) != 0) {
+    return absl::NotFoundError(absl::StrFormat(
+        "cannot open database %s read-only: %s", path, strerror(errno)));
+  }
+  sqlite3* db = nullptr;
+  const int rc = sqlite3_open_v2(
+      path.c_str(), &db,
+      SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE,
+      nullptr);
+  if (rc != SQLITE_OK) {
+    const std::string message =
+        db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    sqlite3_close(db);
+    return absl::UnavailableError(absl::StrFormat(
+        "cannot open database %s read-only: %s", path, message));
+  }
+  std::unique_ptr<SqliteRangeStore> store(
+      new SqliteRangeStore(std::move(options), db));
+  std::error_code ec;
+  store->absolute_path_ =
+      std::filesystem::absolute(path, ec).lexically_normal().string();
+  {
+    base::MutexLock lock(&store->writer_mu_);
+    if (absl::Status s = store->InitReadOnly(); !s.ok()) return s;
+  }
+  if (absl::Status s = store->OpenReader(); !s.ok()) return s;
+  return store;
+}
+
+absl::Status SqliteRangeStore::StartWriting(
+    bool is_new, const std::filesystem::path& parent) {
   // Leader mode: a commit here is a local flush (tens of microseconds on
   // an SSD), cheaper than handing the write to another thread and its
   // completion back, which is what a gRPC callback thread would otherwise
   // pay per request (see group_commit.h for the bound on how long a caller
   // may stay).
-  store->queue_ = std::make_unique<GroupCommit>(
+  queue_ = std::make_unique<GroupCommit>(
       GroupCommit::Options{
           .mode = GroupCommit::Mode::kLeader,
-          .max_batch = raw->options_.max_batch,
-          .max_batches_per_lead = raw->options_.max_batches_per_lead},
-      [raw](absl::Span<GroupCommit::Operation* const> batch) {
-        raw->writer_->Run(batch);
+          .max_batch = options_.max_batch,
+          .max_batches_per_lead = options_.max_batches_per_lead},
+      [this](absl::Span<GroupCommit::Operation* const> batch) {
+        writer_->Run(batch);
         // Outside the writer's lock: the callback may take its time, or
         // exit.
-        raw->guard_->ReportIfLost();
+        guard_->ReportIfLost();
       });
   if (is_new) {
     // The new file's directory entry, or a restart could find no database
     // and begin again at 1.
-    if (absl::Status s = FsyncDirectory(parent.empty() ? "." : parent.string(),
-                                        store->options_);
+    if (absl::Status s =
+            FsyncDirectory(parent.empty() ? "." : parent.string(), options_);
         !s.ok()) {
       return s;
     }
   }
-  if (absl::Status s = store->guard_->Watch(store->options_.file_check_interval,
-                                            store->options_.on_file_lost);
-      !s.ok()) {
-    return s;
-  }
-  return store;
+  return guard_->Watch(options_.file_check_interval, options_.on_file_lost);
 }
 
 SqliteRangeStore::SqliteRangeStore(SqliteRangeStoreOptions options, sqlite3* db)

@@ -39,6 +39,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -229,6 +230,12 @@ class SqliteRangeStore final : public RangeStore {
                        StoreCallback<FloorOutcome> done) override;
 
   SqliteRangeStore(SqliteRangeStoreOptions options, sqlite3* db);
+  // Open of a read-only store: nothing is created, no lock is taken.
+  static absl::StatusOr<std::unique_ptr<SqliteRangeStore>> OpenReadOnly(
+      SqliteRangeStoreOptions options);
+  // The end of Open, once the file is open and its schema ready: the write
+  // queue, the new file's directory entry made durable, the file's watch.
+  absl::Status StartWriting(bool is_new, const std::filesystem::path& parent);
 
   absl::Status Init() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   // Init of a read-only store: checks the identity and version only.
