@@ -204,6 +204,60 @@ TEST_F(SqliteRangeStoreTest, FailedCommitFailsOnlyItsOwnBatch) {
   EXPECT_EQ(list->size(), 1u);  // "a" never made it
 }
 
+// The rows held in memory follow the file: after a failed COMMIT the next
+// batch judges on what is on disk, so the range the failed batch would have
+// handed out is handed out again (it never reached anyone) and nothing is
+// skipped or reissued.
+TEST_F(SqliteRangeStoreTest, FailedCommitPutsHeldRowsBackToTheFile) {
+  CommitGate gate;
+  Reopen(gate.Hook());
+  ASSERT_EQ(MustAllocate("orders", 32), (Range{1, 32}));
+  absl::StatusOr<Range> failed;
+  std::vector<std::thread> threads;
+  HoldFirstCommit(
+      gate, threads,
+      [&] { failed = store_->Allocate("orders", 32, 0, NextToken()); },
+      absl::ResourceExhaustedError("disk is full (injected)"));
+  gate.Release();
+  for (std::thread& t : threads) t.join();
+
+  EXPECT_THAT(failed, StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_EQ(MustAllocate("orders", 32), (Range{33, 64}));
+  Reopen();
+  EXPECT_EQ(StoredMax("orders"), 64);
+}
+
+// Many operations on one collection in one batch: judged one after another
+// in memory, the row written once.
+TEST_F(SqliteRangeStoreTest, RowChangedManyTimesInABatchIsWrittenOnce) {
+  CommitGate gate;
+  Reopen(gate.Hook());
+  const int64_t written_before = sqlite_->rows_written();
+  const int64_t commits_before = sqlite_->commits();
+  absl::StatusOr<Range> first;
+  constexpr int kQueued = 5;
+  std::vector<absl::StatusOr<Range>> queued(kQueued);
+  std::vector<std::thread> threads;
+  HoldFirstCommit(gate, threads,
+                  [&] { first = store_->Allocate("q", 1, 0, NextToken()); });
+  for (int i = 0; i < kQueued; ++i) {
+    Queue(threads,
+          [&, i] { queued[i] = store_->Allocate("q", 1, 0, NextToken()); });
+  }
+  gate.Release();
+  for (std::thread& t : threads) t.join();
+
+  // The held batch, then the queued five in one: a row written per batch.
+  EXPECT_EQ(sqlite_->commits() - commits_before, 2);
+  EXPECT_EQ(sqlite_->rows_written() - written_before, 2);
+  for (int i = 0; i < kQueued; ++i) {
+    ASSERT_THAT(queued[i], IsOk());
+    EXPECT_EQ(*queued[i], (Range{i + 2, i + 2}));
+  }
+  Reopen();
+  EXPECT_EQ(StoredMax("q"), kQueued + 1);
+}
+
 // Reads run on a connection of their own: while a write batch waits at its
 // commit, they answer at once, with what is stored (not the batch's
 // uncommitted writes), and once the commit fails they still see only that.
@@ -238,18 +292,19 @@ TEST_F(SqliteRangeStoreTest, ReadsAnswerWhileAWriteBatchIsHeld) {
   EXPECT_EQ(StoredMax("orders"), 32);
 }
 
-// If an operation's savepoint cannot be released, whether its writes are
-// still in the transaction is unknown: nothing of its batch may commit, and
-// no operation of it may report success.
-TEST_F(SqliteRangeStoreTest, FailedReleaseFailsTheWholeBatch) {
+// If a changed row cannot be written, nothing of its batch may commit, no
+// operation of it may report success, and the rows the store holds in
+// memory go back to what the file holds: the next batch continues from
+// there.
+TEST_F(SqliteRangeStoreTest, FailedRowWriteFailsTheWholeBatch) {
   CommitGate gate;
-  std::atomic<int> releases{0};
+  std::atomic<int> writes{0};
   SqliteRangeStoreOptions options;
   options.before_commit_for_testing = gate.Hook();
-  options.before_release_for_testing = [&]() -> absl::Status {
-    // The second operation of the second batch cannot be released.
-    if (releases.fetch_add(1) == 2) {
-      return absl::InternalError("RELEASE failed (injected)");
+  options.before_write_for_testing = [&]() -> absl::Status {
+    // The second row of the second batch cannot be written.
+    if (writes.fetch_add(1) == 2) {
+      return absl::InternalError("write failed (injected)");
     }
     return absl::OkStatus();
   };
@@ -259,7 +314,7 @@ TEST_F(SqliteRangeStoreTest, FailedReleaseFailsTheWholeBatch) {
   std::vector<std::thread> threads;
   HoldFirstCommit(gate, threads,
                   [&] { first = store_->Allocate("x", 32, 0, NextToken()); });
-  Queue(threads, [&] { a = store_->Allocate("a", 32, 0, NextToken()); });
+  Queue(threads, [&] { a = store_->Allocate("x", 32, 0, NextToken()); });
   Queue(threads, [&] { b = store_->Allocate("b", 32, 0, NextToken()); });
   Queue(threads, [&] { c = store_->Allocate("c", 32, 0, NextToken()); });
   gate.Release();
@@ -268,13 +323,15 @@ TEST_F(SqliteRangeStoreTest, FailedReleaseFailsTheWholeBatch) {
   ASSERT_THAT(first, IsOk());
   for (const absl::StatusOr<Range>* r : {&a, &b, &c}) {
     EXPECT_THAT(r->status(), StatusIs(absl::StatusCode::kInternal,
-                                      HasSubstr("RELEASE failed")));
+                                      HasSubstr("write failed")));
   }
+  // Judged on what the file holds, not on the failed batch's rows.
+  EXPECT_EQ(MustAllocate("x", 32), (Range{33, 64}));
+  EXPECT_EQ(MustAllocate("b", 32), (Range{1, 32}));
   Reopen();
-  EXPECT_TRUE(store_->Get("x")->has_value());
-  for (const char* name : {"a", "b", "c"}) {
-    EXPECT_FALSE(store_->Get(name)->has_value()) << name;
-  }
+  EXPECT_EQ(StoredMax("x"), 64);
+  EXPECT_EQ(StoredMax("b"), 32);
+  EXPECT_FALSE(store_->Get("c")->has_value());
 }
 
 // Runs `sql` on the SQLite file at `path`, creating it if need be; fails

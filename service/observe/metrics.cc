@@ -183,10 +183,16 @@ Metrics::CollectionSeries Metrics::SeriesOf(absl::string_view collection,
       }
     }
   }
-  const std::string label =
-      own_label ? std::string(collection) : std::string(kOtherCollections);
-  const CollectionSeries series{&ids_reserved_.Add({{"collection", label}})};
-  if (own_label) by_collection_.emplace(std::string(collection), series);
+  if (!own_label) {
+    if (other_ids_reserved_ == nullptr) {
+      other_ids_reserved_ =
+          &ids_reserved_.Add({{"collection", std::string(kOtherCollections)}});
+    }
+    return CollectionSeries{other_ids_reserved_};
+  }
+  const CollectionSeries series{
+      &ids_reserved_.Add({{"collection", std::string(collection)}})};
+  by_collection_.emplace(std::string(collection), series);
   return series;
 }
 

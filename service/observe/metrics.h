@@ -146,6 +146,9 @@ class Metrics final : public Observer {
   // label, as past max_collections).
   absl::flat_hash_set<std::string> unlabelled_ ABSL_GUARDED_BY(mu_);
   bool labels_closed_ ABSL_GUARDED_BY(mu_) = false;
+  // The series of every collection without a label of its own, once made:
+  // a Family::Add per NextRange is a label look-up under the family's lock.
+  prometheus::Counter* other_ids_reserved_ ABSL_GUARDED_BY(mu_) = nullptr;
   int64_t highest_max_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

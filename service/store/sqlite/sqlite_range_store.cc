@@ -13,9 +13,11 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "service/store/collection_rules.h"
+#include "hilo/base/await.h"
+#include "service/store/sqlite/sqlite_batch_writer.h"
 #include "service/store/sqlite/sqlite_file.h"
 #include "service/store/sqlite/sqlite_file_guard.h"
+#include "service/store/sqlite/sqlite_judges.h"
 #include "service/store/sqlite/sqlite_schema.h"
 #include "service/store/sqlite/sqlite_statement.h"
 
@@ -26,6 +28,7 @@ using internal::CreateDirectoriesDurably;
 using internal::FsyncDirectory;
 using internal::kSelectRow;
 using internal::kSelectRows;
+using internal::SqliteHeldRows;
 
 }  // namespace
 
@@ -55,37 +58,7 @@ absl::StatusOr<std::unique_ptr<SqliteRangeStore>> SqliteRangeStore::Open(
         absl::StrFormat("max batches per lead is %d; it must be at least 1",
                         options.max_batches_per_lead));
   }
-  if (options.read_only) {
-    // Nothing is created: not the directory, not the file.
-    const std::string path = options.path;
-    if (access(path.c_str(), F_OK) != 0) {
-      return absl::NotFoundError(absl::StrFormat(
-          "cannot open database %s read-only: %s", path, strerror(errno)));
-    }
-    sqlite3* db = nullptr;
-    const int rc = sqlite3_open_v2(
-        path.c_str(), &db,
-        SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE,
-        nullptr);
-    if (rc != SQLITE_OK) {
-      const std::string message =
-          db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
-      sqlite3_close(db);
-      return absl::UnavailableError(absl::StrFormat(
-          "cannot open database %s read-only: %s", path, message));
-    }
-    std::unique_ptr<SqliteRangeStore> store(
-        new SqliteRangeStore(std::move(options), db));
-    std::error_code ec;
-    store->absolute_path_ =
-        std::filesystem::absolute(path, ec).lexically_normal().string();
-    {
-      base::MutexLock lock(&store->writer_mu_);
-      if (absl::Status s = store->InitReadOnly(); !s.ok()) return s;
-    }
-    if (absl::Status s = store->OpenReader(); !s.ok()) return s;
-    return store;
-  }
+  if (options.read_only) return OpenReadOnly(std::move(options));
   std::error_code ec;
   const std::string absolute_path =
       std::filesystem::absolute(options.path, ec).lexically_normal().string();
@@ -168,40 +141,73 @@ absl::StatusOr<std::unique_ptr<SqliteRangeStore>> SqliteRangeStore::Open(
   if (absl::Status s = store->OpenReader(); !s.ok()) {
     return explain(std::move(s));
   }
-  SqliteRangeStore* raw = store.get();
+  if (absl::Status s = store->StartWriting(is_new, parent); !s.ok()) {
+    return s;
+  }
+  return store;
+}
+
+absl::StatusOr<std::unique_ptr<SqliteRangeStore>>
+SqliteRangeStore::OpenReadOnly(SqliteRangeStoreOptions options) {
+  // Nothing is created: not the directory, not the file.
+  const std::string path = options.path;
+  if (access(path.c_str(), F_OK) != 0) {
+    return absl::NotFoundError(absl::StrFormat(
+        "cannot open database %s read-only: %s", path, strerror(errno)));
+  }
+  sqlite3* db = nullptr;
+  const int rc = sqlite3_open_v2(
+      path.c_str(), &db,
+      SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE,
+      nullptr);
+  if (rc != SQLITE_OK) {
+    const std::string message =
+        db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    sqlite3_close(db);
+    return absl::UnavailableError(absl::StrFormat(
+        "cannot open database %s read-only: %s", path, message));
+  }
+  std::unique_ptr<SqliteRangeStore> store(
+      new SqliteRangeStore(std::move(options), db));
+  std::error_code ec;
+  store->absolute_path_ =
+      std::filesystem::absolute(path, ec).lexically_normal().string();
+  {
+    base::MutexLock lock(&store->writer_mu_);
+    if (absl::Status s = store->InitReadOnly(); !s.ok()) return s;
+  }
+  if (absl::Status s = store->OpenReader(); !s.ok()) return s;
+  return store;
+}
+
+absl::Status SqliteRangeStore::StartWriting(
+    bool is_new, const std::filesystem::path& parent) {
   // Leader mode: a commit here is a local flush (tens of microseconds on
   // an SSD), cheaper than handing the write to another thread and its
   // completion back, which is what a gRPC callback thread would otherwise
   // pay per request (see group_commit.h for the bound on how long a caller
   // may stay).
-  store->queue_ = std::make_unique<GroupCommit>(
+  queue_ = std::make_unique<GroupCommit>(
       GroupCommit::Options{
           .mode = GroupCommit::Mode::kLeader,
-          .max_batch = raw->options_.max_batch,
-          .max_batches_per_lead = raw->options_.max_batches_per_lead},
-      [raw](absl::Span<GroupCommit::Operation* const> batch) {
-        {
-          base::MutexLock lock(&raw->writer_mu_);
-          raw->RunBatch(batch);
-        }
-        // Outside the lock: the callback may take its time, or exit.
-        raw->guard_->ReportIfLost();
+          .max_batch = options_.max_batch,
+          .max_batches_per_lead = options_.max_batches_per_lead},
+      [this](absl::Span<GroupCommit::Operation* const> batch) {
+        writer_->Run(batch);
+        // Outside the writer's lock: the callback may take its time, or
+        // exit.
+        guard_->ReportIfLost();
       });
   if (is_new) {
     // The new file's directory entry, or a restart could find no database
     // and begin again at 1.
-    if (absl::Status s = FsyncDirectory(parent.empty() ? "." : parent.string(),
-                                        store->options_);
+    if (absl::Status s =
+            FsyncDirectory(parent.empty() ? "." : parent.string(), options_);
         !s.ok()) {
       return s;
     }
   }
-  if (absl::Status s = store->guard_->Watch(store->options_.file_check_interval,
-                                            store->options_.on_file_lost);
-      !s.ok()) {
-    return s;
-  }
-  return store;
+  return guard_->Watch(options_.file_check_interval, options_.on_file_lost);
 }
 
 SqliteRangeStore::SqliteRangeStore(SqliteRangeStoreOptions options, sqlite3* db)
@@ -232,12 +238,7 @@ SqliteRangeStore::~SqliteRangeStore() {
   // Completes every queued operation before the statements go.
   reader_.reset();
   queue_.reset();
-  select_.reset();
-  upsert_.reset();
-  savepoint_.reset();
-  release_.reset();
-  rollback_to_.reset();
-  delete_.reset();
+  writer_.reset();
   sqlite3_close(db_);
 }
 
@@ -293,41 +294,50 @@ absl::Status SqliteRangeStore::Init() {
   }
   created_ = *created;
 
-  auto prepare = [&](const char* sql, std::unique_ptr<Statement>* out)
-                     ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_) -> absl::Status {
-    sqlite3_stmt* stmt = nullptr;
-    const int rc = sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT,
-                                      &stmt, nullptr);
-    if (rc != SQLITE_OK) return Error(rc, "preparing a statement");
-    *out = std::make_unique<Statement>(stmt);
-    return absl::OkStatus();
-  };
-  if (absl::Status s = prepare(kSelectRow, &select_); !s.ok()) return s;
-  if (absl::Status s =
-          prepare("DELETE FROM collections WHERE name=?1", &delete_);
-      !s.ok()) {
-    return s;
-  }
   absl::StatusOr<int64_t> count = ReadInt("SELECT count(*) FROM collections");
   if (!count.ok()) return count.status();
   collection_count_.store(*count);
-  // Every operation of a batch runs between these three; prepared once,
-  // they skip SQLite's parser, a measurable share of a NextRange.
-  for (auto [sql, out] : {std::pair{"SAVEPOINT op", &savepoint_},
-                          {"RELEASE op", &release_},
-                          {"ROLLBACK TO op", &rollback_to_}}) {
-    if (absl::Status s = prepare(sql, out); !s.ok()) return s;
-  }
-  return prepare(
-      "INSERT INTO collections(name, max, return_floor, updated_at_us, "
-      "range_token, previous_token, previous_return_floor) "
-      "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT(name) DO UPDATE SET "
-      "max=excluded.max, return_floor=excluded.return_floor, "
-      "updated_at_us=excluded.updated_at_us, "
-      "range_token=excluded.range_token, "
-      "previous_token=excluded.previous_token, "
-      "previous_return_floor=excluded.previous_return_floor",
-      &upsert_);
+  return OpenWriter();
+}
+
+absl::Status SqliteRangeStore::OpenWriter() {
+  internal::SqliteBatchWriter::Options options{
+      .path = options_.path,
+      .max_held_rows = options_.max_held_rows,
+      .clock = clock_,
+      .check_file =
+          [guard = guard_.get()] {
+            return guard != nullptr ? guard->Check() : absl::OkStatus();
+          },
+      .on_commit =
+          [this](absl::Duration commit, int writes, int64_t created) {
+            collection_count_.fetch_add(created, std::memory_order_relaxed);
+            if (options_.on_commit) {
+              options_.on_commit(
+                  commit, writes,
+                  collection_count_.load(std::memory_order_relaxed));
+            }
+          },
+      .before_commit_for_testing = options_.before_commit_for_testing,
+      .before_write_for_testing = options_.before_write_for_testing};
+  absl::StatusOr<std::unique_ptr<internal::SqliteBatchWriter>> writer =
+      internal::SqliteBatchWriter::Create(db_, std::move(options));
+  if (!writer.ok()) return writer.status();
+  writer_ = *std::move(writer);
+  return absl::OkStatus();
+}
+
+absl::Status SqliteRangeStore::Error(int rc, absl::string_view what) const {
+  return ErrorOn(db_, rc, what);
+}
+
+absl::Status SqliteRangeStore::ErrorOn(sqlite3* db, int rc,
+                                       absl::string_view what) const {
+  return internal::SqliteError(db, rc, what, options_.path);
+}
+
+absl::Status SqliteRangeStore::Exec(const char* sql) {
+  return internal::SqliteExec(db_, sql, options_.path);
 }
 
 absl::StatusOr<int64_t> SqliteRangeStore::ReadInt(const char* sql) const {
@@ -419,55 +429,62 @@ void SqliteRangeStore::Submit(
   (read_only ? reader_->queue : queue_)->Submit(std::move(op));
 }
 
+template <typename T>
+void SqliteRangeStore::SubmitWrite(
+    absl::AnyInvocable<absl::Status(SqliteHeldRows& rows, absl::Time now,
+                                    T* result)>
+        judge,
+    StoreCallback<T> done) {
+  if (options_.read_only) {
+    done(absl::FailedPreconditionError(
+        absl::StrFormat("database %s was opened read-only", options_.path)));
+    return;
+  }
+  if (guard_->lost()) {
+    done(absl::UnavailableError(internal::kFileLostMessage));
+    return;
+  }
+  // The result lives with the completion; the judge, which runs first,
+  // writes it through a pointer.
+  auto result = std::make_unique<T>();
+  auto write = std::make_unique<internal::SqliteBatchWriter::Write>();
+  write->judge = [out = result.get(), judge = std::move(judge)](
+                     SqliteHeldRows& rows, absl::Time now) mutable {
+    return judge(rows, now, out);
+  };
+  write->done = [result = std::move(result),
+                 done = std::move(done)](absl::Status status) mutable {
+    if (!status.ok()) {
+      done(std::move(status));
+    } else {
+      done(std::move(*result));
+    }
+  };
+  queue_->Submit(std::move(write));
+}
+
 void SqliteRangeStore::DoAllocateAsync(absl::string_view collection,
                                        int64_t size, int64_t floor,
                                        uint64_t token, int64_t max_floor_jump,
                                        StoreCallback<Allocation> done) {
-  Submit<Allocation>(
-      /*read_only=*/false,
-      [this, name = std::string(collection), size, floor, token,
-       max_floor_jump](Allocation* allocation, int64_t* rows_created)
-          ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_) -> absl::Status {
-            absl::StatusOr<std::optional<CollectionState>> row = ReadRow(name);
-            if (!row.ok()) return row.status();
-            absl::StatusOr<CollectionState> next = ApplyAllocate(
-                name, row->value_or(CollectionState{}), size, floor,
-                max_floor_jump, token, clock_->Now(), &allocation->range);
-            if (!next.ok()) return next.status();
-            *rows_created = row->has_value() ? 0 : 1;
-            allocation->created = !row->has_value();
-            return WriteRow(name, *next);
-          },
+  SubmitWrite<Allocation>(
+      [name = std::string(collection), size, floor, token, max_floor_jump](
+          SqliteHeldRows& rows, absl::Time now, Allocation* out) {
+        return internal::JudgeAllocate(rows, name, size, floor, max_floor_jump,
+                                       token, now, out);
+      },
       std::move(done));
 }
 
 void SqliteRangeStore::DoReturnAsync(absl::string_view collection, int64_t end,
                                      int64_t last, uint64_t token,
                                      StoreCallback<ReturnOutcome> done) {
-  Submit<ReturnOutcome>(
-      /*read_only=*/false,
-      [this, name = std::string(collection), end, last, token](
-          ReturnOutcome* outcome, int64_t*)
-          ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_) -> absl::Status {
-            return ApplyReturnRow(name, end, last, token, outcome);
-          },
+  SubmitWrite<ReturnOutcome>(
+      [name = std::string(collection), end, last, token](
+          SqliteHeldRows& rows, absl::Time now, ReturnOutcome* out) {
+        return internal::JudgeReturn(rows, name, end, last, token, now, out);
+      },
       std::move(done));
-}
-
-absl::Status SqliteRangeStore::ApplyReturnRow(absl::string_view collection,
-                                              int64_t end, int64_t last,
-                                              uint64_t token,
-                                              ReturnOutcome* outcome) {
-  absl::StatusOr<std::optional<CollectionState>> row = ReadRow(collection);
-  if (!row.ok()) return row.status();
-  if (!row->has_value()) {
-    *outcome = ReturnOutcome{false, 0};
-    return absl::OkStatus();
-  }
-  std::optional<CollectionState> next =
-      ApplyReturn(**row, end, last, token, clock_->Now(), outcome);
-  if (!next.has_value()) return absl::OkStatus();
-  return WriteRow(collection, *next);
 }
 
 void SqliteRangeStore::ReturnManyAsync(
@@ -475,42 +492,11 @@ void SqliteRangeStore::ReturnManyAsync(
     StoreCallback<std::vector<absl::StatusOr<ReturnOutcome>>> done) {
   using Outcomes = std::vector<absl::StatusOr<ReturnOutcome>>;
   if (items.empty()) return done(Outcomes());
-  Submit<Outcomes>(
-      /*read_only=*/false,
-      [this, items = std::move(items)](Outcomes* outcomes, int64_t*)
-          ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_) -> absl::Status {
-            outcomes->clear();
-            outcomes->reserve(items.size());
-            for (const ReturnItem& item : items) {
-              if (absl::Status s = CheckReturnArguments(item.end, item.last);
-                  !s.ok()) {
-                outcomes->push_back(std::move(s));
-                continue;
-              }
-              ReturnOutcome outcome;
-              absl::Status s;
-              if (item.foreign) {
-                absl::StatusOr<std::optional<CollectionState>> row =
-                    ReadRow(item.collection);
-                s = row.status();
-                if (row.ok()) outcome.max = row->has_value() ? (*row)->max : 0;
-              } else {
-                // A failed statement undoes itself; an item writes with one
-                // statement at most, so a failed item changed nothing.
-                s = ApplyReturnRow(item.collection, item.end, item.last,
-                                   item.token, &outcome);
-              }
-              // Without its transaction (SQLite ends it on some I/O errors),
-              // the batch is lost: report that, and write nothing outside it.
-              if (!s.ok() && sqlite3_get_autocommit(db_)) return s;
-              if (s.ok()) {
-                outcomes->push_back(outcome);
-              } else {
-                outcomes->push_back(std::move(s));
-              }
-            }
-            return absl::OkStatus();
-          },
+  SubmitWrite<Outcomes>(
+      [items = std::move(items)](SqliteHeldRows& rows, absl::Time now,
+                                 Outcomes* out) {
+        return internal::JudgeReturnMany(items, rows, now, out);
+      },
       std::move(done));
 }
 
@@ -545,72 +531,37 @@ void SqliteRangeStore::DoListAsync(
 void SqliteRangeStore::DoSetFloorAsync(absl::string_view collection,
                                        int64_t floor,
                                        StoreCallback<FloorOutcome> done) {
-  Submit<FloorOutcome>(
-      /*read_only=*/false,
-      [this, name = std::string(collection), floor](FloorOutcome* outcome,
-                                                    int64_t* rows_created)
-          ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_) -> absl::Status {
-            absl::StatusOr<std::optional<CollectionState>> row = ReadRow(name);
-            if (!row.ok()) return row.status();
-            const absl::Time now = clock_->Now();
-            std::optional<CollectionState> next = ApplySetFloor(
-                row->value_or(CollectionState{}), floor, now, outcome);
-            if (!next.has_value() && row->has_value()) return absl::OkStatus();
-            *rows_created = row->has_value() ? 0 : 1;
-            outcome->created = !row->has_value();
-            return WriteRow(name,
-                            next.value_or(CollectionState{.updated_at = now}));
-          },
+  SubmitWrite<FloorOutcome>(
+      [name = std::string(collection), floor](
+          SqliteHeldRows& rows, absl::Time now, FloorOutcome* out) {
+        return internal::JudgeSetFloor(rows, name, floor, now, out);
+      },
       std::move(done));
 }
 
 void SqliteRangeStore::DeleteAsync(absl::string_view collection,
                                    StoreCallback<CollectionState> done) {
-  Submit<CollectionState>(
-      /*read_only=*/false,
-      [this, name = std::string(collection)](CollectionState* deleted,
-                                             int64_t* rows_created)
-          ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_) -> absl::Status {
-            absl::StatusOr<std::optional<CollectionState>> row = ReadRow(name);
-            if (!row.ok()) return row.status();
-            if (!row->has_value()) {
-              return absl::NotFoundError(absl::StrFormat(
-                  "collection \"%s\" has no row; there is nothing to delete",
-                  name));
-            }
-            if (absl::Status s = CheckDeletable(name, **row); !s.ok()) return s;
-            sqlite3_stmt* stmt = delete_->get();
-            sqlite3_bind_text(stmt, 1, name.data(),
-                              static_cast<int>(name.size()), SQLITE_STATIC);
-            const int rc = sqlite3_step(stmt);
-            delete_->Reset();
-            if (rc != SQLITE_DONE) {
-              return Error(rc,
-                           absl::StrCat("deleting collection \"", name, "\""));
-            }
-            *deleted = **row;
-            *rows_created = -1;
-            return absl::OkStatus();
-          },
+  SubmitWrite<CollectionState>(
+      [name = std::string(collection)](SqliteHeldRows& rows, absl::Time,
+                                       CollectionState* deleted) {
+        return internal::JudgeDelete(rows, name, deleted);
+      },
       std::move(done));
 }
 
 absl::Status SqliteRangeStore::PutForTesting(absl::string_view collection,
                                              const CollectionState& state) {
-  if (options_.read_only) {
-    return absl::FailedPreconditionError(
-        absl::StrFormat("database %s was opened read-only", options_.path));
-  }
-  return queue_->Run(
-      [&](GroupCommit::Operation& op)
-          ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_) -> absl::Status {
-            absl::StatusOr<std::optional<CollectionState>> row =
-                ReadRow(collection);
-            if (!row.ok()) return row.status();
-            op.rows_created = row->has_value() ? 0 : 1;
-            return WriteRow(collection, state);
-          },
-      /*read_only=*/false);
+  absl::StatusOr<bool> put = base::Await<absl::StatusOr<bool>>(
+      [&](absl::AnyInvocable<void(absl::StatusOr<bool>)> done) {
+        SubmitWrite<bool>(
+            [name = std::string(collection), state](SqliteHeldRows& rows,
+                                                    absl::Time, bool* out) {
+              *out = true;
+              return internal::JudgePut(rows, name, state);
+            },
+            std::move(done));
+      });
+  return put.status();
 }
 
 absl::Status SqliteRangeStore::CheckFile() {
@@ -622,6 +573,10 @@ absl::Status SqliteRangeStore::CheckFile() {
 
 int64_t SqliteRangeStore::commits() const {
   return queue_ != nullptr ? queue_->commits() : 0;
+}
+
+int64_t SqliteRangeStore::rows_written() const {
+  return writer_ != nullptr ? writer_->rows_written() : 0;
 }
 
 void SqliteRangeStore::WaitForPendingForTesting(size_t n) {

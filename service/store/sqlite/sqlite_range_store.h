@@ -1,14 +1,17 @@
 // SqliteRangeStore: a RangeStore in one SQLite file, with group commit.
 //
-// Each collection is one row of table `collections`. Every operation runs in
-// its own SAVEPOINT, so it applies completely or not at all; operations that
-// arrive while a commit is in flight are folded into the next transaction, so
-// one disk flush makes many of them durable. No caller returns before the
-// commit that holds its operation is durable (WAL, synchronous=FULL by
-// default). A failing operation is rolled back alone; the others in its
-// batch still commit; if an operation's savepoint cannot be released, the
-// whole batch fails. Database files and directories it creates are flushed
-// into their parent directories, so a power loss cannot lose them.
+// Each collection is one row of table `collections`. Operations that
+// arrive while a commit is in flight are folded into the next transaction,
+// so one disk flush makes many of them durable. The store is the file's
+// only writer, so it holds the rows it has used in memory and judges a
+// whole batch there (internal::SqliteBatchWriter), writing each changed row
+// once. No caller returns before the commit that holds its operation is
+// durable (WAL, synchronous=FULL by default). An operation the rules refuse
+// fails alone and changes nothing; the others in its batch still commit; if
+// a row cannot be written or the COMMIT fails, the whole batch fails and
+// nothing of it is kept, on disk or in memory. Database files and
+// directories it creates are flushed into their parent directories, so a
+// power loss cannot lose them.
 //
 //   auto store = hilo::SqliteRangeStore::Open({.path = "hilo-data/hilo.db"});
 //   if (!store.ok()) return store.status();
@@ -26,8 +29,8 @@
 // returns (a flush: the caller's thread blocks for it), and writes arriving
 // meanwhile only queue and are committed, with their completions called,
 // by that thread or by the queue's spare thread. So the writing connection
-// is used by whichever thread leads, never by two at once; writer_mu_,
-// held by the runner around each batch, says which code may touch it. A
+// is used by whichever thread leads, never by two at once (after Open,
+// only by the batch writer, under a mutex of its own). A
 // second GroupCommit queue, with a thread of its own, runs the reads on the
 // reading connection; reads never block their caller.
 #ifndef HILO_SERVICE_STORE_SQLITE_SQLITE_RANGE_STORE_H_
@@ -36,6 +39,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -59,7 +63,9 @@ struct sqlite3_stmt;
 
 namespace hilo {
 namespace internal {
+class SqliteBatchWriter;
 class SqliteFileGuard;
+class SqliteHeldRows;
 }  // namespace internal
 
 // How hard a commit waits for the disk.
@@ -129,10 +135,12 @@ struct SqliteRangeStoreOptions {
   // COMMIT; a status other than OK fails the commit with it, as a full disk
   // would.
   std::function<absl::Status()> before_commit_for_testing;
-  // Test hook: runs on the thread running the batch before each
-  // operation's RELEASE; a status other than OK is taken as RELEASE failing
-  // with it.
-  std::function<absl::Status()> before_release_for_testing;
+  // Test hook: runs on the thread running the batch before each row's
+  // write; a status other than OK is taken as the write failing with it.
+  std::function<absl::Status()> before_write_for_testing;
+  // Rows held in memory between batches (at least the rows one batch
+  // touches); a row dropped is read from the file again when next used.
+  size_t max_held_rows = size_t{1} << 17;
   // Test hook: told each directory Open flushed to disk, in order.
   std::function<void(const std::string& dir)> directory_synced_for_testing;
   // Opens an existing database for Get and List only, as a tool that
@@ -183,6 +191,8 @@ class SqliteRangeStore final : public RangeStore {
   // Transactions committed so far (each holds one or more operations); 0
   // for a read-only store.
   int64_t commits() const;
+  // Rows written (inserted, updated or deleted) by committed transactions.
+  int64_t rows_written() const;
 
   // Whether Open made this database (a new file, or the schema in an empty
   // one) rather than opening an existing one.
@@ -220,6 +230,12 @@ class SqliteRangeStore final : public RangeStore {
                        StoreCallback<FloorOutcome> done) override;
 
   SqliteRangeStore(SqliteRangeStoreOptions options, sqlite3* db);
+  // Open of a read-only store: nothing is created, no lock is taken.
+  static absl::StatusOr<std::unique_ptr<SqliteRangeStore>> OpenReadOnly(
+      SqliteRangeStoreOptions options);
+  // The end of Open, once the file is open and its schema ready: the write
+  // queue, the new file's directory entry made durable, the file's watch.
+  absl::Status StartWriting(bool is_new, const std::filesystem::path& parent);
 
   absl::Status Init() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   // Init of a read-only store: checks the identity and version only.
@@ -234,19 +250,20 @@ class SqliteRangeStore final : public RangeStore {
       bool read_only,
       absl::AnyInvocable<absl::Status(T* result, int64_t* rows_created)> body,
       StoreCallback<T> done);
-  // Runs one batch on the writing connection, on the leading thread. A
-  // batch that finds the file lost (before its COMMIT) fails whole.
-  void RunBatch(absl::Span<GroupCommit::Operation* const> batch)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
-  // The transaction of RunBatch; false if nothing of it was applied.
-  bool RunBatchInTransaction(absl::Span<GroupCommit::Operation* const> batch)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
+  // Queues a write for the batch writer: `judge` decides, on the batch's
+  // rows, what it does (sqlite_judges.h); `done` gets its result once the
+  // batch is committed, or the batch's error.
+  template <typename T>
+  void SubmitWrite(
+      absl::AnyInvocable<absl::Status(internal::SqliteHeldRows& rows,
+                                      absl::Time now, T* result)>
+          judge,
+      StoreCallback<T> done);
+  // Makes writer_, once the schema exists.
+  absl::Status OpenWriter() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   // Opens reader_, once the schema exists.
   absl::Status OpenReader();
   absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
-  // Runs a prepared statement that returns no rows, and resets it.
-  absl::Status Step(Statement& statement)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   // The error of `rc` on the writing connection.
   absl::Status Error(int rc, absl::string_view what) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
@@ -259,17 +276,6 @@ class SqliteRangeStore final : public RangeStore {
   // A row through `select` (of connection `db`).
   absl::StatusOr<std::optional<CollectionState>> ReadRow(
       sqlite3* db, Statement& select, absl::string_view collection);
-  // On the writing connection, inside a write batch.
-  absl::StatusOr<std::optional<CollectionState>> ReadRow(
-      absl::string_view collection) ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
-  absl::Status WriteRow(absl::string_view collection,
-                        const CollectionState& state)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
-  // One return on the writing connection, inside a write batch.
-  absl::Status ApplyReturnRow(absl::string_view collection, int64_t end,
-                              int64_t last, uint64_t token,
-                              ReturnOutcome* outcome)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   absl::Status ReadRows(sqlite3* db, Statement& list, absl::string_view after,
                         int limit, std::vector<NamedCollectionState>* result);
 
@@ -281,23 +287,17 @@ class SqliteRangeStore final : public RangeStore {
   // Destroyed last: it must outlive SQLite's connections (see there).
   std::unique_ptr<internal::SqliteFileGuard> guard_;
   // The writing connection is used by one thread at a time, but not always
-  // the same one: by Open, then by whichever thread leads queue_ (a caller
-  // or the queue's spare thread). The runner holds writer_mu_ around each
-  // batch; GroupCommit runs one batch at a time, so it is never contended
-  // (an uncontended lock per batch). It makes the analysis check that only
-  // batch code touches the connection and its statements, and orders the
-  // threads' uses of them for ThreadSanitizer. SQLite's own mutexes are off
-  // (SQLITE_OPEN_NOMUTEX, "multi-thread" mode), which SQLite allows when
-  // no two threads use a connection at once.
+  // the same one: by Open (under writer_mu_, which makes the analysis check
+  // that only Open's code touches it), then only by writer_, on whichever
+  // thread leads queue_ (a caller or the queue's spare thread), under the
+  // writer's own mutex, which also orders the threads' uses of it for
+  // ThreadSanitizer. SQLite's own mutexes are off (SQLITE_OPEN_NOMUTEX,
+  // "multi-thread" mode), which SQLite allows when no two threads use a
+  // connection at once.
   mutable base::Mutex writer_mu_;
   sqlite3* const db_ ABSL_GUARDED_BY(writer_mu_);
-  std::unique_ptr<Statement> select_ ABSL_GUARDED_BY(writer_mu_);
-  std::unique_ptr<Statement> upsert_ ABSL_GUARDED_BY(writer_mu_);
-  // "SAVEPOINT op", "RELEASE op", "ROLLBACK TO op"
-  std::unique_ptr<Statement> savepoint_ ABSL_GUARDED_BY(writer_mu_);
-  std::unique_ptr<Statement> release_ ABSL_GUARDED_BY(writer_mu_);
-  std::unique_ptr<Statement> rollback_to_ ABSL_GUARDED_BY(writer_mu_);
-  std::unique_ptr<Statement> delete_ ABSL_GUARDED_BY(writer_mu_);
+  // Runs the write batches; null for a read-only store.
+  std::unique_ptr<internal::SqliteBatchWriter> writer_;
   std::atomic<int64_t> collection_count_{0};
   // The reading connection and its queue; destroyed before the writer's.
   std::unique_ptr<Reader> reader_;

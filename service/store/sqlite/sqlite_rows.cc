@@ -1,5 +1,6 @@
-// SqliteRangeStore's row codec: a row of table `collections` read into a
-// CollectionState, and written back from one.
+// SqliteRangeStore's reads on its reading connection: a row of table
+// `collections`, and a page of rows, as CollectionStates. (The batch writer
+// reads and writes rows on the writing connection: sqlite_batch_writer.cc.)
 #include <sqlite3.h>
 
 #include "absl/strings/str_cat.h"
@@ -7,11 +8,6 @@
 #include "service/store/sqlite/sqlite_statement.h"
 
 namespace hilo {
-
-absl::StatusOr<std::optional<CollectionState>> SqliteRangeStore::ReadRow(
-    absl::string_view collection) {
-  return ReadRow(db_, *select_, collection);
-}
 
 absl::StatusOr<std::optional<CollectionState>> SqliteRangeStore::ReadRow(
     sqlite3* db, Statement& select, absl::string_view collection) {
@@ -36,25 +32,6 @@ absl::StatusOr<std::optional<CollectionState>> SqliteRangeStore::ReadRow(
                    absl::StrCat("reading collection \"", collection, "\""));
   }
   return state;
-}
-
-absl::Status SqliteRangeStore::WriteRow(absl::string_view collection,
-                                        const CollectionState& state) {
-  sqlite3_stmt* stmt = upsert_->get();
-  sqlite3_bind_text(stmt, 1, collection.data(),
-                    static_cast<int>(collection.size()), SQLITE_STATIC);
-  sqlite3_bind_int64(stmt, 2, state.max);
-  sqlite3_bind_int64(stmt, 3, state.return_floor);
-  sqlite3_bind_int64(stmt, 4, absl::ToUnixMicros(state.updated_at));
-  sqlite3_bind_int64(stmt, 5, static_cast<int64_t>(state.range_token));
-  sqlite3_bind_int64(stmt, 6, static_cast<int64_t>(state.previous_token));
-  sqlite3_bind_int64(stmt, 7, state.previous_return_floor);
-  const int rc = sqlite3_step(stmt);
-  upsert_->Reset();
-  if (rc != SQLITE_DONE) {
-    return Error(rc, absl::StrCat("writing collection \"", collection, "\""));
-  }
-  return absl::OkStatus();
 }
 
 absl::Status SqliteRangeStore::ReadRows(

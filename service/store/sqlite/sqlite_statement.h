@@ -1,8 +1,9 @@
 // What the parts of SqliteRangeStore share: its prepared statements and the
 // SQL that reads a collection's row. The store is split by responsibility:
 // sqlite_range_store.cc opens the file and queues the operations,
-// sqlite_batch.cc runs a batch of them in one transaction, and
-// sqlite_rows.cc turns a row into a CollectionState and back.
+// sqlite_batch_writer.cc runs a batch of writes in one transaction (judged
+// by sqlite_judges.cc on the rows sqlite_held_rows.cc holds), and
+// sqlite_rows.cc reads rows for Get and List.
 //
 // Private to store/sqlite/.
 #ifndef HILO_SERVICE_STORE_SQLITE_SQLITE_STATEMENT_H_

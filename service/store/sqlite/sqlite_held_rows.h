@@ -1,0 +1,132 @@
+// SqliteHeldRows: the rows of table `collections` the SQLite store holds in
+// memory, and what the batch being judged does to them.
+//
+// The store is the only writer of its file (SqliteFileGuard locks it), so
+// a row it has read or written stays as it left it: it never needs asking
+// SQLite twice. A batch reads each row it touches from here (from the file
+// through `load` the first time), judges every operation on these rows in
+// memory, and writes each changed row once; then Commit() makes the
+// batch's rows the held ones, or Abort() puts back what the file still
+// holds, so a failed COMMIT changes nothing here either.
+//
+//   SqliteHeldRows rows(load, /*max_rows=*/1 << 17);
+//   absl::StatusOr<SqliteHeldRows::Row> row = rows.Find("orders");
+//   if (row.ok()) row->Set(next);          // the batch's view of "orders"
+//   for (const SqliteHeldRows::Change& c : rows.Changes()) Write(c);
+//   ok ? rows.Commit() : rows.Abort();
+//
+// Holds at most max_rows rows between batches (any it drops is read again
+// when next needed), plus those a batch touches. A row the file does not
+// have is held only while a batch touches it. Not thread-safe: one batch
+// at a time, on one thread at a time (the SQLite store's batch writer).
+#ifndef HILO_SERVICE_STORE_SQLITE_SQLITE_HELD_ROWS_H_
+#define HILO_SERVICE_STORE_SQLITE_SQLITE_HELD_ROWS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "service/store/range_store.h"
+
+namespace hilo {
+namespace internal {
+
+class SqliteHeldRows {
+ public:
+  // Reads a row from the file: nullopt if it has none. Called inside the
+  // batch's transaction, before the batch wrote anything.
+  using Loader = std::function<absl::StatusOr<std::optional<CollectionState>>(
+      absl::string_view name)>;
+
+ private:
+  struct Entry {
+    // The row as the batch leaves it so far (as the file holds it, outside
+    // a batch); nullopt: no row.
+    std::optional<CollectionState> row;
+    // Set once the batch changes the row: the row as the file holds it.
+    std::optional<std::optional<CollectionState>> stored;
+    // In batch_.
+    bool in_batch = false;
+  };
+  // Looked up by string_view, without a std::string per lookup.
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view name) const {
+      return std::hash<std::string_view>()(name);
+    }
+  };
+  // Nodes: Row and batch_ point into it, and stay valid as it grows.
+  using Map = std::unordered_map<std::string, Entry, NameHash, std::equal_to<>>;
+
+ public:
+  // One row, as the batch being judged sees it. Valid until the batch's
+  // Commit or Abort.
+  class Row {
+   public:
+    // nullopt: the collection has no row.
+    const std::optional<CollectionState>& get() const {
+      return slot_->second.row;
+    }
+    // The row as the batch leaves it; nullopt deletes it.
+    void Set(std::optional<CollectionState> row);
+
+   private:
+    friend class SqliteHeldRows;
+    Row(SqliteHeldRows* rows, Map::value_type* slot)
+        : rows_(rows), slot_(slot) {}
+    SqliteHeldRows* rows_;
+    Map::value_type* slot_;
+  };
+
+  // A row the batch changed, to be written: `row` nullopt deletes it.
+  struct Change {
+    absl::string_view name;
+    const std::optional<CollectionState>* row;
+  };
+
+  SqliteHeldRows(Loader load, size_t max_rows);
+  SqliteHeldRows(const SqliteHeldRows&) = delete;
+  SqliteHeldRows& operator=(const SqliteHeldRows&) = delete;
+
+  // The row `name`, read through the loader if it is not held; the
+  // loader's error if that read fails (and nothing is held for it).
+  absl::StatusOr<Row> Find(absl::string_view name);
+
+  // The rows the batch changed, each once, in the order first changed;
+  // a row created and deleted again within the batch is not among them.
+  std::vector<Change> Changes() const;
+
+  // The batch's changes are in the file: they become the held rows.
+  // Returns the rows it created less those it deleted.
+  int64_t Commit();
+  // Nothing of the batch is in the file: the rows go back to what it holds.
+  void Abort();
+
+  // Rows held (outside a batch, each one the file holds).
+  size_t size() const { return rows_.size(); }
+
+ private:
+  // Ends the batch; `keep` chooses the batch's rows over the stored ones.
+  int64_t EndBatch(bool keep);
+  void Evict();
+
+  const Loader load_;
+  const size_t max_rows_;
+  Map rows_;
+  // The entries the batch touched: read from the file without a row, or
+  // changed.
+  std::vector<Map::value_type*> batch_;
+};
+
+}  // namespace internal
+}  // namespace hilo
+
+#endif  // HILO_SERVICE_STORE_SQLITE_SQLITE_HELD_ROWS_H_

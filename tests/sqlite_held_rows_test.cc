@@ -1,0 +1,151 @@
+#include "service/store/sqlite/sqlite_held_rows.h"
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "testing/status_matchers.h"
+
+namespace hilo::internal {
+namespace {
+
+using ::hilo::testing_util::IsOk;
+using ::hilo::testing_util::StatusIs;
+
+// A file of rows, as the loader sees it: counts its reads, and can fail.
+class FakeFile {
+ public:
+  SqliteHeldRows::Loader Loader() {
+    return [this](absl::string_view name)
+               -> absl::StatusOr<std::optional<CollectionState>> {
+      ++reads[std::string(name)];
+      if (!fail.ok()) return fail;
+      auto it = rows.find(std::string(name));
+      if (it == rows.end()) return std::nullopt;
+      return it->second;
+    };
+  }
+  // Writes the batch's changes, as the batch writer does before COMMIT.
+  void Write(const SqliteHeldRows& held) {
+    for (const SqliteHeldRows::Change& c : held.Changes()) {
+      if (c.row->has_value()) {
+        rows[std::string(c.name)] = **c.row;
+      } else {
+        rows.erase(std::string(c.name));
+      }
+    }
+  }
+  std::map<std::string, CollectionState> rows;
+  std::map<std::string, int> reads;
+  absl::Status fail;
+};
+
+CollectionState Max(int64_t max) { return CollectionState{.max = max}; }
+
+std::vector<std::string> ChangedNames(const SqliteHeldRows& rows) {
+  std::vector<std::string> names;
+  for (const SqliteHeldRows::Change& c : rows.Changes()) {
+    names.emplace_back(c.name);
+  }
+  return names;
+}
+
+TEST(SqliteHeldRowsTest, ReadsARowFromTheFileOnceThenHoldsIt) {
+  FakeFile file;
+  file.rows["a"] = Max(10);
+  SqliteHeldRows rows(file.Loader(), 100);
+  for (int batch = 0; batch < 3; ++batch) {
+    absl::StatusOr<SqliteHeldRows::Row> a = rows.Find("a");
+    ASSERT_THAT(a, IsOk());
+    ASSERT_TRUE(a->get().has_value());
+    EXPECT_EQ(a->get()->max, 10 + batch);
+    a->Set(Max(11 + batch));
+    rows.Commit();
+  }
+  EXPECT_EQ(file.reads["a"], 1);
+  EXPECT_EQ(rows.size(), 1u);
+}
+
+TEST(SqliteHeldRowsTest, AbortPutsBackWhatTheFileHolds) {
+  FakeFile file;
+  file.rows["kept"] = Max(10);
+  file.rows["gone"] = Max(20);
+  SqliteHeldRows rows(file.Loader(), 100);
+  rows.Find("kept")->Set(Max(11));
+  rows.Find("gone")->Set(std::nullopt);
+  rows.Find("new")->Set(Max(5));
+  rows.Abort();
+
+  EXPECT_EQ(rows.Find("kept")->get()->max, 10);
+  EXPECT_EQ(rows.Find("gone")->get()->max, 20);
+  EXPECT_FALSE(rows.Find("new")->get().has_value());
+  EXPECT_THAT(ChangedNames(rows), ::testing::IsEmpty());
+  rows.Commit();
+  EXPECT_EQ(rows.size(), 2u);  // "new" has no row: not held
+}
+
+TEST(SqliteHeldRowsTest, CommitKeepsTheBatchAndCountsRowsCreatedLessDeleted) {
+  FakeFile file;
+  file.rows["gone"] = Max(20);
+  SqliteHeldRows rows(file.Loader(), 100);
+  rows.Find("one")->Set(Max(1));
+  rows.Find("two")->Set(Max(2));
+  rows.Find("gone")->Set(std::nullopt);
+  file.Write(rows);
+  EXPECT_EQ(rows.Commit(), 1);
+  EXPECT_EQ(rows.Find("one")->get()->max, 1);
+  EXPECT_FALSE(rows.Find("gone")->get().has_value());
+  EXPECT_EQ(file.reads["one"], 1);  // created, then held
+  EXPECT_EQ(rows.Commit(), 0);
+  EXPECT_EQ(rows.size(), 2u);
+}
+
+TEST(SqliteHeldRowsTest, ChangesNameEachChangedRowOnceInOrderOfFirstChange) {
+  FakeFile file;
+  file.rows["read"] = Max(1);
+  file.rows["b"] = Max(1);
+  SqliteHeldRows rows(file.Loader(), 100);
+  ASSERT_THAT(rows.Find("read"), IsOk());
+  rows.Find("b")->Set(Max(2));
+  rows.Find("a")->Set(Max(1));
+  rows.Find("b")->Set(Max(3));
+  // Created and deleted again: the file never needs to hear of it.
+  rows.Find("brief")->Set(Max(1));
+  rows.Find("brief")->Set(std::nullopt);
+  EXPECT_THAT(ChangedNames(rows), ::testing::ElementsAre("b", "a"));
+  EXPECT_EQ(rows.Changes()[0].row->value().max, 3);
+}
+
+TEST(SqliteHeldRowsTest, FailedReadHoldsNothingAndIsTriedAgain) {
+  FakeFile file;
+  file.rows["a"] = Max(7);
+  file.fail = absl::UnavailableError("disk I/O error (injected)");
+  SqliteHeldRows rows(file.Loader(), 100);
+  EXPECT_THAT(rows.Find("a"), StatusIs(absl::StatusCode::kUnavailable));
+  rows.Abort();
+  file.fail = absl::OkStatus();
+  EXPECT_EQ(rows.Find("a")->get()->max, 7);
+  EXPECT_EQ(file.reads["a"], 2);
+}
+
+TEST(SqliteHeldRowsTest, HoldsAtMostMaxRowsBetweenBatchesAndReadsDroppedAgain) {
+  FakeFile file;
+  SqliteHeldRows rows(file.Loader(), /*max_rows=*/4);
+  for (int i = 0; i < 10; ++i) {
+    rows.Find("c" + std::to_string(i))->Set(Max(i + 1));
+  }
+  EXPECT_EQ(rows.size(), 10u);  // a batch holds what it touches
+  file.Write(rows);
+  EXPECT_EQ(rows.Commit(), 10);
+  EXPECT_LE(rows.size(), 4u);
+  // What was dropped is read from the file, which has the batch's rows.
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(rows.Find("c" + std::to_string(i))->get()->max, i + 1);
+  }
+}
+
+}  // namespace
+}  // namespace hilo::internal
