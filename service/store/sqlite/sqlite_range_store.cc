@@ -422,14 +422,16 @@ void SqliteRangeStore::Submit(
 void SqliteRangeStore::DoAllocateAsync(absl::string_view collection,
                                        int64_t size, int64_t floor,
                                        uint64_t token, int64_t max_floor_jump,
+                                       bool may_create,
                                        StoreCallback<Allocation> done) {
   Submit<Allocation>(
       /*read_only=*/false,
-      [this, name = std::string(collection), size, floor, token,
-       max_floor_jump](Allocation* allocation, int64_t* rows_created)
+      [this, name = std::string(collection), size, floor, token, max_floor_jump,
+       may_create](Allocation* allocation, int64_t* rows_created)
           ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_) -> absl::Status {
             absl::StatusOr<std::optional<CollectionState>> row = ReadRow(name);
             if (!row.ok()) return row.status();
+            if (!row->has_value() && !may_create) return NoRowRefusal(name);
             absl::StatusOr<CollectionState> next = ApplyAllocate(
                 name, row->value_or(CollectionState{}), size, floor,
                 max_floor_jump, token, clock_->Now(), &allocation->range);
