@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -233,17 +234,24 @@ TEST_F(PostgresRangeStoreTest, ServersOnOneDatabaseNeverOverlap) {
 
 // What service/store/postgres/README.md says a session that creates a
 // collection's row holds first: pg_advisory_xact_lock on the first 8 bytes
-// of SHA-256(schema name, a zero byte, collection name), a big-endian
-// BIGINT. Written here from that text, for a session of the test's own that
-// creates `name` as a hilo server would.
-std::string TakeCreationLockSql(const std::string& name) {
+// of SHA-256(the salt in hilo_lock_salt, schema name, a zero byte,
+// collection name), a big-endian BIGINT. Written here from that text, for a
+// session of the test's own that creates `name` as a hilo server would;
+// without `salted`, the key as it was before the salt (issue 36 item 4),
+// which any role that may connect could compute.
+std::string CreationLockKeySql(const std::string& name, bool salted = true) {
   return absl::StrCat(
-      "SELECT pg_advisory_xact_lock(('x' || substr(encode(sha256("
+      "('x' || substr(encode(sha256(",
+      salted ? "(SELECT salt FROM hilo_lock_salt) || " : "",
       "convert_to((SELECT nspname FROM pg_namespace n JOIN pg_class c ON "
       "c.relnamespace = n.oid WHERE c.relname = 'hilo_collections' AND "
       "pg_table_is_visible(c.oid)), 'UTF8') || '\\x00'::bytea || "
       "convert_to('",
-      name, "', 'UTF8')), 'hex'), 1, 16))::bit(64)::bigint)");
+      name, "', 'UTF8')), 'hex'), 1, 16))::bit(64)::bigint");
+}
+std::string TakeCreationLockSql(const std::string& name) {
+  return absl::StrCat("SELECT pg_advisory_xact_lock(", CreationLockKeySql(name),
+                      ")");
 }
 
 // Holds the commit of the first batch after Arm at the moment its COMMIT is
@@ -453,6 +461,49 @@ TEST_F(PostgresRangeStoreTest, CreationLockIsTheTablesWhateverTheSearchPath) {
   ASSERT_THAT(got_held, IsOk());
   EXPECT_EQ(got_held->range.low, 1);
   EXPECT_EQ(got_held->range.high, 32);
+}
+
+// Issue 36 item 4: a role that may connect to hilo's database but is not
+// hilo's cannot read the creation locks' salt, so it cannot compute a key.
+// Holding every key it can compute (the scheme without the salt, which the
+// README once published) holds up no creation.
+TEST_F(PostgresRangeStoreTest, ForeignRoleCannotBlockACreation) {
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> opened = OpenOn(uri_);
+  ASSERT_THAT(opened, IsOk());
+  PostgresRangeStore& store = **opened;
+  ASSERT_THAT(PostgresInstance::Execute(
+                  uri_,
+                  "DO $$ BEGIN CREATE ROLE hilo_foreign LOGIN; EXCEPTION WHEN "
+                  "duplicate_object THEN NULL; END $$"),
+              IsOk());
+  const std::string::size_type at = uri_.find("%3D");
+  ASSERT_NE(at, std::string::npos) << uri_;
+  const std::string schema = uri_.substr(at + 3);
+  // The schema is as usable to it as `public` is to every role.
+  ASSERT_THAT(
+      PostgresInstance::Execute(uri_, absl::StrCat("GRANT USAGE ON SCHEMA ",
+                                                   schema, " TO hilo_foreign")),
+      IsOk());
+  std::string foreign_uri = uri_;
+  const std::string::size_type user = foreign_uri.find("postgres@");
+  ASSERT_NE(user, std::string::npos) << uri_;
+  foreign_uri.replace(user, std::strlen("postgres@"), "hilo_foreign@");
+  EXPECT_THAT(
+      PostgresInstance::Execute(foreign_uri, "SELECT salt FROM hilo_lock_salt"),
+      StatusIs(absl::StatusCode::kInternal,
+               HasSubstr("permission denied for table hilo_lock_salt")));
+  Session foreign(foreign_uri);
+  foreign.Query("BEGIN");
+  foreign.Query(absl::StrCat(
+      "SELECT pg_advisory_xact_lock(('x' || substr(encode(sha256(convert_to('",
+      schema,
+      "', 'UTF8') || '\\x00'::bytea || convert_to('victim', 'UTF8')), "
+      "'hex'), 1, 16))::bit(64)::bigint)"));
+  absl::StatusOr<Range> range = store.Allocate("victim", 32, 0, NextToken());
+  ASSERT_THAT(range, IsOk());
+  EXPECT_EQ(*range, (Range{1, 32}));
+  EXPECT_EQ(store.counters().creations_set_aside, 0);
+  foreign.Query("ROLLBACK");
 }
 
 // Each creation holds a lock of the database's shared lock table until
