@@ -985,6 +985,64 @@ TEST_F(PostgresRangeStoreTest, ProbeCountNeverOverwritesANewerCount) {
 }
 
 // A database of the test's own: stopped and started again.
+// Issue 36 item 4: any role that may connect can fill the database's shared
+// lock table with advisory locks; every creation then fails with SQLSTATE
+// 53200. The store answers UNAVAILABLE saying so (no address), and stops
+// being reachable (health NOT_SERVING) until a commit goes through again.
+// On a PostgreSQL of its own: the lock table is the whole cluster's.
+TEST(PostgresRangeStoreFaultTest, FullLockTableIsUnavailableAndNotServing) {
+  absl::StatusOr<std::unique_ptr<PostgresInstance>> postgres =
+      PostgresInstance::Start();
+  ASSERT_THAT(postgres, IsOk());
+  PostgresRangeStoreOptions options;
+  options.uri = (*postgres)->uri();
+  // No probe: only the calls below move reachable().
+  options.probe_interval = absl::Hours(1);
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
+      PostgresRangeStore::Open(std::move(options));
+  ASSERT_THAT(store, IsOk());
+  ASSERT_THAT((*store)->Allocate("warm", 32, 0, NextToken()), IsOk());
+  ASSERT_TRUE((*store)->reachable());
+  Session filler((*postgres)->uri());
+  // Session-level advisory locks until the table is full; a rollback of
+  // the block keeps them (they ignore transactions).
+  filler.Query(
+      "DO $$ BEGIN FOR i IN 1..100000000 LOOP PERFORM "
+      "pg_advisory_lock(4000000000 + i); END LOOP; EXCEPTION WHEN "
+      "out_of_memory THEN NULL; END $$");
+  absl::StatusOr<Range> refused =
+      (*store)->Allocate("victim", 32, 0, NextToken());
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kUnavailable,
+                                AllOf(HasSubstr("lock table is full"),
+                                      HasSubstr("SQLSTATE 53200"),
+                                      Not(HasSubstr("127.0.0.1")))));
+  EXPECT_FALSE((*store)->reachable());
+  // A store that only probes (every 50 ms) sees it too, within a bound.
+  PostgresRangeStoreOptions probing;
+  probing.uri = (*postgres)->uri();
+  probing.probe_interval = absl::Milliseconds(50);
+  filler.Query("SELECT pg_advisory_unlock_all()");
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> prober =
+      PostgresRangeStore::Open(std::move(probing));
+  ASSERT_THAT(prober, IsOk());
+  filler.Query(
+      "DO $$ BEGIN FOR i IN 1..100000000 LOOP PERFORM "
+      "pg_advisory_lock(4000000000 + i); END LOOP; EXCEPTION WHEN "
+      "out_of_memory THEN NULL; END $$");
+  const auto bound =
+      std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while ((*prober)->reachable() && std::chrono::steady_clock::now() < bound) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_FALSE((*prober)->reachable());
+  filler.Query("SELECT pg_advisory_unlock_all()");
+  absl::StatusOr<Range> served =
+      (*store)->Allocate("victim", 32, 0, NextToken());
+  ASSERT_THAT(served, IsOk());
+  EXPECT_EQ(*served, (Range{1, 32}));
+  EXPECT_TRUE((*store)->reachable());
+}
+
 TEST(PostgresRangeStoreFaultTest, StoppedDatabaseIsUnavailableThenRecovers) {
   absl::StatusOr<std::unique_ptr<PostgresInstance>> postgres =
       PostgresInstance::Start();
