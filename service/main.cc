@@ -130,12 +130,16 @@ ABSL_FLAG(int, max_list_reply_bytes, hilo::kDefaultMaxListReplyBytes,
           "ends early past it");
 ABSL_FLAG(int64_t, max_collections, hilo::kDefaultMaxCollections,
           "most collections this node stores; a NextRange or SetFloor that "
-          "would create one more is RESOURCE_EXHAUSTED (0: no limit)");
+          "would create one more is RESOURCE_EXHAUSTED (0: no limit). Per "
+          "server: on a shared PostgreSQL store it counts the rows found at "
+          "start and this server's creations, so N servers may store N times "
+          "it");
 ABSL_FLAG(int64_t, max_collection_creations_per_minute,
           hilo::kDefaultMaxCollectionCreationsPerMinute,
           "most collections this node creates in any minute; a NextRange or "
           "SetFloor that would create one more is RESOURCE_EXHAUSTED saying "
-          "when to retry (0: no limit)");
+          "when to retry (0: no limit). Per server: N servers on a shared "
+          "PostgreSQL store create up to N times it");
 ABSL_FLAG(int, metrics_threads, hilo::kDefaultMetricsThreads,
           "worker threads of the metrics endpoint");
 ABSL_FLAG(absl::Duration, metrics_request_timeout, absl::Seconds(2),

@@ -17,6 +17,7 @@
 #include "prometheus/text_serializer.h"
 #include "service/access/audit_log.h"
 #include "service/access/authorizer.h"
+#include "service/access/collection_limit.h"
 #include "service/observe/exhaustion_reporter.h"
 #include "service/observe/metrics.h"
 #include "service/rpc/admin_service.h"
@@ -34,6 +35,7 @@ using ::hilo::testing_util::ReadFile;
 using ::hilo::testing_util::StatusIs;
 using ::hilo::testing_util::TempDir;
 using ::hilo::testing_util::WriteFile;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -925,6 +927,89 @@ TEST(ExhaustionReporterTest, LogsOncePerCollectionCrossing) {
               HasSubstr("collection \\\"a\\\" is near exhaustion: Max "
                         "4611686018427387912 has passed 0.5"));
   EXPECT_THAT(lines[1], HasSubstr("collection \\\"b\\\" is near"));
+}
+
+// Issue 36 item 3: each identity's new collections count against a budget
+// of its own (its grant's collection_creations_per_minute, 60 unset), inside
+// the node's. A caller allowed "app*" that uses up its budget leaves the
+// node's to a caller allowed "shop*"; its existing collections keep working;
+// the refusal names the identity, its limit and when to retry; a minute
+// later it may create again.
+TEST(CreationBudgetTest, EachIdentityCreatesWithinABudgetOfItsOwn) {
+  TempDir dir;
+  WriteFile(dir.File("policy"), R"pb(
+    grant {
+      identity: "cn:app"
+      collections: "app*"
+      collection_creations_per_minute: 3
+    }
+    grant { identity: "cn:shop" collections: "shop*" }
+    grant {
+      identity: "cn:shop"
+      collections: "shop-big*"
+      collection_creations_per_minute: 5
+    }
+  )pb");
+  auto authz = Authorizer::Load(dir.File("policy"), "");
+  ASSERT_THAT(authz, IsOk());
+  EXPECT_EQ((*authz)
+                ->Check(Cert("cn:shop"), Method::kNextRange, "shop-1")
+                .creation_quota.per_minute,
+            kDefaultCreationsPerIdentityPerMinute);
+  EXPECT_EQ((*authz)
+                ->Check(Cert("cn:shop"), Method::kNextRange, "shop-big")
+                .creation_quota.per_minute,
+            kDefaultCreationsPerIdentityPerMinute);  // the larger of the two
+  ManualClock clock(kStart);
+  SqliteRangeStoreOptions options;
+  options.path = dir.File("h.db");
+  auto store = SqliteRangeStore::Open(options);
+  ASSERT_THAT(store, IsOk());
+  CollectionLimit limit(/*max=*/0, 0, /*max_creations_per_minute=*/10, &clock);
+  Metrics metrics{MetricsOptions{"A", "test", 2}};
+  HiLoService service(store->get(), RangeSizePolicy({}), "A", &clock, &metrics,
+                      false, &limit);
+  AdminService admin(store->get(), "A");
+  Gatekeeper gate(&service, &admin, authz->get(), nullptr, &metrics);
+  auto next = [&](const Caller& caller, const std::string& collection) {
+    hilo::v1::NextRangeRequest request;
+    request.set_collection(collection);
+    hilo::v1::NextRangeResponse response;
+    return base::Await<absl::Status>([&](ServiceCallback done) {
+      gate.NextRange(caller, request, &response, std::move(done));
+    });
+  };
+  const Caller app = Cert("cn:app");
+  const Caller shop = Cert("cn:shop");
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_THAT(next(app, absl::StrCat("app-", i)), IsOk());
+  }
+  clock.Advance(absl::Seconds(20));
+  const absl::Status refused = next(app, "app-3");
+  EXPECT_THAT(refused,
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       AllOf(HasSubstr("collection \"app-3\" would be new, "
+                                       "and cn:app already created its limit "
+                                       "of 3 collections in the last minute"),
+                             HasSubstr("collection_creations_per_minute"),
+                             HasSubstr("retry in 40s"))));
+  EXPECT_EQ(CollectionRefusalReason(refused), kRefusedForIdentityRate);
+  EXPECT_THAT(next(app, "app-0"), IsOk());
+  // The node's budget left (10 - 3) is the shop's.
+  for (int i = 0; i < 7; ++i) {
+    ASSERT_THAT(next(shop, absl::StrCat("shop-", i)), IsOk()) << i;
+  }
+  EXPECT_THAT(next(shop, "shop-7"),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("--max_collection_creations_per_minute")));
+  EXPECT_EQ(limit.identities_tracked(), 2);
+  clock.Advance(absl::Seconds(40));
+  EXPECT_THAT(next(app, "app-3"), IsOk());
+  EXPECT_FALSE((*store)->Get("app-4")->has_value());
+  EXPECT_EQ((*store)->collection_count(), 3 + 7 + 1);
+  EXPECT_THAT(
+      prometheus::TextSerializer().Serialize(metrics.registry()->Collect()),
+      HasSubstr("reason=\"identity_rate\"} 1"));
 }
 
 }  // namespace

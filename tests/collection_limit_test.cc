@@ -96,6 +96,35 @@ TEST(CollectionLimitTest, RefusalNamesTheCountWhenTheCountIsFull) {
             "");
 }
 
+// Per-identity windows: each identity's creations and reservations count
+// in its own window as well as in the node's; one identity's full window
+// refuses only it; an identity whose window empties is forgotten at its
+// next call.
+TEST(CollectionLimitTest, EachIdentityHasAWindowOfItsOwn) {
+  ManualClock clock(kStart);
+  CollectionLimit limit(/*max=*/0, 0, /*max_creations_per_minute=*/5, &clock);
+  const CreationQuota app{"cn:app", 2};
+  const CreationQuota shop{"cn:shop", 2};
+  ASSERT_TRUE(limit.TryReserve(&app));
+  ASSERT_TRUE(limit.TryReserve(&app));
+  EXPECT_FALSE(limit.TryReserve(&app));         // two reservations in flight
+  limit.Settle(true, /*created=*/false, &app);  // an existing collection
+  ASSERT_TRUE(limit.TryReserve(&app));
+  limit.Settle(true, true, &app);
+  limit.Settle(true, true, &app);
+  EXPECT_FALSE(limit.TryReserve(&app));
+  EXPECT_EQ(CollectionRefusalReason(limit.RefuseNewCollection("x", &app)),
+            kRefusedForIdentityRate);
+  ASSERT_TRUE(limit.TryReserve(&shop));
+  limit.Settle(true, true, &shop);
+  EXPECT_EQ(limit.identities_tracked(), 2);
+  clock.Advance(absl::Minutes(1));
+  EXPECT_TRUE(limit.TryReserve(&app));
+  limit.Settle(true, false, &app);
+  EXPECT_EQ(limit.identities_tracked(), 1);  // app's is forgotten
+  EXPECT_EQ(limit.count(), 3);
+}
+
 TEST(CollectionLimitTest, ZeroMeansNoRateLimit) {
   ManualClock clock(kStart);
   CollectionLimit limit(0, 0, 0, &clock);

@@ -670,15 +670,22 @@ TEST(HiLoServiceDirectTest, InvalidUtf8NameIsInvalidArgument) {
 
 // A RangeStore that runs `after_get` once a GetAsync has found a row and
 // before it answers: a DeleteCollection landing between a service's check
-// that a collection exists and its write. Everything else goes to `store`.
+// that a collection exists and its write. With StallReads, every GetAsync
+// fails instead, as a read stuck behind a flood on the store's one reading
+// thread would. Everything else goes to `store`.
 class RacingStore final : public RangeStore {
  public:
   RacingStore(RangeStore* store,
               std::function<void(absl::string_view)> after_get)
       : store_(store), after_get_(std::move(after_get)) {}
 
+  void StallReads() { stall_reads_ = true; }
+
   void GetAsync(absl::string_view collection,
                 StoreCallback<std::optional<CollectionState>> done) override {
+    if (stall_reads_) {
+      return done(absl::UnavailableError("the reading thread is stalled"));
+    }
     absl::StatusOr<std::optional<CollectionState>> row =
         store_->Get(collection);
     if (row.ok() && row->has_value()) after_get_(collection);
@@ -699,7 +706,12 @@ class RacingStore final : public RangeStore {
  protected:
   void DoAllocateAsync(absl::string_view collection, int64_t size,
                        int64_t floor, uint64_t token, int64_t max_floor_jump,
+                       bool may_create,
                        StoreCallback<Allocation> done) override {
+    if (!may_create) {
+      return store_->AllocateExistingAsync(collection, size, floor, token,
+                                           max_floor_jump, std::move(done));
+    }
     store_->AllocateAsync(collection, size, floor, token, max_floor_jump,
                           std::move(done));
   }
@@ -721,7 +733,40 @@ class RacingStore final : public RangeStore {
  private:
   RangeStore* const store_;
   std::function<void(absl::string_view)> after_get_;
+  std::atomic<bool> stall_reads_{false};
 };
+
+// Issue 36 item 3: with the collection limit full (here the creations of
+// the minute), a NextRange on an existing collection needs no read of the
+// store (which once queued every such call behind the one reading thread):
+// it is served with reads stalled, and a new name is refused for the limit
+// without a row, all in the allocation's own transaction.
+TEST(CollectionLimitRaceTest, AtTheLimitExistingCollectionsNeedNoRead) {
+  TempDir dir;
+  SqliteRangeStoreOptions options;
+  options.path = dir.File("h.db");
+  auto store = SqliteRangeStore::Open(options);
+  ASSERT_THAT(store, IsOk());
+  ManualClock clock(kStart);
+  CollectionLimit limit(/*max=*/0, 0, /*max_creations_per_minute=*/1, &clock);
+  RacingStore racing(store->get(), [](absl::string_view) {});
+  HiLoService service(&racing, RangeSizePolicy({}), "A", &clock, nullptr, false,
+                      &limit);
+  NextRangeResponse next;
+  ASSERT_THAT(service.DoNextRange(Next("a"), &next), IsOk());
+  racing.StallReads();
+  for (const int64_t low : {33, 65}) {
+    ASSERT_THAT(service.DoNextRange(Next("a"), &next), IsOk());
+    EXPECT_EQ(next.low(), low);
+  }
+  EXPECT_THAT(service.DoNextRange(Next("b"), &next),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("collection \"b\" would be new, and this "
+                                 "node already created its limit of 1")));
+  EXPECT_FALSE((*store)->Get("b")->has_value());
+  EXPECT_EQ((*store)->collection_count(), 1);
+  EXPECT_EQ(limit.count(), 1);
+}
 
 // At --max_collections, NextRange and SetFloor on an existing collection go
 // ahead without a reservation. A DeleteCollection between their check and

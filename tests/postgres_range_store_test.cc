@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -233,17 +234,24 @@ TEST_F(PostgresRangeStoreTest, ServersOnOneDatabaseNeverOverlap) {
 
 // What service/store/postgres/README.md says a session that creates a
 // collection's row holds first: pg_advisory_xact_lock on the first 8 bytes
-// of SHA-256(schema name, a zero byte, collection name), a big-endian
-// BIGINT. Written here from that text, for a session of the test's own that
-// creates `name` as a hilo server would.
-std::string TakeCreationLockSql(const std::string& name) {
+// of SHA-256(the salt in hilo_lock_salt, schema name, a zero byte,
+// collection name), a big-endian BIGINT. Written here from that text, for a
+// session of the test's own that creates `name` as a hilo server would;
+// without `salted`, the key as it was before the salt (issue 36 item 4),
+// which any role that may connect could compute.
+std::string CreationLockKeySql(const std::string& name, bool salted = true) {
   return absl::StrCat(
-      "SELECT pg_advisory_xact_lock(('x' || substr(encode(sha256("
+      "('x' || substr(encode(sha256(",
+      salted ? "(SELECT salt FROM hilo_lock_salt) || " : "",
       "convert_to((SELECT nspname FROM pg_namespace n JOIN pg_class c ON "
       "c.relnamespace = n.oid WHERE c.relname = 'hilo_collections' AND "
       "pg_table_is_visible(c.oid)), 'UTF8') || '\\x00'::bytea || "
       "convert_to('",
-      name, "', 'UTF8')), 'hex'), 1, 16))::bit(64)::bigint)");
+      name, "', 'UTF8')), 'hex'), 1, 16))::bit(64)::bigint");
+}
+std::string TakeCreationLockSql(const std::string& name) {
+  return absl::StrCat("SELECT pg_advisory_xact_lock(", CreationLockKeySql(name),
+                      ")");
 }
 
 // Holds the commit of the first batch after Arm at the moment its COMMIT is
@@ -453,6 +461,49 @@ TEST_F(PostgresRangeStoreTest, CreationLockIsTheTablesWhateverTheSearchPath) {
   ASSERT_THAT(got_held, IsOk());
   EXPECT_EQ(got_held->range.low, 1);
   EXPECT_EQ(got_held->range.high, 32);
+}
+
+// Issue 36 item 4: a role that may connect to hilo's database but is not
+// hilo's cannot read the creation locks' salt, so it cannot compute a key.
+// Holding every key it can compute (the scheme without the salt, which the
+// README once published) holds up no creation.
+TEST_F(PostgresRangeStoreTest, ForeignRoleCannotBlockACreation) {
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> opened = OpenOn(uri_);
+  ASSERT_THAT(opened, IsOk());
+  PostgresRangeStore& store = **opened;
+  ASSERT_THAT(PostgresInstance::Execute(
+                  uri_,
+                  "DO $$ BEGIN CREATE ROLE hilo_foreign LOGIN; EXCEPTION WHEN "
+                  "duplicate_object THEN NULL; END $$"),
+              IsOk());
+  const std::string::size_type at = uri_.find("%3D");
+  ASSERT_NE(at, std::string::npos) << uri_;
+  const std::string schema = uri_.substr(at + 3);
+  // The schema is as usable to it as `public` is to every role.
+  ASSERT_THAT(
+      PostgresInstance::Execute(uri_, absl::StrCat("GRANT USAGE ON SCHEMA ",
+                                                   schema, " TO hilo_foreign")),
+      IsOk());
+  std::string foreign_uri = uri_;
+  const std::string::size_type user = foreign_uri.find("postgres@");
+  ASSERT_NE(user, std::string::npos) << uri_;
+  foreign_uri.replace(user, std::strlen("postgres@"), "hilo_foreign@");
+  EXPECT_THAT(
+      PostgresInstance::Execute(foreign_uri, "SELECT salt FROM hilo_lock_salt"),
+      StatusIs(absl::StatusCode::kInternal,
+               HasSubstr("permission denied for table hilo_lock_salt")));
+  Session foreign(foreign_uri);
+  foreign.Query("BEGIN");
+  foreign.Query(absl::StrCat(
+      "SELECT pg_advisory_xact_lock(('x' || substr(encode(sha256(convert_to('",
+      schema,
+      "', 'UTF8') || '\\x00'::bytea || convert_to('victim', 'UTF8')), "
+      "'hex'), 1, 16))::bit(64)::bigint)"));
+  absl::StatusOr<Range> range = store.Allocate("victim", 32, 0, NextToken());
+  ASSERT_THAT(range, IsOk());
+  EXPECT_EQ(*range, (Range{1, 32}));
+  EXPECT_EQ(store.counters().creations_set_aside, 0);
+  foreign.Query("ROLLBACK");
 }
 
 // Each creation holds a lock of the database's shared lock table until
@@ -934,6 +985,64 @@ TEST_F(PostgresRangeStoreTest, ProbeCountNeverOverwritesANewerCount) {
 }
 
 // A database of the test's own: stopped and started again.
+// Issue 36 item 4: any role that may connect can fill the database's shared
+// lock table with advisory locks; every creation then fails with SQLSTATE
+// 53200. The store answers UNAVAILABLE saying so (no address), and stops
+// being reachable (health NOT_SERVING) until a commit goes through again.
+// On a PostgreSQL of its own: the lock table is the whole cluster's.
+TEST(PostgresRangeStoreFaultTest, FullLockTableIsUnavailableAndNotServing) {
+  absl::StatusOr<std::unique_ptr<PostgresInstance>> postgres =
+      PostgresInstance::Start();
+  ASSERT_THAT(postgres, IsOk());
+  PostgresRangeStoreOptions options;
+  options.uri = (*postgres)->uri();
+  // No probe: only the calls below move reachable().
+  options.probe_interval = absl::Hours(1);
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
+      PostgresRangeStore::Open(std::move(options));
+  ASSERT_THAT(store, IsOk());
+  ASSERT_THAT((*store)->Allocate("warm", 32, 0, NextToken()), IsOk());
+  ASSERT_TRUE((*store)->reachable());
+  Session filler((*postgres)->uri());
+  // Session-level advisory locks until the table is full; a rollback of
+  // the block keeps them (they ignore transactions).
+  filler.Query(
+      "DO $$ BEGIN FOR i IN 1..100000000 LOOP PERFORM "
+      "pg_advisory_lock(4000000000 + i); END LOOP; EXCEPTION WHEN "
+      "out_of_memory THEN NULL; END $$");
+  absl::StatusOr<Range> refused =
+      (*store)->Allocate("victim", 32, 0, NextToken());
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kUnavailable,
+                                AllOf(HasSubstr("lock table is full"),
+                                      HasSubstr("SQLSTATE 53200"),
+                                      Not(HasSubstr("127.0.0.1")))));
+  EXPECT_FALSE((*store)->reachable());
+  // A store that only probes (every 50 ms) sees it too, within a bound.
+  PostgresRangeStoreOptions probing;
+  probing.uri = (*postgres)->uri();
+  probing.probe_interval = absl::Milliseconds(50);
+  filler.Query("SELECT pg_advisory_unlock_all()");
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> prober =
+      PostgresRangeStore::Open(std::move(probing));
+  ASSERT_THAT(prober, IsOk());
+  filler.Query(
+      "DO $$ BEGIN FOR i IN 1..100000000 LOOP PERFORM "
+      "pg_advisory_lock(4000000000 + i); END LOOP; EXCEPTION WHEN "
+      "out_of_memory THEN NULL; END $$");
+  const auto bound =
+      std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while ((*prober)->reachable() && std::chrono::steady_clock::now() < bound) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_FALSE((*prober)->reachable());
+  filler.Query("SELECT pg_advisory_unlock_all()");
+  absl::StatusOr<Range> served =
+      (*store)->Allocate("victim", 32, 0, NextToken());
+  ASSERT_THAT(served, IsOk());
+  EXPECT_EQ(*served, (Range{1, 32}));
+  EXPECT_TRUE((*store)->reachable());
+}
+
 TEST(PostgresRangeStoreFaultTest, StoppedDatabaseIsUnavailableThenRecovers) {
   absl::StatusOr<std::unique_ptr<PostgresInstance>> postgres =
       PostgresInstance::Start();

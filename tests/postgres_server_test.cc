@@ -134,6 +134,54 @@ TEST(PostgresServerTest, ServersOnOneDatabaseShowDistinctTags) {
   EXPECT_EQ(from_second.low(), from_first.high() + 1);
 }
 
+// Issue 36 item 5, as docs/security.md ("The shared PostgreSQL store")
+// states it: --max_collections is per server. Each server counts the rows
+// it found at start and its own creations, so two servers with
+// --max_collections=2 started together on an empty database store 4, and
+// a server started after them finds 4 and creates none.
+TEST(PostgresServerTest, CollectionLimitIsPerServerOnASharedStore) {
+  absl::StatusOr<PostgresInstance*> postgres = PostgresInstance::Shared();
+  ASSERT_THAT(postgres, IsOk());
+  absl::StatusOr<std::string> uri = (*postgres)->NewSchema();
+  ASSERT_THAT(uri, IsOk());
+  testing_util::TempDir dir;
+  ServerOptions options = testing_util::TestServerOptions(dir);
+  options.postgres_uri = *uri;
+  options.node_tag = "P";
+  options.node_tag_alternates = {"Q", "R"};
+  options.max_collections = 2;
+  std::unique_ptr<Server> first = testing_util::StartServer(options);
+  ASSERT_NE(first, nullptr);
+  std::unique_ptr<Server> second = testing_util::StartServer(options);
+  ASSERT_NE(second, nullptr);
+  auto next = [](Server& server, const std::string& collection) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+    hilo::v1::NextRangeRequest request;
+    request.set_collection(collection);
+    hilo::v1::NextRangeResponse response;
+    return testing_util::NewStub(server.port())
+        ->NextRange(&context, request, &response);
+  };
+  for (const char* name : {"a1", "a2"}) {
+    EXPECT_THAT(next(*first, name), IsOk()) << name;
+  }
+  for (const char* name : {"b1", "b2"}) {
+    EXPECT_THAT(next(*second, name), IsOk()) << name;
+  }
+  EXPECT_THAT(next(*first, "a3"),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       ::testing::HasSubstr("--max_collections")));
+  EXPECT_THAT(next(*second, "b3"),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  std::unique_ptr<Server> third = testing_util::StartServer(options);
+  ASSERT_NE(third, nullptr);
+  EXPECT_THAT(next(*third, "c1"),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       ::testing::HasSubstr("--max_collections")));
+  EXPECT_THAT(next(*third, "a1"), IsOk());
+}
+
 // Two containers with one host name and pid 1 (host networking) were one
 // lease holder, "hilo pid 1": the second took the first's live claim, and
 // both served tag P. Every start is a holder of its own: the second finds P

@@ -542,6 +542,69 @@ TEST_P(RangeStoreContractTest, JumpIsJudgedAgainstTheMaxEarlierOperationsLeft) {
   EXPECT_EQ(second->range, (Range{165, 196}));
 }
 
+// AllocateExistingAsync (a call over the collection limit): a collection
+// with a row is served as AllocateAsync serves it; a new name is
+// NOT_FOUND (IsNoRowRefusal) and gets no row, even queued with an
+// allocation of an existing one.
+TEST_P(RangeStoreContractTest, AllocateExistingRefusesANameWithoutARow) {
+  MustAllocate("orders", 32);
+  testing_util::Notification existing_done, new_done;
+  absl::StatusOr<Allocation> existing, fresh;
+  store_->AllocateExistingAsync("orders", 32, 0, NextToken(), kNoFloorJumpLimit,
+                                [&](absl::StatusOr<Allocation> a) {
+                                  existing = std::move(a);
+                                  existing_done.Notify();
+                                });
+  store_->AllocateExistingAsync("fresh", 32, 0, NextToken(), kNoFloorJumpLimit,
+                                [&](absl::StatusOr<Allocation> a) {
+                                  fresh = std::move(a);
+                                  new_done.Notify();
+                                });
+  existing_done.WaitForNotification();
+  new_done.WaitForNotification();
+  ASSERT_THAT(existing, IsOk());
+  EXPECT_EQ(existing->range, (Range{33, 64}));
+  EXPECT_FALSE(existing->created);
+  EXPECT_THAT(fresh, StatusIs(absl::StatusCode::kNotFound,
+                              HasSubstr("collection \"fresh\" has no row")));
+  EXPECT_TRUE(IsNoRowRefusal(fresh.status()));
+  EXPECT_FALSE(store_->Get("fresh")->has_value());
+  EXPECT_EQ(store_->collection_count(), 1);
+  EXPECT_EQ(MustAllocate("fresh", 32), (Range{1, 32}));
+}
+
+// Queued one after another (in one batch or several), AllocateExistingAsync
+// sees what the operations queued before it did: a row an allocation just
+// created is served above it, and a refusal leaves the name to an
+// allocation queued after it.
+TEST_P(RangeStoreContractTest,
+       AllocateExistingSeesEarlierOperationsInItsBatch) {
+  MustAllocate("warm", 32);
+  std::vector<absl::StatusOr<Allocation>> got(4);
+  testing_util::Notification done[4];
+  auto into = [&](int i) {
+    return [&, i](absl::StatusOr<Allocation> a) {
+      got[i] = std::move(a);
+      done[i].Notify();
+    };
+  };
+  store_->AllocateAsync("x", 32, 0, NextToken(), kNoFloorJumpLimit, into(0));
+  store_->AllocateExistingAsync("x", 32, 0, NextToken(), kNoFloorJumpLimit,
+                                into(1));
+  store_->AllocateExistingAsync("y", 32, 0, NextToken(), kNoFloorJumpLimit,
+                                into(2));
+  store_->AllocateAsync("y", 32, 0, NextToken(), kNoFloorJumpLimit, into(3));
+  for (auto& d : done) d.WaitForNotification();
+  ASSERT_THAT(got[0], IsOk());
+  ASSERT_THAT(got[1], IsOk());
+  EXPECT_EQ(got[0]->range, (Range{1, 32}));
+  EXPECT_EQ(got[1]->range, (Range{33, 64}));
+  EXPECT_TRUE(IsNoRowRefusal(got[2].status())) << got[2].status();
+  ASSERT_THAT(got[3], IsOk());
+  EXPECT_EQ(got[3]->range, (Range{1, 32}));
+  EXPECT_TRUE(got[3]->created);
+}
+
 TEST_P(RangeStoreContractTest, DeleteOfUnusedCollectionRemovesTheRow) {
   ASSERT_THAT(store_->SetFloor("typo", 0), IsOk());
   MustAllocate("orders", 32);

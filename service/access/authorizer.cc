@@ -30,6 +30,8 @@ struct ParsedAuthzPolicy {
   struct Rights {
     std::vector<std::string> collections;
     hilo::internal::AdminAccess admin = hilo::internal::ADMIN_NONE;
+    // New collections a minute (the largest a grant naming it sets).
+    int64_t creations_per_minute = 0;
   };
   absl::flat_hash_map<std::string, Rights> rights;
   // A token's SHA-256 and the identity ("token:NAME") it stands for.
@@ -200,6 +202,11 @@ absl::Status ParsePolicy(const std::string& path, const std::string& text,
                                 grant.collections().begin(),
                                 grant.collections().end());
       rights.admin = std::max(rights.admin, grant.admin());
+      rights.creations_per_minute =
+          std::max<int64_t>(rights.creations_per_minute,
+                            grant.collection_creations_per_minute() > 0
+                                ? grant.collection_creations_per_minute()
+                                : kDefaultCreationsPerIdentityPerMinute);
     }
   }
   return absl::OkStatus();
@@ -402,6 +409,10 @@ Decision Authorizer::Check(const Principal& who, Method method,
     for (const std::string& pattern : it->second.collections) {
       if (MatchesCollectionPattern(pattern, collection)) {
         collection_allowed = true;
+        if (it->second.creations_per_minute >
+            decision.creation_quota.per_minute) {
+          decision.creation_quota = {identity, it->second.creations_per_minute};
+        }
         break;
       }
     }

@@ -43,6 +43,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "hilo/base/mutex.h"
+#include "service/access/collection_limit.h"
 
 namespace hilo {
 
@@ -121,6 +122,10 @@ struct Decision {
   // The caller may administer collections (ADMIN_SET_FLOOR: SetFloor and
   // DeleteCollection), so its last_max is not held to the jump limit.
   bool may_administer = false;
+  // For NextRange: whose creation budget a new collection is charged to
+  // (the identity whose grants allowed `collection`, the largest budget if
+  // several did) and that budget.
+  CreationQuota creation_quota;
 };
 
 class Authorizer {

@@ -101,12 +101,16 @@ Metrics::Metrics(const MetricsOptions& options)
                     "create a collection: the node stores --max_collections "
                     "(reason=\"max_collections\") or created "
                     "--max_collection_creations_per_minute in the last minute "
-                    "(reason=\"rate\").")
+                    "(reason=\"rate\"), or the caller's identity created its "
+                    "policy's collection_creations_per_minute "
+                    "(reason=\"identity_rate\").")
               .Register(*registry_)),
-      // Both exist from the start, like the series of denied_.
+      // All exist from the start, like the series of denied_.
       refused_for_count_(
           &creations_refused_.Add({{"reason", kRefusedForCount}})),
       refused_for_rate_(&creations_refused_.Add({{"reason", kRefusedForRate}})),
+      refused_for_identity_rate_(
+          &creations_refused_.Add({{"reason", kRefusedForIdentityRate}})),
       audit_lines_suppressed_(
           prometheus::BuildCounter()
               .Name("hilo_audit_lines_suppressed_total")
@@ -263,6 +267,9 @@ void Metrics::CountCreationRefusal(const absl::Status& status) {
   const absl::string_view reason = CollectionRefusalReason(status);
   if (reason == kRefusedForCount) refused_for_count_->Increment();
   if (reason == kRefusedForRate) refused_for_rate_->Increment();
+  if (reason == kRefusedForIdentityRate) {
+    refused_for_identity_rate_->Increment();
+  }
 }
 
 void Metrics::OnDenied(absl::string_view method, absl::string_view reason) {

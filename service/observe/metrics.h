@@ -128,6 +128,7 @@ class Metrics final : public Observer {
   prometheus::Family<prometheus::Counter>& creations_refused_;
   prometheus::Counter* refused_for_count_;
   prometheus::Counter* refused_for_rate_;
+  prometheus::Counter* refused_for_identity_rate_;
   prometheus::Counter& audit_lines_suppressed_;
   prometheus::Counter& history_rewinds_;
   prometheus::Counter& history_collections_moved_;

@@ -93,14 +93,16 @@ std::optional<Principal> Gatekeeper::Resolve(const Caller& caller,
 }
 
 absl::Status Gatekeeper::Admit(const Caller& caller, Method method,
-                               AuditRecord* record, bool* may_administer) {
+                               AuditRecord* record, bool* may_administer,
+                               CreationQuota* quota) {
   const std::optional<Principal> who = Resolve(caller, MethodName(method));
-  return Admit(caller, who ? &*who : nullptr, method, record, may_administer);
+  return Admit(caller, who ? &*who : nullptr, method, record, may_administer,
+               quota);
 }
 
 absl::Status Gatekeeper::Admit(const Caller& caller, const Principal* who,
                                Method method, AuditRecord* record,
-                               bool* may_administer) {
+                               bool* may_administer, CreationQuota* quota) {
   *may_administer = false;
   record->identity = DisplayIdentity(caller);
   if (method != Method::kListCollections) {
@@ -114,6 +116,7 @@ absl::Status Gatekeeper::Admit(const Caller& caller, const Principal* who,
   Decision decision = Authorizer::Check(*who, method, record->collection);
   record->identity = decision.identity;
   *may_administer = decision.may_administer;
+  if (quota != nullptr) *quota = decision.creation_quota;
   if (!decision.status.ok()) {
     if (observer_ != nullptr) {
       observer_->OnDenied(MethodName(method), "permission");
@@ -143,8 +146,9 @@ void Gatekeeper::NextRange(const Caller& caller,
       caller, Method::kNextRange, request.collection(),
       {{"last_max", request.last_max()}, {"last_size", request.last_size()}});
   bool may_administer = false;
+  CreationQuota quota;
   if (absl::Status s =
-          Admit(caller, Method::kNextRange, &record, &may_administer);
+          Admit(caller, Method::kNextRange, &record, &may_administer, &quota);
       !s.ok()) {
     // Counted with the calls that reach the service.
     if (observer_ != nullptr) {
@@ -153,7 +157,7 @@ void Gatekeeper::NextRange(const Caller& caller,
     }
     return done(std::move(s));
   }
-  service_->NextRange(request, response, may_administer,
+  service_->NextRange(request, response, may_administer, std::move(quota),
                       [this, record = std::move(record),
                        done = std::move(done)](absl::Status status) mutable {
                         if (IsGuardRailRefusal(status)) {

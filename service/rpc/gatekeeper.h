@@ -101,10 +101,11 @@ class Gatekeeper {
   // On a refusal, audits and counts it and returns it; *may_administer
   // tells the caller's right.
   absl::Status Admit(const Caller& caller, const Principal* who, Method method,
-                     AuditRecord* record, bool* may_administer);
+                     AuditRecord* record, bool* may_administer,
+                     CreationQuota* quota = nullptr);
   // Resolve, then Admit: a call that names one collection.
   absl::Status Admit(const Caller& caller, Method method, AuditRecord* record,
-                     bool* may_administer);
+                     bool* may_administer, CreationQuota* quota = nullptr);
   // The line of an administrative call that passed authorization: always
   // written.
   void Audit(AuditRecord record, const absl::Status& outcome);

@@ -1,6 +1,7 @@
 #include "service/rpc/hilo_service.h"
 
 #include <algorithm>
+#include <memory>
 #include <optional>
 #include <utility>
 
@@ -85,7 +86,8 @@ HiLoService::HiLoService(RangeStore* store, RangeSizePolicy policy,
 
 void HiLoService::NextRange(const hilo::v1::NextRangeRequest& request,
                             hilo::v1::NextRangeResponse* response,
-                            bool may_administer, ServiceCallback done) {
+                            bool may_administer, CreationQuota quota,
+                            ServiceCallback done) {
   const absl::Time start = absl::Now();
   auto finish = [this, &request, response, start,
                  done = std::move(done)](absl::Status status) mutable {
@@ -109,42 +111,48 @@ void HiLoService::NextRange(const hilo::v1::NextRangeRequest& request,
   const int64_t max_jump =
       may_administer ? kNoFloorJumpLimit : max_last_max_jump_;
   // Allocates; `reserved` if the collection limit reserved a row for it.
-  auto allocate = [this, &request, response, size, token, now, max_jump](
-                      bool reserved, ServiceCallback finish) {
-    store_->AllocateAsync(
-        request.collection(), size, request.last_max(), token, max_jump,
-        [this, response, token, now, reserved, finish = std::move(finish)](
-            absl::StatusOr<Allocation> allocation) mutable {
-          if (collections_ != nullptr) {
-            collections_->Settle(reserved,
-                                 allocation.ok() && allocation->created);
-          }
-          if (allocation.ok()) {
-            response->set_low(allocation->range.low);
-            response->set_high(allocation->range.high);
-            response->set_node_tag(node_tag_);
-            response->set_range_token(token);
-            ToProtoTime(now, response->mutable_range_at());
-          }
-          finish(allocation.status());
-        });
+  // Without a reservation only a collection that has a row may go on: the
+  // store looks for the row in the allocation's own transaction, so a call
+  // on an existing collection pays nothing more when the limit is full
+  // (once, it first waited for a read on the store's reading thread).
+  auto shared_quota = std::make_shared<const CreationQuota>(std::move(quota));
+  auto allocate = [this, &request, response, size, token, now, max_jump,
+                   shared_quota](bool reserved, ServiceCallback finish) {
+    auto settle = [this, &request, response, token, now, reserved, shared_quota,
+                   finish = std::move(finish)](
+                      absl::StatusOr<Allocation> allocation) mutable {
+      if (collections_ != nullptr) {
+        collections_->Settle(reserved, allocation.ok() && allocation->created,
+                             shared_quota.get());
+      }
+      if (!allocation.ok() && IsNoRowRefusal(allocation.status()) &&
+          collections_ != nullptr) {
+        return finish(collections_->RefuseNewCollection(request.collection(),
+                                                        shared_quota.get()));
+      }
+      if (allocation.ok()) {
+        response->set_low(allocation->range.low);
+        response->set_high(allocation->range.high);
+        response->set_node_tag(node_tag_);
+        response->set_range_token(token);
+        ToProtoTime(now, response->mutable_range_at());
+      }
+      finish(allocation.status());
+    };
+    if (reserved || collections_ == nullptr) {
+      store_->AllocateAsync(request.collection(), size, request.last_max(),
+                            token, max_jump, std::move(settle));
+    } else {
+      store_->AllocateExistingAsync(request.collection(), size,
+                                    request.last_max(), token, max_jump,
+                                    std::move(settle));
+    }
   };
   // Allocates within the collection limit.
-  auto limited = [this, &request, allocate](ServiceCallback finish) {
-    if (collections_ == nullptr) return allocate(false, std::move(finish));
-    if (collections_->TryReserve()) return allocate(true, std::move(finish));
-    // At the collection limit: only a collection that has a row may go on.
-    store_->GetAsync(
-        request.collection(),
-        [this, &request, allocate, finish = std::move(finish)](
-            absl::StatusOr<std::optional<CollectionState>> row) mutable {
-          if (!row.ok()) return finish(row.status());
-          if (!row->has_value()) {
-            return finish(
-                collections_->RefuseNewCollection(request.collection()));
-          }
-          allocate(false, std::move(finish));
-        });
+  auto limited = [this, allocate, shared_quota](ServiceCallback finish) {
+    allocate(
+        collections_ != nullptr && collections_->TryReserve(shared_quota.get()),
+        std::move(finish));
   };
   if (request.last_max() <= kMaxFloor) return limited(std::move(finish));
   // The guard rail: a last_max above kMaxFloor may not raise Max (one

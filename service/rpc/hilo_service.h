@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "hilo/base/clock.h"
 #include "hilo/v1/hilo.pb.h"
+#include "service/access/collection_limit.h"
 #include "service/observe/observer.h"
 #include "service/store/range_size_policy.h"
 #include "service/store/range_store.h"
@@ -37,8 +38,6 @@ absl::Status CheckReturnRangesCount(int items);
 
 // Receives the outcome of a service call.
 using ServiceCallback = absl::AnyInvocable<void(absl::Status)>;
-
-class CollectionLimit;
 
 class HiLoService {
  public:
@@ -65,9 +64,17 @@ class HiLoService {
   // `may_administer`: the caller may administer the collection (it could
   // raise the floor anyway), so its last_max is not held to
   // max_last_max_jump.
+  // A new collection is charged to `quota` too (CollectionLimit: the
+  // identity's own creations of the last minute).
   void NextRange(const hilo::v1::NextRangeRequest& request,
                  hilo::v1::NextRangeResponse* response, bool may_administer,
-                 ServiceCallback done);
+                 CreationQuota quota, ServiceCallback done);
+  void NextRange(const hilo::v1::NextRangeRequest& request,
+                 hilo::v1::NextRangeResponse* response, bool may_administer,
+                 ServiceCallback done) {
+    NextRange(request, response, may_administer, CreationQuota{},
+              std::move(done));
+  }
   void NextRange(const hilo::v1::NextRangeRequest& request,
                  hilo::v1::NextRangeResponse* response, ServiceCallback done) {
     NextRange(request, response, /*may_administer=*/false, std::move(done));

@@ -4,11 +4,16 @@
 #include <memory>
 #include <utility>
 
+#include "absl/strings/cord.h"
+#include "absl/strings/str_format.h"
 #include "hilo/base/await.h"
 #include "service/store/collection_rules.h"
 
 namespace hilo {
 namespace {
+
+// Marks NoRowRefusal's status.
+constexpr char kNoRowPayload[] = "type.googleapis.com/hilo.internal.NoRow";
 
 template <typename T, typename Start>
 absl::StatusOr<T> Wait(Start start) {
@@ -27,7 +32,33 @@ void RangeStore::AllocateAsync(absl::string_view collection, int64_t size,
     return done(std::move(s));
   }
   DoAllocateAsync(collection, size, floor, token, max_floor_jump,
-                  std::move(done));
+                  /*may_create=*/true, std::move(done));
+}
+
+void RangeStore::AllocateExistingAsync(absl::string_view collection,
+                                       int64_t size, int64_t floor,
+                                       uint64_t token, int64_t max_floor_jump,
+                                       StoreCallback<Allocation> done) {
+  if (absl::Status s =
+          CheckAllocateArguments(size, floor, token, max_floor_jump);
+      !s.ok()) {
+    return done(std::move(s));
+  }
+  DoAllocateAsync(collection, size, floor, token, max_floor_jump,
+                  /*may_create=*/false, std::move(done));
+}
+
+absl::Status NoRowRefusal(absl::string_view collection) {
+  absl::Status s = absl::NotFoundError(absl::StrFormat(
+      "collection \"%s\" has no row, and this call may not create one",
+      collection));
+  s.SetPayload(kNoRowPayload, absl::Cord("1"));
+  return s;
+}
+
+bool IsNoRowRefusal(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kNotFound &&
+         status.GetPayload(kNoRowPayload).has_value();
 }
 
 void RangeStore::ReturnAsync(absl::string_view collection, int64_t end,

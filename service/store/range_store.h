@@ -86,6 +86,11 @@ struct ReturnItem {
   bool foreign = false;
 };
 
+// AllocateExistingAsync's NOT_FOUND for `collection`, which has no row.
+absl::Status NoRowRefusal(absl::string_view collection);
+// Whether `status` is NoRowRefusal's (a payload says so).
+bool IsNoRowRefusal(const absl::Status& status);
+
 // The max_floor_jump that puts no limit on how far a floor lifts Max.
 inline constexpr int64_t kNoFloorJumpLimit =
     std::numeric_limits<int64_t>::max();
@@ -131,6 +136,15 @@ class RangeStore {
   absl::StatusOr<Range> Allocate(absl::string_view collection, int64_t size,
                                  int64_t floor, uint64_t token,
                                  int64_t max_floor_jump = kNoFloorJumpLimit);
+  // AllocateAsync for a collection that has a row: without one it is
+  // NOT_FOUND (IsNoRowRefusal) and nothing is stored. The row is looked
+  // for in the allocation's own transaction, so a caller over the
+  // collection limit pays no read of its own (and never queues behind the
+  // store's readers) to learn whether its collection exists.
+  void AllocateExistingAsync(absl::string_view collection, int64_t size,
+                             int64_t floor, uint64_t token,
+                             int64_t max_floor_jump,
+                             StoreCallback<Allocation> done);
 
   // Hands back the tail (last, end] of a range. With a token (!= 0):
   // applied only if RangeTokenDigest(token) == range_token, Max == end and
@@ -210,9 +224,10 @@ class RangeStore {
   // SetFloorAsync, which check their arguments (collection_rules.h) and
   // refuse bad ones with INVALID_ARGUMENT before calling these; so a store
   // only sees arguments inside the contract.
+  // `may_create` false: AllocateExistingAsync (NoRowRefusal without a row).
   virtual void DoAllocateAsync(absl::string_view collection, int64_t size,
                                int64_t floor, uint64_t token,
-                               int64_t max_floor_jump,
+                               int64_t max_floor_jump, bool may_create,
                                StoreCallback<Allocation> done) = 0;
   virtual void DoReturnAsync(absl::string_view collection, int64_t end,
                              int64_t last, uint64_t token,

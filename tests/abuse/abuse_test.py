@@ -1051,6 +1051,184 @@ def collection_creation_flood(binary):
     checks.finish()
 
 
+def tenant_creation_flood(binary):
+    """Issue 36 item 3: token:app (allowed app*) asks NextRange for new
+    names as fast as the server answers, 32 in flight (once it left a caller
+    allowed shop* 1 creation out of 62, and NextRange on existing
+    collections lost 40-70 % of its throughput while the node's creation
+    window was full).
+    Phase "budgets": the node's default 600 a minute and the policy's
+    default budgets; token:shop creates a name every 200 ms meanwhile and
+    must create at least 90 % of them (every one, in fact), and app at
+    most its budget of 60.
+    Phase "existing": --max_collection_creations_per_minute=50 and app's
+    grant 100,000 a minute, so the node's window is full for the whole
+    flood; token:reader calls NextRange on 8 existing collections from 4
+    threads. Every one of its calls must be served with a range above the
+    last; its calls a second are figures, during the flood and during the
+    same flood of names the policy refuses app (the same client load,
+    nothing reaching the store): their ratio is the report's, never a
+    pass/fail line.
+    --before: a policy without collection_creations_per_minute, for a
+    server older than it (the "before" figures)."""
+    checks = lib.Checks("tenant_creation_flood")
+    before = "--before" in sys.argv
+    seconds = 20 if LONG else 6
+    tokens = {name: os.urandom(24).hex() for name in ("app", "shop", "reader")}
+
+    def auth(name):
+        return [("authorization", "Bearer " + tokens[name])]
+
+    def policy(app_budget):
+        budget = ("" if before or app_budget is None else
+                  f" collection_creations_per_minute: {app_budget}")
+        return (BYSTANDER_GRANT +
+                f'grant {{ identity: "token:app" collections: "app*"{budget} }}\n'
+                'grant { identity: "token:shop" collections: "shop*" }\n'
+                'grant { identity: "token:reader" collections: "existing-*" }\n')
+
+    def flood(server, stop, outcomes, prefix="app"):
+        ch = server.endpoint.channel()
+        call = ch.unary_unary(lib.NEXT, request_serializer=None,
+                              response_deserializer=None)
+        i = 0
+        while not stop.is_set():
+            futures = [call.future(lib.next_range_request(f"{prefix}-{i + k:07d}"),
+                                   timeout=10, metadata=auth("app"))
+                       for k in range(32)]
+            i += 32
+            for f in futures:
+                error = f.exception()
+                outcomes[error.code().name if error else "OK"] += 1
+        ch.close()
+
+    # Phase "budgets".
+    with authz_server(binary, policy(None), tokens) as (server, _):
+        stop = threading.Event()
+        flooded = collections.Counter()
+        flooder = threading.Thread(target=flood, args=(server, stop, flooded),
+                                   daemon=True)
+        flooder.start()
+        time.sleep(0.5)
+        shop = collections.Counter()
+        messages = []
+        ch = server.endpoint.channel()
+        call = ch.unary_unary(lib.NEXT, request_serializer=None,
+                              response_deserializer=None)
+        wanted = int(seconds / 0.2)
+        for i in range(wanted):
+            try:
+                call(lib.next_range_request(f"shop-{i:04d}"), timeout=5,
+                     metadata=auth("shop"))
+                shop["OK"] += 1
+            except grpc.RpcError as error:
+                shop[error.code().name] += 1
+                if len(messages) < 2:
+                    messages.append(error.details())
+            time.sleep(0.2)
+        stop.set()
+        flooder.join(timeout=15)
+        ch.close()
+        checks.figure("budgets_flood", dict(flooded))
+        checks.figure("budgets_shop", {"wanted": wanted, **shop})
+        if messages:
+            checks.figure("budgets_shop_refusals", messages)
+        checks.expect(shop["OK"] >= 0.9 * wanted,
+                      f"shop created {shop['OK']} of its {wanted} collections "
+                      f"while app flooded: {dict(shop)} {messages}")
+        if not before:
+            checks.expect(flooded["OK"] <= 60,
+                          f"app created {flooded['OK']} collections in "
+                          f"{seconds} s; its budget is 60 a minute")
+        rc, _ = server.terminate()
+        checks.expect(rc == 0, f"SIGTERM: exit {rc}")
+
+    # Phase "existing".
+    with authz_server(binary, policy(100_000), tokens,
+                      "--max_collection_creations_per_minute=50") as (
+                          server, _):
+        names = [f"existing-{i}" for i in range(8)]
+        setup = server.endpoint.channel()
+        for name in names:
+            setup.unary_unary(lib.NEXT, request_serializer=None,
+                              response_deserializer=None)(
+                lib.next_range_request(name), timeout=5,
+                metadata=auth("reader"))
+        setup.close()
+        errors = []
+
+        def read(stop, counts, index):
+            ch = server.endpoint.channel()
+            call = ch.unary_unary(lib.NEXT, request_serializer=None,
+                                  response_deserializer=None)
+            high = {}
+            n = 0
+            while not stop.is_set():
+                name = names[(index + n) % len(names)]
+                n += 1
+                try:
+                    reply = lib.parse_varints(call(
+                        lib.next_range_request(name), timeout=5,
+                        metadata=auth("reader")))
+                    if reply.get(1, 0) <= high.get(name, 0) and \
+                            len(errors) < 5:
+                        errors.append(f"{name}: range from {reply.get(1)} "
+                                      f"not above {high.get(name)}")
+                    high[name] = reply.get(2, 0)
+                    counts["OK"] += 1
+                except grpc.RpcError as error:
+                    counts[error.code().name] += 1
+                    if len(errors) < 5:
+                        errors.append(f"{error.code()}: {error.details()}")
+            ch.close()
+
+        def readers(prefix):
+            """The readers' calls, and the flood's, with app flooding new
+            names starting with `prefix`."""
+            stop = threading.Event()
+            counts = collections.Counter()
+            flooded = collections.Counter()
+            threads = [threading.Thread(target=read, args=(stop, counts, i),
+                                        daemon=True) for i in range(4)]
+            threads.append(threading.Thread(
+                target=flood, args=(server, stop, flooded, prefix),
+                daemon=True))
+            for t in threads:
+                t.start()
+            time.sleep(seconds)
+            stop.set()
+            for t in threads:
+                t.join(timeout=15)
+            return counts, flooded
+
+        # The baseline: the same flood of names the policy refuses app
+        # (PERMISSION_DENIED before any store), so that the client's own
+        # load on this machine is the same in both and the ratio is what
+        # the server spends on creations refused at a full window.
+        alone, denied = readers("denied")
+        during, flooded = readers("app")
+        checks.figure("existing_denied_flood", dict(denied))
+        checks.figure("existing_flood", dict(flooded))
+        checks.figure("existing_reader_alone_per_s",
+                      round(alone["OK"] / seconds))
+        checks.figure("existing_reader_during_flood_per_s",
+                      round(during["OK"] / seconds))
+        if alone["OK"]:
+            checks.figure("existing_throughput_kept",
+                          round(during["OK"] / alone["OK"], 2))
+        checks.expect(set(alone) == {"OK"} and set(during) == {"OK"} and
+                      not errors,
+                      f"reader calls: alone {dict(alone)}, during the flood "
+                      f"{dict(during)}; every one must be served: {errors}")
+        checks.expect(flooded["RESOURCE_EXHAUSTED"] > 0,
+                      f"the flood never filled the node's window: "
+                      f"{dict(flooded)}")
+        rc, _ = server.terminate()
+        checks.expect(rc == 0, f"SIGTERM: exit {rc}")
+    checks.finish()
+
+
+
 def metrics_slowloris(binary):
     """Half-sent HTTP requests on the metrics port, reopened as soon as
     they are dropped: scrapes must still answer."""
@@ -1121,7 +1299,8 @@ ATTACKS = {f.__name__: f for f in (
     half_sent,
     health_watch, continuation_flood, fd_exhaustion, bad_te_log_flood,
     metrics_slowloris, collection_creation_flood,
-    unknown_token_return_ranges, audit_drowning, stderr_stalled)}
+    unknown_token_return_ranges, audit_drowning, stderr_stalled,
+    tenant_creation_flood)}
 
 if __name__ == "__main__":
     if sys.argv[1] == "_list_reader":

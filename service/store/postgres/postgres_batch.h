@@ -58,6 +58,8 @@ struct PostgresRangeStore::Batch {
   // Whether any request writes: then the first round trip leaves the
   // transaction open and WriteAndCommit ends it.
   bool any_write = false;
+  // The run took its probe of the lock table (kRenew).
+  bool lock_probed = false;
 
   // The first round trip's results (ReadRows); list_at[i] is the index of
   // requests[i]'s List or probe result in it, or -1.

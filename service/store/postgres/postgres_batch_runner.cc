@@ -178,9 +178,11 @@ PostgresRangeStore::Attempt PostgresRangeStore::FailBatch(Batch& batch,
                                                           bool writes_only) {
   Link& link = batch.link;
   PostgresConnection& c = *link.connection;
-  // The database did not answer in time (and may still be committing):
-  // not a server to send calls to until a commit goes through again.
-  if (c.stalled()) SetReachable(link, false);
+  // The database did not answer in time (and may still be committing), or
+  // its lock table is full (issue 36 item 4: any role that may connect
+  // can fill it): not a server to send calls to until a commit goes
+  // through again.
+  if (c.stalled() || internal::IsLockTableFull(s)) SetReachable(link, false);
   if (!link.broken && (!c.ok() || (c.InTransaction() &&
                                    !c.Exec("ROLLBACK", "rolling back").ok()))) {
     LostConnection(link);
@@ -275,6 +277,18 @@ std::optional<PostgresRangeStore::Attempt> PostgresRangeStore::ReadRows(
       batch.list_at[i] = static_cast<int>(first.size());
       first.push_back({"SELECT count(*)::BIGINT FROM hilo_collections", {}});
     } else if (r->kind == Request::Kind::kRenew) {
+      if (!batch.lock_probed) {
+        // A creation needs a slot of the shared lock table, which any role
+        // that may connect can fill (SQLSTATE 53200): the probe takes one
+        // too, so the store is unreachable (health NOT_SERVING) while it
+        // is full, not only after a creation failed. The key is a creation
+        // lock's of a name no collection has (a zero byte).
+        batch.lock_probed = true;
+        first.push_back(
+            {absl::StrCat("SELECT pg_try_advisory_xact_lock(",
+                          internal::CreationLockKey("'\\x00'::bytea"), ")"),
+             {}});
+      }
       if (renew_at < 0 && !node_tag_.empty() && !node_tag_lost_) {
         renew_at = static_cast<int>(first.size());
         first.push_back(

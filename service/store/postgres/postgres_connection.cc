@@ -252,10 +252,13 @@ absl::Status PostgresConnection::Error(const PGresult* result,
   const absl::string_view sqlstate = state != nullptr ? state : "";
   if (!ok() || sqlstate.empty() || absl::StartsWith(sqlstate, "08") ||
       absl::StartsWith(sqlstate, "57") || sqlstate == "40001" ||
-      sqlstate == "40P01" || sqlstate == "25006" || sqlstate == "55P03") {
+      sqlstate == "40P01" || sqlstate == "25006" || sqlstate == "55P03" ||
+      sqlstate == kLockTableFull) {
     // Connection gone, server shutting down or statement cancelled
     // (57), serialization failure, deadlock, read-only standby, lock
-    // not available: another attempt may succeed.
+    // not available, the shared lock table full (out of shared memory,
+    // which any role that may connect can cause with advisory locks):
+    // another attempt may succeed, on this server or another.
     code = absl::StatusCode::kUnavailable;
   } else if (absl::StartsWith(sqlstate, "53")) {
     code = absl::StatusCode::kResourceExhausted;  // disk full, no memory

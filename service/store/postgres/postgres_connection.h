@@ -39,6 +39,10 @@
 namespace hilo {
 namespace internal {
 
+// SQLSTATE 53200, out of shared memory: among others, the shared lock
+// table is full. Error() makes it UNAVAILABLE.
+inline constexpr char kLockTableFull[] = "53200";
+
 struct ResultDeleter {
   void operator()(PGresult* r) const { PQclear(r); }
 };

@@ -370,9 +370,11 @@ PostgresRangeStore::Connect() const {
 void PostgresRangeStore::DoAllocateAsync(absl::string_view collection,
                                          int64_t size, int64_t floor,
                                          uint64_t token, int64_t max_floor_jump,
+                                         bool may_create,
                                          StoreCallback<Allocation> done) {
   auto r = std::make_unique<Request>();
   r->kind = Request::Kind::kAllocate;
+  r->may_create = may_create;
   r->name = std::string(collection);
   r->size = size;
   r->floor = floor;

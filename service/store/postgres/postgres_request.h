@@ -38,6 +38,8 @@ struct PostgresRangeStore::Request : GroupCommit::Operation {
   std::string name;  // the collection; for kList, the name to list after
   int64_t size = 0, floor = 0, end = 0, last = 0;
   int64_t max_floor_jump = kNoFloorJumpLimit;
+  // kAllocate: false for AllocateExistingAsync (no row: NoRowRefusal).
+  bool may_create = true;
   uint64_t token = 0;
   int limit = 0;
   CollectionState put;            // for kPut
@@ -50,7 +52,7 @@ struct PostgresRangeStore::Request : GroupCommit::Operation {
   }
   // Whether it inserts its collection's row when there is none.
   bool creates() const {
-    return kind == Kind::kAllocate || kind == Kind::kSetFloor ||
+    return (kind == Kind::kAllocate && may_create) || kind == Kind::kSetFloor ||
            kind == Kind::kPut;
   }
   // The collections whose rows the operation writes, and those it only
@@ -106,6 +108,7 @@ struct PostgresRangeStore::Request : GroupCommit::Operation {
     r->end = end;
     r->last = last;
     r->max_floor_jump = max_floor_jump;
+    r->may_create = may_create;
     r->token = token;
     r->limit = limit;
     r->put = put;

@@ -145,6 +145,10 @@ void PostgresRangeStore::JudgeRequests(Batch& batch) {
     Batch::Row& row = batch.rows[r->name];
     switch (r->kind) {
       case Request::Kind::kAllocate: {
+        if (!row.now.has_value() && !r->may_create) {
+          r->status = NoRowRefusal(r->name);
+          break;
+        }
         absl::StatusOr<CollectionState> next = ApplyAllocate(
             r->name, row.now.value_or(CollectionState{}), r->size, r->floor,
             r->max_floor_jump, r->token, now, &r->allocation.range);

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "service/store/postgres/postgres_connection.h"
 
 namespace hilo {
 namespace internal {
@@ -16,6 +17,11 @@ bool IsRetryableConflict(const PGresult* result) {
          (std::strcmp(state, "40001") == 0 ||  // serialization failure
           std::strcmp(state, "40P01") == 0 ||  // deadlock
           std::strcmp(state, "23505") == 0);   // collection created meanwhile
+}
+
+bool IsLockTableFull(const absl::Status& status) {
+  return absl::StrContains(status.message(),
+                           absl::StrCat("(SQLSTATE ", kLockTableFull, ")"));
 }
 
 absl::Status ConflictsExhaustedError(const std::string& description,
@@ -50,6 +56,13 @@ absl::Status ForClients(const absl::Status& detail) {
             "the connection to the shared database broke during the "
             "commit; the outcome of the commit is unknown, so nothing is "
             "reported applied";
+        break;
+      }
+      if (IsLockTableFull(detail)) {
+        reason =
+            "the shared database is out of shared memory (its lock table is "
+            "full); nothing is reported applied, and the call may be "
+            "retried, on this server or another";
         break;
       }
       if (absl::StrContains(message, "may be lost if the database fails")) {

@@ -22,6 +22,11 @@ namespace internal {
 // created at the same moment (a unique violation on its name).
 bool IsRetryableConflict(const PGresult* result);
 
+// Whether `status` (PostgresConnection::Error's) is SQLSTATE 53200: the
+// database is out of shared memory, most often its lock table full. Not a
+// server to send calls to until a commit goes through again.
+bool IsLockTableFull(const absl::Status& status);
+
 // UNAVAILABLE: the batch met a conflict on each of its `attempts` runs;
 // nothing was changed.
 absl::Status ConflictsExhaustedError(const std::string& description,

@@ -46,7 +46,8 @@ std::string InList(const std::vector<std::string>& names, Params* p) {
 
 std::string CreationLockKey(absl::string_view name_sql) {
   return absl::StrCat(
-      "('x' || left(encode(sha256(convert_to((SELECT nspname FROM "
+      "('x' || left(encode(sha256(coalesce((SELECT salt FROM hilo_lock_salt "
+      "ORDER BY salt LIMIT 1), ''::bytea) || convert_to((SELECT nspname FROM "
       "pg_namespace WHERE oid = (SELECT relnamespace FROM pg_class WHERE "
       "oid = 'hilo_collections'::regclass)), 'UTF8') || "
       "'\\x00'::bytea || ",

@@ -41,7 +41,9 @@ std::string InList(const std::vector<std::string>& names, Params* p);
 
 // The key of a collection's creation lock, an SQL expression over
 // `name_sql` (an expression of type BYTEA): the first 8 bytes of the
-// SHA-256 of the name of the schema that holds the hilo_collections table
+// SHA-256 of the secret salt in table hilo_lock_salt (readable by hilo's
+// role alone, so no other role can compute a key: issue 36 item 4), the
+// name of the schema that holds the hilo_collections table
 // the session uses (not current_schema(): two roles with other search paths
 // can share one table), a zero byte and the collection's name, as a
 // big-endian BIGINT.

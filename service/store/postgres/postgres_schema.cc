@@ -68,6 +68,30 @@ constexpr char kCeilings[] = R"sql(
 ALTER TABLE hilo_collections ADD COLUMN IF NOT EXISTS ceiling BIGINT NOT NULL DEFAULT 0;
 )sql";
 
+// The secret of the creation locks' keys (CreationLockKey): 32 bytes from
+// two gen_random_uuid() (PostgreSQL's strong random source, 244 random
+// bits), made once in the schema of hilo_collections (whatever the
+// session's search path puts first) and readable by its owner alone,
+// so that no other role of the database can compute a key and hold it
+// (issue 36 item 4). Older servers of the same schema version ignore it.
+constexpr char kLockSalt[] = R"sql(
+DO $hilo$
+DECLARE
+  s TEXT := (SELECT nspname FROM pg_namespace WHERE oid =
+             (SELECT relnamespace FROM pg_class
+              WHERE oid = 'hilo_collections'::regclass));
+BEGIN
+  EXECUTE format('CREATE TABLE IF NOT EXISTS %I.hilo_lock_salt '
+                 '(salt BYTEA NOT NULL)', s);
+  EXECUTE format('REVOKE ALL ON %I.hilo_lock_salt FROM PUBLIC', s);
+  EXECUTE format('INSERT INTO %I.hilo_lock_salt SELECT decode(replace('
+                 'gen_random_uuid()::text || gen_random_uuid()::text, '
+                 '''-'', ''''), ''hex'') WHERE NOT EXISTS '
+                 '(SELECT 1 FROM %I.hilo_lock_salt)', s, s);
+END
+$hilo$;
+)sql";
+
 }  // namespace
 
 absl::Status CreateOrCheckPostgresSchema(PostgresConnection& c,
@@ -145,6 +169,7 @@ absl::Status CreateOrCheckPostgresSchema(PostgresConnection& c,
     return absl::OkStatus();
   };
   absl::Status s = init();
+  if (s.ok()) s = c.Exec(kLockSalt, "keeping the creation locks' secret");
   if (s.ok()) s = c.Exec("COMMIT", "committing the schema");
   if (!s.ok()) {
     if (c.ok() && c.InTransaction()) c.Exec("ROLLBACK", "").IgnoreError();

@@ -11,9 +11,11 @@ namespace internal {
 
 absl::Status JudgeAllocate(SqliteHeldRows& rows, absl::string_view name,
                            int64_t size, int64_t floor, int64_t max_floor_jump,
-                           uint64_t token, absl::Time now, Allocation* out) {
+                           uint64_t token, absl::Time now, Allocation* out,
+                           bool may_create) {
   absl::StatusOr<SqliteHeldRows::Row> row = rows.Find(name);
   if (!row.ok()) return row.status();
+  if (!row->get().has_value() && !may_create) return NoRowRefusal(name);
   absl::StatusOr<CollectionState> next =
       ApplyAllocate(name, row->get().value_or(CollectionState{}), size, floor,
                     max_floor_jump, token, now, &out->range);

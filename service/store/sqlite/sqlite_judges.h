@@ -26,10 +26,12 @@
 namespace hilo {
 namespace internal {
 
-// RangeStore::AllocateAsync on the held rows.
+// RangeStore::AllocateAsync on the held rows; with `may_create` false
+// (AllocateExistingAsync) a name without a row is NoRowRefusal, unchanged.
 absl::Status JudgeAllocate(SqliteHeldRows& rows, absl::string_view name,
                            int64_t size, int64_t floor, int64_t max_floor_jump,
-                           uint64_t token, absl::Time now, Allocation* out);
+                           uint64_t token, absl::Time now, Allocation* out,
+                           bool may_create = true);
 
 // RangeStore::ReturnAsync: a collection without a row applies nothing.
 absl::Status JudgeReturn(SqliteHeldRows& rows, absl::string_view name,

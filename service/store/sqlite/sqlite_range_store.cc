@@ -466,12 +466,13 @@ void SqliteRangeStore::SubmitWrite(
 void SqliteRangeStore::DoAllocateAsync(absl::string_view collection,
                                        int64_t size, int64_t floor,
                                        uint64_t token, int64_t max_floor_jump,
+                                       bool may_create,
                                        StoreCallback<Allocation> done) {
   SubmitWrite<Allocation>(
-      [name = std::string(collection), size, floor, token, max_floor_jump](
-          SqliteHeldRows& rows, absl::Time now, Allocation* out) {
+      [name = std::string(collection), size, floor, token, max_floor_jump,
+       may_create](SqliteHeldRows& rows, absl::Time now, Allocation* out) {
         return internal::JudgeAllocate(rows, name, size, floor, max_floor_jump,
-                                       token, now, out);
+                                       token, now, out, may_create);
       },
       std::move(done));
 }

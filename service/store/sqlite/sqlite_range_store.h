@@ -219,6 +219,7 @@ class SqliteRangeStore final : public RangeStore {
   // RangeStore:
   void DoAllocateAsync(absl::string_view collection, int64_t size,
                        int64_t floor, uint64_t token, int64_t max_floor_jump,
+                       bool may_create,
                        StoreCallback<Allocation> done) override;
   void DoReturnAsync(absl::string_view collection, int64_t end, int64_t last,
                      uint64_t token,
