@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "hilo/base/await.h"
-#include "service/store/collection_rules.h"
+#include "service/store/store_arguments.h"
 
 namespace hilo {
 namespace {

@@ -18,6 +18,7 @@
 #include "service/store/sqlite/sqlite_file_guard.h"
 #include "service/store/sqlite/sqlite_schema.h"
 #include "service/store/sqlite/sqlite_statement.h"
+#include "service/store/store_arguments.h"
 
 namespace hilo {
 namespace {
