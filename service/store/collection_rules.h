@@ -25,14 +25,6 @@
 
 namespace hilo {
 
-// INVALID_ARGUMENT naming the bad argument, or OK. Stores check arguments
-// before they touch the row.
-absl::Status CheckAllocateArguments(int64_t size, int64_t floor, uint64_t token,
-                                    int64_t max_floor_jump = kNoFloorJumpLimit);
-absl::Status CheckReturnArguments(int64_t end, int64_t last);
-absl::Status CheckFloorArgument(int64_t floor);
-absl::Status CheckListLimit(int limit);
-
 // The row after allocating `size` numbers above max(row.max, floor) with
 // `token`, and the range in *range. A collection without a row is a
 // default CollectionState. The row must stay as it was on an error:

@@ -7,7 +7,7 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/str_format.h"
 #include "hilo/base/await.h"
-#include "service/store/collection_rules.h"
+#include "service/store/store_arguments.h"
 
 namespace hilo {
 namespace {

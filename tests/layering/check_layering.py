@@ -1,28 +1,41 @@
 #!/usr/bin/python3
-"""Holds service/'s rooms to their order: a room includes only rooms below it.
+"""Holds the C++ tree to its order: every include goes down, and none goes round.
 
-  wiring (service/*.cc, service/*.h)
-  rpc/        the services and their gRPC faces
-  observe/    metrics, probes, log limits
-  access/     authorization, audit, limits, TLS
-  store/      the range model, its rules, group commit
-    store/sqlite/, store/postgres/   the two engines (neither uses the other)
+The parts, from the bottom up (a part may include the parts listed after it):
 
-Also: only rpc/ and the wiring include a generated gRPC service header
-(*.grpc.pb.h); store/ includes nothing of gRPC or Prometheus; the client
-(client_cpp/) includes nothing of service/; no production code includes
-testing/ (the helpers tests share).
+  base/        hilo/base/*: nothing of the project
+  proto/       hilo/v1/*: the wire messages; base/
+  service/     a hilo node, in rooms, each using only the rooms below it:
+    store/                           the range model, its rules, group commit
+      store/sqlite/, store/postgres/ the two engines (neither uses the other)
+    access/    authorization, audit, limits, TLS
+    observe/   metrics, probes, log limits
+    rpc/       the services and their gRPC faces
+    wiring     service/*.cc, service/*.h, and service/wiring/
+  client_cpp/  the C++ client: base/, proto/
+  cli/         the `hilo` command: client_cpp/, base/, proto/
+  testing/     what tests share: any production part, never tests/ or the tools
+
+Besides: only rpc/ and the wiring include a generated gRPC service header
+(*.grpc.pb.h); store/ includes nothing of gRPC, Prometheus or the wire
+messages; no production part includes testing/. Both spellings of an include
+are read ("..." and <...>), so a header cannot slip through in angle brackets.
+
+And no circle: a source and its header are one unit (x.h with x.cc), and no
+unit reaches itself through the includes of the units it uses, anywhere in the
+tree (tests and tools included).
 
 Usage: check_layering.py SOURCE_ROOT. Prints one line per violation
 (file:line: what it includes and why that is refused) and exits 1 if there
-is any, else prints a summary and exits 0.
+is any, else prints a summary and exits 0. check_layering_test.py plants each
+kind of violation in a small tree and expects it to be refused.
 """
 import os
 import re
 import sys
 
-# Room -> the rooms (besides itself) it may include. Order is the picture above.
-ALLOWED = {
+# service/ room -> the rooms (besides itself) it may include.
+ROOMS = {
     "store": set(),
     "store/sqlite": {"store"},
     "store/postgres": {"store"},
@@ -33,26 +46,70 @@ ALLOWED = {
                "rpc"},
 }
 
-INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+# Top-level part -> the parts (besides itself) it may include. "service" here
+# stands for every room of service/ (the rooms' own order is ROOMS).
+PARTS = {
+    "base": set(),
+    "proto": {"base"},
+    "service": {"base", "proto"},
+    "client_cpp": {"base", "proto"},
+    "cli": {"base", "proto", "client_cpp"},
+    "testing": {"base", "proto", "service", "client_cpp", "cli"},
+}
+PRODUCTION = ("base", "proto", "service", "client_cpp", "cli")
+
+# Folders whose sources are only checked for circles (nothing includes them
+# but themselves and the tests).
+OTHER_TOPS = ("tests", "bench", "stress", "fuzz", "examples")
+
+# Planted violations for check_layering_test.py live in temporary trees, but
+# keep any such folder out of the real tree's scan.
+SKIP = ("tests/layering/fixtures/",)
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+(["<])([^">]+)[">]')
 
 
-def room_of_path(relpath):
-    """The room a file under service/ belongs to, or None for other files."""
-    if not relpath.startswith("service/"):
-        return None
-    parts = relpath.split("/")[1:-1]  # folders below service/
-    if not parts:
-        return "wiring"
-    if parts[0] == "store" and len(parts) > 1:
-        return "store/" + parts[1]
-    return parts[0]
+def part_of(relpath):
+    """(part, room) of a project file, e.g. ("service", "store/sqlite")."""
+    top = relpath.split("/", 1)[0]
+    if top != "service":
+        return top, None
+    folders = relpath.split("/")[1:-1]
+    if not folders or folders[0] == "wiring":
+        return "service", "wiring"
+    if folders[0] == "store" and len(folders) > 1:
+        return "service", "store/" + folders[1]
+    return "service", folders[0]
+
+
+def resolve(target):
+    """The project path an include names, or None if it is not the project's.
+
+    Mirrors the include directories the CMake targets export: hilo/base/ is
+    base/, hilo/v1/ is proto/ (generated files included), hilo/client.h and
+    hilo/admin_client.h are the C++ client's public headers; everything else
+    of ours is spelled from the repository root.
+    """
+    if target.startswith("hilo/base/"):
+        return "base/" + target
+    if target.startswith("hilo/v1/"):
+        return "proto/" + target
+    if target.startswith("hilo/"):
+        return "client_cpp/include/" + target
+    top = target.split("/", 1)[0]
+    if top in PARTS or top in OTHER_TOPS:
+        return target
+    return None
 
 
 def sources(root, top):
-    for dirpath, _, files in os.walk(os.path.join(root, top)):
+    for dirpath, dirs, files in os.walk(os.path.join(root, top)):
+        dirs.sort()
         for name in sorted(files):
             if name.endswith((".h", ".cc")):
-                yield os.path.relpath(os.path.join(dirpath, name), root)
+                relpath = os.path.relpath(os.path.join(dirpath, name), root)
+                if not relpath.startswith(SKIP):
+                    yield relpath
 
 
 def includes(root, relpath):
@@ -60,50 +117,131 @@ def includes(root, relpath):
         for number, line in enumerate(f, 1):
             m = INCLUDE.match(line)
             if m:
-                yield number, m.group(1)
+                yield number, m.group(2)
+
+
+def order_problems(relpath, line, target, resolved):
+    """Why `relpath` may not include `target` (resolved: its project path)."""
+    where = f"{relpath}:{line}"
+    part, room = part_of(relpath)
+    if part not in PARTS:
+        return []
+    problems = []
+    if part == "service" and room not in ROOMS:
+        problems.append(
+            f"{where}: service/ has no room {room!r}; name its place in "
+            f"service/CMakeLists.txt and in this check before using it")
+        return problems
+    if resolved is not None:
+        target_part, target_room = part_of(resolved)
+        if target_part != part and target_part not in PARTS[part]:
+            allowed = ", ".join(sorted(PARTS[part])) or "nothing of the project"
+            if part in PRODUCTION and target_part == "testing":
+                why = "testing/ is for tests only"
+            else:
+                why = f"{part}/ may use {allowed}"
+            problems.append(f"{where}: {part}/ includes {target}; {why}")
+        elif (part == target_part == "service" and target_room != room
+              and target_room not in ROOMS.get(room, set())):
+            allowed = ", ".join(sorted(ROOMS[room])) or "no other room"
+            problems.append(
+                f"{where}: room {room} includes {target} (room {target_room}); "
+                f"{room} may use {allowed}")
+    if part == "service" and target.endswith(".grpc.pb.h") and \
+            room not in ("rpc", "wiring"):
+        problems.append(
+            f"{where}: room {room} includes the generated gRPC service header "
+            f"{target}; only rpc/ and the wiring may")
+    if part == "service" and room.startswith("store") and target.startswith(
+            ("grpcpp/", "grpc/", "grpc++/", "prometheus/", "hilo/v1/")):
+        problems.append(
+            f"{where}: room {room} includes {target}; the store knows nothing "
+            f"of gRPC, the wire messages or metrics")
+    return problems
+
+
+def unit_of(relpath):
+    return relpath[:-len(".cc")] if relpath.endswith(".cc") else \
+        relpath[:-len(".h")]
+
+
+def circles(edges):
+    """Each group of units that reach one another (Tarjan), as sorted lists."""
+    index, low, on_stack, stack, found = {}, {}, set(), [], []
+    counter = [0]
+
+    def visit(unit):
+        # Iterative, so a deep include chain cannot exhaust Python's stack.
+        work = [(unit, iter(sorted(edges.get(unit, ()))))]
+        index[unit] = low[unit] = counter[0]
+        counter[0] += 1
+        stack.append(unit)
+        on_stack.add(unit)
+        while work:
+            node, children = work[-1]
+            advanced = False
+            for child in children:
+                if child not in index:
+                    index[child] = low[child] = counter[0]
+                    counter[0] += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges.get(child, ())))))
+                    advanced = True
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                group = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.append(member)
+                    if member == node:
+                        break
+                if len(group) > 1:
+                    found.append(sorted(group))
+
+    for unit in sorted(edges):
+        if unit not in index:
+            visit(unit)
+    return sorted(found)
 
 
 def check(root):
     problems = []
     checked = 0
-    for relpath in sources(root, "service"):
-        room = room_of_path(relpath)
-        checked += 1
-        for line, target in includes(root, relpath):
-            where = f"{relpath}:{line}"
-            target_room = room_of_path(target)
-            if target_room is not None and target_room != room and \
-                    target_room not in ALLOWED[room]:
-                problems.append(
-                    f"{where}: room {room} includes {target} (room "
-                    f"{target_room}); {room} may use "
-                    f"{', '.join(sorted(ALLOWED[room])) or 'no other room'}")
-            if target.endswith(".grpc.pb.h") and room not in ("rpc", "wiring"):
-                problems.append(
-                    f"{where}: room {room} includes the generated gRPC service "
-                    f"header {target}; only rpc/ and the wiring may")
-            if room.startswith("store") and (
-                    target.startswith(("grpcpp/", "grpc/", "prometheus/"))
-                    or target.startswith("hilo/v1/")):
-                problems.append(
-                    f"{where}: room {room} includes {target}; the store knows "
-                    f"nothing of gRPC, the wire messages or metrics")
-            if target.startswith("testing/"):
-                problems.append(
-                    f"{where}: production code includes {target}; testing/ is "
-                    f"for tests only")
-    for top in ("client_cpp", "cli", "base"):
+    edges = {}
+    where_of = {}
+    for top in tuple(PARTS) + OTHER_TOPS:
         for relpath in sources(root, top):
             checked += 1
+            unit = unit_of(relpath)
+            edges.setdefault(unit, set())
             for line, target in includes(root, relpath):
-                if target.startswith("service/"):
-                    problems.append(
-                        f"{relpath}:{line}: {top}/ includes {target}; only the "
-                        f"server and its tests use service/")
-                if target.startswith("testing/"):
-                    problems.append(
-                        f"{relpath}:{line}: production code includes {target}; "
-                        f"testing/ is for tests only")
+                resolved = resolve(target)
+                problems += order_problems(relpath, line, target, resolved)
+                if resolved is None or not resolved.endswith((".h", ".cc")):
+                    continue
+                if not os.path.exists(os.path.join(root, resolved)):
+                    continue  # generated (hilo/v1/*.pb.h) or not ours
+                other = unit_of(resolved)
+                if other != unit:
+                    edges[unit].add(other)
+                    where_of.setdefault((unit, other), f"{relpath}:{line}")
+    for group in circles(edges):
+        members = set(group)
+        links = [where_of[(a, b)] for a in group for b in sorted(edges[a])
+                 if b in members]
+        problems.append(
+            f"include circle among {', '.join(group)} (through "
+            f"{'; '.join(links)}): split what both need into a unit below them")
     return checked, problems
 
 
@@ -115,14 +253,13 @@ def main(argv):
     for p in problems:
         print(p)
     if problems:
-        print(f"{len(problems)} include(s) break the rooms' order",
+        print(f"{len(problems)} include(s) break the tree's order",
               file=sys.stderr)
         return 1
     if checked == 0:
-        print("no sources found under service/: wrong SOURCE_ROOT?",
-              file=sys.stderr)
+        print("no sources found: wrong SOURCE_ROOT?", file=sys.stderr)
         return 1
-    print(f"{checked} files checked; every include goes down")
+    print(f"{checked} files checked; every include goes down, none in a circle")
     return 0
 
 

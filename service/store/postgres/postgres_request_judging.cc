@@ -23,6 +23,7 @@
 #include "service/store/postgres/postgres_request.h"
 #include "service/store/postgres/postgres_row_codec.h"
 #include "service/store/range_store.h"
+#include "service/store/store_arguments.h"
 
 namespace hilo {
 

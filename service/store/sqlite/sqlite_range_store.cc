@@ -20,6 +20,7 @@
 #include "service/store/sqlite/sqlite_judges.h"
 #include "service/store/sqlite/sqlite_schema.h"
 #include "service/store/sqlite/sqlite_statement.h"
+#include "service/store/store_arguments.h"
 
 namespace hilo {
 namespace {
