@@ -18,7 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "service/store/postgres/postgres_connection.h"
-#include "service/store/postgres/postgres_range_store.h"
+#include "service/store/postgres/postgres_options.h"
 
 namespace hilo {
 namespace internal {

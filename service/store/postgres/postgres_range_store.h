@@ -98,114 +98,13 @@
 #include "hilo/base/clock.h"
 #include "hilo/base/mutex.h"
 #include "service/store/group_commit.h"
+#include "service/store/postgres/postgres_options.h"
 #include "service/store/range_store.h"
 
 namespace hilo {
 namespace internal {
 class PostgresConnection;
 }  // namespace internal
-
-// A claim of a node tag in the database; see PostgresRangeStore.
-struct NodeTagLease {
-  // The tags wanted, most wanted first; the first one that no other live
-  // server holds is taken. Each must be a valid node tag.
-  std::vector<std::string> candidates;
-  // Who claims: unique among live processes (host and process id); written
-  // beside the tag, so a process restarted under the same name takes its own
-  // claim back at once.
-  std::string holder;
-  // How long a claim lasts unless renewed; every probe renews it.
-  absl::Duration duration = absl::Seconds(10);
-  // When every candidate is held: how long Open waits for one of those
-  // claims to run out (a crashed server's) before it fails. Zero: fail at
-  // once.
-  absl::Duration wait_for_held = absl::ZeroDuration();
-};
-
-// A database whose history went back, and what the store did about it
-// (see postgres_history.h).
-struct StoreHistoryEvent {
-  // What was seen, e.g. "the database's history changed from system
-  // identifier S, timeline 1 to system identifier S, timeline 2".
-  std::string reason;
-  // Collections moved on past every number that may have been handed out,
-  // and the numbers skipped so (saturating).
-  int64_t collections = 0;
-  int64_t numbers_skipped = 0;
-};
-
-struct PostgresRangeStoreOptions {
-  // A libpq connection string: a URI (postgresql://user@host:port/db?...)
-  // or key=value pairs. Parameters it leaves out take libpq's defaults and
-  // environment (PGPASSWORD, PGSSLMODE, ~/.pgpass, ...).
-  std::string uri;
-  // Most operations folded into one transaction; 1 commits each alone,
-  // 4096 at most.
-  int max_batch = 256;
-  // Unless the connection string sets connect_timeout.
-  absl::Duration connect_timeout = absl::Seconds(5);
-  // Longest a statement may run before the batch fails with UNAVAILABLE.
-  // This server waits for any answer of the database (COMMIT's included,
-  // which the database's own timeout does not end while it waits for a
-  // synchronous standby) a second longer, then cancels the statement and
-  // gives the connection up if that brings no answer within 2 s.
-  absl::Duration statement_timeout = absl::Seconds(5);
-  // The session's lock_timeout: longest a statement waits for a lock.
-  absl::Duration lock_timeout = absl::Seconds(2);
-  // The session's idle_in_transaction_session_timeout: a server stopped
-  // inside its transaction (frozen, in a debugger) loses its session and
-  // its row locks after this, so the others need not wait longer.
-  absl::Duration idle_in_transaction_timeout = absl::Seconds(5);
-  // How often an idle store checks that the database answers.
-  absl::Duration probe_interval = absl::Seconds(1);
-  // Runs of one batch that may end in a serialization failure, a deadlock
-  // or a collision on a new collection before it fails with UNAVAILABLE.
-  int max_attempts = 8;
-  // Source of updated_at. Null means SystemClock.
-  const Clock* clock = nullptr;
-  // As SqliteRangeStoreOptions::on_commit; `collections` counts the rows
-  // this server created or saw at start and at each probe.
-  std::function<void(absl::Duration commit, int operations,
-                     int64_t collections)>
-      on_commit;
-  // Told, on the store's thread, the whole of a database error (naming the
-  // database, with its own message) each time a batch fails with one; the
-  // callers of that batch get only a short reason with the same code
-  // (ForClients in postgres_retry_policy.h), since the detail tells anyone
-  // who can send a request the database's host, port and user. For the
-  // server's log; keep it quick.
-  std::function<void(const absl::Status&)> on_database_error;
-  // Told when the database stops or starts answering the write connection
-  // (see reachable()); on the store's thread. Keep it quick.
-  std::function<void(bool reachable)> on_reachability;
-  // Reservations (postgres_history.h): a range above this server's
-  // confirmed reservation reserves this many ranges of its size past
-  // itself, and its reply waits at most standby_wait for the standbys to
-  // confirm them (then UNAVAILABLE: nothing is reported applied).
-  int reserve_ranges = 16;
-  absl::Duration standby_wait = absl::Seconds(2);
-  // Told, on the store's thread, each time the store finds that the
-  // database's history went back and moves collections on. Keep it quick.
-  std::function<void(const StoreHistoryEvent&)> on_history_went_back;
-  // Claim a node tag (see NodeTagLease); none if unset.
-  std::optional<NodeTagLease> node_tag_lease;
-  // Told once, on the store's thread, when a renewal finds the tag taken by
-  // another server (this one could not renew it for the lease's duration).
-  // The server should then stop serving under that tag. Keep it quick.
-  std::function<void(const absl::Status&)> on_node_tag_lost;
-  // Test hook: runs on the committer thread once a batch's writes and
-  // COMMIT are sent, before their results are read, with the connection's
-  // socket (so a test can cut it, as a network failure during COMMIT would).
-  std::function<void(int socket)> after_commit_sent_for_testing;
-  // Test hook: runs on the thread of each batch that holds a Get or List,
-  // before the batch starts; blocking in it holds that batch (and its
-  // queue) back.
-  std::function<void()> before_read_batch_for_testing;
-  // Test hook: runs on the read connection's thread once a probe has
-  // counted the rows, before the count is stored; blocking in it holds the
-  // count back while writes go on.
-  std::function<void()> before_count_stored_for_testing;
-};
 
 class PostgresRangeStore final : public RangeStore {
  public:

@@ -14,7 +14,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "service/store/sqlite/sqlite_range_store.h"
+#include "service/store/sqlite/sqlite_options.h"
+
+struct sqlite3;
 
 namespace hilo {
 namespace internal {

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_format.h"
 #include "service/store/collection_rules.h"
+#include "service/store/store_arguments.h"
 
 namespace hilo {
 namespace internal {

@@ -33,18 +33,6 @@ using internal::SqliteHeldRows;
 
 }  // namespace
 
-absl::StatusOr<SyncMode> ParseSyncMode(absl::string_view text) {
-  const std::string lower = absl::AsciiStrToLower(text);
-  if (lower == "full") return SyncMode::kFull;
-  if (lower == "normal") return SyncMode::kNormal;
-  return absl::InvalidArgumentError(
-      absl::StrCat("sync mode \"", text, "\" is unknown; use full or normal"));
-}
-
-absl::string_view SyncModeName(SyncMode mode) {
-  return mode == SyncMode::kFull ? "full" : "normal";
-}
-
 absl::StatusOr<std::unique_ptr<SqliteRangeStore>> SqliteRangeStore::Open(
     SqliteRangeStoreOptions options) {
   if (options.path.empty()) {
@@ -228,8 +216,8 @@ struct SqliteRangeStore::Reader {
   }
 
   sqlite3* db = nullptr;
-  std::unique_ptr<Statement> select;
-  std::unique_ptr<Statement> list;
+  std::unique_ptr<internal::SqliteStatement> select;
+  std::unique_ptr<internal::SqliteStatement> list;
   std::unique_ptr<GroupCommit> queue;
 };
 
@@ -378,7 +366,7 @@ absl::Status SqliteRangeStore::OpenReader() {
     if (rc != SQLITE_OK) {
       return ErrorOn(reader->db, rc, "preparing a statement");
     }
-    *out = std::make_unique<Statement>(stmt);
+    *out = std::make_unique<internal::SqliteStatement>(stmt);
   }
   // Reads keep a thread of their own: a flood of ListCollections (each a
   // scan of up to a page of rows) must neither block the gRPC threads that

@@ -10,7 +10,8 @@
 namespace hilo {
 
 absl::StatusOr<std::optional<CollectionState>> SqliteRangeStore::ReadRow(
-    sqlite3* db, Statement& select, absl::string_view collection) {
+    sqlite3* db, internal::SqliteStatement& select,
+    absl::string_view collection) {
   sqlite3_stmt* stmt = select.get();
   sqlite3_bind_text(stmt, 1, collection.data(),
                     static_cast<int>(collection.size()), SQLITE_STATIC);
@@ -35,8 +36,8 @@ absl::StatusOr<std::optional<CollectionState>> SqliteRangeStore::ReadRow(
 }
 
 absl::Status SqliteRangeStore::ReadRows(
-    sqlite3* db, Statement& list, absl::string_view after, int limit,
-    std::vector<NamedCollectionState>* result) {
+    sqlite3* db, internal::SqliteStatement& list, absl::string_view after,
+    int limit, std::vector<NamedCollectionState>* result) {
   result->clear();
   sqlite3_stmt* stmt = list.get();
   sqlite3_bind_text(stmt, 1, after.data(), static_cast<int>(after.size()),

@@ -11,8 +11,6 @@
 
 #include <sqlite3.h>
 
-#include "service/store/sqlite/sqlite_range_store.h"
-
 namespace hilo {
 namespace internal {
 
@@ -25,13 +23,13 @@ inline constexpr char kSelectRows[] =
     "previous_token, previous_return_floor FROM collections WHERE name > ?1 "
     "ORDER BY name LIMIT ?2";
 
-}  // namespace internal
-
 // A prepared statement, reset and unbound after each use.
-class SqliteRangeStore::Statement {
+class SqliteStatement {
  public:
-  Statement(sqlite3_stmt* stmt) : stmt_(stmt) {}
-  ~Statement() { sqlite3_finalize(stmt_); }
+  explicit SqliteStatement(sqlite3_stmt* stmt) : stmt_(stmt) {}
+  SqliteStatement(const SqliteStatement&) = delete;
+  SqliteStatement& operator=(const SqliteStatement&) = delete;
+  ~SqliteStatement() { sqlite3_finalize(stmt_); }
   sqlite3_stmt* get() const { return stmt_; }
   void Reset() {
     sqlite3_reset(stmt_);
@@ -42,6 +40,7 @@ class SqliteRangeStore::Statement {
   sqlite3_stmt* const stmt_;
 };
 
+}  // namespace internal
 }  // namespace hilo
 
 #endif  // HILO_SERVICE_STORE_SQLITE_SQLITE_STATEMENT_H_
