@@ -111,8 +111,8 @@ def write_tree(root, files):
             f.write(text)
 
 
-def run_checker(root):
-    return subprocess.run([sys.executable, CHECKER, root],
+def run_checker(root, *flags):
+    return subprocess.run([sys.executable, CHECKER, *flags, root],
                           capture_output=True, text=True, timeout=60)
 
 
@@ -138,6 +138,21 @@ class CheckLayeringTest(unittest.TestCase):
                 result = run_checker(root)
                 self.assertEqual(result.returncode, 1, result.stdout)
                 self.assertIn(words, result.stdout)
+
+    def test_known_circle_is_admitted_and_a_stale_admission_fails(self):
+        circle = PLANTED["circle_among_three_in_tests"][0]
+        flag = "--known_circle=tests/a,tests/b,tests/c"
+        with tempfile.TemporaryDirectory() as root:
+            write_tree(root, {**CLEAN, **circle})
+            result = run_checker(root, flag)
+            self.assertEqual(result.returncode, 0, result.stdout)
+            self.assertIn("known circle, admitted for now: tests/a, tests/b, "
+                          "tests/c", result.stdout)
+        with tempfile.TemporaryDirectory() as root:
+            write_tree(root, CLEAN)
+            result = run_checker(root, flag)
+            self.assertEqual(result.returncode, 1, result.stdout)
+            self.assertIn("names no circle any more", result.stdout)
 
 
 if __name__ == "__main__":
