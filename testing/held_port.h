@@ -1,6 +1,8 @@
 // HeldPort: a TCP port on 127.0.0.1 that this process holds (bound and
 // listening) for as long as the object lives, so that a test can show what
-// a server says when its port is in use. The kernel picks the port.
+// a server says when its port is in use, or what a probe sees of a listener
+// that never accepts (connections queue up to `backlog`). The kernel picks
+// the port.
 //
 //   hilo::testing_util::HeldPort held;
 //   ... "--listen=127.0.0.1:" + std::to_string(held.port()) ...
@@ -17,7 +19,7 @@ namespace hilo::testing_util {
 
 class HeldPort {
  public:
-  HeldPort() {
+  explicit HeldPort(int backlog = 1) {
     fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in address = {};
     address.sin_family = AF_INET;
@@ -25,7 +27,7 @@ class HeldPort {
     socklen_t length = sizeof(address);
     if (fd_ >= 0 &&
         bind(fd_, reinterpret_cast<sockaddr*>(&address), length) == 0 &&
-        listen(fd_, 1) == 0 &&
+        listen(fd_, backlog) == 0 &&
         getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
       port_ = ntohs(address.sin_port);
     }
@@ -36,6 +38,7 @@ class HeldPort {
   HeldPort(const HeldPort&) = delete;
   HeldPort& operator=(const HeldPort&) = delete;
 
+  int fd() const { return fd_; }
   int port() const { return port_; }
 
  private:

@@ -12,6 +12,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/held_port.h"
 #include "testing/status_matchers.h"
 
 namespace hilo {
@@ -21,28 +22,10 @@ using ::hilo::testing_util::IsOk;
 using ::hilo::testing_util::StatusIs;
 using ::testing::HasSubstr;
 
-// A TCP socket listening on 127.0.0.1:0 that never accepts.
-class DeafListener {
+// A TCP socket listening on 127.0.0.1:0 that never accepts by itself.
+class DeafListener : public testing_util::HeldPort {
  public:
-  DeafListener() {
-    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in address = {};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)),
-              0);
-    EXPECT_EQ(listen(fd_, 16), 0);
-    socklen_t length = sizeof(address);
-    getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length);
-    port_ = ntohs(address.sin_port);
-  }
-  ~DeafListener() { close(fd_); }
-  int fd() const { return fd_; }
-  int port() const { return port_; }
-
- private:
-  int fd_ = -1;
-  int port_ = 0;
+  DeafListener() : HeldPort(/*backlog=*/16) { EXPECT_NE(port(), 0); }
 };
 
 TEST(ListenerProbeTest, AListenerThatAcceptsAnswers) {
