@@ -69,18 +69,19 @@ int Failed(const absl::Status& status) {
   return kExitRpcError;
 }
 
-// A --target of the form HOST:PORT must have a port gRPC will not wrap
-// (80000 would be 14464); other forms (dns:///..., unix:...) are gRPC's.
+// A --target that is not a gRPC URI (dns:///..., unix:...) must be
+// HOST:PORT with a port gRPC will not change: gRPC would dial a bare HOST
+// on port 443, where no hilo_server listens by default, and wrap 80000 to
+// 14464.
 absl::Status CheckTarget(const std::string& target) {
   if (hilo::base::IsSchemeAddress(target)) return absl::OkStatus();
   absl::StatusOr<hilo::base::HostPort> split =
       hilo::base::SplitHostPort(target);
-  if (split.ok() || split.status().code() != absl::StatusCode::kOutOfRange) {
-    return absl::OkStatus();
-  }
+  if (split.ok()) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrCat("--target=", target, ": ", split.status().message(),
-                   "; give HOST:PORT, such as 127.0.0.1:50051"));
+                   "; give HOST:PORT, such as 127.0.0.1:50051 (hilo_server's "
+                   "default)"));
 }
 
 using ::hilo::base::JsonQuote;

@@ -131,6 +131,18 @@ TEST_F(CliTest, TargetPortOutOfRangeIsUsageNotAWrappedPort) {
   EXPECT_THAT(r.err, Not(HasSubstr("UNAVAILABLE")));
 }
 
+TEST_F(CliTest, TargetWithoutPortIsUsageNotPort443) {
+  // gRPC would dial localhost:443.
+  CommandResult r = HiloAlone({"--target=localhost", "health"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("hilo: --target=localhost: it has no port; "
+                               "give HOST:PORT, such as 127.0.0.1:50051"));
+  EXPECT_THAT(r.err, Not(HasSubstr("UNAVAILABLE")));
+  r = HiloAlone({"--target=::1", "health"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("an IPv6 address goes in brackets"));
+}
+
 TEST_F(CliTest, FlagMistakesExitTwoSayingWhat) {
   CommandResult r = Hilo({"next", "orders", "-n", "abc"});
   EXPECT_EQ(r.exit_code, 2);
