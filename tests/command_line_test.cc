@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -57,6 +58,31 @@ TEST(CommandLineTest, BadOrMissingValueIsNamed) {
 
 TEST(CommandLineTest, FlagsFromElsewhereAreLeftToAbseil) {
   EXPECT_EQ(Check({"--flagfile=/nonexistent", "--nodetag=B"}), "");
+  EXPECT_EQ(Check({"--fromenv=node_tag", "--nodetag=B"}), "");
+}
+
+TEST(CommandLineTest, FlagfileLinesAreCheckedNamingTheFile) {
+  testing_util::TempDir dir;
+  const std::string outer = dir.File("outer.flags");
+  const std::string inner = dir.File("inner.flags");
+  testing_util::WriteFile(outer, "# a comment\n\n  --json\n--flagfile=" +
+                                     inner + "\n");
+  testing_util::WriteFile(inner, "--n=4\n--nodetag=B\n");
+  EXPECT_EQ(Check({"--flagfile", outer}),
+            inner + ": unknown flag --nodetag; did you mean --node_tag? "
+                    "(--help lists every flag)");
+  testing_util::WriteFile(inner, "--n=abc\n");
+  EXPECT_EQ(Check({"--flagfile=" + outer}),
+            inner + ": \"abc\" is not a valid value for --n (--help says "
+                    "what it takes)");
+  testing_util::WriteFile(inner, "--n=5\n--node_tag=C\n");
+  EXPECT_EQ(Check({"--flagfile=" + outer, "--json"}), "");
+  // The file's flags were read as Abseil will read them.
+  EXPECT_EQ(absl::GetFlag(FLAGS_n), 5);
+  EXPECT_EQ(absl::GetFlag(FLAGS_node_tag), "C");
+  // A flagfile that nests itself is left to Abseil, not followed for ever.
+  testing_util::WriteFile(inner, "--flagfile=" + inner + "\n");
+  EXPECT_EQ(Check({"--flagfile=" + outer, "--nodetag=B"}), "");
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <optional>
 #include <set>
 #include <utility>
@@ -81,8 +82,9 @@ std::string Folded(absl::string_view name) {
   return folded;
 }
 
-// Abseil's flags that read other flags from elsewhere; with one of them on
-// the command line, CheckFlags leaves every judgement to Abseil.
+// Abseil's flags that read other flags from elsewhere. CheckFlags reads
+// --flagfile's files itself; with any other of them on the command line it
+// leaves every judgement to Abseil.
 bool IsGeneratorFlag(absl::string_view name) {
   return name == "flagfile" || name == "fromenv" || name == "tryfromenv" ||
          name == "undefok";
@@ -151,6 +153,69 @@ std::string CheckFlag(absl::string_view name,
                       " (--help says what it takes)");
 }
 
+// One flag argument: its name without the dashes, its value if it has one,
+// and the flagfile it was read from ("" for the command line).
+struct FlagArgument {
+  std::string name;
+  std::optional<std::string> value;
+  std::string file;
+};
+
+// "--name=value", "-name" or "--name" (`arg` starts with '-').
+FlagArgument SplitFlagArgument(absl::string_view arg, absl::string_view file) {
+  arg.remove_prefix(arg.size() > 1 && arg[1] == '-' ? 2 : 1);
+  FlagArgument flag;
+  flag.file = std::string(file);
+  const size_t equals = arg.find('=');
+  flag.name = std::string(arg.substr(0, equals));
+  if (equals != absl::string_view::npos) {
+    flag.value = std::string(arg.substr(equals + 1));
+  }
+  return flag;
+}
+
+// Nested --flagfile lines deeper than this, and files larger than this,
+// are left to Abseil.
+constexpr int kMaxFlagfileDepth = 8;
+constexpr std::streamsize kMaxFlagfileBytes = 1 << 20;
+
+// Appends the flags of the flagfiles `paths` (comma-separated, as Abseil
+// reads --flagfile: one flag per line, '#' comments and blank lines
+// skipped) to `flags`, nested --flagfile lines expanded. False when the
+// check is better left to Abseil: a file it cannot read (Abseil then says
+// so), too deep, too large, or a line that reads flags from elsewhere.
+bool ReadFlagfiles(absl::string_view paths, int depth,
+                   std::vector<FlagArgument>* flags) {
+  if (depth > kMaxFlagfileDepth) return false;
+  for (absl::string_view path : absl::StrSplit(paths, ',', absl::SkipEmpty())) {
+    std::ifstream in{std::string(path)};
+    std::string text(static_cast<size_t>(kMaxFlagfileBytes) + 1, '\0');
+    in.read(text.data(), kMaxFlagfileBytes + 1);
+    if (in.bad() || (in.fail() && !in.eof()) ||
+        in.gcount() > kMaxFlagfileBytes) {
+      return false;
+    }
+    text.resize(static_cast<size_t>(in.gcount()));
+    for (absl::string_view line : absl::StrSplit(text, '\n')) {
+      line = absl::StripAsciiWhitespace(line);
+      if (line.empty() || line[0] == '#') continue;
+      if (line[0] != '-') return false;  // Abseil refuses it, and says why
+      FlagArgument flag = SplitFlagArgument(line, path);
+      if (flag.name == "flagfile") {
+        if (!flag.value.has_value() ||
+            !ReadFlagfiles(*flag.value, depth + 1, flags)) {
+          return false;
+        }
+      } else if (IsGeneratorFlag(flag.name)) {
+        return false;
+      } else if (!IsUsageFlag(flag.name)) {
+        flags->push_back(std::move(flag));
+      }
+    }
+  }
+  return true;
+}
+
 bool AsksForHelp(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const char* arg = argv[i];
@@ -185,33 +250,38 @@ std::string NearestFlag(absl::string_view name) {
 }
 
 std::string CheckFlags(int argc, char** argv) {
-  std::vector<std::pair<absl::string_view, std::optional<absl::string_view>>>
-      flags;
+  std::vector<FlagArgument> flags;
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
     if (arg == "--") break;
     if (arg.size() < 2 || arg[0] != '-') continue;  // not a flag
-    arg.remove_prefix(arg[1] == '-' ? 2 : 1);
-    const size_t equals = arg.find('=');
-    const absl::string_view name = arg.substr(0, equals);
-    if (IsGeneratorFlag(name)) return "";
-    if (IsUsageFlag(name)) continue;
-    std::optional<absl::string_view> value;
-    if (equals != absl::string_view::npos) {
-      value = arg.substr(equals + 1);
-    } else if (bool negated = false;
-               const absl::CommandLineFlag* flag = FindFlag(name, &negated)) {
+    FlagArgument flag = SplitFlagArgument(arg, "");
+    if (!flag.value.has_value() && !IsUsageFlag(flag.name)) {
       // "--n 3": a flag that is not a boolean takes the next argument.
-      if (!flag->IsOfType<bool>() && !negated && i + 1 < argc) {
-        value = argv[++i];
+      bool negated = false;
+      const absl::CommandLineFlag* known = FindFlag(flag.name, &negated);
+      if (((known != nullptr && !known->IsOfType<bool>() && !negated) ||
+           flag.name == "flagfile") &&
+          i + 1 < argc) {
+        flag.value = argv[++i];
       }
     }
-    flags.emplace_back(name, value);
-  }
-  for (const auto& [name, value] : flags) {
-    if (std::string problem = CheckFlag(name, value); !problem.empty()) {
-      return problem;
+    if (flag.name == "flagfile") {
+      if (!flag.value.has_value() ||
+          !ReadFlagfiles(*flag.value, /*depth=*/0, &flags)) {
+        return "";
+      }
+      continue;
     }
+    if (IsGeneratorFlag(flag.name)) return "";
+    if (IsUsageFlag(flag.name)) continue;
+    flags.push_back(std::move(flag));
+  }
+  for (const FlagArgument& flag : flags) {
+    std::string problem = CheckFlag(flag.name, flag.value);
+    if (problem.empty()) continue;
+    return flag.file.empty() ? problem
+                             : absl::StrCat(flag.file, ": ", problem);
   }
   return "";
 }

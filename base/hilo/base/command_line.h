@@ -39,9 +39,11 @@ std::vector<std::string> ParseCommandLine(
 // What is wrong with the flags of `argv`, read as Abseil reads them ("--n
 // 3" and "--n=3", "--nojson"), or "" if nothing is: the first unknown flag
 // with the nearest known one, a value its flag cannot take, or a missing
-// value. A command line that reads flags from elsewhere (--flagfile,
-// --fromenv, --tryfromenv, --undefok) is left to Abseil. Sets the flags it
-// checks, as parsing them would.
+// value. The flags of --flagfile's files are checked too (the problem then
+// starts with the file's path); a command line that reads flags from
+// elsewhere (--fromenv, --tryfromenv, --undefok), or a flagfile that cannot
+// be read, is left to Abseil. Sets the flags it checks, as parsing them
+// would.
 std::string CheckFlags(int argc, char** argv);
 
 // The program's flag (not one of Abseil's) nearest to `name`, ignoring case,
