@@ -394,6 +394,11 @@ class Scenario:
             if [n for n, _ in got] != want:
                 raise Failure(f"{where}: numbers {self._brief(got)}, "
                               f"expected {lo}..{hi} in order")
+        if "above" in expect:
+            low = [(n, t) for n, t in got if n <= expect["above"]]
+            if low:
+                raise Failure(f"{where}: numbers {self._brief(low)}, expected "
+                              f"each above {expect['above']}")
         if "first" in expect and got and got[0][0] != expect["first"]:
             raise Failure(f"{where}: first number {got[0][0]}, expected "
                           f"{expect['first']}")
