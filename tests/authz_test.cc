@@ -24,13 +24,18 @@
 #include "service/rpc/gatekeeper.h"
 #include "service/rpc/hilo_service.h"
 #include "service/store/sqlite/sqlite_range_store.h"
+#include "testing/authz_policy.h"
 #include "testing/status_matchers.h"
 #include "testing/test_util.h"
 
 namespace hilo {
 namespace {
 
+using ::hilo::testing_util::Bearer;
+using ::hilo::testing_util::Cert;
 using ::hilo::testing_util::IsOk;
+using ::hilo::testing_util::kPolicy;
+using ::hilo::testing_util::kTokens;
 using ::hilo::testing_util::ReadFile;
 using ::hilo::testing_util::StatusIs;
 using ::hilo::testing_util::TempDir;
@@ -40,42 +45,6 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 const absl::Time kStart = absl::FromUnixSeconds(1'800'000'000);
-
-Caller Cert(std::string identity) {
-  Caller caller;
-  caller.certificate_identities = {std::move(identity)};
-  caller.peer = "ipv4:127.0.0.1:5555";
-  return caller;
-}
-
-Caller Bearer(std::string token) {
-  Caller caller;
-  caller.has_bearer_token = true;
-  caller.bearer_token = std::move(token);
-  caller.peer = "ipv4:127.0.0.1:6666";
-  return caller;
-}
-
-constexpr char kPolicy[] = R"pb(
-  grant {
-    identity: "uri:spiffe://test/orders"
-    collections: "orders"
-    collections: "orders/*"
-  }
-  grant { identity: "dns:reader.test" admin: ADMIN_READ_ONLY }
-  grant {
-    identity: "cn:ops"
-    identity: "token:ops-batch"
-    collections: "*"
-    admin: ADMIN_SET_FLOOR
-  }
-  grant { identity: "token:billing" collections: "*-ids" }
-)pb";
-
-constexpr char kTokens[] =
-    "# name token\n"
-    "ops-batch  0123456789abcdef0123\n"
-    "billing\tfedcba9876543210fedc\n";
 
 TEST(CollectionPatternTest, StarMatchesAnyRunOfBytes) {
   EXPECT_TRUE(MatchesCollectionPattern("orders", "orders"));
