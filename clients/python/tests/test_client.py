@@ -93,6 +93,27 @@ class ClientWithoutServerTest(unittest.TestCase):
 
 class ClientTest(ServerTestCase):
 
+    def test_a_call_after_close_is_failed_precondition(self):
+        # CONTRACT.md R13: a call on a closed client fails with
+        # FAILED_PRECONDITION, as in Go, Java and Node, naming the client's
+        # state and the collection; still a RuntimeError, as it was before.
+        c = Client([self.server.target], prefetch_at=0)
+        self.assertEqual(c.next_id("used"), Id(1, "A"))
+        c.close()
+        for call, collection in ((c.next_id, "used"), (c.next_id, "new"),
+                                 (c.next_document_id, "used")):
+            with self.subTest(call=call.__name__, collection=collection):
+                with self.assertRaises(HiloError) as cm:
+                    call(collection)
+                self.assertEqual(cm.exception.code,
+                                 grpc.StatusCode.FAILED_PRECONDITION)
+                self.assertEqual(
+                    cm.exception.message,
+                    f"the hilo client is closed; no more IDs of collection "
+                    f"{collection!r} (make a new Client)")
+                self.assertIsInstance(cm.exception, RuntimeError)
+        self.assertEqual(c.stats().ranges_fetched, 1)
+
     def test_second_close_waits_for_the_first(self):
         c = Client([self.server.target], prefetch_at=0)
         c.next_id("twice")

@@ -71,7 +71,7 @@ class RangeCacheWithoutServerTest(unittest.TestCase):
 
 class RangeCacheTest(ServerTestCase):
 
-    def test_a_call_that_races_close_gets_runtime_error_not_a_new_range(self):
+    def test_a_call_that_races_close_is_refused_not_given_a_new_range(self):
         # A caller past next_id's own closed check when close() begins
         # reaches the cache after close() retired it: it must neither fetch
         # a range that is never handed back nor call a closed channel.
@@ -79,8 +79,12 @@ class RangeCacheTest(ServerTestCase):
         c.next_id("race")
         cache = c._caches["race"]
         c.close()
-        with self.assertRaisesRegex(RuntimeError, "closed"):
+        with self.assertRaises(HiloError) as cm:
             cache.next()
+        self.assertEqual(cm.exception.code,
+                         grpc.StatusCode.FAILED_PRECONDITION)
+        self.assertIn("the hilo client is closed; no more IDs of collection "
+                      "'race'", cm.exception.message)
         self.assertEqual(c.stats().ranges_fetched, 1)
         self.assertEqual(c.stats().returns_applied, 1)
 
