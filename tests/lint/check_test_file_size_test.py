@@ -8,10 +8,13 @@ exit 1 naming that file and its lines; files the check must not read (build
 trees, node_modules, a long source that is not a test) leave it passing.
 """
 import os
-import subprocess
 import sys
 import tempfile
 import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "testing"))
+from check_fixture import run_check, write_tree  # noqa: E402
 
 CHECKER = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                        "check_test_file_size.py")
@@ -62,17 +65,8 @@ NOT_READ = {
 }
 
 
-def write_tree(root, files):
-    for relpath, text in files.items():
-        path = os.path.join(root, relpath)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-
-
 def run_checker(root, *flags):
-    return subprocess.run([sys.executable, CHECKER, *flags, root],
-                          capture_output=True, text=True, timeout=60)
+    return run_check(CHECKER, root, *flags)
 
 
 class CheckTestFileSizeTest(unittest.TestCase):
