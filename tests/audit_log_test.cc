@@ -309,6 +309,48 @@ TEST_F(AuditLogLimitTest, ClockSteppedBackStartsANewSecond) {
 
 // A refused name may be a whole request long; its line holds its first
 // 256 bytes only, so a refusal line stays about 2 KB at most.
+TEST(JsonStringTest, EscapesWhatJsonNeedsAndKeepsUtf8) {
+  EXPECT_EQ(JsonString("orders"), "\"orders\"");
+  EXPECT_EQ(JsonString("a\"b\\c"), "\"a\\\"b\\\\c\"");
+  EXPECT_EQ(JsonString(std::string("\n\r\t\x01\x1f\x7f\0z", 8)),
+            "\"\\n\\r\\t\\u0001\\u001f\\u007f\\u0000z\"");
+  EXPECT_EQ(JsonString("\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80"),
+            "\"\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80\"");
+  // Invalid UTF-8: a lone continuation byte, a truncated sequence, a
+  // surrogate, an overlong '/'.
+  EXPECT_EQ(JsonString("a\x80"
+                       "b\xE2\x82"
+                       "c\xED\xA0\x80"
+                       "d\xC0\xAF"),
+            "\"a\\ufffdb\\ufffd\\ufffdc\\ufffd\\ufffd\\ufffdd\\ufffd\\ufffd\"");
+}
+
+TEST(AuditLogTest, AFailedWriteIsReportedOnceAndNeverStopsTheServer) {
+  ManualClock clock(kStart);
+  absl::StatusOr<std::unique_ptr<AuditLog>> audit =
+      AuditLog::Open("/dev/full", &clock);
+  ASSERT_THAT(audit, IsOk());
+  AuditRecord record;
+  record.method = "SetFloor";
+  ::testing::internal::CaptureStderr();
+  (*audit)->Write(record);
+  (*audit)->Write(record);
+  // Reported by the log's writer thread, through stderr's.
+  EXPECT_TRUE((*audit)->WaitUntilWritten(absl::Seconds(10)));
+  EXPECT_TRUE(StderrLines().WaitUntilWritten(absl::Seconds(10)));
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(),
+            "hilo_server: audit log /dev/full: a write failed (No space left "
+            "on device); audit lines may be lost until it works again\n");
+}
+
+TEST(AuditLogTest, UnopenableFileIsNamed) {
+  ManualClock clock(kStart);
+  TempDir dir;
+  EXPECT_EQ(AuditLog::Open(dir.File("no/such/dir"), &clock).status().message(),
+            absl::StrCat("audit log ", dir.File("no/such/dir"),
+                         " cannot be opened: No such file or directory"));
+}
+
 TEST(AuditJsonTest, LongCollectionNameIsCutTo256Bytes) {
   AuditRecord record = Denied("SetFloor");
   record.collection = std::string(60'000, '\xff');

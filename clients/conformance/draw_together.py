@@ -5,15 +5,21 @@ together.
 
     draw_together.py --server PATH/TO/hilo_server --draw scripts/hilo-draw
                      --langs cpp,python [--seconds 4] [--threads 4]
+                     [--build_timeout 600]
 
-Starts nodes A and B (their own stores, so the tag keeps their numbers
-apart), then for each collection ("orders", "users") and each language runs
-`hilo-draw LANG --targets=A,B --collection=C --threads=N --seconds=S`, all
-at once, while each node in turn is killed with SIGKILL and restarted on its
-port, or paused with SIGSTOP and resumed (kills and pauses alternate). The IDs are read slowly while the draws last (a draw program's output
-blocks on a full pipe, so this bounds how many IDs a fast client makes),
-then to the end. Passes when every program exited 0, printed at least one
-ID, and all IDs together are well formed and none is there twice.
+First builds each language's draw program (`hilo-draw LANG --build`: Go,
+Node and Java's are compiled on first use), so that every draw starts at
+once when the clock starts, whether or not the tests that build them ran
+before. Then starts nodes A and B (their own stores, so the tag keeps their
+numbers apart), and for each collection ("orders", "users") and each
+language runs `hilo-draw LANG --targets=A,B --collection=C --threads=N
+--seconds=S`, all at once, while each node in turn is killed with SIGKILL
+and restarted on its port, or paused with SIGSTOP and resumed (kills and
+pauses alternate). Each program's IDs are read slowly for as long as it
+runs (its output blocks on a full pipe, so this bounds how many IDs a fast
+client makes, even one that started late), then to the end. Passes when every program exited 0, printed
+at least one ID, and all IDs together are well formed and none is there
+twice.
 """
 
 import argparse
@@ -34,8 +40,9 @@ from processes import FaultLoop, Node, Watchdog  # noqa: E402
 COLLECTIONS = ("orders", "users")
 
 
-def reader(proc, sink, slow_until):
-    """Collects proc's stdout; while the draws last, 4 KiB per 5 ms."""
+def reader(proc, sink):
+    """Collects proc's stdout, 4 KiB per 5 ms while proc runs: its draws
+    are throttled for as long as they last, however late it started."""
     chunks = []
     fd = proc.stdout.fileno()
     while True:
@@ -43,9 +50,35 @@ def reader(proc, sink, slow_until):
         if not data:
             break
         chunks.append(data)
-        if time.monotonic() < slow_until:
+        if proc.poll() is None:
             time.sleep(0.005)
     sink.append(b"".join(chunks))
+
+
+def build_draw_programs(draw, langs, timeout):
+    """hilo-draw LANG --build for each language, one after the other (their
+    builds share the machine's cores): a list of failures, empty when every
+    program is ready."""
+    bad = []
+    for lang in langs:
+        start = time.monotonic()
+        try:
+            done = subprocess.run([draw, lang, "--build"],
+                                  stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            bad.append(f"{lang}: its draw program did not build within "
+                       f"{timeout:g} s")
+            continue
+        took = time.monotonic() - start
+        if done.returncode != 0:
+            err = done.stderr.decode(errors="replace").strip()
+            bad.append(f"{lang}: its draw program did not build (exit "
+                       f"{done.returncode}): {err[-1000:]}")
+        else:
+            print(f"{lang}: draw program ready ({took:.1f} s)", flush=True)
+    return bad
 
 
 def main() -> int:
@@ -55,8 +88,14 @@ def main() -> int:
     p.add_argument("--langs", required=True)
     p.add_argument("--seconds", type=float, default=4)
     p.add_argument("--threads", type=int, default=4)
+    p.add_argument("--build_timeout", type=float, default=600)
     args = p.parse_args()
     langs = [x for x in args.langs.replace(";", ",").split(",") if x]
+    bad = build_draw_programs(args.draw, langs, args.build_timeout)
+    for b in bad:
+        print(f"FAIL: {b}")
+    if bad:
+        return 1
 
     tmp = tempfile.mkdtemp(prefix="hilo-draw-together.")
     Watchdog.start(tmp)
@@ -65,7 +104,6 @@ def main() -> int:
         for name in ("A", "B"):
             nodes[name] = Node(args.server, tmp, name, name, [])
         targets = ",".join(n.address for n in nodes.values())
-        slow_until = time.monotonic() + args.seconds
         for collection in COLLECTIONS:
             for lang in langs:
                 proc = subprocess.Popen(
@@ -77,8 +115,7 @@ def main() -> int:
                     stderr=subprocess.PIPE)
                 Watchdog.record(proc.pid)
                 sink = []
-                t = threading.Thread(target=reader,
-                                     args=(proc, sink, slow_until))
+                t = threading.Thread(target=reader, args=(proc, sink))
                 t.start()
                 runs.append((lang, collection, proc, sink, t))
         faults = FaultLoop(nodes, {"nodes": ["A", "B"],

@@ -34,6 +34,9 @@ SET_FLOOR = "/hilo.v1.HiLoAdmin/SetFloor"
 LIST = "/hilo.v1.HiLoAdmin/ListCollections"
 WATCH = "/grpc.health.v1.Health/Watch"
 GRACE_S = 3  # --shutdown_grace the tests give the server
+# Run the long forms, whose figures docs/reliability.md gives (by hand; not
+# in ctest): ATTACK_FILE ATTACK HILO_SERVER --long.
+LONG = "--long" in sys.argv
 # The cgroup a server runs in: the memory the attack report's server was
 # killed in (1 GiB), and a task count far above the server's few dozen
 # threads but far below the thousands the attacks once made it start.

@@ -7,10 +7,13 @@ expects exit status 1 and the refusal's words; the clean tree alone must pass.
 A check that can no longer fail is a check that is gone.
 """
 import os
-import subprocess
 import sys
 import tempfile
 import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "testing"))
+from check_fixture import run_check, write_tree  # noqa: E402
 
 CHECKER = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                        "check_layering.py")
@@ -103,17 +106,8 @@ PLANTED = {
 }
 
 
-def write_tree(root, files):
-    for relpath, text in files.items():
-        path = os.path.join(root, relpath)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-
-
 def run_checker(root, *flags):
-    return subprocess.run([sys.executable, CHECKER, *flags, root],
-                          capture_output=True, text=True, timeout=60)
+    return run_check(CHECKER, root, *flags)
 
 
 class CheckLayeringTest(unittest.TestCase):

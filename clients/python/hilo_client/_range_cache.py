@@ -15,7 +15,7 @@ import grpc
 
 from hilo_client._transport import (_GrpcRangeSource, _Issued, _Previous,
                                     _ReturnResult)
-from hilo_client._values import HiloError, Id
+from hilo_client._values import HiloError, Id, _ClosedError
 
 
 class _Unused(NamedTuple):
@@ -116,7 +116,7 @@ class _RangeCache:
             waited = False
             while True:
                 if self._closed:
-                    raise RuntimeError("hilo client is closed")
+                    raise _ClosedError(self._collection)
                 r = self._range
                 if r is not None and self._next <= r.high:
                     if waited:

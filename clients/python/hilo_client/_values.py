@@ -24,12 +24,26 @@ class HiloError(Exception):
     its deadline; INTERNAL, naming every target, when a reply broke the
     contract (an invalid range or node tag, or a range at or below one the
     client had from that node) and no other target gave a
-    usable range; otherwise the server's code."""
+    usable range; FAILED_PRECONDITION for a call after close(); otherwise
+    the server's code."""
 
     def __init__(self, code: grpc.StatusCode, message: str):
         super().__init__(f"{code.name}: {message}")
         self.code = code
         self.message = message
+
+
+class _ClosedError(HiloError, RuntimeError):
+    """A call on a closed client: a HiloError with FAILED_PRECONDITION, as
+    in the Go, Java and Node clients (CONTRACT.md R13: not to be retried
+    until the state changes, which for a closed client means a new one),
+    and a RuntimeError, which is what such a call raised before."""
+
+    def __init__(self, collection: str):
+        super().__init__(
+            grpc.StatusCode.FAILED_PRECONDITION,
+            f"the hilo client is closed; no more IDs of collection "
+            f"{collection!r} (make a new Client)")
 
 
 

@@ -58,7 +58,7 @@ from hilo_client._prefetcher import _Prefetcher
 from hilo_client._range_cache import _RangeCache, _Unused
 from hilo_client._transport import (_GrpcRangeSource, _ReturnItem,
                                     _ReturnResult, _Target, hilo_pb2_grpc)
-from hilo_client._values import ClientStats, HiloError, Id
+from hilo_client._values import ClientStats, HiloError, Id, _ClosedError
 
 __all__ = ["Client", "ClientStats", "Id", "HiloError"]
 
@@ -252,7 +252,7 @@ class Client:
             return cache
         with self._lock:
             if self._closed:
-                raise RuntimeError("hilo client is closed")
+                raise _ClosedError(collection)
             cache = self._caches.get(collection)
             if cache is None:
                 prefetcher = self._prefetcher
@@ -270,7 +270,7 @@ class Client:
             raise TypeError(f"collection must be str, not "
                             f"{type(collection).__name__}")
         if self._closed:
-            raise RuntimeError("hilo client is closed")
+            raise _ClosedError(collection)
         try:
             collection.encode("utf-8")
         except UnicodeEncodeError as e:
@@ -352,7 +352,8 @@ class Client:
         """Stops fetching ahead, returns the unused ranges, then closes the
         channels. Idempotent: a second close() waits (bounded) for the
         first to end. next_id calls racing close() either get a number
-        whose range goes back with the rest, or RuntimeError."""
+        whose range goes back with the rest, or HiloError
+        FAILED_PRECONDITION, as every call after close() does."""
         with self._lock:
             first = not self._closed
             self._closed = True

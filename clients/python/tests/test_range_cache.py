@@ -1,0 +1,249 @@
+"""Tests of hilo_client._range_cache (_RangeCache): one fetch at a time
+per collection, prefetching the next range, the runway, and no range
+after close."""
+
+import os
+import sys
+import threading
+import time
+import unittest
+
+import grpc
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from hilo_client import Client, HiloError, Id  # noqa: E402
+from fixtures import (  # noqa: E402
+    ManualPrefetcher, StubSpy, run_threads, ServerTestCase)
+from hilo_client._range_cache import _RangeCache  # noqa: E402
+from hilo_client._transport import _Issued  # noqa: E402
+
+
+class RangeCacheWithoutServerTest(unittest.TestCase):
+
+    def test_runway_is_the_numbers_held_at_the_recent_rate(self):
+        class Consecutive:
+            """Ranges of 32 from node A, one after the other, as a node
+            hands them to its only client."""
+
+            def __init__(self):
+                self.high = 0
+
+            def next(self, collection, previous, held):
+                self.high += 32
+                return _Issued(self.high - 31, self.high, "A", None, 0, 1)
+
+        now = [100.0]
+        prefetcher = ManualPrefetcher()
+        cache = _RangeCache("o", Consecutive(), lambda line: None, 0.2,
+                            prefetcher.schedule, clock=lambda: now[0])
+
+        def runway():
+            stats = {"calls_waited": 0, "ranges_fetched": 0,
+                     "ranges_prefetched": 0, "returns_applied": 0,
+                     "returns_refused": 0, "returns_failed": 0,
+                     "errors": {}, "runway": {}}
+            cache.add_stats_to(stats)
+            return stats["runway"].get("o")
+
+        self.assertIsNone(runway())  # nothing held
+        self.assertEqual(cache.next().number, 1)
+        self.assertIsNone(runway())  # no time passed
+        now[0] += 1
+        self.assertAlmostEqual(runway(), 31.0)  # 31 held at 1 a second
+        for n in range(2, 11):
+            self.assertEqual(cache.next().number, n)
+        self.assertAlmostEqual(runway(), 2.2)  # 22 at 10 a second
+        self.assertEqual(len(prefetcher.tasks), 1)  # the 7th asked for 33-64
+        prefetcher.tasks[0]()
+        self.assertAlmostEqual(runway(), 5.4)  # 22 + 32 at 10 a second
+        now[0] += 1
+        for n in range(11, 34):
+            self.assertEqual(cache.next().number, n)
+        # 33-64 took over; the window began with 1-32: 33 numbers in 2 s.
+        self.assertAlmostEqual(runway(), 31 * 2 / 33)
+        now[0] += 2
+        # No number for 2 s: the rate falls to 33 in 4 s.
+        self.assertAlmostEqual(runway(), 31 * 4 / 33)
+        self.assertIsNotNone(cache.take_unused(final=True))
+        self.assertIsNone(runway())  # nothing held
+
+
+class RangeCacheTest(ServerTestCase):
+
+    def test_a_call_that_races_close_is_refused_not_given_a_new_range(self):
+        # A caller past next_id's own closed check when close() begins
+        # reaches the cache after close() retired it: it must neither fetch
+        # a range that is never handed back nor call a closed channel.
+        c = Client([self.server.target], prefetch_at=0)
+        c.next_id("race")
+        cache = c._caches["race"]
+        c.close()
+        with self.assertRaises(HiloError) as cm:
+            cache.next()
+        self.assertEqual(cm.exception.code,
+                         grpc.StatusCode.FAILED_PRECONDITION)
+        self.assertIn("the hilo client is closed; no more IDs of collection "
+                      "'race'", cm.exception.message)
+        self.assertEqual(c.stats().ranges_fetched, 1)
+        self.assertEqual(c.stats().returns_applied, 1)
+
+    def test_threads_share_ranges_and_one_fetches_at_a_time(self):
+        # Without prefetching, and with the real prefetch thread, which
+        # shares the one fetch in flight with the callers that run dry.
+        for prefetch_at in (0, 0.2):
+            with self.subTest(prefetch_at=prefetch_at):
+                self._threads_share_ranges(prefetch_at)
+
+    def _threads_share_ranges(self, prefetch_at):
+        c = self.client(prefetch_at=prefetch_at, manual_prefetch=False)
+        source = c._source
+        real_next = source.next
+        lock = threading.Lock()
+        in_flight = {}
+        most = {}
+        fetches = {}
+
+        def counting_next(collection, previous, held=None):
+            with lock:
+                in_flight[collection] = in_flight.get(collection, 0) + 1
+                most[collection] = max(most.get(collection, 0),
+                                       in_flight[collection])
+                fetches[collection] = fetches.get(collection, 0) + 1
+            try:
+                time.sleep(0.02)  # widen the window for a second fetcher
+                return real_next(collection, previous, held)
+            finally:
+                with lock:
+                    in_flight[collection] -= 1
+
+        source.next = counting_next
+        per_thread = 500
+        names = (f"even-{prefetch_at}", f"odd-{prefetch_at}")
+        results = run_threads(
+            16, lambda i: [c.next_id(names[i % 2]) for _ in range(per_thread)])
+        for parity, name in enumerate(names):
+            got = [id_ for i, ids in enumerate(results) if i % 2 == parity
+                   for id_ in ids]
+            # Every number once, none skipped: one client's ranges follow
+            # each other and each is used up before the next is taken.
+            self.assertEqual(sorted(got),
+                             [Id(n, "A") for n in range(1, 8 * per_thread + 1)])
+            self.assertEqual(most[name], 1)
+            # 4000 numbers: 32+64+...+2048 = 4064, so exactly 7 ranges
+            # used; with prefetching, an 8th may have been fetched ahead.
+            if prefetch_at == 0:
+                self.assertEqual(fetches[name], 7)
+            else:
+                self.assertIn(fetches[name], (7, 8))
+        c.close()  # waits for a prefetch still in flight
+        stats = c.stats()
+        self.assertEqual(stats.ranges_fetched,
+                         fetches[names[0]] + fetches[names[1]])
+        if prefetch_at == 0:
+            self.assertEqual(stats.ranges_prefetched, 0)
+        else:
+            self.assertGreater(stats.ranges_prefetched, 0)
+
+    def test_prefetch_fetches_the_next_range_ahead_so_callers_do_not_wait(self):
+        c = self.client()  # prefetch_at 0.2 by default
+        spy = StubSpy(c)
+        self.assertEqual([c.next_id("o") for _ in range(6)],
+                         [Id(n, "A") for n in range(1, 7)])
+        self.assertEqual(c._prefetcher.tasks, [])
+        # The 7th number ends the first fifth of 1-32 (6.4, rounded up).
+        self.assertEqual(c.next_id("o"), Id(7, "A"))
+        self.assertEqual(c._prefetcher.run_all(), 1)
+        # It reported the range in use (so the size doubled) and asked for
+        # the range after it.
+        self.assertEqual([(r.low, r.high) for r in spy.next_replies],
+                         [(1, 32), (33, 96)])
+        self.assertEqual([c.next_id("o") for _ in range(8, 45)],
+                         [Id(n, "A") for n in range(8, 45)])
+        self.assertEqual(len(spy.next_replies), 2)  # 33 came from memory
+        self.assertEqual(c._prefetcher.tasks, [])
+        # A fifth of 33-96 is 12.8 numbers: the 13th, 45, asks again.
+        self.assertEqual(c.next_id("o"), Id(45, "A"))
+        self.assertEqual(c._prefetcher.run_all(), 1)
+        self.assertEqual((spy.next_replies[2].low, spy.next_replies[2].high),
+                         (97, 224))
+        stats = c.stats()
+        self.assertEqual(
+            (stats.calls_waited, stats.ranges_fetched,
+             stats.ranges_prefetched, stats.failovers, stats.errors),
+            (1, 3, 2, 0, {}))
+
+    def test_prefetch_and_refill_share_one_fetch(self):
+        c = self.client()
+        source = c._source
+        real_next = source.next
+        gate = threading.Event()
+        calls = []
+
+        def gated_next(collection, previous, held=None):
+            calls.append(previous.max)
+            if len(calls) == 2:  # the prefetch: held until the test says
+                self.assertTrue(gate.wait(10))
+            return real_next(collection, previous, held)
+
+        source.next = gated_next
+        self.assertEqual([c.next_id("o") for _ in range(7)],
+                         [Id(n, "A") for n in range(1, 8)])
+        prefetch = threading.Thread(target=c._prefetcher.run_all)
+        prefetch.start()
+        try:
+            # The rest of 1-32 comes from memory while the prefetch waits.
+            self.assertEqual([c.next_id("o") for _ in range(8, 33)],
+                             [Id(n, "A") for n in range(8, 33)])
+            # Callers that run dry now wait for the fetch in flight.
+            drawn = []
+            drawers = [threading.Thread(
+                target=lambda: drawn.append(c.next_id("o")))
+                for _ in range(4)]
+            for t in drawers:
+                t.start()
+            cache = c._caches["o"]
+            deadline = time.monotonic() + 10
+            while (len(cache._cond._waiters) < 4
+                   and time.monotonic() < deadline):
+                time.sleep(0.005)
+            self.assertEqual(len(cache._cond._waiters), 4)
+        finally:
+            gate.set()
+            prefetch.join(10)
+        for t in drawers:
+            t.join(10)
+        self.assertEqual(sorted(drawn), [Id(n, "A") for n in range(33, 37)])
+        self.assertEqual(calls, [0, 32])  # one fetch, one prefetch
+        stats = c.stats()
+        self.assertEqual((stats.calls_waited, stats.ranges_fetched,
+                          stats.ranges_prefetched), (5, 2, 1))
+
+    def test_failed_prefetch_is_fetched_by_the_caller_that_runs_dry(self):
+        c = self.client()
+        source = c._source
+        real_next = source.next
+        calls = []
+
+        def failing_prefetch(collection, previous, held=None):
+            calls.append(previous.max)
+            if len(calls) == 2:
+                raise HiloError(grpc.StatusCode.UNAVAILABLE, "blip")
+            return real_next(collection, previous, held)
+
+        source.next = failing_prefetch
+        self.assertEqual([c.next_id("o") for _ in range(7)],
+                         [Id(n, "A") for n in range(1, 8)])
+        self.assertEqual(c._prefetcher.run_all(), 1)  # fails, quietly
+        self.assertEqual([c.next_id("o") for _ in range(8, 34)],
+                         [Id(n, "A") for n in range(8, 34)])
+        self.assertEqual(calls, [0, 32, 32])
+        stats = c.stats()
+        self.assertEqual(
+            (stats.calls_waited, stats.ranges_fetched,
+             stats.ranges_prefetched, stats.errors),
+            (2, 2, 0, {grpc.StatusCode.UNAVAILABLE: 1}))
+
+
+if __name__ == "__main__":
+    unittest.main()
