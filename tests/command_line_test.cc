@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/temp_dir.h"
 
 ABSL_FLAG(std::string, node_tag, "", "a flag to be mistyped");
 ABSL_FLAG(bool, json, false, "a boolean");
@@ -65,16 +65,18 @@ TEST(CommandLineTest, FlagfileLinesAreCheckedNamingTheFile) {
   testing_util::TempDir dir;
   const std::string outer = dir.File("outer.flags");
   const std::string inner = dir.File("inner.flags");
-  testing_util::WriteFile(outer, "# a comment\n\n  --json\n--flagfile=" +
-                                     inner + "\n");
+  testing_util::WriteFile(
+      outer, "# a comment\n\n  --json\n--flagfile=" + inner + "\n");
   testing_util::WriteFile(inner, "--n=4\n--nodetag=B\n");
   EXPECT_EQ(Check({"--flagfile", outer}),
-            inner + ": unknown flag --nodetag; did you mean --node_tag? "
-                    "(--help lists every flag)");
+            inner +
+                ": unknown flag --nodetag; did you mean --node_tag? "
+                "(--help lists every flag)");
   testing_util::WriteFile(inner, "--n=abc\n");
   EXPECT_EQ(Check({"--flagfile=" + outer}),
-            inner + ": \"abc\" is not a valid value for --n (--help says "
-                    "what it takes)");
+            inner +
+                ": \"abc\" is not a valid value for --n (--help says "
+                "what it takes)");
   testing_util::WriteFile(inner, "--n=5\n--node_tag=C\n");
   EXPECT_EQ(Check({"--flagfile=" + outer, "--json"}), "");
   // The file's flags were read as Abseil will read them.

@@ -280,8 +280,7 @@ std::string CheckFlags(int argc, char** argv) {
   for (const FlagArgument& flag : flags) {
     std::string problem = CheckFlag(flag.name, flag.value);
     if (problem.empty()) continue;
-    return flag.file.empty() ? problem
-                             : absl::StrCat(flag.file, ": ", problem);
+    return flag.file.empty() ? problem : absl::StrCat(flag.file, ": ", problem);
   }
   return "";
 }
