@@ -227,7 +227,7 @@ func TestRunwayIsTheNumbersHeldAtTheRecentRate(t *testing.T) {
 	c := newTestClient(t, Config{}, node)
 	var mu sync.Mutex
 	now := time.Unix(1_800_000_000, 0)
-	c.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	c.settings.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
 	runway := func() (float64, bool) {
 		d, ok := c.Stats().Runway["r"]
