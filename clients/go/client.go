@@ -157,7 +157,7 @@ type Client struct {
 	createMu sync.Mutex
 
 	closed  atomic.Bool
-	closeMu sync.Mutex
+	closeMu sync.Mutex // one Close or ReturnUnusedRanges at a time
 	logMu   sync.Mutex
 	stats   counters
 }
@@ -456,6 +456,27 @@ func (c *Client) Stats() Stats {
 		}
 	}
 	return s
+}
+
+// ReturnUnusedRanges hands the unused numbers of every collection back to
+// the node that issued them, as Close does (see there), and keeps the
+// client: the next NextID of a collection fetches a new range. Calls on a
+// collection wait while its ranges go back (within their wait bound and
+// their ctx); no number of a range handed back is handed out afterwards.
+// Its next range from the same node may start right after the last number
+// this client handed out, whatever the return's outcome: a return that was
+// refused or failed leaves those numbers unused, never used twice
+// (CONTRACT.md R8, R11). Best effort, as in Close: a failed return is
+// logged and counted, never returned. Returns nil, ctx.Err() when ctx
+// ended first, or ErrClosed after Close.
+func (c *Client) ReturnUnusedRanges(ctx context.Context) error {
+	c.closeMu.Lock()
+	defer c.closeMu.Unlock()
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	handBack(ctx, c.src, c.sortedCaches(), false)
+	return ctx.Err()
 }
 
 // Close hands the unused numbers of every collection back to the node

@@ -35,6 +35,7 @@ type request struct {
 	Count         *int     `json:"count"`
 	Millis        *int64   `json:"millis"`
 	KeepGoing     bool     `json:"keep_going"`
+	KeepOpen      bool     `json:"keep_open"`
 }
 
 type answer map[string]interface{}
@@ -224,6 +225,15 @@ func (d *driver) handle(line []byte) (answer, bool) {
 			"returns_failed": str(s.ReturnsFailed),
 		}}, false
 	case "close":
+		if req.KeepOpen {
+			// Hands every unused range back; the client stays usable.
+			ctx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			if err := d.client.ReturnUnusedRanges(ctx); err != nil {
+				return failure(err), false
+			}
+			return answer{"ok": true, "kept_open": true}, false
+		}
 		d.closeClient()
 		return answer{"ok": true}, false
 	}
