@@ -144,12 +144,10 @@ func (c *counters) countError(code codes.Code) {
 // Client hands out IDs; see the package documentation. Safe for concurrent
 // use by many goroutines.
 type Client struct {
-	src        *source
-	separator  rune
-	prefetchAt float64
-	fetchBound time.Duration // longest a fetch can take: every target's deadline
-	logf       func(string, ...interface{})
-	conns      []*grpc.ClientConn // dialed by New; closed by Close
+	src       *source
+	separator rune
+	settings  *cacheSettings     // shared by every cache
+	conns     []*grpc.ClientConn // dialed by New; closed by Close
 
 	// Collection name -> its cache: read without a lock on every call,
 	// replaced by a copy with one more entry (under createMu) when a
@@ -158,12 +156,10 @@ type Client struct {
 	caches   atomic.Pointer[map[string]*rangeCache]
 	createMu sync.Mutex
 
-	closed   atomic.Bool
-	closeMu  sync.Mutex
-	inflight sync.WaitGroup // fetch goroutines
-	logMu    sync.Mutex
-	stats    counters
-	now      func() time.Time // times the runway; tests replace it
+	closed  atomic.Bool
+	closeMu sync.Mutex // one Close or ReturnUnusedRanges at a time
+	logMu   sync.Mutex
+	stats   counters
 }
 
 // New checks cfg and dials every target. Connecting is lazy, so New
@@ -298,13 +294,18 @@ func newClient(cfg Config, clients []hilov1.HiLoClient) *Client {
 	if logf == nil {
 		logf = log.Printf
 	}
-	c := &Client{
-		src:        src,
-		separator:  cfg.Separator,
+	c := &Client{src: src, separator: cfg.Separator}
+	c.settings = &cacheSettings{
 		prefetchAt: cfg.PrefetchAt,
+		// The longest a fetch can take: every target's deadline.
 		fetchBound: time.Duration(len(clients)+1) * cfg.RPCTimeout,
-		logf:       logf,
-		now:        time.Now,
+		now:        time.Now, // times the runway; tests replace it
+		logf: func(format string, args ...interface{}) {
+			c.logMu.Lock()
+			defer c.logMu.Unlock()
+			logf(format, args...)
+		},
+		stats: &c.stats,
 	}
 	c.caches.Store(&map[string]*rangeCache{})
 	return c
@@ -324,7 +325,9 @@ func (c *Client) cache(collection string) *rangeCache {
 	for k, v := range old {
 		caches[k] = v
 	}
-	rc := &rangeCache{name: collection, client: c}
+	// A cache made after Close took its list is closed from the start
+	// (Close sets closed before it takes createMu).
+	rc := newRangeCache(collection, c.src, c.settings, c.closed.Load())
 	caches[collection] = rc
 	c.caches.Store(&caches)
 	return rc
@@ -441,7 +444,7 @@ func (c *Client) Stats() Stats {
 		Errors:           map[codes.Code]int64{},
 		Runway:           map[string]time.Duration{},
 	}
-	now := c.now()
+	now := c.settings.now()
 	for name, rc := range *c.caches.Load() {
 		if d, ok := rc.runway(now); ok {
 			s.Runway[name] = d
@@ -453,6 +456,27 @@ func (c *Client) Stats() Stats {
 		}
 	}
 	return s
+}
+
+// ReturnUnusedRanges hands the unused numbers of every collection back to
+// the node that issued them, as Close does (see there), and keeps the
+// client: the next NextID of a collection fetches a new range. Calls on a
+// collection wait while its ranges go back (within their wait bound and
+// their ctx); no number of a range handed back is handed out afterwards.
+// Its next range from the same node may start right after the last number
+// this client handed out, whatever the return's outcome: a return that was
+// refused or failed leaves those numbers unused, never used twice
+// (CONTRACT.md R8, R11). Best effort, as in Close: a failed return is
+// logged and counted, never returned. Returns nil, ctx.Err() when ctx
+// ended first, or ErrClosed after Close.
+func (c *Client) ReturnUnusedRanges(ctx context.Context) error {
+	c.closeMu.Lock()
+	defer c.closeMu.Unlock()
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	handBack(ctx, c.src, c.sortedCaches(), false)
+	return ctx.Err()
 }
 
 // Close hands the unused numbers of every collection back to the node
@@ -479,54 +503,27 @@ func (c *Client) Close(ctx context.Context) error {
 	if c.closed.Swap(true) {
 		return ErrClosed
 	}
-	c.createMu.Lock()
-	var caches []*rangeCache
-	for _, rc := range *c.caches.Load() {
-		caches = append(caches, rc)
-	}
-	c.createMu.Unlock()
-	// In name order, so that what goes back in which call does not depend
-	// on the map's order.
-	sort.Slice(caches, func(i, j int) bool { return caches[i].name < caches[j].name })
+	caches := c.sortedCaches()
+	// Every collection refuses new calls before any waits for its fetch.
 	for _, rc := range caches {
-		rc.stopFetching()
+		rc.close()
 	}
-	c.inflight.Wait()
-	var groups []returnGroup
-	for _, rc := range caches {
-		groups = append(groups, rc.takeUnused()...)
-	}
-	c.returnGroups(ctx, groups)
+	handBack(ctx, c.src, caches, true)
 	for _, conn := range c.conns {
 		conn.Close()
 	}
 	return ctx.Err()
 }
 
-// returnGroups sends the returns and counts and logs their outcomes.
-func (c *Client) returnGroups(ctx context.Context, groups []returnGroup) {
-	if len(groups) == 0 {
-		return
+// sortedCaches lists the caches in name order, so that what goes back in
+// which call does not depend on the map's order.
+func (c *Client) sortedCaches() []*rangeCache {
+	c.createMu.Lock()
+	var caches []*rangeCache
+	for _, rc := range *c.caches.Load() {
+		caches = append(caches, rc)
 	}
-	outcomes := c.src.returnAll(ctx, groups)
-	for g, group := range groups {
-		for i, it := range group {
-			o := outcomes[g][i]
-			switch {
-			case o.err != nil:
-				c.stats.returnsFailed.Add(1)
-				c.stats.countError(codeOf(o.err))
-				c.logMu.Lock()
-				c.logf("hilo: returning numbers %d-%d of collection %q failed: %v", it.last+1, it.r.high,
-					it.collection, o.err)
-				c.logMu.Unlock()
-			case o.applied || o.max == it.last:
-				// A refusal with Max already at last is a retried copy of a
-				// return that applied (its reply was lost).
-				c.stats.returnsApplied.Add(1)
-			default:
-				c.stats.returnsRefused.Add(1)
-			}
-		}
-	}
+	c.createMu.Unlock()
+	sort.Slice(caches, func(i, j int) bool { return caches[i].name < caches[j].name })
+	return caches
 }

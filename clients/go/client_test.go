@@ -227,7 +227,7 @@ func TestRunwayIsTheNumbersHeldAtTheRecentRate(t *testing.T) {
 	c := newTestClient(t, Config{}, node)
 	var mu sync.Mutex
 	now := time.Unix(1_800_000_000, 0)
-	c.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	c.settings.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
 	runway := func() (float64, bool) {
 		d, ok := c.Stats().Runway["r"]
@@ -523,5 +523,43 @@ func TestASlowConnectionSetUpStillServesTheFirstCall(t *testing.T) {
 	id, err := c.NextID(bg, "slow")
 	if err != nil || id != (ID{Number: 1, NodeTag: "S"}) {
 		t.Fatalf("NextID over a link that takes %s to connect: %v, %v; want 1-S", setUp, id, err)
+	}
+}
+
+// ReturnUnusedRanges hands every collection's ranges back in one call per
+// node and keeps the client: each collection continues right after the
+// last number it handed out. After Close it is ErrClosed.
+func TestReturnUnusedRangesKeepsTheClientAndFailsAfterClose(t *testing.T) {
+	node := newFakeNode(t, "A")
+	c := newTestClient(t, Config{PrefetchAt: PrefetchOff}, node)
+	for i := 0; i < 3; i++ {
+		mustID(t, c, "k1")
+	}
+	mustID(t, c, "k2")
+	if err := c.ReturnUnusedRanges(bg); err != nil {
+		t.Fatalf("ReturnUnusedRanges: %v", err)
+	}
+	node.with(func() {
+		if len(node.batches) != 1 || len(node.batches[0].Returns) != 2 || node.max("k1") != 3 || node.max("k2") != 1 {
+			t.Fatalf("ReturnRanges calls %v; want one with both tails, Max 3 and 1", node.batches)
+		}
+	})
+	if id := mustID(t, c, "k1"); id.Number != 4 {
+		t.Fatalf("k1 went on with %d, want 4", id.Number)
+	}
+	if id := mustID(t, c, "k2"); id.Number != 2 {
+		t.Fatalf("k2 went on with %d, want 2", id.Number)
+	}
+	if s := c.Stats(); s.ReturnsApplied != 2 || s.RangesFetched != 4 {
+		t.Fatalf("stats %+v, want 2 returns applied and 4 ranges fetched", s)
+	}
+	if err := c.Close(bg); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if m := node.max("k1"); m != 4 {
+		t.Fatalf("after Close k1's Max is %d, want 4", m)
+	}
+	if err := c.ReturnUnusedRanges(bg); !errors.Is(err, ErrClosed) {
+		t.Fatalf("ReturnUnusedRanges after Close: %v, want ErrClosed", err)
 	}
 }

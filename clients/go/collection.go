@@ -26,7 +26,11 @@ type span struct {
 	rangeAt   *timestamppb.Timestamp
 	target    int   // index of the target that issued it; returns go there
 	prefetch  int64 // taking offset prefetch starts the next fetch; -1: never
-	taken     atomic.Int64
+	// Not from the server: the cache's mark for this node before it took
+	// this range, where the mark goes back when the range is handed back
+	// whole (CONTRACT.md R11).
+	heldBefore int64
+	taken      atomic.Int64
 }
 
 func newSpan(r *hilov1.NextRangeResponse, target int) *span {
@@ -64,36 +68,75 @@ func (s *span) retire() int64 {
 	return n
 }
 
+// fetcher is what a rangeCache needs from the servers: the next range of
+// its collection, and the returns of ranges it hands back. source is the
+// real one; tests give a fake that keeps a node's rules. Safe for
+// concurrent use.
+type fetcher interface {
+	// next returns the next range of collection. prev is what the request
+	// reports of the previous range, and prev.held what a reply is judged
+	// against: a reply that breaks the contract (CONTRACT.md R11) is never
+	// returned.
+	next(collection string, prev previous) (*span, error)
+	// returnAll sends each group to the node that issued its ranges, a
+	// group's items in order and in one call; the outcomes are in the order
+	// of the groups' items.
+	returnAll(ctx context.Context, groups []returnGroup) [][]returnOutcome
+	// describe names the servers, for messages.
+	describe() string
+}
+
+// cacheSettings are what a client's caches share: its options, its clock,
+// its log and its counters.
+type cacheSettings struct {
+	prefetchAt float64       // share of a range taken before the next is fetched; 0: never
+	fetchBound time.Duration // the longest a caller waits for a fetch
+	now        func() time.Time
+	logf       func(format string, args ...interface{}) // one line at a time
+	stats      *counters
+}
+
 // flight is one NextRange under way for a collection, on demand or ahead of
-// need; callers that find the collection dry wait for it.
+// need, or the return of its ranges; callers that find the collection dry
+// wait for it.
 type flight struct {
 	done     chan struct{}
 	err      error // set before done closes
-	prefetch bool
+	prefetch bool  // a failure is not the waiters' error (a fetch ahead, or a return)
 }
 
 // rangeCache is one collection's ranges. The fast path (next) is an atomic
 // load of the current span and one atomic add on its counter. When the
 // span runs dry, exactly one NextRange is under way at a time (a flight);
 // callers arriving meanwhile wait for it, bounded, and take their number
-// from what it brought. Safe for concurrent use.
+// from what it brought. It owns its refill: it asks its fetcher, and knows
+// nothing of the client. Safe for concurrent use.
 type rangeCache struct {
-	name   string
-	client *Client
-	cur    atomic.Pointer[span] // nil before the first range
+	name string
+	src  fetcher
+	set  *cacheSettings
+	cur  atomic.Pointer[span] // nil before the first range and after a return
 
-	mu      sync.Mutex
-	ahead   *span   // fetched ahead of need, not yet current
-	flying  *flight // the NextRange under way, if any
-	prev    previous
-	lastOf  map[string]int64 // per node tag, the high of its last range
-	closing bool             // Close has begun: no more fetches
+	mu     sync.Mutex
+	ahead  *span   // fetched ahead of need, not yet current
+	flying *flight // the NextRange or the return under way, if any
+	// What the next request reports; prev.held, per node tag, is the
+	// highest number of the collection this cache holds or handed out from
+	// that node's ranges (after a return, the last number it used of the
+	// range handed back; CONTRACT.md R11).
+	prev     previous
+	usedUpTo int64 // the highest number handed out of a retired range
+	closed   bool  // the client closed: no number and no fetch from now on
 
 	// The runway's window, moved only by publish: it began when the span
 	// before the current one was published (the current one, for the
 	// first), with the numbers taken of that earlier span.
 	publishedAt, windowStart time.Time
 	windowTakenBefore        int64
+}
+
+func newRangeCache(name string, src fetcher, set *cacheSettings, closed bool) *rangeCache {
+	return &rangeCache{name: name, src: src, set: set, closed: closed}
 }
 
 // next hands out the next number of the collection.
@@ -112,34 +155,37 @@ func (c *rangeCache) next(ctx context.Context) (ID, error) {
 
 // refill is next's slow path: seen is the span the caller found dry (nil
 // for none). It takes a number from a newer span if one is out, promotes
-// the range fetched ahead, or fetches (or waits for the fetch under way),
-// and loops until it has a number or an error. A caller that waited for a
-// fetch that failed returns that fetch's error; it never fetches again.
+// the range fetched ahead, or fetches (or waits for the fetch or return
+// under way), and loops until it has a number or an error. A caller that
+// waited for a fetch that failed returns that fetch's error; it never
+// fetches again.
 func (c *rangeCache) refill(ctx context.Context, seen *span) (ID, error) {
 	waited := false
 	defer func() {
 		if waited {
-			c.client.stats.callsWaited.Add(1)
+			c.set.stats.callsWaited.Add(1)
 		}
 	}()
 	for {
 		c.mu.Lock()
-		if c.closing || c.client.closed.Load() {
+		if c.closed {
 			c.mu.Unlock()
 			return ID{}, ErrClosed
 		}
 		if s := c.cur.Load(); s != seen {
-			// A newer range is out: take a number of it (reading its
-			// counter would not reserve one).
+			// A newer range is out (or none, after a return): take a number
+			// of it (reading its counter would not reserve one).
 			seen = s
+			c.mu.Unlock()
+			if s == nil {
+				continue
+			}
 			if k, ok := s.take(); ok {
-				c.mu.Unlock()
 				if k == s.prefetch {
 					c.startPrefetch(s)
 				}
 				return ID{Number: s.low + k, NodeTag: s.tag}, nil
 			}
-			c.mu.Unlock()
 			continue
 		}
 		if c.ahead != nil {
@@ -167,14 +213,14 @@ func (c *rangeCache) refill(ctx context.Context, seen *span) (ID, error) {
 }
 
 // wait waits for f, for the caller's ctx, or for the longest a fetch can
-// take (every target's deadline), whichever ends first.
+// take, whichever ends first.
 func (c *rangeCache) wait(ctx context.Context, f *flight) error {
 	select {
 	case <-f.done:
 		return nil
 	default:
 	}
-	bound := time.NewTimer(c.client.fetchBound)
+	bound := time.NewTimer(c.set.fetchBound)
 	defer bound.Stop()
 	select {
 	case <-f.done:
@@ -183,7 +229,7 @@ func (c *rangeCache) wait(ctx context.Context, f *flight) error {
 		return ctx.Err()
 	case <-bound.C:
 		return newError(codes.DeadlineExceeded, nil, "waited %s for a range of %q from %s",
-			c.client.fetchBound, c.name, c.client.src.describe())
+			c.set.fetchBound, c.name, c.src.describe())
 	}
 }
 
@@ -202,7 +248,7 @@ func (c *rangeCache) runway(now time.Time) (time.Duration, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.cur.Load()
-	if s == nil || c.closing {
+	if s == nil || c.closed {
 		return 0, false
 	}
 	taken := takenOf(s)
@@ -220,14 +266,18 @@ func (c *rangeCache) runway(now time.Time) (time.Duration, bool) {
 
 // publish makes s the current span. Called with mu held.
 func (c *rangeCache) publish(s *span) {
-	now := c.client.now()
+	now := c.set.now()
 	if old := c.cur.Load(); old != nil {
+		// It ran dry: every number of it was handed out.
 		c.windowStart, c.windowTakenBefore = c.publishedAt, takenOf(old)
+		if old.high > c.usedUpTo {
+			c.usedUpTo = old.high
+		}
 	} else {
 		c.windowStart, c.windowTakenBefore = now, 0
 	}
 	c.publishedAt = now
-	if p := c.client.prefetchAt; p > 0 {
+	if p := c.set.prefetchAt; p > 0 {
 		s.prefetch = int64(math.Ceil(p*float64(s.size))) - 1
 		if s.prefetch < 0 {
 			s.prefetch = 0
@@ -237,11 +287,11 @@ func (c *rangeCache) publish(s *span) {
 }
 
 // startPrefetch fetches the range after s ahead of need, unless one is
-// fetched or being fetched, or the client is closing.
+// fetched or being fetched, a return is under way, or the client closed.
 func (c *rangeCache) startPrefetch(s *span) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closing || c.client.closed.Load() || c.ahead != nil || c.flying != nil || c.cur.Load() != s {
+	if c.closed || c.ahead != nil || c.flying != nil || c.cur.Load() != s {
 		return
 	}
 	c.launch(true)
@@ -252,32 +302,18 @@ func (c *rangeCache) launch(prefetch bool) *flight {
 	f := &flight{done: make(chan struct{}), prefetch: prefetch}
 	c.flying = f
 	prev := c.prev
-	c.client.inflight.Add(1)
+	prev.held = make(map[string]int64, len(c.prev.held))
+	for tag, mark := range c.prev.held {
+		prev.held[tag] = mark
+	}
 	go func() {
-		defer c.client.inflight.Done()
-		s, err := c.client.src.next(c.name, prev, c.check)
+		s, err := c.src.next(c.name, prev)
 		c.mu.Lock()
 		if err != nil {
-			c.client.stats.countError(codeOf(err))
+			c.set.stats.countError(codeOf(err))
 			f.err = err
 		} else {
-			// The size rule's inputs; last_max is the highest number seen
-			// from any range of the collection.
-			c.prev.size, c.prev.rangeAt = s.size, s.rangeAt
-			if s.high > c.prev.max {
-				c.prev.max = s.high
-			}
-			if c.lastOf == nil {
-				c.lastOf = make(map[string]int64)
-			}
-			c.lastOf[s.tag] = s.high
-			c.client.stats.rangesFetched.Add(1)
-			if prefetch {
-				c.client.stats.rangesPrefetched.Add(1)
-				c.ahead = s
-			} else {
-				c.publish(s)
-			}
+			c.accept(s, prefetch)
 		}
 		c.flying = nil
 		c.mu.Unlock()
@@ -286,97 +322,177 @@ func (c *rangeCache) launch(prefetch bool) *flight {
 	return f
 }
 
-// The most numbers a client takes in one range (CONTRACT.md R11): a server's
-// ranges are at most its --max_range_size (2^20 by default); a bigger one is
-// a tampered reply or a broken server, whose high echoed as last_max every
-// node would then refuse.
-const maxRangeSize = 1 << 32
-
-// check refuses a NextRange reply that breaks the contract: a node tag
-// that is not 1-4 characters of A-Z and 0-9, low < 1, high < low, more than
-// maxRangeSize numbers, a range_at that is not a valid Timestamp (unset
-// counts as 1970, which is valid), or a range that does not lie above the
-// last one this client got for the collection from the same node.
-func (c *rangeCache) check(r *hilov1.NextRangeResponse) error {
-	if !validTag(r.GetNodeTag()) {
-		return fmt.Errorf("NextRange replied with node tag %q, which is not 1-4 characters of A-Z and 0-9",
-			r.GetNodeTag())
+// accept takes s, which the fetcher judged usable: the next request
+// reports it, its node's mark rises to its high, and it becomes current
+// (or waits as the range ahead). Called with mu held.
+func (c *rangeCache) accept(s *span, prefetch bool) {
+	// The size rule's inputs; last_max is the highest number seen from any
+	// range of the collection.
+	c.prev.size, c.prev.rangeAt = s.size, s.rangeAt
+	if s.high > c.prev.max {
+		c.prev.max = s.high
 	}
-	if r.GetLow() < 1 || r.GetHigh() < r.GetLow() {
-		return fmt.Errorf("NextRange replied with the invalid range [%d, %d]", r.GetLow(), r.GetHigh())
+	if c.prev.held == nil {
+		c.prev.held = make(map[string]int64)
 	}
-	// high - low cannot overflow: low >= 1.
-	if r.GetHigh()-r.GetLow() >= maxRangeSize {
-		return fmt.Errorf("NextRange replied with the range [%d, %d] of %d numbers; a client takes at most %d in one range",
-			r.GetLow(), r.GetHigh(), uint64(r.GetHigh()-r.GetLow())+1, int64(maxRangeSize))
-	}
-	if at := r.GetRangeAt(); at != nil && at.CheckValid() != nil {
-		return fmt.Errorf("NextRange replied with range_at %d s %d ns, which is not a valid Timestamp (0001-01-01 to 9999-12-31)",
-			at.GetSeconds(), at.GetNanos())
-	}
-	c.mu.Lock()
-	last, ok := c.lastOf[r.GetNodeTag()]
-	c.mu.Unlock()
-	if ok && r.GetLow() <= last {
-		return fmt.Errorf("NextRange replied with range [%d, %d] of node %s, which does not lie above "+
-			"that node's previous range of %q (up to %d)", r.GetLow(), r.GetHigh(), r.GetNodeTag(), c.name, last)
-	}
-	return nil
-}
-
-func validTag(tag string) bool {
-	if len(tag) < 1 || len(tag) > 4 {
-		return false
-	}
-	for i := 0; i < len(tag); i++ {
-		if b := tag[i]; !(b >= 'A' && b <= 'Z' || b >= '0' && b <= '9') {
-			return false
-		}
-	}
-	return true
-}
-
-// stopFetching makes the cache fetch no more and waits for the fetch under
-// way, if any (it ends within its deadlines).
-func (c *rangeCache) stopFetching() {
-	c.mu.Lock()
-	c.closing = true
-	f := c.flying
-	c.mu.Unlock()
-	if f != nil {
-		<-f.done
+	s.heldBefore = c.prev.held[s.tag]
+	c.prev.held[s.tag] = s.high
+	c.set.stats.rangesFetched.Add(1)
+	if prefetch {
+		c.set.stats.rangesPrefetched.Add(1)
+		c.ahead = s
+	} else {
+		c.publish(s)
 	}
 }
 
-// takeUnused retires the current range and the one fetched ahead and says
-// what goes back: the range fetched ahead whole, then the current range's
-// unused tail. Items for the same node go in one group (one call, in that
-// order); a range of another node goes in a group of its own. Called after
-// stopFetching.
-func (c *rangeCache) takeUnused() []returnGroup {
+// unused is what a cache hands back: its groups of returns (see
+// takeUnused), and the flight its callers wait on meanwhile (nil when the
+// client closes).
+type unused struct {
+	groups []returnGroup
+	flight *flight
+}
+
+// takeUnused waits for the fetch under way, if any (it ends within its
+// deadlines), then retires the current range and the one fetched ahead and
+// says what goes back: the range fetched ahead whole, then the current
+// range's unused tail. Items for the same node go in one group (one call,
+// in that order); a range of another node goes in a group of its own. No
+// number of either range is handed out after this returns. With final (the
+// client closes) the cache hands out and fetches nothing from then on;
+// otherwise callers wait until endReturn, then fetch a new range. endReturn
+// must follow when the result holds groups.
+func (c *rangeCache) takeUnused(final bool) unused {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var groups []returnGroup
+	if final {
+		c.closed = true
+	}
+	for c.flying != nil {
+		f := c.flying
+		c.mu.Unlock()
+		<-f.done
+		c.mu.Lock()
+	}
 	var ahead, tail *returnItem
 	if a := c.ahead; a != nil {
 		ahead = &returnItem{collection: c.name, r: a, last: a.low - 1}
 		c.ahead = nil
 	}
 	if s := c.cur.Load(); s != nil {
-		if taken := s.retire(); taken < s.size {
+		taken := s.retire()
+		if last := s.low + taken - 1; last > c.usedUpTo {
+			c.usedUpTo = last
+		}
+		if taken < s.size {
 			tail = &returnItem{collection: c.name, r: s, last: s.low + taken - 1}
 		}
+		c.cur.Store(nil)
+		// The next range may start right after the last number handed out,
+		// whether the returns apply or not: the numbers above it are no
+		// longer this cache's. Reporting more would make the node skip
+		// numbers another client may have handed back meanwhile.
+		c.prev.max = c.usedUpTo
 	}
+	var u unused
 	switch {
 	case ahead != nil && tail != nil && ahead.r.target == tail.r.target:
-		groups = append(groups, returnGroup{*ahead, *tail})
+		u.groups = append(u.groups, returnGroup{*ahead, *tail})
 	default:
 		if ahead != nil {
-			groups = append(groups, returnGroup{*ahead})
+			u.groups = append(u.groups, returnGroup{*ahead})
 		}
 		if tail != nil {
-			groups = append(groups, returnGroup{*tail})
+			u.groups = append(u.groups, returnGroup{*tail})
 		}
 	}
-	return groups
+	if len(u.groups) > 0 && !final {
+		u.flight = &flight{done: make(chan struct{}), prefetch: true}
+		c.flying = u.flight
+	}
+	return u
+}
+
+// endReturn ends what takeUnused began: counts each return's outcome
+// (outcomes[g][i] is that of u.groups[g][i]), logs the failures, lowers
+// the marks, and lets waiting callers go on.
+func (c *rangeCache) endReturn(u unused, outcomes [][]returnOutcome) {
+	var lines []string
+	c.mu.Lock()
+	for g, group := range u.groups {
+		for i, it := range group {
+			o := outcomes[g][i]
+			switch {
+			case o.err != nil:
+				c.set.stats.returnsFailed.Add(1)
+				c.set.stats.countError(codeOf(o.err))
+				lines = append(lines, fmt.Sprintf("hilo: returning numbers %d-%d of collection %q failed: %v",
+					it.last+1, it.r.high, it.collection, o.err))
+			case o.applied || o.max == it.last:
+				// A refusal with Max already at last is a retried copy of a
+				// return that applied (its reply was lost).
+				c.set.stats.returnsApplied.Add(1)
+			default:
+				c.set.stats.returnsRefused.Add(1)
+			}
+			// Whatever the answer, this range is never used again, so its
+			// numbers above last are no longer held: the mark goes down to
+			// the last number handed out of it or, for a range back whole,
+			// to what it was before the range was taken (other clients'
+			// returns may since have moved the node's Max below low - 1).
+			// A return of unknown outcome may have applied, and then the
+			// node's next range rightly starts right after last. In order:
+			// a pair's later range lowers the mark to the earlier range's
+			// high, then the earlier range's tail lowers it below that.
+			if c.prev.held[it.r.tag] == it.r.high {
+				if it.last == it.r.low-1 {
+					c.prev.held[it.r.tag] = it.r.heldBefore
+				} else {
+					c.prev.held[it.r.tag] = it.last
+				}
+			}
+		}
+	}
+	f := u.flight
+	if f != nil && c.flying == f {
+		c.flying = nil
+	}
+	c.mu.Unlock()
+	if f != nil {
+		close(f.done)
+	}
+	for _, line := range lines {
+		c.set.logf("%s", line)
+	}
+}
+
+// close makes the cache hand out and fetch nothing from now on (calls get
+// ErrClosed); takeUnused(true) then hands its ranges back.
+func (c *rangeCache) close() {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+}
+
+// handBack takes the unused ranges of every cache (for good with final),
+// sends them all through src at once, and lets each cache record its
+// outcomes.
+func handBack(ctx context.Context, src fetcher, caches []*rangeCache, final bool) {
+	var taken []unused
+	var groups []returnGroup
+	for _, rc := range caches {
+		u := rc.takeUnused(final)
+		taken = append(taken, u)
+		groups = append(groups, u.groups...)
+	}
+	var outcomes [][]returnOutcome
+	if len(groups) > 0 {
+		outcomes = src.returnAll(ctx, groups)
+	}
+	for i, rc := range caches {
+		n := len(taken[i].groups)
+		rc.endReturn(taken[i], outcomes[:n])
+		outcomes = outcomes[n:]
+	}
 }

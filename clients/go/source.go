@@ -42,11 +42,19 @@ type target struct {
 }
 
 // previous is what a NextRange request reports about the client's previous
-// range of its collection.
+// range of its collection (size, rangeAt, max), and what a reply is judged
+// against (held).
 type previous struct {
 	size    int64
 	rangeAt *timestamppb.Timestamp // nil if none
-	max     int64                  // the highest number seen from any range
+	// The highest number seen from any range; after a return, the last
+	// number handed out.
+	max int64
+	// Not sent. Per node tag, the highest number of the collection the
+	// client holds or handed out from that node's ranges (after a return,
+	// the last number it used of the range handed back): a range of that
+	// node starting at or below it is refused (CONTRACT.md R11). Read only.
+	held map[string]int64
 }
 
 // source calls the servers: NextRange with failover, returns to the node
@@ -80,12 +88,12 @@ func (s *source) describe() string {
 }
 
 // next asks the preferred target for the next range of collection and, on
-// UNAVAILABLE or DEADLINE_EXCEEDED or a reply that check refuses, each other
-// target once; the target that gave a usable range is preferred from then
-// on. Each attempt has its own deadline of rpcTimeout, from the monotonic
-// clock (time.Now's monotonic reading, which context.WithTimeout keeps).
-func (s *source) next(collection string, prev previous,
-	check func(*hilov1.NextRangeResponse) error) (*span, error) {
+// UNAVAILABLE or DEADLINE_EXCEEDED or a reply that checkReply refuses, each
+// other target once; the target that gave a usable range is preferred from
+// then on. Each attempt has its own deadline of rpcTimeout, from the
+// monotonic clock (time.Now's monotonic reading, which context.WithTimeout
+// keeps).
+func (s *source) next(collection string, prev previous) (*span, error) {
 	if !utf8.ValidString(collection) {
 		// Marshalling would fail (INTERNAL): refused here, as the server
 		// would (CONTRACT.md R13).
@@ -127,7 +135,7 @@ func (s *source) next(collection string, prev previous,
 				status.Convert(err).Message()))
 			continue
 		}
-		if err := check(resp); err != nil {
+		if err := checkReply(resp, collection, prev.held); err != nil {
 			anyRefused = true
 			failures = append(failures, fmt.Sprintf("%s: %v", t.name, err))
 			continue
@@ -152,6 +160,54 @@ func (s *source) next(collection string, prev previous,
 func echoRefused(code codes.Code, req *hilov1.NextRangeRequest) bool {
 	echoes := req.GetLastMax() != 0 || req.GetLastSize() != 0 || req.GetLastRangeAt() != nil
 	return echoes && (code == codes.FailedPrecondition || code == codes.InvalidArgument)
+}
+
+// The most numbers a client takes in one range (CONTRACT.md R11): a server's
+// ranges are at most its --max_range_size (2^20 by default); a bigger one is
+// a tampered reply or a broken server, whose high echoed as last_max every
+// node would then refuse.
+const maxRangeSize = 1 << 32
+
+// checkReply refuses a NextRange reply of collection that breaks the
+// contract (CONTRACT.md R11): a node tag that is not 1-4 characters of A-Z
+// and 0-9, low < 1, high < low, more than maxRangeSize numbers, a range_at
+// that is not a valid Timestamp (unset counts as 1970, which is valid), or
+// a range that does not lie above held, the client's mark for that node.
+func checkReply(r *hilov1.NextRangeResponse, collection string, held map[string]int64) error {
+	if !validTag(r.GetNodeTag()) {
+		return fmt.Errorf("NextRange replied with node tag %q, which is not 1-4 characters of A-Z and 0-9",
+			r.GetNodeTag())
+	}
+	if r.GetLow() < 1 || r.GetHigh() < r.GetLow() {
+		return fmt.Errorf("NextRange replied with the invalid range [%d, %d]", r.GetLow(), r.GetHigh())
+	}
+	// high - low cannot overflow: low >= 1.
+	if r.GetHigh()-r.GetLow() >= maxRangeSize {
+		return fmt.Errorf("NextRange replied with the range [%d, %d] of %d numbers; a client takes at most %d in one range",
+			r.GetLow(), r.GetHigh(), uint64(r.GetHigh()-r.GetLow())+1, int64(maxRangeSize))
+	}
+	if at := r.GetRangeAt(); at != nil && at.CheckValid() != nil {
+		return fmt.Errorf("NextRange replied with range_at %d s %d ns, which is not a valid Timestamp (0001-01-01 to 9999-12-31)",
+			at.GetSeconds(), at.GetNanos())
+	}
+	if mark, ok := held[r.GetNodeTag()]; ok && r.GetLow() <= mark {
+		return fmt.Errorf("NextRange replied with range [%d, %d] of node %s, which does not lie above "+
+			"what this client holds or handed out of %q from that node (up to %d)", r.GetLow(), r.GetHigh(),
+			r.GetNodeTag(), collection, mark)
+	}
+	return nil
+}
+
+func validTag(tag string) bool {
+	if len(tag) < 1 || len(tag) > 4 {
+		return false
+	}
+	for i := 0; i < len(tag); i++ {
+		if b := tag[i]; !(b >= 'A' && b <= 'Z' || b >= '0' && b <= '9') {
+			return false
+		}
+	}
+	return true
 }
 
 // returnItem hands back (last, r.high] of r.

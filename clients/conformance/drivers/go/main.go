@@ -18,8 +18,10 @@ import (
 	"unicode/utf8"
 
 	hilo "github.com/hilo-id/hilo/clients/go"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/resolver"
 )
 
 type request struct {
@@ -35,6 +37,7 @@ type request struct {
 	Count         *int     `json:"count"`
 	Millis        *int64   `json:"millis"`
 	KeepGoing     bool     `json:"keep_going"`
+	KeepOpen      bool     `json:"keep_open"`
 }
 
 type answer map[string]interface{}
@@ -74,6 +77,28 @@ func driverError(format string, args ...interface{}) answer {
 	return answer{"ok": false, "code": "DRIVER", "message": fmt.Sprintf(format, args...)}
 }
 
+// addressList resolves "ipv4:///host:port,host:port,...", the runner's
+// target of several addresses (gRPC's ipv4: URI, which grpc-go does not
+// know; it parses a scheme only before "://"), to those addresses in that
+// order, once, as a DNS name of several A records or a headless Service
+// resolves: the channel's load-balancing policy, which the client
+// chooses, then decides which address a call goes to.
+type addressList struct{}
+
+func (addressList) Scheme() string { return "ipv4" }
+
+func (addressList) Build(t resolver.Target, cc resolver.ClientConn, _ resolver.BuildOptions) (resolver.Resolver, error) {
+	var state resolver.State
+	for _, a := range strings.Split(t.Endpoint, ",") {
+		state.Addresses = append(state.Addresses, resolver.Address{Addr: a})
+	}
+	cc.UpdateState(state)
+	return addressList{}, nil
+}
+
+func (addressList) ResolveNow(resolver.ResolveNowOptions) {}
+func (addressList) Close()                                {}
+
 type driver struct {
 	client *hilo.Client
 }
@@ -92,7 +117,13 @@ func (d *driver) closeClient() {
 func (d *driver) open(req *request) answer {
 	d.closeClient()
 	d.client = nil
-	cfg := hilo.Config{Targets: req.Targets}
+	cfg := hilo.Config{Targets: append([]string(nil), req.Targets...)}
+	for i, t := range cfg.Targets {
+		if strings.HasPrefix(t, "ipv4:") && !strings.HasPrefix(t, "ipv4://") {
+			cfg.Targets[i] = "ipv4:///" + strings.TrimPrefix(t, "ipv4:")
+			cfg.DialOptions = []grpc.DialOption{grpc.WithResolvers(addressList{})}
+		}
+	}
 	if req.Separator != nil {
 		r, size := utf8.DecodeRuneInString(*req.Separator)
 		if size == 0 || size != len(*req.Separator) {
@@ -224,6 +255,15 @@ func (d *driver) handle(line []byte) (answer, bool) {
 			"returns_failed": str(s.ReturnsFailed),
 		}}, false
 	case "close":
+		if req.KeepOpen {
+			// Hands every unused range back; the client stays usable.
+			ctx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			if err := d.client.ReturnUnusedRanges(ctx); err != nil {
+				return failure(err), false
+			}
+			return answer{"ok": true, "kept_open": true}, false
+		}
 		d.closeClient()
 		return answer{"ok": true}, false
 	}
