@@ -91,8 +91,6 @@ class GroupCommit {
     absl::AnyInvocable<void(absl::Status)> done;
     // The outcome: set by the BatchRunner.
     absl::Status status;
-    // Rows the body created, for the store's own bookkeeping.
-    int64_t rows_created = 0;
   };
 
   // Runs one batch (1 to max_batch operations, oldest first) in one

@@ -382,20 +382,16 @@ absl::Status SqliteRangeStore::OpenReader() {
 }
 
 template <typename T>
-void SqliteRangeStore::Submit(
-    bool read_only,
-    absl::AnyInvocable<absl::Status(T* result, int64_t* rows_created)> body,
-    StoreCallback<T> done) {
+void SqliteRangeStore::SubmitRead(
+    absl::AnyInvocable<absl::Status(T* result)> body, StoreCallback<T> done) {
   // The result lives with the completion; the body, which runs first,
   // writes it through a pointer.
   auto result = std::make_unique<T>();
   T* out = result.get();
   auto op = std::make_unique<GroupCommit::Operation>();
-  op->read_only = read_only;
-  op->body = [out, body = std::move(body)](
-                 GroupCommit::Operation& self) mutable -> absl::Status {
-    self.rows_created = 0;
-    return body(out, &self.rows_created);
+  op->read_only = true;
+  op->body = [out, body = std::move(body)](GroupCommit::Operation&) mutable {
+    return body(out);
   };
   op->done = [result = std::move(result),
               done = std::move(done)](absl::Status status) mutable {
@@ -405,17 +401,12 @@ void SqliteRangeStore::Submit(
       done(std::move(*result));
     }
   };
-  if (!read_only && options_.read_only) {
-    op->done(absl::FailedPreconditionError(
-        absl::StrFormat("database %s was opened read-only", options_.path)));
-    return;
-  }
   if (guard_ != nullptr && guard_->lost()) {
     // Not even a read: what the deleted file says is no one's state.
     op->done(absl::UnavailableError(internal::kFileLostMessage));
     return;
   }
-  (read_only ? reader_->queue : queue_)->Submit(std::move(op));
+  reader_->queue->Submit(std::move(op));
 }
 
 template <typename T>
@@ -493,10 +484,9 @@ void SqliteRangeStore::ReturnManyAsync(
 void SqliteRangeStore::GetAsync(
     absl::string_view collection,
     StoreCallback<std::optional<CollectionState>> done) {
-  Submit<std::optional<CollectionState>>(
-      /*read_only=*/true,
+  SubmitRead<std::optional<CollectionState>>(
       [this, name = std::string(collection)](
-          std::optional<CollectionState>* state, int64_t*) -> absl::Status {
+          std::optional<CollectionState>* state) -> absl::Status {
         absl::StatusOr<std::optional<CollectionState>> row =
             ReadRow(reader_->db, *reader_->select, name);
         if (!row.ok()) return row.status();
@@ -509,10 +499,9 @@ void SqliteRangeStore::GetAsync(
 void SqliteRangeStore::DoListAsync(
     absl::string_view after, int limit,
     StoreCallback<std::vector<NamedCollectionState>> done) {
-  Submit<std::vector<NamedCollectionState>>(
-      /*read_only=*/true,
-      [this, after = std::string(after), limit](
-          std::vector<NamedCollectionState>* result, int64_t*) {
+  SubmitRead<std::vector<NamedCollectionState>>(
+      [this, after = std::string(after),
+       limit](std::vector<NamedCollectionState>* result) {
         return ReadRows(reader_->db, *reader_->list, after, limit, result);
       },
       std::move(done));

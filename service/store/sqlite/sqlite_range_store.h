@@ -157,16 +157,11 @@ class SqliteRangeStore final : public RangeStore {
   absl::Status Init() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   // Init of a read-only store: checks the identity and version only.
   absl::Status InitReadOnly() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
-  // Queues `body` for the next batch; `done` gets its result once the batch
-  // is committed (or the commit's error if the commit failed and the body
-  // writes). The body sets *rows_created to 1 when it inserted a row, -1
-  // when it deleted one. A
-  // `read_only` body succeeds even when its batch's commit fails.
+  // Queues the read `body` for the reading connection's next batch; `done`
+  // gets what it read, or its error.
   template <typename T>
-  void Submit(
-      bool read_only,
-      absl::AnyInvocable<absl::Status(T* result, int64_t* rows_created)> body,
-      StoreCallback<T> done);
+  void SubmitRead(absl::AnyInvocable<absl::Status(T* result)> body,
+                  StoreCallback<T> done);
   // Queues a write for the batch writer: `judge` decides, on the batch's
   // rows, what it does (sqlite_judges.h); `done` gets its result once the
   // batch is committed, or the batch's error.

@@ -1,10 +1,12 @@
 // SqliteRangeStore's reads on its reading connection: a row of table
 // `collections`, and a page of rows, as CollectionStates. (The batch writer
-// reads and writes rows on the writing connection: sqlite_batch_writer.cc.)
+// reads and writes rows on the writing connection: sqlite_batch_writer.cc;
+// both decode a row with sqlite_row_codec.h.)
 #include <sqlite3.h>
 
 #include "absl/strings/str_cat.h"
 #include "service/store/sqlite/sqlite_range_store.h"
+#include "service/store/sqlite/sqlite_row_codec.h"
 #include "service/store/sqlite/sqlite_statement.h"
 
 namespace hilo {
@@ -17,16 +19,7 @@ absl::StatusOr<std::optional<CollectionState>> SqliteRangeStore::ReadRow(
                     static_cast<int>(collection.size()), SQLITE_STATIC);
   const int rc = sqlite3_step(stmt);
   std::optional<CollectionState> state;
-  if (rc == SQLITE_ROW) {
-    state.emplace();
-    state->max = sqlite3_column_int64(stmt, 0);
-    state->return_floor = sqlite3_column_int64(stmt, 1);
-    state->updated_at = absl::FromUnixMicros(sqlite3_column_int64(stmt, 2));
-    state->range_token = static_cast<uint64_t>(sqlite3_column_int64(stmt, 3));
-    state->previous_token =
-        static_cast<uint64_t>(sqlite3_column_int64(stmt, 4));
-    state->previous_return_floor = sqlite3_column_int64(stmt, 5);
-  }
+  if (rc == SQLITE_ROW) state = internal::ReadCollectionColumns(stmt, 0);
   select.Reset();
   if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
     return ErrorOn(db, rc,
@@ -48,14 +41,7 @@ absl::Status SqliteRangeStore::ReadRows(
     NamedCollectionState row;
     row.name.assign(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)),
                     sqlite3_column_bytes(stmt, 0));
-    row.state.max = sqlite3_column_int64(stmt, 1);
-    row.state.return_floor = sqlite3_column_int64(stmt, 2);
-    row.state.updated_at = absl::FromUnixMicros(sqlite3_column_int64(stmt, 3));
-    row.state.range_token =
-        static_cast<uint64_t>(sqlite3_column_int64(stmt, 4));
-    row.state.previous_token =
-        static_cast<uint64_t>(sqlite3_column_int64(stmt, 5));
-    row.state.previous_return_floor = sqlite3_column_int64(stmt, 6);
+    row.state = internal::ReadCollectionColumns(stmt, 1);
     result->push_back(std::move(row));
   }
   list.Reset();
