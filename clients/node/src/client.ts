@@ -31,7 +31,7 @@ import type {
   Timestamp,
 } from './proto.js';
 import { hiloStubConstructor } from './proto.js';
-import { Collection } from './collection.js';
+import { Collection } from './range_cache.js';
 import { CollectionHandle, aborted, untilAborted } from './handle.js';
 import { Range } from './range.js';
 import { Transport } from './transport.js';

@@ -4,7 +4,7 @@
 
 import { HiloError, StatusCode } from './errors.js';
 import type { HiloClient } from './client.js';
-import type { Collection } from './collection.js';
+import type { Collection } from './range_cache.js';
 import type { CallOptions, HiloId } from './types.js';
 
 /** Takes a number of a collection in one form, if its range has one left. */
