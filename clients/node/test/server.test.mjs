@@ -62,6 +62,14 @@ test('close hands back the tail and the range fetched ahead; the next client con
   await b.close();
 });
 
+test('collection() gives the same handle for a name every time', async () => {
+  const a = new HiloClient({ targets: ['127.0.0.1:1'] });
+  assert.equal(a.collection('h'), a.collection('h'));
+  assert.notEqual(a.collection('h'), a.collection('i'));
+  assert.equal(a.collection('h').name, 'h');
+  await a.close();
+});
+
 test('many concurrent callers on a dry collection cause exactly one NextRange', async () => {
   const s = await server();
   const a = new HiloClient({ targets: [s.target], prefetchAt: 0 });
