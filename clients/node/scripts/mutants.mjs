@@ -44,6 +44,9 @@ const MUTANTS = [
   ["no batching", "const MAX_BATCH_ITEMS = 1000;\nconst MAX_BATCH_BYTES = 60 * 1024;", "const MAX_BATCH_ITEMS = 1e9;\nconst MAX_BATCH_BYTES = 1e12;"],
   ["no prefetch", "    if (this.inflight !== null || this.ahead !== null || this.closed) return;", "    return;"],
   ["whole return last=low", "last: ahead.low - 1n }", "last: ahead.low }"],
+  ["mark kept after a return", "this.held.set(range.tag, last === range.low - 1n ? range.heldBefore : last);", ""],
+  ["callers served during a return", "this.inflight = new Promise<void>((resolve) => (this.endInflight = resolve));", ""],
+  ["last_max kept after a return", "this.previous = { ...this.previous, max: this.handedOutUpTo };", ""],
 ];
 
 const sources = readdirSync(join(DIR, 'src'))

@@ -19,7 +19,7 @@
 // RangeCache does that through a RangeSource, never reaching back here.
 // close() hands each collection's unused numbers back to the node that
 // issued them and resolves once every return has been answered or has
-// failed.
+// failed; returnUnusedRanges() does the same and keeps the client.
 
 import * as grpc from '@grpc/grpc-js';
 import { HiloError, StatusCode, statusCodeName } from './errors.js';
@@ -158,6 +158,24 @@ export class HiloClient {
       if (ms !== undefined) stats.runway_ms[name] = ms;
     }
     return stats;
+  }
+
+  /**
+   * Hands the unused numbers of every collection back to the node that
+   * issued them, as close() does, and keeps the client: the next call on a
+   * collection fetches a new range. No number of a range handed back is
+   * handed out again, whatever the node answered; callers that run out of
+   * numbers meanwhile wait for the returns, then for a new range. Resolves
+   * once every return has been answered or has failed (failures are logged
+   * and counted, never thrown); rejects with FAILED_PRECONDITION after
+   * close(). Useful before a long idle spell, so that the next process to
+   * ask continues right after the last number this one used.
+   */
+  returnUnusedRanges(): Promise<void> {
+    if (this.closing) {
+      return Promise.reject(new HiloError(StatusCode.FAILED_PRECONDITION, 'client is closed; it holds no ranges to hand back'));
+    }
+    return this.returnUnused();
   }
 
   /**
