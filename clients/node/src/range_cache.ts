@@ -69,7 +69,7 @@ export class RangeCache {
   private inflight: Promise<void> | null = null;
   /** Settles `inflight` while a return is in flight (takeUnused .. endReturn). */
   private endInflight: (() => void) | null = null;
-  /** Set by retire(): no number is handed out of a new range, and none is fetched, from then on. */
+  /** Set by retire(): no range is fetched from then on, and a caller that finds no number gets FAILED_PRECONDITION. */
   private closed = false;
   private previous: Previous = { size: 0n, rangeAt: null, max: 0n };
   /**
