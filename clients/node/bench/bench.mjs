@@ -1,7 +1,8 @@
 // Microbenchmarks of the Node client's fast path against a live hilo_server:
-// nextId against incrementing a local counter, nextDocumentId against
-// crypto.randomUUID(). Each case is warmed up, then timed in SAMPLES samples
-// of OPS operations; the report gives ns/op as median, p10, p90 over samples.
+// nextId (on a CollectionHandle, and on the client by name) against
+// incrementing a local counter, nextDocumentId against crypto.randomUUID().
+// Each case is warmed up, then timed in SAMPLES samples of OPS operations;
+// the report gives ns/op as median, p10, p90 over samples.
 // Not a test: speeds vary by machine. Run it on an idle machine:
 //
 //   clients/node/build.sh OUT && HILO_NODE_PKG=OUT/package \
@@ -40,6 +41,13 @@ const cases = {
       if ((i & 1023) === 1023) await yieldNow();
     }
   },
+  'await client.nextId(name)': async (ops) => {
+    for (let i = 0; i < ops; i++) {
+      const id = await client.nextId(ids.name);
+      sink += id.tag.length;
+      if ((i & 1023) === 1023) await yieldNow();
+    }
+  },
   'tryNextId() (sync)': async (ops) => {
     for (let i = 0; i < ops; i++) {
       const id = ids.tryNextId() ?? (await ids.nextId());
@@ -53,6 +61,12 @@ const cases = {
   'await nextDocumentId()': async (ops) => {
     for (let i = 0; i < ops; i++) {
       sink += (await ids.nextDocumentId()).length;
+      if ((i & 1023) === 1023) await yieldNow();
+    }
+  },
+  'await client.nextDocumentId(name)': async (ops) => {
+    for (let i = 0; i < ops; i++) {
+      sink += (await client.nextDocumentId(ids.name)).length;
       if ((i & 1023) === 1023) await yieldNow();
     }
   },

@@ -147,6 +147,50 @@ test('close waits for its returns and no number is handed out after them', async
   assert.equal(await d.max('c'), 1n);
 });
 
+test('returnUnusedRanges: a caller that runs dry waits for the returns, then gets a new range; no number of a returned range', async () => {
+  const d = await double();
+  const a = new HiloClient({ targets: [d.target], prefetchAt: 0 });
+  for (let i = 0; i < 5; i++) await a.nextId('c');
+  const release = d.hold();
+  let returned = false;
+  const returning = a.returnUnusedRanges().then(() => (returned = true));
+  await until(() => d.returnCalls.length === 1, 5000, 'the return');
+  // The range is retired before the return goes out: nothing is taken of it.
+  assert.equal(a.collection('c').tryNextId(), undefined);
+  let got = null;
+  const waiting = a.nextId('c').then((id) => (got = id));
+  await settle();
+  assert.equal(got, null, 'a number handed out while its range was being returned');
+  assert.equal(d.requests.length, 1, 'a NextRange went out before the return was answered');
+  release();
+  await within(returning, 5000, 'returnUnusedRanges');
+  assert.equal(returned, true);
+  await within(waiting, 5000, 'the waiting caller');
+  assert.deepEqual(got, { number: 6n, tag: 'A' });
+  assert.deepEqual(d.returnCalls[0].items.map((i) => `${i.end}:${i.last}`), ['32:5']);
+  assert.equal(BigInt(d.requests[1].last_max), 5n); // the last number used, not the 32 handed back
+  await a.close();
+});
+
+test('close while returnUnusedRanges is out waits for it, then closes; no call is served after', async () => {
+  const d = await double();
+  const a = new HiloClient({ targets: [d.target], prefetchAt: 0 });
+  await a.nextId('c');
+  const release = d.hold();
+  const returning = a.returnUnusedRanges();
+  await until(() => d.returnCalls.length === 1, 5000, 'the return');
+  let closed = false;
+  const closing = a.close().then(() => (closed = true));
+  await rejectsWith(a.nextId('c'), 'FAILED_PRECONDITION');
+  await settle();
+  assert.equal(closed, false, 'close resolved while a return was still out');
+  release();
+  await within(Promise.all([returning, closing]), 5000, 'return and close');
+  assert.equal(d.returnCalls.length, 1); // close had nothing left to hand back
+  assert.equal(a.stats().returns_applied, 1);
+  assert.equal(await d.max('c'), 1n);
+});
+
 test('waiters that keep losing the race stop with DEADLINE_EXCEEDED; they never refetch forever', async () => {
   const d = await double({ size: 1 });
   let now = 0;

@@ -62,6 +62,33 @@ test('close hands back the tail and the range fetched ahead; the next client con
   await b.close();
 });
 
+test('returnUnusedRanges hands back the tail and the range fetched ahead, and keeps the client: its next range starts after the last number used', async () => {
+  const s = await server();
+  const a = new HiloClient({ targets: [s.target] });
+  await draw(a, 'keep', 7); // the 7th starts the prefetch of 33-96
+  await until(() => a.stats().ranges_prefetched === 1, 5000, 'prefetch');
+  await a.returnUnusedRanges();
+  assert.deepEqual([a.stats().returns_applied, a.stats().returns_refused, a.stats().returns_failed], [2, 0, 0]);
+  assert.equal(a.stats().runway_ms.keep, undefined); // holds nothing
+  // The node's Max is back at 7: the next range starts at 8, below the 96
+  // this client held of node A, and is accepted (CONTRACT.md R11).
+  assert.deepEqual(await draw(a, 'keep', 2), ['keep/8-A', 'keep/9-A']);
+  assert.equal(a.stats().ranges_fetched, 3);
+  await a.close();
+  await rejectsWith(a.returnUnusedRanges(), 'FAILED_PRECONDITION');
+  const b = new HiloClient({ targets: [s.target] });
+  assert.equal(await b.nextDocumentId('keep'), 'keep/10-A');
+  await b.close();
+});
+
+test('collection() gives the same handle for a name every time', async () => {
+  const a = new HiloClient({ targets: ['127.0.0.1:1'] });
+  assert.equal(a.collection('h'), a.collection('h'));
+  assert.notEqual(a.collection('h'), a.collection('i'));
+  assert.equal(a.collection('h').name, 'h');
+  await a.close();
+});
+
 test('many concurrent callers on a dry collection cause exactly one NextRange', async () => {
   const s = await server();
   const a = new HiloClient({ targets: [s.target], prefetchAt: 0 });

@@ -93,6 +93,11 @@ async function handle(req) {
       return { ok: true, stats };
     }
     case 'close':
+      if (req.keep_open === true) {
+        // Hands the ranges back and keeps the client (PROTOCOL.md).
+        await active().returnUnusedRanges();
+        return { ok: true, kept_open: true };
+      }
       await active().close();
       return { ok: true };
     case 'exit':
