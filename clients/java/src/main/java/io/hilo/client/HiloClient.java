@@ -8,6 +8,8 @@ import io.grpc.Grpc;
 import io.grpc.InsecureChannelCredentials;
 import io.grpc.ManagedChannel;
 import io.grpc.Status;
+import io.hilo.v1.NextRangeRequest;
+import io.hilo.v1.NextRangeResponse;
 import io.hilo.v1.ReturnRangeRequest;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -26,6 +28,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Consumer;
+import java.util.function.Function;
 import java.util.function.LongSupplier;
 
 /**
@@ -60,6 +63,9 @@ public final class HiloClient implements AutoCloseable {
   private final ReconnectPacer reconnectPacer;
   private final Consumer<String> log;
   private final Object logLock = new Object();
+  private final RangeCache.Setup cacheSetup;
+  /** The targets as the caches see them: once closed, no fetch starts. */
+  private final RangeFetcher fetcher;
   private final ConcurrentHashMap<String, RangeCache> caches = new ConcurrentHashMap<>();
   private final AtomicBoolean closed = new AtomicBoolean();
   private final CompletableFuture<Void> closeDone = new CompletableFuture<>();
@@ -82,6 +88,34 @@ public final class HiloClient implements AutoCloseable {
               t.setDaemon(true);
               return t;
             });
+    this.cacheSetup = new RangeCache.Setup(prefetchAt, waitBound, executor, this::log, this::nanoTime);
+    this.fetcher = new OpenTargets();
+  }
+
+  /**
+   * {@link Targets} once more, but a fetch after close fails with FAILED_PRECONDITION: a cache that close
+   * did not see (made by a call racing close) gets no range that close would not hand back.
+   */
+  private final class OpenTargets implements RangeFetcher {
+    @Override
+    public Reply nextRange(NextRangeRequest request, Function<NextRangeResponse, String> check) {
+      if (closed.get()) throw closedError();
+      return targets.nextRange(request, check);
+    }
+
+    @Override
+    public List<ReturnOutcome> returnRanges(int target, List<ReturnRangeRequest> items, Deadline deadline) {
+      return targets.returnRanges(target, items, deadline);
+    }
+
+    @Override
+    public String describe() {
+      return targets.describe();
+    }
+  }
+
+  private static HiloException closedError() {
+    return new HiloException(Status.Code.FAILED_PRECONDITION, "the hilo client is closed");
   }
 
   /** A builder with the defaults: separator '/', prefetchAt 0.2, rpcDeadline 5 s, plaintext. */
@@ -117,8 +151,8 @@ public final class HiloClient implements AutoCloseable {
     if (collection == null) throw new HiloException(Status.Code.INVALID_ARGUMENT, "collection is null");
     RangeCache cache = caches.get(collection);
     if (cache != null) return cache;
-    if (closed.get()) throw new HiloException(Status.Code.FAILED_PRECONDITION, "the hilo client is closed");
-    return caches.computeIfAbsent(collection, c -> new RangeCache(c, this, targets, prefetchAt));
+    if (closed.get()) throw closedError();
+    return caches.computeIfAbsent(collection, c -> new RangeCache(c, fetcher, cacheSetup));
   }
 
   /** The counters so far, summed over every collection, and each collection's runway. */
@@ -238,7 +272,7 @@ public final class HiloClient implements AutoCloseable {
               for (int i = 0; i < part.size(); i++) {
                 requests.add(part.get(i).toRequest(partOwners.get(i).collection()));
               }
-              List<Targets.ReturnOutcome> outcomes = targets.returnRanges(target, requests, deadline);
+              List<RangeFetcher.ReturnOutcome> outcomes = targets.returnRanges(target, requests, deadline);
               if (!counted.compareAndSet(false, true)) return;
               for (int i = 0; i < part.size(); i++) partOwners.get(i).recordReturn(part.get(i), outcomes.get(i));
             };
@@ -266,7 +300,7 @@ public final class HiloClient implements AutoCloseable {
                   Status.Code.DEADLINE_EXCEEDED,
                   "the return call did not finish within close's bound of " + closeTimeout.toMillis() + " ms");
           for (int i = 0; i < call.items().size(); i++) {
-            call.owners().get(i).recordReturn(call.items().get(i), new Targets.ReturnOutcome(false, 0, failed));
+            call.owners().get(i).recordReturn(call.items().get(i), new RangeFetcher.ReturnOutcome(false, 0, failed));
           }
         }
       }
@@ -299,23 +333,7 @@ public final class HiloClient implements AutoCloseable {
     return out;
   }
 
-  boolean isClosed() {
-    return closed.get();
-  }
-
-  Duration waitBound() {
-    return waitBound;
-  }
-
-  void schedulePrefetch(RangeCache cache) {
-    try {
-      executor.execute(cache::prefetch);
-    } catch (RejectedExecutionException e) {
-      // Closing: nothing is fetched ahead any more.
-    }
-  }
-
-  void log(String line) {
+  private void log(String line) {
     synchronized (logLock) {
       log.accept(line);
     }

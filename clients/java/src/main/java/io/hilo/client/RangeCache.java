@@ -12,11 +12,15 @@ import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Executor;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.Consumer;
+import java.util.function.LongSupplier;
 
 /**
  * One collection's ranges, handed out number by number.
@@ -30,16 +34,26 @@ import java.util.concurrent.locks.ReentrantLock;
  * error (they do not fetch again), and the next caller starts a new one.
  *
  * <p>Prefetch: the caller that takes the offset at {@code prefetchAt} of a range schedules a fetch of the
- * next range on the client's executor; the result waits in {@link #next}, with its own tag and token,
+ * next range on {@link Setup#prefetcher}; the result waits in {@link #next}, with its own tag and token,
  * until the current range runs dry.
+ *
+ * <p>The cache owns its refill: it talks to the servers only through its {@link RangeFetcher} and knows
+ * nothing of the client that made it, so a test can drive it with a fake node.
  *
  * <p>Thread-safe.
  */
 final class RangeCache {
+  /**
+   * What every cache of a client shares: the share of a range used before the next is fetched ahead (0:
+   * never); how long a caller waits for another caller's fetch; where prefetches run; where best-effort
+   * failures are logged (one line at a time); the clock the runway is timed on (nanoseconds).
+   */
+  record Setup(
+      double prefetchAt, Duration waitBound, Executor prefetcher, Consumer<String> log, LongSupplier clock) {}
+
   private final String collection;
-  private final HiloClient client;
-  private final Targets targets;
-  private final double prefetchAt;
+  private final RangeFetcher fetcher;
+  private final Setup setup;
 
   /** The range numbers are taken from; {@link Range#NONE} before the first fetch and after close. */
   private volatile Range current = Range.NONE;
@@ -75,11 +89,10 @@ final class RangeCache {
   final AtomicLong returnsFailed = new AtomicLong();
   final AtomicLongArray errors = new AtomicLongArray(Status.Code.values().length);
 
-  RangeCache(String collection, HiloClient client, Targets targets, double prefetchAt) {
+  RangeCache(String collection, RangeFetcher fetcher, Setup setup) {
     this.collection = collection;
-    this.client = client;
-    this.targets = targets;
-    this.prefetchAt = prefetchAt;
+    this.fetcher = fetcher;
+    this.setup = setup;
   }
 
   String collection() {
@@ -90,7 +103,7 @@ final class RangeCache {
     Range r = current;
     long offset = r.take();
     if (offset < r.size) {
-      if (offset == r.prefetchOffset) client.schedulePrefetch(this);
+      if (offset == r.prefetchOffset) schedulePrefetch();
       return new Id(r.low + offset, r.nodeTag);
     }
     return slowNext();
@@ -101,7 +114,7 @@ final class RangeCache {
     Range r = current;
     long offset = r.take();
     if (offset < r.size) {
-      if (offset == r.prefetchOffset) client.schedulePrefetch(this);
+      if (offset == r.prefetchOffset) schedulePrefetch();
       return prefix + (r.low + offset) + r.suffix;
     }
     Id id = slowNext();
@@ -109,7 +122,7 @@ final class RangeCache {
   }
 
   private Id slowNext() {
-    long deadline = System.nanoTime() + client.waitBound().toNanos();
+    long deadline = System.nanoTime() + setup.waitBound().toNanos();
     boolean waited = false;
     try {
       while (true) {
@@ -117,11 +130,11 @@ final class RangeCache {
         boolean fetchHere = false;
         lock.lock();
         try {
-          if (closed || client.isClosed()) throw closedError();
+          if (closed) throw closedError();
           Range r = current;
           long offset = r.take();  // take, never just read: the number is ours alone
           if (offset < r.size) {
-            if (offset == r.prefetchOffset) client.schedulePrefetch(this);
+            if (offset == r.prefetchOffset) schedulePrefetch();
             return new Id(r.low + offset, r.nodeTag);
           }
           if (next != null) {
@@ -185,7 +198,7 @@ final class RangeCache {
 
   /** Makes {@code r} the current range. Under the lock. */
   private void use(Range r) {
-    long now = client.nanoTime();
+    long now = setup.clock().getAsLong();
     Range old = current;
     if (old != Range.NONE) {
       windowStartNanos = usedSinceNanos;
@@ -226,8 +239,16 @@ final class RangeCache {
   private HiloException waitedTooLong() {
     return new HiloException(
         Status.Code.DEADLINE_EXCEEDED,
-        "waited " + client.waitBound().toMillis() + " ms for another caller's fetch of a range of \""
-            + collection + "\" (targets " + targets.describe() + ")");
+        "waited " + setup.waitBound().toMillis() + " ms for another caller's fetch of a range of \""
+            + collection + "\" (targets " + fetcher.describe() + ")");
+  }
+
+  private void schedulePrefetch() {
+    try {
+      setup.prefetcher().execute(this::prefetch);
+    } catch (RejectedExecutionException e) {
+      // Closing: nothing is fetched ahead any more.
+    }
   }
 
   /** Fetches the next range ahead of need unless one waits or a fetch is in flight. On the executor. */
@@ -235,7 +256,7 @@ final class RangeCache {
     CompletableFuture<Void> pending;
     lock.lock();
     try {
-      if (closed || client.isClosed() || refill != null || next != null || current == Range.NONE) return;
+      if (closed || refill != null || next != null || current == Range.NONE) return;
       pending = refill = new CompletableFuture<>();
     } finally {
       lock.unlock();
@@ -272,9 +293,9 @@ final class RangeCache {
     } finally {
       lock.unlock();
     }
-    Targets.Reply reply;
+    RangeFetcher.Reply reply;
     try {
-      reply = targets.nextRange(request.build(), this::problemWith);
+      reply = fetcher.nextRange(request.build(), this::problemWith);
     } catch (HiloException e) {
       errors.incrementAndGet(e.code().ordinal());
       throw e;
@@ -291,7 +312,8 @@ final class RangeCache {
     }
     rangesFetched.incrementAndGet();
     return new Range(
-        r.getLow(), r.getHigh(), r.getNodeTag(), r.getRangeToken(), reply.target(), r.getRangeAt(), prefetchAt);
+        r.getLow(), r.getHigh(), r.getNodeTag(), r.getRangeToken(), reply.target(), r.getRangeAt(),
+        setup.prefetchAt(), 0);
   }
 
   /** Null for a usable NextRange reply, else what is wrong with it. */
@@ -403,11 +425,11 @@ final class RangeCache {
   }
 
   /** Counts the outcome of one return; logs a failure. */
-  void recordReturn(Unused u, Targets.ReturnOutcome outcome) {
+  void recordReturn(Unused u, RangeFetcher.ReturnOutcome outcome) {
     if (outcome.error() != null) {
       returnsFailed.incrementAndGet();
       errors.incrementAndGet(outcome.error().code().ordinal());
-      client.log(
+      setup.log().accept(
           "hilo: returning numbers " + (u.last() + 1) + "-" + u.range().high + " of collection \"" + collection
               + "\" failed: " + outcome.error().getMessage());
       return;
