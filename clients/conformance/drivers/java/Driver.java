@@ -164,9 +164,17 @@ public final class Driver {
       }
       case "stats":
         return stats();
-      case "close":
-        if (client != null) client.close();
-        return ok();
+      case "close": {
+        JsonObject o = ok();
+        if (request.has("keep_open") && request.get("keep_open").getAsBoolean()) {
+          // Hands the ranges back and stays usable: the next call fetches a new range.
+          client().returnUnusedRanges();
+          o.addProperty("kept_open", true);
+        } else if (client != null) {
+          client.close();
+        }
+        return o;
+      }
       case "exit":
         closeClient();
         client = null;

@@ -23,9 +23,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
-import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Consumer;
 import java.util.function.Function;
@@ -67,6 +65,9 @@ public final class HiloClient implements AutoCloseable {
   /** The targets as the caches see them: once closed, no fetch starts. */
   private final RangeFetcher fetcher;
   private final ConcurrentHashMap<String, RangeCache> caches = new ConcurrentHashMap<>();
+  private final UnusedReturns returns;
+  /** One hand-back at a time: close waits for a returnUnusedRanges in flight. */
+  private final Object returnLock = new Object();
   private final AtomicBoolean closed = new AtomicBoolean();
   private final CompletableFuture<Void> closeDone = new CompletableFuture<>();
 
@@ -90,6 +91,7 @@ public final class HiloClient implements AutoCloseable {
             });
     this.cacheSetup = new RangeCache.Setup(prefetchAt, waitBound, executor, this::log, this::nanoTime);
     this.fetcher = new OpenTargets();
+    this.returns = new UnusedReturns(fetcher, executor, rpcDeadline, closeTimeout);
   }
 
   /**
@@ -201,6 +203,25 @@ public final class HiloClient implements AutoCloseable {
   }
 
   /**
+   * Hands the unused numbers of every collection back and keeps the client: the next call on a
+   * collection fetches a new range, which continues right after the last number this client handed out
+   * when the return applied. As {@link #close} does with its ranges (the range fetched ahead whole, then
+   * the current range's unused tail, in one ReturnRanges call per node, retried within rpcDeadline, at
+   * most about closeTimeout in all), but the channels and threads stay. Calls on a collection wait while
+   * its ranges go back (bounded as a wait for another caller's fetch), then fetch; no number of a range
+   * handed back is ever handed out again, whether its return applied, was refused or failed. Best
+   * effort: failures are logged and counted ({@link ClientStats#returnsFailed}), never thrown. For an
+   * application that pauses (a batch job between runs, a service draining), so that the numbers it will
+   * not use go back now rather than at close. After close it does nothing.
+   */
+  public void returnUnusedRanges() {
+    if (closed.get()) return;
+    synchronized (returnLock) {
+      returns.handBack(caches.values(), false);
+    }
+  }
+
+  /**
    * Hands the unused numbers back and releases what the client created (channels it made, its threads;
    * never a {@link Channel} the caller passed in). For each collection the range fetched ahead goes back
    * whole, then the current range's unused tail, both in ONE ReturnRanges call to the node that issued
@@ -222,7 +243,9 @@ public final class HiloClient implements AutoCloseable {
       return;
     }
     try {
-      returnAll();
+      synchronized (returnLock) {
+        returns.handBack(caches.values(), true);
+      }
     } finally {
       executor.shutdownNow();
       reconnectPacer.close();
@@ -237,100 +260,6 @@ public final class HiloClient implements AutoCloseable {
       }
       closeDone.complete(null);
     }
-  }
-
-  private void returnAll() {
-    long start = System.nanoTime();
-    long bound = closeTimeout.toNanos();
-    // Per target, in order: each collection's returns, adjacent (the later range first).
-    Map<Integer, List<RangeCache.Unused>> byTarget = new LinkedHashMap<>();
-    Map<Integer, List<RangeCache>> ownerByTarget = new LinkedHashMap<>();
-    for (RangeCache cache : caches.values()) {
-      long left = Math.max(0, bound - (System.nanoTime() - start));
-      for (RangeCache.Unused u : cache.close(left)) {
-        byTarget.computeIfAbsent(u.range().target, t -> new ArrayList<>()).add(u);
-        ownerByTarget.computeIfAbsent(u.range().target, t -> new ArrayList<>()).add(cache);
-      }
-    }
-    // One per call: its items, their caches, and whether its outcomes are counted yet (by the call, or
-    // as failed by close when the call outlives its bound; never both).
-    record Call(List<RangeCache.Unused> items, List<RangeCache> owners, AtomicBoolean counted,
-        CompletableFuture<Void> done) {}
-    List<Call> calls = new ArrayList<>();
-    Deadline deadline = Deadline.after(Math.min(rpcDeadline.toNanos(), bound), TimeUnit.NANOSECONDS);
-    for (Map.Entry<Integer, List<RangeCache.Unused>> e : byTarget.entrySet()) {
-      int target = e.getKey();
-      List<RangeCache.Unused> items = e.getValue();
-      List<RangeCache> owners = ownerByTarget.get(target);
-      for (int[] chunk : chunks(owners)) {
-        List<RangeCache.Unused> part = items.subList(chunk[0], chunk[1]);
-        List<RangeCache> partOwners = owners.subList(chunk[0], chunk[1]);
-        AtomicBoolean counted = new AtomicBoolean();
-        Runnable send =
-            () -> {
-              List<ReturnRangeRequest> requests = new ArrayList<>(part.size());
-              for (int i = 0; i < part.size(); i++) {
-                requests.add(part.get(i).toRequest(partOwners.get(i).collection()));
-              }
-              List<RangeFetcher.ReturnOutcome> outcomes = targets.returnRanges(target, requests, deadline);
-              if (!counted.compareAndSet(false, true)) return;
-              for (int i = 0; i < part.size(); i++) partOwners.get(i).recordReturn(part.get(i), outcomes.get(i));
-            };
-        CompletableFuture<Void> done;
-        try {
-          done = CompletableFuture.runAsync(send, executor);
-        } catch (RejectedExecutionException ex) {
-          send.run();
-          done = CompletableFuture.completedFuture(null);
-        }
-        calls.add(new Call(part, partOwners, counted, done));
-      }
-    }
-    for (Call call : calls) {
-      long left = Math.max(rpcDeadline.toNanos(), bound - (System.nanoTime() - start));
-      try {
-        call.done().get(left, TimeUnit.NANOSECONDS);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-        return;
-      } catch (TimeoutException | java.util.concurrent.ExecutionException e) {
-        if (call.counted().compareAndSet(false, true)) {
-          HiloException failed =
-              new HiloException(
-                  Status.Code.DEADLINE_EXCEEDED,
-                  "the return call did not finish within close's bound of " + closeTimeout.toMillis() + " ms");
-          for (int i = 0; i < call.items().size(); i++) {
-            call.owners().get(i).recordReturn(call.items().get(i), new RangeFetcher.ReturnOutcome(false, 0, failed));
-          }
-        }
-      }
-    }
-  }
-
-  /**
-   * Cuts one target's items into calls of at most 1000 items and about 60 KiB, never between the two
-   * items of one collection (they must be judged in one call, the later range first).
-   */
-  private static List<int[]> chunks(List<RangeCache> owners) {
-    final int maxItems = 1000;
-    final int maxBytes = 60 * 1024;
-    List<int[]> out = new ArrayList<>();
-    int begin = 0, bytes = 0;
-    int i = 0;
-    while (i < owners.size()) {
-      int group = i + 1 < owners.size() && owners.get(i + 1) == owners.get(i) ? 2 : 1;
-      // An item: the collection's bytes and about 40 bytes of numbers, tag, token and framing.
-      int size = group * (owners.get(i).collection().length() * 3 + 40);
-      if (i > begin && (i + group - begin > maxItems || bytes + size > maxBytes)) {
-        out.add(new int[] {begin, i});
-        begin = i;
-        bytes = 0;
-      }
-      bytes += size;
-      i += group;
-    }
-    if (begin < owners.size()) out.add(new int[] {begin, owners.size()});
-    return out;
   }
 
   private void log(String line) {
