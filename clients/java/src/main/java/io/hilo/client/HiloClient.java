@@ -47,14 +47,12 @@ import java.util.function.LongSupplier;
  * Ranges grow while a collection is busy and never go down: each request reports the previous range.
  *
  * <p>{@link #close()} hands the unused numbers back, so the next client continues right after the last
- * number this one handed out. Every failure is a {@link HiloException} carrying a gRPC status code.
+ * number this one handed out; {@link #returnUnusedRanges()} does so and keeps the client. Every failure is a {@link HiloException} carrying a gRPC status code.
  */
 public final class HiloClient implements AutoCloseable {
   private final char separator;
-  private final double prefetchAt;
   private final Duration rpcDeadline;
   private final Duration closeTimeout;
-  private final Duration waitBound;
   private final Targets targets;
   private final List<ManagedChannel> ownedChannels;
   private final ExecutorService executor;
@@ -73,11 +71,10 @@ public final class HiloClient implements AutoCloseable {
 
   private HiloClient(Builder b, Targets targets, List<ManagedChannel> owned) {
     this.separator = b.separator;
-    this.prefetchAt = b.prefetchAt;
     this.rpcDeadline = b.rpcDeadline;
     this.closeTimeout = b.closeTimeout != null ? b.closeTimeout : b.rpcDeadline.multipliedBy(2);
     // A fetch tries each target once, each within rpcDeadline; a waiter allows for that and a little more.
-    this.waitBound = b.rpcDeadline.multipliedBy(targets.size() + 1);
+    Duration waitBound = b.rpcDeadline.multipliedBy(targets.size() + 1);
     this.targets = targets;
     this.ownedChannels = owned;
     this.reconnectPacer = new ReconnectPacer(owned, ReconnectPacer.MAX_BACKOFF);
@@ -89,7 +86,7 @@ public final class HiloClient implements AutoCloseable {
               t.setDaemon(true);
               return t;
             });
-    this.cacheSetup = new RangeCache.Setup(prefetchAt, waitBound, executor, this::log, this::nanoTime);
+    this.cacheSetup = new RangeCache.Setup(b.prefetchAt, waitBound, executor, this::log, this::nanoTime);
     this.fetcher = new OpenTargets();
     this.returns = new UnusedReturns(fetcher, executor, rpcDeadline, closeTimeout);
   }
