@@ -2,6 +2,10 @@ import com.google.gson.JsonArray;
 import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
+import io.grpc.EquivalentAddressGroup;
+import io.grpc.NameResolver;
+import io.grpc.NameResolverProvider;
+import io.grpc.NameResolverRegistry;
 import io.grpc.TlsChannelCredentials;
 import io.hilo.client.ClientStats;
 import io.hilo.client.CollectionHandle;
@@ -13,6 +17,8 @@ import java.io.File;
 import java.io.IOException;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
+import java.net.InetSocketAddress;
+import java.net.URI;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -44,6 +50,7 @@ public final class Driver {
     PrintStream out = new PrintStream(new java.io.FileOutputStream(java.io.FileDescriptor.out), false, StandardCharsets.UTF_8);
     // Nothing but answers on stdout: anything else printed goes to stderr.
     System.setOut(System.err);
+    NameResolverRegistry.getDefaultRegistry().register(new Ipv4Resolver());
     Driver driver = new Driver();
     // Requests that carry an "id" are answered from threads of their own while the next requests
     // are read (PROTOCOL.md); answers are written one line at a time.
@@ -78,6 +85,57 @@ public final class Driver {
     driver.closeClient();
     out.flush();
     System.exit(0);
+  }
+
+  /**
+   * gRPC's {@code ipv4:HOST:PORT,HOST:PORT,...} target, which the suite uses for one target of several
+   * addresses (target_of_several_addresses) and grpc-java 1.41 lacks: resolved, as a DNS name of several
+   * addresses would be, to one address group per address, in order. The client's channel then balances
+   * them with whatever policy the client chose, through gRPC's own name resolution: the scenario checks
+   * that this is pick_first (one node at a time, returns to the node that issued the range).
+   */
+  private static final class Ipv4Resolver extends NameResolverProvider {
+    @Override
+    protected boolean isAvailable() {
+      return true;
+    }
+
+    @Override
+    protected int priority() {
+      return 5;
+    }
+
+    @Override
+    public String getDefaultScheme() {
+      return "ipv4";
+    }
+
+    @Override
+    public NameResolver newNameResolver(URI target, NameResolver.Args args) {
+      if (!"ipv4".equals(target.getScheme())) return null;
+      List<EquivalentAddressGroup> groups = new ArrayList<>();
+      for (String hostPort : target.getSchemeSpecificPart().split(",")) {
+        int colon = hostPort.lastIndexOf(':');
+        if (colon < 0) throw new IllegalArgumentException("no port in \"" + hostPort + "\" of " + target);
+        groups.add(new EquivalentAddressGroup(
+            new InetSocketAddress(hostPort.substring(0, colon), Integer.parseInt(hostPort.substring(colon + 1)))));
+      }
+      String authority = target.getSchemeSpecificPart().split(",")[0];
+      return new NameResolver() {
+        @Override
+        public String getServiceAuthority() {
+          return authority;
+        }
+
+        @Override
+        public void start(Listener2 listener) {
+          listener.onResult(ResolutionResult.newBuilder().setAddresses(groups).build());
+        }
+
+        @Override
+        public void shutdown() {}
+      };
+    }
   }
 
   private static void write(PrintStream out, JsonObject answer) {
@@ -164,9 +222,17 @@ public final class Driver {
       }
       case "stats":
         return stats();
-      case "close":
-        if (client != null) client.close();
-        return ok();
+      case "close": {
+        JsonObject o = ok();
+        if (request.has("keep_open") && request.get("keep_open").getAsBoolean()) {
+          // Hands the ranges back and stays usable: the next call fetches a new range.
+          client().returnUnusedRanges();
+          o.addProperty("kept_open", true);
+        } else if (client != null) {
+          client.close();
+        }
+        return o;
+      }
       case "exit":
         closeClient();
         client = null;

@@ -22,7 +22,9 @@ OUT=$(hilo_dir "$2")
 # (conformance.draw_together starts every draw with its kill -9 rounds).
 "$ROOT/examples/java/build-draw.sh" "$GEN" "$OUT" >&2
 CP=$("$ROOT/examples/java/classpath.sh")
-hilo_javac "$OUT/classes" "$OUT/client/hilo-client.jar:$CP" "$HERE/Driver.java" all,-serial
+# Compile time only: jsr305 holds the @GuardedBy that gRPC's NameResolverRegistry
+# carries (javac warns about it missing, and warnings are errors here).
+hilo_javac "$OUT/classes" "$OUT/client/hilo-client.jar:$CP:/usr/share/java/jsr305.jar" "$HERE/Driver.java" all,-serial
 hilo_wrapper "$OUT/driver" java -Djava.library.path="$OUT/client/native" \
   -cp "$OUT/classes:$OUT/client/hilo-client.jar:$CP:/usr/share/java/netty-tcnative.jar" Driver
 echo "build.sh: $OUT/driver" >&2

@@ -8,6 +8,8 @@ import io.grpc.Grpc;
 import io.grpc.InsecureChannelCredentials;
 import io.grpc.ManagedChannel;
 import io.grpc.Status;
+import io.hilo.v1.NextRangeRequest;
+import io.hilo.v1.NextRangeResponse;
 import io.hilo.v1.ReturnRangeRequest;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -21,11 +23,10 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
-import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Consumer;
+import java.util.function.Function;
 import java.util.function.LongSupplier;
 
 /**
@@ -46,31 +47,34 @@ import java.util.function.LongSupplier;
  * Ranges grow while a collection is busy and never go down: each request reports the previous range.
  *
  * <p>{@link #close()} hands the unused numbers back, so the next client continues right after the last
- * number this one handed out. Every failure is a {@link HiloException} carrying a gRPC status code.
+ * number this one handed out; {@link #returnUnusedRanges()} does so and keeps the client. Every failure is a {@link HiloException} carrying a gRPC status code.
  */
 public final class HiloClient implements AutoCloseable {
   private final char separator;
-  private final double prefetchAt;
   private final Duration rpcDeadline;
   private final Duration closeTimeout;
-  private final Duration waitBound;
   private final Targets targets;
   private final List<ManagedChannel> ownedChannels;
   private final ExecutorService executor;
   private final ReconnectPacer reconnectPacer;
   private final Consumer<String> log;
   private final Object logLock = new Object();
+  private final RangeCache.Setup cacheSetup;
+  /** The targets as the caches see them: once closed, no fetch starts. */
+  private final RangeFetcher fetcher;
   private final ConcurrentHashMap<String, RangeCache> caches = new ConcurrentHashMap<>();
+  private final UnusedReturns returns;
+  /** One hand-back at a time: close waits for a returnUnusedRanges in flight. */
+  private final Object returnLock = new Object();
   private final AtomicBoolean closed = new AtomicBoolean();
   private final CompletableFuture<Void> closeDone = new CompletableFuture<>();
 
   private HiloClient(Builder b, Targets targets, List<ManagedChannel> owned) {
     this.separator = b.separator;
-    this.prefetchAt = b.prefetchAt;
     this.rpcDeadline = b.rpcDeadline;
     this.closeTimeout = b.closeTimeout != null ? b.closeTimeout : b.rpcDeadline.multipliedBy(2);
     // A fetch tries each target once, each within rpcDeadline; a waiter allows for that and a little more.
-    this.waitBound = b.rpcDeadline.multipliedBy(targets.size() + 1);
+    Duration waitBound = b.rpcDeadline.multipliedBy(targets.size() + 1);
     this.targets = targets;
     this.ownedChannels = owned;
     this.reconnectPacer = new ReconnectPacer(owned, ReconnectPacer.MAX_BACKOFF);
@@ -82,6 +86,35 @@ public final class HiloClient implements AutoCloseable {
               t.setDaemon(true);
               return t;
             });
+    this.cacheSetup = new RangeCache.Setup(b.prefetchAt, waitBound, executor, this::log, this::nanoTime);
+    this.fetcher = new OpenTargets();
+    this.returns = new UnusedReturns(fetcher, executor, rpcDeadline, closeTimeout);
+  }
+
+  /**
+   * {@link Targets} once more, but a fetch after close fails with FAILED_PRECONDITION: a cache that close
+   * did not see (made by a call racing close) gets no range that close would not hand back.
+   */
+  private final class OpenTargets implements RangeFetcher {
+    @Override
+    public Reply nextRange(NextRangeRequest request, Function<NextRangeResponse, String> check) {
+      if (closed.get()) throw closedError();
+      return targets.nextRange(request, check);
+    }
+
+    @Override
+    public List<ReturnOutcome> returnRanges(int target, List<ReturnRangeRequest> items, Deadline deadline) {
+      return targets.returnRanges(target, items, deadline);
+    }
+
+    @Override
+    public String describe() {
+      return targets.describe();
+    }
+  }
+
+  private static HiloException closedError() {
+    return new HiloException(Status.Code.FAILED_PRECONDITION, "the hilo client is closed");
   }
 
   /** A builder with the defaults: separator '/', prefetchAt 0.2, rpcDeadline 5 s, plaintext. */
@@ -117,8 +150,8 @@ public final class HiloClient implements AutoCloseable {
     if (collection == null) throw new HiloException(Status.Code.INVALID_ARGUMENT, "collection is null");
     RangeCache cache = caches.get(collection);
     if (cache != null) return cache;
-    if (closed.get()) throw new HiloException(Status.Code.FAILED_PRECONDITION, "the hilo client is closed");
-    return caches.computeIfAbsent(collection, c -> new RangeCache(c, this, targets, prefetchAt));
+    if (closed.get()) throw closedError();
+    return caches.computeIfAbsent(collection, c -> new RangeCache(c, fetcher, cacheSetup));
   }
 
   /** The counters so far, summed over every collection, and each collection's runway. */
@@ -167,6 +200,25 @@ public final class HiloClient implements AutoCloseable {
   }
 
   /**
+   * Hands the unused numbers of every collection back and keeps the client: the next call on a
+   * collection fetches a new range, which continues right after the last number this client handed out
+   * when the return applied. As {@link #close} does with its ranges (the range fetched ahead whole, then
+   * the current range's unused tail, in one ReturnRanges call per node, retried within rpcDeadline, at
+   * most about closeTimeout in all), but the channels and threads stay. Calls on a collection wait while
+   * its ranges go back (bounded as a wait for another caller's fetch), then fetch; no number of a range
+   * handed back is ever handed out again, whether its return applied, was refused or failed. Best
+   * effort: failures are logged and counted ({@link ClientStats#returnsFailed}), never thrown. For an
+   * application that pauses (a batch job between runs, a service draining), so that the numbers it will
+   * not use go back now rather than at close. After close it does nothing.
+   */
+  public void returnUnusedRanges() {
+    if (closed.get()) return;
+    synchronized (returnLock) {
+      returns.handBack(caches.values(), false);
+    }
+  }
+
+  /**
    * Hands the unused numbers back and releases what the client created (channels it made, its threads;
    * never a {@link Channel} the caller passed in). For each collection the range fetched ahead goes back
    * whole, then the current range's unused tail, both in ONE ReturnRanges call to the node that issued
@@ -188,7 +240,9 @@ public final class HiloClient implements AutoCloseable {
       return;
     }
     try {
-      returnAll();
+      synchronized (returnLock) {
+        returns.handBack(caches.values(), true);
+      }
     } finally {
       executor.shutdownNow();
       reconnectPacer.close();
@@ -205,117 +259,7 @@ public final class HiloClient implements AutoCloseable {
     }
   }
 
-  private void returnAll() {
-    long start = System.nanoTime();
-    long bound = closeTimeout.toNanos();
-    // Per target, in order: each collection's returns, adjacent (the later range first).
-    Map<Integer, List<RangeCache.Unused>> byTarget = new LinkedHashMap<>();
-    Map<Integer, List<RangeCache>> ownerByTarget = new LinkedHashMap<>();
-    for (RangeCache cache : caches.values()) {
-      long left = Math.max(0, bound - (System.nanoTime() - start));
-      for (RangeCache.Unused u : cache.close(left)) {
-        byTarget.computeIfAbsent(u.range().target, t -> new ArrayList<>()).add(u);
-        ownerByTarget.computeIfAbsent(u.range().target, t -> new ArrayList<>()).add(cache);
-      }
-    }
-    // One per call: its items, their caches, and whether its outcomes are counted yet (by the call, or
-    // as failed by close when the call outlives its bound; never both).
-    record Call(List<RangeCache.Unused> items, List<RangeCache> owners, AtomicBoolean counted,
-        CompletableFuture<Void> done) {}
-    List<Call> calls = new ArrayList<>();
-    Deadline deadline = Deadline.after(Math.min(rpcDeadline.toNanos(), bound), TimeUnit.NANOSECONDS);
-    for (Map.Entry<Integer, List<RangeCache.Unused>> e : byTarget.entrySet()) {
-      int target = e.getKey();
-      List<RangeCache.Unused> items = e.getValue();
-      List<RangeCache> owners = ownerByTarget.get(target);
-      for (int[] chunk : chunks(owners)) {
-        List<RangeCache.Unused> part = items.subList(chunk[0], chunk[1]);
-        List<RangeCache> partOwners = owners.subList(chunk[0], chunk[1]);
-        AtomicBoolean counted = new AtomicBoolean();
-        Runnable send =
-            () -> {
-              List<ReturnRangeRequest> requests = new ArrayList<>(part.size());
-              for (int i = 0; i < part.size(); i++) {
-                requests.add(part.get(i).toRequest(partOwners.get(i).collection()));
-              }
-              List<Targets.ReturnOutcome> outcomes = targets.returnRanges(target, requests, deadline);
-              if (!counted.compareAndSet(false, true)) return;
-              for (int i = 0; i < part.size(); i++) partOwners.get(i).recordReturn(part.get(i), outcomes.get(i));
-            };
-        CompletableFuture<Void> done;
-        try {
-          done = CompletableFuture.runAsync(send, executor);
-        } catch (RejectedExecutionException ex) {
-          send.run();
-          done = CompletableFuture.completedFuture(null);
-        }
-        calls.add(new Call(part, partOwners, counted, done));
-      }
-    }
-    for (Call call : calls) {
-      long left = Math.max(rpcDeadline.toNanos(), bound - (System.nanoTime() - start));
-      try {
-        call.done().get(left, TimeUnit.NANOSECONDS);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-        return;
-      } catch (TimeoutException | java.util.concurrent.ExecutionException e) {
-        if (call.counted().compareAndSet(false, true)) {
-          HiloException failed =
-              new HiloException(
-                  Status.Code.DEADLINE_EXCEEDED,
-                  "the return call did not finish within close's bound of " + closeTimeout.toMillis() + " ms");
-          for (int i = 0; i < call.items().size(); i++) {
-            call.owners().get(i).recordReturn(call.items().get(i), new Targets.ReturnOutcome(false, 0, failed));
-          }
-        }
-      }
-    }
-  }
-
-  /**
-   * Cuts one target's items into calls of at most 1000 items and about 60 KiB, never between the two
-   * items of one collection (they must be judged in one call, the later range first).
-   */
-  private static List<int[]> chunks(List<RangeCache> owners) {
-    final int maxItems = 1000;
-    final int maxBytes = 60 * 1024;
-    List<int[]> out = new ArrayList<>();
-    int begin = 0, bytes = 0;
-    int i = 0;
-    while (i < owners.size()) {
-      int group = i + 1 < owners.size() && owners.get(i + 1) == owners.get(i) ? 2 : 1;
-      // An item: the collection's bytes and about 40 bytes of numbers, tag, token and framing.
-      int size = group * (owners.get(i).collection().length() * 3 + 40);
-      if (i > begin && (i + group - begin > maxItems || bytes + size > maxBytes)) {
-        out.add(new int[] {begin, i});
-        begin = i;
-        bytes = 0;
-      }
-      bytes += size;
-      i += group;
-    }
-    if (begin < owners.size()) out.add(new int[] {begin, owners.size()});
-    return out;
-  }
-
-  boolean isClosed() {
-    return closed.get();
-  }
-
-  Duration waitBound() {
-    return waitBound;
-  }
-
-  void schedulePrefetch(RangeCache cache) {
-    try {
-      executor.execute(cache::prefetch);
-    } catch (RejectedExecutionException e) {
-      // Closing: nothing is fetched ahead any more.
-    }
-  }
-
-  void log(String line) {
+  private void log(String line) {
     synchronized (logLock) {
       log.accept(line);
     }

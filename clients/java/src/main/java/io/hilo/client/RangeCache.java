@@ -12,11 +12,15 @@ import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Executor;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.Consumer;
+import java.util.function.LongSupplier;
 
 /**
  * One collection's ranges, handed out number by number.
@@ -26,35 +30,59 @@ import java.util.concurrent.locks.ReentrantLock;
  * from whatever range is current (another caller may have refilled meanwhile; reading the counter would
  * let two callers have one number), then publishes a prefetched range if one waits, else starts a fetch
  * unless one is in flight. Exactly one fetch is in flight at a time: it is the {@link CompletableFuture} in
- * {@link #refill}, which the other callers join with a bound; a failed fetch fails its waiters with its own
+ * {@link #inFlight}, which the other callers join with a bound; a failed fetch fails its waiters with its own
  * error (they do not fetch again), and the next caller starts a new one.
  *
  * <p>Prefetch: the caller that takes the offset at {@code prefetchAt} of a range schedules a fetch of the
- * next range on the client's executor; the result waits in {@link #next}, with its own tag and token,
+ * next range on {@link Setup#prefetcher}; the result waits in {@link #next}, with its own tag and token,
  * until the current range runs dry.
+ *
+ * <p>Returns ({@link #takeUnused}, then {@link #endReturn}): the current range is retired (its counter
+ * pushed past its end in one atomic swap, so every number is either taken before, and counted in the
+ * return's {@code last}, or never), a range fetched ahead goes back whole, and the marks a later reply is
+ * judged by go down to what was really used. While a return that keeps the cache open is in flight,
+ * callers wait for it as for a fetch, then fetch new ranges; none of a returned range is handed out again.
+ *
+ * <p>The cache owns its refill: it talks to the servers only through its {@link RangeFetcher} and knows
+ * nothing of the client that made it, so a test can drive it with a fake node.
  *
  * <p>Thread-safe.
  */
 final class RangeCache {
+  /**
+   * What every cache of a client shares: the share of a range used before the next is fetched ahead (0:
+   * never); how long a caller waits for another caller's fetch; where prefetches run; where best-effort
+   * failures are logged (one line at a time); the clock the runway is timed on (nanoseconds).
+   */
+  record Setup(
+      double prefetchAt, Duration waitBound, Executor prefetcher, Consumer<String> log, LongSupplier clock) {}
+
   private final String collection;
-  private final HiloClient client;
-  private final Targets targets;
-  private final double prefetchAt;
+  private final RangeFetcher fetcher;
+  private final Setup setup;
 
   /** The range numbers are taken from; {@link Range#NONE} before the first fetch and after close. */
   private volatile Range current = Range.NONE;
 
   private final ReentrantLock lock = new ReentrantLock();
   // Guarded by lock:
-  /** The fetch in flight (a refill or a prefetch); null if none. */
-  private CompletableFuture<Void> refill;
+  /**
+   * What callers wait for instead of fetching: the fetch in flight (a refill or a prefetch) or a return
+   * of the ranges (keep-open, {@link #takeUnused}); null if none.
+   */
+  private CompletableFuture<Void> inFlight;
   /** A prefetched range, not yet current; null if none. */
   private Range next;
   /** The client's previous range of this collection, as NextRange's last_* fields report it. */
   private long lastSize;
   private Timestamp lastRangeAt;
-  /** The highest number this client has seen from any range of this collection. */
+  /**
+   * The highest number this client has seen from any range of this collection; after a return, the
+   * highest it handed out.
+   */
   private long lastMax;
+  /** The highest number handed out of a range that was used up or retired; 0 if none. */
+  private long handedOutUpTo;
   private boolean closed;
   /**
    * The runway's window, moved only by {@link #use}: it began when the range before the current one came
@@ -63,8 +91,12 @@ final class RangeCache {
   private long usedSinceNanos;
   private long windowStartNanos;
   private long windowTakenBefore;
-  /** Per node tag: the high of the last range this client got for this collection from that node. */
-  private final Map<String, Long> lastHighByTag = new ConcurrentHashMap<>();
+  /**
+   * Per node tag: the highest number of this collection the client holds or handed out from that node's
+   * ranges; after a return, whatever its answer, the last number used of that range (CONTRACT.md R11). A
+   * reply of that node at or below it is refused. Written under the lock; read by the fetcher's check.
+   */
+  private final Map<String, Long> held = new ConcurrentHashMap<>();
 
   // Stats: moved only where a range is fetched or returned.
   final AtomicLong callsWaited = new AtomicLong();
@@ -75,11 +107,10 @@ final class RangeCache {
   final AtomicLong returnsFailed = new AtomicLong();
   final AtomicLongArray errors = new AtomicLongArray(Status.Code.values().length);
 
-  RangeCache(String collection, HiloClient client, Targets targets, double prefetchAt) {
+  RangeCache(String collection, RangeFetcher fetcher, Setup setup) {
     this.collection = collection;
-    this.client = client;
-    this.targets = targets;
-    this.prefetchAt = prefetchAt;
+    this.fetcher = fetcher;
+    this.setup = setup;
   }
 
   String collection() {
@@ -90,7 +121,7 @@ final class RangeCache {
     Range r = current;
     long offset = r.take();
     if (offset < r.size) {
-      if (offset == r.prefetchOffset) client.schedulePrefetch(this);
+      if (offset == r.prefetchOffset) schedulePrefetch();
       return new Id(r.low + offset, r.nodeTag);
     }
     return slowNext();
@@ -101,7 +132,7 @@ final class RangeCache {
     Range r = current;
     long offset = r.take();
     if (offset < r.size) {
-      if (offset == r.prefetchOffset) client.schedulePrefetch(this);
+      if (offset == r.prefetchOffset) schedulePrefetch();
       return prefix + (r.low + offset) + r.suffix;
     }
     Id id = slowNext();
@@ -109,7 +140,7 @@ final class RangeCache {
   }
 
   private Id slowNext() {
-    long deadline = System.nanoTime() + client.waitBound().toNanos();
+    long deadline = System.nanoTime() + setup.waitBound().toNanos();
     boolean waited = false;
     try {
       while (true) {
@@ -117,11 +148,11 @@ final class RangeCache {
         boolean fetchHere = false;
         lock.lock();
         try {
-          if (closed || client.isClosed()) throw closedError();
+          if (closed) throw closedError();
           Range r = current;
           long offset = r.take();  // take, never just read: the number is ours alone
           if (offset < r.size) {
-            if (offset == r.prefetchOffset) client.schedulePrefetch(this);
+            if (offset == r.prefetchOffset) schedulePrefetch();
             return new Id(r.low + offset, r.nodeTag);
           }
           if (next != null) {
@@ -129,11 +160,11 @@ final class RangeCache {
             next = null;
             continue;
           }
-          if (refill == null) {
-            refill = new CompletableFuture<>();
+          if (inFlight == null) {
+            inFlight = new CompletableFuture<>();
             fetchHere = true;
           }
-          pending = refill;
+          pending = inFlight;
         } finally {
           lock.unlock();
         }
@@ -145,7 +176,7 @@ final class RangeCache {
           } catch (HiloException e) {
             lock.lock();
             try {
-              refill = null;
+              inFlight = null;
             } finally {
               lock.unlock();
             }
@@ -154,7 +185,7 @@ final class RangeCache {
           }
           lock.lock();
           try {
-            refill = null;
+            inFlight = null;
             if (!closed) use(range);
           } finally {
             lock.unlock();
@@ -185,11 +216,13 @@ final class RangeCache {
 
   /** Makes {@code r} the current range. Under the lock. */
   private void use(Range r) {
-    long now = client.nanoTime();
+    long now = setup.clock().getAsLong();
     Range old = current;
     if (old != Range.NONE) {
+      long taken = old.taken();
+      if (taken > 0) handedOutUpTo = Math.max(handedOutUpTo, old.low + taken - 1);
       windowStartNanos = usedSinceNanos;
-      windowTakenBefore = old.taken();
+      windowTakenBefore = taken;
     } else {
       windowStartNanos = now;
       windowTakenBefore = 0;
@@ -226,8 +259,16 @@ final class RangeCache {
   private HiloException waitedTooLong() {
     return new HiloException(
         Status.Code.DEADLINE_EXCEEDED,
-        "waited " + client.waitBound().toMillis() + " ms for another caller's fetch of a range of \""
-            + collection + "\" (targets " + targets.describe() + ")");
+        "waited " + setup.waitBound().toMillis() + " ms for another caller's fetch of a range of \""
+            + collection + "\" (targets " + fetcher.describe() + ")");
+  }
+
+  private void schedulePrefetch() {
+    try {
+      setup.prefetcher().execute(this::prefetch);
+    } catch (RejectedExecutionException e) {
+      // Closing: nothing is fetched ahead any more.
+    }
   }
 
   /** Fetches the next range ahead of need unless one waits or a fetch is in flight. On the executor. */
@@ -235,8 +276,8 @@ final class RangeCache {
     CompletableFuture<Void> pending;
     lock.lock();
     try {
-      if (closed || client.isClosed() || refill != null || next != null || current == Range.NONE) return;
-      pending = refill = new CompletableFuture<>();
+      if (closed || inFlight != null || next != null || current == Range.NONE) return;
+      pending = inFlight = new CompletableFuture<>();
     } finally {
       lock.unlock();
     }
@@ -248,7 +289,7 @@ final class RangeCache {
     }
     lock.lock();
     try {
-      refill = null;
+      inFlight = null;
       if (range != null && !closed) {
         next = range;
         rangesPrefetched.incrementAndGet();
@@ -261,7 +302,7 @@ final class RangeCache {
 
   /**
    * Asks the targets for the next range, reporting the previous one. Called only by the holder of {@link
-   * #refill}, without the lock.
+   * #inFlight}, without the lock.
    */
   private Range fetch() {
     NextRangeRequest.Builder request = NextRangeRequest.newBuilder().setCollection(collection);
@@ -272,26 +313,30 @@ final class RangeCache {
     } finally {
       lock.unlock();
     }
-    Targets.Reply reply;
+    RangeFetcher.Reply reply;
     try {
-      reply = targets.nextRange(request.build(), this::problemWith);
+      reply = fetcher.nextRange(request.build(), this::problemWith);
     } catch (HiloException e) {
       errors.incrementAndGet(e.code().ordinal());
       throw e;
     }
     NextRangeResponse r = reply.response();
+    long heldBefore;
     lock.lock();
     try {
       lastSize = r.getHigh() - r.getLow() + 1;
       lastRangeAt = r.getRangeAt();
       lastMax = Math.max(lastMax, r.getHigh());
-      lastHighByTag.merge(r.getNodeTag(), r.getHigh(), Math::max);
+      // The check refused anything at or below the mark: the range is above it.
+      heldBefore = held.getOrDefault(r.getNodeTag(), 0L);
+      held.put(r.getNodeTag(), r.getHigh());
     } finally {
       lock.unlock();
     }
     rangesFetched.incrementAndGet();
     return new Range(
-        r.getLow(), r.getHigh(), r.getNodeTag(), r.getRangeToken(), reply.target(), r.getRangeAt(), prefetchAt);
+        r.getLow(), r.getHigh(), r.getNodeTag(), r.getRangeToken(), reply.target(), r.getRangeAt(),
+        setup.prefetchAt(), heldBefore);
   }
 
   /** Null for a usable NextRange reply, else what is wrong with it. */
@@ -314,11 +359,11 @@ final class RangeCache {
       return "NextRange replied with node tag \"" + r.getNodeTag()
           + "\", which is not 1-4 characters of A-Z and 0-9";
     }
-    Long lastHigh = lastHighByTag.get(r.getNodeTag());
-    if (lastHigh != null && r.getLow() <= lastHigh) {
+    Long mark = held.get(r.getNodeTag());
+    if (mark != null && r.getLow() <= mark) {
       return "NextRange replied with range [" + r.getLow() + ", " + r.getHigh() + "] of \"" + collection
-          + "\" from node " + r.getNodeTag() + ", which does not lie above " + lastHigh
-          + ", the high of the range this client got from that node before";
+          + "\" from node " + r.getNodeTag() + ", which does not lie above " + mark
+          + ", the highest number of it this client holds or handed out from that node";
     }
     return null;
   }
@@ -345,8 +390,8 @@ final class RangeCache {
     return true;
   }
 
-  /** A return to send on close: the range it hands back and the last number used of it. */
-  record Unused(Range range, long last) {
+  /** One range to hand back, and the last number handed out of it ({@code low - 1}: none). */
+  record Item(Range range, long last) {
     ReturnRangeRequest toRequest(String collection) {
       return ReturnRangeRequest.newBuilder()
           .setCollection(collection)
@@ -359,64 +404,131 @@ final class RangeCache {
   }
 
   /**
-   * Closes the cache: waits (up to {@code waitNanos}) for a fetch in flight, retires the current range so
-   * that no caller takes a number of it any more, and says what to hand back, in order: a prefetched range
-   * whole (it is the later one), then the current range's unused tail. Callers fail with
-   * FAILED_PRECONDITION from here on.
+   * What {@link #takeUnused} took to hand back, in the order the node must judge it: a range fetched ahead
+   * whole, then the current range's unused tail. {@code pair}: the two are adjacent ranges of one node
+   * (the later one right above the earlier), which must go in one call. {@code hadRange}: a current range
+   * was retired. {@code done}: what callers wait for until {@link #endReturn} (null when none wait).
    */
-  List<Unused> close(long waitNanos) {
-    CompletableFuture<Void> pending;
+  record Unused(List<Item> items, boolean pair, boolean hadRange, CompletableFuture<Void> done) {
+    static final Unused NONE = new Unused(List.of(), false, false, null);
+  }
+
+  /**
+   * Retires the current range and a range fetched ahead, so that no caller takes a number of them any
+   * more, and says what to hand back; {@link #endReturn} must follow with the outcomes. First waits, at
+   * most {@code waitNanos}, for a fetch in flight. With {@code close}, the cache is closed: callers fail
+   * with FAILED_PRECONDITION from here on, and a fetch still in flight after the wait finds it closed and
+   * uses nothing. Without, callers wait (as for a fetch) until endReturn, then fetch new ranges; if a
+   * fetch is still in flight after the wait, or the cache is closed, nothing is taken ({@link
+   * Unused#NONE}).
+   */
+  Unused takeUnused(long waitNanos, boolean close) {
+    long deadline = System.nanoTime() + waitNanos;
     lock.lock();
     try {
-      closed = true;
-      pending = refill;
-    } finally {
-      lock.unlock();
-    }
-    if (pending != null) {
-      try {
-        pending.get(waitNanos, TimeUnit.NANOSECONDS);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-      } catch (ExecutionException | TimeoutException e) {
-        // A failed fetch brought nothing; one still out after the bound is left to its fetcher (it will
-        // find the cache closed and use nothing of it).
+      if (close) {
+        closed = true;
+      } else if (closed) {
+        return Unused.NONE;
       }
-    }
-    List<Unused> unused = new ArrayList<>(2);
-    lock.lock();
-    try {
+      while (inFlight != null) {
+        CompletableFuture<Void> pending = inFlight;
+        long left = deadline - System.nanoTime();
+        if (left <= 0) {
+          if (!close) return Unused.NONE;
+          break;
+        }
+        lock.unlock();
+        try {
+          awaitQuietly(pending, left);
+        } finally {
+          lock.lock();
+        }
+        if (!close && closed) return Unused.NONE;
+      }
+      List<Item> items = new ArrayList<>(2);
       Range r = current;
       current = Range.NONE;
+      boolean pair = false;
       if (next != null) {
-        unused.add(new Unused(next, next.low - 1));
+        items.add(new Item(next, next.low - 1));
+        pair = r != Range.NONE && next.target == r.target && next.low == r.high + 1;
         next = null;
       }
       if (r != Range.NONE) {
-        long taken = r.retire();
-        if (taken < r.size) unused.add(new Unused(r, r.low + taken - 1));
+        long taken = r.retire();  // from here on no caller takes a number of it
+        if (taken > 0) handedOutUpTo = Math.max(handedOutUpTo, r.low + taken - 1);
+        if (taken < r.size) items.add(new Item(r, r.low + taken - 1));
       }
+      if (items.isEmpty()) return Unused.NONE;
+      CompletableFuture<Void> done = null;
+      if (!close) inFlight = done = new CompletableFuture<>();
+      return new Unused(List.copyOf(items), pair && items.size() == 2, r != Range.NONE, done);
     } finally {
       lock.unlock();
     }
-    return unused;
   }
 
-  /** Counts the outcome of one return; logs a failure. */
-  void recordReturn(Unused u, Targets.ReturnOutcome outcome) {
-    if (outcome.error() != null) {
-      returnsFailed.incrementAndGet();
-      errors.incrementAndGet(outcome.error().code().ordinal());
-      client.log(
-          "hilo: returning numbers " + (u.last() + 1) + "-" + u.range().high + " of collection \"" + collection
-              + "\" failed: " + outcome.error().getMessage());
-      return;
+  private static void awaitQuietly(CompletableFuture<Void> pending, long nanos) {
+    try {
+      pending.get(nanos, TimeUnit.NANOSECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    } catch (ExecutionException | TimeoutException e) {
+      // A failed fetch brought nothing; one still out is the caller's to judge.
     }
-    // Refused with Max already at `last`: a retried copy of a return that applied (its reply was lost).
-    if (outcome.applied() || outcome.max() == u.last()) {
-      returnsApplied.incrementAndGet();
-    } else {
-      returnsRefused.incrementAndGet();
+  }
+
+  /**
+   * Ends what {@link #takeUnused} began: counts and logs each outcome ({@code outcomes.get(i)} is that of
+   * {@code unused.items().get(i)}), lowers the marks a later range is judged by, and lets waiting callers
+   * go on. Called exactly once per Unused that holds items.
+   */
+  void endReturn(Unused unused, List<RangeFetcher.ReturnOutcome> outcomes) {
+    List<Item> items = unused.items();
+    // A pair's tail comes back only after the range above it did: when the tail is back, so is the
+    // range fetched ahead, whatever its own answer says (a retried copy of a call whose reply was lost).
+    boolean tailBack = unused.pair() && isBack(outcomes.get(1), items.get(1).last());
+    List<String> failures = new ArrayList<>();
+    lock.lock();
+    try {
+      for (int i = 0; i < items.size(); i++) {
+        Item item = items.get(i);
+        RangeFetcher.ReturnOutcome outcome = outcomes.get(i);
+        // Whatever the answer, this range is never used again, so its numbers above `last` are no
+        // longer held (CONTRACT.md R11): the node's mark goes down to the last number handed out of it,
+        // or, for a range back whole, to what it was before the range came (other clients' returns may
+        // since have moved Max below low - 1). A return of unknown outcome may have applied, and then
+        // the node's next range rightly starts right after `last`. In order: a pair's later range first
+        // lowers the mark to the earlier range's high, then the earlier range's tail below that.
+        Range r = item.range();
+        Long mark = held.get(r.nodeTag);
+        if (mark != null && mark == r.high) held.put(r.nodeTag, item.last() == r.low - 1 ? r.heldBefore : item.last());
+        if (isBack(outcome, item.last()) || (i == 0 && tailBack)) {
+          returnsApplied.incrementAndGet();
+        } else if (outcome.error() != null) {
+          returnsFailed.incrementAndGet();
+          errors.incrementAndGet(outcome.error().code().ordinal());
+          failures.add("hilo: returning numbers " + (item.last() + 1) + "-" + r.high + " of collection \""
+              + collection + "\" failed: " + outcome.error().getMessage());
+        } else {
+          returnsRefused.incrementAndGet();
+        }
+      }
+      // The next range may start right after the last number handed out: the numbers above it are no
+      // longer this client's, whether they went back or not (R4: last_max after a return).
+      if (unused.hadRange()) lastMax = handedOutUpTo;
+      if (unused.done() != null && inFlight == unused.done()) inFlight = null;
+    } finally {
+      lock.unlock();
     }
+    if (unused.done() != null) unused.done().complete(null);
+    for (String line : failures) setup.log().accept(line);
+  }
+
+  /** Whether the numbers of a return are back: applied, or refused with Max already at its `last` (a
+   * retried copy of a return that applied, whose reply was lost). */
+  private static boolean isBack(RangeFetcher.ReturnOutcome outcome, long last) {
+    return outcome.error() == null && (outcome.applied() || outcome.max() == last);
   }
 }

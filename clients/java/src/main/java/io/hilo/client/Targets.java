@@ -28,7 +28,7 @@ import java.util.function.Function;
  * target that issued the range, retried on UNAVAILABLE or DEADLINE_EXCEEDED within one deadline. Every RPC
  * carries a deadline (gRPC measures it on the monotonic clock). Thread-safe.
  */
-final class Targets {
+final class Targets implements RangeFetcher {
   /** Attempts of one return call (ReturnRanges, or a ReturnRange of the fallback). */
   static final int RETURN_ATTEMPTS = 3;
 
@@ -64,7 +64,8 @@ final class Targets {
     return failovers.get();
   }
 
-  String describe() {
+  @Override
+  public String describe() {
     return String.join(", ", names);
   }
 
@@ -92,16 +93,14 @@ final class Targets {
     return status;
   }
 
-  /** A NextRange reply and the index of the target that gave it. */
-  record Reply(NextRangeResponse response, int target) {}
-
   /**
    * Asks the targets in turn, from the preferred one, for the next range. {@code check} returns null for a
    * usable reply, else why it is not: such a target is skipped like one that is down. Throws UNAVAILABLE
    * naming every target if none answered, INTERNAL naming every target if one answered with an unusable
    * range and none with a usable one, and a target's own status for any other error.
    */
-  Reply nextRange(NextRangeRequest request, Function<NextRangeResponse, String> check) {
+  @Override
+  public Reply nextRange(NextRangeRequest request, Function<NextRangeResponse, String> check) {
     String name = request.getCollection();
     for (int i = 0; i < name.length(); i++) {
       char c = name.charAt(i);
@@ -179,16 +178,14 @@ final class Targets {
     return echoes && (code == Status.Code.FAILED_PRECONDITION || code == Status.Code.INVALID_ARGUMENT);
   }
 
-  /** The outcome of one return: a judgement (applied or not, Max after it) or the error it failed with. */
-  record ReturnOutcome(boolean applied, long max, HiloException error) {}
-
   /**
    * Sends {@code items} to {@code target} in one ReturnRanges call, judged in the order given; on
    * UNIMPLEMENTED (a server older than ReturnRanges) one ReturnRange per item, in the same order. Each call
    * is retried on UNAVAILABLE or DEADLINE_EXCEEDED (up to {@link #RETURN_ATTEMPTS} attempts) while {@code
    * deadline} lasts. One outcome per item, in order; never throws.
    */
-  List<ReturnOutcome> returnRanges(int target, List<ReturnRangeRequest> items, Deadline deadline) {
+  @Override
+  public List<ReturnOutcome> returnRanges(int target, List<ReturnRangeRequest> items, Deadline deadline) {
     List<ReturnOutcome> outcomes = new ArrayList<>();
     if (!noBatches[target].get()) {
       ReturnRangesRequest request = ReturnRangesRequest.newBuilder().addAllReturns(items).build();

@@ -95,6 +95,23 @@ class HiloClientTest {
     return d.toNanos() / 1e9;
   }
 
+  /** The keep-open return (CONTRACT.md R8): ranges go back, the client stays, close still hands back. */
+  @Test
+  void return_unused_ranges_keeps_the_client_and_close_hands_back_the_next_range() {
+    HiloClient client = quiet().channel(a.channel).prefetchAt(0).build();
+    for (int i = 0; i < 5; i++) client.nextId("orders");
+    client.returnUnusedRanges();
+    assertEquals(5, a.max("orders"));
+    assertEquals(new Id(6, "A"), client.nextId("orders"));
+    client.close();
+    assertEquals(6, a.max("orders"));
+    assertEquals(2, client.stats().returnsApplied());
+    client.returnUnusedRanges();  // after close: nothing to do, nothing thrown
+    assertEquals(2, client.stats().returnsApplied());
+    HiloException e = assertThrows(HiloException.class, () -> client.nextId("orders"));
+    assertEquals(Status.Code.FAILED_PRECONDITION, e.code());
+  }
+
   @Test
   void close_falls_back_to_return_range_in_the_same_order() throws Exception {
     a.returnRangesUnimplemented = true;

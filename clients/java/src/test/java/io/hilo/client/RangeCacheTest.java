@@ -1,0 +1,181 @@
+package io.hilo.client;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * RangeCache on its own, against {@link ContractNode} (a node as README's contract describes it), for
+ * what a keep-open return must do (CONTRACT.md R8, R11, R15): the cache stays usable, the marks a reply
+ * is judged by go down to what was used, callers wait for the return, and no number is handed out twice.
+ */
+class RangeCacheTest {
+  private final ConcurrentLinkedQueue<Runnable> prefetches = new ConcurrentLinkedQueue<>();
+  private final List<String> logged = new ArrayList<>();
+  private final ExecutorService pool = Executors.newCachedThreadPool();
+
+  @AfterEach
+  void tearDown() {
+    pool.shutdownNow();
+  }
+
+  /** A cache whose prefetches wait in {@link #prefetches} until the test runs them. */
+  private RangeCache cache(ContractNode node, String collection, double prefetchAt) {
+    RangeCache.Setup setup =
+        new RangeCache.Setup(
+            prefetchAt, Duration.ofSeconds(10), prefetches::add, this::log, System::nanoTime);
+    return new RangeCache(collection, node, setup);
+  }
+
+  private synchronized void log(String line) {
+    logged.add(line);
+  }
+
+  private UnusedReturns returns(ContractNode node) {
+    return new UnusedReturns(node, pool, Duration.ofSeconds(5), Duration.ofSeconds(10));
+  }
+
+  private static void take(RangeCache cache, long first, long last) {
+    for (long n = first; n <= last; n++) assertEquals(new Id(n, "A"), cache.next());
+  }
+
+  @Test
+  void after_an_applied_return_the_next_range_continues_after_the_last_number_used() {
+    ContractNode node = new ContractNode(32);
+    RangeCache c = cache(node, "ra", 0);
+    take(c, 1, 5);
+    returns(node).handBack(List.of(c), false);
+    assertEquals(1, c.returnsApplied.get());
+    // The node's Max is 5: its next range is 6-37, below the 32 the cache held, and is accepted.
+    take(c, 6, 8);
+    assertEquals(5, node.requests().get(1).getLastMax());
+  }
+
+  @Test
+  void after_a_refused_return_none_of_the_range_is_used_again() {
+    ContractNode node = new ContractNode(32);
+    RangeCache c = cache(node, "rr", 0);
+    RangeCache other = cache(node, "rr", 0);
+    take(c, 1, 5);
+    take(other, 33, 33);
+    returns(node).handBack(List.of(c), false);
+    assertEquals(0, c.returnsApplied.get());
+    assertEquals(1, c.returnsRefused.get());
+    take(c, 65, 67);
+  }
+
+  @Test
+  void after_a_return_whose_reply_was_lost_the_range_that_follows_it_is_accepted() {
+    ContractNode node = new ContractNode(32);
+    RangeCache c = cache(node, "rf", 0);
+    take(c, 1, 5);
+    node.returnsLoseReplies = true;
+    returns(node).handBack(List.of(c), false);
+    node.returnsLoseReplies = false;
+    assertEquals(1, c.returnsFailed.get());
+    assertEquals(1, logged.size());
+    // It applied at the node (Max 5): the cache's mark went down to 5 whatever the answer.
+    take(c, 6, 8);
+  }
+
+  @Test
+  void a_range_fetched_ahead_goes_back_whole_before_the_tail_and_both_apply() {
+    ContractNode node = new ContractNode(32);
+    RangeCache c = cache(node, "rp", 0.2);
+    take(c, 1, 7);  // the 7th (a fifth of 32) asks for the next range
+    assertEquals(1, prefetches.size());
+    prefetches.poll().run();
+    assertEquals(1, c.rangesPrefetched.get());
+    returns(node).handBack(List.of(c), false);
+    assertEquals(2, c.returnsApplied.get());
+    take(c, 8, 9);
+  }
+
+  @Test
+  void callers_wait_for_a_return_and_then_fetch_after_it() throws Exception {
+    ContractNode node = new ContractNode(32);
+    RangeCache c = cache(node, "rw", 0);
+    take(c, 1, 5);
+    CountDownLatch release = new CountDownLatch(1);
+    node.holdReturns = release;
+    CompletableFuture<Void> handBack = CompletableFuture.runAsync(() -> returns(node).handBack(List.of(c), false), pool);
+    node.awaitReturnCalls(1);
+    Thread[] caller = new Thread[1];
+    CompletableFuture<Id> drawn =
+        CompletableFuture.supplyAsync(
+            () -> {
+              caller[0] = Thread.currentThread();
+              return c.next();
+            },
+            pool);
+    long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (caller[0] == null || caller[0].getState() != Thread.State.TIMED_WAITING) {
+      if (drawn.isDone()) fail("a caller got " + drawn.get() + " while the return was in flight");
+      if (System.nanoTime() > end) fail("the caller never waited");
+      Thread.onSpinWait();
+    }
+    assertEquals(1, node.requests().size());  // no fetch while the return is out
+    release.countDown();
+    handBack.get(10, TimeUnit.SECONDS);
+    assertEquals(new Id(6, "A"), drawn.get(10, TimeUnit.SECONDS));
+  }
+
+  @Test
+  void draws_racing_returns_never_hand_out_a_number_twice() throws Exception {
+    ContractNode node = new ContractNode(64);
+    ExecutorService prefetcher = Executors.newSingleThreadExecutor();
+    RangeCache.Setup setup =
+        new RangeCache.Setup(0.2, Duration.ofSeconds(10), prefetcher, this::log, System::nanoTime);
+    // Two clients' caches of one collection: numbers one hands back wrongly, the other's next range gets.
+    RangeCache c = new RangeCache("race", node, setup);
+    RangeCache other = new RangeCache("race", node, setup);
+    AtomicBoolean stop = new AtomicBoolean();
+    List<CompletableFuture<List<Long>>> draws = new ArrayList<>();
+    for (int t = 0; t < 4; t++) {
+      RangeCache from = t % 2 == 0 ? c : other;
+      draws.add(
+          CompletableFuture.supplyAsync(
+              () -> {
+                List<Long> numbers = new ArrayList<>();
+                while (!stop.get()) numbers.add(from.next().number());
+                return numbers;
+              },
+              pool));
+    }
+    UnusedReturns returns = returns(node);
+    for (int i = 0; i < 50; i++) {
+      long fetched = c.rangesFetched.get() + other.rangesFetched.get();
+      returns.handBack(List.of(c, other), false);
+      // The next return once they have fetched again, so that each finds a range in use.
+      long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+      while (c.rangesFetched.get() + other.rangesFetched.get() == fetched && System.nanoTime() < end) {
+        Thread.yield();
+      }
+    }
+    stop.set(true);
+    Set<Long> seen = new HashSet<>();
+    for (CompletableFuture<List<Long>> d : draws) {
+      for (long n : d.get(30, TimeUnit.SECONDS)) assertTrue(seen.add(n), n + " handed out twice");
+    }
+    // Every return was judged, and enough of them applied to matter.
+    assertEquals(0, c.returnsFailed.get() + other.returnsFailed.get());
+    assertTrue(c.returnsApplied.get() + other.returnsApplied.get() >= 10,
+        "only " + (c.returnsApplied.get() + other.returnsApplied.get()) + " returns applied");
+    prefetcher.shutdownNow();
+  }
+}
