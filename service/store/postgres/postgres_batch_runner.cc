@@ -4,7 +4,7 @@
 // run's frame (RunBatchOnce) and its first and last steps, reading the rows
 // and writing them; taking the creation locks is in
 // postgres_creation_locks.cc, judging the requests in
-// postgres_request_judging.cc.
+// postgres_judges.cc.
 #include <libpq-fe.h>
 
 #include <algorithm>

@@ -205,6 +205,27 @@ PostgresRangeStore::~PostgresRangeStore() {
   writer_.connection.reset();
 }
 
+absl::Status PostgresRangeStore::CheckHistoryOn(
+    internal::PostgresConnection& c) {
+  // Whatever database this connection reached, no reservation is known to
+  // be on its standbys yet.
+  confirmed_ceiling_.clear();
+  absl::StatusOr<internal::HistoryCheck> check =
+      internal::CheckHistory(c, clock_->Now());
+  if (!check.ok()) return check.status();
+  if (check->changed && options_.on_history_went_back) {
+    options_.on_history_went_back(StoreHistoryEvent{
+        .reason = absl::StrFormat(
+            "the history of PostgreSQL at %s changed from %s to %s (a "
+            "standby was promoted, or the database was restored)",
+            description_, internal::DescribeHistory(check->recorded),
+            internal::DescribeHistory(check->live)),
+        .collections = check->collections_moved,
+        .numbers_skipped = check->numbers_skipped});
+  }
+  return absl::OkStatus();
+}
+
 void PostgresRangeStore::NodeTagLost(absl::string_view holder) {
   node_tag_lost_ = true;
   if (!options_.on_node_tag_lost) return;

@@ -1,7 +1,6 @@
-// The PostgreSQL store's reservations and history checks (the design is in
+// The PostgreSQL store's reservations (the design is in
 // postgres_history.h): the steps of a write batch that reserve numbers
-// ahead and wait for the standbys to confirm them; and the check of a new
-// write connection.
+// ahead and wait for the standbys to confirm them.
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -14,27 +13,6 @@
 #include "service/store/postgres/postgres_request.h"
 
 namespace hilo {
-
-absl::Status PostgresRangeStore::CheckHistoryOn(
-    internal::PostgresConnection& c) {
-  // Whatever database this connection reached, no reservation is known to
-  // be on its standbys yet.
-  confirmed_ceiling_.clear();
-  absl::StatusOr<internal::HistoryCheck> check =
-      internal::CheckHistory(c, clock_->Now());
-  if (!check.ok()) return check.status();
-  if (check->changed && options_.on_history_went_back) {
-    options_.on_history_went_back(StoreHistoryEvent{
-        .reason = absl::StrFormat(
-            "the history of PostgreSQL at %s changed from %s to %s (a "
-            "standby was promoted, or the database was restored)",
-            description_, internal::DescribeHistory(check->recorded),
-            internal::DescribeHistory(check->live)),
-        .collections = check->collections_moved,
-        .numbers_skipped = check->numbers_skipped});
-  }
-  return absl::OkStatus();
-}
 
 void PostgresRangeStore::Reserve(Batch& batch, Request& r,
                                  const std::string& name, int64_t high,
