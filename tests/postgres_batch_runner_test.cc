@@ -328,5 +328,46 @@ TEST_F(PostgresBatchRunnerTest, HeldRowIsSetAsideWhileTheRestCommits) {
   holder.Query("ROLLBACK");
 }
 
+// Issue 36, F3: a creation's lock key shows in pg_locks; one the rules
+// refuse on its arguments alone (judged on no row) must take no lock, so
+// a refused request shows no key. A creation that an earlier request of
+// the batch makes possible still takes its lock.
+TEST_F(PostgresBatchRunnerTest, RefusedCreationTakesNoLockAndChangesNothing) {
+  PostgresBatchRunner::Options options;
+  std::vector<int> locks;  // far, past, made, later; while judged
+  options.before_judging_for_testing = [&] {
+    for (const char* name : {"far", "past", "made", "later"}) {
+      locks.push_back(CreationLocksHeldOn(name));
+    }
+  };
+  auto runner = NewRunner(std::move(options));
+  constexpr int64_t kTop = std::numeric_limits<int64_t>::max();
+  std::vector<std::unique_ptr<PostgresRequest>> batch;
+  batch.push_back(Allocate("far", 3, /*floor=*/5000, /*max_floor_jump=*/100));
+  batch.push_back(Allocate("past", 5, /*floor=*/kTop - 2));
+  batch.push_back(Allocate("made", 4));
+  batch.push_back(Request(Kind::kSetFloor, "later"));
+  batch[3]->floor = 1'000'000;
+  batch.push_back(Allocate("later", 2, /*floor=*/1'000'050, 100));
+  Run(*runner, batch);
+  EXPECT_THAT(batch[0]->status, StatusIs(absl::StatusCode::kFailedPrecondition,
+                                         HasSubstr("\"far\"")));
+  EXPECT_THAT(batch[1]->status,
+              StatusIs(absl::StatusCode::kOutOfRange, HasSubstr("\"past\"")));
+  ASSERT_THAT(batch[2]->status, IsOk());
+  EXPECT_EQ(batch[2]->allocation.range, (Range{1, 4}));
+  ASSERT_THAT(batch[3]->status, IsOk());
+  ASSERT_THAT(batch[4]->status, IsOk());
+  EXPECT_EQ(batch[4]->allocation.range, (Range{1'000'051, 1'000'052}));
+  EXPECT_EQ(locks, std::vector<int>({0, 0, 1, 1}));
+  EXPECT_EQ(StoredMax("far"), "");
+  EXPECT_EQ(StoredMax("past"), "");
+  EXPECT_EQ(StoredMax("made"), "4");
+  EXPECT_EQ(StoredMax("later"), "1000052");
+  EXPECT_EQ(count_.Load(), 2);
+  // The transaction's locks went with its COMMIT.
+  EXPECT_EQ(CreationLocksHeldOn("made"), 0);
+}
+
 }  // namespace
 }  // namespace hilo::internal

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -186,6 +187,33 @@ TEST(PostgresJudgesTest, PutAndGetSeeTheBatchesRows) {
   EXPECT_TRUE(batch.rows["a"].dirty);
   ASSERT_TRUE(JudgeGet(batch, "a").has_value());
   EXPECT_EQ(JudgeGet(batch, "a")->max, 77);
+}
+
+TEST(PostgresJudgesTest, CreatesRowWhenNoneOnlyForCreationsTheRulesAllow) {
+  auto request = [](PostgresRequest::Kind kind, int64_t floor,
+                    int64_t max_floor_jump, bool may_create = true) {
+    auto r = std::make_unique<PostgresRequest>();
+    r->kind = kind;
+    r->name = "a";
+    r->size = 5;
+    r->floor = floor;
+    r->max_floor_jump = max_floor_jump;
+    r->may_create = may_create;
+    r->token = 7;
+    return r;
+  };
+  using Kind = PostgresRequest::Kind;
+  constexpr int64_t kTop = std::numeric_limits<int64_t>::max();
+  EXPECT_TRUE(CreatesRowWhenNone(*request(Kind::kAllocate, 100, 100)));
+  EXPECT_FALSE(CreatesRowWhenNone(*request(Kind::kAllocate, 101, 100)));
+  EXPECT_TRUE(CreatesRowWhenNone(*request(Kind::kAllocate, kTop - 5, kTop)));
+  EXPECT_FALSE(CreatesRowWhenNone(*request(Kind::kAllocate, kTop - 4, kTop)));
+  EXPECT_FALSE(CreatesRowWhenNone(
+      *request(Kind::kAllocate, 0, kTop, /*may_create=*/false)));
+  EXPECT_TRUE(CreatesRowWhenNone(*request(Kind::kSetFloor, 10, 0)));
+  EXPECT_TRUE(CreatesRowWhenNone(*request(Kind::kPut, 0, 0)));
+  EXPECT_FALSE(CreatesRowWhenNone(*request(Kind::kReturn, 0, 0)));
+  EXPECT_FALSE(CreatesRowWhenNone(*request(Kind::kDelete, 0, 0)));
 }
 
 }  // namespace

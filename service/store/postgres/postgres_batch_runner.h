@@ -9,7 +9,8 @@
 //      read the rows it only reads; the Lists and the probe's count.
 //   2. For new rows only: take their creation locks without waiting
 //      (pg_try_advisory_xact_lock), at most kMaxCreationsPerBatch, oldest
-//      first, and read those rows again.
+//      first, and read those rows again. A creation the rules refuse on
+//      its own arguments (judged on no row) takes no lock.
 //   3. Judge each request in order on the rows in memory, one judge per
 //      kind (postgres_judges.h); an operation on a row another session
 //      holds, or is creating, is set aside to run again later (Hooks::park).

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "service/store/postgres/postgres_batch_runner.h"
+#include "service/store/postgres/postgres_judges.h"
 #include "service/store/postgres/postgres_retry_policy.h"
 #include "service/store/postgres/postgres_row_codec.h"
 
@@ -39,10 +40,17 @@ std::vector<std::string> PostgresBatchRunner::ChooseCreations(
   // (by when they were first postponed), then this batch's in arrival
   // order, so no flood of new names, whatever they sort as, keeps one
   // creation waiting for more than a few batches.
+  //
+  // A creation the rules refuse on its own arguments, judged on no row,
+  // takes no lock (CreatesRowWhenNone): the key of a creation shows in
+  // pg_locks while it is held, and any role that may connect and saw it
+  // could hold it later against that name (docs/security.md); a refused
+  // request should show nothing.
   using Clock = std::chrono::steady_clock;
   std::vector<std::pair<Clock::time_point, std::string>> by_age;
   for (PostgresRequest* r : batch.requests) {
-    if (r->creates() && batch.rows.find(r->name) == batch.rows.end() &&
+    if (CreatesRowWhenNone(*r) &&
+        batch.rows.find(r->name) == batch.rows.end() &&
         batch.held.count(r->name) == 0) {
       by_age.emplace_back(r->lock_deadline.value_or(Clock::time_point::max()),
                           r->name);

@@ -116,6 +116,16 @@ std::optional<CollectionState> JudgeGet(const PostgresBatch& batch,
   return it != batch.rows.end() ? it->second.now : std::nullopt;
 }
 
+bool CreatesRowWhenNone(const PostgresRequest& r) {
+  if (!r.creates()) return false;
+  // SetFloor and Put make a row whatever they carry.
+  if (r.kind != PostgresRequest::Kind::kAllocate) return true;
+  Range range;
+  return ApplyAllocate(r.name, CollectionState{}, r.size, r.floor,
+                       r.max_floor_jump, r.token, absl::UnixEpoch(), &range)
+      .ok();
+}
+
 absl::Status LockedRowError(absl::string_view collection, bool creating,
                             absl::Duration lock_timeout) {
   if (creating) {

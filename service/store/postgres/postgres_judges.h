@@ -23,6 +23,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "service/store/postgres/postgres_batch.h"
+#include "service/store/postgres/postgres_request.h"
 #include "service/store/range_store.h"
 
 namespace hilo {
@@ -65,6 +66,15 @@ absl::Status JudgePut(PostgresBatch& batch, absl::string_view name,
 // RangeStore::GetAsync: the row as the batch leaves it so far.
 std::optional<CollectionState> JudgeGet(const PostgresBatch& batch,
                                         absl::string_view name);
+
+// Whether `r`, judged on a collection without a row, would create one:
+// false for a request that never creates (PostgresRequest::creates), and
+// for one the rules refuse there on its own arguments (an allocation whose
+// floor is more than max_floor_jump above 0, or whose range would pass
+// INT64_MAX). The runner takes a name's creation lock only if some request
+// of the batch would create its row: while the row is absent each request
+// on it is judged on no row, so if none would create it there, none does.
+bool CreatesRowWhenNone(const PostgresRequest& r);
 
 // UNAVAILABLE for an operation on `collection`, whose row another session
 // held locked (or, `creating`, was creating) for all of `lock_timeout`.
