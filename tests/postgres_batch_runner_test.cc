@@ -23,6 +23,7 @@
 #include "service/store/postgres/postgres_schema.h"
 #include "service/store/range_token.h"
 #include "testing/postgres_instance.h"
+#include "testing/postgres_session.h"
 #include "testing/status_matchers.h"
 
 namespace hilo::internal {
@@ -30,36 +31,10 @@ namespace {
 
 using ::hilo::testing_util::IsOk;
 using ::hilo::testing_util::PostgresInstance;
+using ::hilo::testing_util::PostgresSession;
 using ::hilo::testing_util::StatusIs;
 using ::testing::HasSubstr;
 using Kind = PostgresRequest::Kind;
-
-// A session of the test's own, outside the runner.
-class Session {
- public:
-  explicit Session(const std::string& uri) : conn_(PQconnectdb(uri.c_str())) {
-    EXPECT_EQ(PQstatus(conn_), CONNECTION_OK) << PQerrorMessage(conn_);
-  }
-  ~Session() { PQfinish(conn_); }
-  Session(const Session&) = delete;
-  Session& operator=(const Session&) = delete;
-  // The first column of the first row, "" if none (a failure if it fails).
-  std::string Query(const std::string& sql) {
-    PGresult* r = PQexec(conn_, sql.c_str());
-    const ExecStatusType s = PQresultStatus(r);
-    std::string value;
-    if (s == PGRES_TUPLES_OK && PQntuples(r) > 0) {
-      value = PQgetvalue(r, 0, 0);
-    } else if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
-      ADD_FAILURE() << sql << ": " << PQresultErrorMessage(r);
-    }
-    PQclear(r);
-    return value;
-  }
-
- private:
-  PGconn* conn_;
-};
 
 std::unique_ptr<PostgresRequest> Allocate(
     const std::string& name, int64_t size, int64_t floor = 0,
@@ -94,7 +69,7 @@ class PostgresBatchRunnerTest : public ::testing::Test {
     ASSERT_THAT(c, IsOk());
     ASSERT_THAT(CreateOrCheckPostgresSchema(**c, "the test's database"),
                 IsOk());
-    session_ = std::make_unique<Session>(uri_);
+    session_ = std::make_unique<PostgresSession>(uri_);
   }
 
   absl::StatusOr<std::unique_ptr<PostgresConnection>> Connect() const {
@@ -128,6 +103,15 @@ class PostgresBatchRunnerTest : public ::testing::Test {
     runner.Run(ops);
   }
 
+  // Gives `name` a row, Max `size`, in a batch of its own.
+  static void Create(PostgresBatchRunner& runner, const std::string& name,
+                     int64_t size) {
+    std::vector<std::unique_ptr<PostgresRequest>> batch;
+    batch.push_back(Allocate(name, size));
+    Run(runner, batch);
+    ASSERT_THAT(batch[0]->status, IsOk());
+  }
+
   // The stored Max of `name`, or "" if it has no row.
   std::string StoredMax(const std::string& name) {
     return session_->Query(absl::StrCat(
@@ -147,7 +131,7 @@ class PostgresBatchRunnerTest : public ::testing::Test {
   }
 
   std::string uri_;
-  std::unique_ptr<Session> session_;
+  std::unique_ptr<PostgresSession> session_;
   PostgresCollectionCount count_;
   std::vector<bool> reachable_;
   std::vector<std::unique_ptr<PostgresRequest>> parked_;
@@ -237,10 +221,7 @@ TEST_F(PostgresBatchRunnerTest, EachKindIsJudgedAndOnlyChangesAreWritten) {
 
 TEST_F(PostgresBatchRunnerTest, FailedWriteFailsTheWholeBatch) {
   auto runner = NewRunner();
-  std::vector<std::unique_ptr<PostgresRequest>> setup;
-  setup.push_back(Allocate("z", 5));
-  Run(*runner, setup);
-  ASSERT_THAT(setup[0]->status, IsOk());
+  Create(*runner, "z", 5);
   // Any row past Max 1000 cannot be written.
   session_->Query(
       "ALTER TABLE hilo_collections ADD CONSTRAINT small CHECK (max < 1000)");
@@ -269,10 +250,7 @@ TEST_F(PostgresBatchRunnerTest, FailedWriteFailsTheWholeBatch) {
 
 TEST_F(PostgresBatchRunnerTest, FailedCommitFailsTheWholeBatch) {
   auto runner = NewRunner();
-  std::vector<std::unique_ptr<PostgresRequest>> setup;
-  setup.push_back(Allocate("z", 5));
-  Run(*runner, setup);
-  ASSERT_THAT(setup[0]->status, IsOk());
+  Create(*runner, "z", 5);
   // Checked at COMMIT only: every write goes through, the COMMIT fails.
   session_->Query(
       "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ "
@@ -301,11 +279,8 @@ TEST_F(PostgresBatchRunnerTest, FailedCommitFailsTheWholeBatch) {
 
 TEST_F(PostgresBatchRunnerTest, HeldRowIsSetAsideWhileTheRestCommits) {
   auto runner = NewRunner();
-  std::vector<std::unique_ptr<PostgresRequest>> setup;
-  setup.push_back(Allocate("held", 5));
-  Run(*runner, setup);
-  ASSERT_THAT(setup[0]->status, IsOk());
-  Session holder(uri_);
+  Create(*runner, "held", 5);
+  PostgresSession holder(uri_);
   holder.Query("BEGIN");
   holder.Query(
       "SELECT max FROM hilo_collections WHERE name = convert_to('held', "
