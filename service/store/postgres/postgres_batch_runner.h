@@ -26,8 +26,9 @@
 //   PostgresBatchRunner runner(options, hooks);
 //   GroupCommit queue(queue_options, [&](auto batch) { runner.Run(batch); });
 //
-// Not thread-safe: Run is called by one thread at a time (GroupCommit's
-// committer), which alone uses the runner's connection.
+// Run is called by one thread at a time (GroupCommit's committer), which
+// alone uses the runner's connection; counters() may be read from any
+// thread.
 #ifndef HILO_SERVICE_STORE_POSTGRES_POSTGRES_BATCH_RUNNER_H_
 #define HILO_SERVICE_STORE_POSTGRES_POSTGRES_BATCH_RUNNER_H_
 
