@@ -60,9 +60,10 @@ namespace internal {
 class PostgresBatchRunner {
  public:
   struct Options {
-    // The store's limits and hooks: max_attempts, lock_timeout,
-    // reserve_ranges, standby_wait, on_commit, on_database_error and the
-    // test hooks the runner calls.
+    // The store's limits and hooks the runner reads: max_attempts,
+    // lock_timeout, reserve_ranges, standby_wait, on_commit,
+    // on_database_error and the batch test hooks (the connection's
+    // settings are the connect hook's business; the clock is `clock`).
     PostgresRangeStoreOptions store;
     // "postgresql://user@host:port/db", what errors name.
     std::string description;
