@@ -24,6 +24,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/postgres_instance.h"
+#include "testing/postgres_session.h"
 #include "testing/range_store_fixture.h"
 #include "testing/status_matchers.h"
 #include "testing/test_util.h"
@@ -34,6 +35,7 @@ namespace {
 using ::hilo::testing_util::IsOk;
 using ::hilo::testing_util::NextToken;
 using ::hilo::testing_util::PostgresInstance;
+using ::hilo::testing_util::PostgresSession;
 using ::hilo::testing_util::StatusIs;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
@@ -95,31 +97,6 @@ class PostgresRangeStoreTest : public ::testing::Test {
 constexpr char kXRenewed[] =
     "SELECT expires_at > now() + interval '20 seconds' FROM hilo_nodes "
     "WHERE tag = 'X'";
-
-// A session of the test's own, outside any store.
-class Session {
- public:
-  explicit Session(const std::string& uri) : conn_(PQconnectdb(uri.c_str())) {
-    EXPECT_EQ(PQstatus(conn_), CONNECTION_OK) << PQerrorMessage(conn_);
-  }
-  ~Session() { PQfinish(conn_); }
-  // The first column of the first row, or "" (and a test failure).
-  std::string Query(const std::string& sql) {
-    PGresult* r = PQexec(conn_, sql.c_str());
-    const ExecStatusType s = PQresultStatus(r);
-    std::string value;
-    if (s == PGRES_TUPLES_OK && PQntuples(r) > 0) {
-      value = PQgetvalue(r, 0, 0);
-    } else if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
-      ADD_FAILURE() << sql << ": " << PQresultErrorMessage(r);
-    }
-    PQclear(r);
-    return value;
-  }
-
- private:
-  PGconn* const conn_;
-};
 
 // Holds each read batch of a store at its start, from the first one until
 // Release: the test knows the read queue is stuck once WaitUntilHeld
@@ -310,7 +287,8 @@ class PendingRange {
 // Begins `holder`'s transaction and inserts `name`'s row (Max 32, return
 // floor `floor`) under the creation lock, as a hilo server creating it
 // would, without committing.
-void BeginCreating(Session& holder, const std::string& name, int floor) {
+void BeginCreating(PostgresSession& holder, const std::string& name,
+                   int floor) {
   holder.Query("BEGIN");
   holder.Query(TakeCreationLockSql(name));
   holder.Query(absl::StrCat(
@@ -370,7 +348,7 @@ TEST_F(PostgresRangeStoreTest, CollectionCreatedElsewhereHoldsUpOnlyItself) {
       OpenGated(uri_, gate);
   ASSERT_THAT(opened, IsOk());
   PostgresRangeStore& store = **opened;
-  Session holder(uri_);
+  PostgresSession holder(uri_);
   BeginCreating(holder, "held", /*floor=*/0);
   PendingRange held;
   absl::StatusOr<Allocation> got_other;
@@ -450,7 +428,7 @@ TEST_F(PostgresRangeStoreTest, CreationLockIsTheTablesWhateverTheSearchPath) {
       absl::StrCat(uri_.substr(0, at + 3), schema, "_first%2C", schema), gate);
   ASSERT_THAT(opened, IsOk());
   PostgresRangeStore& store = **opened;
-  Session holder(uri_);
+  PostgresSession holder(uri_);
   BeginCreating(holder, "held", /*floor=*/0);
   PendingRange held;
   absl::StatusOr<Allocation> got_other;
@@ -492,7 +470,7 @@ TEST_F(PostgresRangeStoreTest, ForeignRoleCannotBlockACreation) {
       PostgresInstance::Execute(foreign_uri, "SELECT salt FROM hilo_lock_salt"),
       StatusIs(absl::StatusCode::kInternal,
                HasSubstr("permission denied for table hilo_lock_salt")));
-  Session foreign(foreign_uri);
+  PostgresSession foreign(foreign_uri);
   foreign.Query("BEGIN");
   foreign.Query(absl::StrCat(
       "SELECT pg_advisory_xact_lock(('x' || substr(encode(sha256(convert_to('",
@@ -640,7 +618,7 @@ TEST_F(PostgresRangeStoreTest, SchemaVersionOneIsMigrated) {
               IsOk());
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = OpenOn(uri_);
   ASSERT_THAT(store, IsOk());
-  Session session(uri_);
+  PostgresSession session(uri_);
   EXPECT_EQ(session.Query("SELECT value FROM hilo_meta WHERE key = "
                           "'schema_version'"),
             "4");
@@ -716,8 +694,8 @@ TEST_F(PostgresRangeStoreTest,
   const std::string name = absl::StrCat("hilo_test_", getpid());
   const std::string uri = absl::StrCat(uri_, "&application_name=", name);
   ASSERT_THAT(OpenOn(uri_), IsOk());  // the schema
-  Session other(uri_);
-  Session watcher(uri_);
+  PostgresSession other(uri_);
+  PostgresSession watcher(uri_);
   // The other server's row, not committed yet: invisible to the store's
   // reads, but its INSERT waits for it, then collides.
   other.Query("BEGIN");
@@ -831,13 +809,13 @@ TEST_F(PostgresRangeStoreTest, ProbeRenewsTheClaimAndReportsItTaken) {
       PostgresRangeStore::Open(std::move(options));
   ASSERT_THAT(store, IsOk());
   ASSERT_THAT(ShortenClaimOfX(), IsOk());
-  Session session(uri_);
+  PostgresSession session(uri_);
   while (session.Query(kXRenewed) != "t") std::this_thread::yield();
 
   // Taken in a transaction a renewal has to wait for: the renewal's UPDATE
   // then sees the new holder, while its statement's snapshot still shows
   // this server; the report must name the new holder all the same.
-  Session taker(uri_);
+  PostgresSession taker(uri_);
   taker.Query("BEGIN");
   taker.Query("UPDATE hilo_nodes SET holder = 'host-b pid 2' WHERE tag = 'X'");
   const std::string renewal_waits =
@@ -883,7 +861,7 @@ TEST_F(PostgresRangeStoreTest, RenewalGoesOnWhileReadsAreHeldBack) {
                       });
   gate.WaitUntilHeld();  // the read queue is stuck from here on
   ASSERT_THAT(ShortenClaimOfX(), IsOk());
-  Session session(uri_);
+  PostgresSession session(uri_);
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
   bool in_time = false;
   while (!(in_time = session.Query(kXRenewed) == "t") &&
@@ -1003,7 +981,7 @@ TEST(PostgresRangeStoreFaultTest, FullLockTableIsUnavailableAndNotServing) {
   ASSERT_THAT(store, IsOk());
   ASSERT_THAT((*store)->Allocate("warm", 32, 0, NextToken()), IsOk());
   ASSERT_TRUE((*store)->reachable());
-  Session filler((*postgres)->uri());
+  PostgresSession filler((*postgres)->uri());
   // Session-level advisory locks until the table is full; a rollback of
   // the block keeps them (they ignore transactions).
   filler.Query(

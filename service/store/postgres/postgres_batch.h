@@ -1,7 +1,8 @@
-// PostgresRangeStore::Batch: what the steps of one run of a batch
-// (RunBatchOnce: read the rows, take the creation locks, judge each request,
-// write and commit) share. Lives for one attempt, on the committer thread
-// of the batch's queue. Private to service/store/postgres/.
+// PostgresBatch: what the steps of one run of a batch (PostgresBatchRunner:
+// read the rows, take the creation locks, judge each request, write and
+// commit) share, and the rows the judges (postgres_judges.h) change. Lives
+// for one attempt, on the committer thread of the batch's queue. Private to
+// service/store/postgres/.
 #ifndef HILO_SERVICE_STORE_POSTGRES_POSTGRES_BATCH_H_
 #define HILO_SERVICE_STORE_POSTGRES_POSTGRES_BATCH_H_
 
@@ -15,7 +16,6 @@
 
 #include "absl/types/span.h"
 #include "service/store/postgres/postgres_connection.h"
-#include "service/store/postgres/postgres_range_store.h"
 #include "service/store/postgres/postgres_request.h"
 #include "service/store/postgres/postgres_row_codec.h"
 #include "service/store/range_store.h"
@@ -23,18 +23,15 @@
 namespace hilo {
 namespace internal {
 
-// Most rows one transaction creates; see PostgresRangeStore::
+// Most rows one transaction creates; see PostgresBatchRunner::
 // TakeCreationLocks.
 inline constexpr size_t kMaxCreationsPerBatch = 64;
 
-}  // namespace internal
+struct PostgresBatch {
+  explicit PostgresBatch(absl::Span<PostgresRequest* const> requests)
+      : requests(requests) {}
 
-struct PostgresRangeStore::Batch {
-  Batch(Link& link, absl::Span<Request* const> requests)
-      : link(link), requests(requests) {}
-
-  Link& link;  // its connection is open
-  const absl::Span<Request* const> requests;
+  const absl::Span<PostgresRequest* const> requests;
 
   // A collection's row as stored before the batch, and as the batch leaves
   // it so far; dirty once the batch changed it.
@@ -65,8 +62,8 @@ struct PostgresRangeStore::Batch {
   // requests[i]'s List or probe result in it, or -1.
   std::vector<internal::Result> results;
   std::vector<int> list_at;
-  // count_sequence_ before the probe's count(*) was sent, if one was; and
-  // the rows it counted, once judged.
+  // The count's sequence (PostgresCollectionCount) before the probe's
+  // count(*) was sent, if one was; and the rows it counted, once judged.
   std::optional<int64_t> counted_at;
   std::optional<int64_t> counted;
 
@@ -84,17 +81,17 @@ struct PostgresRangeStore::Batch {
   bool awaits_standbys = false;
 };
 
-inline void PostgresRangeStore::Batch::Read(const PGresult* result, int i,
-                                            bool locked) {
-  NamedCollectionState read = internal::ReadRow(result, i);
+inline void PostgresBatch::Read(const PGresult* result, int i, bool locked) {
+  NamedCollectionState read = ReadRow(result, i);
   Row& row = rows[read.name];
   row.stored = read.state;
   row.now = read.state;
   row.locked = locked;
-  row.stored_ceiling = internal::ReadCeiling(result, i);
+  row.stored_ceiling = ReadCeiling(result, i);
   row.ceiling = row.stored_ceiling;
 }
 
+}  // namespace internal
 }  // namespace hilo
 
 #endif  // HILO_SERVICE_STORE_POSTGRES_POSTGRES_BATCH_H_

@@ -1,10 +1,9 @@
-// The PostgreSQL store's batch runner: runs one GroupCommit batch on a
-// connection in two pipelined round trips (see postgres_range_store.h),
-// retrying it on the conflicts postgres_retry_policy.h names. Here are the
-// run's frame (RunBatchOnce) and its first and last steps, reading the rows
-// and writing them; taking the creation locks is in
-// postgres_creation_locks.cc, judging the requests in
-// postgres_request_judging.cc.
+// PostgresBatchRunner's frame (Run, the attempts, failing and retrying a
+// batch) and its first and last steps, reading the rows and writing them;
+// taking the creation locks is in postgres_creation_locks.cc, the
+// reservations in postgres_reservations.cc.
+#include "service/store/postgres/postgres_batch_runner.h"
+
 #include <libpq-fe.h>
 
 #include <algorithm>
@@ -20,32 +19,42 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "service/store/postgres/postgres_batch.h"
-#include "service/store/postgres/postgres_connection.h"
+#include "service/store/postgres/postgres_judges.h"
 #include "service/store/postgres/postgres_node_tag.h"
-#include "service/store/postgres/postgres_range_store.h"
-#include "service/store/postgres/postgres_request.h"
 #include "service/store/postgres/postgres_retry_policy.h"
 #include "service/store/postgres/postgres_row_codec.h"
 
 namespace hilo {
+namespace internal {
 
-using internal::AddRow;
-using internal::InList;
-using internal::kColumns;
-using internal::PostgresConnection;
-using internal::Result;
-using internal::Statement;
+PostgresBatchRunner::PostgresBatchRunner(Options options, Hooks hooks)
+    : options_(std::move(options)),
+      hooks_(std::move(hooks)),
+      clock_(options_.clock != nullptr ? options_.clock : SystemClock::Get()) {}
 
-void PostgresRangeStore::SetReachable(const Link& link, bool reachable) {
-  // Only the write connection's state counts; see reachable().
-  if (&link != &writer_) return;
-  if (reachable_.exchange(reachable) != reachable && options_.on_reachability) {
-    options_.on_reachability(reachable);
-  }
+void PostgresBatchRunner::Adopt(
+    std::unique_ptr<PostgresConnection> connection) {
+  connection_ = std::move(connection);
+  broken_ = false;
 }
 
-absl::Status PostgresRangeStore::UnreplicatedCommitError(
+PostgresConnection* PostgresBatchRunner::healthy_connection() {
+  if (broken_ || connection_ == nullptr || !connection_->ok()) return nullptr;
+  return connection_.get();
+}
+
+PostgresBatchRunner::Counters PostgresBatchRunner::counters() const {
+  return {set_aside_.load(std::memory_order_relaxed),
+          creations_set_aside_.load(std::memory_order_relaxed),
+          locked_failures_.load(std::memory_order_relaxed),
+          conflict_retries_.load(std::memory_order_relaxed)};
+}
+
+void PostgresBatchRunner::SetReachable(bool reachable) {
+  if (hooks_.reachable) hooks_.reachable(reachable);
+}
+
+absl::Status PostgresBatchRunner::UnreplicatedCommitError(
     absl::string_view warning) const {
   // The transaction stays committed on this database, and the next batch
   // reads its rows, so nothing it did is handed out again; but a failover
@@ -53,100 +62,92 @@ absl::Status PostgresRangeStore::UnreplicatedCommitError(
   return absl::UnavailableError(absl::StrFormat(
       "committing on PostgreSQL at %s: %s; the commit may be lost if the "
       "database fails over, so nothing is reported applied",
-      description_, warning));
+      options_.description, warning));
 }
 
-void PostgresRangeStore::LostConnection(Link& link) {
-  link.broken = true;
-  SetReachable(link, false);
+void PostgresBatchRunner::LostConnection() {
+  broken_ = true;
+  SetReachable(false);
 }
 
-absl::Status PostgresRangeStore::EnsureConnected(Link& link) {
-  if (link.connection != nullptr && link.connection->ok() && !link.broken) {
-    return absl::OkStatus();
-  }
-  link.connection.reset();
-  link.broken = false;
-  absl::StatusOr<std::unique_ptr<PostgresConnection>> connection = Connect();
+absl::Status PostgresBatchRunner::EnsureConnected() {
+  if (healthy_connection() != nullptr) return absl::OkStatus();
+  connection_.reset();
+  broken_ = false;
+  // Whatever database a new connection reaches, no reservation is known
+  // to be on its standbys yet.
+  confirmed_ceiling_.clear();
+  absl::StatusOr<std::unique_ptr<PostgresConnection>> connection =
+      hooks_.connect();
   if (!connection.ok()) {
-    SetReachable(link, false);
+    SetReachable(false);
     return connection.status();
   }
-  if (&link == &writer_) {
-    // A new write connection may have reached another database (a promoted
-    // standby): nothing is written on it before its history is checked.
-    if (absl::Status s = CheckHistoryOn(**connection); !s.ok()) {
-      SetReachable(link, false);
-      return s;
-    }
-  }
-  link.connection = *std::move(connection);
+  connection_ = *std::move(connection);
   return absl::OkStatus();
 }
 
-void PostgresRangeStore::RunBatch(
-    Link& link, absl::Span<GroupCommit::Operation* const> ops) {
-  std::vector<Request*> batch;
+void PostgresBatchRunner::Run(absl::Span<GroupCommit::Operation* const> ops) {
+  std::vector<PostgresRequest*> batch;
   batch.reserve(ops.size());
   for (GroupCommit::Operation* op : ops) {
-    batch.push_back(static_cast<Request*>(op));
+    batch.push_back(static_cast<PostgresRequest*>(op));
   }
-  RunAttempts(link, ops);
+  RunAttempts(batch);
   // What callers see of a database error is a short reason and its code:
   // the detail names the database (host, port, user) and quotes it, and
   // goes to on_database_error, for the server's log, once per batch.
   std::string reported;
-  for (Request* r : batch) {
+  for (PostgresRequest* r : batch) {
     if (r->status.ok() ||
-        !absl::StrContains(r->status.message(), description_)) {
+        !absl::StrContains(r->status.message(), options_.description)) {
       continue;
     }
     if (r->status.message() != reported) {
       reported = std::string(r->status.message());
-      if (options_.on_database_error) options_.on_database_error(r->status);
+      if (options_.store.on_database_error) {
+        options_.store.on_database_error(r->status);
+      }
     }
-    r->status = internal::ForClients(r->status);
+    r->status = ForClients(r->status);
   }
 }
 
-void PostgresRangeStore::RunAttempts(
-    Link& link, absl::Span<GroupCommit::Operation* const> ops) {
-  std::vector<Request*> batch;
-  batch.reserve(ops.size());
+void PostgresBatchRunner::RunAttempts(
+    absl::Span<PostgresRequest* const> batch) {
   bool reads = false;
-  for (GroupCommit::Operation* op : ops) {
-    batch.push_back(static_cast<Request*>(op));
-    const Request::Kind kind = batch.back()->kind;
-    reads |= kind == Request::Kind::kGet || kind == Request::Kind::kList;
+  for (PostgresRequest* r : batch) {
+    reads |= r->kind == PostgresRequest::Kind::kGet ||
+             r->kind == PostgresRequest::Kind::kList;
   }
-  if (reads && options_.before_read_batch_for_testing) {
-    options_.before_read_batch_for_testing();
+  if (reads && options_.store.before_read_batch_for_testing) {
+    options_.store.before_read_batch_for_testing();
   }
-  for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
+  for (int attempt = 1; attempt <= options_.store.max_attempts; ++attempt) {
     if (attempt > 1) conflict_retries_.fetch_add(1, std::memory_order_relaxed);
-    if (absl::Status s = EnsureConnected(link); !s.ok()) {
-      for (Request* r : batch) r->status = s;
+    if (absl::Status s = EnsureConnected(); !s.ok()) {
+      for (PostgresRequest* r : batch) r->status = s;
       return;
     }
-    if (RunBatchOnce(link, batch) == Attempt::kDone) {
+    if (RunOnce(batch) == Attempt::kDone) {
       // Operations on rows another session held locked ran not at all:
       // they try again in a later batch, after a short wait.
-      for (Request* r : batch) {
-        if (r->deferred) Park(r->TakeForRetry(), r->postponed);
+      for (PostgresRequest* r : batch) {
+        if (r->deferred) hooks_.park(r->TakeForRetry(), r->postponed);
       }
       return;
     }
   }
-  for (Request* r : batch) {
-    r->status =
-        internal::ConflictsExhaustedError(description_, options_.max_attempts);
+  for (PostgresRequest* r : batch) {
+    r->status = ConflictsExhaustedError(options_.description,
+                                        options_.store.max_attempts);
   }
 }
 
-PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
-    Link& link, absl::Span<Request* const> requests) {
+PostgresBatchRunner::Attempt PostgresBatchRunner::RunOnce(
+    absl::Span<PostgresRequest* const> requests) {
   // Each attempt starts from nothing: no result of an earlier one survives.
-  for (Request* r : requests) {
+  for (PostgresRequest* r : requests) {
     r->status = absl::OkStatus();
     r->allocation = Allocation{};
     r->returned = ReturnOutcome{};
@@ -160,38 +161,39 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
     r->postponed = false;
     r->awaits_standbys = false;
   }
-  Batch batch(link, requests);
+  PostgresBatch batch(requests);
   if (std::optional<Attempt> ended = ReadRows(batch)) return *ended;
   if (std::optional<Attempt> ended = TakeCreationLocks(batch)) return *ended;
+  if (options_.before_judging_for_testing) {
+    options_.before_judging_for_testing();
+  }
   JudgeRequests(batch);
   if (!batch.any_write && batch.counted.has_value()) {
-    if (options_.before_count_stored_for_testing) {
-      options_.before_count_stored_for_testing();
+    if (options_.store.before_count_stored_for_testing) {
+      options_.store.before_count_stored_for_testing();
     }
-    StoreCountIfCurrent(*batch.counted, *batch.counted_at);
+    hooks_.count->StoreIfCurrent(*batch.counted, *batch.counted_at);
   }
   return WriteAndCommit(batch);
 }
 
-PostgresRangeStore::Attempt PostgresRangeStore::FailBatch(Batch& batch,
-                                                          absl::Status s,
-                                                          bool writes_only) {
-  Link& link = batch.link;
-  PostgresConnection& c = *link.connection;
+PostgresBatchRunner::Attempt PostgresBatchRunner::FailBatch(
+    PostgresBatch& batch, absl::Status s, bool writes_only) {
+  PostgresConnection& c = *connection_;
   // The database did not answer in time (and may still be committing), or
   // its lock table is full (issue 36 item 4: any role that may connect
   // can fill it): not a server to send calls to until a commit goes
   // through again.
-  if (c.stalled() || internal::IsLockTableFull(s)) SetReachable(link, false);
-  if (!link.broken && (!c.ok() || (c.InTransaction() &&
-                                   !c.Exec("ROLLBACK", "rolling back").ok()))) {
-    LostConnection(link);
+  if (c.stalled() || IsLockTableFull(s)) SetReachable(false);
+  if (!broken_ && (!c.ok() || (c.InTransaction() &&
+                               !c.Exec("ROLLBACK", "rolling back").ok()))) {
+    LostConnection();
   }
-  for (Request* r : batch.requests) {
+  for (PostgresRequest* r : batch.requests) {
     r->deferred = false;  // it fails with the batch
     if (!writes_only || r->writes()) {
       r->status = s;
-    } else if (r->kind == Request::Kind::kGet) {
+    } else if (r->kind == PostgresRequest::Kind::kGet) {
       // Nothing of the batch is stored: answer what is.
       auto it = batch.rows.find(r->name);
       r->state = it != batch.rows.end() ? it->second.stored : std::nullopt;
@@ -200,21 +202,21 @@ PostgresRangeStore::Attempt PostgresRangeStore::FailBatch(Batch& batch,
   return Attempt::kDone;
 }
 
-PostgresRangeStore::Attempt PostgresRangeStore::RetryBatch(
-    Batch& batch, const absl::Status& conflict) {
-  FailBatch(batch, internal::RetryLostConnectionError(description_, conflict),
+PostgresBatchRunner::Attempt PostgresBatchRunner::RetryBatch(
+    PostgresBatch& batch, const absl::Status& conflict) {
+  FailBatch(batch, RetryLostConnectionError(options_.description, conflict),
             /*writes_only=*/false);
-  return batch.link.broken ? Attempt::kDone : Attempt::kRetry;
+  return broken_ ? Attempt::kDone : Attempt::kRetry;
 }
 
-std::optional<PostgresRangeStore::Attempt> PostgresRangeStore::ReadRows(
-    Batch& batch) {
-  Link& link = batch.link;
-  PostgresConnection& c = *link.connection;
-  std::map<std::string, Batch::Row>& rows = batch.rows;
+std::vector<Statement> PostgresBatchRunner::FirstRoundTrip(PostgresBatch& batch,
+                                                           int* locked_at,
+                                                           int* read_at,
+                                                           int* existing_at,
+                                                           int* renew_at) {
   // Phase one: begin, lock and read the rows written, read the rest.
   std::vector<std::string> written, read;
-  for (Request* r : batch.requests) {
+  for (PostgresRequest* r : batch.requests) {
     r->Rows(&written, &read);
     batch.any_write |= r->writes();
   }
@@ -231,36 +233,34 @@ std::optional<PostgresRangeStore::Attempt> PostgresRangeStore::ReadRows(
 
   std::vector<Statement> first;
   first.push_back({"BEGIN ISOLATION LEVEL READ COMMITTED", {}});
-  int locked_at = -1, read_at = -1, existing_at = -1;
   if (!written.empty()) {
     // Never waits for a row lock: a row another session holds (a server
     // frozen inside its transaction, say) is skipped, and only the
     // operations on it wait, in later batches, while the others go on.
-    locked_at = static_cast<int>(first.size());
+    *locked_at = static_cast<int>(first.size());
     Statement s;
     s.sql = absl::StrCat("SELECT ", kColumns, " FROM hilo_collections WHERE ",
                          "name ", InList(written, &s.params),
                          " ORDER BY name FOR UPDATE SKIP LOCKED");
     first.push_back(std::move(s));
     // Which of them exist: one that exists and was skipped is locked.
-    existing_at = static_cast<int>(first.size());
+    *existing_at = static_cast<int>(first.size());
     Statement e;
     e.sql = absl::StrCat("SELECT name FROM hilo_collections WHERE name ",
                          InList(written, &e.params));
     first.push_back(std::move(e));
   }
   if (!read.empty()) {
-    read_at = static_cast<int>(first.size());
+    *read_at = static_cast<int>(first.size());
     Statement s;
     s.sql = absl::StrCat("SELECT ", kColumns, " FROM hilo_collections WHERE ",
                          "name ", InList(read, &s.params));
     first.push_back(std::move(s));
   }
   batch.list_at.assign(batch.requests.size(), -1);
-  int renew_at = -1;  // the node tag's renewal, once per batch
   for (size_t i = 0; i < batch.requests.size(); ++i) {
-    Request* r = batch.requests[i];
-    if (r->kind == Request::Kind::kList) {
+    PostgresRequest* r = batch.requests[i];
+    if (r->kind == PostgresRequest::Kind::kList) {
       batch.list_at[i] = static_cast<int>(first.size());
       Statement s;
       s.sql = absl::StrCat("SELECT ", kColumns, " FROM hilo_collections WHERE ",
@@ -269,14 +269,13 @@ std::optional<PostgresRangeStore::Attempt> PostgresRangeStore::ReadRows(
       absl::StrAppend(&s.sql, " ORDER BY name LIMIT ", s.params.Next());
       s.params.Int32(r->limit);
       first.push_back(std::move(s));
-    } else if (r->kind == Request::Kind::kProbe) {
+    } else if (r->kind == PostgresRequest::Kind::kProbe) {
       if (!batch.counted_at.has_value()) {
-        base::MutexLock lock(&count_mu_);
-        batch.counted_at = count_sequence_;
+        batch.counted_at = hooks_.count->Sequence();
       }
       batch.list_at[i] = static_cast<int>(first.size());
       first.push_back({"SELECT count(*)::BIGINT FROM hilo_collections", {}});
-    } else if (r->kind == Request::Kind::kRenew) {
+    } else if (r->kind == PostgresRequest::Kind::kRenew) {
       if (!batch.lock_probed) {
         // A creation needs a slot of the shared lock table, which any role
         // that may connect can fill (SQLSTATE 53200): the probe takes one
@@ -284,32 +283,41 @@ std::optional<PostgresRangeStore::Attempt> PostgresRangeStore::ReadRows(
         // is full, not only after a creation failed. The key is a creation
         // lock's of a name no collection has (a zero byte).
         batch.lock_probed = true;
-        first.push_back(
-            {absl::StrCat("SELECT pg_try_advisory_xact_lock(",
-                          internal::CreationLockKey("'\\x00'::bytea"), ")"),
-             {}});
+        first.push_back({absl::StrCat("SELECT pg_try_advisory_xact_lock(",
+                                      CreationLockKey("'\\x00'::bytea"), ")"),
+                         {}});
       }
-      if (renew_at < 0 && !node_tag_.empty() && !node_tag_lost_) {
-        renew_at = static_cast<int>(first.size());
-        first.push_back(
-            internal::RenewNodeTag(node_tag_, *options_.node_tag_lease));
+      // The node tag's renewal, once per batch.
+      if (*renew_at < 0 && hooks_.renewal) {
+        if (std::optional<Statement> renew = hooks_.renewal()) {
+          *renew_at = static_cast<int>(first.size());
+          first.push_back(*std::move(renew));
+        }
       }
     }
   }
   // A batch that only reads ends here.
   if (!batch.any_write) first.push_back({"COMMIT", {}});
+  return first;
+}
 
+std::optional<PostgresBatchRunner::Attempt> PostgresBatchRunner::ReadRows(
+    PostgresBatch& batch) {
+  PostgresConnection& c = *connection_;
+  int locked_at = -1, read_at = -1, existing_at = -1, renew_at = -1;
+  std::vector<Statement> first =
+      FirstRoundTrip(batch, &locked_at, &read_at, &existing_at, &renew_at);
   std::vector<Result>& results = batch.results;
   c.TakeWarning();
   if (absl::Status s = c.Pipeline(first, &results); !s.ok()) {
     // Results may be left unread: the connection is out of step for good.
-    LostConnection(link);
+    LostConnection();
     return FailBatch(batch, s, /*writes_only=*/false);
   }
   for (size_t i = 0; i < results.size(); ++i) {
     const ExecStatusType status = PQresultStatus(results[i].get());
     if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) continue;
-    if (internal::IsRetryableConflict(results[i].get())) {
+    if (IsRetryableConflict(results[i].get())) {
       return RetryBatch(batch,
                         c.Error(results[i].get(), "reading collections"));
     }
@@ -323,19 +331,21 @@ std::optional<PostgresRangeStore::Attempt> PostgresRangeStore::ReadRows(
     // This COMMIT ended the transaction: one that wrote (the renewal) and
     // warns was cancelled waiting for a synchronous standby, as below.
     if (std::string warning = c.TakeWarning(); !warning.empty()) {
-      SetReachable(link, false);
+      SetReachable(false);
       return FailBatch(batch, UnreplicatedCommitError(warning),
                        /*writes_only=*/false);
     }
-    SetReachable(link, true);
+    SetReachable(true);
   }
-  if (renew_at >= 0) {
-    if (std::optional<std::string> holder = internal::NodeTagTakenBy(
-            c, results[renew_at].get(), node_tag_, *options_.node_tag_lease)) {
-      NodeTagLost(*holder);
-    }
-  }
+  if (renew_at >= 0) hooks_.renewed(c, results[renew_at].get());
+  TakeRowsRead(batch, locked_at, read_at, existing_at);
+  return std::nullopt;
+}
 
+void PostgresBatchRunner::TakeRowsRead(PostgresBatch& batch, int locked_at,
+                                       int read_at, int existing_at) {
+  std::map<std::string, PostgresBatch::Row>& rows = batch.rows;
+  const std::vector<Result>& results = batch.results;
   // The rows as stored, then as the batch leaves them.
   for (int at : {locked_at, read_at}) {
     if (at < 0) continue;
@@ -352,24 +362,141 @@ std::optional<PostgresRangeStore::Attempt> PostgresRangeStore::ReadRows(
     }
   }
   batch.held = std::move(held);
-  return std::nullopt;
 }
 
-PostgresRangeStore::Attempt PostgresRangeStore::WriteAndCommit(Batch& batch) {
-  Link& link = batch.link;
-  PostgresConnection& c = *link.connection;
+void PostgresBatchRunner::JudgeRequests(PostgresBatch& batch) {
+  const auto steady_now = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < batch.requests.size(); ++i) {
+    if (AnswerRead(batch, i)) continue;
+    PostgresRequest& r = *batch.requests[i];
+    if (SetAside(batch, r, steady_now)) continue;
+    Judge(batch, r);
+  }
+}
+
+bool PostgresBatchRunner::AnswerRead(PostgresBatch& batch, size_t i) {
+  PostgresRequest& r = *batch.requests[i];
+  if (batch.list_at[i] >= 0) {
+    const PGresult* result = batch.results[batch.list_at[i]].get();
+    if (r.kind == PostgresRequest::Kind::kProbe) {
+      r.count = ReadInt64(result, 0, 0);
+      batch.counted = r.count;
+      return true;
+    }
+    r.rows.clear();
+    for (int j = 0; j < PQntuples(result); ++j) {
+      r.rows.push_back(ReadRow(result, j));
+    }
+    return true;
+  }
+  if (r.kind == PostgresRequest::Kind::kGet) {
+    // As the batch leaves it so far (as stored, if the commit fails).
+    r.state = JudgeGet(batch, r.name);
+    return true;
+  }
+  return r.kind == PostgresRequest::Kind::kRenew;  // answered in ReadRows
+}
+
+bool PostgresBatchRunner::SetAside(
+    PostgresBatch& batch, PostgresRequest& r,
+    std::chrono::steady_clock::time_point steady_now) {
+  std::vector<std::string> writes_to, reads;
+  r.Rows(&writes_to, &reads);
+  auto any_in = [&](const std::set<std::string>& names) {
+    return std::any_of(
+        writes_to.begin(), writes_to.end(),
+        [&](const std::string& name) { return names.count(name) > 0; });
+  };
+  const bool postponed = any_in(batch.postponed);
+  if (!postponed && !any_in(batch.held)) return false;
+  if (!r.lock_deadline.has_value()) {
+    r.lock_deadline =
+        steady_now + absl::ToChronoMilliseconds(options_.store.lock_timeout);
+  }
+  const bool creating = batch.creating_elsewhere.count(r.name) > 0;
+  if (postponed) {
+    // Nobody holds it: only the batch's share of creations is used up.
+    // Its deadline orders it before newer creations next time, and ends
+    // the wait if new names keep coming faster than they are created.
+    if (steady_now < *r.lock_deadline) {
+      r.deferred = true;
+      r.postponed = true;
+    } else {
+      r.status = absl::UnavailableError(absl::StrFormat(
+          "collection \"%s\" was not created within %s: more new "
+          "collections are being created than the store creates per "
+          "commit (%d); nothing was changed",
+          r.name, absl::FormatDuration(options_.store.lock_timeout),
+          kMaxCreationsPerBatch));
+    }
+    return true;
+  }
+  if (steady_now < *r.lock_deadline) {
+    r.deferred = true;
+    set_aside_.fetch_add(1, std::memory_order_relaxed);
+    if (creating) creations_set_aside_.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  // Waited long enough: fails, but for the items of a ReturnMany on rows
+  // this batch holds, which its judge answers.
+  if (r.kind == PostgresRequest::Kind::kReturnMany) return false;
+  locked_failures_.fetch_add(1, std::memory_order_relaxed);
+  r.status = LockedRowError(r.name, creating, options_.store.lock_timeout);
+  return true;
+}
+
+void PostgresBatchRunner::Judge(PostgresBatch& batch, PostgresRequest& r) {
+  const absl::Time now = clock_->Now();
+  switch (r.kind) {
+    case PostgresRequest::Kind::kAllocate:
+      r.status = JudgeAllocate(batch, r.name, r.size, r.floor, r.max_floor_jump,
+                               r.token, now, r.may_create, &r.allocation);
+      if (r.status.ok() && options_.reserves) {
+        Reserve(batch, r, r.name, r.allocation.range.high, r.size);
+      }
+      break;
+    case PostgresRequest::Kind::kReturn:
+      r.status =
+          JudgeReturn(batch, r.name, r.end, r.last, r.token, now, &r.returned);
+      break;
+    case PostgresRequest::Kind::kReturnMany: {
+      const int locked = JudgeReturnMany(batch, r.items, now,
+                                         options_.store.lock_timeout, &r.many);
+      locked_failures_.fetch_add(locked, std::memory_order_relaxed);
+      break;
+    }
+    case PostgresRequest::Kind::kSetFloor:
+      r.status = JudgeSetFloor(batch, r.name, r.floor, now, &r.floored);
+      // A floor is a promise that no number up to it is handed out: one
+      // lost with the history would break it.
+      if (r.status.ok() && r.floored.raised && options_.reserves) {
+        Reserve(batch, r, r.name, batch.rows[r.name].now->max, 1);
+      }
+      break;
+    case PostgresRequest::Kind::kPut:
+      r.status = JudgePut(batch, r.name, r.put);
+      break;
+    case PostgresRequest::Kind::kDelete:
+      r.status = JudgeDelete(batch, r.name, &r.deleted);
+      break;
+    default:
+      break;
+  }
+}
+
+absl::StatusOr<std::vector<Statement>> PostgresBatchRunner::Writes(
+    PostgresBatch& batch, int64_t* created) const {
   // Phase two: write what changed and commit.
   Statement insert, update;
   std::string inserted, updated;
   std::vector<std::string> deleted;
-  int64_t created = 0;  // less the rows deleted
   for (const auto& [name, row] : batch.rows) {
     if (!row.dirty) continue;
     if (!row.now.has_value()) {
       // Deleted; a row the batch created and deleted was never stored.
       if (row.stored.has_value()) {
         deleted.push_back(name);
-        --created;
+        --*created;
       }
     } else if (row.stored.has_value()) {
       AddRow(name, *row.now, row.ceiling, &update.params, &updated);
@@ -377,15 +504,13 @@ PostgresRangeStore::Attempt PostgresRangeStore::WriteAndCommit(Batch& batch) {
       if (batch.may_create.count(name) == 0) {
         // Only under its creation lock (see above), or this batch could
         // wait on a row another session is inserting.
-        return FailBatch(batch,
-                         absl::InternalError(absl::StrFormat(
-                             "collection \"%s\" would be created without its "
-                             "creation lock; nothing was changed",
-                             name)),
-                         /*writes_only=*/false);
+        return absl::InternalError(absl::StrFormat(
+            "collection \"%s\" would be created without its creation lock; "
+            "nothing was changed",
+            name));
       }
       AddRow(name, *row.now, row.ceiling, &insert.params, &inserted);
-      ++created;
+      ++*created;
     }
   }
   std::vector<Statement> second;
@@ -424,73 +549,89 @@ PostgresRangeStore::Attempt PostgresRangeStore::WriteAndCommit(Batch& batch) {
     // writes below.
     second.push_back({"COMMIT", {}});
   }
+  return second;
+}
 
-  if (!second.empty()) {
-    // From here until this attempt ends, rows may be created or deleted:
-    // a probe that counts meanwhile must not store what it saw.
-    if (created != 0) ChangeCountSequence();
-    absl::Cleanup count_settled = [&] {
-      if (created != 0) ChangeCountSequence();
-    };
-    const absl::Time commit_start = absl::Now();
-    c.TakeWarning();
-    std::vector<Result> results;
-    absl::Status sent =
-        c.Pipeline(second, &results, options_.after_commit_sent_for_testing);
-    // Until a commit goes through again, this server is not one to send
-    // calls to (health NOT_SERVING); the next probe tries again.
-    absl::Cleanup commit_failed = [&] { SetReachable(link, false); };
-    if (!sent.ok()) {
-      LostConnection(link);
-      // Perhaps during COMMIT: whether it applied is unknown, so nothing
-      // may be reported applied. Reads were answered before it.
-      return FailBatch(batch,
-                       absl::UnavailableError(absl::StrCat(
-                           sent.message(),
-                           "; the outcome of the commit is unknown, nothing is "
-                           "reported applied")),
-                       /*writes_only=*/true);
-    }
-    for (size_t i = 0; i < results.size(); ++i) {
-      PGresult* r = results[i].get();
-      const ExecStatusType status = PQresultStatus(r);
-      const bool commit = i + 1 == results.size();
-      // COMMIT of a transaction that failed answers ROLLBACK.
-      if (status == PGRES_COMMAND_OK &&
-          (!commit || std::strcmp(PQcmdStatus(r), "COMMIT") == 0)) {
-        continue;
-      }
-      if (status == PGRES_FATAL_ERROR && internal::IsRetryableConflict(r)) {
-        std::move(commit_failed).Cancel();  // a conflict, not a failure
-        return RetryBatch(batch, c.Error(r, "writing collections"));
-      }
-      return FailBatch(
-          batch,
-          status == PGRES_FATAL_ERROR
-              ? c.Error(r, commit ? "committing" : "writing collections")
-              : absl::UnavailableError(absl::StrFormat(
-                    "committing on PostgreSQL at %s: the transaction "
-                    "was rolled back",
-                    description_)),
-          /*writes_only=*/true);
-    }
-    if (std::string warning = c.TakeWarning(); !warning.empty()) {
-      return FailBatch(batch, UnreplicatedCommitError(warning),
-                       /*writes_only=*/true);
-    }
-    std::move(commit_failed).Cancel();
-    SetReachable(link, true);
-    const absl::Duration commit_time = absl::Now() - commit_start;
-    // A probe's count runs on the read connection, never in a batch that
-    // writes (StoreCountIfCurrent stores it): here the count only moves.
-    collection_count_.fetch_add(created, std::memory_order_relaxed);
-    if (options_.on_commit) {
-      options_.on_commit(commit_time, static_cast<int>(batch.requests.size()),
-                         collection_count_.load(std::memory_order_relaxed));
-    }
-    if (&link == &writer_) ConfirmReservations(batch);
+PostgresBatchRunner::Attempt PostgresBatchRunner::WriteAndCommit(
+    PostgresBatch& batch) {
+  int64_t created = 0;  // less the rows deleted
+  absl::StatusOr<std::vector<Statement>> second = Writes(batch, &created);
+  if (!second.ok()) {
+    return FailBatch(batch, second.status(), /*writes_only=*/false);
   }
+  if (second->empty()) return Attempt::kDone;
+  // From here until this attempt ends, rows may be created or deleted: a
+  // probe that counts meanwhile must not store what it saw.
+  if (created != 0) hooks_.count->ChangeBegins();
+  absl::Cleanup count_settled = [&] {
+    if (created != 0) hooks_.count->ChangeEnds();
+  };
+  return Commit(batch, *second, created);
+}
+
+PostgresBatchRunner::Attempt PostgresBatchRunner::Commit(
+    PostgresBatch& batch, std::vector<Statement>& second, int64_t created) {
+  PostgresConnection& c = *connection_;
+  const absl::Time commit_start = absl::Now();
+  c.TakeWarning();
+  std::vector<Result> results;
+  absl::Status sent = c.Pipeline(second, &results,
+                                 options_.store.after_commit_sent_for_testing);
+  // Until a commit goes through again, this server is not one to send
+  // calls to (health NOT_SERVING); the next probe tries again.
+  absl::Cleanup commit_failed = [&] { SetReachable(false); };
+  if (!sent.ok()) {
+    LostConnection();
+    // Perhaps during COMMIT: whether it applied is unknown, so nothing may
+    // be reported applied. Reads were answered before it.
+    return FailBatch(batch,
+                     absl::UnavailableError(absl::StrCat(
+                         sent.message(),
+                         "; the outcome of the commit is unknown, nothing is "
+                         "reported applied")),
+                     /*writes_only=*/true);
+  }
+  for (size_t i = 0; i < results.size(); ++i) {
+    PGresult* r = results[i].get();
+    const ExecStatusType status = PQresultStatus(r);
+    const bool commit = i + 1 == results.size();
+    // COMMIT of a transaction that failed answers ROLLBACK.
+    if (status == PGRES_COMMAND_OK &&
+        (!commit || std::strcmp(PQcmdStatus(r), "COMMIT") == 0)) {
+      continue;
+    }
+    if (status == PGRES_FATAL_ERROR && IsRetryableConflict(r)) {
+      std::move(commit_failed).Cancel();  // a conflict, not a failure
+      return RetryBatch(batch, c.Error(r, "writing collections"));
+    }
+    return FailBatch(
+        batch,
+        status == PGRES_FATAL_ERROR
+            ? c.Error(r, commit ? "committing" : "writing collections")
+            : absl::UnavailableError(absl::StrFormat(
+                  "committing on PostgreSQL at %s: the transaction was "
+                  "rolled back",
+                  options_.description)),
+        /*writes_only=*/true);
+  }
+  if (std::string warning = c.TakeWarning(); !warning.empty()) {
+    return FailBatch(batch, UnreplicatedCommitError(warning),
+                     /*writes_only=*/true);
+  }
+  std::move(commit_failed).Cancel();
+  SetReachable(true);
+  const absl::Duration commit_time = absl::Now() - commit_start;
+  // A probe's count runs on the read connection, never in a batch that
+  // writes (StoreIfCurrent stores it): here the count only moves.
+  hooks_.count->Add(created);
+  if (options_.store.on_commit) {
+    options_.store.on_commit(commit_time,
+                             static_cast<int>(batch.requests.size()),
+                             hooks_.count->Load());
+  }
+  if (options_.reserves) ConfirmReservations(batch);
   return Attempt::kDone;
 }
 
+}  // namespace internal
 }  // namespace hilo

@@ -1,7 +1,7 @@
-// The PostgreSQL store's creation locks: the step of a batch's run
-// (PostgresRangeStore::RunBatchOnce) that chooses which new collections the
-// batch may create, takes their creation locks without waiting, and reads
-// those rows again. See "Creating a collection" in README.md.
+// PostgresBatchRunner's creation locks: the step of a batch's run that
+// chooses which new collections the batch may create, takes their creation
+// locks without waiting, and reads those rows again. See "Creating a
+// collection" in README.md.
 #include <libpq-fe.h>
 
 #include <algorithm>
@@ -15,24 +15,16 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "service/store/postgres/postgres_batch.h"
-#include "service/store/postgres/postgres_connection.h"
-#include "service/store/postgres/postgres_range_store.h"
-#include "service/store/postgres/postgres_request.h"
+#include "service/store/postgres/postgres_batch_runner.h"
+#include "service/store/postgres/postgres_judges.h"
 #include "service/store/postgres/postgres_retry_policy.h"
 #include "service/store/postgres/postgres_row_codec.h"
 
 namespace hilo {
+namespace internal {
 
-using internal::InList;
-using internal::kColumns;
-using internal::PostgresConnection;
-using internal::Result;
-using internal::Statement;
-
-std::optional<PostgresRangeStore::Attempt>
-PostgresRangeStore::TakeCreationLocks(Batch& batch) {
-  PostgresConnection& c = *batch.link.connection;
+std::vector<std::string> PostgresBatchRunner::ChooseCreations(
+    PostgresBatch& batch) const {
   // Creating a row: a row another session has inserted but not committed
   // is invisible here, and an INSERT of the same name would wait for that
   // session (lock_timeout) with the whole batch behind it. So every hilo
@@ -48,10 +40,17 @@ PostgresRangeStore::TakeCreationLocks(Batch& batch) {
   // (by when they were first postponed), then this batch's in arrival
   // order, so no flood of new names, whatever they sort as, keeps one
   // creation waiting for more than a few batches.
+  //
+  // A creation the rules refuse on its own arguments, judged on no row,
+  // takes no lock (CreatesRowWhenNone): the key of a creation shows in
+  // pg_locks while it is held, and any role that may connect and saw it
+  // could hold it later against that name (docs/security.md); a refused
+  // request should show nothing.
   using Clock = std::chrono::steady_clock;
   std::vector<std::pair<Clock::time_point, std::string>> by_age;
-  for (Request* r : batch.requests) {
-    if (r->creates() && batch.rows.find(r->name) == batch.rows.end() &&
+  for (PostgresRequest* r : batch.requests) {
+    if (CreatesRowWhenNone(*r) &&
+        batch.rows.find(r->name) == batch.rows.end() &&
         batch.held.count(r->name) == 0) {
       by_age.emplace_back(r->lock_deadline.value_or(Clock::time_point::max()),
                           r->name);
@@ -64,13 +63,20 @@ PostgresRangeStore::TakeCreationLocks(Batch& batch) {
   std::set<std::string> seen;
   for (auto& [age, name] : by_age) {
     if (!seen.insert(name).second) continue;
-    if (creating.size() < internal::kMaxCreationsPerBatch) {
+    if (creating.size() < kMaxCreationsPerBatch) {
       creating.push_back(std::move(name));
     } else {
       batch.postponed.insert(std::move(name));
     }
   }
   std::sort(creating.begin(), creating.end());
+  return creating;
+}
+
+std::optional<PostgresBatchRunner::Attempt>
+PostgresBatchRunner::TakeCreationLocks(PostgresBatch& batch) {
+  PostgresConnection& c = *connection_;
+  const std::vector<std::string> creating = ChooseCreations(batch);
   if (!creating.empty()) {
     std::vector<Statement> locking;
     Statement lock;
@@ -79,10 +85,9 @@ PostgresRangeStore::TakeCreationLocks(Batch& batch) {
       values.push_back(absl::StrCat("(", lock.params.Next(), ")"));
       lock.params.Bytes(name);
     }
-    lock.sql =
-        absl::StrCat("SELECT v.name, pg_try_advisory_xact_lock(",
-                     internal::CreationLockKey("v.name"), ") FROM (VALUES ",
-                     absl::StrJoin(values, ", "), ") AS v(name)");
+    lock.sql = absl::StrCat("SELECT v.name, pg_try_advisory_xact_lock(",
+                            CreationLockKey("v.name"), ") FROM (VALUES ",
+                            absl::StrJoin(values, ", "), ") AS v(name)");
     locking.push_back(std::move(lock));
     // Read again once the lock is held: a session that held it may have
     // committed the row meanwhile, which is then an existing row.
@@ -98,7 +103,7 @@ PostgresRangeStore::TakeCreationLocks(Batch& batch) {
     locking.push_back(std::move(exists));
     std::vector<Result> locked;
     if (absl::Status s = c.Pipeline(locking, &locked); !s.ok()) {
-      LostConnection(batch.link);
+      LostConnection();
       return FailBatch(batch, s, /*writes_only=*/false);
     }
     for (const Result& result : locked) {
@@ -139,4 +144,5 @@ PostgresRangeStore::TakeCreationLocks(Batch& batch) {
   return std::nullopt;
 }
 
+}  // namespace internal
 }  // namespace hilo

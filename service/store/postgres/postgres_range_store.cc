@@ -14,6 +14,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "hilo/base/await.h"
+#include "service/store/postgres/postgres_batch_runner.h"
+#include "service/store/postgres/postgres_collection_count.h"
 #include "service/store/postgres/postgres_connection.h"
 #include "service/store/postgres/postgres_history.h"
 #include "service/store/postgres/postgres_node_tag.h"
@@ -24,6 +26,7 @@
 namespace hilo {
 namespace {
 
+using internal::PostgresBatchRunner;
 using internal::PostgresConnection;
 using internal::Result;
 using internal::Statement;
@@ -135,7 +138,7 @@ absl::StatusOr<std::unique_ptr<PostgresRangeStore>> PostgresRangeStore::Open(
   if (!count.ok()) return count.status();
   int64_t rows = 0;
   if (absl::SimpleAtoi(PQgetvalue(count->get(), 0, 0), &rows)) {
-    store->collection_count_.store(rows);
+    store->count_->Set(rows);
   }
   if (store->options_.node_tag_lease.has_value()) {
     absl::StatusOr<std::string> tag = internal::ClaimNodeTag(
@@ -143,7 +146,7 @@ absl::StatusOr<std::unique_ptr<PostgresRangeStore>> PostgresRangeStore::Open(
     if (!tag.ok()) return tag.status();
     store->node_tag_ = *std::move(tag);
   }
-  store->writer_.connection = *std::move(connection);
+  store->writer_->Adopt(*std::move(connection));
 
   PostgresRangeStore* raw = store.get();
   // Both queues commit on a thread of their own, not on the caller's (the
@@ -156,12 +159,12 @@ absl::StatusOr<std::unique_ptr<PostgresRangeStore>> PostgresRangeStore::Open(
       .max_batch = raw->options_.max_batch};
   store->queue_ = std::make_unique<GroupCommit>(
       queue_options, [raw](absl::Span<GroupCommit::Operation* const> batch) {
-        raw->RunBatch(raw->writer_, batch);
+        raw->writer_->Run(batch);
       });
   // The reading connection opens with the first read batch.
   store->read_queue_ = std::make_unique<GroupCommit>(
       queue_options, [raw](absl::Span<GroupCommit::Operation* const> batch) {
-        raw->RunBatch(raw->reader_, batch);
+        raw->reader_->Run(batch);
       });
   store->prober_ = std::thread([raw] { raw->ProbeLoop(); });
   return store;
@@ -171,7 +174,71 @@ PostgresRangeStore::PostgresRangeStore(PostgresRangeStoreOptions options,
                                        std::string description)
     : options_(std::move(options)),
       description_(std::move(description)),
-      clock_(options_.clock != nullptr ? options_.clock : SystemClock::Get()) {}
+      clock_(options_.clock != nullptr ? options_.clock : SystemClock::Get()),
+      count_(std::make_unique<internal::PostgresCollectionCount>()),
+      writer_(MakeRunner(/*writes=*/true)),
+      reader_(MakeRunner(/*writes=*/false)) {}
+
+std::unique_ptr<PostgresBatchRunner> PostgresRangeStore::MakeRunner(
+    bool writes) {
+  PostgresBatchRunner::Hooks hooks;
+  hooks.connect =
+      [this, writes]() -> absl::StatusOr<std::unique_ptr<PostgresConnection>> {
+    absl::StatusOr<std::unique_ptr<PostgresConnection>> c = Connect();
+    // A new write connection may have reached another database (a
+    // promoted standby): nothing is written on it before its history is
+    // checked.
+    if (c.ok() && writes) {
+      if (absl::Status s = CheckHistoryOn(**c); !s.ok()) return s;
+    }
+    return c;
+  };
+  // Only the write connection's state counts; see reachable().
+  if (writes) hooks.reachable = [this](bool up) { SetReachable(up); };
+  hooks.park = [this](std::unique_ptr<Request> request, bool postponed) {
+    Park(std::move(request), postponed);
+  };
+  if (writes) {
+    hooks.renewal = [this]() -> std::optional<Statement> {
+      if (node_tag_.empty() || node_tag_lost_) return std::nullopt;
+      return internal::RenewNodeTag(node_tag_, *options_.node_tag_lease);
+    };
+    hooks.renewed = [this](PostgresConnection& c, const PGresult* result) {
+      if (std::optional<std::string> holder = internal::NodeTagTakenBy(
+              c, result, node_tag_, *options_.node_tag_lease)) {
+        NodeTagLost(*holder);
+      }
+    };
+  }
+  hooks.count = count_.get();
+  PostgresBatchRunner::Options runner;
+  runner.store = options_;
+  runner.description = description_;
+  runner.clock = clock_;
+  runner.reserves = writes;
+  return std::make_unique<PostgresBatchRunner>(std::move(runner),
+                                               std::move(hooks));
+}
+
+void PostgresRangeStore::SetReachable(bool reachable) {
+  if (reachable_.exchange(reachable) != reachable && options_.on_reachability) {
+    options_.on_reachability(reachable);
+  }
+}
+
+int64_t PostgresRangeStore::collection_count() const { return count_->Load(); }
+
+PostgresRangeStore::Counters PostgresRangeStore::counters() const {
+  Counters sum;
+  for (const auto* runner : {writer_.get(), reader_.get()}) {
+    const PostgresBatchRunner::Counters c = runner->counters();
+    sum.set_aside += c.set_aside;
+    sum.creations_set_aside += c.creations_set_aside;
+    sum.locked_failures += c.locked_failures;
+    sum.conflict_retries += c.conflict_retries;
+  }
+  return sum;
+}
 
 PostgresRangeStore::~PostgresRangeStore() {
   {
@@ -195,14 +262,32 @@ PostgresRangeStore::~PostgresRangeStore() {
   }
   // The next server may take the tag at once; if this fails, the claim runs
   // out by itself.
-  if (!node_tag_.empty() && !node_tag_lost_ && !writer_.broken &&
-      writer_.connection != nullptr && writer_.connection->ok()) {
+  PostgresConnection* writing = writer_->healthy_connection();
+  if (!node_tag_.empty() && !node_tag_lost_ && writing != nullptr) {
     Statement release =
         internal::ReleaseNodeTag(node_tag_, *options_.node_tag_lease);
-    writer_.connection->Query(release, "releasing the node tag").IgnoreError();
+    writing->Query(release, "releasing the node tag").IgnoreError();
   }
-  reader_.connection.reset();
-  writer_.connection.reset();
+  reader_.reset();
+  writer_.reset();
+}
+
+absl::Status PostgresRangeStore::CheckHistoryOn(
+    internal::PostgresConnection& c) {
+  absl::StatusOr<internal::HistoryCheck> check =
+      internal::CheckHistory(c, clock_->Now());
+  if (!check.ok()) return check.status();
+  if (check->changed && options_.on_history_went_back) {
+    options_.on_history_went_back(StoreHistoryEvent{
+        .reason = absl::StrFormat(
+            "the history of PostgreSQL at %s changed from %s to %s (a "
+            "standby was promoted, or the database was restored)",
+            description_, internal::DescribeHistory(check->recorded),
+            internal::DescribeHistory(check->live)),
+        .collections = check->collections_moved,
+        .numbers_skipped = check->numbers_skipped});
+  }
+  return absl::OkStatus();
 }
 
 void PostgresRangeStore::NodeTagLost(absl::string_view holder) {
@@ -216,22 +301,6 @@ absl::Status PostgresRangeStore::ClosingError() const {
   return absl::UnavailableError(
       "the store is closing; the operation waited for a row another session "
       "held locked and was not run");
-}
-
-absl::Status PostgresRangeStore::LockedRowError(absl::string_view collection,
-                                                bool creating) const {
-  if (creating) {
-    return absl::UnavailableError(absl::StrFormat(
-        "collection \"%s\" is being created by another session of the "
-        "database (another hilo server inside its transaction) for more "
-        "than %s; nothing was changed",
-        collection, absl::FormatDuration(options_.lock_timeout)));
-  }
-  return absl::UnavailableError(absl::StrFormat(
-      "collection \"%s\" is locked by another session of the database "
-      "(another hilo server inside its transaction, or a session holding "
-      "its row) for more than %s; nothing was changed",
-      collection, absl::FormatDuration(options_.lock_timeout)));
 }
 
 void PostgresRangeStore::Park(std::unique_ptr<Request> request,
@@ -339,21 +408,6 @@ void PostgresRangeStore::Submit(std::unique_ptr<Request> request,
   // Reads have a queue and a connection of their own: a flood of them never
   // delays a write, and the probe's count never lengthens a write batch.
   (raw->read_only ? read_queue_ : queue_)->Submit(std::move(request));
-}
-
-void PostgresRangeStore::ChangeCountSequence() {
-  base::MutexLock lock(&count_mu_);
-  ++count_sequence_;
-}
-
-void PostgresRangeStore::StoreCountIfCurrent(int64_t counted,
-                                             int64_t sequence) {
-  base::MutexLock lock(&count_mu_);
-  // Odd: a commit was in flight when the count began; changed: one began
-  // since. Either may have changed the rows after the count's snapshot
-  // and added its change already; the next probe counts again.
-  if (sequence % 2 != 0 || count_sequence_ != sequence) return;
-  collection_count_.store(counted, std::memory_order_relaxed);
 }
 
 absl::StatusOr<std::unique_ptr<PostgresConnection>>

@@ -85,7 +85,6 @@
 #include <optional>
 #include <string>
 #include <thread>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -103,7 +102,10 @@
 
 namespace hilo {
 namespace internal {
+class PostgresBatchRunner;
+class PostgresCollectionCount;
 class PostgresConnection;
+struct PostgresRequest;
 }  // namespace internal
 
 class PostgresRangeStore final : public RangeStore {
@@ -132,9 +134,7 @@ class PostgresRangeStore final : public RangeStore {
                 StoreCallback<std::optional<CollectionState>> done) override;
   void DeleteAsync(absl::string_view collection,
                    StoreCallback<CollectionState> done) override;
-  int64_t collection_count() const override {
-    return collection_count_.load(std::memory_order_relaxed);
-  }
+  int64_t collection_count() const override;
   absl::Status PutForTesting(absl::string_view collection,
                              const CollectionState& state) override;
 
@@ -167,16 +167,10 @@ class PostgresRangeStore final : public RangeStore {
     // deadlock, a collection created meanwhile).
     int64_t conflict_retries = 0;
   };
-  Counters counters() const {
-    return {set_aside_.load(std::memory_order_relaxed),
-            creations_set_aside_.load(std::memory_order_relaxed),
-            locked_failures_.load(std::memory_order_relaxed),
-            conflict_retries_.load(std::memory_order_relaxed)};
-  }
+  Counters counters() const;
 
  private:
-  struct Request;
-  enum class Attempt { kDone, kRetry };
+  using Request = internal::PostgresRequest;
 
   // RangeStore:
   void DoAllocateAsync(absl::string_view collection, int64_t size,
@@ -192,89 +186,30 @@ class PostgresRangeStore final : public RangeStore {
   void DoSetFloorAsync(absl::string_view collection, int64_t floor,
                        StoreCallback<FloorOutcome> done) override;
 
-  // A connection and its state; used by one queue's committer thread only.
-  struct Link {
-    std::unique_ptr<internal::PostgresConnection> connection;
-    // The connection failed (or could not be rolled back): the next batch
-    // connects anew.
-    bool broken = false;
-  };
-
   PostgresRangeStore(PostgresRangeStoreOptions options,
                      std::string description);
+  // The batch runner of the write connection (`writes`) or of the read one,
+  // with this store's connection, parking, lease and count as its hooks.
+  std::unique_ptr<internal::PostgresBatchRunner> MakeRunner(bool writes);
   // Queues `request`; `done` gets its `result` once the batch committed.
   template <typename T>
   void Submit(std::unique_ptr<Request> request, StoreCallback<T> done,
               T Request::*result);
-  // The BatchRunner of queue_ (on writer_) and read_queue_ (on reader_).
-  void RunBatch(Link& link, absl::Span<GroupCommit::Operation* const> batch);
-  // RunBatch's work: runs the batch, again after conflicts; the statuses
-  // it sets may name the database, which RunBatch then hides.
-  void RunAttempts(Link& link, absl::Span<GroupCommit::Operation* const> batch);
-  // One run of the batch, in one transaction; kRetry after a conflict that
-  // rolled it back. Its steps, in order, share a Batch (postgres_batch.h);
-  // each step that can end the run returns how, or nothing to go on.
-  Attempt RunBatchOnce(Link& link, absl::Span<Request* const> requests);
-  struct Batch;
-  // Begins, locks and reads the rows written (skipping those another
-  // session holds), reads the rest, lists, counts, renews the node tag.
-  std::optional<Attempt> ReadRows(Batch& batch);
-  // Takes the creation locks of the new rows the batch may create, oldest
-  // first and at most kMaxCreationsPerBatch, and reads those rows again.
-  std::optional<Attempt> TakeCreationLocks(Batch& batch);
-  // Judges each request on the rows in memory: set aside, postponed, or
-  // run by the rules of collection_rules.h.
-  void JudgeRequests(Batch& batch);
-  // Writes the rows that changed and commits.
-  Attempt WriteAndCommit(Batch& batch);
-  // Fails every request (or only the writes) with `s`, ending the
-  // transaction; a Get left answers the rows as stored.
-  Attempt FailBatch(Batch& batch, absl::Status s, bool writes_only);
-  // A conflict another run may clear: ends the transaction and asks for the
-  // batch to run again, unless that cost the connection; then everything
-  // fails with `conflict` (nothing was committed).
-  Attempt RetryBatch(Batch& batch, const absl::Status& conflict);
   // A new connection, set up as options_ say.
   absl::StatusOr<std::unique_ptr<internal::PostgresConnection>> Connect() const;
-  // Connects if `link` has no healthy connection; on its committer thread.
-  // A new write connection first checks the database's history.
-  absl::Status EnsureConnected(Link& link);
   // On a new write connection: compares the database's history with the
-  // recorded one, moving collections on if it changed (postgres_history.h),
-  // and forgets which reservations were confirmed.
+  // recorded one, moving collections on if it changed (postgres_history.h).
   absl::Status CheckHistoryOn(internal::PostgresConnection& c);
-  // Marks `r`, which hands out (or floors) numbers up to `high` in
-  // `name`'s row, as waiting for the standbys unless this server's
-  // confirmed reservation covers it, and reserves past it.
-  void Reserve(Batch& batch, Request& r, const std::string& name, int64_t high,
-               int64_t size);
-  // After a commit: if a reply waits for its reservation, waits for the
-  // standbys; fails those replies if they do not confirm in time.
-  void ConfirmReservations(Batch& batch);
-  // UNAVAILABLE for a COMMIT that answered with `warning` (a wait for a
-  // synchronous standby cancelled: the commit is local only).
-  absl::Status UnreplicatedCommitError(absl::string_view warning) const;
-  // Drops the connection and records the database as unreachable.
-  void LostConnection(Link& link);
-  // Records whether `link` reached the database; only writer_ counts.
-  void SetReachable(const Link& link, bool reachable);
-  // Marks a commit that creates or deletes rows as begun, or as ended.
-  void ChangeCountSequence();
-  // Stores a probe's count of the rows, begun when count_sequence_ was
-  // `sequence`, unless a commit that changes the count has run since.
-  void StoreCountIfCurrent(int64_t counted, int64_t sequence);
+  // Records whether the write connection reached the database.
+  void SetReachable(bool reachable);
   // Runs the probes, and submits parked requests again when their wait
   // is over.
   void ProbeLoop();
   // Holds `request` (deferred: a row it writes was locked by another
   // session) back for a short, growing wait, then queues it again; fails
-  // it at once if the store is closing. A postponed request (see Request)
-  // waits the shortest time and keeps its count of tries.
+  // it at once if the store is closing. A postponed request (see
+  // PostgresRequest) waits the shortest time and keeps its count of tries.
   void Park(std::unique_ptr<Request> request, bool postponed);
-  // UNAVAILABLE for an operation on `collection`, whose row another session
-  // held locked (or, `creating`, was creating) for all of lock_timeout.
-  absl::Status LockedRowError(absl::string_view collection,
-                              bool creating) const;
   // UNAVAILABLE for a deferred operation the closing store will not run.
   absl::Status ClosingError() const;
   // Reports a renewal that found the tag taken, once.
@@ -283,32 +218,15 @@ class PostgresRangeStore final : public RangeStore {
   const PostgresRangeStoreOptions options_;
   const std::string description_;
   const Clock* const clock_;
-  // Read without a lock; once Open has returned, a probe writes it under
-  // count_mu_, a write batch after ChangeCountSequence.
-  std::atomic<int64_t> collection_count_{0};
-  // Orders a probe's count (read connection) against the writes' changes:
-  // odd while a commit that creates or deletes rows is in flight, bumped as
-  // it begins and as it ends. A count whose snapshot a commit may have
-  // missed (its change added already) must not overwrite the sum.
-  base::Mutex count_mu_;
-  int64_t count_sequence_ ABSL_GUARDED_BY(count_mu_) = 0;
+  std::unique_ptr<internal::PostgresCollectionCount> count_;
   std::atomic<bool> reachable_{true};
-  // counters()
-  std::atomic<int64_t> set_aside_{0};
-  std::atomic<int64_t> creations_set_aside_{0};
-  std::atomic<int64_t> locked_failures_{0};
-  std::atomic<int64_t> conflict_retries_{0};
   std::string node_tag_;  // set by Open
   // A renewal found the claim taken: no more renewals, no release.
   bool node_tag_lost_ = false;  // queue_'s thread only (the renewal's)
-  // Reservations (postgres_history.h), queue_'s thread only: the ceiling
-  // of each collection this server saw confirmed by the standbys since its
-  // write connection opened.
-  std::unordered_map<std::string, int64_t> confirmed_ceiling_;
   // Writes and the lease's renewal, on queue_'s thread; reads and the
-  // probe's count, on read_queue_'s.
-  Link writer_;
-  Link reader_;
+  // probe's count, on read_queue_'s. Destroyed after the queues.
+  std::unique_ptr<internal::PostgresBatchRunner> writer_;
+  std::unique_ptr<internal::PostgresBatchRunner> reader_;
 
   base::Mutex probe_mu_;
   bool stopping_ ABSL_GUARDED_BY(probe_mu_) = false;

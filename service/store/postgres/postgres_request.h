@@ -1,8 +1,7 @@
-// PostgresRangeStore::Request: one operation of a batch, shared by the
-// store's front (postgres_range_store.cc), which fills it in, and its batch
-// runner (postgres_batch_runner.cc and the steps beside it,
-// postgres_creation_locks.cc and postgres_request_judging.cc), which runs
-// it. Private to service/store/postgres/.
+// PostgresRequest: one operation of a batch, shared by the store's front
+// (postgres_range_store.cc), which fills it in, and its batch runner
+// (postgres_batch_runner.h) and judges (postgres_judges.h), which run it.
+// Private to service/store/postgres/.
 #ifndef HILO_SERVICE_STORE_POSTGRES_POSTGRES_REQUEST_H_
 #define HILO_SERVICE_STORE_POSTGRES_POSTGRES_REQUEST_H_
 
@@ -14,13 +13,13 @@
 #include <vector>
 
 #include "service/store/group_commit.h"
-#include "service/store/postgres/postgres_range_store.h"
 #include "service/store/range_store.h"
 
 namespace hilo {
+namespace internal {
 
 // One operation of a batch: what it asks and, once run, what it got.
-struct PostgresRangeStore::Request : GroupCommit::Operation {
+struct PostgresRequest : GroupCommit::Operation {
   enum class Kind {
     kAllocate,
     kReturn,
@@ -70,7 +69,8 @@ struct PostgresRangeStore::Request : GroupCommit::Operation {
     }
   }
 
-  // Waiting for rows another session holds locked (see RunBatchOnce).
+  // Waiting for rows another session holds locked (see
+  // PostgresBatchRunner).
   // Set by the batch that found a row this operation writes locked: the
   // operation did not run, and runs again in a later batch.
   bool deferred = false;
@@ -88,15 +88,15 @@ struct PostgresRangeStore::Request : GroupCommit::Operation {
 
   // The caller's completion, given the request that ran (which may be a
   // retry's, see TakeForRetry) and its status; `done` calls it once bound.
-  absl::AnyInvocable<void(Request&, absl::Status)> finish;
+  absl::AnyInvocable<void(PostgresRequest&, absl::Status)> finish;
   void BindFinish() {
     done = [this](absl::Status s) { finish(*this, std::move(s)); };
   }
 
   // A new request asking what this one asks, with its completion (finish)
   // and its wait so far; this one is left completing nothing.
-  std::unique_ptr<Request> TakeForRetry() {
-    auto r = std::make_unique<Request>();
+  std::unique_ptr<PostgresRequest> TakeForRetry() {
+    auto r = std::make_unique<PostgresRequest>();
     r->read_only = read_only;
     r->finish = std::move(finish);
     r->BindFinish();
@@ -129,6 +129,7 @@ struct PostgresRangeStore::Request : GroupCommit::Operation {
   int64_t count = 0;                                // kProbe: rows in the table
 };
 
+}  // namespace internal
 }  // namespace hilo
 
 #endif  // HILO_SERVICE_STORE_POSTGRES_POSTGRES_REQUEST_H_

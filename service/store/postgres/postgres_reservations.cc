@@ -1,77 +1,53 @@
-// The PostgreSQL store's reservations and history checks (the design is in
+// The PostgreSQL store's reservations (the design is in
 // postgres_history.h): the steps of a write batch that reserve numbers
-// ahead and wait for the standbys to confirm them; and the check of a new
-// write connection.
+// ahead and wait for the standbys to confirm them.
 #include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <string>
 
 #include "absl/strings/str_format.h"
-#include "service/store/postgres/postgres_batch.h"
+#include "service/store/postgres/postgres_batch_runner.h"
 #include "service/store/postgres/postgres_history.h"
-#include "service/store/postgres/postgres_range_store.h"
-#include "service/store/postgres/postgres_request.h"
 
 namespace hilo {
+namespace internal {
 
-absl::Status PostgresRangeStore::CheckHistoryOn(
-    internal::PostgresConnection& c) {
-  // Whatever database this connection reached, no reservation is known to
-  // be on its standbys yet.
-  confirmed_ceiling_.clear();
-  absl::StatusOr<internal::HistoryCheck> check =
-      internal::CheckHistory(c, clock_->Now());
-  if (!check.ok()) return check.status();
-  if (check->changed && options_.on_history_went_back) {
-    options_.on_history_went_back(StoreHistoryEvent{
-        .reason = absl::StrFormat(
-            "the history of PostgreSQL at %s changed from %s to %s (a "
-            "standby was promoted, or the database was restored)",
-            description_, internal::DescribeHistory(check->recorded),
-            internal::DescribeHistory(check->live)),
-        .collections = check->collections_moved,
-        .numbers_skipped = check->numbers_skipped});
-  }
-  return absl::OkStatus();
-}
-
-void PostgresRangeStore::Reserve(Batch& batch, Request& r,
-                                 const std::string& name, int64_t high,
-                                 int64_t size) {
+void PostgresBatchRunner::Reserve(PostgresBatch& batch, PostgresRequest& r,
+                                  const std::string& name, int64_t high,
+                                  int64_t size) {
   auto confirmed = confirmed_ceiling_.find(name);
   if (confirmed != confirmed_ceiling_.end() && high <= confirmed->second) {
     return;
   }
   r.awaits_standbys = true;
   batch.awaits_standbys = true;
-  Batch::Row& row = batch.rows[name];
+  PostgresBatch::Row& row = batch.rows[name];
   if (high <= row.ceiling) return;  // reserved already, perhaps elsewhere
   const int64_t room = std::numeric_limits<int64_t>::max() - high;
   const int64_t ahead = std::max<int64_t>(size, 1);
-  row.ceiling = ahead > room / options_.reserve_ranges
+  row.ceiling = ahead > room / options_.store.reserve_ranges
                     ? std::numeric_limits<int64_t>::max()
-                    : high + ahead * options_.reserve_ranges;
+                    : high + ahead * options_.store.reserve_ranges;
   row.dirty = true;
 }
 
-void PostgresRangeStore::ConfirmReservations(Batch& batch) {
+void PostgresBatchRunner::ConfirmReservations(PostgresBatch& batch) {
   for (const auto& [name, row] : batch.rows) {
     // Deleted here: a later row of that name starts anew.
     if (row.dirty && !row.now.has_value()) confirmed_ceiling_.erase(name);
   }
   if (!batch.awaits_standbys) return;
-  absl::Status s =
-      internal::WaitForStandbys(*batch.link.connection, options_.standby_wait,
-                                absl::Milliseconds(1), description_);
+  absl::Status s = WaitForStandbys(*connection_, options_.store.standby_wait,
+                                   absl::Milliseconds(1), options_.description);
   if (!s.ok()) {
     // Committed, but a failover may lose it: the ranges are not handed
     // out (their numbers are skipped), exactly as for a COMMIT whose wait
     // for a synchronous standby was cancelled.
-    for (Request* r : batch.requests) {
+    for (PostgresRequest* r : batch.requests) {
       if (r->awaits_standbys) r->status = s;
     }
-    if (!batch.link.connection->ok()) LostConnection(batch.link);
+    if (!connection_->ok()) LostConnection();
     return;
   }
   for (const auto& [name, row] : batch.rows) {
@@ -82,4 +58,5 @@ void PostgresRangeStore::ConfirmReservations(Batch& batch) {
   }
 }
 
+}  // namespace internal
 }  // namespace hilo

@@ -1,0 +1,218 @@
+// PostgresBatchRunner: the PostgreSQL store's protocol for one GroupCommit
+// batch, on one connection of its own.
+//
+// A run is one transaction in two pipelined round trips (libpq's pipeline
+// mode), whatever the batch's size:
+//
+//   1. BEGIN; lock and read the rows the batch writes (FOR UPDATE SKIP
+//      LOCKED: a row another session holds is skipped, not waited for);
+//      read the rows it only reads; the Lists and the probe's count.
+//   2. For new rows only: take their creation locks without waiting
+//      (pg_try_advisory_xact_lock), at most kMaxCreationsPerBatch, oldest
+//      first, and read those rows again. A creation the rules refuse on
+//      its own arguments (judged on no row) takes no lock.
+//   3. Judge each request in order on the rows in memory, one judge per
+//      kind (postgres_judges.h); an operation on a row another session
+//      holds, or is creating, is set aside to run again later (Hooks::park).
+//   4. Write each changed row once, and COMMIT; answer.
+//
+// The rules it keeps: no write is reported applied unless its COMMIT
+// succeeded; a failed write, a failed or unconfirmed COMMIT, or a lost
+// connection fails every write of the batch (reads answer the rows as
+// stored); a request the rules refuse fails alone and changes nothing; a
+// conflict (serialization failure, deadlock, a row created meanwhile) runs
+// the whole batch again, up to max_attempts.
+//
+//   PostgresBatchRunner runner(options, hooks);
+//   GroupCommit queue(queue_options, [&](auto batch) { runner.Run(batch); });
+//
+// Run is called by one thread at a time (GroupCommit's committer), which
+// alone uses the runner's connection; counters() may be read from any
+// thread.
+#ifndef HILO_SERVICE_STORE_POSTGRES_POSTGRES_BATCH_RUNNER_H_
+#define HILO_SERVICE_STORE_POSTGRES_POSTGRES_BATCH_RUNNER_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "hilo/base/clock.h"
+#include "service/store/group_commit.h"
+#include "service/store/postgres/postgres_batch.h"
+#include "service/store/postgres/postgres_collection_count.h"
+#include "service/store/postgres/postgres_connection.h"
+#include "service/store/postgres/postgres_options.h"
+#include "service/store/postgres/postgres_request.h"
+
+namespace hilo {
+namespace internal {
+
+class PostgresBatchRunner {
+ public:
+  struct Options {
+    // The store's limits and hooks the runner reads: max_attempts,
+    // lock_timeout, reserve_ranges, standby_wait, on_commit,
+    // on_database_error and the batch test hooks (the connection's
+    // settings are the connect hook's business; the clock is `clock`).
+    PostgresRangeStoreOptions store;
+    // "postgresql://user@host:port/db", what errors name.
+    std::string description;
+    // Source of updated_at; null: the system clock.
+    const Clock* clock = nullptr;
+    // The write connection's runner: reserves numbers ahead and waits for
+    // the standbys to confirm them (postgres_history.h).
+    bool reserves = false;
+    // Test hook: runs once the creation locks are taken, before the
+    // requests are judged, inside the transaction.
+    std::function<void()> before_judging_for_testing;
+  };
+
+  // What the runner needs of the store that owns it.
+  struct Hooks {
+    // A new connection, set up and checked. Required.
+    std::function<absl::StatusOr<std::unique_ptr<PostgresConnection>>()>
+        connect;
+    // Told whether the connection reached the database (reachable(), hence
+    // health); null: not told (a read connection's state does not count).
+    std::function<void(bool reachable)> reachable;
+    // A request set aside (a row it writes is held by another session, or
+    // postponed past the batch's share of creations): queue it again after
+    // a short wait. Required.
+    std::function<void(std::unique_ptr<PostgresRequest> request,
+                       bool postponed)>
+        park;
+    // A kRenew request's node-tag renewal, if one is due; null: none.
+    std::function<std::optional<Statement>()> renewal;
+    // What the renewal answered; called only after `renewal` gave one.
+    std::function<void(PostgresConnection& c, const PGresult* result)> renewed;
+    // Moved by commits, replaced by probes. Required; outlives the runner.
+    PostgresCollectionCount* count = nullptr;
+  };
+
+  // What the batches met of other sessions; see PostgresRangeStore::
+  // Counters.
+  struct Counters {
+    int64_t set_aside = 0;
+    int64_t creations_set_aside = 0;
+    int64_t locked_failures = 0;
+    int64_t conflict_retries = 0;
+  };
+
+  PostgresBatchRunner(Options options, Hooks hooks);
+  PostgresBatchRunner(const PostgresBatchRunner&) = delete;
+  PostgresBatchRunner& operator=(const PostgresBatchRunner&) = delete;
+
+  // The connection the first batch uses (one the store opened and checked
+  // already); without it, the first batch connects.
+  void Adopt(std::unique_ptr<PostgresConnection> connection);
+  // GroupCommit's BatchRunner: every operation must be a PostgresRequest.
+  // Sets each one's status and results; parks those set aside.
+  void Run(absl::Span<GroupCommit::Operation* const> ops);
+
+  Counters counters() const;
+  // The connection, if it is open and was not given up; for the store's
+  // last words on it (releasing the node tag) once no batch runs.
+  PostgresConnection* healthy_connection();
+
+ private:
+  enum class Attempt { kDone, kRetry };
+
+  // Runs the batch, again after conflicts; the statuses it sets may name
+  // the database, which Run then hides.
+  void RunAttempts(absl::Span<PostgresRequest* const> batch);
+  // One run of the batch, in one transaction; kRetry after a conflict that
+  // rolled it back. Each step that can end the run returns how, or nothing
+  // to go on.
+  Attempt RunOnce(absl::Span<PostgresRequest* const> requests);
+  // Connects if there is no healthy connection.
+  absl::Status EnsureConnected();
+
+  // Step 1 (postgres_batch_runner.cc).
+  std::optional<Attempt> ReadRows(PostgresBatch& batch);
+  // The first round trip's statements; sets the indexes of its results.
+  std::vector<Statement> FirstRoundTrip(PostgresBatch& batch, int* locked_at,
+                                        int* read_at, int* existing_at,
+                                        int* renew_at);
+  // Records the rows read, and those another session holds.
+  void TakeRowsRead(PostgresBatch& batch, int locked_at, int read_at,
+                    int existing_at);
+  // Step 2 (postgres_creation_locks.cc): which new rows to create, their
+  // locks, the rows read again.
+  std::optional<Attempt> TakeCreationLocks(PostgresBatch& batch);
+  // The new rows this batch tries to create, sorted; those past its share
+  // go to batch.postponed.
+  std::vector<std::string> ChooseCreations(PostgresBatch& batch) const;
+  // Step 3 (postgres_judges.cc holds the judges; the loop is here).
+  void JudgeRequests(PostgresBatch& batch);
+  // The reads' answers (Get, List, probe); true if `i` is one of them.
+  bool AnswerRead(PostgresBatch& batch, size_t i);
+  // Sets `r` aside (or fails it, having waited lock_timeout) if a row it
+  // writes is held or postponed; true if so.
+  bool SetAside(PostgresBatch& batch, PostgresRequest& r,
+                std::chrono::steady_clock::time_point steady_now);
+  // Runs `r`'s judge, and reserves past what it handed out.
+  void Judge(PostgresBatch& batch, PostgresRequest& r);
+  // Step 4.
+  Attempt WriteAndCommit(PostgresBatch& batch);
+  // The second round trip's writes and COMMIT; an error if a new row
+  // lacks its creation lock. *created: rows created less rows deleted.
+  absl::StatusOr<std::vector<Statement>> Writes(PostgresBatch& batch,
+                                                int64_t* created) const;
+  // Sends `second` and reads its answers.
+  Attempt Commit(PostgresBatch& batch, std::vector<Statement>& second,
+                 int64_t created);
+
+  // Fails every request (or only the writes) with `s`, ending the
+  // transaction; a Get left answers the rows as stored.
+  Attempt FailBatch(PostgresBatch& batch, absl::Status s, bool writes_only);
+  // A conflict another run may clear: ends the transaction and asks for the
+  // batch to run again, unless that cost the connection; then everything
+  // fails with `conflict` (nothing was committed).
+  Attempt RetryBatch(PostgresBatch& batch, const absl::Status& conflict);
+  // UNAVAILABLE for a COMMIT that answered with `warning` (a wait for a
+  // synchronous standby cancelled: the commit is local only).
+  absl::Status UnreplicatedCommitError(absl::string_view warning) const;
+  // Drops the connection and records the database as unreachable.
+  void LostConnection();
+  void SetReachable(bool reachable);
+
+  // Reservations (postgres_reservations.cc): marks `r`, which hands out
+  // (or floors) numbers up to `high` in `name`'s row, as waiting for the
+  // standbys unless this server's confirmed reservation covers it, and
+  // reserves past it.
+  void Reserve(PostgresBatch& batch, PostgresRequest& r,
+               const std::string& name, int64_t high, int64_t size);
+  // After a commit: if a reply waits for its reservation, waits for the
+  // standbys; fails those replies if they do not confirm in time.
+  void ConfirmReservations(PostgresBatch& batch);
+
+  const Options options_;
+  const Hooks hooks_;
+  const Clock* const clock_;
+  std::unique_ptr<PostgresConnection> connection_;
+  // The connection failed (or could not be rolled back): the next batch
+  // connects anew.
+  bool broken_ = false;
+  // Reservations: the ceiling of each collection this server saw
+  // confirmed by the standbys since its connection opened.
+  std::unordered_map<std::string, int64_t> confirmed_ceiling_;
+  std::atomic<int64_t> set_aside_{0};
+  std::atomic<int64_t> creations_set_aside_{0};
+  std::atomic<int64_t> locked_failures_{0};
+  std::atomic<int64_t> conflict_retries_{0};
+};
+
+}  // namespace internal
+}  // namespace hilo
+
+#endif  // HILO_SERVICE_STORE_POSTGRES_POSTGRES_BATCH_RUNNER_H_
