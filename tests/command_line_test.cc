@@ -3,6 +3,8 @@
 // flags of this test's own.
 #include "hilo/base/command_line.h"
 
+#include <unistd.h>
+
 #include <string>
 #include <vector>
 
@@ -85,6 +87,27 @@ TEST(CommandLineTest, FlagfileLinesAreCheckedNamingTheFile) {
   // A flagfile that nests itself is left to Abseil, not followed for ever.
   testing_util::WriteFile(inner, "--flagfile=" + inner + "\n");
   EXPECT_EQ(Check({"--flagfile=" + outer, "--nodetag=B"}), "");
+}
+
+// Review (review40): a flagfile that is a pipe (bash's <(...), /dev/stdin)
+// can be read once. The check read it to its end, so Abseil then found it
+// empty: a boolean flag in it (--create_db) was lost without a word, and a
+// FIFO left the server blocked for ever in Abseil's open. Only a regular
+// file may be read twice; anything else is left to Abseil, unread.
+TEST(CommandLineTest, FlagfileThatIsAPipeIsLeftUnread) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const std::string text = "--json\n--nodetag=B\n";
+  ASSERT_EQ(write(fds[1], text.data(), text.size()),
+            static_cast<ssize_t>(text.size()));
+  close(fds[1]);
+  EXPECT_EQ(Check({"--flagfile=/dev/fd/" + std::to_string(fds[0])}), "");
+  std::string left(text.size() + 1, '\0');
+  const ssize_t n = read(fds[0], left.data(), left.size());
+  close(fds[0]);
+  ASSERT_GE(n, 0);
+  left.resize(static_cast<size_t>(n));
+  EXPECT_EQ(left, text) << "the check consumed what Abseil must read";
 }
 
 }  // namespace

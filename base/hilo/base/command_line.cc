@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <set>
@@ -184,10 +185,17 @@ constexpr std::streamsize kMaxFlagfileBytes = 1 << 20;
 // skipped) to `flags`, nested --flagfile lines expanded. False when the
 // check is better left to Abseil: a file it cannot read (Abseil then says
 // so), too deep, too large, or a line that reads flags from elsewhere.
+// Only a regular file is read: a pipe (bash's <(...), /dev/stdin) can be
+// read once, and Abseil would then find it empty, and a FIFO with no
+// writer left would block Abseil's open for ever.
 bool ReadFlagfiles(absl::string_view paths, int depth,
                    std::vector<FlagArgument>* flags) {
   if (depth > kMaxFlagfileDepth) return false;
   for (absl::string_view path : absl::StrSplit(paths, ',', absl::SkipEmpty())) {
+    std::error_code error;
+    if (!std::filesystem::is_regular_file(std::string(path), error)) {
+      return false;
+    }
     std::ifstream in{std::string(path)};
     std::string text(static_cast<size_t>(kMaxFlagfileBytes) + 1, '\0');
     in.read(text.data(), kMaxFlagfileBytes + 1);
