@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/temp_dir.h"
@@ -94,6 +95,30 @@ TEST(CommandLineTest, FlagfileLinesAreCheckedNamingTheFile) {
 // empty: a boolean flag in it (--create_db) was lost without a word, and a
 // FIFO left the server blocked for ever in Abseil's open. Only a regular
 // file may be read twice; anything else is left to Abseil, unread.
+TEST(CommandLineTest, FlagfilesThatFanOutAreLeftToAbseil) {
+  // Each file names the next one 50 times: 50^7 reads if followed.
+  testing_util::TempDir dir;
+  for (int level = 0; level < 7; ++level) {
+    std::string text;
+    for (int k = 0; k < 50; ++k) {
+      absl::StrAppend(
+          &text, "--flagfile=", dir.File(absl::StrCat("f", level + 1)), "\n");
+    }
+    testing_util::WriteFile(dir.File(absl::StrCat("f", level)), text);
+  }
+  testing_util::WriteFile(dir.File("f7"), "--nodetag=B\n");
+  EXPECT_EQ(Check({"--flagfile=" + dir.File("f0")}), "");
+  // One file naming another a few times is still read.
+  testing_util::WriteFile(dir.File("g1"), "--nodetag=B\n");
+  testing_util::WriteFile(
+      dir.File("g0"),
+      "--flagfile=" + dir.File("g1") + "\n--flagfile=" + dir.File("g1") + "\n");
+  EXPECT_EQ(Check({"--flagfile=" + dir.File("g0")}),
+            dir.File("g1") +
+                ": unknown flag --nodetag; did you mean --node_tag? (--help "
+                "lists every flag)");
+}
+
 TEST(CommandLineTest, FlagfileThatIsAPipeIsLeftUnread) {
   int fds[2];
   ASSERT_EQ(pipe(fds), 0);

@@ -175,10 +175,12 @@ FlagArgument SplitFlagArgument(absl::string_view arg, absl::string_view file) {
   return flag;
 }
 
-// Nested --flagfile lines deeper than this, and files larger than this,
-// are left to Abseil.
+// Nested --flagfile lines deeper than this, files larger than this, and
+// more files than this in all (a file may name others many times over) are
+// left to Abseil.
 constexpr int kMaxFlagfileDepth = 8;
 constexpr std::streamsize kMaxFlagfileBytes = 1 << 20;
+constexpr int kMaxFlagfilesRead = 64;
 
 // Appends the flags of the flagfiles `paths` (comma-separated, as Abseil
 // reads --flagfile: one flag per line, '#' comments and blank lines
@@ -188,10 +190,12 @@ constexpr std::streamsize kMaxFlagfileBytes = 1 << 20;
 // Only a regular file is read: a pipe (bash's <(...), /dev/stdin) can be
 // read once, and Abseil would then find it empty, and a FIFO with no
 // writer left would block Abseil's open for ever.
-bool ReadFlagfiles(absl::string_view paths, int depth,
+// `files_left` counts down the files that may still be read.
+bool ReadFlagfiles(absl::string_view paths, int depth, int* files_left,
                    std::vector<FlagArgument>* flags) {
   if (depth > kMaxFlagfileDepth) return false;
   for (absl::string_view path : absl::StrSplit(paths, ',', absl::SkipEmpty())) {
+    if (--*files_left < 0) return false;
     std::error_code error;
     if (!std::filesystem::is_regular_file(std::string(path), error)) {
       return false;
@@ -211,7 +215,7 @@ bool ReadFlagfiles(absl::string_view paths, int depth,
       FlagArgument flag = SplitFlagArgument(line, path);
       if (flag.name == "flagfile") {
         if (!flag.value.has_value() ||
-            !ReadFlagfiles(*flag.value, depth + 1, flags)) {
+            !ReadFlagfiles(*flag.value, depth + 1, files_left, flags)) {
           return false;
         }
       } else if (IsGeneratorFlag(flag.name)) {
@@ -259,6 +263,7 @@ std::string NearestFlag(absl::string_view name) {
 
 std::string CheckFlags(int argc, char** argv) {
   std::vector<FlagArgument> flags;
+  int files_left = kMaxFlagfilesRead;
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
     if (arg == "--") break;
@@ -276,7 +281,7 @@ std::string CheckFlags(int argc, char** argv) {
     }
     if (flag.name == "flagfile") {
       if (!flag.value.has_value() ||
-          !ReadFlagfiles(*flag.value, /*depth=*/0, &flags)) {
+          !ReadFlagfiles(*flag.value, /*depth=*/0, &files_left, &flags)) {
         return "";
       }
       continue;
