@@ -46,6 +46,8 @@ export class HiloClient {
   /** Made on a collection's first collection() call, then handed out again. */
   private readonly handles = new Map<string, CollectionHandle>();
   private closing = false;
+  /** The last hand-back of unused ranges (returnUnused), settled or not. */
+  private handingBack: Promise<void> = Promise.resolve();
   private closed: Promise<void> | null = null;
 
   /**
@@ -216,11 +218,22 @@ export class HiloClient {
   }
 
   /**
-   * Every collection's unused ranges, in one returnMany; each cache settles
-   * its own. A cache first lets the fetch or return in flight end, so two
-   * of these at once (or one and close) never hand a range back twice.
+   * Every collection's unused ranges, in one returnMany, after the hand-back
+   * before it has ended. One at a time: two at once could each take one
+   * cache and wait for the other's, and neither would ever end.
    */
-  private async returnUnused(): Promise<void> {
+  private returnUnused(): Promise<void> {
+    const run = this.handingBack.then(() => this.returnUnusedNow());
+    this.handingBack = run.catch(() => undefined);
+    return run;
+  }
+
+  /**
+   * Every collection's unused ranges, in one returnMany; each cache settles
+   * its own. A cache first lets the fetch or return in flight end, so a
+   * hand-back racing calls never hands a range back twice.
+   */
+  private async returnUnusedNow(): Promise<void> {
     const caches = [...this.caches.values()];
     const taken = await Promise.all(caches.map((c) => c.takeUnused()));
     const items: ReturnItem[] = [];
