@@ -149,16 +149,22 @@ void FaultInjector::Fill(Node& node) {
         absl::StrCat("NextRange before the fill: ", s.error_message()));
     return;
   }
-  int64_t known_max = range.high();
-
-  // Fill the filesystem: big writes, then small ones, until ENOSPC.
   const std::string fill_path = db_dir_ + "/fill";
+  if (!FillFilesystem(fill_path)) return;
+  int64_t known_max = range.high();
+  CheckWhileFull(node, probe, &known_max);
+  unlink(fill_path.c_str());
+  CheckAfterFreeing(node, probe, known_max);
+}
+
+bool FaultInjector::FillFilesystem(const std::string& fill_path) {
+  // Big writes, then small ones, until ENOSPC.
   const int fd =
       open(fill_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
     report_->Problem(
         absl::StrCat("cannot create ", fill_path, ": ", strerror(errno)));
-    return;
+    return false;
   }
   int64_t written = 0;
   bool full = false;
@@ -182,16 +188,26 @@ void FaultInjector::Fill(Node& node) {
         "filesystem",
         written, fill_path));
     unlink(fill_path.c_str());
-    return;
+    return false;
   }
   report_->Note(absl::StrFormat("filled %s with %d bytes", db_dir_, written));
+  return true;
+}
 
-  // While full: NextRange answers OK, RESOURCE_EXHAUSTED or UNAVAILABLE; a
-  // refused one changes nothing; reads and health keep working.
-  auto refused = [](const grpc::Status& st) {
-    return st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ||
-           st.error_code() == grpc::StatusCode::UNAVAILABLE;
-  };
+namespace {
+
+// The answers a full disk may give a write.
+bool RefusedForSpace(const grpc::Status& status) {
+  return status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ||
+         status.error_code() == grpc::StatusCode::UNAVAILABLE;
+}
+
+}  // namespace
+
+void FaultInjector::CheckWhileFull(Node& node, const std::string& probe,
+                                   int64_t* known_max) {
+  // NextRange answers OK, RESOURCE_EXHAUSTED or UNAVAILABLE; a refused one
+  // changes nothing; reads and health keep working.
   CodeCounts seen;
   absl::Time first_refusal = absl::InfiniteFuture();
   const absl::Time give_up = absl::Now() + absl::Seconds(30);
@@ -200,76 +216,15 @@ void FaultInjector::Fill(Node& node) {
          absl::Now() < first_refusal + options_.fill_for) {
     // A new collection needs a new row, so the file must grow.
     const std::string name = absl::StrCat("fill-", fills_, "-", ++fresh);
-    s = NextRange(node, name, &range);
+    grpc::Status s = CheckNewCollectionWhileFull(node, name);
     ++seen[s.error_code()];
-    if (refused(s)) {
+    if (RefusedForSpace(s))
       first_refusal = std::min(first_refusal, absl::Now());
-      // NOT_FOUND is the answer: the refused call created no row. OK means
-      // it left one behind; any other code is a read that failed on a full
-      // disk, a problem of its own.
-      hilo::v1::GetCollectionResponse got;
-      grpc::Status g = GetCollection(node, name, &got);
-      if (g.ok()) {
-        report_->Problem(
-            absl::StrFormat("refused NextRange(%s) left a row behind (max %d)",
-                            name, got.collection().max()));
-      } else if (g.error_code() != grpc::StatusCode::NOT_FOUND) {
-        report_->Problem(
-            absl::StrFormat("GetCollection(%s) on a full disk: %s %s", name,
-                            CodeName(g.error_code()), g.error_message()));
-      }
-    } else if (!s.ok()) {
-      report_->Problem(
-          absl::StrFormat("NextRange on a full disk answered %s: %s",
-                          CodeName(s.error_code()), s.error_message()));
-    }
-    s = NextRange(node, probe, &range);
+    s = CheckProbeWhileFull(node, probe, known_max);
     ++seen[s.error_code()];
-    if (s.ok()) {
-      if (range.low() != known_max + 1) {
-        report_->Problem(absl::StrFormat(
-            "on a full disk NextRange(%s) gave %d-%d; expected it to start "
-            "at %d",
-            probe, range.low(), range.high(), known_max + 1));
-      }
-      known_max = range.high();
-    } else if (refused(s)) {
+    if (RefusedForSpace(s))
       first_refusal = std::min(first_refusal, absl::Now());
-      hilo::v1::GetCollectionResponse got;
-      grpc::Status g = GetCollection(node, probe, &got);
-      if (!g.ok()) {
-        report_->Problem(absl::StrFormat("GetCollection on a full disk: %s %s",
-                                         CodeName(g.error_code()),
-                                         g.error_message()));
-      } else if (got.collection().max() != known_max) {
-        report_->Problem(
-            absl::StrFormat("refused NextRange(%s) moved Max from %d to %d",
-                            probe, known_max, got.collection().max()));
-        known_max = got.collection().max();
-      }
-    } else {
-      report_->Problem(
-          absl::StrFormat("NextRange on a full disk answered %s: %s",
-                          CodeName(s.error_code()), s.error_message()));
-    }
-    hilo::v1::ListCollectionsRequest list;
-    list.set_page_size(10);
-    hilo::v1::ListCollectionsResponse listed;
-    grpc::Status l = CallWithDeadline(
-        node.admin.get(), &hilo::v1::HiLoAdmin::Stub::ListCollections, list,
-        &listed);
-    bool serving = false;
-    grpc::Status h = HealthCheck(node.channel, &serving, kAdminDeadline);
-    // Reads and health keep answering; health says NOT_SERVING once a write
-    // failed for want of space (docs/server.md), so that load balancers
-    // send calls elsewhere.
-    const bool refused = first_refusal != absl::InfiniteFuture();
-    if (!l.ok() || !h.ok() || (refused && serving)) {
-      report_->Problem(absl::StrFormat(
-          "on a full disk ListCollections answered %s and health %s (%s)",
-          CodeName(l.error_code()), CodeName(h.error_code()),
-          serving ? "SERVING" : "not serving"));
-    }
+    CheckReadsWhileFull(node, first_refusal != absl::InfiniteFuture());
   }
   report_->Note(
       absl::StrCat("while full, NextRange answered ", FormatCodes(seen)));
@@ -278,13 +233,97 @@ void FaultInjector::Fill(Node& node) {
         "the disk was full for 30 s but NextRange never answered "
         "RESOURCE_EXHAUSTED or UNAVAILABLE");
   }
+}
 
-  // Space back: allocation resumes right above the last range replied.
-  unlink(fill_path.c_str());
+grpc::Status FaultInjector::CheckNewCollectionWhileFull(
+    Node& node, const std::string& name) {
+  hilo::v1::NextRangeResponse range;
+  const grpc::Status s = NextRange(node, name, &range);
+  if (RefusedForSpace(s)) {
+    // NOT_FOUND is the answer: the refused call created no row. OK means
+    // it left one behind; any other code is a read that failed on a full
+    // disk, a problem of its own.
+    hilo::v1::GetCollectionResponse got;
+    grpc::Status g = GetCollection(node, name, &got);
+    if (g.ok()) {
+      report_->Problem(
+          absl::StrFormat("refused NextRange(%s) left a row behind (max %d)",
+                          name, got.collection().max()));
+    } else if (g.error_code() != grpc::StatusCode::NOT_FOUND) {
+      report_->Problem(
+          absl::StrFormat("GetCollection(%s) on a full disk: %s %s", name,
+                          CodeName(g.error_code()), g.error_message()));
+    }
+  } else if (!s.ok()) {
+    report_->Problem(absl::StrFormat("NextRange on a full disk answered %s: %s",
+                                     CodeName(s.error_code()),
+                                     s.error_message()));
+  }
+  return s;
+}
+
+grpc::Status FaultInjector::CheckProbeWhileFull(Node& node,
+                                                const std::string& probe,
+                                                int64_t* known_max) {
+  hilo::v1::NextRangeResponse range;
+  const grpc::Status s = NextRange(node, probe, &range);
+  if (s.ok()) {
+    if (range.low() != *known_max + 1) {
+      report_->Problem(absl::StrFormat(
+          "on a full disk NextRange(%s) gave %d-%d; expected it to start "
+          "at %d",
+          probe, range.low(), range.high(), *known_max + 1));
+    }
+    *known_max = range.high();
+  } else if (RefusedForSpace(s)) {
+    hilo::v1::GetCollectionResponse got;
+    grpc::Status g = GetCollection(node, probe, &got);
+    if (!g.ok()) {
+      report_->Problem(absl::StrFormat("GetCollection on a full disk: %s %s",
+                                       CodeName(g.error_code()),
+                                       g.error_message()));
+    } else if (got.collection().max() != *known_max) {
+      report_->Problem(
+          absl::StrFormat("refused NextRange(%s) moved Max from %d to %d",
+                          probe, *known_max, got.collection().max()));
+      *known_max = got.collection().max();
+    }
+  } else {
+    report_->Problem(absl::StrFormat("NextRange on a full disk answered %s: %s",
+                                     CodeName(s.error_code()),
+                                     s.error_message()));
+  }
+  return s;
+}
+
+void FaultInjector::CheckReadsWhileFull(Node& node, bool refused) {
+  hilo::v1::ListCollectionsRequest list;
+  list.set_page_size(10);
+  hilo::v1::ListCollectionsResponse listed;
+  grpc::Status l = CallWithDeadline(node.admin.get(),
+                                    &hilo::v1::HiLoAdmin::Stub::ListCollections,
+                                    list, &listed);
+  bool serving = false;
+  grpc::Status h = HealthCheck(node.channel, &serving, kAdminDeadline);
+  // Reads and health keep answering; health says NOT_SERVING once a write
+  // failed for want of space (docs/server.md), so that load balancers
+  // send calls elsewhere.
+  if (!l.ok() || !h.ok() || (refused && serving)) {
+    report_->Problem(absl::StrFormat(
+        "on a full disk ListCollections answered %s and health %s (%s)",
+        CodeName(l.error_code()), CodeName(h.error_code()),
+        serving ? "SERVING" : "not serving"));
+  }
+}
+
+void FaultInjector::CheckAfterFreeing(Node& node, const std::string& probe,
+                                      int64_t known_max) {
+  // Allocation resumes right above the last range replied.
   const absl::Time freed = absl::Now();
   bool resumed = false;
   while (absl::Now() < freed + absl::Seconds(30)) {
-    s = NextRange(node, probe, &range);
+    hilo::v1::NextRangeResponse range;
+    const grpc::Status s = NextRange(node, probe, &range);
     if (s.ok()) {
       resumed = true;
       if (range.low() != known_max + 1) {
@@ -295,7 +334,7 @@ void FaultInjector::Fill(Node& node) {
       }
       break;
     }
-    if (!refused(s)) {
+    if (!RefusedForSpace(s)) {
       report_->Problem(
           absl::StrFormat("NextRange after freeing answered %s: %s",
                           CodeName(s.error_code()), s.error_message()));

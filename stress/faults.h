@@ -59,6 +59,20 @@ class FaultInjector {
   int kills_checked() const { return kills_checked_; }
 
  private:
+  // Fill's steps: writes `fill_path` until the filesystem is full (false,
+  // with the problem reported, if it cannot be filled); then, while full,
+  // a new collection, the `probe` collection (Max known_max) and the reads
+  // and health, each call judged and its problems reported; then, once
+  // freed, the probe's next range right above known_max.
+  bool FillFilesystem(const std::string& fill_path);
+  void CheckWhileFull(Node& node, const std::string& probe, int64_t* known_max);
+  grpc::Status CheckNewCollectionWhileFull(Node& node, const std::string& name);
+  grpc::Status CheckProbeWhileFull(Node& node, const std::string& probe,
+                                   int64_t* known_max);
+  void CheckReadsWhileFull(Node& node, bool refused);
+  void CheckAfterFreeing(Node& node, const std::string& probe,
+                         int64_t known_max);
+
   // CheckStoredMax for `node`, its problems reported; how many it checked.
   int CheckStoredMaxOf(const Node& node,
                        const std::map<std::string, int64_t>& stored_max,
