@@ -237,10 +237,37 @@ void Orchestrator::StopWorkers() {
 }
 
 void Orchestrator::CheckEverything() {
-  // IDs: within workers (ledger) and across them (overlapping runs).
-  int64_t ids = 0, duplicates = 0, outside = 0, return_failures = 0;
-  CodeCounts errors, rpc_next, rpc_return;
-  std::map<std::string, int64_t> ids_by_tag;
+  const IdTotals ids = CheckIds();
+  CheckTokens();
+  const RangeTotals ranges = CheckRanges();
+  StopNodes();
+
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start_);
+  absl::PrintF(
+      "hilo_stress: %s ids=%d duplicates=%d outside_ranges=%d "
+      "overlapping_ranges=%d ranges=%d errors=%s rpc_codes=%s "
+      "return_codes=%s return_failures=%d ids_by_tag={%s} kills=%d "
+      "pauses=%d fills=%d store_restarts=%d stored_max_checks=%d "
+      "kills_checked=%d processes=%d "
+      "threads=%d "
+      "collections=%d nodes=%d seconds=%.1f problems=%d\n",
+      report_.problems().empty() ? "PASS" : "FAIL", ids.ids, ids.duplicates,
+      ids.outside, ranges.overlaps, ranges.used, FormatCodes(ids.errors),
+      FormatCodes(ids.rpc_next), FormatCodes(ids.rpc_return),
+      ids.return_failures,
+      absl::StrJoin(ids.ids_by_tag, ",", absl::PairFormatter(":")),
+      faults_->kills(), faults_->pauses(), faults_->fills(),
+      faults_->store_restarts(), ranges.stored_max_checks,
+      faults_->kills_checked(), options_.processes, options_.threads,
+      options_.collections,
+      nodes_.empty() ? static_cast<int>(targets_.size())
+                     : static_cast<int>(nodes_.size()),
+      seconds, report_.problems().size());
+}
+
+Orchestrator::IdTotals Orchestrator::CheckIds() {
+  // Within workers (ledger) and across them (overlapping runs).
+  IdTotals t;
   std::vector<std::vector<IdLedger::Run>> runs_by_worker;
   for (size_t i = 0; i < workers_.size(); ++i) {
     absl::StatusOr<WorkerResult> r =
@@ -249,22 +276,22 @@ void Orchestrator::CheckEverything() {
       report_.Problem(r.status().ToString());
       continue;
     }
-    ids += r->ids;
-    duplicates += r->duplicates;
+    t.ids += r->ids;
+    t.duplicates += r->duplicates;
     if (r->duplicates > 0) {
       report_.Problem(absl::StrFormat("worker %d was handed %d number(s) twice",
                                       i, r->duplicates));
     }
-    outside += r->outside;
+    t.outside += r->outside;
     for (const std::string& e : r->examples) {
       report_.Problem(absl::StrFormat("worker %d: %s", i, e));
     }
-    return_failures += r->return_failures;
-    for (const auto& [code, n] : r->errors) errors[code] += n;
-    for (const auto& [code, n] : r->rpc_next) rpc_next[code] += n;
-    for (const auto& [code, n] : r->rpc_return) rpc_return[code] += n;
+    t.return_failures += r->return_failures;
+    for (const auto& [code, n] : r->errors) t.errors[code] += n;
+    for (const auto& [code, n] : r->rpc_next) t.rpc_next[code] += n;
+    for (const auto& [code, n] : r->rpc_return) t.rpc_return[code] += n;
     for (const IdLedger::Run& run : r->runs) {
-      ids_by_tag[run.node_tag] += run.count;
+      t.ids_by_tag[run.node_tag] += run.count;
     }
     runs_by_worker.push_back(std::move(r->runs));
     if (last_fault_end_ != absl::InfinitePast() &&
@@ -276,23 +303,26 @@ void Orchestrator::CheckEverything() {
     }
   }
   IdFindings twice = FindIdsHandedToTwoWorkers(runs_by_worker);
-  duplicates += twice.numbers;
+  t.duplicates += twice.numbers;
   for (std::string& p : twice.problems) report_.Problem(std::move(p));
-  for (const auto& [code, n] : errors) {
+  for (const auto& [code, n] : t.errors) {
     if (options_.allowed_errors.count(code) == 0) {
       report_.Problem(absl::StrFormat("NextId failed %d time(s) with %s", n,
                                       CodeName(code)));
     }
   }
   for (int code : options_.expected_rpc_codes) {
-    if (rpc_next.count(code) == 0) {
+    if (t.rpc_next.count(code) == 0) {
       report_.Problem(absl::StrFormat("no NextRange call ever ended with %s",
                                       CodeName(code)));
     }
   }
-  if (ids == 0) report_.Problem("no ID was handed out at all");
+  if (t.ids == 0) report_.Problem("no ID was handed out at all");
+  return t;
+}
 
-  // Tokens: every range came with one, and every return carried its own.
+void Orchestrator::CheckTokens() {
+  // Every range came with one, and every return carried its own.
   for (size_t i = 0; i < workers_.size(); ++i) {
     std::vector<std::string> bad;
     const std::vector<std::string> token_problems =
@@ -305,8 +335,10 @@ void Orchestrator::CheckEverything() {
                                       i, token_problems.size() - 5));
     }
   }
+}
 
-  // Ranges: replies of one node never overlap; stored Max above them all.
+Orchestrator::RangeTotals Orchestrator::CheckRanges() {
+  // Replies of one node never overlap; stored Max above them all.
   std::vector<UsedRange> used;
   for (const std::vector<UsedRange>& worker_used : UsedRangesByWorker()) {
     used.insert(used.end(), worker_used.begin(), worker_used.end());
@@ -332,6 +364,12 @@ void Orchestrator::CheckEverything() {
   if (options_.check_no_gaps) {
     for (const std::string& g : FindGaps(used, maxes)) report_.Problem(g);
   }
+  return RangeTotals{.used = used.size(),
+                     .overlaps = overlaps.size(),
+                     .stored_max_checks = stored_max_checks};
+}
+
+void Orchestrator::StopNodes() {
   // A clean stop: SIGTERM drains and exits 0.
   for (Node& node : nodes_) {
     // Our own idle connection would hold up the drain.
@@ -345,26 +383,6 @@ void Orchestrator::CheckEverything() {
           code.ok() ? absl::StrCat("exit ", *code) : code.status().ToString()));
     }
   }
-
-  const double seconds = absl::ToDoubleSeconds(absl::Now() - start_);
-  absl::PrintF(
-      "hilo_stress: %s ids=%d duplicates=%d outside_ranges=%d "
-      "overlapping_ranges=%d ranges=%d errors=%s rpc_codes=%s "
-      "return_codes=%s return_failures=%d ids_by_tag={%s} kills=%d "
-      "pauses=%d fills=%d store_restarts=%d stored_max_checks=%d "
-      "kills_checked=%d processes=%d "
-      "threads=%d "
-      "collections=%d nodes=%d seconds=%.1f problems=%d\n",
-      report_.problems().empty() ? "PASS" : "FAIL", ids, duplicates, outside,
-      overlaps.size(), used.size(), FormatCodes(errors), FormatCodes(rpc_next),
-      FormatCodes(rpc_return), return_failures,
-      absl::StrJoin(ids_by_tag, ",", absl::PairFormatter(":")),
-      faults_->kills(), faults_->pauses(), faults_->fills(),
-      faults_->store_restarts(), stored_max_checks, faults_->kills_checked(),
-      options_.processes, options_.threads, options_.collections,
-      nodes_.empty() ? static_cast<int>(targets_.size())
-                     : static_cast<int>(nodes_.size()),
-      seconds, report_.problems().size());
 }
 
 int Orchestrator::Run() {

@@ -17,12 +17,15 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "stress/code_counts.h"
 #include "stress/faults.h"
 #include "stress/node.h"
 #include "stress/range_log.h"
@@ -48,7 +51,33 @@ class Orchestrator {
   // Faults in turn, spread over the middle of the run.
   void InjectFaults();
   void StopWorkers();
+  // The checks at the end, their problems reported, and the summary line.
   void CheckEverything();
+  // What the workers recorded, added up: IDs (none twice, within a worker
+  // or across workers), and the codes of their calls.
+  struct IdTotals {
+    int64_t ids = 0;
+    int64_t duplicates = 0;
+    int64_t outside = 0;
+    int64_t return_failures = 0;
+    CodeCounts errors;
+    CodeCounts rpc_next;
+    CodeCounts rpc_return;
+    std::map<std::string, int64_t> ids_by_tag;
+  };
+  IdTotals CheckIds();
+  // Every range came with a token, and every return carried its own.
+  void CheckTokens();
+  // The ranges replied: none overlaps another of its node, each below what
+  // the node stored.
+  struct RangeTotals {
+    size_t used = 0;
+    size_t overlaps = 0;
+    int stored_max_checks = 0;
+  };
+  RangeTotals CheckRanges();
+  // SIGTERM to each node, which must exit 0.
+  void StopNodes();
   // Used ranges of every worker's log so far, one list per worker, each in
   // the order of its log and under its counter.
   std::vector<std::vector<UsedRange>> UsedRangesByWorker();
