@@ -176,4 +176,11 @@ absl::StatusOr<CollectionState> RangeStore::Delete(
   });
 }
 
+absl::StatusOr<CollectionState> RangeStore::Retire(
+    absl::string_view collection) {
+  return Wait<CollectionState>([&](StoreCallback<CollectionState> done) {
+    RetireAsync(collection, std::move(done));
+  });
+}
+
 }  // namespace hilo

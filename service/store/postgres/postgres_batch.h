@@ -48,6 +48,12 @@ struct PostgresRangeStore::Batch {
     // it; never lower.
     int64_t stored_ceiling = 0;
     int64_t ceiling = 0;
+    // Retirement (postgres_retirement.cc): the Max the name was retired at
+    // (ReadRetired, for a row the batch may create; or as the batch retired
+    // it), which a new row starts from; `retired` once the batch retired
+    // the row, whose Max and ceiling are then kept in hilo_retired.
+    int64_t retired_max = 0;
+    bool retired = false;
   };
   // Records a row read from `result` (kColumns order); `locked` if read
   // under its row lock.

@@ -163,6 +163,7 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
   Batch batch(link, requests);
   if (std::optional<Attempt> ended = ReadRows(batch)) return *ended;
   if (std::optional<Attempt> ended = TakeCreationLocks(batch)) return *ended;
+  if (std::optional<Attempt> ended = ReadRetired(batch)) return *ended;
   JudgeRequests(batch);
   if (!batch.any_write && batch.counted.has_value()) {
     if (options_.before_count_stored_for_testing) {
@@ -417,6 +418,7 @@ PostgresRangeStore::Attempt PostgresRangeStore::WriteAndCommit(Batch& batch) {
                               InList(deleted, &remove.params));
     second.push_back(std::move(remove));
   }
+  WriteRetired(batch, &second);  // retirement: postgres_retirement.cc
   if (batch.any_write) {
     // Bounded like every statement (see PostgresConnection): a COMMIT
     // cancelled while it waits for a synchronous standby still answers

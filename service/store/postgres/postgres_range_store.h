@@ -104,6 +104,7 @@
 namespace hilo {
 namespace internal {
 class PostgresConnection;
+struct Statement;
 }  // namespace internal
 
 class PostgresRangeStore final : public RangeStore {
@@ -131,6 +132,8 @@ class PostgresRangeStore final : public RangeStore {
   void GetAsync(absl::string_view collection,
                 StoreCallback<std::optional<CollectionState>> done) override;
   void DeleteAsync(absl::string_view collection,
+                   StoreCallback<CollectionState> done) override;
+  void RetireAsync(absl::string_view collection,
                    StoreCallback<CollectionState> done) override;
   int64_t collection_count() const override {
     return collection_count_.load(std::memory_order_relaxed);
@@ -227,6 +230,16 @@ class PostgresRangeStore final : public RangeStore {
   void JudgeRequests(Batch& batch);
   // Writes the rows that changed and commits.
   Attempt WriteAndCommit(Batch& batch);
+  // Retirement (postgres_retirement.cc). After TakeCreationLocks: reads the
+  // retired Max and ceiling of the names the batch may create, which their
+  // new rows start from.
+  std::optional<Attempt> ReadRetired(Batch& batch);
+  // In JudgeRequests: retires `r`'s row (RetireAsync).
+  static void JudgeRetire(Request& r, Batch& batch);
+  // In WriteAndCommit, before its COMMIT: keeps the retired rows' Max and
+  // ceiling in hilo_retired.
+  static void WriteRetired(Batch& batch,
+                           std::vector<internal::Statement>* statements);
   // Fails every request (or only the writes) with `s`, ending the
   // transaction; a Get left answers the rows as stored.
   Attempt FailBatch(Batch& batch, absl::Status s, bool writes_only);

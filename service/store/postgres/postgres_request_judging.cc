@@ -151,8 +151,9 @@ void PostgresRangeStore::JudgeRequests(Batch& batch) {
           break;
         }
         absl::StatusOr<CollectionState> next = ApplyAllocate(
-            r->name, row.now.value_or(CollectionState{}), r->size, r->floor,
-            r->max_floor_jump, r->token, now, &r->allocation.range);
+            r->name, row.now.value_or(StartAfterRetirement(row.retired_max)),
+            r->size, r->floor, r->max_floor_jump, r->token, now,
+            &r->allocation.range);
         if (!next.ok()) {
           r->status = next.status();
           break;
@@ -179,11 +180,17 @@ void PostgresRangeStore::JudgeRequests(Batch& batch) {
         break;
       }
       case Request::Kind::kSetFloor: {
-        std::optional<CollectionState> next = ApplySetFloor(
-            row.now.value_or(CollectionState{}), r->floor, now, &r->floored);
+        const CollectionState start =
+            row.now.value_or(StartAfterRetirement(row.retired_max));
+        std::optional<CollectionState> next =
+            ApplySetFloor(start, r->floor, now, &r->floored);
         if (next.has_value() || !row.now.has_value()) {
           r->floored.created = !row.now.has_value();
-          row.now = next.value_or(CollectionState{.updated_at = now});
+          if (!next.has_value()) {
+            next = start;
+            next->updated_at = now;
+          }
+          row.now = *next;
           row.dirty = true;
           // A floor is a promise that no number up to it is handed out:
           // one lost with the history would break it.
@@ -198,6 +205,10 @@ void PostgresRangeStore::JudgeRequests(Batch& batch) {
         row.dirty = true;
         break;
       case Request::Kind::kDelete: {
+        if (r->retire) {
+          JudgeRetire(*r, batch);
+          break;
+        }
         if (!row.now.has_value()) {
           r->status = absl::NotFoundError(absl::StrFormat(
               "collection \"%s\" has no row; there is nothing to delete",

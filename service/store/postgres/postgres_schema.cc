@@ -14,8 +14,10 @@ namespace {
 // The schema's identity and version, kept in table hilo_meta.
 constexpr char kApplication[] = "hilo";
 // Version 2 added hilo_nodes; version 3 keeps digests of the range tokens;
-// version 4 keeps each collection's ceiling (postgres_history.h).
-constexpr int kSchemaVersion = 4;
+// version 4 keeps each collection's ceiling (postgres_history.h); version 5
+// keeps the Max of retired collections (hilo_retired), which a server that
+// does not know it would ignore and so hand those numbers out again.
+constexpr int kSchemaVersion = 5;
 // Key of the advisory lock held while the schema is created or checked
 // ("HiLo" in ASCII).
 constexpr int64_t kSchemaLockKey = 0x48694c6f;
@@ -47,6 +49,16 @@ CREATE TABLE hilo_nodes (
   tag        TEXT        PRIMARY KEY,
   holder     TEXT        NOT NULL,
   expires_at TIMESTAMPTZ NOT NULL
+);
+)sql";
+
+// Names RangeStore::RetireAsync retired (schema version 5), each with the
+// highest number it handed out and its ceiling (postgres_retirement.cc).
+constexpr char kRetiredTable[] = R"sql(
+CREATE TABLE IF NOT EXISTS hilo_retired (
+  name    BYTEA  PRIMARY KEY,
+  max     BIGINT NOT NULL,
+  ceiling BIGINT NOT NULL
 );
 )sql";
 
@@ -131,7 +143,7 @@ absl::Status CreateOrCheckPostgresSchema(PostgresConnection& c,
             description, schema, tables));
       }
       return c.Exec(
-          absl::StrCat(kSchema, kNodesTable,
+          absl::StrCat(kSchema, kNodesTable, kRetiredTable,
                        "INSERT INTO hilo_meta VALUES ('application', '",
                        kApplication, "'), ('schema_version', '", kSchemaVersion,
                        "')"),
@@ -151,10 +163,11 @@ absl::Status CreateOrCheckPostgresSchema(PostgresConnection& c,
           "application (\"%s\")",
           description, schema, application));
     }
-    if (version >= 1 && version <= 3) {
+    if (version >= 1 && version <= 4) {
       return c.Exec(
           absl::StrCat(version == 1 ? kNodesTable : "",
-                       version <= 2 ? kDigestTokens : "", kCeilings,
+                       version <= 2 ? kDigestTokens : "",
+                       version <= 3 ? kCeilings : "", kRetiredTable,
                        "UPDATE hilo_meta SET value = '", kSchemaVersion,
                        "' WHERE key = 'schema_version'"),
           absl::StrFormat("migrating hilo schema version %d to %d", version,
