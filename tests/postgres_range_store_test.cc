@@ -643,8 +643,9 @@ TEST_F(PostgresRangeStoreTest, SchemaVersionOneIsMigrated) {
   Session session(uri_);
   EXPECT_EQ(session.Query("SELECT value FROM hilo_meta WHERE key = "
                           "'schema_version'"),
-            "4");
+            "5");
   EXPECT_EQ(session.Query("SELECT count(*) FROM hilo_nodes"), "0");
+  EXPECT_EQ(session.Query("SELECT count(*) FROM hilo_retired"), "0");
   EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
             (Range{33, 64}));
 }
