@@ -90,7 +90,8 @@ absl::StatusOr<std::unique_ptr<PostgresInstance>> PostgresInstance::Start() {
 }
 
 absl::Status PostgresInstance::Execute(const std::string& uri,
-                                       const std::string& sql) {
+                                       const std::string& sql,
+                                       std::string* first) {
   PGconn* conn = PQconnectdb(uri.c_str());
   absl::Status status;
   if (PQstatus(conn) != CONNECTION_OK) {
@@ -102,6 +103,10 @@ absl::Status PostgresInstance::Execute(const std::string& uri,
     if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
       status = absl::InternalError(absl::StrCat(
           "\"", sql, "\" failed on ", uri, ": ", PQresultErrorMessage(result)));
+    } else if (first != nullptr) {
+      *first = PQntuples(result) > 0 && PQnfields(result) > 0
+                   ? PQgetvalue(result, 0, 0)
+                   : "";
     }
     PQclear(result);
   }

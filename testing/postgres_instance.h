@@ -31,8 +31,11 @@ class PostgresInstance {
   // A new, empty schema and a URI whose search_path is it: a database of
   // one's own, at the cost of a CREATE SCHEMA.
   absl::StatusOr<std::string> NewSchema();
-  // Runs `sql` on `uri` (text protocol; several statements allowed).
-  static absl::Status Execute(const std::string& uri, const std::string& sql);
+  // Runs `sql` on `uri` (text protocol; several statements allowed). With
+  // `first`: the first column of the last statement's first row, as text
+  // ("" if it has none).
+  static absl::Status Execute(const std::string& uri, const std::string& sql,
+                              std::string* first = nullptr);
 
   // Stops the server: "fast" (sessions end cleanly) or "immediate" (as a
   // crash: no checkpoint). Then Restart brings it back on the same port.

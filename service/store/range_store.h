@@ -91,6 +91,13 @@ absl::Status NoRowRefusal(absl::string_view collection);
 // Whether `status` is NoRowRefusal's (a payload says so).
 bool IsNoRowRefusal(const absl::Status& status);
 
+// The refusal of a store that counts its rows for every server sharing it
+// (PostgreSQL with max_collections): RESOURCE_EXHAUSTED naming
+// `collection`, which would be a new row while the store holds `max`.
+absl::Status StoreFullRefusal(absl::string_view collection, int64_t max);
+// Whether `status` is StoreFullRefusal's (a payload says so).
+bool IsStoreFullRefusal(const absl::Status& status);
+
 // The max_floor_jump that puts no limit on how far a floor lifts Max.
 inline constexpr int64_t kNoFloorJumpLimit =
     std::numeric_limits<int64_t>::max();

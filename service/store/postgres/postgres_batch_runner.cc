@@ -164,6 +164,7 @@ PostgresRangeStore::Attempt PostgresRangeStore::RunBatchOnce(
   if (std::optional<Attempt> ended = ReadRows(batch)) return *ended;
   if (std::optional<Attempt> ended = TakeCreationLocks(batch)) return *ended;
   if (std::optional<Attempt> ended = ReadRetired(batch)) return *ended;
+  if (std::optional<Attempt> ended = LockCount(batch)) return *ended;
   JudgeRequests(batch);
   if (!batch.any_write && batch.counted.has_value()) {
     if (options_.before_count_stored_for_testing) {
@@ -419,6 +420,7 @@ PostgresRangeStore::Attempt PostgresRangeStore::WriteAndCommit(Batch& batch) {
     second.push_back(std::move(remove));
   }
   WriteRetired(batch, &second);  // retirement: postgres_retirement.cc
+  WriteCount(batch, &second);    // postgres_collection_count.cc
   if (batch.any_write) {
     // Bounded like every statement (see PostgresConnection): a COMMIT
     // cancelled while it waits for a synchronous standby still answers

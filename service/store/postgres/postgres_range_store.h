@@ -240,6 +240,17 @@ class PostgresRangeStore final : public RangeStore {
   // ceiling in hilo_retired.
   static void WriteRetired(Batch& batch,
                            std::vector<internal::Statement>* statements);
+  // The count of rows for the whole database (postgres_collection_count.cc).
+  // After ReadRetired: locks the count if the batch may create or delete
+  // rows (or sets those aside if another session holds it), and on a server
+  // with max_collections refuses the new rows past it (StoreFullRefusal).
+  std::optional<Attempt> LockCount(Batch& batch);
+  // LockCount's refusals: the batch's new rows past the first `room`.
+  void Admit(Batch& batch, int64_t room);
+  // In WriteAndCommit, before its COMMIT: moves the count by the rows the
+  // batch created less those it deleted.
+  static void WriteCount(Batch& batch,
+                         std::vector<internal::Statement>* statements);
   // Fails every request (or only the writes) with `s`, ending the
   // transaction; a Get left answers the rows as stored.
   Attempt FailBatch(Batch& batch, absl::Status s, bool writes_only);

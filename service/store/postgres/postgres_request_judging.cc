@@ -35,6 +35,8 @@ void PostgresRangeStore::JudgeRequests(Batch& batch) {
   const bool writer = &batch.link == &writer_;
   for (size_t i = 0; i < batch.requests.size(); ++i) {
     Request* r = batch.requests[i];
+    // Refused before judging (LockCount, postgres_collection_count.cc).
+    if (!r->status.ok()) continue;
     if (batch.list_at[i] >= 0) {
       const PGresult* result = batch.results[batch.list_at[i]].get();
       if (r->kind == Request::Kind::kProbe) {

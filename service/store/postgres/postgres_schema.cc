@@ -62,6 +62,23 @@ CREATE TABLE IF NOT EXISTS hilo_retired (
 );
 )sql";
 
+// The number of rows in hilo_collections, for every server sharing the
+// database (schema version 5, postgres_collection_count.cc): one row, made
+// at the first start that needs it.
+constexpr char kCountTable[] = R"sql(
+CREATE TABLE IF NOT EXISTS hilo_collection_count (rows BIGINT NOT NULL);
+INSERT INTO hilo_collection_count SELECT 0
+  WHERE NOT EXISTS (SELECT 1 FROM hilo_collection_count);
+)sql";
+
+// At every start, under the schema lock: the count made again from the
+// rows, once no batch holds it (each statement sees what committed before
+// it), so a count an older server left behind is put right.
+constexpr char kRecount[] = R"sql(
+SELECT rows FROM hilo_collection_count FOR UPDATE;
+UPDATE hilo_collection_count SET rows = (SELECT count(*) FROM hilo_collections);
+)sql";
+
 // Version 2 to 3: tokens were stored in clear, so a role that could read
 // the table (or a dump of it) before the upgrade may hold a live range's
 // token: every range out with a token is retired instead of carried over as
@@ -183,6 +200,9 @@ absl::Status CreateOrCheckPostgresSchema(PostgresConnection& c,
   };
   absl::Status s = init();
   if (s.ok()) s = c.Exec(kLockSalt, "keeping the creation locks' secret");
+  if (s.ok()) {
+    s = c.Exec(absl::StrCat(kCountTable, kRecount), "counting the collections");
+  }
   if (s.ok()) s = c.Exec("COMMIT", "committing the schema");
   if (!s.ok()) {
     if (c.ok() && c.InTransaction()) c.Exec("ROLLBACK", "").IgnoreError();
