@@ -114,6 +114,30 @@ absl::Status PostgresInstance::Execute(const std::string& uri,
   return status;
 }
 
+absl::StatusOr<std::unique_ptr<OpenTransaction>> OpenTransaction::Begin(
+    const std::string& uri, const std::string& sql) {
+  PGconn* conn = PQconnectdb(uri.c_str());
+  if (PQstatus(conn) != CONNECTION_OK) {
+    absl::Status s = absl::UnavailableError(
+        absl::StrCat("cannot connect to ", uri, ": ", PQerrorMessage(conn)));
+    PQfinish(conn);
+    return s;
+  }
+  std::unique_ptr<OpenTransaction> open(new OpenTransaction(conn));
+  PGresult* result = PQexec(conn, absl::StrCat("BEGIN; ", sql).c_str());
+  const ExecStatusType s = PQresultStatus(result);
+  absl::Status status;
+  if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
+    status = absl::InternalError(absl::StrCat(
+        "\"", sql, "\" failed on ", uri, ": ", PQresultErrorMessage(result)));
+  }
+  PQclear(result);
+  if (!status.ok()) return status;
+  return open;
+}
+
+OpenTransaction::~OpenTransaction() { PQfinish(static_cast<PGconn*>(conn_)); }
+
 absl::StatusOr<std::string> PostgresInstance::NewSchema() {
   static std::atomic<int> next{0};
   // Unique across the processes CTest runs at once, too.

@@ -55,6 +55,23 @@ class PostgresInstance {
   std::string uri_;
 };
 
+// A session of its own that runs `sql` in a transaction it keeps open until
+// it is destroyed (then the session ends): a server frozen inside its
+// transaction, holding whatever `sql` locked.
+class OpenTransaction {
+ public:
+  static absl::StatusOr<std::unique_ptr<OpenTransaction>> Begin(
+      const std::string& uri, const std::string& sql);
+  ~OpenTransaction();
+
+  OpenTransaction(const OpenTransaction&) = delete;
+  OpenTransaction& operator=(const OpenTransaction&) = delete;
+
+ private:
+  explicit OpenTransaction(void* conn) : conn_(conn) {}
+  void* const conn_;  // PGconn, kept out of the header
+};
+
 }  // namespace hilo::testing_util
 
 #endif  // HILO_TESTING_POSTGRES_INSTANCE_H_

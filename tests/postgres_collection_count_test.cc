@@ -6,18 +6,21 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "service/store/postgres/postgres_range_store.h"
 #include "testing/postgres_instance.h"
 #include "testing/range_store_fixture.h"
 #include "testing/status_matchers.h"
+#include "testing/test_util.h"
 
 namespace hilo {
 namespace {
 
 using ::hilo::testing_util::IsOk;
 using ::hilo::testing_util::NextToken;
+using ::hilo::testing_util::OpenTransaction;
 using ::hilo::testing_util::PostgresInstance;
 using ::hilo::testing_util::StatusIs;
 using ::testing::HasSubstr;
@@ -137,6 +140,44 @@ TEST_F(PostgresCollectionCountTest, RacingCreationsNeverPassTheLimit) {
             absl::StrCat(kLimit));
   EXPECT_EQ(Query("SELECT rows FROM hilo_collection_count"),
             absl::StrCat(kLimit));
+}
+
+// A server frozen inside a batch that holds the count (here a session of
+// the test's own) stops only creations: existing collections go on at once,
+// a creation fails UNAVAILABLE once it has waited lock_timeout, and creates
+// as soon as the count is free.
+TEST_F(PostgresCollectionCountTest, CountHeldElsewhereStopsOnlyCreations) {
+  std::unique_ptr<PostgresRangeStore> store = Open(10);
+  ASSERT_NE(store, nullptr);
+  ASSERT_THAT(Next(*store, "old"), IsOk());
+  absl::StatusOr<std::unique_ptr<OpenTransaction>> frozen =
+      OpenTransaction::Begin(
+          uri_, "SELECT rows FROM hilo_collection_count FOR UPDATE");
+  ASSERT_THAT(frozen, IsOk());
+  // The creation first, the existing collection right behind it (in its
+  // batch, or the next one on the same connection).
+  testing_util::Notification created_done;
+  absl::StatusOr<Allocation> creation;
+  store->AllocateAsync("new", 8, 0, NextToken(), kNoFloorJumpLimit,
+                       [&](absl::StatusOr<Allocation> a) {
+                         creation = std::move(a);
+                         created_done.Notify();
+                       });
+  const absl::Time start = absl::Now();
+  absl::StatusOr<Range> old = Next(*store, "old");
+  const absl::Duration took = absl::Now() - start;
+  ASSERT_THAT(old, IsOk());
+  EXPECT_EQ(*old, (Range{9, 16}));
+  EXPECT_LT(took, absl::Seconds(1));
+  created_done.WaitForNotification();
+  EXPECT_THAT(creation,
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("\"new\"")));
+  EXPECT_EQ(Query("SELECT count(*) FROM hilo_collections"), "1");
+  frozen->reset();
+  absl::StatusOr<Range> created = Next(*store, "new");
+  ASSERT_THAT(created, IsOk());
+  EXPECT_EQ(*created, (Range{1, 8}));
+  EXPECT_EQ(Query("SELECT rows FROM hilo_collection_count"), "2");
 }
 
 TEST_F(PostgresCollectionCountTest, CountIsMadeAgainAtEveryStart) {
