@@ -5,6 +5,7 @@
 //   hilo list                    # every collection, paged through
 //   hilo set-floor orders 5000   # raise Max (never lowers it)
 //   hilo delete orders-typo      # delete a collection never used
+//   hilo retire old-orders       # retire one; its numbers never repeat
 //   hilo health                  # SERVING / NOT_SERVING
 //
 // Exit codes: 0 done; 1 the server refused or could not be reached (one line
@@ -209,6 +210,17 @@ int Admin(const std::vector<std::string>& args,
     }
     return EXIT_SUCCESS;
   }
+  if (command == "retire") {
+    if (args.size() != 2) return Usage("usage: hilo retire COLLECTION");
+    absl::StatusOr<int64_t> max = (*admin)->RetireCollection(args[1]);
+    if (!max.ok()) return Failed(max.status());
+    if (json) {
+      absl::PrintF("{\"retired\":%s,\"max\":%d}\n", JsonQuote(args[1]), *max);
+    } else {
+      absl::PrintF("%s: retired at Max %d\n", args[1], *max);
+    }
+    return EXIT_SUCCESS;
+  }
   if (command == "health") {
     if (args.size() != 1) return Usage("usage: hilo health");
     absl::StatusOr<hilo::ServingStatus> s = (*admin)->CheckHealth();
@@ -238,6 +250,8 @@ int main(int argc, char** argv) {
       "  set-floor COLLECTION N     raise a collection's Max to at least N\n"
       "  delete COLLECTION          delete a collection that never kept a "
       "number\n"
+      "  retire COLLECTION          retire a collection: its row goes, and a\n"
+      "                             new one of the name starts above its Max\n"
       "  health                     print the node's serving status",
       {
           {"Connection",

@@ -260,6 +260,8 @@ absl::Status Server::OpenPostgresStore(
   PostgresRangeStoreOptions store_options;
   store_options.uri = opts.postgres_uri;
   store_options.max_batch = opts.max_batch;
+  // Counted for every server on the database, in the creating transaction.
+  store_options.max_collections = opts.max_collections;
   store_options.clock = clock_;
   store_options.on_commit = OnCommit();
   // Clients get a short reason; the detail (which names the database)
@@ -392,9 +394,12 @@ absl::Status Server::BuildAccess() {
 
 void Server::BuildServices() {
   const ServerOptions& opts = options_;
-  // Both stores counted their rows when they opened.
+  // Both stores counted their rows when they opened. A PostgreSQL store
+  // holds --max_collections itself, for every server sharing it
+  // (OpenPostgresStore); the node's limit keeps the rates only.
+  const int64_t node_max = opts.postgres_uri.empty() ? opts.max_collections : 0;
   collection_limit_ = std::make_unique<CollectionLimit>(
-      opts.max_collections, store_->collection_count(),
+      node_max, store_->collection_count(),
       opts.max_collection_creations_per_minute, window_clock_);
   service_ = std::make_unique<HiLoService>(
       store_.get(), RangeSizePolicy(opts.range_sizes), node_tag_, clock_,

@@ -90,7 +90,8 @@ absl::StatusOr<std::unique_ptr<PostgresInstance>> PostgresInstance::Start() {
 }
 
 absl::Status PostgresInstance::Execute(const std::string& uri,
-                                       const std::string& sql) {
+                                       const std::string& sql,
+                                       std::string* first) {
   PGconn* conn = PQconnectdb(uri.c_str());
   absl::Status status;
   if (PQstatus(conn) != CONNECTION_OK) {
@@ -102,12 +103,40 @@ absl::Status PostgresInstance::Execute(const std::string& uri,
     if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
       status = absl::InternalError(absl::StrCat(
           "\"", sql, "\" failed on ", uri, ": ", PQresultErrorMessage(result)));
+    } else if (first != nullptr) {
+      *first = PQntuples(result) > 0 && PQnfields(result) > 0
+                   ? PQgetvalue(result, 0, 0)
+                   : "";
     }
     PQclear(result);
   }
   PQfinish(conn);
   return status;
 }
+
+absl::StatusOr<std::unique_ptr<OpenTransaction>> OpenTransaction::Begin(
+    const std::string& uri, const std::string& sql) {
+  PGconn* conn = PQconnectdb(uri.c_str());
+  if (PQstatus(conn) != CONNECTION_OK) {
+    absl::Status s = absl::UnavailableError(
+        absl::StrCat("cannot connect to ", uri, ": ", PQerrorMessage(conn)));
+    PQfinish(conn);
+    return s;
+  }
+  std::unique_ptr<OpenTransaction> open(new OpenTransaction(conn));
+  PGresult* result = PQexec(conn, absl::StrCat("BEGIN; ", sql).c_str());
+  const ExecStatusType s = PQresultStatus(result);
+  absl::Status status;
+  if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
+    status = absl::InternalError(absl::StrCat(
+        "\"", sql, "\" failed on ", uri, ": ", PQresultErrorMessage(result)));
+  }
+  PQclear(result);
+  if (!status.ok()) return status;
+  return open;
+}
+
+OpenTransaction::~OpenTransaction() { PQfinish(static_cast<PGconn*>(conn_)); }
 
 absl::StatusOr<std::string> PostgresInstance::NewSchema() {
   static std::atomic<int> next{0};

@@ -31,8 +31,11 @@ class PostgresInstance {
   // A new, empty schema and a URI whose search_path is it: a database of
   // one's own, at the cost of a CREATE SCHEMA.
   absl::StatusOr<std::string> NewSchema();
-  // Runs `sql` on `uri` (text protocol; several statements allowed).
-  static absl::Status Execute(const std::string& uri, const std::string& sql);
+  // Runs `sql` on `uri` (text protocol; several statements allowed). With
+  // `first`: the first column of the last statement's first row, as text
+  // ("" if it has none).
+  static absl::Status Execute(const std::string& uri, const std::string& sql,
+                              std::string* first = nullptr);
 
   // Stops the server: "fast" (sessions end cleanly) or "immediate" (as a
   // crash: no checkpoint). Then Restart brings it back on the same port.
@@ -50,6 +53,23 @@ class PostgresInstance {
   std::unique_ptr<TempDir> scratch_;  // holds dir_ when owned
   const bool owned_;
   std::string uri_;
+};
+
+// A session of its own that runs `sql` in a transaction it keeps open until
+// it is destroyed (then the session ends): a server frozen inside its
+// transaction, holding whatever `sql` locked.
+class OpenTransaction {
+ public:
+  static absl::StatusOr<std::unique_ptr<OpenTransaction>> Begin(
+      const std::string& uri, const std::string& sql);
+  ~OpenTransaction();
+
+  OpenTransaction(const OpenTransaction&) = delete;
+  OpenTransaction& operator=(const OpenTransaction&) = delete;
+
+ private:
+  explicit OpenTransaction(void* conn) : conn_(conn) {}
+  void* const conn_;  // PGconn, kept out of the header
 };
 
 }  // namespace hilo::testing_util

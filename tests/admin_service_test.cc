@@ -88,6 +88,20 @@ class AdminServiceTest : public ::testing::Test {
     return status;
   }
 
+  // DeleteCollection with retire; the retired Max, or -1 on an error.
+  grpc::Status Retire(const std::string& collection, int64_t* retired_max) {
+    grpc::ClientContext context;
+    hilo::v1::DeleteCollectionRequest request;
+    request.set_collection(collection);
+    request.set_retire(true);
+    hilo::v1::DeleteCollectionResponse response;
+    grpc::Status status =
+        admin_->DeleteCollection(&context, request, &response);
+    *retired_max = status.ok() ? response.retired_max() : -1;
+    if (status.ok()) EXPECT_EQ(response.node_tag(), "C");
+    return status;
+  }
+
   // A return by the holder of `range` (the reply NextRange gave).
   hilo::v1::ReturnRangeResponse Return(const std::string& collection,
                                        const hilo::v1::NextRangeResponse& range,
@@ -339,6 +353,53 @@ TEST_F(AdminServiceTest, DeleteOfAWhollyReturnedCollectionStartsOverAtOne) {
   ASSERT_TRUE(Return("orders", range, 0).applied());
   ASSERT_THAT(Delete("orders"), IsOk());
   EXPECT_EQ(Next("orders").low(), 1);
+}
+
+TEST_F(AdminServiceTest, RetireFreesAUsedCollectionsPlaceForGood) {
+  Start([](ServerOptions& o) { o.max_collections = 2; });
+  Next("flood-a");
+  const hilo::v1::NextRangeResponse second = Next("flood-a");
+  Next("flood-b");
+  hilo::v1::NextRangeRequest request;
+  request.set_collection("victim");
+  {
+    grpc::ClientContext context;
+    hilo::v1::NextRangeResponse response;
+    ASSERT_EQ(hilo_->NextRange(&context, request, &response).error_code(),
+              grpc::StatusCode::RESOURCE_EXHAUSTED);
+  }
+  int64_t retired_max = 0;
+  ASSERT_THAT(Retire("flood-a", &retired_max), IsOk());
+  EXPECT_EQ(retired_max, second.high());
+  hilo::v1::GetCollectionResponse row;
+  EXPECT_EQ(Get("flood-a", &row).error_code(), grpc::StatusCode::NOT_FOUND);
+  // Its place is free: the victim creates.
+  EXPECT_EQ(Next("victim").low(), 1);
+  // A return of the retired name's range is refused, and lowers nothing.
+  const hilo::v1::ReturnRangeResponse late =
+      Return("flood-a", second, second.low() - 1);
+  EXPECT_FALSE(late.applied());
+  EXPECT_EQ(late.max(), 0);
+  ASSERT_THAT(Retire("flood-b", &retired_max), IsOk());
+  // The name again: above every number it handed out.
+  const hilo::v1::NextRangeResponse again = Next("flood-a");
+  EXPECT_EQ(again.low(), second.high() + 1);
+}
+
+TEST_F(AdminServiceTest, RetireOfUnknownOrBadNameChangesNothing) {
+  Next("orders");
+  int64_t retired_max = 0;
+  grpc::Status status = Retire("none", &retired_max);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("collection \"none\" has no row; there is nothing "
+                        "to retire"));
+  EXPECT_EQ(Retire("", &retired_max).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  hilo::v1::ListCollectionsResponse list;
+  ASSERT_THAT(List(0, "", &list), IsOk());
+  ASSERT_EQ(list.collections_size(), 1);
+  EXPECT_EQ(list.collections(0).name(), "orders");
 }
 
 TEST_F(AdminServiceTest, DeleteOfUnknownOrBadNameChangesNothing) {

@@ -87,6 +87,38 @@ TEST_F(CliTest, DeleteRemovesOnlyAnUnusedCollection) {
   EXPECT_THAT(Hilo({"get", "orders"}).out, HasSubstr("orders\tmax 7\t"));
 }
 
+TEST_F(CliTest, RetireFreesTheNameAndItsNumbersNeverRepeat) {
+  ASSERT_EQ(Hilo({"next", "orders", "-n", "3"}).out,
+            "orders/1-B\norders/2-B\norders/3-B\n");
+  CommandResult r = Hilo({"retire", "orders"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "orders: retired at Max 3\n");
+  // Gone from the node's rows...
+  r = Hilo({"get", "orders"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("NOT_FOUND"));
+  EXPECT_EQ(Hilo({"list"}).out, "");
+  // ...and its numbers never come back.
+  EXPECT_EQ(Hilo({"next", "orders"}).out, "orders/4-B\n");
+  EXPECT_EQ(Hilo({"--json", "retire", "orders"}).out,
+            "{\"retired\":\"orders\",\"max\":4}\n");
+  EXPECT_EQ(Hilo({"next", "orders", "-n", "2"}).out,
+            "orders/5-B\norders/6-B\n");
+}
+
+TEST_F(CliTest, RetireOfAnUnknownOrBadNameExitsOneAndChangesNothing) {
+  ASSERT_EQ(Hilo({"next", "orders"}).exit_code, 0);
+  CommandResult r = Hilo({"retire", "missing"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("hilo: NOT_FOUND: "));
+  EXPECT_THAT(r.err, HasSubstr("collection \"missing\" has no row; there is "
+                               "nothing to retire"));
+  r = Hilo({"retire", std::string(257, 'x')});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("INVALID_ARGUMENT"));
+  EXPECT_THAT(Hilo({"list"}).out, MatchesRegex("orders\tmax 1\t.*\n"));
+}
+
 TEST_F(CliTest, HealthPrintsServing) {
   CommandResult r = Hilo({"health"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -167,6 +199,8 @@ TEST_F(CliTest, BadUsageExitsTwo) {
                                              {"set-floor", "x", "many"},
                                              {"delete"},
                                              {"delete", "a", "b"},
+                                             {"retire"},
+                                             {"retire", "a", "b"},
                                              {"next", "orders", "-n", "0"}}) {
     CommandResult r = Hilo(args);
     EXPECT_EQ(r.exit_code, 2) << ::testing::PrintToString(args);

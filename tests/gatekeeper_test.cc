@@ -93,9 +93,11 @@ class GatekeeperTest : public ::testing::Test {
       gate_->SetFloor(caller, request, &response, std::move(done));
     });
   }
-  absl::Status Delete(const Caller& caller, const std::string& collection) {
+  absl::Status Delete(const Caller& caller, const std::string& collection,
+                      bool retire = false) {
     hilo::v1::DeleteCollectionRequest request;
     request.set_collection(collection);
+    request.set_retire(retire);
     hilo::v1::DeleteCollectionResponse response;
     return base::Await<absl::Status>([&](ServiceCallback done) {
       gate_->DeleteCollection(caller, request, &response, std::move(done));
@@ -333,6 +335,25 @@ TEST_F(GatekeeperTest, DeleteIsDeniedToNonAdminsAndEveryDeleteIsAudited) {
       Exposition(),
       HasSubstr("hilo_requests_denied_total{method=\"DeleteCollection\","
                 "reason=\"permission\"} 1\n"));
+}
+
+TEST_F(GatekeeperTest, RetireNeedsTheDeleteRightAndIsAuditedAsARetirement) {
+  ASSERT_THAT(Floor(Cert("cn:ops"), "old", 40), IsOk());
+  EXPECT_THAT(Delete(Cert("dns:reader.test"), "old", /*retire=*/true),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_EQ(Max("old"), 40);
+  EXPECT_THAT(Delete(Cert("cn:ops"), "old", /*retire=*/true), IsOk());
+  EXPECT_EQ(Max("old"), -1);
+  const std::string audit = Audit();
+  EXPECT_THAT(audit, HasSubstr("\"identity\":\"dns:reader.test\","
+                               "\"peer\":\"ipv4:127.0.0.1:5555\",\"method\":"
+                               "\"DeleteCollection\",\"collection\":\"old\","
+                               "\"request\":{\"retire\":1},"
+                               "\"code\":\"PERMISSION_DENIED\""));
+  EXPECT_THAT(audit, HasSubstr("\"identity\":\"cn:ops\","
+                               "\"peer\":\"ipv4:127.0.0.1:5555\",\"method\":"
+                               "\"DeleteCollection\",\"collection\":\"old\","
+                               "\"request\":{\"retire\":1},\"code\":\"OK\""));
 }
 
 // A flood of refusals writes refusals_per_second lines and one summary;

@@ -695,6 +695,10 @@ class RacingStore final : public RangeStore {
                    StoreCallback<CollectionState> done) override {
     store_->DeleteAsync(collection, std::move(done));
   }
+  void RetireAsync(absl::string_view collection,
+                   StoreCallback<CollectionState> done) override {
+    store_->RetireAsync(collection, std::move(done));
+  }
   int64_t collection_count() const override {
     return store_->collection_count();
   }

@@ -180,6 +180,40 @@ TEST(PostgresJudgesTest, DeleteOnlyARowThatCanNeverBringANumberBack) {
   EXPECT_FALSE(batch.rows["unused"].now.has_value());
 }
 
+// Retirement (range_store.h, RetireAsync): the row goes whatever it holds;
+// a new row of the name starts at the higher Max it was retired at.
+TEST(PostgresJudgesTest, RetireRemovesAnyRowAndANewRowStartsAboveIt) {
+  PostgresBatch batch({});
+  Stored(batch, "used", {.max = 40, .return_floor = 30});
+  CollectionState retired;
+  EXPECT_THAT(JudgeRetire(batch, "none", &retired),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("\"none\"")));
+  EXPECT_FALSE(batch.rows["none"].dirty);
+  ASSERT_THAT(JudgeRetire(batch, "used", &retired), IsOk());
+  EXPECT_EQ(retired.max, 40);
+  PostgresBatch::Row& row = batch.rows["used"];
+  EXPECT_TRUE(row.dirty);
+  EXPECT_TRUE(row.retired);
+  EXPECT_FALSE(row.now.has_value());
+  EXPECT_EQ(row.retired_max, 40);
+  Allocation again;
+  ASSERT_THAT(JudgeAllocate(batch, "used", 5, 0, kNoFloorJumpLimit, 9, kNow,
+                            /*may_create=*/true, &again),
+              IsOk());
+  EXPECT_EQ(again.range.low, 41);
+  EXPECT_EQ(again.range.high, 45);
+  EXPECT_TRUE(again.created);
+  // Read from hilo_retired (ReadRetired): SetFloor below it creates the
+  // row there, raising nothing.
+  batch.rows["old"].retired_max = 70;
+  FloorOutcome floored;
+  ASSERT_THAT(JudgeSetFloor(batch, "old", 10, kNow, &floored), IsOk());
+  EXPECT_TRUE(floored.created);
+  EXPECT_FALSE(floored.raised);
+  EXPECT_EQ(batch.rows["old"].now->max, 70);
+  EXPECT_EQ(batch.rows["old"].now->return_floor, 70);
+}
+
 TEST(PostgresJudgesTest, PutAndGetSeeTheBatchesRows) {
   PostgresBatch batch({});
   EXPECT_FALSE(JudgeGet(batch, "a").has_value());
@@ -206,6 +240,9 @@ TEST(PostgresJudgesTest, CreatesRowWhenNoneOnlyForCreationsTheRulesAllow) {
   constexpr int64_t kTop = std::numeric_limits<int64_t>::max();
   EXPECT_TRUE(CreatesRowWhenNone(*request(Kind::kAllocate, 100, 100)));
   EXPECT_FALSE(CreatesRowWhenNone(*request(Kind::kAllocate, 101, 100)));
+  // A retired name's new row starts at its retired Max.
+  EXPECT_TRUE(CreatesRowWhenNone(*request(Kind::kAllocate, 101, 100), 1));
+  EXPECT_FALSE(CreatesRowWhenNone(*request(Kind::kAllocate, 202, 100), 101));
   EXPECT_TRUE(CreatesRowWhenNone(*request(Kind::kAllocate, kTop - 5, kTop)));
   EXPECT_FALSE(CreatesRowWhenNone(*request(Kind::kAllocate, kTop - 4, kTop)));
   EXPECT_FALSE(CreatesRowWhenNone(

@@ -593,14 +593,14 @@ TEST_F(PostgresRangeStoreTest, NewerSchemaIsFailedPrecondition) {
   ASSERT_THAT(OpenOn(uri_), IsOk());
   ASSERT_THAT(
       PostgresInstance::Execute(uri_,
-                                "UPDATE hilo_meta SET value = '5' WHERE key = "
+                                "UPDATE hilo_meta SET value = '6' WHERE key = "
                                 "'schema_version'"),
       IsOk());
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = OpenOn(uri_);
   EXPECT_THAT(store, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(
       store.status().message(),
-      HasSubstr("has hilo schema version 5; this server understands 4"));
+      HasSubstr("has hilo schema version 6; this server understands 5"));
 }
 
 // Version 1 had no hilo_nodes; its collections survive the migration.
@@ -621,8 +621,9 @@ TEST_F(PostgresRangeStoreTest, SchemaVersionOneIsMigrated) {
   PostgresSession session(uri_);
   EXPECT_EQ(session.Query("SELECT value FROM hilo_meta WHERE key = "
                           "'schema_version'"),
-            "4");
+            "5");
   EXPECT_EQ(session.Query("SELECT count(*) FROM hilo_nodes"), "0");
+  EXPECT_EQ(session.Query("SELECT count(*) FROM hilo_retired"), "0");
   EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
             (Range{33, 64}));
 }

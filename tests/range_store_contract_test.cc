@@ -719,6 +719,127 @@ TEST_P(RangeStoreContractTest, DeleteSurvivesARestart) {
   EXPECT_EQ(store_->collection_count(), 0);
 }
 
+// Retirement: the row goes whatever it holds, and the name's numbers never
+// repeat (range_store.h, RetireAsync).
+TEST_P(RangeStoreContractTest, RetireRemovesTheRowAndANewRowStartsAboveIt) {
+  MustAllocate("flood-1", 32);
+  MustAllocate("flood-1", 64);
+  MustAllocate("kept", 8);
+  ASSERT_EQ(store_->collection_count(), 2);
+  absl::StatusOr<CollectionState> retired = store_->Retire("flood-1");
+  ASSERT_THAT(retired, IsOk());
+  EXPECT_EQ(retired->max, 96);
+  EXPECT_FALSE(store_->Get("flood-1")->has_value());
+  EXPECT_EQ(store_->collection_count(), 1);
+  absl::StatusOr<std::vector<NamedCollectionState>> listed =
+      store_->List("", 10);
+  ASSERT_THAT(listed, IsOk());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].name, "kept");
+  // A new row of the name, counted as created, above all it handed out.
+  absl::StatusOr<Allocation> again = base::Await<absl::StatusOr<Allocation>>(
+      [&](StoreCallback<Allocation> done) {
+        store_->AllocateAsync("flood-1", 32, 0, NextToken(), kNoFloorJumpLimit,
+                              std::move(done));
+      });
+  ASSERT_THAT(again, IsOk());
+  EXPECT_EQ(again->range, (Range{97, 128}));
+  EXPECT_TRUE(again->created);
+  EXPECT_EQ(store_->collection_count(), 2);
+}
+
+TEST_P(RangeStoreContractTest, ReturnsOfARetiredCollectionNeverLowerAnything) {
+  MustAllocate("orders", 32);  // [1, 32] stays out with its holder
+  ASSERT_THAT(store_->Retire("orders"), IsOk());
+  // The holder hands its tail back after the retirement: refused, and no
+  // row appears.
+  absl::StatusOr<ReturnOutcome> late = Return("orders", 32, 4);
+  ASSERT_THAT(late, IsOk());
+  EXPECT_FALSE(late->applied);
+  EXPECT_EQ(late->max, 0);
+  EXPECT_FALSE(store_->Get("orders")->has_value());
+  EXPECT_EQ(store_->collection_count(), 0);
+  // Nor after the name is used again: the new row knows no old token.
+  EXPECT_EQ(MustAllocate("orders", 16), (Range{33, 48}));
+  late = Return("orders", 32, 4);
+  ASSERT_THAT(late, IsOk());
+  EXPECT_FALSE(late->applied);
+  EXPECT_EQ(late->max, 48);
+  EXPECT_EQ(MustAllocate("orders", 16), (Range{49, 64}));
+}
+
+TEST_P(RangeStoreContractTest, RetiringAgainKeepsTheHigherMaxAndFloors) {
+  ASSERT_THAT(store_->SetFloor("imported", 500), IsOk());
+  EXPECT_EQ(store_->Retire("imported")->max, 500);
+  // SetFloor below the retired Max creates the row there, raising nothing.
+  absl::StatusOr<FloorOutcome> floor = store_->SetFloor("imported", 10);
+  ASSERT_THAT(floor, IsOk());
+  EXPECT_FALSE(floor->raised);
+  EXPECT_EQ(floor->max, 500);
+  EXPECT_EQ(MustAllocate("imported", 32), (Range{501, 532}));
+  EXPECT_EQ(store_->Retire("imported")->max, 532);
+  EXPECT_EQ(MustAllocate("imported", 32), (Range{533, 564}));
+}
+
+TEST_P(RangeStoreContractTest, RetireOfUnknownCollectionIsNotFound) {
+  EXPECT_THAT(store_->Retire("none"),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("\"none\"")));
+  EXPECT_EQ(store_->collection_count(), 0);
+  EXPECT_EQ(MustAllocate("none", 32), (Range{1, 32}));
+}
+
+TEST_P(RangeStoreContractTest, NextRangeQueuedRightAfterARetireStartsAbove) {
+  MustAllocate("orders", 32);
+  // Queued together, so most likely judged in one batch: the retirement
+  // first, then a new row of the name.
+  testing_util::Notification retired_done, allocated;
+  absl::StatusOr<CollectionState> retired;
+  absl::StatusOr<Allocation> allocation;
+  store_->RetireAsync("orders", [&](absl::StatusOr<CollectionState> r) {
+    retired = std::move(r);
+    retired_done.Notify();
+  });
+  store_->AllocateAsync("orders", 8, 0, NextToken(), kNoFloorJumpLimit,
+                        [&](absl::StatusOr<Allocation> a) {
+                          allocation = std::move(a);
+                          allocated.Notify();
+                        });
+  retired_done.WaitForNotification();
+  allocated.WaitForNotification();
+  ASSERT_THAT(retired, IsOk());
+  EXPECT_EQ(retired->max, 32);
+  ASSERT_THAT(allocation, IsOk());
+  EXPECT_EQ(allocation->range, (Range{33, 40}));
+  EXPECT_TRUE(allocation->created);
+  // Retired again at 40, after a restart too.
+  EXPECT_EQ(store_->Retire("orders")->max, 40);
+  Reopen();
+  EXPECT_FALSE(store_->Get("orders")->has_value());
+  EXPECT_EQ(store_->collection_count(), 0);
+  EXPECT_EQ(MustAllocate("orders", 8), (Range{41, 48}));
+}
+
+// A retired name's new row starts at its retired Max, so the guard rail
+// measures a floor's jump from there, not from 0 (on PostgreSQL: the
+// creation takes its lock although it would be refused on no row).
+TEST_P(RangeStoreContractTest, RetiredNamesFloorJumpIsMeasuredFromItsMax) {
+  MustAllocate("orders", 200);
+  ASSERT_THAT(store_->Retire("orders"), IsOk());
+  // 250 is 250 above 0, but 50 above the retired Max.
+  EXPECT_EQ(store_->Allocate("orders", 32, 250, NextToken(), 100).value(),
+            (Range{251, 282}));
+  EXPECT_EQ(store_->collection_count(), 1);
+  ASSERT_THAT(store_->Retire("orders"), IsOk());
+  // 101 above the retired Max is still refused, and creates nothing.
+  EXPECT_THAT(store_->Allocate("orders", 32, 383, NextToken(), 100),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("101 above Max 282")));
+  EXPECT_FALSE(store_->Get("orders")->has_value());
+  EXPECT_EQ(store_->collection_count(), 0);
+  EXPECT_EQ(store_->Allocate("orders", 32, 382, NextToken(), 100).value(),
+            (Range{383, 414}));
+}
+
 TEST_P(RangeStoreContractTest, RestartContinuesAboveEveryIssuedRange) {
   MustAllocate("orders", 32);
   MustAllocate("orders", 64);

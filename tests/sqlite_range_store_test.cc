@@ -439,7 +439,7 @@ TEST(SqliteRangeStoreOpenTest, SchemaOneIsMigratedToReturnFloors) {
   EXPECT_FALSE(
       (*store)->Return("wrapped", kMax, kMax - 1, /*token=*/0)->applied);
   store->reset();
-  EXPECT_EQ(UserVersion(options.path), 5);
+  EXPECT_EQ(UserVersion(options.path), 6);
 }
 
 TEST(SqliteRangeStoreOpenTest, SchemaTwoGainsTokensThatNoReturnCanMatch) {
@@ -484,7 +484,7 @@ TEST(SqliteRangeStoreOpenTest, FailedMigrationNamesItselfAndChangesNothing) {
       SqliteRangeStore::Open(options);
   EXPECT_THAT(store,
               StatusIs(absl::StatusCode::kFailedPrecondition,
-                       AllOf(HasSubstr("migrating schema version 1 to 5 "
+                       AllOf(HasSubstr("migrating schema version 1 to 6 "
                                        "(nothing changed)"),
                              HasSubstr("bad-v1.db"), HasSubstr("last_low"))));
   EXPECT_EQ(UserVersion(path), 1);

@@ -136,6 +136,21 @@ absl::Status AdminClient::DeleteCollection(absl::string_view collection) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<int64_t> AdminClient::RetireCollection(
+    absl::string_view collection) {
+  grpc::ClientContext context;
+  context.set_deadline(internal::DeadlineIn(deadline_));
+  hilo::v1::DeleteCollectionRequest request;
+  request.set_collection(std::string(collection));
+  request.set_retire(true);
+  hilo::v1::DeleteCollectionResponse response;
+  const grpc::Status status =
+      stubs_->admin->DeleteCollection(&context, request, &response);
+  if (!status.ok())
+    return internal::AttributedTo(target_, FromGrpcStatus(status));
+  return response.retired_max();
+}
+
 absl::StatusOr<ServingStatus> AdminClient::CheckHealth(
     absl::string_view service) {
   // grpc.health.v1.HealthCheckRequest { string service = 1; }, encoded by

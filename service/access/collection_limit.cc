@@ -171,6 +171,7 @@ absl::Status CollectionLimit::RefuseNewCollection(
 
 absl::string_view CollectionRefusalReason(const absl::Status& status) {
   if (status.code() != absl::StatusCode::kResourceExhausted) return "";
+  if (IsStoreFullRefusal(status)) return kRefusedForCount;
   const auto reason = status.GetPayload(kRefusalPayload);
   if (!reason.has_value()) return "";
   if (*reason == kRefusedForCount) return kRefusedForCount;

@@ -25,7 +25,10 @@
 // refusal then says to retry in a second. The minute is a sliding window on a
 // monotonic clock (MonotonicClock, or a test's): a creation at time t counts
 // against every reservation before t + 1 min, whatever the wall clock does. A
-// row is deleted only by DeleteCollection, which tells the limit (Deleted). A
+// row is deleted only by DeleteCollection (or retired by it), which tells the
+// limit (Deleted). A store shared by many servers (PostgreSQL) holds the count
+// itself, for all of them (StoreFullRefusal); its servers build the limit
+// with `max` 0, for the rates alone. A
 // NextRange without a reservation never creates a row (the store refuses it
 // in the transaction that would). A SetFloor without one (the admin path,
 // which reads the row first) still creates a row if a DeleteCollection
@@ -151,7 +154,8 @@ class CollectionLimit {
 
 // Why a status refused a new collection: kRefusedForCount,
 // kRefusedForRate or kRefusedForIdentityRate for a status of
-// RefuseNewCollection, empty for any other (a full disk is RESOURCE_EXHAUSTED
+// RefuseNewCollection (kRefusedForCount also for a store's
+// StoreFullRefusal), empty for any other (a full disk is RESOURCE_EXHAUSTED
 // too). Metrics count refusals by it.
 inline constexpr char kRefusedForCount[] = "max_collections";
 inline constexpr char kRefusedForRate[] = "rate";

@@ -9,6 +9,7 @@
 #include "hilo/base/await.h"
 #include "hilo/v1/conversions.h"
 #include "service/access/collection_limit.h"
+#include "service/store/collection_rules.h"
 #include "service/store/validation.h"
 
 namespace hilo {
@@ -155,14 +156,20 @@ void AdminService::DeleteCollection(
   if (absl::Status s = ValidateCollectionName(request.collection()); !s.ok()) {
     return done(std::move(s));
   }
-  store_->DeleteAsync(request.collection(),
-                      [this, response, done = std::move(done)](
-                          absl::StatusOr<CollectionState> row) mutable {
-                        if (!row.ok()) return done(row.status());
-                        if (collections_ != nullptr) collections_->Deleted();
-                        response->set_node_tag(node_tag_);
-                        done(absl::OkStatus());
-                      });
+  StoreCallback<CollectionState> removed =
+      [this, response, retire = request.retire(),
+       done = std::move(done)](absl::StatusOr<CollectionState> row) mutable {
+        if (!row.ok()) return done(row.status());
+        if (collections_ != nullptr) collections_->Deleted();
+        response->set_node_tag(node_tag_);
+        if (retire) response->set_retired_max(RetiredMax(*row));
+        done(absl::OkStatus());
+      };
+  if (request.retire()) {
+    store_->RetireAsync(request.collection(), std::move(removed));
+  } else {
+    store_->DeleteAsync(request.collection(), std::move(removed));
+  }
 }
 
 absl::Status AdminService::DoGetCollection(

@@ -50,7 +50,8 @@ class AdminService {
                        ServiceCallback done);
   void SetFloor(const hilo::v1::SetFloorRequest& request,
                 hilo::v1::SetFloorResponse* response, ServiceCallback done);
-  // A deleted row gives its place under the collection limit back.
+  // A deleted (or, with retire, retired) row gives its place under the
+  // collection limit back.
   void DeleteCollection(const hilo::v1::DeleteCollectionRequest& request,
                         hilo::v1::DeleteCollectionResponse* response,
                         ServiceCallback done);

@@ -302,8 +302,11 @@ void Gatekeeper::SetFloor(const Caller& caller,
 void Gatekeeper::DeleteCollection(
     const Caller& caller, const hilo::v1::DeleteCollectionRequest& request,
     hilo::v1::DeleteCollectionResponse* response, ServiceCallback done) {
-  AuditRecord record =
-      Record(caller, Method::kDeleteCollection, request.collection(), {});
+  // A retirement says so; a delete's line is as it always was.
+  std::vector<std::pair<std::string, int64_t>> asked;
+  if (request.retire()) asked.emplace_back("retire", 1);
+  AuditRecord record = Record(caller, Method::kDeleteCollection,
+                              request.collection(), std::move(asked));
   bool may_administer = false;
   if (absl::Status s =
           Admit(caller, Method::kDeleteCollection, &record, &may_administer);

@@ -129,4 +129,15 @@ absl::Status CheckDeletable(absl::string_view collection,
       collection, row.max, row.return_floor));
 }
 
+int64_t RetiredMax(const CollectionState& row) {
+  return std::max(row.max, row.return_floor);
+}
+
+CollectionState StartAfterRetirement(int64_t retired_max) {
+  CollectionState row;
+  row.max = retired_max;
+  row.return_floor = retired_max;
+  return row;
+}
+
 }  // namespace hilo

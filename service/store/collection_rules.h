@@ -67,6 +67,18 @@ std::optional<CollectionState> ApplySetFloor(const CollectionState& row,
 absl::Status CheckDeletable(absl::string_view collection,
                             const CollectionState& row);
 
+// Retiring (RangeStore::RetireAsync): the number a retired `row` is kept
+// at, the highest it ever handed out or promised (its Max, or its return
+// floor if a row set by hand has that higher).
+int64_t RetiredMax(const CollectionState& row);
+
+// The row a collection without one starts from when its name was retired
+// at `retired_max` (0: never retired, a default CollectionState): Max and
+// return floor at retired_max and no token, so its first range starts
+// above every number the name handed out before, and no return of a range
+// issued before the retirement ever applies.
+CollectionState StartAfterRetirement(int64_t retired_max);
+
 }  // namespace hilo
 
 #endif  // HILO_SERVICE_STORE_COLLECTION_RULES_H_

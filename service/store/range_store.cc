@@ -14,6 +14,9 @@ namespace {
 
 // Marks NoRowRefusal's status.
 constexpr char kNoRowPayload[] = "type.googleapis.com/hilo.internal.NoRow";
+// Marks StoreFullRefusal's status.
+constexpr char kStoreFullPayload[] =
+    "type.googleapis.com/hilo.internal.StoreFull";
 
 template <typename T, typename Start>
 absl::StatusOr<T> Wait(Start start) {
@@ -59,6 +62,21 @@ absl::Status NoRowRefusal(absl::string_view collection) {
 bool IsNoRowRefusal(const absl::Status& status) {
   return status.code() == absl::StatusCode::kNotFound &&
          status.GetPayload(kNoRowPayload).has_value();
+}
+
+absl::Status StoreFullRefusal(absl::string_view collection, int64_t max) {
+  absl::Status s = absl::ResourceExhaustedError(absl::StrFormat(
+      "collection \"%s\" would be new, and the store already holds its "
+      "limit of %d collections (--max_collections, counted over every "
+      "server sharing the store); existing collections keep working",
+      collection, max));
+  s.SetPayload(kStoreFullPayload, absl::Cord("1"));
+  return s;
+}
+
+bool IsStoreFullRefusal(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kResourceExhausted &&
+         status.GetPayload(kStoreFullPayload).has_value();
 }
 
 void RangeStore::ReturnAsync(absl::string_view collection, int64_t end,
@@ -173,6 +191,13 @@ absl::StatusOr<CollectionState> RangeStore::Delete(
     absl::string_view collection) {
   return Wait<CollectionState>([&](StoreCallback<CollectionState> done) {
     DeleteAsync(collection, std::move(done));
+  });
+}
+
+absl::StatusOr<CollectionState> RangeStore::Retire(
+    absl::string_view collection) {
+  return Wait<CollectionState>([&](StoreCallback<CollectionState> done) {
+    RetireAsync(collection, std::move(done));
   });
 }
 

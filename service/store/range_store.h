@@ -91,6 +91,13 @@ absl::Status NoRowRefusal(absl::string_view collection);
 // Whether `status` is NoRowRefusal's (a payload says so).
 bool IsNoRowRefusal(const absl::Status& status);
 
+// The refusal of a store that counts its rows for every server sharing it
+// (PostgreSQL with max_collections): RESOURCE_EXHAUSTED naming
+// `collection`, which would be a new row while the store holds `max`.
+absl::Status StoreFullRefusal(absl::string_view collection, int64_t max);
+// Whether `status` is StoreFullRefusal's (a payload says so).
+bool IsStoreFullRefusal(const absl::Status& status);
+
 // The max_floor_jump that puts no limit on how far a floor lifts Max.
 inline constexpr int64_t kNoFloorJumpLimit =
     std::numeric_limits<int64_t>::max();
@@ -125,6 +132,9 @@ class RangeStore {
   // returning the range: random, never a counter. The outcome says whether
   // the collection's row was created (the services count rows by it: see
   // CollectionLimit); the synchronous form gives the range alone.
+  //
+  // A row created for a retired name starts from StartAfterRetirement
+  // (collection_rules.h), and counts as created.
   //
   // The guard rail: a `floor` more than `max_floor_jump` (>= 0) above Max
   // is FAILED_PRECONDITION (IsGuardRailRefusal) and changes nothing. It is
@@ -190,7 +200,8 @@ class RangeStore {
   absl::StatusOr<std::vector<NamedCollectionState>> List(
       absl::string_view after, int limit);
 
-  // Max = max(Max, floor), creating the row if needed, and, whatever Max
+  // Max = max(Max, floor), creating the row if needed (from
+  // StartAfterRetirement, for a retired name), and, whatever Max
   // was, return_floor = max(return_floor, floor) (and the same for the
   // previous range's), so no return can move Max below the floor. When Max
   // moves, the tokens are retired. Requires floor >= 0.
@@ -210,6 +221,21 @@ class RangeStore {
                            StoreCallback<CollectionState> done) = 0;
   // The deleted row.
   absl::StatusOr<CollectionState> Delete(absl::string_view collection);
+
+  // Retires the collection: removes its row whatever it holds (it no
+  // longer counts among the stored rows, nor shows in List or Get) and
+  // keeps RetiredMax of it with the name, so that a later row of the name
+  // starts from StartAfterRetirement: its first range is above every
+  // number the name ever handed out, its ranges issued before are kept by
+  // their holders, and no return of them applies (the tokens are gone).
+  // Retiring a name again keeps the higher Max. Judged inside the
+  // operation's transaction, after every operation queued before it.
+  // NOT_FOUND if there is no row (then nothing changes). `done` gets the
+  // row as it was.
+  virtual void RetireAsync(absl::string_view collection,
+                           StoreCallback<CollectionState> done) = 0;
+  // The retired row.
+  absl::StatusOr<CollectionState> Retire(absl::string_view collection);
 
   // Collections stored (rows) as this store last learned it.
   virtual int64_t collection_count() const = 0;

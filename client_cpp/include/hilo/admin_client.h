@@ -71,6 +71,12 @@ class AdminClient {
   // Deletes a collection that never kept a number (Max and return floor 0);
   // FAILED_PRECONDITION naming its Max otherwise, NOT_FOUND if unknown.
   absl::Status DeleteCollection(absl::string_view collection);
+  // Retires a collection whatever its Max (DeleteCollection with retire, in
+  // hilo.proto): its row goes, and a later row of the name starts above
+  // the Max returned here. NOT_FOUND if unknown; a server older than
+  // retirement refuses a collection with Max > 0 (FAILED_PRECONDITION) and
+  // answers 0 for one it deleted.
+  absl::StatusOr<int64_t> RetireCollection(absl::string_view collection);
   // The status of `service` ("" asks about the node as a whole).
   absl::StatusOr<ServingStatus> CheckHealth(absl::string_view service = "");
 

@@ -45,6 +45,12 @@ struct PostgresBatch {
     // it; never lower.
     int64_t stored_ceiling = 0;
     int64_t ceiling = 0;
+    // Retirement (postgres_retirement.cc): the Max the name was retired at
+    // (ReadRetired, for a row the batch may create; or as the batch retired
+    // it), which a new row starts from; `retired` once the batch retired
+    // the row, whose Max and ceiling are then kept in hilo_retired.
+    int64_t retired_max = 0;
+    bool retired = false;
   };
   // Records a row read from `result` (kColumns order); `locked` if read
   // under its row lock.
@@ -71,6 +77,10 @@ struct PostgresBatch {
   // creating): not read, not written; the operations on them are set aside.
   std::set<std::string> held;
   std::set<std::string> creating_elsewhere;
+  // For a creation the rules refuse on no row: the Max its name was
+  // retired at, if it was (ReadRetiredOfRefusals), read before the creation
+  // locks only to choose them.
+  std::map<std::string, int64_t> retired_before_locks;
   // New rows this batch holds the creation lock of, so may insert.
   std::set<std::string> may_create;
   // New rows past the batch's share of creations: their operations run

@@ -1,7 +1,9 @@
 // PostgresBatchRunner's frame (Run, the attempts, failing and retrying a
 // batch) and its first and last steps, reading the rows and writing them;
 // taking the creation locks is in postgres_creation_locks.cc, the
-// reservations in postgres_reservations.cc.
+// reservations in postgres_reservations.cc, retirement in
+// postgres_retirement.cc, the count of rows for every server in
+// postgres_fleet_count.cc.
 #include "service/store/postgres/postgres_batch_runner.h"
 
 #include <libpq-fe.h>
@@ -163,7 +165,12 @@ PostgresBatchRunner::Attempt PostgresBatchRunner::RunOnce(
   }
   PostgresBatch batch(requests);
   if (std::optional<Attempt> ended = ReadRows(batch)) return *ended;
+  if (std::optional<Attempt> ended = ReadRetiredOfRefusals(batch)) {
+    return *ended;
+  }
   if (std::optional<Attempt> ended = TakeCreationLocks(batch)) return *ended;
+  if (std::optional<Attempt> ended = ReadRetired(batch)) return *ended;
+  if (std::optional<Attempt> ended = LockFleetCount(batch)) return *ended;
   if (options_.before_judging_for_testing) {
     options_.before_judging_for_testing();
   }
@@ -367,6 +374,8 @@ void PostgresBatchRunner::TakeRowsRead(PostgresBatch& batch, int locked_at,
 void PostgresBatchRunner::JudgeRequests(PostgresBatch& batch) {
   const auto steady_now = std::chrono::steady_clock::now();
   for (size_t i = 0; i < batch.requests.size(); ++i) {
+    // Refused before judging (LockFleetCount).
+    if (!batch.requests[i]->status.ok()) continue;
     if (AnswerRead(batch, i)) continue;
     PostgresRequest& r = *batch.requests[i];
     if (SetAside(batch, r, steady_now)) continue;
@@ -477,7 +486,8 @@ void PostgresBatchRunner::Judge(PostgresBatch& batch, PostgresRequest& r) {
       r.status = JudgePut(batch, r.name, r.put);
       break;
     case PostgresRequest::Kind::kDelete:
-      r.status = JudgeDelete(batch, r.name, &r.deleted);
+      r.status = r.retire ? JudgeRetire(batch, r.name, &r.deleted)
+                          : JudgeDelete(batch, r.name, &r.deleted);
       break;
     default:
       break;
@@ -542,6 +552,8 @@ absl::StatusOr<std::vector<Statement>> PostgresBatchRunner::Writes(
                               InList(deleted, &remove.params));
     second.push_back(std::move(remove));
   }
+  WriteRetired(batch, &second);
+  WriteFleetCount(*created, &second);
   if (batch.any_write) {
     // Bounded like every statement (see PostgresConnection): a COMMIT
     // cancelled while it waits for a synchronous standby still answers

@@ -9,8 +9,11 @@
 //      read the rows it only reads; the Lists and the probe's count.
 //   2. For new rows only: take their creation locks without waiting
 //      (pg_try_advisory_xact_lock), at most kMaxCreationsPerBatch, oldest
-//      first, and read those rows again. A creation the rules refuse on
-//      its own arguments (judged on no row) takes no lock.
+//      first, and read those rows again, with the Max each name was
+//      retired at, if it was. A creation the rules refuse on its own
+//      arguments (judged on no row) takes no lock. If the batch creates or
+//      deletes rows, lock the count of rows (hilo_collection_count) and
+//      refuse creations past max_collections.
 //   3. Judge each request in order on the rows in memory, one judge per
 //      kind (postgres_judges.h); an operation on a row another session
 //      holds, or is creating, is set aside to run again later (Hooks::park).
@@ -38,6 +41,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -61,7 +65,7 @@ class PostgresBatchRunner {
  public:
   struct Options {
     // The store's limits and hooks the runner reads: max_attempts,
-    // lock_timeout, reserve_ranges, standby_wait, on_commit,
+    // lock_timeout, reserve_ranges, standby_wait, max_collections, on_commit,
     // on_database_error and the batch test hooks (the connection's
     // settings are the connect hook's business; the clock is `clock`).
     PostgresRangeStoreOptions store;
@@ -152,7 +156,27 @@ class PostgresBatchRunner {
   // The new rows this batch tries to create, sorted; those past its share
   // go to batch.postponed.
   std::vector<std::string> ChooseCreations(PostgresBatch& batch) const;
-  // Step 3 (postgres_judges.cc holds the judges; the loop is here).
+  // Before step 2 (postgres_retirement.cc): for the creations the rules
+  // refuse on no row, the Max their names were retired at, which may make
+  // them creations after all (batch.retired_before_locks).
+  std::optional<Attempt> ReadRetiredOfRefusals(PostgresBatch& batch);
+  // Reads hilo_retired's entries of `names` into *out.
+  std::optional<Attempt> QueryRetired(PostgresBatch& batch,
+                                      const std::set<std::string>& names,
+                                      Result* out);
+  // After step 2, retirement (postgres_retirement.cc): reads the retired
+  // Max and ceiling of the names the batch may create, which their new
+  // rows start from.
+  std::optional<Attempt> ReadRetired(PostgresBatch& batch);
+  // Then the count of rows for every server on the database
+  // (postgres_fleet_count.cc): locks it if the batch may create or delete
+  // rows (or sets those aside if another session holds it), and with
+  // max_collections refuses the new rows past it (StoreFullRefusal).
+  std::optional<Attempt> LockFleetCount(PostgresBatch& batch);
+  // LockFleetCount's refusals: the batch's new rows past the first `room`.
+  void Admit(PostgresBatch& batch, int64_t room) const;
+  // Step 3 (postgres_judges.cc holds the judges; the loop is here). A
+  // request refused before it (LockFleetCount) is not judged.
   void JudgeRequests(PostgresBatch& batch);
   // The reads' answers (Get, List, probe); true if `i` is one of them.
   bool AnswerRead(PostgresBatch& batch, size_t i);
@@ -168,6 +192,13 @@ class PostgresBatchRunner {
   // lacks its creation lock. *created: rows created less rows deleted.
   absl::StatusOr<std::vector<Statement>> Writes(PostgresBatch& batch,
                                                 int64_t* created) const;
+  // In Writes, before the COMMIT: keeps the retired rows' Max and ceiling
+  // in hilo_retired (postgres_retirement.cc), and moves the count of rows
+  // for every server by `created` (postgres_fleet_count.cc).
+  static void WriteRetired(const PostgresBatch& batch,
+                           std::vector<Statement>* statements);
+  static void WriteFleetCount(int64_t created,
+                              std::vector<Statement>* statements);
   // Sends `second` and reads its answers.
   Attempt Commit(PostgresBatch& batch, std::vector<Statement>& second,
                  int64_t created);

@@ -45,11 +45,16 @@ std::vector<std::string> PostgresBatchRunner::ChooseCreations(
   // takes no lock (CreatesRowWhenNone): the key of a creation shows in
   // pg_locks while it is held, and any role that may connect and saw it
   // could hold it later against that name (docs/security.md); a refused
-  // request should show nothing.
+  // request should show nothing. A retired name's is judged on the row it
+  // would start from (ReadRetiredOfRefusals), where it may be accepted.
   using Clock = std::chrono::steady_clock;
   std::vector<std::pair<Clock::time_point, std::string>> by_age;
   for (PostgresRequest* r : batch.requests) {
-    if (CreatesRowWhenNone(*r) &&
+    // A retired name's new row starts from its retired Max: judged there.
+    auto retired = batch.retired_before_locks.find(r->name);
+    if (CreatesRowWhenNone(*r, retired != batch.retired_before_locks.end()
+                                   ? retired->second
+                                   : 0) &&
         batch.rows.find(r->name) == batch.rows.end() &&
         batch.held.count(r->name) == 0) {
       by_age.emplace_back(r->lock_deadline.value_or(Clock::time_point::max()),

@@ -1,5 +1,6 @@
 #include "service/store/postgres/postgres_judges.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -16,9 +17,9 @@ absl::Status JudgeAllocate(PostgresBatch& batch, absl::string_view name,
                            Allocation* out) {
   PostgresBatch::Row& row = batch.rows[std::string(name)];
   if (!row.now.has_value() && !may_create) return NoRowRefusal(name);
-  absl::StatusOr<CollectionState> next =
-      ApplyAllocate(name, row.now.value_or(CollectionState{}), size, floor,
-                    max_floor_jump, token, now, &out->range);
+  absl::StatusOr<CollectionState> next = ApplyAllocate(
+      name, row.now.value_or(StartAfterRetirement(row.retired_max)), size,
+      floor, max_floor_jump, token, now, &out->range);
   if (!next.ok()) return next.status();
   out->created = !row.now.has_value();
   row.now = *std::move(next);
@@ -79,11 +80,16 @@ absl::Status JudgeSetFloor(PostgresBatch& batch, absl::string_view name,
                            int64_t floor, absl::Time now, FloorOutcome* out) {
   PostgresBatch::Row& row = batch.rows[std::string(name)];
   const bool had_row = row.now.has_value();
-  std::optional<CollectionState> next =
-      ApplySetFloor(row.now.value_or(CollectionState{}), floor, now, out);
+  const CollectionState start =
+      row.now.value_or(StartAfterRetirement(row.retired_max));
+  std::optional<CollectionState> next = ApplySetFloor(start, floor, now, out);
   if (!next.has_value() && had_row) return absl::OkStatus();
   out->created = !had_row;
-  row.now = next.value_or(CollectionState{.updated_at = now});
+  if (!next.has_value()) {
+    next = start;
+    next->updated_at = now;
+  }
+  row.now = *std::move(next);
   row.dirty = true;
   return absl::OkStatus();
 }
@@ -97,6 +103,21 @@ absl::Status JudgeDelete(PostgresBatch& batch, absl::string_view name,
   }
   if (absl::Status s = CheckDeletable(name, *row.now); !s.ok()) return s;
   *deleted = *row.now;
+  row.now.reset();
+  row.dirty = true;
+  return absl::OkStatus();
+}
+
+absl::Status JudgeRetire(PostgresBatch& batch, absl::string_view name,
+                         CollectionState* retired) {
+  PostgresBatch::Row& row = batch.rows[std::string(name)];
+  if (!row.now.has_value()) {
+    return absl::NotFoundError(absl::StrFormat(
+        "collection \"%s\" has no row; there is nothing to retire", name));
+  }
+  *retired = *row.now;
+  row.retired_max = std::max(row.retired_max, RetiredMax(*row.now));
+  row.retired = true;
   row.now.reset();
   row.dirty = true;
   return absl::OkStatus();
@@ -116,13 +137,14 @@ std::optional<CollectionState> JudgeGet(const PostgresBatch& batch,
   return it != batch.rows.end() ? it->second.now : std::nullopt;
 }
 
-bool CreatesRowWhenNone(const PostgresRequest& r) {
+bool CreatesRowWhenNone(const PostgresRequest& r, int64_t retired_max) {
   if (!r.creates()) return false;
   // SetFloor and Put make a row whatever they carry.
   if (r.kind != PostgresRequest::Kind::kAllocate) return true;
   Range range;
-  return ApplyAllocate(r.name, CollectionState{}, r.size, r.floor,
-                       r.max_floor_jump, r.token, absl::UnixEpoch(), &range)
+  return ApplyAllocate(r.name, StartAfterRetirement(retired_max), r.size,
+                       r.floor, r.max_floor_jump, r.token, absl::UnixEpoch(),
+                       &range)
       .ok();
 }
 

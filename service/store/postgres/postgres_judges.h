@@ -6,7 +6,9 @@
 // returns OK, or returns an error and changes nothing, so a refused request
 // fails alone. (ReturnMany is one request whose items each succeed or fail
 // alone, each as JudgeReturn would.) A name the batch read no row for has
-// no row. Nothing here is durable until the batch's COMMIT; the batch
+// no row; Allocate and SetFloor create one from StartAfterRetirement of
+// the Max its name was retired at (PostgresBatch::Row::retired_max, 0 if
+// never). Nothing here is durable until the batch's COMMIT; the batch
 // runner (postgres_batch_runner.h) answers only after it, and sets aside
 // beforehand the requests on rows another session holds.
 //
@@ -59,6 +61,13 @@ absl::Status JudgeSetFloor(PostgresBatch& batch, absl::string_view name,
 absl::Status JudgeDelete(PostgresBatch& batch, absl::string_view name,
                          CollectionState* deleted);
 
+// RangeStore::RetireAsync: NOT_FOUND without a row; otherwise removes it
+// whatever it holds, and keeps its RetiredMax (the higher, if the batch
+// retired the name before) for WriteRetired, which a new row of the name
+// starts from (StartAfterRetirement).
+absl::Status JudgeRetire(PostgresBatch& batch, absl::string_view name,
+                         CollectionState* retired);
+
 // RangeStore::PutForTesting: the row becomes `state`, no rule applied.
 absl::Status JudgePut(PostgresBatch& batch, absl::string_view name,
                       const CollectionState& state);
@@ -74,7 +83,10 @@ std::optional<CollectionState> JudgeGet(const PostgresBatch& batch,
 // INT64_MAX). The runner takes a name's creation lock only if some request
 // of the batch would create its row: while the row is absent each request
 // on it is judged on no row, so if none would create it there, none does.
-bool CreatesRowWhenNone(const PostgresRequest& r);
+// A name retired at `retired_max` is judged on the row it would start
+// from (StartAfterRetirement), where a floor too far above 0 may be near
+// enough.
+bool CreatesRowWhenNone(const PostgresRequest& r, int64_t retired_max = 0);
 
 // UNAVAILABLE for an operation on `collection`, whose row another session
 // held locked (or, `creating`, was creating) for all of `lock_timeout`.

@@ -97,6 +97,12 @@ struct PostgresRangeStoreOptions {
   // confirm them (then UNAVAILABLE: nothing is reported applied).
   int reserve_ranges = 16;
   absl::Duration standby_wait = absl::Seconds(2);
+  // The most rows hilo_collections may hold, counted for every server
+  // sharing the database (postgres_fleet_count.cc); 0: no limit. A
+  // NextRange or SetFloor that would create a row past it fails with
+  // StoreFullRefusal; existing rows keep working. Each server counts its
+  // creations and deletions in the shared count whatever its own limit.
+  int64_t max_collections = 0;
   // Told, on the store's thread, each time the store finds that the
   // database's history went back and moves collections on. Keep it quick.
   std::function<void(const StoreHistoryEvent&)> on_history_went_back;

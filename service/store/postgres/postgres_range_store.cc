@@ -501,6 +501,15 @@ void PostgresRangeStore::DeleteAsync(absl::string_view collection,
   Submit(std::move(r), std::move(done), &Request::deleted);
 }
 
+void PostgresRangeStore::RetireAsync(absl::string_view collection,
+                                     StoreCallback<CollectionState> done) {
+  auto r = std::make_unique<Request>();
+  r->kind = Request::Kind::kDelete;
+  r->retire = true;
+  r->name = std::string(collection);
+  Submit(std::move(r), std::move(done), &Request::deleted);
+}
+
 absl::Status PostgresRangeStore::PutForTesting(absl::string_view collection,
                                                const CollectionState& state) {
   auto r = std::make_unique<Request>();

@@ -134,6 +134,8 @@ class PostgresRangeStore final : public RangeStore {
                 StoreCallback<std::optional<CollectionState>> done) override;
   void DeleteAsync(absl::string_view collection,
                    StoreCallback<CollectionState> done) override;
+  void RetireAsync(absl::string_view collection,
+                   StoreCallback<CollectionState> done) override;
   int64_t collection_count() const override;
   absl::Status PutForTesting(absl::string_view collection,
                              const CollectionState& state) override;

@@ -42,6 +42,7 @@ struct PostgresRequest : GroupCommit::Operation {
   uint64_t token = 0;
   int limit = 0;
   CollectionState put;            // for kPut
+  bool retire = false;            // kDelete is RetireAsync
   std::vector<ReturnItem> items;  // for kReturnMany
 
   bool writes() const {
@@ -112,6 +113,7 @@ struct PostgresRequest : GroupCommit::Operation {
     r->token = token;
     r->limit = limit;
     r->put = put;
+    r->retire = retire;
     r->items = items;
     r->lock_deadline = lock_deadline;
     r->lock_tries = lock_tries;

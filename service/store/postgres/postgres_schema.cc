@@ -14,8 +14,10 @@ namespace {
 // The schema's identity and version, kept in table hilo_meta.
 constexpr char kApplication[] = "hilo";
 // Version 2 added hilo_nodes; version 3 keeps digests of the range tokens;
-// version 4 keeps each collection's ceiling (postgres_history.h).
-constexpr int kSchemaVersion = 4;
+// version 4 keeps each collection's ceiling (postgres_history.h); version 5
+// keeps the Max of retired collections (hilo_retired), which a server that
+// does not know it would ignore and so hand those numbers out again.
+constexpr int kSchemaVersion = 5;
 // Key of the advisory lock held while the schema is created or checked
 // ("HiLo" in ASCII).
 constexpr int64_t kSchemaLockKey = 0x48694c6f;
@@ -48,6 +50,33 @@ CREATE TABLE hilo_nodes (
   holder     TEXT        NOT NULL,
   expires_at TIMESTAMPTZ NOT NULL
 );
+)sql";
+
+// Names RangeStore::RetireAsync retired (schema version 5), each with the
+// highest number it handed out and its ceiling (postgres_retirement.cc).
+constexpr char kRetiredTable[] = R"sql(
+CREATE TABLE IF NOT EXISTS hilo_retired (
+  name    BYTEA  PRIMARY KEY,
+  max     BIGINT NOT NULL,
+  ceiling BIGINT NOT NULL
+);
+)sql";
+
+// The number of rows in hilo_collections, for every server sharing the
+// database (schema version 5, postgres_fleet_count.cc): one row, made
+// at the first start that needs it.
+constexpr char kCountTable[] = R"sql(
+CREATE TABLE IF NOT EXISTS hilo_collection_count (rows BIGINT NOT NULL);
+INSERT INTO hilo_collection_count SELECT 0
+  WHERE NOT EXISTS (SELECT 1 FROM hilo_collection_count);
+)sql";
+
+// At every start, under the schema lock: the count made again from the
+// rows, once no batch holds it (each statement sees what committed before
+// it), so a count an older server left behind is put right.
+constexpr char kRecount[] = R"sql(
+SELECT rows FROM hilo_collection_count FOR UPDATE;
+UPDATE hilo_collection_count SET rows = (SELECT count(*) FROM hilo_collections);
 )sql";
 
 // Version 2 to 3: tokens were stored in clear, so a role that could read
@@ -131,7 +160,7 @@ absl::Status CreateOrCheckPostgresSchema(PostgresConnection& c,
             description, schema, tables));
       }
       return c.Exec(
-          absl::StrCat(kSchema, kNodesTable,
+          absl::StrCat(kSchema, kNodesTable, kRetiredTable,
                        "INSERT INTO hilo_meta VALUES ('application', '",
                        kApplication, "'), ('schema_version', '", kSchemaVersion,
                        "')"),
@@ -151,10 +180,11 @@ absl::Status CreateOrCheckPostgresSchema(PostgresConnection& c,
           "application (\"%s\")",
           description, schema, application));
     }
-    if (version >= 1 && version <= 3) {
+    if (version >= 1 && version <= 4) {
       return c.Exec(
           absl::StrCat(version == 1 ? kNodesTable : "",
-                       version <= 2 ? kDigestTokens : "", kCeilings,
+                       version <= 2 ? kDigestTokens : "",
+                       version <= 3 ? kCeilings : "", kRetiredTable,
                        "UPDATE hilo_meta SET value = '", kSchemaVersion,
                        "' WHERE key = 'schema_version'"),
           absl::StrFormat("migrating hilo schema version %d to %d", version,
@@ -170,6 +200,9 @@ absl::Status CreateOrCheckPostgresSchema(PostgresConnection& c,
   };
   absl::Status s = init();
   if (s.ok()) s = c.Exec(kLockSalt, "keeping the creation locks' secret");
+  if (s.ok()) {
+    s = c.Exec(absl::StrCat(kCountTable, kRecount), "counting the collections");
+  }
   if (s.ok()) s = c.Exec("COMMIT", "committing the schema");
   if (!s.ok()) {
     if (c.ok() && c.InTransaction()) c.Exec("ROLLBACK", "").IgnoreError();

@@ -30,11 +30,17 @@ constexpr char kUpsertRow[] =
     "previous_token=excluded.previous_token, "
     "previous_return_floor=excluded.previous_return_floor";
 
+// Keeps the higher Max: a name retired again never goes down.
+constexpr char kUpsertRetired[] =
+    "INSERT INTO retired_collections(name, max) VALUES(?1, ?2) "
+    "ON CONFLICT(name) DO UPDATE SET max=MAX(max, excluded.max)";
+
 }  // namespace
 
 // Prepared once: they skip SQLite's parser, a measurable share of a batch.
 struct SqliteBatchWriter::Statements {
   Stmt begin, commit, select, upsert, remove;
+  Stmt select_retired, upsert_retired;  // retired_collections
 };
 
 absl::StatusOr<std::unique_ptr<SqliteBatchWriter>> SqliteBatchWriter::Create(
@@ -53,7 +59,10 @@ SqliteBatchWriter::SqliteBatchWriter(sqlite3* db, Options options)
       // Called by Judge only, which holds mu_.
       rows_([this](absl::string_view name)
                 ABSL_NO_THREAD_SAFETY_ANALYSIS { return ReadRow(name); },
-            options_.max_held_rows) {}
+            options_.max_held_rows,
+            [this](absl::string_view name) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+              return ReadRetiredMax(name);
+            }) {}
 
 SqliteBatchWriter::~SqliteBatchWriter() = default;
 
@@ -64,7 +73,10 @@ absl::Status SqliteBatchWriter::Prepare() {
         {"COMMIT", &statements_->commit},
         {kSelectRow, &statements_->select},
         {kUpsertRow, &statements_->upsert},
-        {"DELETE FROM collections WHERE name=?1", &statements_->remove}}) {
+        {"DELETE FROM collections WHERE name=?1", &statements_->remove},
+        {"SELECT max FROM retired_collections WHERE name=?1",
+         &statements_->select_retired},
+        {kUpsertRetired, &statements_->upsert_retired}}) {
     sqlite3_stmt* stmt = nullptr;
     const int rc = sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT,
                                       &stmt, nullptr);
@@ -138,6 +150,9 @@ absl::StatusOr<int64_t> SqliteBatchWriter::WriteChanges() {
     absl::Status s = change.row->has_value()
                          ? WriteRow(change.name, **change.row)
                          : DeleteRow(change.name);
+    if (s.ok() && change.retired_max.has_value()) {
+      s = WriteRetired(change.name, *change.retired_max);
+    }
     if (!s.ok()) return s;
     ++written;
   }
@@ -158,6 +173,32 @@ absl::Status SqliteBatchWriter::DeleteRow(absl::string_view name) {
   sqlite3_bind_text(stmt, 1, name.data(), static_cast<int>(name.size()),
                     SQLITE_STATIC);
   return Step(stmt, absl::StrCat("deleting collection \"", name, "\""));
+}
+
+absl::Status SqliteBatchWriter::WriteRetired(absl::string_view name,
+                                             int64_t max) {
+  sqlite3_stmt* stmt = statements_->upsert_retired.get();
+  sqlite3_bind_text(stmt, 1, name.data(), static_cast<int>(name.size()),
+                    SQLITE_STATIC);
+  sqlite3_bind_int64(stmt, 2, max);
+  return Step(stmt, absl::StrCat("retiring collection \"", name, "\""));
+}
+
+absl::StatusOr<int64_t> SqliteBatchWriter::ReadRetiredMax(
+    absl::string_view name) {
+  sqlite3_stmt* stmt = statements_->select_retired.get();
+  sqlite3_bind_text(stmt, 1, name.data(), static_cast<int>(name.size()),
+                    SQLITE_STATIC);
+  const int rc = sqlite3_step(stmt);
+  const int64_t max = rc == SQLITE_ROW ? sqlite3_column_int64(stmt, 0) : 0;
+  sqlite3_reset(stmt);
+  sqlite3_clear_bindings(stmt);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+    return SqliteError(
+        db_, rc, absl::StrCat("reading retired collection \"", name, "\""),
+        options_.path);
+  }
+  return max;
 }
 
 absl::StatusOr<std::optional<CollectionState>> SqliteBatchWriter::ReadRow(

@@ -126,6 +126,12 @@ class SqliteBatchWriter {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::optional<CollectionState>> ReadRow(absl::string_view name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Table retired_collections: keeps `max` for `name` (the higher, if it
+  // has one), and reads it (0 if it has none).
+  absl::Status WriteRetired(absl::string_view name, int64_t max)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<int64_t> ReadRetiredMax(absl::string_view name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The hooks, the file check and the COMMIT; its time in *took.
   absl::Status Commit(absl::Duration* took) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Rolls back what is left of the transaction and the held rows; every

@@ -1,6 +1,9 @@
 #include "service/store/sqlite/sqlite_held_rows.h"
 
+#include <algorithm>
 #include <utility>
+
+#include "service/store/collection_rules.h"
 
 namespace hilo {
 namespace internal {
@@ -15,8 +18,36 @@ void SqliteHeldRows::Row::Set(std::optional<CollectionState> row) {
   }
 }
 
-SqliteHeldRows::SqliteHeldRows(Loader load, size_t max_rows)
-    : load_(std::move(load)), max_rows_(max_rows) {}
+absl::StatusOr<int64_t> SqliteHeldRows::Row::RetiredMax() {
+  Entry& entry = slot_->second;
+  if (!entry.retired_max.has_value()) {
+    if (rows_->load_retired_ == nullptr) return 0;
+    absl::StatusOr<int64_t> loaded = rows_->load_retired_(slot_->first);
+    if (!loaded.ok()) return loaded.status();
+    entry.retired_max = *loaded;
+    if (!entry.in_batch) {  // forgotten when the batch ends
+      entry.in_batch = true;
+      rows_->batch_.push_back(slot_);
+    }
+  }
+  return *entry.retired_max;
+}
+
+void SqliteHeldRows::Row::Retire() {
+  Entry& entry = slot_->second;
+  const int64_t max = hilo::RetiredMax(*entry.row);
+  // The file may hold a lower one (the row started above it); the writer
+  // keeps the higher.
+  entry.retired_max = std::max(entry.retired_max.value_or(0), max);
+  entry.retired = true;
+  Set(std::nullopt);
+}
+
+SqliteHeldRows::SqliteHeldRows(Loader load, size_t max_rows,
+                               RetiredLoader load_retired)
+    : load_(std::move(load)),
+      load_retired_(std::move(load_retired)),
+      max_rows_(max_rows) {}
 
 absl::StatusOr<SqliteHeldRows::Row> SqliteHeldRows::Find(
     absl::string_view name) {
@@ -41,8 +72,13 @@ std::vector<SqliteHeldRows::Change> SqliteHeldRows::Changes() const {
   for (Map::value_type* slot : batch_) {
     const Entry& entry = slot->second;
     if (!entry.stored.has_value()) continue;  // read, never changed
-    if (!entry.row.has_value() && !entry.stored->has_value()) continue;
-    changes.push_back(Change{slot->first, &entry.row});
+    std::optional<int64_t> retired_max;
+    if (entry.retired) retired_max = entry.retired_max;
+    if (!entry.row.has_value() && !entry.stored->has_value() &&
+        !retired_max.has_value()) {
+      continue;
+    }
+    changes.push_back(Change{slot->first, &entry.row, retired_max});
   }
   return changes;
 }
@@ -65,6 +101,8 @@ int64_t SqliteHeldRows::EndBatch(bool keep) {
       entry.stored.reset();
     }
     entry.in_batch = false;
+    entry.retired_max.reset();
+    entry.retired = false;
   }
   // Erased only now: `batch_` points into the map.
   for (Map::value_type* slot : batch_) {

@@ -1,5 +1,7 @@
 // SqliteHeldRows: the rows of table `collections` the SQLite store holds in
-// memory, and what the batch being judged does to them.
+// memory, and what the batch being judged does to them (and to the Max of
+// retired names, table `retired_collections`, which it reads when a batch
+// needs it and never holds past the batch).
 //
 // The store is the only writer of its file (SqliteFileGuard locks it), so
 // a row it has read or written stays as it left it: it never needs asking
@@ -45,6 +47,10 @@ class SqliteHeldRows {
   // batch's transaction, before the batch wrote anything.
   using Loader = std::function<absl::StatusOr<std::optional<CollectionState>>(
       absl::string_view name)>;
+  // Reads the Max a name was retired at from the file: 0 if never retired.
+  // Called inside the batch's transaction, before the batch wrote anything.
+  using RetiredLoader =
+      std::function<absl::StatusOr<int64_t>(absl::string_view name)>;
 
  private:
   struct Entry {
@@ -55,6 +61,11 @@ class SqliteHeldRows {
     std::optional<std::optional<CollectionState>> stored;
     // In batch_.
     bool in_batch = false;
+    // The name's retired Max as the batch leaves it so far, once read or
+    // retired in the batch; unknown between batches.
+    std::optional<int64_t> retired_max;
+    // The batch retired the row: retired_max is to be written.
+    bool retired = false;
   };
   // Ordered, not hashed: the names come from callers, and a hash with a
   // fixed seed (std::hash) lets one precompute names that share a bucket,
@@ -76,6 +87,13 @@ class SqliteHeldRows {
     }
     // The row as the batch leaves it; nullopt deletes it.
     void Set(std::optional<CollectionState> row);
+    // The Max the name was retired at (0: never), as the batch leaves it;
+    // read from the file the first time, the loader's error if that fails.
+    absl::StatusOr<int64_t> RetiredMax();
+    // Removes the row (which must exist) and keeps its RetiredMax as the
+    // name's retired Max, the higher of the two if the name was retired
+    // before.
+    void Retire();
 
    private:
     friend class SqliteHeldRows;
@@ -85,13 +103,17 @@ class SqliteHeldRows {
     Map::value_type* slot_;
   };
 
-  // A row the batch changed, to be written: `row` nullopt deletes it.
+  // A row the batch changed, to be written: `row` nullopt deletes it;
+  // `retired_max`, if set, is to be kept as the name's retired Max.
   struct Change {
     absl::string_view name;
     const std::optional<CollectionState>* row;
+    std::optional<int64_t> retired_max;
   };
 
-  SqliteHeldRows(Loader load, size_t max_rows);
+  // `load_retired` null: no name was ever retired.
+  SqliteHeldRows(Loader load, size_t max_rows,
+                 RetiredLoader load_retired = nullptr);
   SqliteHeldRows(const SqliteHeldRows&) = delete;
   SqliteHeldRows& operator=(const SqliteHeldRows&) = delete;
 
@@ -100,7 +122,8 @@ class SqliteHeldRows {
   absl::StatusOr<Row> Find(absl::string_view name);
 
   // The rows the batch changed, each once, in the order first changed;
-  // a row created and deleted again within the batch is not among them.
+  // a row created and deleted again within the batch is not among them,
+  // unless it was retired.
   std::vector<Change> Changes() const;
 
   // The batch's changes are in the file: they become the held rows.
@@ -118,6 +141,7 @@ class SqliteHeldRows {
   void Evict();
 
   const Loader load_;
+  const RetiredLoader load_retired_;
   const size_t max_rows_;
   Map rows_;
   // The entries the batch touched: read from the file without a row, or

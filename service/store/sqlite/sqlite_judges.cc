@@ -9,6 +9,17 @@
 
 namespace hilo {
 namespace internal {
+namespace {
+
+// The row as the batch sees it, or the one a new row starts from.
+absl::StatusOr<CollectionState> StartOf(SqliteHeldRows::Row& row) {
+  if (row.get().has_value()) return *row.get();
+  absl::StatusOr<int64_t> retired_max = row.RetiredMax();
+  if (!retired_max.ok()) return retired_max.status();
+  return StartAfterRetirement(*retired_max);
+}
+
+}  // namespace
 
 absl::Status JudgeAllocate(SqliteHeldRows& rows, absl::string_view name,
                            int64_t size, int64_t floor, int64_t max_floor_jump,
@@ -17,9 +28,10 @@ absl::Status JudgeAllocate(SqliteHeldRows& rows, absl::string_view name,
   absl::StatusOr<SqliteHeldRows::Row> row = rows.Find(name);
   if (!row.ok()) return row.status();
   if (!row->get().has_value() && !may_create) return NoRowRefusal(name);
-  absl::StatusOr<CollectionState> next =
-      ApplyAllocate(name, row->get().value_or(CollectionState{}), size, floor,
-                    max_floor_jump, token, now, &out->range);
+  absl::StatusOr<CollectionState> start = StartOf(*row);
+  if (!start.ok()) return start.status();
+  absl::StatusOr<CollectionState> next = ApplyAllocate(
+      name, *start, size, floor, max_floor_jump, token, now, &out->range);
   if (!next.ok()) return next.status();
   out->created = !row->get().has_value();
   row->Set(*std::move(next));
@@ -75,11 +87,16 @@ absl::Status JudgeSetFloor(SqliteHeldRows& rows, absl::string_view name,
   absl::StatusOr<SqliteHeldRows::Row> row = rows.Find(name);
   if (!row.ok()) return row.status();
   const bool had_row = row->get().has_value();
-  std::optional<CollectionState> next =
-      ApplySetFloor(row->get().value_or(CollectionState{}), floor, now, out);
+  absl::StatusOr<CollectionState> start = StartOf(*row);
+  if (!start.ok()) return start.status();
+  std::optional<CollectionState> next = ApplySetFloor(*start, floor, now, out);
   if (!next.has_value() && had_row) return absl::OkStatus();
   out->created = !had_row;
-  row->Set(next.value_or(CollectionState{.updated_at = now}));
+  if (!next.has_value()) {
+    next = *start;
+    next->updated_at = now;
+  }
+  row->Set(*std::move(next));
   return absl::OkStatus();
 }
 
@@ -94,6 +111,19 @@ absl::Status JudgeDelete(SqliteHeldRows& rows, absl::string_view name,
   if (absl::Status s = CheckDeletable(name, *row->get()); !s.ok()) return s;
   *deleted = *row->get();
   row->Set(std::nullopt);
+  return absl::OkStatus();
+}
+
+absl::Status JudgeRetire(SqliteHeldRows& rows, absl::string_view name,
+                         CollectionState* retired) {
+  absl::StatusOr<SqliteHeldRows::Row> row = rows.Find(name);
+  if (!row.ok()) return row.status();
+  if (!row->get().has_value()) {
+    return absl::NotFoundError(absl::StrFormat(
+        "collection \"%s\" has no row; there is nothing to retire", name));
+  }
+  *retired = *row->get();
+  row->Retire();
   return absl::OkStatus();
 }
 

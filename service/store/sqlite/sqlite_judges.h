@@ -53,6 +53,9 @@ absl::Status JudgeSetFloor(SqliteHeldRows& rows, absl::string_view name,
 // (CheckDeletable) for a row that must stay.
 absl::Status JudgeDelete(SqliteHeldRows& rows, absl::string_view name,
                          CollectionState* deleted);
+// RangeStore::RetireAsync: NOT_FOUND without a row; *retired is the row.
+absl::Status JudgeRetire(SqliteHeldRows& rows, absl::string_view name,
+                         CollectionState* retired);
 
 // RangeStore::PutForTesting: the row becomes `state`, no rule applied.
 absl::Status JudgePut(SqliteHeldRows& rows, absl::string_view name,

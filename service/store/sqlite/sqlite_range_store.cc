@@ -528,6 +528,16 @@ void SqliteRangeStore::DeleteAsync(absl::string_view collection,
       std::move(done));
 }
 
+void SqliteRangeStore::RetireAsync(absl::string_view collection,
+                                   StoreCallback<CollectionState> done) {
+  SubmitWrite<CollectionState>(
+      [name = std::string(collection)](SqliteHeldRows& rows, absl::Time,
+                                       CollectionState* retired) {
+        return internal::JudgeRetire(rows, name, retired);
+      },
+      std::move(done));
+}
+
 absl::Status SqliteRangeStore::PutForTesting(absl::string_view collection,
                                              const CollectionState& state) {
   absl::StatusOr<bool> put = base::Await<absl::StatusOr<bool>>(

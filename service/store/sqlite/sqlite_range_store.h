@@ -99,6 +99,8 @@ class SqliteRangeStore final : public RangeStore {
                 StoreCallback<std::optional<CollectionState>> done) override;
   void DeleteAsync(absl::string_view collection,
                    StoreCallback<CollectionState> done) override;
+  void RetireAsync(absl::string_view collection,
+                   StoreCallback<CollectionState> done) override;
 
   // As of the last commit.
   int64_t collection_count() const override {

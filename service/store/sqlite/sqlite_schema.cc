@@ -18,12 +18,14 @@ namespace {
 
 // Identifies a hilo database ("HiLo" in ASCII) and its schema version.
 constexpr int32_t kApplicationId = 0x48694c6f;
-// Version 5 records the node tag the file issues under (table node);
-// version 4 keeps digests of the range tokens instead of the tokens;
-// version 3 adds the range tokens; version 2 stores return_floor; version 1
-// stored last_low, which is return_floor + 1 and so could not say "nothing
-// may come back" at INT64_MAX.
-constexpr int kSchemaVersion = 5;
+// Version 6 keeps the Max of retired collections (table
+// retired_collections), which a server that does not know it would ignore
+// and so hand those numbers out again; version 5 records the node tag the file
+// issues under (table node); version 4 keeps digests of the range tokens
+// instead of the tokens; version 3 adds the range tokens; version 2 stores
+// return_floor; version 1 stored last_low, which is return_floor + 1 and so
+// could not say "nothing may come back" at INT64_MAX.
+constexpr int kSchemaVersion = 6;
 
 // Token digests (RangeTokenDigest) are unsigned 64-bit values stored in
 // SQLite's signed INTEGER, bit for bit.
@@ -45,6 +47,15 @@ constexpr char kNodeTable[] = R"sql(
 CREATE TABLE IF NOT EXISTS node (
   key   TEXT NOT NULL PRIMARY KEY,
   value TEXT NOT NULL
+) WITHOUT ROWID;
+)sql";
+
+// Names RangeStore::RetireAsync retired, each with the highest number it
+// had handed out (RetiredMax): a new row of the name starts above it.
+constexpr char kRetiredTable[] = R"sql(
+CREATE TABLE IF NOT EXISTS retired_collections (
+  name TEXT    NOT NULL PRIMARY KEY,
+  max  INTEGER NOT NULL
 ) WITHOUT ROWID;
 )sql";
 
@@ -94,6 +105,15 @@ CREATE TABLE IF NOT EXISTS node (
   value TEXT NOT NULL
 ) WITHOUT ROWID;
 PRAGMA user_version = 5;
+)sql";
+
+// Version 5 to 6: no name was retired before.
+constexpr char kMigrateFrom5[] = R"sql(
+CREATE TABLE IF NOT EXISTS retired_collections (
+  name TEXT    NOT NULL PRIMARY KEY,
+  max  INTEGER NOT NULL
+) WITHOUT ROWID;
+PRAGMA user_version = 6;
 )sql";
 
 // Stores `tag` in a file that has none, or checks that the file's tag is
@@ -187,6 +207,9 @@ absl::StatusOr<bool> CreateOrMigrateSqliteSchema(sqlite3* db,
       if (absl::Status s = SqliteExec(db, kNodeTable, path); !s.ok()) {
         return s;
       }
+      if (absl::Status s = SqliteExec(db, kRetiredTable, path); !s.ok()) {
+        return s;
+      }
       if (absl::Status s = SqliteExec(
               db,
               absl::StrCat("PRAGMA application_id=", kApplicationId).c_str(),
@@ -206,8 +229,9 @@ absl::StatusOr<bool> CreateOrMigrateSqliteSchema(sqlite3* db,
     }
     // Each step is rolled back with the start-up transaction if a later one
     // fails: the file stays at the version it had.
-    const char* const migrations[] = {nullptr, kMigrateFrom1, kMigrateFrom2,
-                                      kMigrateFrom3, kMigrateFrom4};
+    const char* const migrations[] = {nullptr,       kMigrateFrom1,
+                                      kMigrateFrom2, kMigrateFrom3,
+                                      kMigrateFrom4, kMigrateFrom5};
     static_assert(std::size(migrations) == kSchemaVersion);
     for (int from = 1; from < kSchemaVersion; ++from) {
       if (*version != from) continue;
