@@ -326,12 +326,10 @@ func (c *rangeCache) launch(prefetch bool) *flight {
 // reports it, its node's mark rises to its high, and it becomes current
 // (or waits as the range ahead). Called with mu held.
 func (c *rangeCache) accept(s *span, prefetch bool) {
-	// The size rule's inputs; last_max is the highest number seen from any
-	// range of the collection.
-	c.prev.size, c.prev.rangeAt = s.size, s.rangeAt
-	if s.high > c.prev.max {
-		c.prev.max = s.high
-	}
+	// The next request reports this range (CONTRACT.md R4), whichever node
+	// issued it: after a failover, a node far behind would refuse the high
+	// of another node's range on every request (R17).
+	c.prev.size, c.prev.rangeAt, c.prev.max = s.size, s.rangeAt, s.high
 	if c.prev.held == nil {
 		c.prev.held = make(map[string]int64)
 	}

@@ -214,6 +214,29 @@ func TestAfterAReturnTheMarkIsTheLastNumberUsedWhateverTheOutcome(t *testing.T) 
 	}
 }
 
+// Each request reports the range the client got before it (CONTRACT.md
+// R4), whichever node issued it: after a failover from A, far ahead, to B,
+// the request after B's first range reports B's high, not A's (R17: B
+// would refuse A's on every request). The marks replies are judged by stay
+// per node (R11).
+func TestAfterAFailoverTheEchoIsTheNewNodesRange(t *testing.T) {
+	f := newFakeFetcher(4, "A", "B")
+	for i := 0; i < 10; i++ {
+		f.anotherClientTakes(0, "c")
+	}
+	rc, _ := newTestCache(f, 0, t.Logf)
+	wantNumbers(t, mustTake(t, rc, 4), 41, "A")
+	f.answerer = 1
+	wantNumbers(t, mustTake(t, rc, 5), 1, "B")
+	p := f.lastPrev()
+	if p.size != 4 || p.max != 4 {
+		t.Fatalf("the second fetch from B reported size %d, max %d; want B's 1-4: 4, 4", p.size, p.max)
+	}
+	if p.held["A"] != 44 || p.held["B"] != 4 {
+		t.Fatalf("the second fetch from B judged replies by %v; want A 44, B 4", p.held)
+	}
+}
+
 // A range fetched ahead goes back whole before the current range's tail, in
 // one group (R7); the mark for the node then goes to the range ahead's
 // mark before it was taken (the current range's high), then to the last

@@ -47,8 +47,8 @@ type target struct {
 type previous struct {
 	size    int64
 	rangeAt *timestamppb.Timestamp // nil if none
-	// The highest number seen from any range; after a return, the last
-	// number handed out.
+	// The previous range's high; after a return, the last number handed
+	// out.
 	max int64
 	// Not sent. Per node tag, the highest number of the collection the
 	// client holds or handed out from that node's ranges (after a return,

@@ -257,7 +257,9 @@ export class RangeCache {
     const { low, high, tag } = issued;
     this.counters.ranges_fetched++;
     if (prefetch) this.counters.ranges_prefetched++;
-    this.previous = { size: high - low + 1n, rangeAt: issued.rangeAt, max: high > this.previous.max ? high : this.previous.max };
+    // The next request reports this range (CONTRACT.md R4), whichever node issued it: after a
+    // failover, a node far behind would refuse another node's high on every request (R17).
+    this.previous = { size: high - low + 1n, rangeAt: issued.rangeAt, max: high };
     const range = new Range(low, high, tag, issued.token, issued.target, this.ctx.prefetchAt);
     range.heldBefore = this.held.get(tag) ?? 0n;
     this.held.set(tag, high);

@@ -172,6 +172,24 @@ test('returnUnusedRanges: a caller that runs dry waits for the returns, then get
   await a.close();
 });
 
+test("after a failover the next request reports the new node's range: a node far behind refuses the echo once", async () => {
+  // CONTRACT.md R4 and R17: A issues 1-200 and then fails; B, whose guard
+  // rail allows a last_max at most 100 above its Max, refuses the echo of
+  // A's 200 and serves 1-32 without it. The request after reports B's 1-32,
+  // not A's 200, so B answers it at once and the range grows to 33-96.
+  const a = await double({ tag: 'A', size: 200 });
+  const b = await double({ tag: 'B', args: ['--max_last_max_jump=100'] });
+  const c = new HiloClient({ targets: [a.target, b.target], prefetchAt: 0 });
+  for (let i = 1n; i <= 200n; i++) assert.deepEqual(await c.nextId('f'), { number: i, tag: 'A' });
+  a.nextRangeHook = () => Object.assign(new Error('A is down'), { code: grpc.status.UNAVAILABLE });
+  for (let i = 1n; i <= 33n; i++) assert.deepEqual(await c.nextId('f'), { number: i, tag: 'B' });
+  assert.deepEqual(
+    b.requests.map((r) => [BigInt(r.last_size), BigInt(r.last_max)]),
+    [[200n, 200n], [0n, 0n], [32n, 32n]],
+  );
+  await c.close();
+});
+
 test('close while returnUnusedRanges is out waits for it, then closes; no call is served after', async () => {
   const d = await double();
   const a = new HiloClient({ targets: [d.target], prefetchAt: 0 });

@@ -77,8 +77,8 @@ final class RangeCache {
   private long lastSize;
   private Timestamp lastRangeAt;
   /**
-   * The highest number this client has seen from any range of this collection; after a return, the
-   * highest it handed out.
+   * The previous range's high, whichever node issued it (CONTRACT.md R4: after a failover, a node far
+   * behind refuses another node's high, R17); after a return, the highest number handed out.
    */
   private long lastMax;
   /** The highest number handed out of a range that was used up or retired; 0 if none. */
@@ -326,7 +326,7 @@ final class RangeCache {
     try {
       lastSize = r.getHigh() - r.getLow() + 1;
       lastRangeAt = r.getRangeAt();
-      lastMax = Math.max(lastMax, r.getHigh());
+      lastMax = r.getHigh();
       // The check refused anything at or below the mark: the range is above it.
       heldBefore = held.getOrDefault(r.getNodeTag(), 0L);
       held.put(r.getNodeTag(), r.getHigh());

@@ -1,9 +1,16 @@
 package io.hilo.client;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
+import com.google.protobuf.Timestamp;
+import io.grpc.Deadline;
+import io.grpc.Status;
+import io.hilo.v1.NextRangeRequest;
+import io.hilo.v1.NextRangeResponse;
+import io.hilo.v1.ReturnRangeRequest;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashSet;
@@ -16,6 +23,7 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.Function;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -35,7 +43,7 @@ class RangeCacheTest {
   }
 
   /** A cache whose prefetches wait in {@link #prefetches} until the test runs them. */
-  private RangeCache cache(ContractNode node, String collection, double prefetchAt) {
+  private RangeCache cache(RangeFetcher node, String collection, double prefetchAt) {
     RangeCache.Setup setup =
         new RangeCache.Setup(
             prefetchAt, Duration.ofSeconds(10), prefetches::add, this::log, System::nanoTime);
@@ -64,6 +72,62 @@ class RangeCacheTest {
     // The node's Max is 5: its next range is 6-37, below the 32 the cache held, and is accepted.
     take(c, 6, 8);
     assertEquals(5, node.requests().get(1).getLastMax());
+  }
+
+  /**
+   * Each request reports the range the cache got before it (CONTRACT.md R4), whichever node issued it:
+   * after a failover from A, far ahead, to B, the request after B's first range reports B's 1-32, not
+   * A's high (R17: B would refuse that on every request). Replies are still judged by each node's own
+   * mark (R11): A's range below what the cache had of A is refused.
+   */
+  @Test
+  void after_a_failover_the_request_reports_the_new_nodes_range() {
+    List<NextRangeResponse> replies =
+        List.of(reply(1001, 1032, "A"), reply(1, 32, "B"), reply(33, 96, "B"), reply(1020, 1051, "A"));
+    List<NextRangeRequest> asked = new ArrayList<>();
+    RangeFetcher nodes =
+        new RangeFetcher() {
+          @Override
+          public synchronized Reply nextRange(
+              NextRangeRequest request, Function<NextRangeResponse, String> check) {
+            NextRangeResponse r = replies.get(asked.size());
+            asked.add(request);
+            String problem = check.apply(r);
+            if (problem != null) throw new HiloException(Status.Code.INTERNAL, problem);
+            return new Reply(r, r.getNodeTag().equals("A") ? 0 : 1);
+          }
+
+          @Override
+          public List<ReturnOutcome> returnRanges(
+              int target, List<ReturnRangeRequest> items, Deadline deadline) {
+            throw new AssertionError("no return in this test");
+          }
+
+          @Override
+          public String describe() {
+            return "A, B";
+          }
+        };
+    RangeCache c = cache(nodes, "fo", 0);
+    for (long n = 1001; n <= 1032; n++) assertEquals(new Id(n, "A"), c.next());
+    for (long n = 1; n <= 33; n++) assertEquals(new Id(n, "B"), c.next());
+    assertEquals(1032, asked.get(1).getLastMax());
+    assertEquals(32, asked.get(2).getLastSize());
+    assertEquals(32, asked.get(2).getLastMax());
+    for (long n = 34; n <= 96; n++) assertEquals(new Id(n, "B"), c.next());
+    HiloException e = assertThrows(HiloException.class, c::next);
+    assertEquals(Status.Code.INTERNAL, e.code());
+    assertEquals(96, asked.get(3).getLastMax());
+  }
+
+  private static NextRangeResponse reply(long low, long high, String tag) {
+    return NextRangeResponse.newBuilder()
+        .setLow(low)
+        .setHigh(high)
+        .setNodeTag(tag)
+        .setRangeToken(low)
+        .setRangeAt(Timestamp.newBuilder().setSeconds(1_800_000_000L))
+        .build();
   }
 
   @Test
