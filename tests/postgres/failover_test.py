@@ -215,6 +215,31 @@ class Draw:
         return self.process.returncode, ids, err.decode(errors="replace")
 
 
+def wait_caught_up(primary, bound=60):
+    """Waits until a standby streams from `primary` and has flushed all the
+    WAL the primary had flushed by then. While no standby streams (the old
+    primary being rebuilt), the primary lists none, and a server confirms
+    its reservations at once: a standby promoted before it has received
+    them would lose them, which docs/reliability.md ("What it cannot see")
+    leaves to the operator (Patroni's maximum_lag_on_failover). The rounds
+    fail over only a standby that has caught up, as such a setup would."""
+    deadline = time.monotonic() + bound
+    target = None
+    while time.monotonic() < deadline:
+        if target is None:
+            if psql(primary.uri(), "SELECT count(*) FROM pg_stat_replication "
+                    "WHERE state = 'streaming'") != "0":
+                target = psql(primary.uri(),
+                              "SELECT pg_current_wal_flush_lsn()")
+        elif psql(primary.uri(), "SELECT count(*) FROM pg_stat_replication "
+                  "WHERE state = 'streaming' AND "
+                  f"flush_lsn >= '{target}'::pg_lsn") != "0":
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"no standby caught up with the primary within "
+                       f"{bound} s")
+
+
 def first_range_after(server, since, bound):
     """Seconds from `since` until `server` handed out a range."""
     while time.monotonic() - since < bound:
@@ -324,6 +349,7 @@ def main():
             primary.wipe()
             primary.clone_from(standby, options)
             primary, standby = standby, primary
+            wait_caught_up(primary)
             for t in timers:
                 t.join()
             for s, took in zip(servers, serve):
