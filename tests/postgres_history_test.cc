@@ -65,17 +65,24 @@ pid_t StartReceiver(const std::string& port, const std::string& dir) {
   return receiver;
 }
 
-// Whether, within 30 seconds, the primary at `uri` lists `streaming`
-// standbys streaming (pg_receivewal counts as one).
-bool WaitForStreaming(const std::string& uri, int streaming) {
+// Whether, within 30 seconds, `sql` on `uri` answers `expected`.
+bool WaitForAnswer(const std::string& uri, const std::string& sql,
+                   const std::string& expected) {
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (QueryOne(uri,
-                  "SELECT count(*) FROM pg_stat_replication WHERE "
-                  "state = 'streaming'") != absl::StrCat(streaming)) {
+  while (QueryOne(uri, sql) != expected) {
     if (absl::Now() >= deadline) return false;
     absl::SleepFor(absl::Milliseconds(20));
   }
   return true;
+}
+
+// Whether, within 30 seconds, the primary at `uri` lists one standby
+// streaming (pg_receivewal counts as one).
+bool WaitForStreaming(const std::string& uri) {
+  return WaitForAnswer(uri,
+                       "SELECT count(*) FROM pg_stat_replication WHERE "
+                       "state = 'streaming'",
+                       "1");
 }
 
 // The port of a URI postgresql://USER@127.0.0.1:PORT/DB.
@@ -225,7 +232,7 @@ TEST(PostgresStandbyTest, StuckStandbyFailsReservationsUntilItConfirms) {
     kill(receiver, SIGKILL);
     waitpid(receiver, nullptr, 0);
   };
-  ASSERT_TRUE(WaitForStreaming(uri, 1)) << "pg_receivewal did not connect";
+  ASSERT_TRUE(WaitForStreaming(uri)) << "pg_receivewal did not connect";
   // A role that cannot see the standbys' positions is refused at start,
   // told the grant; with it, it starts.
   ASSERT_THAT(PostgresInstance::Execute(
@@ -289,7 +296,7 @@ TEST(PostgresStandbyTest, ReservationsMadeWithTheStandbyGoneWaitForItsReturn) {
     if (first > 0) kill(first, SIGKILL);
     if (first > 0) waitpid(first, nullptr, 0);
   };
-  ASSERT_TRUE(WaitForStreaming(uri, 1)) << "pg_receivewal did not connect";
+  ASSERT_TRUE(WaitForStreaming(uri)) << "pg_receivewal did not connect";
 
   PostgresRangeStoreOptions options;
   options.uri = uri;
@@ -307,8 +314,9 @@ TEST(PostgresStandbyTest, ReservationsMadeWithTheStandbyGoneWaitForItsReturn) {
   ASSERT_EQ(kill(first, SIGKILL), 0);
   waitpid(first, nullptr, 0);
   first = -1;
-  ASSERT_TRUE(WaitForStreaming(uri, 0)) << "the standby is still listed";
-  ASSERT_EQ(QueryOne(uri, "SELECT count(*) FROM pg_stat_replication"), "0");
+  ASSERT_TRUE(
+      WaitForAnswer(uri, "SELECT count(*) FROM pg_stat_replication", "0"))
+      << "the standby is still listed";
   EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
             (Range{33, 64}));
   EXPECT_EQ((*store)->counters().standby_waits, 1);
@@ -329,7 +337,7 @@ TEST(PostgresStandbyTest, ReservationsMadeWithTheStandbyGoneWaitForItsReturn) {
     kill(second, SIGKILL);
     waitpid(second, nullptr, 0);
   };
-  ASSERT_TRUE(WaitForStreaming(uri, 1)) << "pg_receivewal did not connect";
+  ASSERT_TRUE(WaitForStreaming(uri)) << "pg_receivewal did not connect";
   ASSERT_EQ(kill(second, SIGSTOP), 0);
   EXPECT_THAT((*store)->Allocate("orders", 32, 0, NextToken()),
               StatusIs(absl::StatusCode::kUnavailable));
