@@ -50,6 +50,48 @@ std::string QueryOne(const std::string& uri, const std::string& sql) {
   return out;
 }
 
+// A physical replication client that flushes what it receives at once
+// (pg_receivewal --synchronous) into `dir`, from the server on `port`:
+// what the primary lists in pg_stat_replication as a standby. Its pid, or
+// -1.
+pid_t StartReceiver(const std::string& port, const std::string& dir) {
+  const pid_t receiver = fork();
+  if (receiver == 0) {
+    execl("/usr/lib/postgresql/15/bin/pg_receivewal", "pg_receivewal", "-h",
+          "127.0.0.1", "-p", port.c_str(), "-U", "postgres", "-D", dir.c_str(),
+          "--synchronous", "--no-loop", "-n", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return receiver;
+}
+
+// Whether, within 30 seconds, `sql` on `uri` answers `expected`.
+bool WaitForAnswer(const std::string& uri, const std::string& sql,
+                   const std::string& expected) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (QueryOne(uri, sql) != expected) {
+    if (absl::Now() >= deadline) return false;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return true;
+}
+
+// Whether, within 30 seconds, the primary at `uri` lists one standby
+// streaming (pg_receivewal counts as one).
+bool WaitForStreaming(const std::string& uri) {
+  return WaitForAnswer(uri,
+                       "SELECT count(*) FROM pg_stat_replication WHERE "
+                       "state = 'streaming'",
+                       "1");
+}
+
+// The port of a URI postgresql://USER@127.0.0.1:PORT/DB.
+std::string PortOf(const std::string& uri) {
+  const std::vector<std::string> parts = absl::StrSplit(uri, ':');
+  if (parts.size() != 3) return "";
+  return parts[2].substr(0, parts[2].find('/'));
+}
+
 class PostgresHistoryTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -112,6 +154,25 @@ TEST_F(PostgresHistoryTest, RangeReservesSixteenRangesPastItself) {
   EXPECT_TRUE(events_.empty());
 }
 
+// A database that never had a standby: only a range past the reservation
+// waits (trivially) for standbys; the ranges inside it cost no round trip
+// more than their commit.
+TEST_F(PostgresHistoryTest, WithoutStandbysOnlyNewReservationsWait) {
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = Open();
+  ASSERT_THAT(store, IsOk());
+  ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{1, 32}));
+  EXPECT_EQ((*store)->counters().standby_waits, 1);
+  for (int64_t low = 33; low < 544; low += 32) {
+    ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+              (Range{low, low + 31}));
+  }
+  EXPECT_EQ((*store)->counters().standby_waits, 1);
+  ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{545, 576}));
+  EXPECT_EQ((*store)->counters().standby_waits, 2);
+}
+
 // What a promoted standby or a restore looks like to the store: hilo_meta
 // records another history, and the rows lack the last commits (Max went
 // back). Before anything is handed out, every collection starts above its
@@ -162,31 +223,16 @@ TEST(PostgresStandbyTest, StuckStandbyFailsReservationsUntilItConfirms) {
       PostgresInstance::Start();
   ASSERT_THAT(postgres, IsOk());
   const std::string uri = (*postgres)->uri();
-  // postgresql://postgres@127.0.0.1:PORT/postgres
-  const std::vector<std::string> parts = absl::StrSplit(uri, ':');
-  ASSERT_EQ(parts.size(), 3u);
-  const std::string port = parts[2].substr(0, parts[2].find('/'));
+  const std::string port = PortOf(uri);
+  ASSERT_FALSE(port.empty()) << uri;
   TempDir wal;
-  const pid_t receiver = fork();
+  const pid_t receiver = StartReceiver(port, wal.path());
   ASSERT_GE(receiver, 0);
-  if (receiver == 0) {
-    execl("/usr/lib/postgresql/15/bin/pg_receivewal", "pg_receivewal", "-h",
-          "127.0.0.1", "-p", port.c_str(), "-U", "postgres", "-D",
-          wal.path().c_str(), "--synchronous", "--no-loop", "-n",
-          static_cast<char*>(nullptr));
-    _exit(127);
-  }
   absl::Cleanup stop_receiver = [receiver] {
     kill(receiver, SIGKILL);
     waitpid(receiver, nullptr, 0);
   };
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (QueryOne(uri,
-                  "SELECT count(*) FROM pg_stat_replication WHERE "
-                  "state = 'streaming'") != "1") {
-    ASSERT_LT(absl::Now(), deadline) << "pg_receivewal did not connect";
-    absl::SleepFor(absl::Milliseconds(20));
-  }
+  ASSERT_TRUE(WaitForStreaming(uri)) << "pg_receivewal did not connect";
   // A role that cannot see the standbys' positions is refused at start,
   // told the grant; with it, it starts.
   ASSERT_THAT(PostgresInstance::Execute(
@@ -228,6 +274,81 @@ TEST(PostgresStandbyTest, StuckStandbyFailsReservationsUntilItConfirms) {
             (Range{801, 832}));
   EXPECT_EQ((*store)->Allocate("fresh", 1, 0, NextToken()).value(),
             (Range{2, 2}));
+}
+
+// A standby streamed, then went away (as the old primary does while it is
+// rebuilt as the new standby after a failover): ranges are still handed
+// out, but what they reserve is not taken as confirmed, so the ranges after
+// them wait again, and once a standby attaches, for it. Without that, a
+// standby promoted before it received those reservations would hand their
+// numbers out again (seen in tests/postgres/failover_test.py).
+TEST(PostgresStandbyTest, ReservationsMadeWithTheStandbyGoneWaitForItsReturn) {
+  absl::StatusOr<std::unique_ptr<PostgresInstance>> postgres =
+      PostgresInstance::Start();
+  ASSERT_THAT(postgres, IsOk());
+  const std::string uri = (*postgres)->uri();
+  const std::string port = PortOf(uri);
+  ASSERT_FALSE(port.empty()) << uri;
+  TempDir first_wal;
+  pid_t first = StartReceiver(port, first_wal.path());
+  ASSERT_GE(first, 0);
+  absl::Cleanup stop_first = [&first] {
+    if (first > 0) kill(first, SIGKILL);
+    if (first > 0) waitpid(first, nullptr, 0);
+  };
+  ASSERT_TRUE(WaitForStreaming(uri)) << "pg_receivewal did not connect";
+
+  PostgresRangeStoreOptions options;
+  options.uri = uri;
+  options.standby_wait = absl::Milliseconds(300);
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
+      PostgresRangeStore::Open(std::move(options));
+  ASSERT_THAT(store, IsOk());
+  ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{1, 32}));
+  EXPECT_EQ((*store)->counters().standby_waits, 1);
+
+  // The standby goes away. Inside the reservation it confirmed: answered
+  // at commit. Past it: handed out (the primary alone is all there is),
+  // reserving up to 632 + 16 * 600.
+  ASSERT_EQ(kill(first, SIGKILL), 0);
+  waitpid(first, nullptr, 0);
+  first = -1;
+  ASSERT_TRUE(
+      WaitForAnswer(uri, "SELECT count(*) FROM pg_stat_replication", "0"))
+      << "the standby is still listed";
+  EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{33, 64}));
+  EXPECT_EQ((*store)->counters().standby_waits, 1);
+  EXPECT_EQ((*store)->Allocate("orders", 568, 0, NextToken()).value(),
+            (Range{65, 632}));
+  EXPECT_EQ((*store)->counters().standby_waits, 2);
+  // Inside that reservation, but it was never confirmed: each range waits.
+  EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{633, 664}));
+  EXPECT_EQ((*store)->counters().standby_waits, 3);
+
+  // A standby attaches and stops confirming: a range inside that
+  // reservation is not handed out until it has the reservation.
+  TempDir second_wal;
+  const pid_t second = StartReceiver(port, second_wal.path());
+  ASSERT_GE(second, 0);
+  absl::Cleanup stop_second = [second] {
+    kill(second, SIGKILL);
+    waitpid(second, nullptr, 0);
+  };
+  ASSERT_TRUE(WaitForStreaming(uri)) << "pg_receivewal did not connect";
+  ASSERT_EQ(kill(second, SIGSTOP), 0);
+  EXPECT_THAT((*store)->Allocate("orders", 32, 0, NextToken()),
+              StatusIs(absl::StatusCode::kUnavailable));
+  ASSERT_EQ(kill(second, SIGCONT), 0);
+  EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{697, 728}));
+  // Confirmed by the standby now: answered at commit again.
+  const int64_t waits = (*store)->counters().standby_waits;
+  EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{729, 760}));
+  EXPECT_EQ((*store)->counters().standby_waits, waits);
 }
 
 }  // namespace

@@ -218,11 +218,12 @@ class Draw:
 def wait_caught_up(primary, bound=60):
     """Waits until a standby streams from `primary` and has flushed all the
     WAL the primary had flushed by then. While no standby streams (the old
-    primary being rebuilt), the primary lists none, and a server confirms
-    its reservations at once: a standby promoted before it has received
-    them would lose them, which docs/reliability.md ("What it cannot see")
-    leaves to the operator (Patroni's maximum_lag_on_failover). The rounds
-    fail over only a standby that has caught up, as such a setup would."""
+    primary being rebuilt), the primary lists none, and the servers hand
+    out ranges on the primary alone: a standby promoted before it has
+    received them would lose them, which docs/reliability.md ("What it
+    cannot see") leaves to the operator (Patroni's maximum_lag_on_failover).
+    The rounds fail over only a standby that has caught up, as such a setup
+    would."""
     deadline = time.monotonic() + bound
     target = None
     while time.monotonic() < deadline:

@@ -49,7 +49,8 @@ PostgresBatchRunner::Counters PostgresBatchRunner::counters() const {
   return {set_aside_.load(std::memory_order_relaxed),
           creations_set_aside_.load(std::memory_order_relaxed),
           locked_failures_.load(std::memory_order_relaxed),
-          conflict_retries_.load(std::memory_order_relaxed)};
+          conflict_retries_.load(std::memory_order_relaxed),
+          standby_waits_.load(std::memory_order_relaxed)};
 }
 
 void PostgresBatchRunner::SetReachable(bool reachable) {

@@ -110,6 +110,7 @@ class PostgresBatchRunner {
     int64_t creations_set_aside = 0;
     int64_t locked_failures = 0;
     int64_t conflict_retries = 0;
+    int64_t standby_waits = 0;
   };
 
   PostgresBatchRunner(Options options, Hooks hooks);
@@ -237,10 +238,15 @@ class PostgresBatchRunner {
   // Reservations: the ceiling of each collection this server saw
   // confirmed by the standbys since its connection opened.
   std::unordered_map<std::string, int64_t> confirmed_ceiling_;
+  // Some wait counted a standby, on any connection: a fleet that had
+  // standbys will have them again, so a wait that counts none confirms
+  // nothing (ConfirmReservations).
+  bool standby_seen_ = false;
   std::atomic<int64_t> set_aside_{0};
   std::atomic<int64_t> creations_set_aside_{0};
   std::atomic<int64_t> locked_failures_{0};
   std::atomic<int64_t> conflict_retries_{0};
+  std::atomic<int64_t> standby_waits_{0};
 };
 
 }  // namespace internal

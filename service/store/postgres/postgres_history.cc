@@ -47,7 +47,8 @@ SELECT count(*) FILTER (WHERE r.flush_lsn IS NULL OR r.flush_lsn < $1::pg_lsn),
        string_agg(CASE WHEN r.flush_lsn IS NULL OR r.flush_lsn < $1::pg_lsn
                   THEN coalesce(r.application_name, '') || ' at ' ||
                        coalesce(r.flush_lsn::text, 'an unknown position')
-                  END, ', ')
+                  END, ', '),
+       count(*)
 FROM pg_stat_replication r
 LEFT JOIN pg_replication_slots s ON s.active_pid = r.pid
 WHERE r.state IS DISTINCT FROM 'backup'
@@ -176,9 +177,10 @@ absl::Status CheckStandbysVisible(PostgresConnection& c,
       description, standbys, user, user));
 }
 
-absl::Status WaitForStandbys(PostgresConnection& c, absl::Duration bound,
-                             absl::Duration poll,
-                             absl::string_view description) {
+absl::StatusOr<int64_t> WaitForStandbys(PostgresConnection& c,
+                                        absl::Duration bound,
+                                        absl::Duration poll,
+                                        absl::string_view description) {
   const auto deadline =
       std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(bound);
   absl::StatusOr<Result> flushed = c.Query(
@@ -194,7 +196,7 @@ absl::Status WaitForStandbys(PostgresConnection& c, absl::Duration bound,
     // A statement with parameters answers in binary.
     const int64_t waiting = ReadInt64(r->get(), 0, 0);
     const int64_t hidden = ReadInt64(r->get(), 0, 1);
-    if (waiting == 0) return absl::OkStatus();
+    if (waiting == 0) return ReadInt64(r->get(), 0, 3);
     const std::string behind_list(PQgetvalue(r->get(), 0, 2),
                                   PQgetlength(r->get(), 0, 2));
     if (std::chrono::steady_clock::now() >= deadline) {

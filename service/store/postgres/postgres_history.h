@@ -24,14 +24,27 @@
 // (Max = return floor = ceiling, tokens retired, as a SetFloor would), in
 // one transaction that also records the new identity.
 //
-// What this cannot see: a standby that was not connected to the primary
-// while reservations were confirmed (pg_stat_replication did not list it)
-// and is promoted later; a table restored from an older copy into the same
-// cluster and timeline; rows lost whole. (A check of each row's ceiling
-// against the highest this server saw was tried and dropped: a collection
-// deleted and created again by another server looks the same, and the
-// fuzzer's two stores found such a row moved on where the contract says it
-// starts at 1.) docs/reliability.md says what an operator does about those.
+// No standby listed. A reservation committed while the primary lists no
+// standby is confirmed by the primary alone, and remembered as confirmed
+// only if this server has never seen a standby listed: once it has, a fleet
+// will have standbys again (the old primary, rebuilt as the new standby
+// after a failover), and a reservation remembered then would let the ranges
+// inside it be answered at commit after that standby attached, before it
+// received the reservation. So every later range waits again, and once a
+// standby attaches, for its flush, which covers what was reserved without
+// it.
+//
+// What this cannot see: the ranges handed out while no standby was listed
+// (a standby promoted before it caught up with them loses them), and so a
+// standby that was not connected to the primary while reservations were
+// confirmed and is promoted later; a server that started while none was
+// listed (it has seen none yet); a table restored from an older copy into
+// the same cluster and timeline; rows lost whole. (A check of each row's
+// ceiling against the highest this server saw was tried and dropped: a
+// collection deleted and created again by another server looks the same,
+// and the fuzzer's two stores found such a row moved on where the contract
+// says it starts at 1.) docs/reliability.md says what an operator does
+// about those.
 //
 // Private to service/store/postgres/.
 #ifndef HILO_SERVICE_STORE_POSTGRES_POSTGRES_HISTORY_H_
@@ -94,13 +107,15 @@ absl::Status CheckStandbysVisible(PostgresConnection& c,
 
 // Waits until every physical standby in pg_stat_replication (but base
 // backups in progress) has flushed the primary's WAL as far as it is
-// flushed now, which covers every commit that has returned. OK at once
-// with no standby. UNAVAILABLE, naming the standbys behind and, when
-// their positions are hidden from this role, the grant that shows them,
-// if `bound` passes first. Polls every `poll`.
-absl::Status WaitForStandbys(PostgresConnection& c, absl::Duration bound,
-                             absl::Duration poll,
-                             absl::string_view description);
+// flushed now, which covers every commit that has returned, and answers
+// how many standbys that was (at once 0 with no standby listed: nothing
+// is then confirmed beyond the primary). UNAVAILABLE, naming the standbys
+// behind and, when their positions are hidden from this role, the grant
+// that shows them, if `bound` passes first. Polls every `poll`.
+absl::StatusOr<int64_t> WaitForStandbys(PostgresConnection& c,
+                                        absl::Duration bound,
+                                        absl::Duration poll,
+                                        absl::string_view description);
 
 }  // namespace internal
 }  // namespace hilo

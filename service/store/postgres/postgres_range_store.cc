@@ -236,6 +236,7 @@ PostgresRangeStore::Counters PostgresRangeStore::counters() const {
     sum.creations_set_aside += c.creations_set_aside;
     sum.locked_failures += c.locked_failures;
     sum.conflict_retries += c.conflict_retries;
+    sum.standby_waits += c.standby_waits;
   }
   return sum;
 }

@@ -168,6 +168,9 @@ class PostgresRangeStore final : public RangeStore {
     // Runs of a batch repeated after a conflict (serialization failure,
     // deadlock, a collection created meanwhile).
     int64_t conflict_retries = 0;
+    // Commits after which a reply waited for the standbys to confirm its
+    // reservation (two round trips each, however many standbys).
+    int64_t standby_waits = 0;
   };
   Counters counters() const;
 

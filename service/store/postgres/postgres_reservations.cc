@@ -38,9 +38,12 @@ void PostgresBatchRunner::ConfirmReservations(PostgresBatch& batch) {
     if (row.dirty && !row.now.has_value()) confirmed_ceiling_.erase(name);
   }
   if (!batch.awaits_standbys) return;
-  absl::Status s = WaitForStandbys(*connection_, options_.store.standby_wait,
-                                   absl::Milliseconds(1), options_.description);
-  if (!s.ok()) {
+  standby_waits_.fetch_add(1, std::memory_order_relaxed);
+  absl::StatusOr<int64_t> standbys =
+      WaitForStandbys(*connection_, options_.store.standby_wait,
+                      absl::Milliseconds(1), options_.description);
+  if (!standbys.ok()) {
+    const absl::Status& s = standbys.status();
     // Committed, but a failover may lose it: the ranges are not handed
     // out (their numbers are skipped), exactly as for a COMMIT whose wait
     // for a synchronous standby was cancelled.
@@ -50,6 +53,13 @@ void PostgresBatchRunner::ConfirmReservations(PostgresBatch& batch) {
     if (!connection_->ok()) LostConnection();
     return;
   }
+  if (*standbys > 0) standby_seen_ = true;
+  // None listed where one streamed before (say the old primary, being
+  // rebuilt as the new standby after a failover): the replies go out, as
+  // they must while a fleet runs on its primary alone, but their
+  // reservations are not remembered as confirmed, so every later range
+  // waits again, and once a standby attaches, for its flush.
+  if (*standbys == 0 && standby_seen_) return;
   for (const auto& [name, row] : batch.rows) {
     if (row.now.has_value() && (row.locked || row.dirty)) {
       int64_t& confirmed = confirmed_ceiling_[name];
