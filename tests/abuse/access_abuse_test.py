@@ -158,17 +158,7 @@ def audit_drowning(binary):
         refused = collections.Counter()
         floors = []
 
-        def flooder(stop):
-            ch = server.endpoint.channel()
-            call = ch.unary_unary(lib.NEXT, request_serializer=None,
-                                  response_deserializer=None)
-            while not stop.is_set():
-                futures = [call.future(lib.next_range_request("junk"),
-                                       timeout=10) for _ in range(16)]
-                for f in futures:
-                    error = f.exception()
-                    refused[error.code().name if error else "OK"] += 1
-            ch.close()
+        flooder = refusal_flooder(server, refused)
 
         def lowpriv_admin(stop):
             ch = server.endpoint.channel()
