@@ -213,18 +213,33 @@ TEST_F(PostgresHistoryTest, AnotherHistoryMovesEveryCollectionOnToItsCeiling) {
   EXPECT_TRUE(events_.empty());
 }
 
+// A cluster of its own, whose standbys a test starts and stops: every other
+// test's reservations would wait for them too.
+class PostgresStandbyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<PostgresInstance>> postgres =
+        PostgresInstance::Start();
+    ASSERT_THAT(postgres, IsOk());
+    postgres_ = *std::move(postgres);
+    uri_ = postgres_->uri();
+    port_ = PortOf(uri_);
+    ASSERT_FALSE(port_.empty()) << uri_;
+  }
+
+  std::unique_ptr<PostgresInstance> postgres_;
+  std::string uri_;
+  std::string port_;
+};
+
 // A standby that stops confirming (pg_receivewal --synchronous, a real
 // physical replication client, stopped with SIGSTOP): a range that needs a
 // new reservation is not handed out (UNAVAILABLE) and its numbers are
 // skipped; once the standby goes on, ranges are handed out again, above.
 // On a cluster of its own: every other test's reservations would wait too.
-TEST(PostgresStandbyTest, StuckStandbyFailsReservationsUntilItConfirms) {
-  absl::StatusOr<std::unique_ptr<PostgresInstance>> postgres =
-      PostgresInstance::Start();
-  ASSERT_THAT(postgres, IsOk());
-  const std::string uri = (*postgres)->uri();
-  const std::string port = PortOf(uri);
-  ASSERT_FALSE(port.empty()) << uri;
+TEST_F(PostgresStandbyTest, StuckStandbyFailsReservationsUntilItConfirms) {
+  const std::string& uri = uri_;
+  const std::string& port = port_;
   TempDir wal;
   const pid_t receiver = StartReceiver(port, wal.path());
   ASSERT_GE(receiver, 0);
@@ -282,13 +297,10 @@ TEST(PostgresStandbyTest, StuckStandbyFailsReservationsUntilItConfirms) {
 // them wait again, and once a standby attaches, for it. Without that, a
 // standby promoted before it received those reservations would hand their
 // numbers out again (seen in tests/postgres/failover_test.py).
-TEST(PostgresStandbyTest, ReservationsMadeWithTheStandbyGoneWaitForItsReturn) {
-  absl::StatusOr<std::unique_ptr<PostgresInstance>> postgres =
-      PostgresInstance::Start();
-  ASSERT_THAT(postgres, IsOk());
-  const std::string uri = (*postgres)->uri();
-  const std::string port = PortOf(uri);
-  ASSERT_FALSE(port.empty()) << uri;
+TEST_F(PostgresStandbyTest,
+       ReservationsMadeWithTheStandbyGoneWaitForItsReturn) {
+  const std::string& uri = uri_;
+  const std::string& port = port_;
   TempDir first_wal;
   pid_t first = StartReceiver(port, first_wal.path());
   ASSERT_GE(first, 0);
