@@ -1,5 +1,7 @@
 // The PostgreSQL store's max_collections, counted for every store (every
-// hilo server) on one database (issue 36 item 5), on a real server.
+// hilo server) on one database (issue 36 item 5), on a real server: the
+// fleet's count row of postgres_fleet_count.cc, not this server's own
+// count (postgres_collection_count.h). The suite keeps its older name.
 #include <memory>
 #include <string>
 #include <thread>
