@@ -76,7 +76,7 @@ class PostgresBatchRunnerTest : public PostgresSchemaTest {
   std::unique_ptr<PostgresBatchRunner> NewRunner(
       PostgresBatchRunner::Options options = {}) {
     options.description = "the test's database";
-    options.store.on_database_error = [this](const absl::Status& detail) {
+    options.on_database_error = [this](const absl::Status& detail) {
       errors_.push_back(detail);
     };
     PostgresBatchRunner::Hooks hooks;
