@@ -22,7 +22,7 @@
 #include "service/store/postgres/postgres_row_codec.h"
 #include "service/store/postgres/postgres_schema.h"
 #include "service/store/range_token.h"
-#include "testing/postgres_instance.h"
+#include "testing/postgres_schema_fixture.h"
 #include "testing/postgres_session.h"
 #include "testing/status_matchers.h"
 
@@ -30,7 +30,7 @@ namespace hilo::internal {
 namespace {
 
 using ::hilo::testing_util::IsOk;
-using ::hilo::testing_util::PostgresInstance;
+using ::hilo::testing_util::PostgresSchemaTest;
 using ::hilo::testing_util::PostgresSession;
 using ::hilo::testing_util::StatusIs;
 using ::testing::HasSubstr;
@@ -57,14 +57,10 @@ std::unique_ptr<PostgresRequest> Request(Kind kind, const std::string& name) {
   return r;
 }
 
-class PostgresBatchRunnerTest : public ::testing::Test {
+class PostgresBatchRunnerTest : public PostgresSchemaTest {
  protected:
   void SetUp() override {
-    absl::StatusOr<PostgresInstance*> postgres = PostgresInstance::Shared();
-    ASSERT_THAT(postgres, IsOk());
-    absl::StatusOr<std::string> uri = (*postgres)->NewSchema();
-    ASSERT_THAT(uri, IsOk());
-    uri_ = *uri;
+    ASSERT_NO_FATAL_FAILURE(PostgresSchemaTest::SetUp());
     absl::StatusOr<std::unique_ptr<PostgresConnection>> c = Connect();
     ASSERT_THAT(c, IsOk());
     ASSERT_THAT(CreateOrCheckPostgresSchema(**c, "the test's database"),
@@ -80,7 +76,7 @@ class PostgresBatchRunnerTest : public ::testing::Test {
   std::unique_ptr<PostgresBatchRunner> NewRunner(
       PostgresBatchRunner::Options options = {}) {
     options.description = "the test's database";
-    options.store.on_database_error = [this](const absl::Status& detail) {
+    options.on_database_error = [this](const absl::Status& detail) {
       errors_.push_back(detail);
     };
     PostgresBatchRunner::Hooks hooks;
@@ -130,7 +126,6 @@ class PostgresBatchRunnerTest : public ::testing::Test {
         " & 4294967295)")));
   }
 
-  std::string uri_;
   std::unique_ptr<PostgresSession> session_;
   PostgresCollectionCount count_;
   std::vector<bool> reachable_;

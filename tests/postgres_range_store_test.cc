@@ -24,6 +24,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/postgres_instance.h"
+#include "testing/postgres_schema_fixture.h"
 #include "testing/postgres_session.h"
 #include "testing/range_store_fixture.h"
 #include "testing/status_matchers.h"
@@ -35,6 +36,7 @@ namespace {
 using ::hilo::testing_util::IsOk;
 using ::hilo::testing_util::NextToken;
 using ::hilo::testing_util::PostgresInstance;
+using ::hilo::testing_util::PostgresSchemaTest;
 using ::hilo::testing_util::PostgresSession;
 using ::hilo::testing_util::StatusIs;
 using ::testing::AllOf;
@@ -48,22 +50,13 @@ absl::StatusOr<std::unique_ptr<PostgresRangeStore>> OpenOn(
   return PostgresRangeStore::Open(std::move(options));
 }
 
-class PostgresRangeStoreTest : public ::testing::Test {
+class PostgresRangeStoreTest : public PostgresSchemaTest {
  protected:
-  void SetUp() override {
-    absl::StatusOr<PostgresInstance*> postgres = PostgresInstance::Shared();
-    ASSERT_THAT(postgres, IsOk());
-    absl::StatusOr<std::string> uri = (*postgres)->NewSchema();
-    ASSERT_THAT(uri, IsOk());
-    uri_ = *uri;
-  }
-
   // Options of a store on this test's schema that claims one of
   // `candidates` as `holder`.
   PostgresRangeStoreOptions WithTags(std::vector<std::string> candidates,
                                      std::string holder) const {
-    PostgresRangeStoreOptions options;
-    options.uri = uri_;
+    PostgresRangeStoreOptions options = StoreOptions();
     NodeTagLease& lease = options.node_tag_lease.emplace();
     lease.candidates = std::move(candidates);
     lease.holder = std::move(holder);
@@ -89,8 +82,6 @@ class PostgresRangeStoreTest : public ::testing::Test {
         "UPDATE hilo_nodes SET expires_at = now() + interval '1 second' "
         "WHERE tag = 'X'");
   }
-
-  std::string uri_;  // a schema of this test's own
 };
 
 // "t" once tag X's claim runs 20 s or more ahead (see ShortenClaimOfX).
@@ -127,8 +118,7 @@ class ReadBatchGate {
 // delays no allocation.
 TEST_F(PostgresRangeStoreTest, WriteCompletesWhileAReadBatchIsHeldBack) {
   ReadBatchGate gate;
-  PostgresRangeStoreOptions options;
-  options.uri = uri_;
+  PostgresRangeStoreOptions options = StoreOptions();
   gate.InstallIn(options);
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
       PostgresRangeStore::Open(std::move(options));
@@ -169,7 +159,7 @@ TEST_F(PostgresRangeStoreTest, ServersOnOneDatabaseNeverOverlap) {
   constexpr int kCollections = 5;
   std::vector<std::unique_ptr<PostgresRangeStore>> servers;
   for (int i = 0; i < kServers; ++i) {
-    absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = OpenOn(uri_);
+    absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = OpenStore();
     ASSERT_THAT(store, IsOk());
     servers.push_back(*std::move(store));
   }
@@ -416,7 +406,7 @@ TEST_F(PostgresRangeStoreTest, CollectionCreatedElsewhereHoldsUpOnlyItself) {
 // hilo's tables further along it, still sees another session's creation
 // under the lock and sets only that collection aside.
 TEST_F(PostgresRangeStoreTest, CreationLockIsTheTablesWhateverTheSearchPath) {
-  ASSERT_THAT(OpenOn(uri_), IsOk());  // the tables, in this test's schema
+  ASSERT_THAT(OpenStore(), IsOk());  // the tables, in this test's schema
   const std::string::size_type at = uri_.find("%3D");
   ASSERT_NE(at, std::string::npos) << uri_;
   const std::string schema = uri_.substr(at + 3);
@@ -446,7 +436,7 @@ TEST_F(PostgresRangeStoreTest, CreationLockIsTheTablesWhateverTheSearchPath) {
 // Holding every key it can compute (the scheme without the salt, which the
 // README once published) holds up no creation.
 TEST_F(PostgresRangeStoreTest, ForeignRoleCannotBlockACreation) {
-  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> opened = OpenOn(uri_);
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> opened = OpenStore();
   ASSERT_THAT(opened, IsOk());
   PostgresRangeStore& store = **opened;
   ASSERT_THAT(PostgresInstance::Execute(
@@ -493,8 +483,7 @@ TEST_F(PostgresRangeStoreTest, BurstOfNewCollectionsIsCreatedAtMost64ACommit) {
   CommitGate gate;
   std::mutex mu;
   std::vector<int64_t> counts;  // rows after each commit, in order
-  PostgresRangeStoreOptions options;
-  options.uri = uri_;
+  PostgresRangeStoreOptions options = StoreOptions();
   options.max_batch = 4096;
   options.on_commit = [&](absl::Duration, int, int64_t collections) {
     std::lock_guard<std::mutex> lock(mu);
@@ -567,7 +556,7 @@ TEST_F(PostgresRangeStoreTest, ServersStartingTogetherCreateTheSchemaOnce) {
   std::vector<absl::Status> opened(kServers);
   std::vector<std::thread> threads;
   for (int i = 0; i < kServers; ++i) {
-    threads.emplace_back([&, i] { opened[i] = OpenOn(uri_).status(); });
+    threads.emplace_back([&, i] { opened[i] = OpenStore().status(); });
   }
   for (std::thread& t : threads) t.join();
   for (const absl::Status& s : opened) EXPECT_THAT(s, IsOk());
@@ -577,7 +566,7 @@ TEST_F(PostgresRangeStoreTest, OtherApplicationsSchemaIsFailedPrecondition) {
   ASSERT_THAT(
       PostgresInstance::Execute(uri_, "CREATE TABLE orders (id BIGINT)"),
       IsOk());
-  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = OpenOn(uri_);
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = OpenStore();
   EXPECT_THAT(store,
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("holds 1 tables of another application")));
@@ -590,13 +579,13 @@ TEST_F(PostgresRangeStoreTest, OtherApplicationsSchemaIsFailedPrecondition) {
 }
 
 TEST_F(PostgresRangeStoreTest, NewerSchemaIsFailedPrecondition) {
-  ASSERT_THAT(OpenOn(uri_), IsOk());
+  ASSERT_THAT(OpenStore(), IsOk());
   ASSERT_THAT(
       PostgresInstance::Execute(uri_,
                                 "UPDATE hilo_meta SET value = '6' WHERE key = "
                                 "'schema_version'"),
       IsOk());
-  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = OpenOn(uri_);
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = OpenStore();
   EXPECT_THAT(store, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(
       store.status().message(),
@@ -606,7 +595,7 @@ TEST_F(PostgresRangeStoreTest, NewerSchemaIsFailedPrecondition) {
 // Version 1 had no hilo_nodes; its collections survive the migration.
 TEST_F(PostgresRangeStoreTest, SchemaVersionOneIsMigrated) {
   {
-    absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = OpenOn(uri_);
+    absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = OpenStore();
     ASSERT_THAT(store, IsOk());
     ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
               (Range{1, 32}));
@@ -616,7 +605,7 @@ TEST_F(PostgresRangeStoreTest, SchemaVersionOneIsMigrated) {
                   "DROP TABLE hilo_nodes; UPDATE hilo_meta SET value = '1' "
                   "WHERE key = 'schema_version'"),
               IsOk());
-  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = OpenOn(uri_);
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = OpenStore();
   ASSERT_THAT(store, IsOk());
   PostgresSession session(uri_);
   EXPECT_EQ(session.Query("SELECT value FROM hilo_meta WHERE key = "
@@ -657,8 +646,7 @@ void CutConnection(int socket) {
 // allocation starts above what that COMMIT stored.
 TEST_F(PostgresRangeStoreTest, CommitWithUnknownOutcomeIsNeverReportedApplied) {
   std::atomic<bool> cut{false};
-  PostgresRangeStoreOptions options;
-  options.uri = uri_;
+  PostgresRangeStoreOptions options = StoreOptions();
   options.after_commit_sent_for_testing = [&](int socket) {
     if (!cut.exchange(false)) return;
     // Wait until the COMMIT is visible to another session, then cut the
@@ -694,7 +682,7 @@ TEST_F(PostgresRangeStoreTest,
   // The store's sessions carry a name of their own, to be found below.
   const std::string name = absl::StrCat("hilo_test_", getpid());
   const std::string uri = absl::StrCat(uri_, "&application_name=", name);
-  ASSERT_THAT(OpenOn(uri_), IsOk());  // the schema
+  ASSERT_THAT(OpenStore(), IsOk());  // the schema
   PostgresSession other(uri_);
   PostgresSession watcher(uri_);
   // The other server's row, not committed yet: invisible to the store's
@@ -767,7 +755,7 @@ TEST_F(PostgresRangeStoreTest, ClosingReleasesTheNodeTag) {
 // A crashed server's claim runs out; until then, a server that wants that
 // very tag waits (wait_for_held) rather than failing.
 TEST_F(PostgresRangeStoreTest, ClaimThatRanOutIsTakenOver) {
-  ASSERT_THAT(OpenOn(uri_), IsOk());  // the schema
+  ASSERT_THAT(OpenStore(), IsOk());  // the schema
   ASSERT_THAT(PostgresInstance::Execute(
                   uri_,
                   "INSERT INTO hilo_nodes VALUES ('X', 'crashed pid 7', "
@@ -895,8 +883,7 @@ TEST_F(PostgresRangeStoreTest, BadNodeTagLeasesAreInvalidArgument) {
 TEST_F(PostgresRangeStoreTest, ReadsNeverReportABrokenWriterReachable) {
   std::atomic<bool> cut{false};
   std::atomic<int> downs{0}, ups{0};
-  PostgresRangeStoreOptions options;
-  options.uri = uri_;
+  PostgresRangeStoreOptions options = StoreOptions();
   options.probe_interval = absl::Hours(1);  // no probe during the test
   options.on_reachability = [&](bool reachable) {
     ++(reachable ? ups : downs);
@@ -933,8 +920,7 @@ TEST_F(PostgresRangeStoreTest, ProbeCountNeverOverwritesANewerCount) {
   testing_util::Notification first_counted, first_stored_may_go, second_counted,
       second_stored_may_go;
   std::atomic<int> counts{0};
-  PostgresRangeStoreOptions options;
-  options.uri = uri_;
+  PostgresRangeStoreOptions options = StoreOptions();
   options.probe_interval = absl::Milliseconds(10);
   options.before_count_stored_for_testing = [&] {
     const int count = ++counts;

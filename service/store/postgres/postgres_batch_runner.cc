@@ -108,8 +108,8 @@ void PostgresBatchRunner::Run(absl::Span<GroupCommit::Operation* const> ops) {
     }
     if (r->status.message() != reported) {
       reported = std::string(r->status.message());
-      if (options_.store.on_database_error) {
-        options_.store.on_database_error(r->status);
+      if (options_.on_database_error) {
+        options_.on_database_error(r->status);
       }
     }
     r->status = ForClients(r->status);
@@ -123,10 +123,10 @@ void PostgresBatchRunner::RunAttempts(
     reads |= r->kind == PostgresRequest::Kind::kGet ||
              r->kind == PostgresRequest::Kind::kList;
   }
-  if (reads && options_.store.before_read_batch_for_testing) {
-    options_.store.before_read_batch_for_testing();
+  if (reads && options_.before_read_batch_for_testing) {
+    options_.before_read_batch_for_testing();
   }
-  for (int attempt = 1; attempt <= options_.store.max_attempts; ++attempt) {
+  for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
     if (attempt > 1) conflict_retries_.fetch_add(1, std::memory_order_relaxed);
     if (absl::Status s = EnsureConnected(); !s.ok()) {
       for (PostgresRequest* r : batch) r->status = s;
@@ -142,8 +142,8 @@ void PostgresBatchRunner::RunAttempts(
     }
   }
   for (PostgresRequest* r : batch) {
-    r->status = ConflictsExhaustedError(options_.description,
-                                        options_.store.max_attempts);
+    r->status =
+        ConflictsExhaustedError(options_.description, options_.max_attempts);
   }
 }
 
@@ -177,8 +177,8 @@ PostgresBatchRunner::Attempt PostgresBatchRunner::RunOnce(
   }
   JudgeRequests(batch);
   if (!batch.any_write && batch.counted.has_value()) {
-    if (options_.store.before_count_stored_for_testing) {
-      options_.store.before_count_stored_for_testing();
+    if (options_.before_count_stored_for_testing) {
+      options_.before_count_stored_for_testing();
     }
     hooks_.count->StoreIfCurrent(*batch.counted, *batch.counted_at);
   }
@@ -421,7 +421,7 @@ bool PostgresBatchRunner::SetAside(
   if (!postponed && !any_in(batch.held)) return false;
   if (!r.lock_deadline.has_value()) {
     r.lock_deadline =
-        steady_now + absl::ToChronoMilliseconds(options_.store.lock_timeout);
+        steady_now + absl::ToChronoMilliseconds(options_.lock_timeout);
   }
   const bool creating = batch.creating_elsewhere.count(r.name) > 0;
   if (postponed) {
@@ -436,7 +436,7 @@ bool PostgresBatchRunner::SetAside(
           "collection \"%s\" was not created within %s: more new "
           "collections are being created than the store creates per "
           "commit (%d); nothing was changed",
-          r.name, absl::FormatDuration(options_.store.lock_timeout),
+          r.name, absl::FormatDuration(options_.lock_timeout),
           kMaxCreationsPerBatch));
     }
     return true;
@@ -451,7 +451,7 @@ bool PostgresBatchRunner::SetAside(
   // this batch holds, which its judge answers.
   if (r.kind == PostgresRequest::Kind::kReturnMany) return false;
   locked_failures_.fetch_add(1, std::memory_order_relaxed);
-  r.status = LockedRowError(r.name, creating, options_.store.lock_timeout);
+  r.status = LockedRowError(r.name, creating, options_.lock_timeout);
   return true;
 }
 
@@ -470,8 +470,8 @@ void PostgresBatchRunner::Judge(PostgresBatch& batch, PostgresRequest& r) {
           JudgeReturn(batch, r.name, r.end, r.last, r.token, now, &r.returned);
       break;
     case PostgresRequest::Kind::kReturnMany: {
-      const int locked = JudgeReturnMany(batch, r.items, now,
-                                         options_.store.lock_timeout, &r.many);
+      const int locked =
+          JudgeReturnMany(batch, r.items, now, options_.lock_timeout, &r.many);
       locked_failures_.fetch_add(locked, std::memory_order_relaxed);
       break;
     }
@@ -588,8 +588,8 @@ PostgresBatchRunner::Attempt PostgresBatchRunner::Commit(
   const absl::Time commit_start = absl::Now();
   c.TakeWarning();
   std::vector<Result> results;
-  absl::Status sent = c.Pipeline(second, &results,
-                                 options_.store.after_commit_sent_for_testing);
+  absl::Status sent =
+      c.Pipeline(second, &results, options_.after_commit_sent_for_testing);
   // Until a commit goes through again, this server is not one to send
   // calls to (health NOT_SERVING); the next probe tries again.
   absl::Cleanup commit_failed = [&] { SetReachable(false); };
@@ -637,10 +637,9 @@ PostgresBatchRunner::Attempt PostgresBatchRunner::Commit(
   // A probe's count runs on the read connection, never in a batch that
   // writes (StoreIfCurrent stores it): here the count only moves.
   hooks_.count->Add(created);
-  if (options_.store.on_commit) {
-    options_.store.on_commit(commit_time,
-                             static_cast<int>(batch.requests.size()),
-                             hooks_.count->Load());
+  if (options_.on_commit) {
+    options_.on_commit(commit_time, static_cast<int>(batch.requests.size()),
+                       hooks_.count->Load());
   }
   if (options_.reserves) ConfirmReservations(batch);
   return Attempt::kDone;

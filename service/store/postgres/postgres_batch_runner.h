@@ -49,13 +49,13 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "hilo/base/clock.h"
 #include "service/store/group_commit.h"
 #include "service/store/postgres/postgres_batch.h"
 #include "service/store/postgres/postgres_collection_count.h"
 #include "service/store/postgres/postgres_connection.h"
-#include "service/store/postgres/postgres_options.h"
 #include "service/store/postgres/postgres_request.h"
 
 namespace hilo {
@@ -63,12 +63,10 @@ namespace internal {
 
 class PostgresBatchRunner {
  public:
+  // What the runner is told of the store that owns it, which builds these
+  // from PostgresRangeStoreOptions (the connection's settings are the
+  // connect hook's business). The defaults are that struct's.
   struct Options {
-    // The store's limits and hooks the runner reads: max_attempts,
-    // lock_timeout, reserve_ranges, standby_wait, max_collections, on_commit,
-    // on_database_error and the batch test hooks (the connection's
-    // settings are the connect hook's business; the clock is `clock`).
-    PostgresRangeStoreOptions store;
     // "postgresql://user@host:port/db", what errors name.
     std::string description;
     // Source of updated_at; null: the system clock.
@@ -76,8 +74,38 @@ class PostgresBatchRunner {
     // The write connection's runner: reserves numbers ahead and waits for
     // the standbys to confirm them (postgres_history.h).
     bool reserves = false;
-    // Test hook: runs once the creation locks are taken, before the
-    // requests are judged, inside the transaction.
+    // Runs of one batch that may end in a conflict before it fails with
+    // UNAVAILABLE.
+    int max_attempts = 8;
+    // How long an operation on a row another session holds (or is
+    // creating) is set aside before it fails; the store gives its
+    // sessions' lock_timeout, which its errors name.
+    absl::Duration lock_timeout = absl::Seconds(2);
+    // Reservations, with `reserves`: how many ranges past a range to
+    // reserve, and how long its reply waits for the standbys to confirm.
+    int reserve_ranges = 16;
+    absl::Duration standby_wait = absl::Seconds(2);
+    // The most rows every server on the database may create together
+    // (postgres_fleet_count.cc); 0: no limit.
+    int64_t max_collections = 0;
+    // Told after each commit: how long it took, its operations, and the
+    // rows this server knows of. Null: not told.
+    std::function<void(absl::Duration commit, int operations,
+                       int64_t collections)>
+        on_commit;
+    // Told the whole of each database error a batch fails with (callers
+    // get a short reason). Null: not told.
+    std::function<void(const absl::Status&)> on_database_error;
+    // Test hooks, each null for none. Runs before a batch that holds a Get
+    // or List starts.
+    std::function<void()> before_read_batch_for_testing;
+    // Runs once a batch's writes and COMMIT are sent, before their results
+    // are read, with the connection's socket.
+    std::function<void(int socket)> after_commit_sent_for_testing;
+    // Runs once a probe has counted the rows, before the count is stored.
+    std::function<void()> before_count_stored_for_testing;
+    // Runs once the creation locks are taken, before the requests are
+    // judged, inside the transaction.
     std::function<void()> before_judging_for_testing;
   };
 

@@ -89,13 +89,13 @@ std::optional<PostgresBatchRunner::Attempt> PostgresBatchRunner::LockFleetCount(
     batch.held.insert(deleting.begin(), deleting.end());
     return std::nullopt;
   }
-  const int64_t max = options_.store.max_collections;
+  const int64_t max = options_.max_collections;
   if (max > 0) Admit(batch, max - ReadInt64(results[0].get(), 0, 0));
   return std::nullopt;
 }
 
 void PostgresBatchRunner::Admit(PostgresBatch& batch, int64_t room) const {
-  const int64_t max = options_.store.max_collections;
+  const int64_t max = options_.max_collections;
   // The new rows, in the order their requests came, while they fit; a row
   // only PutForTesting creates is not held to the limit.
   std::set<std::string> admitted, refused;

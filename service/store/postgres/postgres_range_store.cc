@@ -35,6 +35,25 @@ using internal::Trimmed;
 // A statement takes at most 65,535 parameters: 8 per row written.
 constexpr int kMaxBatch = 4096;
 
+// What a batch runner is told of the store's options: its limits, the
+// reports it makes and its test hooks.
+PostgresBatchRunner::Options RunnerOptions(
+    const PostgresRangeStoreOptions& store) {
+  PostgresBatchRunner::Options runner;
+  runner.max_attempts = store.max_attempts;
+  runner.lock_timeout = store.lock_timeout;
+  runner.reserve_ranges = store.reserve_ranges;
+  runner.standby_wait = store.standby_wait;
+  runner.max_collections = store.max_collections;
+  runner.on_commit = store.on_commit;
+  runner.on_database_error = store.on_database_error;
+  runner.before_read_batch_for_testing = store.before_read_batch_for_testing;
+  runner.after_commit_sent_for_testing = store.after_commit_sent_for_testing;
+  runner.before_count_stored_for_testing =
+      store.before_count_stored_for_testing;
+  return runner;
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> DescribePostgresConnection(absl::string_view uri) {
@@ -211,8 +230,7 @@ std::unique_ptr<PostgresBatchRunner> PostgresRangeStore::MakeRunner(
     };
   }
   hooks.count = count_.get();
-  PostgresBatchRunner::Options runner;
-  runner.store = options_;
+  PostgresBatchRunner::Options runner = RunnerOptions(options_);
   runner.description = description_;
   runner.clock = clock_;
   runner.reserves = writes;

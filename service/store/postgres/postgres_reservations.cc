@@ -26,9 +26,9 @@ void PostgresBatchRunner::Reserve(PostgresBatch& batch, PostgresRequest& r,
   if (high <= row.ceiling) return;  // reserved already, perhaps elsewhere
   const int64_t room = std::numeric_limits<int64_t>::max() - high;
   const int64_t ahead = std::max<int64_t>(size, 1);
-  row.ceiling = ahead > room / options_.store.reserve_ranges
+  row.ceiling = ahead > room / options_.reserve_ranges
                     ? std::numeric_limits<int64_t>::max()
-                    : high + ahead * options_.store.reserve_ranges;
+                    : high + ahead * options_.reserve_ranges;
   row.dirty = true;
 }
 
@@ -40,7 +40,7 @@ void PostgresBatchRunner::ConfirmReservations(PostgresBatch& batch) {
   if (!batch.awaits_standbys) return;
   standby_waits_.fetch_add(1, std::memory_order_relaxed);
   absl::StatusOr<int64_t> standbys =
-      WaitForStandbys(*connection_, options_.store.standby_wait,
+      WaitForStandbys(*connection_, options_.standby_wait,
                       absl::Milliseconds(1), options_.description);
   if (!standbys.ok()) {
     const absl::Status& s = standbys.status();
