@@ -2,7 +2,7 @@
 """The hilo client conformance runner.
 
     run.py --server PATH/TO/hilo_server [--client NAME] [--scenario GLOB]
-           [--list] --driver CMD [ARG...]
+           [--param NAME=NUMBER]... [--list] --driver CMD [ARG...]
 
 Runs each scenario of clients/conformance/scenarios/*.json (see README.md in
 this folder for their format) against one client, through that client's
@@ -22,6 +22,11 @@ there for NAME must fail (XFAIL); if it passes, that is an error, so the mark
 gets removed. A scenario under cannot_run for NAME is skipped (SKIP), with
 the reason: the suite's tools cannot run it against that client. Exit status 0 when every scenario passed or failed as
 expected, 1 otherwise, 2 for bad usage.
+
+--param NAME=NUMBER sets a parameter that scenarios declare under "params"
+(with their default) and use as the string "$NAME" in place of a number, so
+that a scenario can also be run longer than CI runs it (an outage of 180 s
+rather than 30 s). Every --param must be declared by a scenario run.
 
 Needs the generated Python stubs (module hilo.v1) on PYTHONPATH.
 """
@@ -48,11 +53,13 @@ from scenario import Scenario  # noqa: E402
 
 def parse_args(argv: List[str]):
     opts = {"server": None, "client": None, "scenario": "*", "list": False,
-            "driver": None}
-    own = {"--server", "--client", "--scenario", "--list", "--driver"}
+            "driver": None, "param": {}}
+    own = {"--server", "--client", "--scenario", "--list", "--driver",
+           "--param"}
     i = 0
     usage = ("usage: run.py --server PATH/TO/hilo_server [--client NAME] "
-             "[--scenario GLOB] [--list] --driver CMD [ARG...]")
+             "[--scenario GLOB] [--param NAME=NUMBER]... [--list] "
+             "--driver CMD [ARG...]")
     while i < len(argv):
         a = argv[i]
         key, _, value = a.partition("=")
@@ -79,8 +86,17 @@ def parse_args(argv: List[str]):
                 sys.exit(2)
             value = argv[i + 1]
             i += 1
-        opts[key[2:]] = value
         i += 1
+        if key == "--param":
+            name, _, number = value.partition("=")
+            try:
+                opts["param"][name] = int(number)
+            except ValueError:
+                print(f"{usage}\nrun.py: --param {value!r} is not "
+                      f"NAME=NUMBER", file=sys.stderr)
+                sys.exit(2)
+            continue
+        opts[key[2:]] = value
     if not opts["list"] and (not opts["server"] or not opts["driver"]):
         print(f"{usage}\nrun.py: --server and --driver are needed",
               file=sys.stderr)
@@ -88,7 +104,28 @@ def parse_args(argv: List[str]):
     return opts
 
 
-def load_scenarios(pattern: str) -> List[Dict]:
+def with_params(spec: Dict, given: Dict[str, int]) -> Dict:
+    """The scenario with each string "$NAME" replaced by that parameter's
+    value: the one given, else the default its "params" declares."""
+    values = dict(spec.get("params", {}))
+    values.update({k: v for k, v in given.items() if k in values})
+
+    def fill(x):
+        if isinstance(x, dict):
+            return {k: fill(v) for k, v in x.items()}
+        if isinstance(x, list):
+            return [fill(v) for v in x]
+        if isinstance(x, str) and x.startswith("$"):
+            if x[1:] not in values:
+                sys.exit(f"run.py: scenario {spec['name']} uses {x} but "
+                         f"declares no such parameter")
+            return values[x[1:]]
+        return x
+    return {**spec, "steps": fill(spec["steps"])}
+
+
+def load_scenarios(pattern: str, params: Dict[str, int] = None) \
+        -> List[Dict]:
     out = []
     for path in sorted(glob.glob(os.path.join(HERE, "scenarios", "*.json"))):
         with open(path) as f:
@@ -98,20 +135,28 @@ def load_scenarios(pattern: str) -> List[Dict]:
             sys.exit(f"run.py: {path} names itself {spec.get('name')!r}; "
                      f"the name must be the file's")
         if fnmatch.fnmatch(name, pattern):
-            out.append(spec)
+            out.append(with_params(spec, params or {}))
     return out
 
 
 def main(argv: List[str]) -> int:
     opts = parse_args(argv)
-    scenarios = load_scenarios(opts["scenario"])
+    scenarios = load_scenarios(opts["scenario"], opts["param"])
     if not scenarios:
         print(f"run.py: no scenario matches {opts['scenario']!r}",
               file=sys.stderr)
         return 2
+    declared = {k for s in scenarios for k in s.get("params", {})}
+    if set(opts["param"]) - declared:
+        print(f"run.py: no scenario run declares the parameter(s) "
+              f"{sorted(set(opts['param']) - declared)}", file=sys.stderr)
+        return 2
     if opts["list"]:
         for s in scenarios:
-            print(f"{s['name']}: rules {', '.join(s['rules'])}")
+            params = ", ".join(f"{k}={v}" for k, v in
+                               s.get("params", {}).items())
+            print(f"{s['name']}: rules {', '.join(s['rules'])}"
+                  + (f"; params {params}" if params else ""))
         return 0
     with open(os.path.join(HERE, "expected_failures.json")) as f:
         config = json.load(f)

@@ -356,18 +356,11 @@ class Scenario:
         got: List[Tuple[int, str]] = []
         for k in range(step.get("times", 1)):
             w = f"{where} call {k + 1}"
-            answer = self._timed(d, {"op": op, "collection": collection},
-                                 step, w)
             if "until_ok_ms" in step:
-                # Recovery: the same call again until it succeeds, failing
-                # only with the codes `retry_on` names meanwhile.
-                limit = time.monotonic() + step["until_ok_ms"] / 1000.0
-                while not answer["ok"] and time.monotonic() < limit:
-                    if answer.get("code") not in step["retry_on"]:
-                        break
-                    time.sleep(0.05)
-                    answer = self._timed(
-                        d, {"op": op, "collection": collection}, step, w)
+                answer = self._until_ok(d, op, collection, step, w)
+            else:
+                answer = self._timed(
+                    d, {"op": op, "collection": collection}, step, w)
             if self._expect_code(answer, expect, w, d.targets):
                 continue
             if op == "next_id":
@@ -407,6 +400,33 @@ class Scenario:
             if bad:
                 raise Failure(f"{where}: tags {self._brief(bad)}, expected "
                               f"all {expect['tag']!r}")
+
+    def _until_ok(self, d: Driver, op: str, collection: str, step: Dict,
+                  where: str) -> Dict:
+        """Recovery: the same call again until it succeeds, failing only
+        with the codes `retry_on` names meanwhile. Notes how long it took
+        from the step's start (the previous step's end, e.g. a restarted
+        node serving) to the answer that ended the wait."""
+        request = {"op": op, "collection": collection}
+        start = time.monotonic()
+        limit = start + step["until_ok_ms"] / 1000.0
+        failed: Dict[str, List[float]] = {}  # code -> each call's ms
+        while True:
+            began = time.monotonic()
+            answer = self._timed(d, request, step, where)
+            if (answer["ok"] or time.monotonic() >= limit
+                    or answer.get("code") not in step["retry_on"]):
+                break
+            failed.setdefault(answer.get("code"), []).append(
+                (time.monotonic() - began) * 1000)
+            time.sleep(0.05)
+        took = (time.monotonic() - start) * 1000
+        outcome = "ok" if answer["ok"] else answer.get("code")
+        before = ", ".join(f"{len(ms)} {code} in {min(ms):.0f}-{max(ms):.0f} "
+                           f"ms each" for code, ms in failed.items())
+        self.notes.append(f"{where}: {outcome} after {took:.0f} ms"
+                          + (f" (before it: {before})" if before else ""))
+        return answer
 
     @staticmethod
     def _brief(got: List[Tuple[int, str]]) -> str:
