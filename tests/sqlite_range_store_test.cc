@@ -546,6 +546,25 @@ TEST(SqliteRangeStoreOpenTest, PathUnderAFileIsUnavailable) {
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("plain")));
 }
 
+// Who commits: the caller when COMMIT waits for fsync (its batch is done
+// when its call returns), the queue's own thread when it does not
+// (SqliteRangeStore::StartWriting says why).
+TEST_F(SqliteRangeStoreTest, OnlyACommitThatWaitsForTheDiskRunsOnTheCaller) {
+  for (SyncMode sync : {SyncMode::kFull, SyncMode::kNormal}) {
+    std::atomic<std::thread::id> committer;
+    SqliteRangeStoreOptions options;
+    options.sync = sync;
+    options.on_commit = [&committer](absl::Duration, int, int64_t) {
+      committer = std::this_thread::get_id();
+    };
+    Open(std::move(options));
+    EXPECT_EQ(MustAllocate(SyncModeName(sync), 32).low, 1);
+    EXPECT_EQ(committer.load() == std::this_thread::get_id(),
+              sync == SyncMode::kFull)
+        << SyncModeName(sync);
+  }
+}
+
 TEST(SyncModeTest, ParsesFullAndNormalOnly) {
   EXPECT_EQ(*ParseSyncMode("full"), SyncMode::kFull);
   EXPECT_EQ(*ParseSyncMode("NORMAL"), SyncMode::kNormal);

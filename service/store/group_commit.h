@@ -34,7 +34,10 @@
 // - kDedicatedThread: the spare thread is the only one that commits; a
 //   Submit only queues (and wakes the thread if it was idle). For stores
 //   whose commit is too slow to run on a caller's thread (a network round
-//   trip), or whose callers must never block.
+//   trip), whose callers must never block, or whose commit is so quick
+//   that a leading caller would commit before the requests that arrived
+//   with its own are queued (SQLite without fsync), so every batch would
+//   hold one.
 //
 // Nothing here knows SQL: the runner decides how each operation is isolated
 // (a savepoint, say) and what a failed commit does to the batch.

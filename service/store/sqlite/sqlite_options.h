@@ -67,9 +67,11 @@ struct SqliteRangeStoreOptions {
   SyncMode sync = SyncMode::kFull;
   // Most operations folded into one transaction; 1 commits each alone.
   int max_batch = 256;
-  // A caller whose write found no batch in flight commits it, then goes on
-  // with what queued meanwhile for at most this many batches in all (at
-  // least 1) before the queue's spare thread takes over; see GroupCommit.
+  // With sync kFull, a caller whose write found no batch in flight commits
+  // it, then goes on with what queued meanwhile for at most this many
+  // batches in all (at least 1) before the queue's spare thread takes over;
+  // see GroupCommit. With kNormal the queue's own thread commits every
+  // batch (SqliteRangeStore::StartWriting says why) and this is unused.
   int max_batches_per_lead = GroupCommit::Options().max_batches_per_lead;
   // How long to wait for another process's lock before UNAVAILABLE.
   absl::Duration busy_timeout = absl::Seconds(2);

@@ -171,14 +171,20 @@ SqliteRangeStore::OpenReadOnly(SqliteRangeStoreOptions options) {
 
 absl::Status SqliteRangeStore::StartWriting(
     bool is_new, const std::filesystem::path& parent) {
-  // Leader mode: a commit here is a local flush (tens of microseconds on
-  // an SSD), cheaper than handing the write to another thread and its
-  // completion back, which is what a gRPC callback thread would otherwise
-  // pay per request (see group_commit.h for the bound on how long a caller
-  // may stay).
+  // Who commits depends on whether a COMMIT waits for the disk.
+  // synchronous=FULL: a caller commits (leader mode). Its fsync takes long
+  // enough for the requests behind it to queue, so batches are as large as
+  // a committer thread's, and no request crosses a thread. NORMAL: the
+  // queue's own thread commits. A COMMIT without fsync is so quick that a
+  // leading gRPC thread commits its own request before it has read the
+  // ones that came with it (1.5-2 operations per commit against 20-30),
+  // and a transaction per request costs more than the hand-over.
+  // Measured side by side both ways: BENCHMARKS.md, 2026-12-02.
   queue_ = std::make_unique<GroupCommit>(
       GroupCommit::Options{
-          .mode = GroupCommit::Mode::kLeader,
+          .mode = options_.sync == SyncMode::kFull
+                      ? GroupCommit::Mode::kLeader
+                      : GroupCommit::Mode::kDedicatedThread,
           .max_batch = options_.max_batch,
           .max_batches_per_lead = options_.max_batches_per_lead},
       [this](absl::Span<GroupCommit::Operation* const> batch) {
