@@ -1,8 +1,7 @@
 #include "bench/delaying_proxy.h"
 
-#include <utility>
-
 #include <chrono>
+#include <utility>
 
 #include "absl/time/clock.h"
 #include "grpcpp/client_context.h"

@@ -21,7 +21,8 @@
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 
-ABSL_FLAG(std::string, upstream, "", "the hilo_server to forward to, host:port");
+ABSL_FLAG(std::string, upstream, "",
+          "the hilo_server to forward to, host:port");
 ABSL_FLAG(absl::Duration, delay, absl::Milliseconds(2),
           "sleep before forwarding each call");
 ABSL_FLAG(std::string, listen, "127.0.0.1:0",

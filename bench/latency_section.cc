@@ -110,17 +110,17 @@ LatencyRun DrawFlatOut(hilo::Client* client, const std::string& collection,
       LatencyRun& run = per_thread[t];
       switch (kind) {
         case CallKind::kNextId:
-          DrawUntil(end, [&] { return client->NextId(collection).status(); },
-                    run);
+          DrawUntil(
+              end, [&] { return client->NextId(collection).status(); }, run);
           break;
         case CallKind::kNextDocumentId:
           DrawUntil(
-              end,
-              [&] { return client->NextDocumentId(collection).status(); },
+              end, [&] { return client->NextDocumentId(collection).status(); },
               run);
           break;
         case CallKind::kNothing:
-          DrawUntil(end, [] { return absl::OkStatus(); }, run);
+          DrawUntil(
+              end, [] { return absl::OkStatus(); }, run);
           break;
       }
     });
@@ -153,8 +153,6 @@ int64_t TimerOverheadNanos() {
   return h.Percentile(0.5);
 }
 
-
-
 // One row of the table: a fresh client (prefetch_at `prefetch`; none for
 // CallKind::kNothing) drawing from `collection` through the proxy at
 // `proxy_port`.
@@ -169,9 +167,9 @@ absl::StatusOr<LatencyRun> MeasureOne(BenchRun& bench, DelayingProxy& proxy,
   run.label =
       kind == CallKind::kNothing
           ? std::string("no call: two timer reads (the machine's pauses)")
-          : absl::StrFormat("`%s`, prefetch %s", run.call,
-                            prefetch == 0 ? "off"
-                                          : absl::StrFormat("%g", prefetch));
+          : absl::StrFormat(
+                "`%s`, prefetch %s", run.call,
+                prefetch == 0 ? "off" : absl::StrFormat("%g", prefetch));
   hilo::ClientOptions options;
   options.targets = {absl::StrCat("127.0.0.1:", proxy_port)};
   options.prefetch_at = prefetch;
@@ -200,14 +198,13 @@ absl::StatusOr<LatencyRun> MeasureOne(BenchRun& bench, DelayingProxy& proxy,
                 run.call, prefetch == 0 ? "off" : "on", o.latency_threads,
                 run.calls, run.waited, run.latency.Percentile(0.5),
                 run.latency.Percentile(0.99), run.latency.Percentile(0.999),
-                run.latency.Percentile(0.9999), run.latency.max(),
-                run.slow_1us, run.preempted, run.interrupts, run.seconds);
+                run.latency.Percentile(0.9999), run.latency.max(), run.slow_1us,
+                run.preempted, run.interrupts, run.seconds);
   return run;
 }
 
 void AppendLatencyTable(const BenchOptions& o, int64_t timer,
-                        const std::vector<LatencyRun>& runs,
-                        std::string& md) {
+                        const std::vector<LatencyRun>& runs, std::string& md) {
   absl::StrAppendFormat(
       &md,
       "\n### Client with %s added server latency\n\n"
