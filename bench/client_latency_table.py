@@ -11,7 +11,7 @@ import statistics
 import sys
 
 LANGS = ["C++", "Go", "Java", "Node", "Python"]
-CALLS = ["NextId", "NextDocumentId", "none"]
+CALLS = ["NextId", "CollectionHandle::NextId", "NextDocumentId", "none"]
 
 
 def fmt_ns(ns):
@@ -19,7 +19,9 @@ def fmt_ns(ns):
         return f"{ns:.0f} ns"
     if ns < 1_000_000:
         return f"{ns / 1000:.3g} µs"
-    return f"{ns / 1e6:.3g} ms"
+    if ns < 1e9:
+        return f"{ns / 1e6:.3g} ms"
+    return f"{ns / 1e9:.3g} s"
 
 
 def cell(values, fmt):

@@ -27,6 +27,7 @@ namespace {
 // What each timed call of a run does.
 enum class CallKind {
   kNextId,          // Client::NextId(collection)
+  kHandleNextId,    // CollectionHandle::NextId(), the handle made once
   kNextDocumentId,  // Client::NextDocumentId(collection)
   kNothing,         // no call: the two timer reads alone, so the run shows
                     // the pauses the machine itself adds to any code
@@ -113,6 +114,12 @@ LatencyRun DrawFlatOut(hilo::Client* client, const std::string& collection,
           DrawUntil(
               end, [&] { return client->NextId(collection).status(); }, run);
           break;
+        case CallKind::kHandleNextId: {
+          const hilo::CollectionHandle handle = client->Collection(collection);
+          DrawUntil(
+              end, [&] { return handle.NextId().status(); }, run);
+          break;
+        }
         case CallKind::kNextDocumentId:
           DrawUntil(
               end, [&] { return client->NextDocumentId(collection).status(); },
@@ -162,6 +169,7 @@ absl::StatusOr<LatencyRun> MeasureOne(BenchRun& bench, DelayingProxy& proxy,
   const BenchOptions& o = bench.options();
   LatencyRun run;
   run.call = kind == CallKind::kNextId           ? "NextId"
+             : kind == CallKind::kHandleNextId   ? "CollectionHandle::NextId"
              : kind == CallKind::kNextDocumentId ? "NextDocumentId"
                                                  : "none";
   run.label =
@@ -176,8 +184,8 @@ absl::StatusOr<LatencyRun> MeasureOne(BenchRun& bench, DelayingProxy& proxy,
   absl::StatusOr<std::unique_ptr<hilo::Client>> client =
       hilo::Client::Create(options);
   if (!client.ok()) return client.status();
-  const std::string collection =
-      absl::StrCat("latency_", run.call, "_", prefetch == 0 ? "off" : "on");
+  const std::string collection = absl::StrCat(
+      "latency_", static_cast<int>(kind), "_", prefetch == 0 ? "off" : "on");
   const int64_t fetches_before = proxy.next_range_calls();
   LatencyRun drawn = DrawFlatOut(client->get(), collection, kind,
                                  o.latency_threads, o.latency_duration);
@@ -277,6 +285,7 @@ absl::Status RunLatency(BenchRun& bench) {
   const std::pair<CallKind, double> rows[] = {
       {CallKind::kNextId, 0.0},
       {CallKind::kNextId, o.prefetch_at},
+      {CallKind::kHandleNextId, o.prefetch_at},
       {CallKind::kNextDocumentId, o.prefetch_at},
       {CallKind::kNothing, o.prefetch_at},
   };
