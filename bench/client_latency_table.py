@@ -1,7 +1,7 @@
 """The table of bench/client_latency.sh: reads its RESULT lines (one per
 run: key=value pairs, times in nanoseconds) and prints a Markdown table, one
 row per language, call and thread count, each figure the median of the runs
-with their range. Prefetch-off runs are left out; C++'s timer-only runs
+with their range. "≥ 1 µs" is the share of calls that took 1 µs or more. Prefetch-off runs are left out; C++'s timer-only runs
 (call=none) are kept, as the machine's own pauses.
 
     python3 bench/client_latency_table.py RUNS_FILE
@@ -46,20 +46,22 @@ def main():
                 continue
             key = (r["lang"], r["call"], int(r["threads"]))
             runs.setdefault(key, []).append(r)
-    print("| client | call | threads | runs | calls/s | waited | p50 | p99 "
-          "| p99.9 | p99.99 | max |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| client | call | threads | runs | calls/s | waited | ≥ 1 µs "
+          "| p50 | p99 | p99.9 | p99.99 | max |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     order = lambda k: (LANGS.index(k[0]) if k[0] in LANGS else 99,
                        CALLS.index(k[1]), k[2])
     for key in sorted(runs, key=order):
         rs = runs[key]
         col = lambda name: [float(r[name]) for r in rs]
         rate = [float(r["calls"]) / float(r["seconds"]) for r in rs]
+        slow = [100 * float(r["slow_1us"]) / float(r["calls"]) for r in rs]
         call = ("none: two timer reads" if key[1] == "none"
                 else f"`{key[1]}`")
         print(f"| {key[0]} | {call} | {key[2]} | {len(rs)} "
               f"| {cell(rate, lambda v: f'{v / 1e6:.3g} M')} "
-              f"| {cell(col('waited'), lambda v: f'{v:.0f}')} | "
+              f"| {cell(col('waited'), lambda v: f'{v:.0f}')} "
+              f"| {cell(slow, lambda v: f'{v:.3f} %')} | "
               + " | ".join(cell(col(c), fmt_ns) for c in
                            ("p50", "p99", "p999", "p9999", "max")) + " |")
     if loads:
