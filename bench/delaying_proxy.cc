@@ -1,11 +1,24 @@
 #include "bench/delaying_proxy.h"
 
+#include <chrono>
 #include <utility>
 
 #include "absl/time/clock.h"
-#include "bench/rpc_calls.h"
+#include "grpcpp/client_context.h"
 
 namespace hilo::bench {
+namespace {
+
+// The forwarded call's context: the same 30 s deadline as hilo_bench's own
+// calls (rpc_calls.h), kept here so the proxy stands alone.
+std::unique_ptr<grpc::ClientContext> NewContext() {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(std::chrono::system_clock::now() +
+                        std::chrono::seconds(30));
+  return context;
+}
+
+}  // namespace
 
 DelayingProxy::DelayingProxy(std::shared_ptr<grpc::Channel> upstream,
                              absl::Duration delay)
@@ -26,6 +39,14 @@ grpc::Status DelayingProxy::ReturnRange(
   absl::SleepFor(delay_);
   std::unique_ptr<grpc::ClientContext> context = NewContext();
   return upstream_->ReturnRange(context.get(), *request, response);
+}
+
+grpc::Status DelayingProxy::ReturnRanges(
+    grpc::ServerContext*, const hilo::v1::ReturnRangesRequest* request,
+    hilo::v1::ReturnRangesResponse* response) {
+  absl::SleepFor(delay_);
+  std::unique_ptr<grpc::ClientContext> context = NewContext();
+  return upstream_->ReturnRanges(context.get(), *request, response);
 }
 
 }  // namespace hilo::bench

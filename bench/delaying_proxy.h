@@ -1,6 +1,8 @@
 // DelayingProxy: the network of a client whose server is far away, for
 // hilo_bench's client latency runs. A HiLo service that sleeps `delay`,
 // then forwards the call to a real server and returns its answer.
+// hilo_bench runs it in-process; hilo_delaying_proxy (delaying_proxy_main.cc)
+// runs it alone, for the other languages' client benchmarks.
 //
 //   DelayingProxy proxy(MakeChannels(port, 1)[0], absl::Milliseconds(2));
 //   builder.RegisterService(&proxy);
@@ -29,6 +31,9 @@ class DelayingProxy final : public hilo::v1::HiLo::Service {
   grpc::Status ReturnRange(grpc::ServerContext*,
                            const hilo::v1::ReturnRangeRequest* request,
                            hilo::v1::ReturnRangeResponse* response) override;
+  grpc::Status ReturnRanges(grpc::ServerContext*,
+                            const hilo::v1::ReturnRangesRequest* request,
+                            hilo::v1::ReturnRangesResponse* response) override;
 
   // NextRange calls forwarded so far.
   int64_t next_range_calls() const { return next_range_calls_.load(); }
