@@ -122,6 +122,13 @@ class PostgresHistoryTest : public ::testing::Test {
                                            // after the call that told it
 };
 
+// What hilo_meta records of a standby seen on the store at `uri`: its
+// value, or "" if nothing.
+std::string StandbySeen(const std::string& uri) {
+  return QueryOne(uri,
+                  "SELECT value FROM hilo_meta WHERE key = 'standby_seen'");
+}
+
 TEST(DescribePostgresConnectionTest, NamesEachHostWithItsOwnPort) {
   EXPECT_EQ(
       DescribePostgresConnection("postgresql://hilo@10.0.0.1,10.0.0.2:6543/ids?"
@@ -210,6 +217,95 @@ TEST_F(PostgresHistoryTest, AnotherHistoryMovesEveryCollectionOnToItsCeiling) {
   events_.clear();
   store->reset();
   ASSERT_THAT(Open(), IsOk());
+  EXPECT_TRUE(events_.empty());
+}
+
+// A changed history is most often a standby promoted, and the old primary
+// comes back as a standby: the store records that one was seen (the primary
+// that recorded it may have failed before passing the record on), so a
+// reservation confirmed with none listed is not remembered, by this server
+// or any other.
+TEST_F(PostgresHistoryTest, AnotherHistoryRecordsThatAStandbyWasSeen) {
+  {
+    absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = Open();
+    ASSERT_THAT(store, IsOk());
+    ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+              (Range{1, 32}));
+  }
+  EXPECT_EQ(StandbySeen(uri_), "");
+  ASSERT_THAT(
+      PostgresInstance::Execute(
+          uri_, "UPDATE hilo_meta SET value = '999' WHERE key = 'timeline'"),
+      IsOk());
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = Open();
+  ASSERT_THAT(store, IsOk());
+  ASSERT_EQ(events_.size(), 1u);
+  EXPECT_THAT(StandbySeen(uri_),
+              HasSubstr("the history changed from system identifier"));
+  // Past the reservation, then inside it: each waits, none is remembered.
+  EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{545, 576}));
+  EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{577, 608}));
+  EXPECT_EQ((*store)->counters().standby_waits, 2);
+}
+
+// An operator who removed replication for good deletes the record: the
+// servers running take the fast path again at their next wait, with no
+// restart.
+TEST_F(PostgresHistoryTest, DeletingTheRecordOfAStandbyBringsBackTheFastPath) {
+  ASSERT_THAT(Open(), IsOk());
+  ASSERT_THAT(
+      PostgresInstance::Execute(
+          uri_, "INSERT INTO hilo_meta VALUES ('standby_seen', 'a test')"),
+      IsOk());
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = Open();
+  ASSERT_THAT(store, IsOk());
+  ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{1, 32}));
+  ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{33, 64}));
+  EXPECT_EQ((*store)->counters().standby_waits, 2);
+  ASSERT_THAT(PostgresInstance::Execute(
+                  uri_, "DELETE FROM hilo_meta WHERE key = 'standby_seen'"),
+              IsOk());
+  // This one still waits (its reservation was not remembered); it is, and
+  // the ranges after it inside the reservation are answered at commit.
+  ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{65, 96}));
+  ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{97, 128}));
+  EXPECT_EQ((*store)->counters().standby_waits, 3);
+  EXPECT_EQ(StandbySeen(uri_), "");
+}
+
+// Schema version 5 had no record of a standby seen; version 6 does, and a
+// server of version 5 would ignore it, so the upgrade marks the schema as
+// 6. The collections go on where they were; with no standby ever, nothing
+// is recorded and the fast path stays.
+TEST_F(PostgresHistoryTest, SchemaVersionFiveIsMigratedToSix) {
+  {
+    absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = Open();
+    ASSERT_THAT(store, IsOk());
+    ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+              (Range{1, 32}));
+  }
+  ASSERT_THAT(PostgresInstance::Execute(uri_,
+                                        "UPDATE hilo_meta SET value = '5' "
+                                        "WHERE key = 'schema_version'"),
+              IsOk());
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = Open();
+  ASSERT_THAT(store, IsOk());
+  EXPECT_EQ(QueryOne(uri_,
+                     "SELECT value FROM hilo_meta WHERE key = "
+                     "'schema_version'"),
+            "6");
+  EXPECT_EQ(StandbySeen(uri_), "");
+  EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{33, 64}));
+  EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{65, 96}));
+  EXPECT_EQ((*store)->counters().standby_waits, 1);
   EXPECT_TRUE(events_.empty());
 }
 
@@ -360,6 +456,83 @@ TEST_F(PostgresStandbyTest,
   const int64_t waits = (*store)->counters().standby_waits;
   EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
             (Range{729, 760}));
+  EXPECT_EQ((*store)->counters().standby_waits, waits);
+}
+
+// A server started, or restarted, while a standby once seen is not listed
+// (the old primary still being rebuilt after a failover) has never seen it
+// itself; the store's record says it was, so it confirms nothing with none
+// listed, and once a standby attaches, its ranges wait for that standby.
+TEST_F(PostgresStandbyTest,
+       ServerStartedWhileTheSeenStandbyIsGoneConfirmsNothing) {
+  TempDir first_wal;
+  pid_t first = StartReceiver(port_, first_wal.path());
+  ASSERT_GE(first, 0);
+  absl::Cleanup stop_first = [&first] {
+    if (first > 0) kill(first, SIGKILL);
+    if (first > 0) waitpid(first, nullptr, 0);
+  };
+  ASSERT_TRUE(WaitForStreaming(uri_)) << "pg_receivewal did not connect";
+  PostgresRangeStoreOptions options;
+  options.uri = uri_;
+  options.standby_wait = absl::Milliseconds(300);
+  {
+    absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
+        PostgresRangeStore::Open(options);
+    ASSERT_THAT(store, IsOk());
+    EXPECT_EQ(StandbySeen(uri_), "");
+    ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+              (Range{1, 32}));
+  }
+  EXPECT_THAT(StandbySeen(uri_), HasSubstr("counted a standby"));
+
+  ASSERT_EQ(kill(first, SIGKILL), 0);
+  waitpid(first, nullptr, 0);
+  first = -1;
+  ASSERT_TRUE(
+      WaitForAnswer(uri_, "SELECT count(*) FROM pg_stat_replication", "0"))
+      << "the standby is still listed";
+  // Two servers started in turn with none listed: inside the reservation
+  // made with the standby, every range waits, and none is remembered.
+  int64_t low = 33;
+  for (int start = 0; start < 2; ++start) {
+    absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
+        PostgresRangeStore::Open(options);
+    ASSERT_THAT(store, IsOk());
+    for (int64_t waits = 1; waits <= 2; ++waits, low += 32) {
+      EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+                (Range{low, low + 31}));
+      EXPECT_EQ((*store)->counters().standby_waits, waits) << start;
+    }
+  }
+  EXPECT_THAT(StandbySeen(uri_), HasSubstr("counted a standby"));
+
+  // A standby attaches and stops confirming: a server started before it
+  // hands nothing out until it has what was reserved.
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
+      PostgresRangeStore::Open(options);
+  ASSERT_THAT(store, IsOk());
+  ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{low, low + 31}));
+  low += 32;
+  TempDir second_wal;
+  const pid_t second = StartReceiver(port_, second_wal.path());
+  ASSERT_GE(second, 0);
+  absl::Cleanup stop_second = [second] {
+    kill(second, SIGKILL);
+    waitpid(second, nullptr, 0);
+  };
+  ASSERT_TRUE(WaitForStreaming(uri_)) << "pg_receivewal did not connect";
+  ASSERT_EQ(kill(second, SIGSTOP), 0);
+  EXPECT_THAT((*store)->Allocate("orders", 32, 0, NextToken()),
+              StatusIs(absl::StatusCode::kUnavailable));
+  ASSERT_EQ(kill(second, SIGCONT), 0);
+  EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{low + 32, low + 63}));
+  // Confirmed by the standby now: answered at commit again.
+  const int64_t waits = (*store)->counters().standby_waits;
+  EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{low + 64, low + 95}));
   EXPECT_EQ((*store)->counters().standby_waits, waits);
 }
 
