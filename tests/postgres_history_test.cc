@@ -13,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
@@ -51,19 +50,38 @@ std::string QueryOne(const std::string& uri, const std::string& sql) {
 }
 
 // A physical replication client that flushes what it receives at once
-// (pg_receivewal --synchronous) into `dir`, from the server on `port`:
-// what the primary lists in pg_stat_replication as a standby. Its pid, or
-// -1.
-pid_t StartReceiver(const std::string& port, const std::string& dir) {
-  const pid_t receiver = fork();
-  if (receiver == 0) {
-    execl("/usr/lib/postgresql/15/bin/pg_receivewal", "pg_receivewal", "-h",
-          "127.0.0.1", "-p", port.c_str(), "-U", "postgres", "-D", dir.c_str(),
-          "--synchronous", "--no-loop", "-n", static_cast<char*>(nullptr));
-    _exit(127);
+// (pg_receivewal --synchronous) into a directory of its own, from the
+// server on `port`: what the primary lists in pg_stat_replication as a
+// standby. Killed when it goes.
+class Receiver {
+ public:
+  explicit Receiver(const std::string& port) : pid_(fork()) {
+    if (pid_ == 0) {
+      execl("/usr/lib/postgresql/15/bin/pg_receivewal", "pg_receivewal", "-h",
+            "127.0.0.1", "-p", port.c_str(), "-U", "postgres", "-D",
+            wal_.path().c_str(), "--synchronous", "--no-loop", "-n",
+            static_cast<char*>(nullptr));
+      _exit(127);
+    }
   }
-  return receiver;
-}
+  ~Receiver() { Kill(); }
+  Receiver(const Receiver&) = delete;
+  Receiver& operator=(const Receiver&) = delete;
+
+  bool started() const { return pid_ > 0; }
+  // SIGSTOP stops it confirming, SIGCONT lets it go on; true if sent.
+  bool Signal(int signal) { return pid_ > 0 && kill(pid_, signal) == 0; }
+  void Kill() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+ private:
+  TempDir wal_;
+  pid_t pid_;
+};
 
 // Whether, within 30 seconds, `sql` on `uri` answers `expected`.
 bool WaitForAnswer(const std::string& uri, const std::string& sql,
@@ -323,6 +341,32 @@ class PostgresStandbyTest : public ::testing::Test {
     ASSERT_FALSE(port_.empty()) << uri_;
   }
 
+  // A receiver the primary lists as streaming; null, failing the test, if
+  // it is not listed within 30 seconds.
+  std::unique_ptr<Receiver> Stream() {
+    auto receiver = std::make_unique<Receiver>(port_);
+    if (!receiver->started() || !WaitForStreaming(uri_)) {
+      ADD_FAILURE() << "pg_receivewal did not connect";
+      return nullptr;
+    }
+    return receiver;
+  }
+
+  // Kills `receiver`; whether the primary then lists no standby at all
+  // within 30 seconds.
+  bool Gone(Receiver& receiver) {
+    receiver.Kill();
+    return WaitForAnswer(uri_, "SELECT count(*) FROM pg_stat_replication", "0");
+  }
+
+  // A store's options on this cluster, waiting 300 ms for the standbys.
+  PostgresRangeStoreOptions StoreOptions() const {
+    PostgresRangeStoreOptions options;
+    options.uri = uri_;
+    options.standby_wait = absl::Milliseconds(300);
+    return options;
+  }
+
   std::unique_ptr<PostgresInstance> postgres_;
   std::string uri_;
   std::string port_;
@@ -335,15 +379,8 @@ class PostgresStandbyTest : public ::testing::Test {
 // On a cluster of its own: every other test's reservations would wait too.
 TEST_F(PostgresStandbyTest, StuckStandbyFailsReservationsUntilItConfirms) {
   const std::string& uri = uri_;
-  const std::string& port = port_;
-  TempDir wal;
-  const pid_t receiver = StartReceiver(port, wal.path());
-  ASSERT_GE(receiver, 0);
-  absl::Cleanup stop_receiver = [receiver] {
-    kill(receiver, SIGKILL);
-    waitpid(receiver, nullptr, 0);
-  };
-  ASSERT_TRUE(WaitForStreaming(uri)) << "pg_receivewal did not connect";
+  std::unique_ptr<Receiver> receiver = Stream();
+  ASSERT_NE(receiver, nullptr);
   // A role that cannot see the standbys' positions is refused at start,
   // told the grant; with it, it starts.
   ASSERT_THAT(PostgresInstance::Execute(
@@ -352,7 +389,7 @@ TEST_F(PostgresStandbyTest, StuckStandbyFailsReservationsUntilItConfirms) {
                   "plain"),
               IsOk());
   const std::string plain_uri =
-      absl::StrCat("postgresql://plain@127.0.0.1:", port,
+      absl::StrCat("postgresql://plain@127.0.0.1:", port_,
                    "/postgres?options=-csearch_path%3Dplain");
   PostgresRangeStoreOptions plain;
   plain.uri = plain_uri;
@@ -363,15 +400,12 @@ TEST_F(PostgresStandbyTest, StuckStandbyFailsReservationsUntilItConfirms) {
               IsOk());
   EXPECT_THAT(PostgresRangeStore::Open(plain), IsOk());
 
-  PostgresRangeStoreOptions options;
-  options.uri = uri;
-  options.standby_wait = absl::Milliseconds(300);
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
-      PostgresRangeStore::Open(std::move(options));
+      PostgresRangeStore::Open(StoreOptions());
   ASSERT_THAT(store, IsOk());
   ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
             (Range{1, 32}));
-  ASSERT_EQ(kill(receiver, SIGSTOP), 0);
+  ASSERT_TRUE(receiver->Signal(SIGSTOP));
   // Inside the confirmed reservation: answered at commit.
   EXPECT_EQ((*store)->Allocate("orders", 256, 0, NextToken()).value(),
             (Range{33, 288}));
@@ -380,7 +414,7 @@ TEST_F(PostgresStandbyTest, StuckStandbyFailsReservationsUntilItConfirms) {
               StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_THAT((*store)->Allocate("fresh", 1, 0, NextToken()),
               StatusIs(absl::StatusCode::kUnavailable));
-  ASSERT_EQ(kill(receiver, SIGCONT), 0);
+  ASSERT_TRUE(receiver->Signal(SIGCONT));
   EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
             (Range{801, 832}));
   EXPECT_EQ((*store)->Allocate("fresh", 1, 0, NextToken()).value(),
@@ -395,22 +429,10 @@ TEST_F(PostgresStandbyTest, StuckStandbyFailsReservationsUntilItConfirms) {
 // numbers out again (seen in tests/postgres/failover_test.py).
 TEST_F(PostgresStandbyTest,
        ReservationsMadeWithTheStandbyGoneWaitForItsReturn) {
-  const std::string& uri = uri_;
-  const std::string& port = port_;
-  TempDir first_wal;
-  pid_t first = StartReceiver(port, first_wal.path());
-  ASSERT_GE(first, 0);
-  absl::Cleanup stop_first = [&first] {
-    if (first > 0) kill(first, SIGKILL);
-    if (first > 0) waitpid(first, nullptr, 0);
-  };
-  ASSERT_TRUE(WaitForStreaming(uri)) << "pg_receivewal did not connect";
-
-  PostgresRangeStoreOptions options;
-  options.uri = uri;
-  options.standby_wait = absl::Milliseconds(300);
+  std::unique_ptr<Receiver> first = Stream();
+  ASSERT_NE(first, nullptr);
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
-      PostgresRangeStore::Open(std::move(options));
+      PostgresRangeStore::Open(StoreOptions());
   ASSERT_THAT(store, IsOk());
   ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
             (Range{1, 32}));
@@ -419,12 +441,7 @@ TEST_F(PostgresStandbyTest,
   // The standby goes away. Inside the reservation it confirmed: answered
   // at commit. Past it: handed out (the primary alone is all there is),
   // reserving up to 632 + 16 * 600.
-  ASSERT_EQ(kill(first, SIGKILL), 0);
-  waitpid(first, nullptr, 0);
-  first = -1;
-  ASSERT_TRUE(
-      WaitForAnswer(uri, "SELECT count(*) FROM pg_stat_replication", "0"))
-      << "the standby is still listed";
+  ASSERT_TRUE(Gone(*first)) << "the standby is still listed";
   EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
             (Range{33, 64}));
   EXPECT_EQ((*store)->counters().standby_waits, 1);
@@ -438,18 +455,12 @@ TEST_F(PostgresStandbyTest,
 
   // A standby attaches and stops confirming: a range inside that
   // reservation is not handed out until it has the reservation.
-  TempDir second_wal;
-  const pid_t second = StartReceiver(port, second_wal.path());
-  ASSERT_GE(second, 0);
-  absl::Cleanup stop_second = [second] {
-    kill(second, SIGKILL);
-    waitpid(second, nullptr, 0);
-  };
-  ASSERT_TRUE(WaitForStreaming(uri)) << "pg_receivewal did not connect";
-  ASSERT_EQ(kill(second, SIGSTOP), 0);
+  std::unique_ptr<Receiver> second = Stream();
+  ASSERT_NE(second, nullptr);
+  ASSERT_TRUE(second->Signal(SIGSTOP));
   EXPECT_THAT((*store)->Allocate("orders", 32, 0, NextToken()),
               StatusIs(absl::StatusCode::kUnavailable));
-  ASSERT_EQ(kill(second, SIGCONT), 0);
+  ASSERT_TRUE(second->Signal(SIGCONT));
   EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
             (Range{697, 728}));
   // Confirmed by the standby now: answered at commit again.
@@ -465,17 +476,9 @@ TEST_F(PostgresStandbyTest,
 // listed, and once a standby attaches, its ranges wait for that standby.
 TEST_F(PostgresStandbyTest,
        ServerStartedWhileTheSeenStandbyIsGoneConfirmsNothing) {
-  TempDir first_wal;
-  pid_t first = StartReceiver(port_, first_wal.path());
-  ASSERT_GE(first, 0);
-  absl::Cleanup stop_first = [&first] {
-    if (first > 0) kill(first, SIGKILL);
-    if (first > 0) waitpid(first, nullptr, 0);
-  };
-  ASSERT_TRUE(WaitForStreaming(uri_)) << "pg_receivewal did not connect";
-  PostgresRangeStoreOptions options;
-  options.uri = uri_;
-  options.standby_wait = absl::Milliseconds(300);
+  std::unique_ptr<Receiver> first = Stream();
+  ASSERT_NE(first, nullptr);
+  const PostgresRangeStoreOptions options = StoreOptions();
   {
     absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
         PostgresRangeStore::Open(options);
@@ -485,13 +488,7 @@ TEST_F(PostgresStandbyTest,
               (Range{1, 32}));
   }
   EXPECT_THAT(StandbySeen(uri_), HasSubstr("counted a standby"));
-
-  ASSERT_EQ(kill(first, SIGKILL), 0);
-  waitpid(first, nullptr, 0);
-  first = -1;
-  ASSERT_TRUE(
-      WaitForAnswer(uri_, "SELECT count(*) FROM pg_stat_replication", "0"))
-      << "the standby is still listed";
+  ASSERT_TRUE(Gone(*first)) << "the standby is still listed";
   // Two servers started in turn with none listed: inside the reservation
   // made with the standby, every range waits, and none is remembered.
   int64_t low = 33;
@@ -515,18 +512,12 @@ TEST_F(PostgresStandbyTest,
   ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
             (Range{low, low + 31}));
   low += 32;
-  TempDir second_wal;
-  const pid_t second = StartReceiver(port_, second_wal.path());
-  ASSERT_GE(second, 0);
-  absl::Cleanup stop_second = [second] {
-    kill(second, SIGKILL);
-    waitpid(second, nullptr, 0);
-  };
-  ASSERT_TRUE(WaitForStreaming(uri_)) << "pg_receivewal did not connect";
-  ASSERT_EQ(kill(second, SIGSTOP), 0);
+  std::unique_ptr<Receiver> second = Stream();
+  ASSERT_NE(second, nullptr);
+  ASSERT_TRUE(second->Signal(SIGSTOP));
   EXPECT_THAT((*store)->Allocate("orders", 32, 0, NextToken()),
               StatusIs(absl::StatusCode::kUnavailable));
-  ASSERT_EQ(kill(second, SIGCONT), 0);
+  ASSERT_TRUE(second->Signal(SIGCONT));
   EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
             (Range{low + 32, low + 63}));
   // Confirmed by the standby now: answered at commit again.
