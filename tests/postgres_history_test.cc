@@ -359,6 +359,26 @@ class PostgresStandbyTest : public ::testing::Test {
     return WaitForAnswer(uri_, "SELECT count(*) FROM pg_stat_replication", "0");
   }
 
+  // A standby attaches and stops confirming: `store`'s range [low, low+31]
+  // of "orders", inside a reservation the standby does not have, is not
+  // handed out (its numbers are skipped); once the standby goes on, the
+  // next range is, and the one after it is answered at commit.
+  void ExpectRangesWaitForAStandbyAttaching(PostgresRangeStore& store,
+                                            int64_t low) {
+    std::unique_ptr<Receiver> standby = Stream();
+    ASSERT_NE(standby, nullptr);
+    ASSERT_TRUE(standby->Signal(SIGSTOP));
+    EXPECT_THAT(store.Allocate("orders", 32, 0, NextToken()),
+                StatusIs(absl::StatusCode::kUnavailable));
+    ASSERT_TRUE(standby->Signal(SIGCONT));
+    EXPECT_EQ(store.Allocate("orders", 32, 0, NextToken()).value(),
+              (Range{low + 32, low + 63}));
+    const int64_t waits = store.counters().standby_waits;
+    EXPECT_EQ(store.Allocate("orders", 32, 0, NextToken()).value(),
+              (Range{low + 64, low + 95}));
+    EXPECT_EQ(store.counters().standby_waits, waits);
+  }
+
   // A store's options on this cluster, waiting 300 ms for the standbys.
   PostgresRangeStoreOptions StoreOptions() const {
     PostgresRangeStoreOptions options;
@@ -455,19 +475,7 @@ TEST_F(PostgresStandbyTest,
 
   // A standby attaches and stops confirming: a range inside that
   // reservation is not handed out until it has the reservation.
-  std::unique_ptr<Receiver> second = Stream();
-  ASSERT_NE(second, nullptr);
-  ASSERT_TRUE(second->Signal(SIGSTOP));
-  EXPECT_THAT((*store)->Allocate("orders", 32, 0, NextToken()),
-              StatusIs(absl::StatusCode::kUnavailable));
-  ASSERT_TRUE(second->Signal(SIGCONT));
-  EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
-            (Range{697, 728}));
-  // Confirmed by the standby now: answered at commit again.
-  const int64_t waits = (*store)->counters().standby_waits;
-  EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
-            (Range{729, 760}));
-  EXPECT_EQ((*store)->counters().standby_waits, waits);
+  ExpectRangesWaitForAStandbyAttaching(**store, 665);
 }
 
 // A server started, or restarted, while a standby once seen is not listed
@@ -511,20 +519,7 @@ TEST_F(PostgresStandbyTest,
   ASSERT_THAT(store, IsOk());
   ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
             (Range{low, low + 31}));
-  low += 32;
-  std::unique_ptr<Receiver> second = Stream();
-  ASSERT_NE(second, nullptr);
-  ASSERT_TRUE(second->Signal(SIGSTOP));
-  EXPECT_THAT((*store)->Allocate("orders", 32, 0, NextToken()),
-              StatusIs(absl::StatusCode::kUnavailable));
-  ASSERT_TRUE(second->Signal(SIGCONT));
-  EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
-            (Range{low + 32, low + 63}));
-  // Confirmed by the standby now: answered at commit again.
-  const int64_t waits = (*store)->counters().standby_waits;
-  EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
-            (Range{low + 64, low + 95}));
-  EXPECT_EQ((*store)->counters().standby_waits, waits);
+  ExpectRangesWaitForAStandbyAttaching(**store, low + 32);
 }
 
 }  // namespace
