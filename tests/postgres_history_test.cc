@@ -13,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
@@ -51,19 +50,38 @@ std::string QueryOne(const std::string& uri, const std::string& sql) {
 }
 
 // A physical replication client that flushes what it receives at once
-// (pg_receivewal --synchronous) into `dir`, from the server on `port`:
-// what the primary lists in pg_stat_replication as a standby. Its pid, or
-// -1.
-pid_t StartReceiver(const std::string& port, const std::string& dir) {
-  const pid_t receiver = fork();
-  if (receiver == 0) {
-    execl("/usr/lib/postgresql/15/bin/pg_receivewal", "pg_receivewal", "-h",
-          "127.0.0.1", "-p", port.c_str(), "-U", "postgres", "-D", dir.c_str(),
-          "--synchronous", "--no-loop", "-n", static_cast<char*>(nullptr));
-    _exit(127);
+// (pg_receivewal --synchronous) into a directory of its own, from the
+// server on `port`: what the primary lists in pg_stat_replication as a
+// standby. Killed when it goes.
+class Receiver {
+ public:
+  explicit Receiver(const std::string& port) : pid_(fork()) {
+    if (pid_ == 0) {
+      execl("/usr/lib/postgresql/15/bin/pg_receivewal", "pg_receivewal", "-h",
+            "127.0.0.1", "-p", port.c_str(), "-U", "postgres", "-D",
+            wal_.path().c_str(), "--synchronous", "--no-loop", "-n",
+            static_cast<char*>(nullptr));
+      _exit(127);
+    }
   }
-  return receiver;
-}
+  ~Receiver() { Kill(); }
+  Receiver(const Receiver&) = delete;
+  Receiver& operator=(const Receiver&) = delete;
+
+  bool started() const { return pid_ > 0; }
+  // SIGSTOP stops it confirming, SIGCONT lets it go on; true if sent.
+  bool Signal(int signal) { return pid_ > 0 && kill(pid_, signal) == 0; }
+  void Kill() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+ private:
+  TempDir wal_;
+  pid_t pid_;
+};
 
 // Whether, within 30 seconds, `sql` on `uri` answers `expected`.
 bool WaitForAnswer(const std::string& uri, const std::string& sql,
@@ -121,6 +139,13 @@ class PostgresHistoryTest : public ::testing::Test {
   std::vector<StoreHistoryEvent> events_;  // on the store's thread; read
                                            // after the call that told it
 };
+
+// What hilo_meta records of a standby seen on the store at `uri`: its
+// value, or "" if nothing.
+std::string StandbySeen(const std::string& uri) {
+  return QueryOne(uri,
+                  "SELECT value FROM hilo_meta WHERE key = 'standby_seen'");
+}
 
 TEST(DescribePostgresConnectionTest, NamesEachHostWithItsOwnPort) {
   EXPECT_EQ(
@@ -213,6 +238,95 @@ TEST_F(PostgresHistoryTest, AnotherHistoryMovesEveryCollectionOnToItsCeiling) {
   EXPECT_TRUE(events_.empty());
 }
 
+// A changed history is most often a standby promoted, and the old primary
+// comes back as a standby: the store records that one was seen (the primary
+// that recorded it may have failed before passing the record on), so a
+// reservation confirmed with none listed is not remembered, by this server
+// or any other.
+TEST_F(PostgresHistoryTest, AnotherHistoryRecordsThatAStandbyWasSeen) {
+  {
+    absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = Open();
+    ASSERT_THAT(store, IsOk());
+    ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+              (Range{1, 32}));
+  }
+  EXPECT_EQ(StandbySeen(uri_), "");
+  ASSERT_THAT(
+      PostgresInstance::Execute(
+          uri_, "UPDATE hilo_meta SET value = '999' WHERE key = 'timeline'"),
+      IsOk());
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = Open();
+  ASSERT_THAT(store, IsOk());
+  ASSERT_EQ(events_.size(), 1u);
+  EXPECT_THAT(StandbySeen(uri_),
+              HasSubstr("the history changed from system identifier"));
+  // Past the reservation, then inside it: each waits, none is remembered.
+  EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{545, 576}));
+  EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{577, 608}));
+  EXPECT_EQ((*store)->counters().standby_waits, 2);
+}
+
+// An operator who removed replication for good deletes the record: the
+// servers running take the fast path again at their next wait, with no
+// restart.
+TEST_F(PostgresHistoryTest, DeletingTheRecordOfAStandbyBringsBackTheFastPath) {
+  ASSERT_THAT(Open(), IsOk());
+  ASSERT_THAT(
+      PostgresInstance::Execute(
+          uri_, "INSERT INTO hilo_meta VALUES ('standby_seen', 'a test')"),
+      IsOk());
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = Open();
+  ASSERT_THAT(store, IsOk());
+  ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{1, 32}));
+  ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{33, 64}));
+  EXPECT_EQ((*store)->counters().standby_waits, 2);
+  ASSERT_THAT(PostgresInstance::Execute(
+                  uri_, "DELETE FROM hilo_meta WHERE key = 'standby_seen'"),
+              IsOk());
+  // This one still waits (its reservation was not remembered); it is, and
+  // the ranges after it inside the reservation are answered at commit.
+  ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{65, 96}));
+  ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{97, 128}));
+  EXPECT_EQ((*store)->counters().standby_waits, 3);
+  EXPECT_EQ(StandbySeen(uri_), "");
+}
+
+// Schema version 5 had no record of a standby seen; version 6 does, and a
+// server of version 5 would ignore it, so the upgrade marks the schema as
+// 6. The collections go on where they were; with no standby ever, nothing
+// is recorded and the fast path stays.
+TEST_F(PostgresHistoryTest, SchemaVersionFiveIsMigratedToSix) {
+  {
+    absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = Open();
+    ASSERT_THAT(store, IsOk());
+    ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+              (Range{1, 32}));
+  }
+  ASSERT_THAT(PostgresInstance::Execute(uri_,
+                                        "UPDATE hilo_meta SET value = '5' "
+                                        "WHERE key = 'schema_version'"),
+              IsOk());
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = Open();
+  ASSERT_THAT(store, IsOk());
+  EXPECT_EQ(QueryOne(uri_,
+                     "SELECT value FROM hilo_meta WHERE key = "
+                     "'schema_version'"),
+            "6");
+  EXPECT_EQ(StandbySeen(uri_), "");
+  EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{33, 64}));
+  EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{65, 96}));
+  EXPECT_EQ((*store)->counters().standby_waits, 1);
+  EXPECT_TRUE(events_.empty());
+}
+
 // A cluster of its own, whose standbys a test starts and stops: every other
 // test's reservations would wait for them too.
 class PostgresStandbyTest : public ::testing::Test {
@@ -227,6 +341,52 @@ class PostgresStandbyTest : public ::testing::Test {
     ASSERT_FALSE(port_.empty()) << uri_;
   }
 
+  // A receiver the primary lists as streaming; null, failing the test, if
+  // it is not listed within 30 seconds.
+  std::unique_ptr<Receiver> Stream() {
+    auto receiver = std::make_unique<Receiver>(port_);
+    if (!receiver->started() || !WaitForStreaming(uri_)) {
+      ADD_FAILURE() << "pg_receivewal did not connect";
+      return nullptr;
+    }
+    return receiver;
+  }
+
+  // Kills `receiver`; whether the primary then lists no standby at all
+  // within 30 seconds.
+  bool Gone(Receiver& receiver) {
+    receiver.Kill();
+    return WaitForAnswer(uri_, "SELECT count(*) FROM pg_stat_replication", "0");
+  }
+
+  // A standby attaches and stops confirming: `store`'s range [low, low+31]
+  // of "orders", inside a reservation the standby does not have, is not
+  // handed out (its numbers are skipped); once the standby goes on, the
+  // next range is, and the one after it is answered at commit.
+  void ExpectRangesWaitForAStandbyAttaching(PostgresRangeStore& store,
+                                            int64_t low) {
+    std::unique_ptr<Receiver> standby = Stream();
+    ASSERT_NE(standby, nullptr);
+    ASSERT_TRUE(standby->Signal(SIGSTOP));
+    EXPECT_THAT(store.Allocate("orders", 32, 0, NextToken()),
+                StatusIs(absl::StatusCode::kUnavailable));
+    ASSERT_TRUE(standby->Signal(SIGCONT));
+    EXPECT_EQ(store.Allocate("orders", 32, 0, NextToken()).value(),
+              (Range{low + 32, low + 63}));
+    const int64_t waits = store.counters().standby_waits;
+    EXPECT_EQ(store.Allocate("orders", 32, 0, NextToken()).value(),
+              (Range{low + 64, low + 95}));
+    EXPECT_EQ(store.counters().standby_waits, waits);
+  }
+
+  // A store's options on this cluster, waiting 300 ms for the standbys.
+  PostgresRangeStoreOptions StoreOptions() const {
+    PostgresRangeStoreOptions options;
+    options.uri = uri_;
+    options.standby_wait = absl::Milliseconds(300);
+    return options;
+  }
+
   std::unique_ptr<PostgresInstance> postgres_;
   std::string uri_;
   std::string port_;
@@ -239,15 +399,8 @@ class PostgresStandbyTest : public ::testing::Test {
 // On a cluster of its own: every other test's reservations would wait too.
 TEST_F(PostgresStandbyTest, StuckStandbyFailsReservationsUntilItConfirms) {
   const std::string& uri = uri_;
-  const std::string& port = port_;
-  TempDir wal;
-  const pid_t receiver = StartReceiver(port, wal.path());
-  ASSERT_GE(receiver, 0);
-  absl::Cleanup stop_receiver = [receiver] {
-    kill(receiver, SIGKILL);
-    waitpid(receiver, nullptr, 0);
-  };
-  ASSERT_TRUE(WaitForStreaming(uri)) << "pg_receivewal did not connect";
+  std::unique_ptr<Receiver> receiver = Stream();
+  ASSERT_NE(receiver, nullptr);
   // A role that cannot see the standbys' positions is refused at start,
   // told the grant; with it, it starts.
   ASSERT_THAT(PostgresInstance::Execute(
@@ -256,7 +409,7 @@ TEST_F(PostgresStandbyTest, StuckStandbyFailsReservationsUntilItConfirms) {
                   "plain"),
               IsOk());
   const std::string plain_uri =
-      absl::StrCat("postgresql://plain@127.0.0.1:", port,
+      absl::StrCat("postgresql://plain@127.0.0.1:", port_,
                    "/postgres?options=-csearch_path%3Dplain");
   PostgresRangeStoreOptions plain;
   plain.uri = plain_uri;
@@ -267,15 +420,12 @@ TEST_F(PostgresStandbyTest, StuckStandbyFailsReservationsUntilItConfirms) {
               IsOk());
   EXPECT_THAT(PostgresRangeStore::Open(plain), IsOk());
 
-  PostgresRangeStoreOptions options;
-  options.uri = uri;
-  options.standby_wait = absl::Milliseconds(300);
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
-      PostgresRangeStore::Open(std::move(options));
+      PostgresRangeStore::Open(StoreOptions());
   ASSERT_THAT(store, IsOk());
   ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
             (Range{1, 32}));
-  ASSERT_EQ(kill(receiver, SIGSTOP), 0);
+  ASSERT_TRUE(receiver->Signal(SIGSTOP));
   // Inside the confirmed reservation: answered at commit.
   EXPECT_EQ((*store)->Allocate("orders", 256, 0, NextToken()).value(),
             (Range{33, 288}));
@@ -284,7 +434,7 @@ TEST_F(PostgresStandbyTest, StuckStandbyFailsReservationsUntilItConfirms) {
               StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_THAT((*store)->Allocate("fresh", 1, 0, NextToken()),
               StatusIs(absl::StatusCode::kUnavailable));
-  ASSERT_EQ(kill(receiver, SIGCONT), 0);
+  ASSERT_TRUE(receiver->Signal(SIGCONT));
   EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
             (Range{801, 832}));
   EXPECT_EQ((*store)->Allocate("fresh", 1, 0, NextToken()).value(),
@@ -299,22 +449,10 @@ TEST_F(PostgresStandbyTest, StuckStandbyFailsReservationsUntilItConfirms) {
 // numbers out again (seen in tests/postgres/failover_test.py).
 TEST_F(PostgresStandbyTest,
        ReservationsMadeWithTheStandbyGoneWaitForItsReturn) {
-  const std::string& uri = uri_;
-  const std::string& port = port_;
-  TempDir first_wal;
-  pid_t first = StartReceiver(port, first_wal.path());
-  ASSERT_GE(first, 0);
-  absl::Cleanup stop_first = [&first] {
-    if (first > 0) kill(first, SIGKILL);
-    if (first > 0) waitpid(first, nullptr, 0);
-  };
-  ASSERT_TRUE(WaitForStreaming(uri)) << "pg_receivewal did not connect";
-
-  PostgresRangeStoreOptions options;
-  options.uri = uri;
-  options.standby_wait = absl::Milliseconds(300);
+  std::unique_ptr<Receiver> first = Stream();
+  ASSERT_NE(first, nullptr);
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
-      PostgresRangeStore::Open(std::move(options));
+      PostgresRangeStore::Open(StoreOptions());
   ASSERT_THAT(store, IsOk());
   ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
             (Range{1, 32}));
@@ -323,12 +461,7 @@ TEST_F(PostgresStandbyTest,
   // The standby goes away. Inside the reservation it confirmed: answered
   // at commit. Past it: handed out (the primary alone is all there is),
   // reserving up to 632 + 16 * 600.
-  ASSERT_EQ(kill(first, SIGKILL), 0);
-  waitpid(first, nullptr, 0);
-  first = -1;
-  ASSERT_TRUE(
-      WaitForAnswer(uri, "SELECT count(*) FROM pg_stat_replication", "0"))
-      << "the standby is still listed";
+  ASSERT_TRUE(Gone(*first)) << "the standby is still listed";
   EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
             (Range{33, 64}));
   EXPECT_EQ((*store)->counters().standby_waits, 1);
@@ -342,25 +475,51 @@ TEST_F(PostgresStandbyTest,
 
   // A standby attaches and stops confirming: a range inside that
   // reservation is not handed out until it has the reservation.
-  TempDir second_wal;
-  const pid_t second = StartReceiver(port, second_wal.path());
-  ASSERT_GE(second, 0);
-  absl::Cleanup stop_second = [second] {
-    kill(second, SIGKILL);
-    waitpid(second, nullptr, 0);
-  };
-  ASSERT_TRUE(WaitForStreaming(uri)) << "pg_receivewal did not connect";
-  ASSERT_EQ(kill(second, SIGSTOP), 0);
-  EXPECT_THAT((*store)->Allocate("orders", 32, 0, NextToken()),
-              StatusIs(absl::StatusCode::kUnavailable));
-  ASSERT_EQ(kill(second, SIGCONT), 0);
-  EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
-            (Range{697, 728}));
-  // Confirmed by the standby now: answered at commit again.
-  const int64_t waits = (*store)->counters().standby_waits;
-  EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
-            (Range{729, 760}));
-  EXPECT_EQ((*store)->counters().standby_waits, waits);
+  ExpectRangesWaitForAStandbyAttaching(**store, 665);
+}
+
+// A server started, or restarted, while a standby once seen is not listed
+// (the old primary still being rebuilt after a failover) has never seen it
+// itself; the store's record says it was, so it confirms nothing with none
+// listed, and once a standby attaches, its ranges wait for that standby.
+TEST_F(PostgresStandbyTest,
+       ServerStartedWhileTheSeenStandbyIsGoneConfirmsNothing) {
+  std::unique_ptr<Receiver> first = Stream();
+  ASSERT_NE(first, nullptr);
+  const PostgresRangeStoreOptions options = StoreOptions();
+  {
+    absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
+        PostgresRangeStore::Open(options);
+    ASSERT_THAT(store, IsOk());
+    EXPECT_EQ(StandbySeen(uri_), "");
+    ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+              (Range{1, 32}));
+  }
+  EXPECT_THAT(StandbySeen(uri_), HasSubstr("counted a standby"));
+  ASSERT_TRUE(Gone(*first)) << "the standby is still listed";
+  // Two servers started in turn with none listed: inside the reservation
+  // made with the standby, every range waits, and none is remembered.
+  int64_t low = 33;
+  for (int start = 0; start < 2; ++start) {
+    absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
+        PostgresRangeStore::Open(options);
+    ASSERT_THAT(store, IsOk());
+    for (int64_t waits = 1; waits <= 2; ++waits, low += 32) {
+      EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+                (Range{low, low + 31}));
+      EXPECT_EQ((*store)->counters().standby_waits, waits) << start;
+    }
+  }
+  EXPECT_THAT(StandbySeen(uri_), HasSubstr("counted a standby"));
+
+  // A standby attaches and stops confirming: a server started before it
+  // hands nothing out until it has what was reserved.
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
+      PostgresRangeStore::Open(options);
+  ASSERT_THAT(store, IsOk());
+  ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{low, low + 31}));
+  ExpectRangesWaitForAStandbyAttaching(**store, low + 32);
 }
 
 }  // namespace

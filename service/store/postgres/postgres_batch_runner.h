@@ -266,10 +266,10 @@ class PostgresBatchRunner {
   // Reservations: the ceiling of each collection this server saw
   // confirmed by the standbys since its connection opened.
   std::unordered_map<std::string, int64_t> confirmed_ceiling_;
-  // Some wait counted a standby, on any connection: a fleet that had
-  // standbys will have them again, so a wait that counts none confirms
-  // nothing (ConfirmReservations).
-  bool standby_seen_ = false;
+  // A wait counted a standby, and recording that in hilo_meta failed: this
+  // server takes the standby as seen (ConfirmReservations), and records it
+  // at its next wait.
+  bool standby_unrecorded_ = false;
   std::atomic<int64_t> set_aside_{0};
   std::atomic<int64_t> creations_set_aside_{0};
   std::atomic<int64_t> locked_failures_{0};

@@ -36,23 +36,40 @@ WITH old AS (
 SELECT count(*)::text, coalesce(sum(skipped), 0)::text FROM moved
 )sql";
 
-// The physical standbys the primary lists (base backups, which also show
-// here, are not standbys), and how many have not flushed `$1` yet, and
-// how many of those hide their position from this role. A role without
+// In one statement: the position the standbys must reach (`$1`, or when
+// it is empty the primary's WAL flushed now, which covers every commit that
+// has returned), the physical standbys the primary lists (base backups,
+// which also show here, are not standbys), how many have not flushed that
+// position yet, and how many of those hide their position from this role;
+// and whether hilo_meta records that a standby was seen. A role without
 // pg_read_all_stats (pg_monitor has it) sees only each row's pid, every
 // other column NULL, state too: such a row is a standby it cannot see.
 constexpr char kStandbysBehind[] = R"sql(
-SELECT count(*) FILTER (WHERE r.flush_lsn IS NULL OR r.flush_lsn < $1::pg_lsn),
+WITH position AS MATERIALIZED (
+  SELECT coalesce(nullif($1, '')::pg_lsn, pg_current_wal_flush_lsn()) AS lsn
+)
+SELECT count(*) FILTER (WHERE r.flush_lsn IS NULL OR
+                              r.flush_lsn < (SELECT lsn FROM position)),
        count(*) FILTER (WHERE r.flush_lsn IS NULL),
-       string_agg(CASE WHEN r.flush_lsn IS NULL OR r.flush_lsn < $1::pg_lsn
+       string_agg(CASE WHEN r.flush_lsn IS NULL OR
+                            r.flush_lsn < (SELECT lsn FROM position)
                   THEN coalesce(r.application_name, '') || ' at ' ||
                        coalesce(r.flush_lsn::text, 'an unknown position')
                   END, ', '),
-       count(*)
+       count(*),
+       (SELECT lsn::text FROM position),
+       (SELECT count(*) FROM hilo_meta WHERE key = 'standby_seen')
 FROM pg_stat_replication r
 LEFT JOIN pg_replication_slots s ON s.active_pid = r.pid
 WHERE r.state IS DISTINCT FROM 'backup'
   AND s.slot_type IS DISTINCT FROM 'logical'
+)sql";
+
+// Written once; no server deletes it (docs/reliability.md says how an
+// operator does). Its value says when and why, for whoever reads it.
+constexpr char kRecordStandbySeen[] = R"sql(
+INSERT INTO hilo_meta VALUES ('standby_seen', now()::text || ': ' || $1)
+ON CONFLICT (key) DO NOTHING
 )sql";
 
 int64_t SaturatingParse(const char* text) {
@@ -124,6 +141,16 @@ absl::StatusOr<HistoryCheck> CheckHistory(PostgresConnection& c,
       if (!moved.ok()) return moved.status();
       check.collections_moved = SaturatingParse(PQgetvalue(moved->get(), 0, 0));
       check.numbers_skipped = SaturatingParse(PQgetvalue(moved->get(), 0, 1));
+      // A promotion is the usual cause, and the old primary comes back as
+      // a standby; the primary that recorded one may not have passed the
+      // record on before it failed.
+      if (absl::Status s = RecordStandbySeen(
+              c, absl::StrCat("the history changed from ",
+                              DescribeHistory(check.recorded), " to ",
+                              DescribeHistory(check.live)));
+          !s.ok()) {
+        return s;
+      }
     }
     // First use (or a schema from before the record): nothing to compare
     // with, so only record it.
@@ -177,28 +204,38 @@ absl::Status CheckStandbysVisible(PostgresConnection& c,
       description, standbys, user, user));
 }
 
-absl::StatusOr<int64_t> WaitForStandbys(PostgresConnection& c,
-                                        absl::Duration bound,
-                                        absl::Duration poll,
-                                        absl::string_view description) {
+absl::Status RecordStandbySeen(PostgresConnection& c, absl::string_view why) {
+  Statement record;
+  record.sql = kRecordStandbySeen;
+  record.params.Text(why);
+  return c.Query(record, "recording that a standby was seen").status();
+}
+
+absl::StatusOr<StandbysConfirmed> WaitForStandbys(
+    PostgresConnection& c, absl::Duration bound, absl::Duration poll,
+    absl::string_view description) {
   const auto deadline =
       std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(bound);
-  absl::StatusOr<Result> flushed = c.Query(
-      "SELECT pg_current_wal_flush_lsn()::text", "reading the WAL position");
-  if (!flushed.ok()) return flushed.status();
-  const std::string lsn = PQgetvalue(flushed->get(), 0, 0);
+  // Empty: the first query reads the position itself; the polls after it
+  // wait for that same position.
+  std::string lsn;
   for (;;) {
     Statement behind;
     behind.sql = kStandbysBehind;
     behind.params.Text(lsn);
     absl::StatusOr<Result> r = c.Query(behind, "reading the standbys");
     if (!r.ok()) return r.status();
-    // A statement with parameters answers in binary.
-    const int64_t waiting = ReadInt64(r->get(), 0, 0);
-    const int64_t hidden = ReadInt64(r->get(), 0, 1);
-    if (waiting == 0) return ReadInt64(r->get(), 0, 3);
-    const std::string behind_list(PQgetvalue(r->get(), 0, 2),
-                                  PQgetlength(r->get(), 0, 2));
+    // A statement with parameters answers in binary (text as its bytes).
+    const PGresult* result = r->get();
+    lsn.assign(PQgetvalue(result, 0, 4), PQgetlength(result, 0, 4));
+    const int64_t waiting = ReadInt64(result, 0, 0);
+    const int64_t hidden = ReadInt64(result, 0, 1);
+    if (waiting == 0) {
+      return StandbysConfirmed{.listed = ReadInt64(result, 0, 3),
+                               .seen_recorded = ReadInt64(result, 0, 5) > 0};
+    }
+    const std::string behind_list(PQgetvalue(result, 0, 2),
+                                  PQgetlength(result, 0, 2));
     if (std::chrono::steady_clock::now() >= deadline) {
       return absl::UnavailableError(absl::StrFormat(
           "PostgreSQL at %s: %d standby(s) did not confirm a new reservation "

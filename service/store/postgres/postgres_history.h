@@ -26,25 +26,33 @@
 //
 // No standby listed. A reservation committed while the primary lists no
 // standby is confirmed by the primary alone, and remembered as confirmed
-// only if this server has never seen a standby listed: once it has, a fleet
+// only if no standby was ever seen on the store: once one was, a fleet
 // will have standbys again (the old primary, rebuilt as the new standby
 // after a failover), and a reservation remembered then would let the ranges
 // inside it be answered at commit after that standby attached, before it
 // received the reservation. So every later range waits again, and once a
 // standby attaches, for its flush, which covers what was reserved without
-// it.
+// it. That a standby was seen is recorded in hilo_meta (key
+// 'standby_seen', schema version 6), not in a server's memory: by the
+// first server whose wait counts one, and by the history check when the
+// history changed (a promotion means there was a standby); each wait reads
+// it in the same statement. So a server started while none is listed, or
+// restarted then, behaves as one that saw it. No server deletes the
+// record; an operator who removed replication for good does
+// (docs/reliability.md), and every server takes the fast path again at
+// its next wait.
 //
 // What this cannot see: the ranges handed out while no standby was listed
 // (a standby promoted before it caught up with them loses them), and so a
 // standby that was not connected to the primary while reservations were
-// confirmed and is promoted later; a server that started while none was
-// listed (it has seen none yet); a table restored from an older copy into
-// the same cluster and timeline; rows lost whole. (A check of each row's
-// ceiling against the highest this server saw was tried and dropped: a
-// collection deleted and created again by another server looks the same,
-// and the fuzzer's two stores found such a row moved on where the contract
-// says it starts at 1.) docs/reliability.md says what an operator does
-// about those.
+// confirmed and is promoted later; a store that never recorded a standby
+// (a standby that attached and left between two waits); a table restored
+// from an older copy into the same cluster and timeline; rows lost whole.
+// (A check of each row's ceiling against the highest this server saw was
+// tried and dropped: a collection deleted and created again by another
+// server looks the same, and the fuzzer's two stores found such a row
+// moved on where the contract says it starts at 1.) docs/reliability.md
+// says what an operator does about those.
 //
 // Private to service/store/postgres/.
 #ifndef HILO_SERVICE_STORE_POSTGRES_POSTGRES_HISTORY_H_
@@ -105,17 +113,30 @@ std::string DescribeHistory(const DatabaseHistory& h);
 absl::Status CheckStandbysVisible(PostgresConnection& c,
                                   absl::string_view description);
 
+// Records in hilo_meta that a standby was seen, `why` with the time; does
+// nothing if it is recorded already. Inside a transaction or on its own.
+absl::Status RecordStandbySeen(PostgresConnection& c, absl::string_view why);
+
+// What WaitForStandbys found once every standby listed had confirmed.
+struct StandbysConfirmed {
+  // The physical standbys listed; 0: nothing is confirmed beyond the
+  // primary.
+  int64_t listed = 0;
+  // hilo_meta records that a standby was seen (RecordStandbySeen).
+  bool seen_recorded = false;
+};
+
 // Waits until every physical standby in pg_stat_replication (but base
 // backups in progress) has flushed the primary's WAL as far as it is
-// flushed now, which covers every commit that has returned, and answers
-// how many standbys that was (at once 0 with no standby listed: nothing
-// is then confirmed beyond the primary). UNAVAILABLE, naming the standbys
-// behind and, when their positions are hidden from this role, the grant
-// that shows them, if `bound` passes first. Polls every `poll`.
-absl::StatusOr<int64_t> WaitForStandbys(PostgresConnection& c,
-                                        absl::Duration bound,
-                                        absl::Duration poll,
-                                        absl::string_view description);
+// flushed now, which covers every commit that has returned: one statement
+// reads that position, the standbys and the record of a standby seen, and
+// is repeated every `poll` while some standby is behind. At once with no
+// standby listed. UNAVAILABLE, naming the standbys behind and, when their
+// positions are hidden from this role, the grant that shows them, if
+// `bound` passes first.
+absl::StatusOr<StandbysConfirmed> WaitForStandbys(
+    PostgresConnection& c, absl::Duration bound, absl::Duration poll,
+    absl::string_view description);
 
 }  // namespace internal
 }  // namespace hilo

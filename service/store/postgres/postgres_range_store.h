@@ -169,7 +169,8 @@ class PostgresRangeStore final : public RangeStore {
     // deadlock, a collection created meanwhile).
     int64_t conflict_retries = 0;
     // Commits after which a reply waited for the standbys to confirm its
-    // reservation (two round trips each, however many standbys).
+    // reservation (one round trip each, however many standbys, and one
+    // more per millisecond while a standby is behind).
     int64_t standby_waits = 0;
   };
   Counters counters() const;

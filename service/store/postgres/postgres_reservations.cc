@@ -39,7 +39,7 @@ void PostgresBatchRunner::ConfirmReservations(PostgresBatch& batch) {
   }
   if (!batch.awaits_standbys) return;
   standby_waits_.fetch_add(1, std::memory_order_relaxed);
-  absl::StatusOr<int64_t> standbys =
+  absl::StatusOr<StandbysConfirmed> standbys =
       WaitForStandbys(*connection_, options_.standby_wait,
                       absl::Milliseconds(1), options_.description);
   if (!standbys.ok()) {
@@ -53,13 +53,23 @@ void PostgresBatchRunner::ConfirmReservations(PostgresBatch& batch) {
     if (!connection_->ok()) LostConnection();
     return;
   }
-  if (*standbys > 0) standby_seen_ = true;
-  // None listed where one streamed before (say the old primary, being
-  // rebuilt as the new standby after a failover): the replies go out, as
-  // they must while a fleet runs on its primary alone, but their
-  // reservations are not remembered as confirmed, so every later range
-  // waits again, and once a standby attaches, for its flush.
-  if (*standbys == 0 && standby_seen_) return;
+  const bool seen =
+      standbys->seen_recorded || standbys->listed > 0 || standby_unrecorded_;
+  if (seen && !standbys->seen_recorded) {
+    // For every server of the store, this one restarted included. The
+    // replies stand whatever this answers; until it succeeds, this server
+    // remembers it has to.
+    standby_unrecorded_ =
+        !RecordStandbySeen(*connection_, "a server's wait counted a standby")
+             .ok();
+    if (!connection_->ok()) LostConnection();
+  }
+  // None listed where one was seen (say the old primary, being rebuilt as
+  // the new standby after a failover): the replies go out, as they must
+  // while a fleet runs on its primary alone, but their reservations are not
+  // remembered as confirmed, so every later range waits again, and once a
+  // standby attaches, for its flush.
+  if (standbys->listed == 0 && seen) return;
   for (const auto& [name, row] : batch.rows) {
     if (row.now.has_value() && (row.locked || row.dirty)) {
       int64_t& confirmed = confirmed_ceiling_[name];

@@ -16,8 +16,11 @@ constexpr char kApplication[] = "hilo";
 // Version 2 added hilo_nodes; version 3 keeps digests of the range tokens;
 // version 4 keeps each collection's ceiling (postgres_history.h); version 5
 // keeps the Max of retired collections (hilo_retired), which a server that
-// does not know it would ignore and so hand those numbers out again.
-constexpr int kSchemaVersion = 5;
+// does not know it would ignore and so hand those numbers out again;
+// version 6 records in hilo_meta that a standby was seen (postgres_history.h),
+// which a server that does not know it would ignore, and so take reservations
+// as confirmed while no standby is listed. Its tables are version 5's.
+constexpr int kSchemaVersion = 6;
 // Key of the advisory lock held while the schema is created or checked
 // ("HiLo" in ASCII).
 constexpr int64_t kSchemaLockKey = 0x48694c6f;
@@ -180,7 +183,7 @@ absl::Status CreateOrCheckPostgresSchema(PostgresConnection& c,
           "application (\"%s\")",
           description, schema, application));
     }
-    if (version >= 1 && version <= 4) {
+    if (version >= 1 && version <= 5) {
       return c.Exec(
           absl::StrCat(version == 1 ? kNodesTable : "",
                        version <= 2 ? kDigestTokens : "",
