@@ -44,21 +44,23 @@ SELECT count(*)::text, coalesce(sum(skipped), 0)::text FROM moved
 // and whether hilo_meta records that a standby was seen. A role without
 // pg_read_all_stats (pg_monitor has it) sees only each row's pid, every
 // other column NULL, state too: such a row is a standby it cannot see.
+// The first statement of a wait: the position to wait for, and whether a
+// standby was ever recorded. Two plain statements cost less than one that
+// does both: unprepared, its plan took longer than the round trip it saved
+// (docs/reliability.md has the figures).
+constexpr char kWalPosition[] = R"sql(
+SELECT pg_current_wal_flush_lsn()::text,
+       (SELECT count(*) FROM hilo_meta WHERE key = 'standby_seen')
+)sql";
+
 constexpr char kStandbysBehind[] = R"sql(
-WITH position AS MATERIALIZED (
-  SELECT coalesce(nullif($1, '')::pg_lsn, pg_current_wal_flush_lsn()) AS lsn
-)
-SELECT count(*) FILTER (WHERE r.flush_lsn IS NULL OR
-                              r.flush_lsn < (SELECT lsn FROM position)),
+SELECT count(*) FILTER (WHERE r.flush_lsn IS NULL OR r.flush_lsn < $1::pg_lsn),
        count(*) FILTER (WHERE r.flush_lsn IS NULL),
-       string_agg(CASE WHEN r.flush_lsn IS NULL OR
-                            r.flush_lsn < (SELECT lsn FROM position)
+       string_agg(CASE WHEN r.flush_lsn IS NULL OR r.flush_lsn < $1::pg_lsn
                   THEN coalesce(r.application_name, '') || ' at ' ||
                        coalesce(r.flush_lsn::text, 'an unknown position')
                   END, ', '),
-       count(*),
-       (SELECT lsn::text FROM position),
-       (SELECT count(*) FROM hilo_meta WHERE key = 'standby_seen')
+       count(*)
 FROM pg_stat_replication r
 LEFT JOIN pg_replication_slots s ON s.active_pid = r.pid
 WHERE r.state IS DISTINCT FROM 'backup'
@@ -216,23 +218,25 @@ absl::StatusOr<StandbysConfirmed> WaitForStandbys(
     absl::string_view description) {
   const auto deadline =
       std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(bound);
-  // Empty: the first query reads the position itself; the polls after it
-  // wait for that same position.
-  std::string lsn;
+  absl::StatusOr<Result> position =
+      c.Query(kWalPosition, "reading the WAL position");
+  if (!position.ok()) return position.status();
+  const std::string lsn = PQgetvalue(position->get(), 0, 0);
+  const bool seen_recorded =
+      std::string(PQgetvalue(position->get(), 0, 1)) != "0";
   for (;;) {
     Statement behind;
     behind.sql = kStandbysBehind;
     behind.params.Text(lsn);
     absl::StatusOr<Result> r = c.Query(behind, "reading the standbys");
     if (!r.ok()) return r.status();
-    // A statement with parameters answers in binary (text as its bytes).
+    // A statement with parameters answers in binary.
     const PGresult* result = r->get();
-    lsn.assign(PQgetvalue(result, 0, 4), PQgetlength(result, 0, 4));
     const int64_t waiting = ReadInt64(result, 0, 0);
     const int64_t hidden = ReadInt64(result, 0, 1);
     if (waiting == 0) {
       return StandbysConfirmed{.listed = ReadInt64(result, 0, 3),
-                               .seen_recorded = ReadInt64(result, 0, 5) > 0};
+                               .seen_recorded = seen_recorded};
     }
     const std::string behind_list(PQgetvalue(result, 0, 2),
                                   PQgetlength(result, 0, 2));

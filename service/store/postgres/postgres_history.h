@@ -129,8 +129,8 @@ struct StandbysConfirmed {
 // Waits until every physical standby in pg_stat_replication (but base
 // backups in progress) has flushed the primary's WAL as far as it is
 // flushed now, which covers every commit that has returned: one statement
-// reads that position, the standbys and the record of a standby seen, and
-// is repeated every `poll` while some standby is behind. At once with no
+// reads that position and the record of a standby seen, a second the
+// standbys' positions, repeated every `poll` while some standby is behind. At once with no
 // standby listed. UNAVAILABLE, naming the standbys behind and, when their
 // positions are hidden from this role, the grant that shows them, if
 // `bound` passes first.
