@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -25,6 +26,7 @@
 #include "absl/time/time.h"
 #include "grpc/support/log.h"
 #include "hilo/base/command_line.h"
+#include "hilo/base/mutex.h"
 #include "service/access/line_writer.h"
 #include "service/access/monotonic_clock.h"
 #include "service/access/tls.h"
@@ -100,7 +102,8 @@ ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "on SIGTERM, how long in-flight calls may run before they are "
           "cancelled; on PostgreSQL, calls still waiting for the database "
           "a second after --drain_delay plus this end the process with "
-          "status 5");
+          "status 5; gRPC's teardown of the calls it cancelled is not "
+          "waited for more than half a second");
 ABSL_FLAG(absl::Duration, drain_delay, absl::ZeroDuration(),
           "on SIGTERM, how long to keep serving while health reports "
           "NOT_SERVING, before new calls are refused");
@@ -581,6 +584,46 @@ void StartShutdownWatchdog(absl::Duration limit) {
   }).detach();
 }
 
+// How long past the grace the process waits for gRPC's Shutdown to return
+// before it stops without it.
+constexpr absl::Duration kGrpcTeardownWait = absl::Milliseconds(500);
+
+// Shuts `server` down within `grace`, and returns what the exit line says.
+// At the end of the grace gRPC cancels the calls left, and its Shutdown
+// returns once it has torn every one of them down: after an HTTP/2 rapid
+// reset (30,000 reset streams) that took 0.9 s of an idle machine and 9 s
+// with the server held to 15 % of a core, while no call was left in the
+// store. Half a second past the grace, the process stops waiting for that:
+// it closes the server's gate to the services, waits for the calls still
+// in them (the store's, bounded on PostgreSQL by the watchdog) and exits
+// with the rest of the teardown left to the kernel, as after a kill: what
+// the store committed is durable, and no call is answered any more.
+std::string StopServer(hilo::Server* server, absl::Duration grace) {
+  struct Stopped {
+    hilo::base::Mutex mu;
+    bool done ABSL_GUARDED_BY(mu) = false;
+  };
+  auto stopped = std::make_shared<Stopped>();
+  std::thread([server, grace, stopped] {
+    server->Shutdown(grace);
+    hilo::base::MutexLock lock(&stopped->mu);
+    stopped->done = true;
+  }).detach();
+  {
+    hilo::base::MutexLock lock(&stopped->mu);
+    if (stopped->mu.AwaitWithTimeout([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(
+                                         stopped->mu) { return stopped->done; },
+                                     grace + kGrpcTeardownWait)) {
+      return "hilo_server: stopped";
+    }
+  }
+  server->EndCalls();
+  return absl::StrFormat(
+      "hilo_server: stopped (gRPC was still tearing down the calls it "
+      "cancelled %s after --shutdown_grace; no call was left in the store)",
+      absl::FormatDuration(kGrpcTeardownWait));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -619,8 +662,8 @@ int main(int argc, char** argv) {
   }
   (*server)->StartDraining();
   absl::SleepFor(drain_delay);
-  (*server)->Shutdown(grace);
-  // Calls are drained and the database is closed. Skip gRPC's global
+  const std::string stopped = StopServer(server->get(), grace);
+  // No call is left in the store. Skip gRPC's global
   // teardown, which waits for clients to drop idle connections (seconds).
-  ExitSaying(EXIT_SUCCESS, "hilo_server: stopped");
+  ExitSaying(EXIT_SUCCESS, stopped);
 }

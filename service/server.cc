@@ -444,8 +444,9 @@ absl::Status Server::StartGrpcServer() {
                            &port_);
   // HiLo and HiLoAdmin are callback services: no thread waits for a
   // commit. Health and reflection are gRPC's own (synchronous) services.
-  grpc_service_ = std::make_unique<GrpcHiLoService>(gatekeeper_.get());
-  grpc_admin_service_ = std::make_unique<GrpcAdminService>(gatekeeper_.get());
+  grpc_service_ = std::make_unique<GrpcHiLoService>(gatekeeper_.get(), &calls_);
+  grpc_admin_service_ =
+      std::make_unique<GrpcAdminService>(gatekeeper_.get(), &calls_);
   builder.RegisterService(grpc_service_.get());
   builder.RegisterService(grpc_admin_service_.get());
   std::unique_ptr<grpc::Server> built = builder.BuildAndStart();
@@ -520,6 +521,12 @@ absl::Status Server::CheckDatabaseFileForTesting() {
 absl::Status Server::ReloadAuthz() {
   if (authorizer_ == nullptr) return absl::OkStatus();
   return authorizer_->Reload();
+}
+
+void Server::EndCalls() {
+  calls_.Close();
+  // Shutdown never resets audit_log_, and Flush may run on two threads.
+  if (audit_log_ != nullptr) audit_log_->Flush();
 }
 
 void Server::Shutdown(absl::Duration grace) {

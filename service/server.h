@@ -39,6 +39,7 @@
 #include "service/observe/observer.h"
 #include "service/observe/store_health.h"
 #include "service/rpc/admin_service.h"
+#include "service/rpc/call_gate.h"
 #include "service/rpc/gatekeeper.h"
 #include "service/rpc/grpc_services.h"
 #include "service/rpc/hilo_service.h"
@@ -113,6 +114,15 @@ class Server {
   // call it from one thread.
   void Shutdown(absl::Duration grace);
 
+  // Refuses every call from now on (UNAVAILABLE) before it reaches the
+  // services, returns once the calls that had reached them have ended, and
+  // flushes the audit log. For a process that exits while Shutdown, on
+  // another thread, still waits for gRPC to tear down the calls it
+  // cancelled: once this returns nothing the server does is left half done
+  // in the store. Safe while Shutdown runs; the process must then end
+  // without destroying the server.
+  void EndCalls();
+
  private:
   // Says and counts that the store found its database's history gone back.
   class HistoryReporter;
@@ -175,6 +185,9 @@ class Server {
   std::unique_ptr<LineWriter::DropListener> stderr_drops_;
   std::unique_ptr<ExhaustionReporter> exhaustion_;
   std::unique_ptr<Gatekeeper> gatekeeper_;
+  // Every call passes it on its way to gatekeeper_; it outlives the gRPC
+  // services, which hold it.
+  CallGate calls_;
   std::unique_ptr<GrpcHiLoService> grpc_service_;
   std::unique_ptr<GrpcAdminService> grpc_admin_service_;
   // Set once Start has built it; the store may report its health (on its

@@ -19,13 +19,21 @@ void AddIdentities(const grpc::AuthContext& auth, const char* property,
   }
 }
 
-// Starts `call` with a completion that finishes the gRPC call.
+// Starts `call` with a completion that finishes the gRPC call, if `calls`
+// lets it in; UNAVAILABLE without starting it once the server is stopping.
 template <typename Call>
-grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* context,
+grpc::ServerUnaryReactor* Serve(CallGate* calls,
+                                grpc::CallbackServerContext* context,
                                 Call call) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  call([reactor](absl::Status status) {
+  if (!calls->Enter()) {
+    reactor->Finish(
+        grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is stopping"));
+    return reactor;
+  }
+  call([reactor, calls](absl::Status status) {
     reactor->Finish(ToGrpcStatus(status));
+    calls->Leave();
   });
   return reactor;
 }
@@ -67,7 +75,7 @@ grpc::ServerUnaryReactor* GrpcHiLoService::NextRange(
     grpc::CallbackServerContext* context,
     const hilo::v1::NextRangeRequest* request,
     hilo::v1::NextRangeResponse* response) {
-  return Serve(context, [&](ServiceCallback done) {
+  return Serve(calls_, context, [&](ServiceCallback done) {
     gate_->NextRange(CallerOf(*context), *request, response, std::move(done));
   });
 }
@@ -76,7 +84,7 @@ grpc::ServerUnaryReactor* GrpcHiLoService::ReturnRange(
     grpc::CallbackServerContext* context,
     const hilo::v1::ReturnRangeRequest* request,
     hilo::v1::ReturnRangeResponse* response) {
-  return Serve(context, [&](ServiceCallback done) {
+  return Serve(calls_, context, [&](ServiceCallback done) {
     gate_->ReturnRange(CallerOf(*context), *request, response, std::move(done));
   });
 }
@@ -85,7 +93,7 @@ grpc::ServerUnaryReactor* GrpcHiLoService::ReturnRanges(
     grpc::CallbackServerContext* context,
     const hilo::v1::ReturnRangesRequest* request,
     hilo::v1::ReturnRangesResponse* response) {
-  return Serve(context, [&](ServiceCallback done) {
+  return Serve(calls_, context, [&](ServiceCallback done) {
     gate_->ReturnRanges(CallerOf(*context), *request, response,
                         std::move(done));
   });
@@ -95,7 +103,7 @@ grpc::ServerUnaryReactor* GrpcAdminService::GetCollection(
     grpc::CallbackServerContext* context,
     const hilo::v1::GetCollectionRequest* request,
     hilo::v1::GetCollectionResponse* response) {
-  return Serve(context, [&](ServiceCallback done) {
+  return Serve(calls_, context, [&](ServiceCallback done) {
     gate_->GetCollection(CallerOf(*context), *request, response,
                          std::move(done));
   });
@@ -105,7 +113,7 @@ grpc::ServerUnaryReactor* GrpcAdminService::ListCollections(
     grpc::CallbackServerContext* context,
     const hilo::v1::ListCollectionsRequest* request,
     hilo::v1::ListCollectionsResponse* response) {
-  return Serve(context, [&](ServiceCallback done) {
+  return Serve(calls_, context, [&](ServiceCallback done) {
     gate_->ListCollections(CallerOf(*context), *request, response,
                            std::move(done));
   });
@@ -115,7 +123,7 @@ grpc::ServerUnaryReactor* GrpcAdminService::SetFloor(
     grpc::CallbackServerContext* context,
     const hilo::v1::SetFloorRequest* request,
     hilo::v1::SetFloorResponse* response) {
-  return Serve(context, [&](ServiceCallback done) {
+  return Serve(calls_, context, [&](ServiceCallback done) {
     gate_->SetFloor(CallerOf(*context), *request, response, std::move(done));
   });
 }
@@ -124,7 +132,7 @@ grpc::ServerUnaryReactor* GrpcAdminService::DeleteCollection(
     grpc::CallbackServerContext* context,
     const hilo::v1::DeleteCollectionRequest* request,
     hilo::v1::DeleteCollectionResponse* response) {
-  return Serve(context, [&](ServiceCallback done) {
+  return Serve(calls_, context, [&](ServiceCallback done) {
     gate_->DeleteCollection(CallerOf(*context), *request, response,
                             std::move(done));
   });

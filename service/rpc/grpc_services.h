@@ -14,6 +14,7 @@
 
 #include "hilo/v1/hilo.grpc.pb.h"
 #include "service/access/authorizer.h"
+#include "service/rpc/call_gate.h"
 #include "service/rpc/gatekeeper.h"
 
 namespace hilo {
@@ -25,8 +26,10 @@ Caller CallerOf(const grpc::ServerContextBase& context);
 
 class GrpcHiLoService final : public hilo::v1::HiLo::CallbackService {
  public:
-  // `gate` must outlive this.
-  explicit GrpcHiLoService(Gatekeeper* gate) : gate_(gate) {}
+  // `gate` and `calls` must outlive this. Every call passes `calls`
+  // before it reaches `gate`.
+  GrpcHiLoService(Gatekeeper* gate, CallGate* calls)
+      : gate_(gate), calls_(calls) {}
 
   grpc::ServerUnaryReactor* NextRange(
       grpc::CallbackServerContext* context,
@@ -43,12 +46,15 @@ class GrpcHiLoService final : public hilo::v1::HiLo::CallbackService {
 
  private:
   Gatekeeper* const gate_;
+  CallGate* const calls_;
 };
 
 class GrpcAdminService final : public hilo::v1::HiLoAdmin::CallbackService {
  public:
-  // `gate` must outlive this.
-  explicit GrpcAdminService(Gatekeeper* gate) : gate_(gate) {}
+  // `gate` and `calls` must outlive this. Every call passes `calls`
+  // before it reaches `gate`.
+  GrpcAdminService(Gatekeeper* gate, CallGate* calls)
+      : gate_(gate), calls_(calls) {}
 
   grpc::ServerUnaryReactor* GetCollection(
       grpc::CallbackServerContext* context,
@@ -69,6 +75,7 @@ class GrpcAdminService final : public hilo::v1::HiLoAdmin::CallbackService {
 
  private:
   Gatekeeper* const gate_;
+  CallGate* const calls_;
 };
 
 }  // namespace hilo

@@ -348,6 +348,8 @@ def collection_creation_flood(binary):
     seconds = 6
     outcomes = {"ok": 0, "exhausted": 0, "other": 0}
     messages = []
+    # The first few failures of another code, for the report.
+    others = []
 
     def attack(stop):
         call = ch.unary_unary(lib.NEXT, request_serializer=None,
@@ -368,6 +370,9 @@ def collection_creation_flood(binary):
                             messages.append(error.details())
                     else:
                         outcomes["other"] += 1
+                        if len(others) < 3:
+                            others.append(f"{error.code().name}: "
+                                          f"{error.details()}")
 
     started = time.monotonic()
     try:
@@ -385,7 +390,8 @@ def collection_creation_flood(binary):
         if messages:
             checks.figure("refusal", messages[0])
         checks.expect(outcomes["other"] == 0,
-                      f"{outcomes['other']} calls failed with another code")
+                      f"{outcomes['other']} calls failed with another code: "
+                      f"{others}")
         if limited:
             # "recovery" and the bystander's collection were created in the
             # same minute.
