@@ -130,9 +130,9 @@ struct StandbysConfirmed {
 // backups in progress) has flushed the primary's WAL as far as it is
 // flushed now, which covers every commit that has returned: one statement
 // reads that position and the record of a standby seen, a second the
-// standbys' positions, repeated every `poll` while some standby is behind. At once with no
-// standby listed. UNAVAILABLE, naming the standbys behind and, when their
-// positions are hidden from this role, the grant that shows them, if
+// standbys' positions, repeated every `poll` while some standby is behind. At
+// once with no standby listed. UNAVAILABLE, naming the standbys behind and,
+// when their positions are hidden from this role, the grant that shows them, if
 // `bound` passes first.
 absl::StatusOr<StandbysConfirmed> WaitForStandbys(
     PostgresConnection& c, absl::Duration bound, absl::Duration poll,
