@@ -2,17 +2,21 @@
 """The conformance runner's own checks must be able to fail.
 
 A recovery bound (a step's until_ok_ms) holds only if the call that
-succeeded answered within it. No node or driver runs here: the calls are
+succeeded answered within it, and a --param that is not a positive number
+of milliseconds is refused. No node or driver runs here: the calls are
 answered by a script on a clock of the test's own.
 
 Needs the generated Python stubs (module hilo.v1) on PYTHONPATH, as run.py.
 """
+import contextlib
+import io
 import os
 import sys
 import unittest
 from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import run  # noqa: E402
 import scenario  # noqa: E402
 from outcomes import Failure  # noqa: E402
 
@@ -77,6 +81,30 @@ class UntilOkTest(unittest.TestCase):
     def test_a_code_not_retried_ends_the_wait_at_once(self):
         answer, s = self.until_ok([(10, {"ok": False, "code": "INTERNAL"})])
         self.assertEqual(answer["code"], "INTERNAL")
+
+
+class ParamTest(unittest.TestCase):
+    def parse(self, *params):
+        argv = ["--server", "s"]
+        for p in params:
+            argv += ["--param", p]
+        return run.parse_args(argv + ["--driver", "d"])
+
+    def test_a_positive_number_is_taken(self):
+        self.assertEqual(self.parse("outage_ms=180000")["param"],
+                         {"outage_ms": 180000})
+
+    def test_what_is_not_a_positive_number_is_refused(self):
+        for bad in ("outage_ms=-5", "outage_ms=0", "recovery_ms=+5",
+                    "recovery_ms= 5", "recovery_ms=1_000", "recovery_ms=",
+                    "recovery_ms=2.5", "=5", "recovery_ms"):
+            with self.subTest(bad):
+                err = io.StringIO()
+                with contextlib.redirect_stderr(err), \
+                        self.assertRaises(SystemExit) as ended:
+                    self.parse(bad)
+                self.assertEqual(ended.exception.code, 2)
+                self.assertIn("is not NAME=NUMBER", err.getvalue())
 
 
 if __name__ == "__main__":
