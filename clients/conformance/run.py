@@ -127,7 +127,8 @@ def with_params(spec: Dict, given: Dict[str, int]) -> Dict:
                          f"declares no such parameter")
             return values[x[1:]]
         return x
-    return {**spec, "steps": fill(spec["steps"])}
+    # "params" says what this run uses (--list shows it).
+    return {**spec, "params": values, "steps": fill(spec["steps"])}
 
 
 def load_scenarios(pattern: str, params: Dict[str, int] = None) \

@@ -106,6 +106,15 @@ class ParamTest(unittest.TestCase):
                 self.assertEqual(ended.exception.code, 2)
                 self.assertIn("is not NAME=NUMBER", err.getvalue())
 
+    def test_a_run_with_a_param_says_what_it_uses(self):
+        spec = {"name": "t",
+                "params": {"outage_ms": 30000, "recovery_ms": 3000},
+                "steps": [{"do": "sleep_ms", "ms": "$outage_ms"}]}
+        run_spec = run.with_params(spec, {"outage_ms": 180000})
+        self.assertEqual(run_spec["steps"], [{"do": "sleep_ms", "ms": 180000}])
+        self.assertEqual(run_spec["params"],
+                         {"outage_ms": 180000, "recovery_ms": 3000})
+
 
 if __name__ == "__main__":
     unittest.main()
