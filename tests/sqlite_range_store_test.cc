@@ -8,6 +8,7 @@
 #include <fstream>
 #include <future>
 #include <map>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -77,6 +78,7 @@ class SqliteRangeStoreTest : public ::testing::Test,
   void Reopen(std::function<absl::Status()> before_commit = nullptr,
               int max_batch = SqliteRangeStoreOptions().max_batch) {
     SqliteRangeStoreOptions options;
+    options.sync = sync_;
     options.max_batch = max_batch;
     options.before_commit_for_testing = std::move(before_commit);
     Open(std::move(options));
@@ -94,7 +96,7 @@ class SqliteRangeStoreTest : public ::testing::Test,
     store_ = *std::move(store);
   }
 
-  // Starts `fn` on a thread whose operation leads the next batch, and
+  // Starts `fn` on a thread whose operation is the next batch's first, and
   // returns once that batch is held at its commit (by `gate`, armed here to
   // hold once and then answer `status`).
   void HoldFirstCommit(CommitGate& gate, std::vector<std::thread>& threads,
@@ -116,9 +118,30 @@ class SqliteRangeStoreTest : public ::testing::Test,
   TempDir dir_;
   SqliteRangeStore* sqlite_ = nullptr;  // store_, as what it is
   size_t queued_ = 0;
+  SyncMode sync_ = SqliteRangeStoreOptions().sync;  // what Reopen opens with
 };
 
-TEST_F(SqliteRangeStoreTest, FailingOperationDoesNotFailOthersInItsBatch) {
+// Batching and failed commits, in both sync modes: with kFull a caller
+// commits the batch its operation leads, with kNormal the store's own
+// thread commits every batch (SqliteRangeStore::StartWriting), and what
+// each operation is told must not depend on which.
+class SqliteRangeStoreBatchTest
+    : public SqliteRangeStoreTest,
+      public ::testing::WithParamInterface<SyncMode> {
+ protected:
+  void SetUp() override {
+    sync_ = GetParam();
+    SqliteRangeStoreTest::SetUp();
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(SyncModes, SqliteRangeStoreBatchTest,
+                         ::testing::Values(SyncMode::kFull, SyncMode::kNormal),
+                         [](const ::testing::TestParamInfo<SyncMode>& info) {
+                           return std::string(SyncModeName(info.param));
+                         });
+
+TEST_P(SqliteRangeStoreBatchTest, FailingOperationDoesNotFailOthersInItsBatch) {
   CommitGate gate;
   Reopen(gate.Hook());
   ASSERT_THAT(store_->PutForTesting(
@@ -153,7 +176,7 @@ TEST_F(SqliteRangeStoreTest, FailingOperationDoesNotFailOthersInItsBatch) {
   EXPECT_EQ(StoredMax("full"), kMax - 5);
 }
 
-TEST_F(SqliteRangeStoreTest,
+TEST_P(SqliteRangeStoreBatchTest,
        QueuedOpsCommitInArrivalOrderAtMostMaxBatchAtATime) {
   CommitGate gate;
   Reopen(gate.Hook(), /*max_batch=*/2);
@@ -181,7 +204,7 @@ TEST_F(SqliteRangeStoreTest,
   EXPECT_EQ(sqlite_->commits() - commits_before, 4);
 }
 
-TEST_F(SqliteRangeStoreTest, FailedCommitFailsOnlyItsOwnBatch) {
+TEST_P(SqliteRangeStoreBatchTest, FailedCommitFailsOnlyItsOwnBatch) {
   CommitGate gate;
   Reopen(gate.Hook());
   ASSERT_EQ(MustAllocate("orders", 32), (Range{1, 32}));
@@ -208,7 +231,7 @@ TEST_F(SqliteRangeStoreTest, FailedCommitFailsOnlyItsOwnBatch) {
 // batch judges on what is on disk, so the range the failed batch would have
 // handed out is handed out again (it never reached anyone) and nothing is
 // skipped or reissued.
-TEST_F(SqliteRangeStoreTest, FailedCommitPutsHeldRowsBackToTheFile) {
+TEST_P(SqliteRangeStoreBatchTest, FailedCommitPutsHeldRowsBackToTheFile) {
   CommitGate gate;
   Reopen(gate.Hook());
   ASSERT_EQ(MustAllocate("orders", 32), (Range{1, 32}));
@@ -229,7 +252,7 @@ TEST_F(SqliteRangeStoreTest, FailedCommitPutsHeldRowsBackToTheFile) {
 
 // Many operations on one collection in one batch: judged one after another
 // in memory, the row written once.
-TEST_F(SqliteRangeStoreTest, RowChangedManyTimesInABatchIsWrittenOnce) {
+TEST_P(SqliteRangeStoreBatchTest, RowChangedManyTimesInABatchIsWrittenOnce) {
   CommitGate gate;
   Reopen(gate.Hook());
   const int64_t written_before = sqlite_->rows_written();
@@ -261,7 +284,7 @@ TEST_F(SqliteRangeStoreTest, RowChangedManyTimesInABatchIsWrittenOnce) {
 // Reads run on a connection of their own: while a write batch waits at its
 // commit, they answer at once, with what is stored (not the batch's
 // uncommitted writes), and once the commit fails they still see only that.
-TEST_F(SqliteRangeStoreTest, ReadsAnswerWhileAWriteBatchIsHeld) {
+TEST_P(SqliteRangeStoreBatchTest, ReadsAnswerWhileAWriteBatchIsHeld) {
   CommitGate gate;
   Reopen(gate.Hook());
   ASSERT_EQ(MustAllocate("orders", 32), (Range{1, 32}));
@@ -296,7 +319,7 @@ TEST_F(SqliteRangeStoreTest, ReadsAnswerWhileAWriteBatchIsHeld) {
 // operation of it may report success, and the rows the store holds in
 // memory go back to what the file holds: the next batch continues from
 // there.
-TEST_F(SqliteRangeStoreTest, FailedRowWriteFailsTheWholeBatch) {
+TEST_P(SqliteRangeStoreBatchTest, FailedRowWriteFailsTheWholeBatch) {
   CommitGate gate;
   std::atomic<int> writes{0};
   SqliteRangeStoreOptions options;

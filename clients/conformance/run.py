@@ -26,7 +26,8 @@ expected, 1 otherwise, 2 for bad usage.
 --param NAME=NUMBER sets a parameter that scenarios declare under "params"
 (with their default) and use as the string "$NAME" in place of a number, so
 that a scenario can also be run longer than CI runs it (an outage of 180 s
-rather than 30 s). Every --param must be declared by a scenario run.
+rather than 30 s). NUMBER is a whole number above 0. Every --param must
+be declared by a scenario run.
 
 Needs the generated Python stubs (module hilo.v1) on PYTHONPATH.
 """
@@ -37,6 +38,7 @@ import fnmatch
 import glob
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -88,13 +90,17 @@ def parse_args(argv: List[str]):
             i += 1
         i += 1
         if key == "--param":
+            # A positive whole number of decimal digits: int() alone would
+            # take "-5", " 5" and "1_000", and an outage or a bound of 0 or
+            # less is no test of recovery.
             name, _, number = value.partition("=")
-            try:
-                opts["param"][name] = int(number)
-            except ValueError:
+            if not name or not re.fullmatch(r"[0-9]+", number) \
+                    or int(number) < 1:
                 print(f"{usage}\nrun.py: --param {value!r} is not "
-                      f"NAME=NUMBER", file=sys.stderr)
+                      f"NAME=NUMBER (a whole number above 0)",
+                      file=sys.stderr)
                 sys.exit(2)
+            opts["param"][name] = int(number)
             continue
         opts[key[2:]] = value
     if not opts["list"] and (not opts["server"] or not opts["driver"]):
@@ -121,7 +127,8 @@ def with_params(spec: Dict, given: Dict[str, int]) -> Dict:
                          f"declares no such parameter")
             return values[x[1:]]
         return x
-    return {**spec, "steps": fill(spec["steps"])}
+    # "params" says what this run uses (--list shows it).
+    return {**spec, "params": values, "steps": fill(spec["steps"])}
 
 
 def load_scenarios(pattern: str, params: Dict[str, int] = None) \

@@ -426,6 +426,12 @@ class Scenario:
                            f"ms each" for code, ms in failed.items())
         self.notes.append(f"{where}: {outcome} after {took:.0f} ms"
                           + (f" (before it: {before})" if before else ""))
+        if answer["ok"] and took > step["until_ok_ms"]:
+            # A call sent before the bound may answer well after it: the
+            # bound is on when the client served, not on when it was asked.
+            raise Failure(f"{where}: ok only after {took:.0f} ms; the bound "
+                          f"is {step['until_ok_ms']} ms"
+                          + (f" (before it: {before})" if before else ""))
         return answer
 
     @staticmethod
