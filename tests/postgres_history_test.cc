@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "service/store/postgres/postgres_range_store.h"
 #include "testing/postgres_instance.h"
+#include "testing/postgres_schema_fixture.h"
 #include "testing/range_store_fixture.h"
 #include "testing/status_matchers.h"
 #include "testing/temp_dir.h"
@@ -110,19 +111,10 @@ std::string PortOf(const std::string& uri) {
   return parts[2].substr(0, parts[2].find('/'));
 }
 
-class PostgresHistoryTest : public ::testing::Test {
+class PostgresHistoryTest : public testing_util::PostgresSchemaTest {
  protected:
-  void SetUp() override {
-    absl::StatusOr<PostgresInstance*> postgres = PostgresInstance::Shared();
-    ASSERT_THAT(postgres, IsOk());
-    absl::StatusOr<std::string> uri = (*postgres)->NewSchema();
-    ASSERT_THAT(uri, IsOk());
-    uri_ = *uri;
-  }
-
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> Open() {
-    PostgresRangeStoreOptions options;
-    options.uri = uri_;
+    PostgresRangeStoreOptions options = StoreOptions();
     options.on_history_went_back = [this](const StoreHistoryEvent& e) {
       events_.push_back(e);
     };
@@ -135,7 +127,6 @@ class PostgresHistoryTest : public ::testing::Test {
                                        collection, "'::bytea"));
   }
 
-  std::string uri_;
   std::vector<StoreHistoryEvent> events_;  // on the store's thread; read
                                            // after the call that told it
 };
