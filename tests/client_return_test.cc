@@ -80,12 +80,10 @@ TEST(ClientReturnTest, RangesOfTwoNodesGoBackEachOnItsOwn) {
 }
 
 // A range fetched ahead above another client's range goes back whole and
-// gives that client its token back. The first client's echo is then where
-// its applied return left Max (64, CONTRACT.md R4), not the high of the
-// range it no longer holds (96), and not the 7 it used of its current
-// range, whose return was refused: so it skips the numbers the other
-// client hands back afterwards (lost, never repeated).
-TEST(ClientReturnTest, NextRangeStartsAboveWhereTheAppliedReturnLeftMax) {
+// gives that client its token back; when it then hands back its own tail,
+// the first client must not skip those numbers by reporting the high of
+// the range it no longer holds.
+TEST(ClientReturnTest, NextRangeStartsAboveTheLastNumberUsedNotAboveReturns) {
   auto node = std::make_shared<FakeNode>("A", 32);
   const std::vector<std::shared_ptr<FakeNode>> nodes = {node};
   TestClient x = MakeClient(std::make_unique<FakeSource>(nodes), '/', 0.2);
@@ -100,8 +98,8 @@ TEST(ClientReturnTest, NextRangeStartsAboveWhereTheAppliedReturnLeftMax) {
   EXPECT_EQ(node->Max("o"), 64);
   y.client->ReturnUnusedRanges();  // y used 33 only
   EXPECT_EQ(node->Max("o"), 33);
-  EXPECT_EQ(x.client->NextId("o")->number, 65);
-  EXPECT_EQ(x.source->previous().back().max, 64);
+  EXPECT_EQ(x.client->NextId("o")->number, 34);  // nothing skipped
+  EXPECT_EQ(x.source->previous().back().max, 7);
 }
 
 TEST(ClientReturnTest, StaleReturnAfterAnotherClientTookARangeIsRefused) {
@@ -121,8 +119,7 @@ TEST(ClientReturnTest, StaleReturnAfterAnotherClientTookARangeIsRefused) {
   // Nobody gets 2-32 again, and each client goes on above what it held.
   EXPECT_EQ(second.client->NextId("o")->number, 34);
   EXPECT_EQ(first.client->NextId("o")->number, 65);
-  // Refused: the echo stays the range's high, not the 1 it used (R4).
-  EXPECT_EQ(first.source->previous().back().max, 32);
+  EXPECT_EQ(first.source->previous().back().max, 1);  // the last it used
 }
 
 TEST(ClientReturnTest, ReturnWithAnotherRangesTokenIsRefused) {

@@ -113,6 +113,9 @@ int64_t RangeCache::Publish(const IssuedRange* range) {
       has_range_
           ? std::min(static_cast<int64_t>(old & kOffsetMask), range_usable_)
           : 0;
+  if (taken > 0) {
+    handed_out_up_to_ = std::max(handed_out_up_to_, range_.low + taken - 1);
+  }
   const bool had_range = has_range_;
   has_range_ = range != nullptr;
   if (has_range_) {
@@ -189,7 +192,6 @@ absl::StatusOr<IssuedRange> RangeCache::Fetch() {
   previous_.size = range->high - range->low + 1;
   previous_.range_at = range->range_at;
   previous_.max = range->high;
-  previous_.node_tag = range->node_tag;
   if (!IsValidNodeTag(range->node_tag)) {
     // The packed tag holds only a valid one; never hand out a number with
     // a tag other than its range's.
@@ -263,6 +265,7 @@ RangeCache::UnusedRanges RangeCache::TakeUnused() {
   // range the last issued again, with its token: then its tail can come
   // back too. Ranges of different nodes go back each on its own.
   UnusedRanges unused;
+  unused.had_range = has_range_;
   if (has_next_) {
     unused.returns.emplace_back(next_, next_.low - 1);
     unused.pair = has_range_ && next_.source == range_.source &&
@@ -326,11 +329,10 @@ void RangeCache::RecordReturns(
   }
   for (size_t i = 0; i < unused.returns.size(); ++i) {
     const auto& [range, last] = unused.returns[i];
-    bool back = true;
     if (i == 0 && tail_back) {
       returns_applied_.fetch_add(1, std::memory_order_relaxed);
     } else {
-      back = RecordReturn(
+      RecordReturn(
           range, last,
           i < results.size()
               ? results[i]
@@ -350,16 +352,6 @@ void RangeCache::RecordReturns(
     if (it != previous_.held.end() && it->second == range.high) {
       it->second = last == range.low - 1 ? range.held_before : last;
     }
-    // The echo (CONTRACT.md R4) goes down only by a return its node applied:
-    // to where that return left the node's Max. In order, so a pair's later
-    // range takes it to the earlier range's high, and that range's tail
-    // below. A return refused, failed or of unknown outcome, or one to
-    // another node than the previous range's, leaves it: a last_max the node
-    // did not set would claim numbers it never issued (R17's guard rail).
-    if (back && range.node_tag == previous_.node_tag &&
-        previous_.max == range.high) {
-      previous_.max = last;
-    }
   }
 }
 
@@ -369,6 +361,13 @@ void RangeCache::EndReturn(const UnusedRanges& unused) {
   fetching_ = false;
   ++fetches_;
   fetch_error_ = absl::OkStatus();
+  // Our next range may start right after the last number we handed out:
+  // last_max keeps a client's ranges from going down, and the numbers above
+  // it are no longer ours, whether they went back or not. Reporting more
+  // (the high of a range handed back, or the number below a current range
+  // retired before any caller took from it) would make the node skip
+  // numbers another client may have handed back in the meantime.
+  if (unused.had_range) previous_.max = handed_out_up_to_;
 }
 
 }  // namespace hilo::internal

@@ -94,9 +94,7 @@ class RangeCache {
   // RangeSource::ReturnMany call (a pair, when the two are adjacent ranges
   // of one node). When they apply, the collection's Max ends at the last
   // number this cache handed out, and so does the `last_max` of its next
-  // request; a return refused or failed leaves that at the previous
-  // range's high (CONTRACT.md R4). Best effort; failures go to the log,
-  // refusals are normal.
+  // request. Best effort; failures go to the log, refusals are normal.
   void ReturnUnused();
 
   // ReturnUnused in steps, so that a client can hand many caches back in
@@ -110,6 +108,7 @@ class RangeCache {
     // pair of adjacent ranges"): the second applies only right after the
     // first, so they must reach the node in one call.
     bool pair = false;
+    bool had_range = false;
   };
   UnusedRanges TakeUnused();
   const std::string& collection() const { return collection_; }
@@ -242,10 +241,11 @@ class RangeCache {
   IssuedRange range_ ABSL_GUARDED_BY(mu_);  // valid if has_range_
   int64_t range_usable_ ABSL_GUARDED_BY(mu_) = 0;
   // Its `held` is kept up to date: each range fetched raises its node's
-  // mark to the range's high, each return, whatever its answer, lowers it to
-  // the return's last (if the mark was that range's high). Its `max` goes
-  // down only by a return of the previous range's node that applied.
+  // mark to the range's high, each return that came back lowers it to the
+  // return's last (if the mark was that range's high).
   PreviousRange previous_ ABSL_GUARDED_BY(mu_);
+  // The highest number a caller took from a retired range (0: none).
+  int64_t handed_out_up_to_ ABSL_GUARDED_BY(mu_) = 0;
   // The runway's window, moved only by Publish: it began when the range
   // before the current one was published (when the current one was, for
   // the first), and the numbers taken of that earlier range.

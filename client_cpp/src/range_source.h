@@ -48,9 +48,8 @@ inline constexpr int64_t kMaxTimestampSeconds = 253402300799;
 struct PreviousRange {
   int64_t size = 0;                    // 0 if none
   std::optional<absl::Time> range_at;  // nullopt if none
-  int64_t max = 0;       // its high, or where a return its node applied left
-                         // Max (CONTRACT.md R4); 0 if none
-  std::string node_tag;  // not sent: its node, whose returns may lower max
+  int64_t max = 0;                     // its high (or the last number
+                                       // used, after a return); 0 if none
   // Not sent. Per node tag, the highest number of the collection the client
   // holds or handed out from that node's ranges; after an applied return,
   // the last number it used. A range of that node starting at or below it

@@ -22,20 +22,14 @@ a scenario's script alters only what it names:
     return_hold_ms  ReturnRange and ReturnRanges replies are held this long
                  after the node answered (the return applied; past the
                  client's deadline, the client sees it fail)
-    refuse_echo  this many NextRange requests that report a previous range
-                 are answered FAILED_PRECONDITION, as a node's last_max
-                 guard rail would (CONTRACT.md R17), without reaching the
-                 node; later ones are forwarded as usual
 
 The proxy records what passed: every NextRange (the request's last_size,
-last_range_at and last_max, the error it got if any, and the reply as the
-server gave it and as the client got it), and every returned range (whether
-by ReturnRange or as an item of ReturnRanges, with the call it came in, its
-answer, and whether that answer reached the client in time); NextRange and
-return calls share one sequence of call numbers, so their order is known.
-It checks each return against the ranges it saw issued (rule: a return
-names a range the client holds, with that range's tag and token, end = its
-high, low - 1 <= last <= high) and keeps every breach in `violations`.
+last_range_at and last_max, and the reply as the server gave it and as the
+client got it), and every returned range (whether by ReturnRange or as an
+item of ReturnRanges, with the call it came in). It checks each return
+against the ranges it saw issued (rule: a return names a range the client
+holds, with that range's tag and token, end = its high, low - 1 <= last <=
+high) and keeps every breach in `violations`.
 
 With `who` set (a function of the call's context, peers.py), each issued
 range and each return also records which client (driver) it came from, and
@@ -87,8 +81,6 @@ class ReturnSeen:
     index: int  # position within that call
     applied: Optional[bool] = None
     code: int = 0
-    max: int = 0  # the collection's Max in the answer
-    answered: bool = False  # the answer left before the client's deadline
     client: Optional[str] = None  # the driver it came from, if known
     at: float = 0.0  # time.monotonic() when it reached the proxy
 
@@ -115,7 +107,6 @@ class Proxy(hilo_pb2_grpc.HiLoServicer):
         self._lock = threading.Lock()
         self.script: Dict = {}
         self._altered = 0
-        self._echoes_refused = 0
         self.next_ranges: List[Dict] = []  # one per NextRange call
         self.issued: List[Issued] = []
         self.returns: List[ReturnSeen] = []
@@ -137,7 +128,6 @@ class Proxy(hilo_pb2_grpc.HiLoServicer):
         with self._lock:
             self.script = dict(script)
             self._altered = 0
-            self._echoes_refused = 0
 
     # -- counting ---------------------------------------------------------
 
@@ -165,30 +155,14 @@ class Proxy(hilo_pb2_grpc.HiLoServicer):
         left = context.time_remaining()
         return None if left is None else max(0.001, left)
 
-    def _forward(self, call, request, context, entry=None):
+    def _forward(self, call, request, context):
         latency = self.script.get("latency_ms", 0)
         if latency:
             time.sleep(latency / 1000.0)
         try:
             return call(request, timeout=self._timeout(context))
         except grpc.RpcError as e:
-            if entry is not None:
-                with self._lock:
-                    entry["code"] = e.code().name
             context.abort(e.code(), e.details() or "")
-
-    def _refuse_echo(self, entry: Dict) -> bool:
-        """Whether this NextRange, which reports entry's previous range,
-        is refused as by the last_max guard rail (script refuse_echo)."""
-        echoes = (entry["last_size"] or entry["last_max"] or
-                  entry["last_range_at_us"] is not None)
-        with self._lock:
-            if not echoes or \
-                    self._echoes_refused >= self.script.get("refuse_echo", 0):
-                return False
-            self._echoes_refused += 1
-            entry["code"] = "FAILED_PRECONDITION"
-            return True
 
     def _take_alteration(self) -> bool:
         with self._lock:
@@ -219,15 +193,9 @@ class Proxy(hilo_pb2_grpc.HiLoServicer):
                 "last_range_at_valid": (
                     not request.HasField("last_range_at") or
                     _valid_timestamp(request.last_range_at)),
-                "client": client,
-                "call": self._calls,
             }
             self.next_ranges.append(entry)
-        if self._refuse_echo(entry):
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                          f"proxy: last_max {request.last_max} refused as "
-                          f"the guard rail would")
-        reply = self._forward(self._stub.NextRange, request, context, entry)
+        reply = self._forward(self._stub.NextRange, request, context)
         alter = self._take_alteration()
         out = hilo_pb2.NextRangeResponse()
         out.CopyFrom(reply)
@@ -321,8 +289,7 @@ class Proxy(hilo_pb2_grpc.HiLoServicer):
         reply = self._forward(self._stub.ReturnRange, request, context)
         with self._lock:
             seen[0].applied = reply.applied
-            seen[0].max = reply.max
-        self._hold_return(seen, context)
+        self._hold_return()
         return reply
 
     def ReturnRanges(self, request, context):
@@ -332,16 +299,10 @@ class Proxy(hilo_pb2_grpc.HiLoServicer):
             for r, result in zip(seen, reply.results):
                 r.applied = result.applied
                 r.code = result.code
-                r.max = result.max
-        self._hold_return(seen, context)
+        self._hold_return()
         return reply
 
-    def _hold_return(self, seen: List[ReturnSeen], context) -> None:
+    def _hold_return(self) -> None:
         hold = self.script.get("return_hold_ms", 0)
         if hold:
             time.sleep(hold / 1000.0)
-        left = context.time_remaining()
-        answered = context.is_active() and (left is None or left > 0)
-        with self._lock:
-            for r in seen:
-                r.answered = answered

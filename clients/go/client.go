@@ -466,8 +466,7 @@ func (c *Client) Stats() Stats {
 // Its next range from the same node may start right after the last number
 // this client handed out, whatever the return's outcome: a return that was
 // refused or failed leaves those numbers unused, never used twice
-// (CONTRACT.md R8, R11). Its next request reports that number as last_max
-// only if the return applied, else the range's high (R4). Best effort, as in Close: a failed return is
+// (CONTRACT.md R8, R11). Best effort, as in Close: a failed return is
 // logged and counted, never returned. Returns nil, ctx.Err() when ctx
 // ended first, or ErrClosed after Close.
 func (c *Client) ReturnUnusedRanges(ctx context.Context) error {

@@ -124,8 +124,9 @@ type rangeCache struct {
 	// highest number of the collection this cache holds or handed out from
 	// that node's ranges (after a return, the last number it used of the
 	// range handed back; CONTRACT.md R11).
-	prev   previous
-	closed bool // the client closed: no number and no fetch from now on
+	prev     previous
+	usedUpTo int64 // the highest number handed out of a retired range
+	closed   bool  // the client closed: no number and no fetch from now on
 
 	// The runway's window, moved only by publish: it began when the span
 	// before the current one was published (the current one, for the
@@ -269,6 +270,9 @@ func (c *rangeCache) publish(s *span) {
 	if old := c.cur.Load(); old != nil {
 		// It ran dry: every number of it was handed out.
 		c.windowStart, c.windowTakenBefore = c.publishedAt, takenOf(old)
+		if old.high > c.usedUpTo {
+			c.usedUpTo = old.high
+		}
 	} else {
 		c.windowStart, c.windowTakenBefore = now, 0
 	}
@@ -325,7 +329,7 @@ func (c *rangeCache) accept(s *span, prefetch bool) {
 	// The next request reports this range (CONTRACT.md R4), whichever node
 	// issued it: after a failover, a node far behind would refuse the high
 	// of another node's range on every request (R17).
-	c.prev.size, c.prev.rangeAt, c.prev.max, c.prev.tag = s.size, s.rangeAt, s.high, s.tag
+	c.prev.size, c.prev.rangeAt, c.prev.max = s.size, s.rangeAt, s.high
 	if c.prev.held == nil {
 		c.prev.held = make(map[string]int64)
 	}
@@ -376,10 +380,18 @@ func (c *rangeCache) takeUnused(final bool) unused {
 	}
 	if s := c.cur.Load(); s != nil {
 		taken := s.retire()
+		if last := s.low + taken - 1; last > c.usedUpTo {
+			c.usedUpTo = last
+		}
 		if taken < s.size {
 			tail = &returnItem{collection: c.name, r: s, last: s.low + taken - 1}
 		}
 		c.cur.Store(nil)
+		// The next range may start right after the last number handed out,
+		// whether the returns apply or not: the numbers above it are no
+		// longer this cache's. Reporting more would make the node skip
+		// numbers another client may have handed back meanwhile.
+		c.prev.max = c.usedUpTo
 	}
 	var u unused
 	switch {
@@ -419,12 +431,6 @@ func (c *rangeCache) endReturn(u unused, outcomes [][]returnOutcome) {
 				// A refusal with Max already at last is a retried copy of a
 				// return that applied (its reply was lost).
 				c.set.stats.returnsApplied.Add(1)
-				// The echo goes down only by a return its node applied, to
-				// where it left Max (CONTRACT.md R4); in order, so a pair's
-				// tail takes it below the later range's low - 1.
-				if it.r.tag == c.prev.tag && it.r.high == c.prev.max {
-					c.prev.max = it.last
-				}
 			default:
 				c.set.stats.returnsRefused.Add(1)
 			}

@@ -47,12 +47,9 @@ type target struct {
 type previous struct {
 	size    int64
 	rangeAt *timestamppb.Timestamp // nil if none
-	// The previous range's high, or where a return its node applied left
-	// the node's Max (CONTRACT.md R4).
+	// The previous range's high; after a return, the last number handed
+	// out.
 	max int64
-	// Not sent: the previous range's node, whose applied returns may lower
-	// max.
-	tag string
 	// Not sent. Per node tag, the highest number of the collection the
 	// client holds or handed out from that node's ranges (after a return,
 	// the last number it used of the range handed back): a range of that

@@ -71,13 +71,15 @@ export class RangeCache {
   private endInflight: (() => void) | null = null;
   /** Set by retire(): no range is fetched from then on, and a caller that finds no number gets FAILED_PRECONDITION. */
   private closed = false;
-  private previous: Previous = { size: 0n, rangeAt: null, max: 0n, tag: '' };
+  private previous: Previous = { size: 0n, rangeAt: null, max: 0n };
   /**
    * Per node tag: the highest number of this collection the client holds or
    * handed out from that node's ranges; after a return, the last number it
    * used of that range (CONTRACT.md R11).
    */
   private readonly held = new Map<string, bigint>();
+  /** The highest number handed out of a range no longer current (0: none). */
+  private handedOutUpTo = 0n;
   readonly counters: CacheCounters = {
     calls_waited: 0,
     ranges_fetched: 0,
@@ -201,12 +203,23 @@ export class RangeCache {
     if (this.cur !== null) {
       this.windowStart = this.usedSince;
       this.windowTakenBefore = taken(this.cur);
+      this.retireCurrent();
     } else {
       this.windowStart = now;
       this.windowTakenBefore = 0;
     }
     this.usedSince = now;
     this.cur = range;
+  }
+
+  /** Drops the current range (no number of it is handed out from here on), remembering what was. */
+  private retireCurrent(): void {
+    const r = this.cur!;
+    // A range none was taken of says nothing: its low - 1 may lie above
+    // numbers other clients handed back since.
+    const upTo = r.takenUpTo();
+    if (upTo >= r.low && upTo > this.handedOutUpTo) this.handedOutUpTo = upTo;
+    this.cur = null;
   }
 
   /** Starts the background fetch of the next range, unless an operation is in flight or a range waits ahead. */
@@ -246,7 +259,7 @@ export class RangeCache {
     if (prefetch) this.counters.ranges_prefetched++;
     // The next request reports this range (CONTRACT.md R4), whichever node issued it: after a
     // failover, a node far behind would refuse another node's high on every request (R17).
-    this.previous = { size: high - low + 1n, rangeAt: issued.rangeAt, max: high, tag: issued.tag };
+    this.previous = { size: high - low + 1n, rangeAt: issued.rangeAt, max: high };
     const range = new Range(low, high, tag, issued.token, issued.target, this.ctx.prefetchAt);
     range.heldBefore = this.held.get(tag) ?? 0n;
     this.held.set(tag, high);
@@ -292,8 +305,12 @@ export class RangeCache {
       this.ahead = null;
     }
     if (cur !== null) {
-      this.cur = null; // no number of it is handed out from here on
+      this.retireCurrent();
       if (!cur.dry()) unused.returns.push({ range: cur, last: cur.takenUpTo() });
+      // The next range may start right after the last number handed out,
+      // whether the returns apply or not: the numbers above it are no
+      // longer this client's (CONTRACT.md R4).
+      this.previous = { ...this.previous, max: this.handedOutUpTo };
     }
     if (unused.returns.length < 2) unused.pair = false;
     if (unused.returns.length === 0) return null;
@@ -317,12 +334,6 @@ export class RangeCache {
       const o = outcome(k);
       if (back(k) || (k === 0 && tailBack)) {
         this.counters.returns_applied++;
-        // The echo goes down only by a return its node applied, to where it
-        // left Max (CONTRACT.md R4); in order, so a pair's tail takes it
-        // below the later range's low - 1.
-        if (range.tag === this.previous.tag && range.high === this.previous.max) {
-          this.previous = { ...this.previous, max: last };
-        }
       } else if (o instanceof HiloError) {
         this.counters.returns_failed++;
         this.countError(o.code);

@@ -14,10 +14,8 @@ export interface Previous {
   size: bigint;
   /** Its range_at, as the node sent it; null before the first range. */
   rangeAt: Timestamp | null;
-  /** Its high, or where a return its node applied left Max (CONTRACT.md R4); 0 before the first range. */
+  /** Its high, or after a return the last number handed out; 0 before the first range. */
   max: bigint;
-  /** Not sent: its node tag, whose applied returns may lower `max`; '' before the first range. */
-  tag: string;
 }
 
 /** A range a server issued, which passed the source's checks (CONTRACT.md R11). */

@@ -57,6 +57,8 @@ class _RangeCache:
         # return, the last number it used. A new range of that node must
         # start above it (CONTRACT.md R11).
         self._held: Dict[str, int] = {}
+        # The highest number handed out from a retired range (0: none).
+        self._used_up_to = 0
         # Set by take_unused(final=True): the client closed; no number is
         # handed out and no range fetched from then on.
         self._closed = False
@@ -81,6 +83,7 @@ class _RangeCache:
         replaces was used up."""
         now = self._clock()
         if self._range is not None:
+            self._used_up_to = max(self._used_up_to, self._next - 1)
             self._window_start = self._used_since
             self._window_taken_before = self._next - self._range.low
         else:
@@ -162,8 +165,7 @@ class _RangeCache:
             self._held[issued.node_tag] = issued.high
             self._use(issued)
             self._previous = _Previous(issued.high - issued.low + 1,
-                                       issued.range_at, issued.high,
-                                       issued.node_tag)
+                                       issued.range_at, issued.high)
             self._cond.notify_all()
             return self._take()  # this caller takes the first number
 
@@ -201,8 +203,7 @@ class _RangeCache:
                 self._prefetched += 1
                 # The server has moved past this range whatever we do.
                 self._previous = _Previous(issued.high - issued.low + 1,
-                                           issued.range_at, issued.high,
-                                           issued.node_tag)
+                                           issued.range_at, issued.high)
             elif error is not None:
                 self._count_error(error)
             self._cond.notify_all()
@@ -217,6 +218,8 @@ class _RangeCache:
         request still reports the parent's last range, so the child's first
         range starts above it."""
         self._cond = threading.Condition(threading.Lock())
+        if self._range is not None:
+            self._used_up_to = max(self._used_up_to, self._next - 1)
         self._range = None
         self._prefetch_number = None
         self._ahead = None
@@ -259,8 +262,13 @@ class _RangeCache:
                 # numbers.
                 self._range = None
                 self._prefetch_number = None
+                self._used_up_to = max(self._used_up_to, self._next - 1)
                 if self._next <= r.high:
                     returns.append((r, self._next - 1))  # low - 1: none used
+                # Our next range may start right after the last number we
+                # handed out, whether the returns apply or not: the numbers
+                # above it are no longer ours.
+                self._previous = self._previous._replace(max=self._used_up_to)
             if not returns:
                 return None
             self._busy = True
@@ -299,12 +307,6 @@ class _RangeCache:
                         else last)
                 if back(k) or (k == 0 and tail_back):
                     self._applied += 1
-                    # The echo goes down only by a return its node applied,
-                    # to where it left Max (CONTRACT.md R4); in order, so a
-                    # pair's tail takes it below the later range's low - 1.
-                    p = self._previous
-                    if p.node_tag == issued.node_tag and p.max == issued.high:
-                        self._previous = p._replace(max=last)
                 elif isinstance(o, HiloError):
                     self._failed += 1
                     self._count_error(o)

@@ -52,8 +52,7 @@ class _Previous(NamedTuple):
 
     size: int = 0  # 0 if none
     range_at: Optional[object] = None  # google.protobuf.Timestamp, or None
-    max: int = 0  # its high, or where a return its node applied left Max
-    node_tag: str = ""  # not sent: its node, whose returns may lower max
+    max: int = 0  # its high (or the last number used, after a return)
 
 
 class _Issued(NamedTuple):

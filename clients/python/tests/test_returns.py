@@ -175,9 +175,8 @@ class ReturnsTest(ServerTestCase):
         self.assertEqual(stored(self.server.target, "orders")[:2], (1, 1))
         self.assertEqual(raw_next_range(self.server.target, "orders"),
                          (2, 33, "A"))
-        # The retry's refusal with Max at its last says the return applied:
-        # the client reports last_max 1 (CONTRACT.md R4), and starts above
-        # the 2-33 taken meanwhile; its size doubles.
+        # The client did not see its return applied: it asks above its old
+        # range (last_max 32), above 33 here, and its size doubles.
         self.assertEqual(c.next_id("orders"), Id(34, "A"))
         self.assertEqual((spy.next_replies[1].low, spy.next_replies[1].high),
                          (34, 97))

@@ -78,11 +78,11 @@ final class RangeCache {
   private Timestamp lastRangeAt;
   /**
    * The previous range's high, whichever node issued it (CONTRACT.md R4: after a failover, a node far
-   * behind refuses another node's high, R17), or where a return that node applied left its Max.
+   * behind refuses another node's high, R17); after a return, the highest number handed out.
    */
   private long lastMax;
-  /** Not sent: the previous range's node, whose applied returns may lower {@link #lastMax}. */
-  private String lastTag = "";
+  /** The highest number handed out of a range that was used up or retired; 0 if none. */
+  private long handedOutUpTo;
   private boolean closed;
   /**
    * The runway's window, moved only by {@link #use}: it began when the range before the current one came
@@ -220,6 +220,7 @@ final class RangeCache {
     Range old = current;
     if (old != Range.NONE) {
       long taken = old.taken();
+      if (taken > 0) handedOutUpTo = Math.max(handedOutUpTo, old.low + taken - 1);
       windowStartNanos = usedSinceNanos;
       windowTakenBefore = taken;
     } else {
@@ -326,7 +327,6 @@ final class RangeCache {
       lastSize = r.getHigh() - r.getLow() + 1;
       lastRangeAt = r.getRangeAt();
       lastMax = r.getHigh();
-      lastTag = r.getNodeTag();
       // The check refused anything at or below the mark: the range is above it.
       heldBefore = held.getOrDefault(r.getNodeTag(), 0L);
       held.put(r.getNodeTag(), r.getHigh());
@@ -406,11 +406,11 @@ final class RangeCache {
   /**
    * What {@link #takeUnused} took to hand back, in the order the node must judge it: a range fetched ahead
    * whole, then the current range's unused tail. {@code pair}: the two are adjacent ranges of one node
-   * (the later one right above the earlier), which must go in one call. {@code done}: what callers wait
-   * for until {@link #endReturn} (null when none wait).
+   * (the later one right above the earlier), which must go in one call. {@code hadRange}: a current range
+   * was retired. {@code done}: what callers wait for until {@link #endReturn} (null when none wait).
    */
-  record Unused(List<Item> items, boolean pair, CompletableFuture<Void> done) {
-    static final Unused NONE = new Unused(List.of(), false, null);
+  record Unused(List<Item> items, boolean pair, boolean hadRange, CompletableFuture<Void> done) {
+    static final Unused NONE = new Unused(List.of(), false, false, null);
   }
 
   /**
@@ -457,12 +457,13 @@ final class RangeCache {
       }
       if (r != Range.NONE) {
         long taken = r.retire();  // from here on no caller takes a number of it
+        if (taken > 0) handedOutUpTo = Math.max(handedOutUpTo, r.low + taken - 1);
         if (taken < r.size) items.add(new Item(r, r.low + taken - 1));
       }
       if (items.isEmpty()) return Unused.NONE;
       CompletableFuture<Void> done = null;
       if (!close) inFlight = done = new CompletableFuture<>();
-      return new Unused(List.copyOf(items), pair && items.size() == 2, done);
+      return new Unused(List.copyOf(items), pair && items.size() == 2, r != Range.NONE, done);
     } finally {
       lock.unlock();
     }
@@ -505,9 +506,6 @@ final class RangeCache {
         if (mark != null && mark == r.high) held.put(r.nodeTag, item.last() == r.low - 1 ? r.heldBefore : item.last());
         if (isBack(outcome, item.last()) || (i == 0 && tailBack)) {
           returnsApplied.incrementAndGet();
-          // The echo goes down only by a return its node applied, to where it left Max (R4); in order, so
-          // a pair's tail takes it below the later range's low - 1.
-          if (r.nodeTag.equals(lastTag) && r.high == lastMax) lastMax = item.last();
         } else if (outcome.error() != null) {
           returnsFailed.incrementAndGet();
           errors.incrementAndGet(outcome.error().code().ordinal());
@@ -517,6 +515,9 @@ final class RangeCache {
           returnsRefused.incrementAndGet();
         }
       }
+      // The next range may start right after the last number handed out: the numbers above it are no
+      // longer this client's, whether they went back or not (R4: last_max after a return).
+      if (unused.hadRange()) lastMax = handedOutUpTo;
       if (unused.done() != null && inFlight == unused.done()) inFlight = null;
     } finally {
       lock.unlock();
