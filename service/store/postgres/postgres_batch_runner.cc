@@ -80,6 +80,7 @@ absl::Status PostgresBatchRunner::EnsureConnected() {
   // Whatever database a new connection reaches, no reservation is known
   // to be on its standbys yet.
   confirmed_ceiling_.clear();
+  standbys_expected_ = 0;
   absl::StatusOr<std::unique_ptr<PostgresConnection>> connection =
       hooks_.connect();
   if (!connection.ok()) {

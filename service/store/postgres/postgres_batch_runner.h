@@ -266,6 +266,9 @@ class PostgresBatchRunner {
   // Reservations: the ceiling of each collection this server saw
   // confirmed by the standbys since its connection opened.
   std::unordered_map<std::string, int64_t> confirmed_ceiling_;
+  // How many standbys the waits on this connection counted: a wait ends
+  // only when as many are listed, all caught up (WaitForStandbys).
+  int64_t standbys_expected_ = 0;
   // A wait counted a standby, and recording that in hilo_meta failed: this
   // server takes the standby as seen (ConfirmReservations), and records it
   // at its next wait.

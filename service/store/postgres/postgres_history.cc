@@ -2,6 +2,7 @@
 
 #include <libpq-fe.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -213,9 +214,11 @@ absl::Status RecordStandbySeen(PostgresConnection& c, absl::string_view why) {
   return c.Query(record, "recording that a standby was seen").status();
 }
 
-absl::StatusOr<StandbysConfirmed> WaitForStandbys(
-    PostgresConnection& c, absl::Duration bound, absl::Duration poll,
-    absl::string_view description) {
+absl::StatusOr<StandbysConfirmed> WaitForStandbys(PostgresConnection& c,
+                                                  absl::Duration bound,
+                                                  absl::Duration poll,
+                                                  absl::string_view description,
+                                                  int64_t* expected) {
   const auto deadline =
       std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(bound);
   absl::StatusOr<Result> position =
@@ -234,17 +237,31 @@ absl::StatusOr<StandbysConfirmed> WaitForStandbys(
     const PGresult* result = r->get();
     const int64_t waiting = ReadInt64(result, 0, 0);
     const int64_t hidden = ReadInt64(result, 0, 1);
-    if (waiting == 0) {
-      return StandbysConfirmed{.listed = ReadInt64(result, 0, 3),
+    const int64_t listed = ReadInt64(result, 0, 3);
+    *expected = std::max(*expected, listed);
+    if (waiting == 0 && listed == *expected) {
+      return StandbysConfirmed{.listed = listed,
                                .seen_recorded = seen_recorded};
     }
-    const std::string behind_list(PQgetvalue(result, 0, 2),
-                                  PQgetlength(result, 0, 2));
     if (std::chrono::steady_clock::now() >= deadline) {
+      const int64_t left = *expected - listed;
+      *expected = 0;
+      std::string why;
+      if (waiting > 0) {
+        absl::StrAppendFormat(&why, "%d standby(s) did not confirm it (%s)",
+                              waiting,
+                              absl::string_view(PQgetvalue(result, 0, 2),
+                                                PQgetlength(result, 0, 2)));
+      }
+      if (left > 0) {
+        absl::StrAppendFormat(&why,
+                              "%s%d standby(s) left without confirming it",
+                              why.empty() ? "" : " and ", left);
+      }
       return absl::UnavailableError(absl::StrFormat(
-          "PostgreSQL at %s: %d standby(s) did not confirm a new reservation "
-          "(WAL %s) within %s (%s)%s; nothing of it is reported applied",
-          description, waiting, lsn, absl::FormatDuration(bound), behind_list,
+          "PostgreSQL at %s: %s within %s (a new reservation, WAL %s)%s; "
+          "nothing of it is reported applied",
+          description, why, absl::FormatDuration(bound), lsn,
           hidden > 0 ? "; this role cannot see the standbys' positions: "
                        "GRANT pg_monitor to it"
                      : ""));

@@ -42,6 +42,14 @@
 // (docs/reliability.md), and every server takes the fast path again at
 // its next wait.
 //
+// A standby that leaves. A wait ends only when as many standbys are listed
+// as the waits on this connection counted, all caught up: a standby cut off
+// from its primary, or one whose primary is dying (a SIGKILLed primary
+// loses its walsenders before the backend that waits), leaves
+// pg_stat_replication without confirming and may be the one promoted, so
+// its leaving confirms nothing. Such a wait fails at its bound; the next
+// counts anew, and with none listed goes on as above.
+//
 // What this cannot see: the ranges handed out while no standby was listed
 // (a standby promoted before it caught up with them loses them), and so a
 // standby that was not connected to the primary while reservations were
@@ -131,12 +139,20 @@ struct StandbysConfirmed {
 // flushed now, which covers every commit that has returned: one statement
 // reads that position and the record of a standby seen, a second the
 // standbys' positions, repeated every `poll` while some standby is behind. At
-// once with no standby listed. UNAVAILABLE, naming the standbys behind and,
-// when their positions are hidden from this role, the grant that shows them, if
-// `bound` passes first.
-absl::StatusOr<StandbysConfirmed> WaitForStandbys(
-    PostgresConnection& c, absl::Duration bound, absl::Duration poll,
-    absl::string_view description);
+// once with none listed, unless more were: `*expected` is how many standbys
+// the caller's earlier waits counted on this connection (0 for a new one),
+// and rises to the most this wait lists. A standby that leaves without
+// confirming, as a standby cut off from its primary or one whose primary
+// is dying does, may be the one promoted next, so its leaving confirms
+// nothing: the wait ends only when as many are listed again, all caught
+// up. UNAVAILABLE, naming the standbys behind or how many left and, when
+// their positions are hidden from this role, the grant that shows them, if
+// `bound` passes first; the caller then starts counting anew (0).
+absl::StatusOr<StandbysConfirmed> WaitForStandbys(PostgresConnection& c,
+                                                  absl::Duration bound,
+                                                  absl::Duration poll,
+                                                  absl::string_view description,
+                                                  int64_t* expected);
 
 }  // namespace internal
 }  // namespace hilo

@@ -39,9 +39,9 @@ void PostgresBatchRunner::ConfirmReservations(PostgresBatch& batch) {
   }
   if (!batch.awaits_standbys) return;
   standby_waits_.fetch_add(1, std::memory_order_relaxed);
-  absl::StatusOr<StandbysConfirmed> standbys =
-      WaitForStandbys(*connection_, options_.standby_wait,
-                      absl::Milliseconds(1), options_.description);
+  absl::StatusOr<StandbysConfirmed> standbys = WaitForStandbys(
+      *connection_, options_.standby_wait, absl::Milliseconds(1),
+      options_.description, &standbys_expected_);
   if (!standbys.ok()) {
     const absl::Status& s = standbys.status();
     // Committed, but a failover may lose it: the ranges are not handed
