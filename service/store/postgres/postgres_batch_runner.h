@@ -56,6 +56,7 @@
 #include "service/store/postgres/postgres_batch.h"
 #include "service/store/postgres/postgres_collection_count.h"
 #include "service/store/postgres/postgres_connection.h"
+#include "service/store/postgres/postgres_options.h"
 #include "service/store/postgres/postgres_request.h"
 
 namespace hilo {
@@ -65,7 +66,8 @@ class PostgresBatchRunner {
  public:
   // What the runner is told of the store that owns it, which builds these
   // from PostgresRangeStoreOptions (the connection's settings are the
-  // connect hook's business). The defaults are that struct's.
+  // connect hook's business). A default that struct also has is read from
+  // it, so the two cannot differ.
   struct Options {
     // "postgresql://user@host:port/db", what errors name.
     std::string description;
@@ -76,18 +78,18 @@ class PostgresBatchRunner {
     bool reserves = false;
     // Runs of one batch that may end in a conflict before it fails with
     // UNAVAILABLE.
-    int max_attempts = 8;
+    int max_attempts = PostgresRangeStoreOptions().max_attempts;
     // How long an operation on a row another session holds (or is
     // creating) is set aside before it fails; the store gives its
     // sessions' lock_timeout, which its errors name.
-    absl::Duration lock_timeout = absl::Seconds(2);
+    absl::Duration lock_timeout = PostgresRangeStoreOptions().lock_timeout;
     // Reservations, with `reserves`: how many ranges past a range to
     // reserve, and how long its reply waits for the standbys to confirm.
-    int reserve_ranges = 16;
-    absl::Duration standby_wait = absl::Seconds(2);
+    int reserve_ranges = PostgresRangeStoreOptions().reserve_ranges;
+    absl::Duration standby_wait = PostgresRangeStoreOptions().standby_wait;
     // The most rows every server on the database may create together
     // (postgres_fleet_count.cc); 0: no limit.
-    int64_t max_collections = 0;
+    int64_t max_collections = PostgresRangeStoreOptions().max_collections;
     // Told after each commit: how long it took, its operations, and the
     // rows this server knows of. Null: not told.
     std::function<void(absl::Duration commit, int operations,

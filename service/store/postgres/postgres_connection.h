@@ -35,6 +35,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "service/store/postgres/postgres_options.h"
 
 namespace hilo {
 namespace internal {
@@ -114,17 +115,20 @@ struct Statement {
 // Column `column` of row `row` of a binary result, a BIGINT.
 int64_t ReadInt64(const PGresult* r, int row, int column);
 
-// What a connection is opened with.
+// What a connection is opened with; each default is read from
+// PostgresRangeStoreOptions, which the store passes on.
 struct PostgresConnectionOptions {
   // A libpq connection string (see PostgresRangeStoreOptions::uri).
   std::string uri;
-  absl::Duration connect_timeout = absl::Seconds(5);
+  absl::Duration connect_timeout = PostgresRangeStoreOptions().connect_timeout;
   // The session's statement_timeout, and how long this side waits for any
   // answer (see PostgresConnection).
-  absl::Duration statement_timeout = absl::Seconds(5);
+  absl::Duration statement_timeout =
+      PostgresRangeStoreOptions().statement_timeout;
   // The session's lock_timeout and idle_in_transaction_session_timeout.
-  absl::Duration lock_timeout = absl::Seconds(2);
-  absl::Duration idle_in_transaction_timeout = absl::Seconds(5);
+  absl::Duration lock_timeout = PostgresRangeStoreOptions().lock_timeout;
+  absl::Duration idle_in_transaction_timeout =
+      PostgresRangeStoreOptions().idle_in_transaction_timeout;
 };
 
 // One libpq connection, used by one thread at a time.

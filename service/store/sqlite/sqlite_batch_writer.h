@@ -52,6 +52,7 @@
 #include "hilo/base/mutex.h"
 #include "service/store/group_commit.h"
 #include "service/store/sqlite/sqlite_held_rows.h"
+#include "service/store/sqlite/sqlite_options.h"
 
 struct sqlite3;
 struct sqlite3_stmt;
@@ -65,7 +66,7 @@ class SqliteBatchWriter {
     // The database's path, named in errors.
     std::string path;
     // Rows held in memory between batches (SqliteHeldRows).
-    size_t max_held_rows = size_t{1} << 17;
+    size_t max_held_rows = SqliteRangeStoreOptions().max_held_rows;
     // Source of the `now` each batch's writes are judged at; null: the
     // system clock.
     const Clock* clock = nullptr;
