@@ -29,6 +29,7 @@
 namespace hilo {
 namespace {
 
+using ::hilo::ManualClock;
 using ::hilo::testing_util::IsOk;
 using ::hilo::testing_util::NextToken;
 using ::hilo::testing_util::PostgresInstance;
@@ -288,6 +289,53 @@ TEST_F(PostgresHistoryTest, DeletingTheRecordOfAStandbyBringsBackTheFastPath) {
   EXPECT_EQ(StandbySeen(uri_), "");
 }
 
+// A promoted standby whose row stops exactly at its
+// ceiling (the 16th range inside a reservation ends on it) is not moved
+// on, so its tokens are not retired. On the old primary the last range's
+// tail was returned and handed out again at commit (inside the confirmed
+// reservation); those commits are lost. The return's reply was lost too,
+// and the client retries it on the new primary: it applies, and the new
+// primary hands [521, 536] out a second time.
+TEST_F(PostgresHistoryTest, AReturnRetriedAfterTheHistoryChangedDoesNotApply) {
+  uint64_t last = 0;
+  {
+    absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = Open();
+    ASSERT_THAT(store, IsOk());
+    ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+              (Range{1, 32}));
+    for (int64_t low = 33; low < 513; low += 32) {
+      ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+                (Range{low, low + 31}));
+    }
+    last = NextToken();
+    ASSERT_EQ((*store)->Allocate("orders", 32, 0, last).value(),
+              (Range{513, 544}));
+    ASSERT_EQ(Ceiling("orders"), "544");
+    // What the standby received.
+    ASSERT_THAT(
+        PostgresInstance::Execute(uri_,
+                                  "CREATE TABLE standby_copy AS SELECT * FROM "
+                                  "hilo_collections"),
+        IsOk());
+    // Lost with the old primary: the return and the range after it.
+    ASSERT_TRUE((*store)->Return("orders", 544, 520, last)->applied);
+    ASSERT_EQ((*store)->Allocate("orders", 16, 0, NextToken()).value(),
+              (Range{521, 536}));
+  }
+  ASSERT_THAT(PostgresInstance::Execute(
+                  uri_,
+                  "DELETE FROM hilo_collections; INSERT INTO hilo_collections "
+                  "SELECT * FROM standby_copy; DROP TABLE standby_copy; "
+                  "UPDATE hilo_meta SET value = '999' WHERE key = 'timeline'"),
+              IsOk());
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = Open();
+  ASSERT_THAT(store, IsOk());
+  ASSERT_EQ(events_.size(), 1u);
+  EXPECT_FALSE((*store)->Return("orders", 544, 520, last)->applied);
+  const Range next = (*store)->Allocate("orders", 16, 0, NextToken()).value();
+  EXPECT_GT(next.low, 536);
+}
+
 // Schema version 5 had no record of a standby seen; version 6 does, and a
 // server of version 5 would ignore it, so the upgrade marks the schema as
 // 6. The collections go on where they were; with no standby ever, nothing
@@ -433,20 +481,23 @@ TEST_F(PostgresStandbyTest, StuckStandbyFailsReservationsUntilItConfirms) {
 }
 
 // A standby streamed, then went away. It may be one cut off from its
-// primary, soon promoted: the first range past what it confirmed waits for
-// it (UNAVAILABLE, its numbers skipped, once the wait is over). A
+// primary, soon promoted: ranges past what it confirmed wait for it, and
+// fail (UNAVAILABLE, their numbers skipped) for standby_left_grace. A
 // primary being killed loses its walsenders before its backends, so
 // without this a reply waiting for that standby went out the moment it
 // left, and the promoted standby handed its numbers out again (seen in
-// tests/postgres/failover_test.py). Then ranges are handed out on the
-// primary alone (as while the old primary is rebuilt as the new standby
-// after a failover), but what they reserve is not taken as confirmed, so
-// the ranges after them wait again, and once a standby attaches, for it.
+// tests/postgres/failover_test.py). After the grace, ranges are handed out
+// on the primary alone (as while the old primary is rebuilt as the new
+// standby after a failover), but what they reserve is not taken as
+// confirmed, so the ranges after them wait again, and once a standby
+// attaches, for it.
 TEST_F(PostgresStandbyTest,
        ReservationsMadeWithTheStandbyGoneWaitForItsReturn) {
   std::unique_ptr<Receiver> first = Stream();
   ASSERT_NE(first, nullptr);
+  ManualClock clock(absl::FromUnixSeconds(1'800'000'000));
   PostgresRangeStoreOptions options = StoreOptions();
+  options.clock = &clock;
   std::vector<std::string> logged;  // what the server's log gets
   options.on_database_error = [&logged](const absl::Status& s) {
     logged.emplace_back(s.message());
@@ -468,21 +519,30 @@ TEST_F(PostgresStandbyTest,
   EXPECT_THAT((*store)->Allocate("orders", 568, 0, NextToken()),
               StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_EQ((*store)->counters().standby_waits, 2);
-  EXPECT_THAT(logged, ElementsAre(HasSubstr(
-                          "1 standby(s) left without confirming it within "
-                          "300ms")));
-  // Then on the primary alone: handed out, reserving up to 1200 + 16 * 568.
-  EXPECT_EQ((*store)->Allocate("orders", 568, 0, NextToken()).value(),
-            (Range{633, 1200}));
+  EXPECT_THAT(logged,
+              ElementsAre(HasSubstr("1 standby(s) counted before are not "
+                                    "listed (one that left without "
+                                    "confirming may be the one promoted "
+                                    "next) within 300ms")));
+  // Until the grace is over.
+  clock.Advance(options.standby_left_grace - absl::Seconds(1));
+  EXPECT_THAT((*store)->Allocate("orders", 568, 0, NextToken()),
+              StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_EQ((*store)->counters().standby_waits, 3);
+  // Then on the primary alone: handed out, reserving up to
+  // 1768 + 16 * 568.
+  clock.Advance(absl::Seconds(1));
+  EXPECT_EQ((*store)->Allocate("orders", 568, 0, NextToken()).value(),
+            (Range{1201, 1768}));
+  EXPECT_EQ((*store)->counters().standby_waits, 4);
   // Inside that reservation, but it was never confirmed: each range waits.
   EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
-            (Range{1201, 1232}));
-  EXPECT_EQ((*store)->counters().standby_waits, 4);
+            (Range{1769, 1800}));
+  EXPECT_EQ((*store)->counters().standby_waits, 5);
 
   // A standby attaches and stops confirming: a range inside that
   // reservation is not handed out until it has the reservation.
-  ExpectRangesWaitForAStandbyAttaching(**store, 1233);
+  ExpectRangesWaitForAStandbyAttaching(**store, 1801);
 }
 
 // A server started, or restarted, while a standby once seen is not listed
@@ -527,6 +587,106 @@ TEST_F(PostgresStandbyTest,
   ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
             (Range{low, low + 31}));
   ExpectRangesWaitForAStandbyAttaching(**store, low + 32);
+}
+
+// A reservation this server saw confirmed belongs to
+// the row it was made for. Another server deletes that row (every range
+// came back whole) and this server creates the name again: the new row is
+// on the primary alone until the standby confirms it, so its first range
+// must wait for the standby; answered at commit (inside the old row's
+// confirmed ceiling), a standby promoted with the delete but not the new
+// row starts the name at 1 again and hands [1, 32] out twice.
+TEST_F(PostgresStandbyTest,
+       ARowDeletedByAnotherServerLeavesNoConfirmedCeiling) {
+  std::unique_ptr<Receiver> standby = Stream();
+  ASSERT_NE(standby, nullptr);
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> a =
+      PostgresRangeStore::Open(StoreOptions());
+  ASSERT_THAT(a, IsOk());
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> b =
+      PostgresRangeStore::Open(StoreOptions());
+  ASSERT_THAT(b, IsOk());
+  const uint64_t first = NextToken(), second = NextToken();
+  ASSERT_EQ((*a)->Allocate("orders", 32, 0, first).value(), (Range{1, 32}));
+  ASSERT_EQ((*a)->Allocate("orders", 32, 0, second).value(), (Range{33, 64}));
+  ASSERT_TRUE((*a)->Return("orders", 64, 32, second)->applied);
+  ASSERT_TRUE((*a)->Return("orders", 32, 0, first)->applied);
+  ASSERT_THAT((*b)->Delete("orders"), IsOk());
+  ASSERT_TRUE(standby->Signal(SIGSTOP));
+  EXPECT_THAT((*a)->Allocate("orders", 32, 0, NextToken()),
+              StatusIs(absl::StatusCode::kUnavailable));
+  // Whatever it answered, the new row must hold a ceiling past it.
+  EXPECT_EQ(QueryOne(uri_,
+                     "SELECT ceiling >= max FROM hilo_collections WHERE name "
+                     "= 'orders'::bytea"),
+            "t");
+  ASSERT_TRUE(standby->Signal(SIGCONT));
+}
+
+// The same with a retirement: the new row starts after the retired Max
+// (33), and a standby promoted with the retirement but not the new row
+// starts it there again.
+TEST_F(PostgresStandbyTest,
+       ARowRetiredByAnotherServerLeavesNoConfirmedCeiling) {
+  std::unique_ptr<Receiver> standby = Stream();
+  ASSERT_NE(standby, nullptr);
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> a =
+      PostgresRangeStore::Open(StoreOptions());
+  ASSERT_THAT(a, IsOk());
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> b =
+      PostgresRangeStore::Open(StoreOptions());
+  ASSERT_THAT(b, IsOk());
+  ASSERT_EQ((*a)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{1, 32}));
+  ASSERT_THAT((*b)->Retire("orders"), IsOk());
+  ASSERT_TRUE(standby->Signal(SIGSTOP));
+  EXPECT_THAT((*a)->Allocate("orders", 32, 0, NextToken()),
+              StatusIs(absl::StatusCode::kUnavailable));
+  ASSERT_TRUE(standby->Signal(SIGCONT));
+}
+
+// A wait fails while the standby it counted is still listed (paused, or
+// its primary dying); the standby then leaves without confirming. The next
+// wait still counts it: a reply let out with none listed would be a
+// reservation the standby never had.
+TEST_F(PostgresStandbyTest, AStandbyThatLeavesAfterAFailedWaitConfirmsNothing) {
+  std::unique_ptr<Receiver> standby = Stream();
+  ASSERT_NE(standby, nullptr);
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
+      PostgresRangeStore::Open(StoreOptions());
+  ASSERT_THAT(store, IsOk());
+  ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{1, 32}));
+  ASSERT_TRUE(standby->Signal(SIGSTOP));
+  EXPECT_THAT((*store)->Allocate("orders", 568, 0, NextToken()),
+              StatusIs(absl::StatusCode::kUnavailable));
+  ASSERT_TRUE(Gone(*standby)) << "the standby is still listed";
+  EXPECT_THAT((*store)->Allocate("orders", 32, 0, NextToken()),
+              StatusIs(absl::StatusCode::kUnavailable));
+}
+
+// The same on a connection that has not waited yet (a server started, or
+// reconnected, while the standby streams): the standby leaves before the
+// first wait, which still counts it, since the connection counted the
+// standbys when it opened.
+TEST_F(PostgresStandbyTest,
+       AStandbyThatLeavesBeforeTheFirstWaitConfirmsNothing) {
+  std::unique_ptr<Receiver> standby = Stream();
+  ASSERT_NE(standby, nullptr);
+  {
+    absl::StatusOr<std::unique_ptr<PostgresRangeStore>> earlier =
+        PostgresRangeStore::Open(StoreOptions());
+    ASSERT_THAT(earlier, IsOk());
+    ASSERT_EQ((*earlier)->Allocate("orders", 32, 0, NextToken()).value(),
+              (Range{1, 32}));
+  }
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
+      PostgresRangeStore::Open(StoreOptions());
+  ASSERT_THAT(store, IsOk());
+  ASSERT_TRUE(Gone(*standby)) << "the standby is still listed";
+  // Past the ceiling (544) the standby confirmed.
+  EXPECT_THAT((*store)->Allocate("orders", 568, 0, NextToken()),
+              StatusIs(absl::StatusCode::kUnavailable));
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "service/store/postgres/postgres_history.h"
 #include "service/store/postgres/postgres_judges.h"
 #include "service/store/postgres/postgres_node_tag.h"
 #include "service/store/postgres/postgres_retry_policy.h"
@@ -34,10 +35,23 @@ PostgresBatchRunner::PostgresBatchRunner(Options options, Hooks hooks)
       hooks_(std::move(hooks)),
       clock_(options_.clock != nullptr ? options_.clock : SystemClock::Get()) {}
 
-void PostgresBatchRunner::Adopt(
+absl::Status PostgresBatchRunner::Adopt(
     std::unique_ptr<PostgresConnection> connection) {
+  // Whatever database a new connection reaches, no reservation is known
+  // to be on its standbys yet.
+  confirmed_ceiling_.clear();
+  standbys_expected_ = 0;
+  fewer_since_.reset();
+  if (options_.reserves) {
+    // The standbys streaming now are counted from the start: one that
+    // leaves before this connection's first wait confirms nothing either.
+    absl::StatusOr<int64_t> listed = CountStandbys(*connection);
+    if (!listed.ok()) return listed.status();
+    standbys_expected_ = *listed;
+  }
   connection_ = std::move(connection);
   broken_ = false;
+  return absl::OkStatus();
 }
 
 PostgresConnection* PostgresBatchRunner::healthy_connection() {
@@ -77,18 +91,13 @@ absl::Status PostgresBatchRunner::EnsureConnected() {
   if (healthy_connection() != nullptr) return absl::OkStatus();
   connection_.reset();
   broken_ = false;
-  // Whatever database a new connection reaches, no reservation is known
-  // to be on its standbys yet.
   confirmed_ceiling_.clear();
-  standbys_expected_ = 0;
   absl::StatusOr<std::unique_ptr<PostgresConnection>> connection =
       hooks_.connect();
-  if (!connection.ok()) {
-    SetReachable(false);
-    return connection.status();
-  }
-  connection_ = *std::move(connection);
-  return absl::OkStatus();
+  absl::Status adopted =
+      connection.ok() ? Adopt(*std::move(connection)) : connection.status();
+  if (!adopted.ok()) SetReachable(false);
+  return adopted;
 }
 
 void PostgresBatchRunner::Run(absl::Span<GroupCommit::Operation* const> ops) {

@@ -87,6 +87,8 @@ class PostgresBatchRunner {
     // reserve, and how long its reply waits for the standbys to confirm.
     int reserve_ranges = PostgresRangeStoreOptions().reserve_ranges;
     absl::Duration standby_wait = PostgresRangeStoreOptions().standby_wait;
+    absl::Duration standby_left_grace =
+        PostgresRangeStoreOptions().standby_left_grace;
     // The most rows every server on the database may create together
     // (postgres_fleet_count.cc); 0: no limit.
     int64_t max_collections = PostgresRangeStoreOptions().max_collections;
@@ -147,9 +149,10 @@ class PostgresBatchRunner {
   PostgresBatchRunner(const PostgresBatchRunner&) = delete;
   PostgresBatchRunner& operator=(const PostgresBatchRunner&) = delete;
 
-  // The connection the first batch uses (one the store opened and checked
-  // already); without it, the first batch connects.
-  void Adopt(std::unique_ptr<PostgresConnection> connection);
+  // The connection the next batch uses (one the store opened and checked
+  // already); without it, the first batch connects. With `reserves`, counts
+  // the standbys listed now (postgres_history.h), which can fail.
+  absl::Status Adopt(std::unique_ptr<PostgresConnection> connection);
   // GroupCommit's BatchRunner: every operation must be a PostgresRequest.
   // Sets each one's status and results; parks those set aside.
   void Run(absl::Span<GroupCommit::Operation* const> ops);
@@ -268,9 +271,12 @@ class PostgresBatchRunner {
   // Reservations: the ceiling of each collection this server saw
   // confirmed by the standbys since its connection opened.
   std::unordered_map<std::string, int64_t> confirmed_ceiling_;
-  // How many standbys the waits on this connection counted: a wait ends
-  // only when as many are listed, all caught up (WaitForStandbys).
+  // How many standbys this connection counted (listed when it opened, or
+  // by a wait since): a wait ends only when as many are listed, all caught
+  // up, until standby_left_grace has passed since a wait first found fewer
+  // (`fewer_since_`); then the count is what is listed.
   int64_t standbys_expected_ = 0;
+  std::optional<absl::Time> fewer_since_;
   // A wait counted a standby, and recording that in hilo_meta failed: this
   // server takes the standby as seen (ConfirmReservations), and records it
   // at its next wait.

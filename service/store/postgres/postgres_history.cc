@@ -15,26 +15,33 @@ namespace hilo {
 namespace internal {
 namespace {
 
-// Every collection whose ceiling is above its Max moves on to it, as
-// SetFloor(ceiling) would move it: Max and both return floors at least the
-// ceiling, the tokens retired (a return of a range issued in the history
-// that was lost must not apply). The old Max comes from the CTE's
-// snapshot, so the sum is what was skipped.
+// Every collection moves on to its ceiling, as SetFloor(ceiling) would
+// move it: Max and both return floors at least the ceiling, and the tokens
+// retired, a row whose Max is at its ceiling already included: a return of
+// a range issued in the history that was lost must not apply (its client
+// may retry one the old primary applied, whose numbers went out again
+// there). SET reads the row as it was, RETURNING as it is, so the sum is
+// what was skipped; the count is of rows whose Max moved.
 constexpr char kMoveOn[] = R"sql(
 WITH old AS (
-  SELECT name, max FROM hilo_collections WHERE ceiling > max FOR UPDATE
+  SELECT name, max FROM hilo_collections
+  WHERE ceiling > max OR range_token <> 0 OR previous_token <> 0
+  FOR UPDATE
 ), moved AS (
   UPDATE hilo_collections h SET
-    max = h.ceiling,
-    return_floor = h.ceiling,
-    previous_return_floor = GREATEST(h.previous_return_floor, h.ceiling),
+    max = GREATEST(h.max, h.ceiling),
+    return_floor = GREATEST(h.max, h.ceiling),
+    previous_return_floor =
+      GREATEST(h.previous_return_floor, h.max, h.ceiling),
     range_token = 0,
     previous_token = 0,
     updated_at_us = $1
   FROM old WHERE h.name = old.name
   RETURNING h.max - old.max AS skipped
 )
-SELECT count(*)::text, coalesce(sum(skipped), 0)::text FROM moved
+SELECT count(*) FILTER (WHERE skipped > 0)::text,
+       coalesce(sum(skipped), 0)::text
+FROM moved
 )sql";
 
 // In one statement: the position the standbys must reach (`$1`, or when
@@ -214,38 +221,47 @@ absl::Status RecordStandbySeen(PostgresConnection& c, absl::string_view why) {
   return c.Query(record, "recording that a standby was seen").status();
 }
 
-absl::StatusOr<StandbysConfirmed> WaitForStandbys(PostgresConnection& c,
-                                                  absl::Duration bound,
-                                                  absl::Duration poll,
-                                                  absl::string_view description,
-                                                  int64_t* expected) {
+absl::StatusOr<int64_t> CountStandbys(PostgresConnection& c) {
+  Statement count;
+  count.sql = kStandbysBehind;
+  count.params.Text("0/0");
+  absl::StatusOr<Result> r = c.Query(count, "counting the standbys");
+  if (!r.ok()) return r.status();
+  return ReadInt64(r->get(), 0, 3);
+}
+
+StandbyWait WaitForStandbys(PostgresConnection& c, absl::Duration bound,
+                            absl::Duration poll, absl::string_view description,
+                            int64_t expected) {
+  StandbyWait wait;
   const auto deadline =
       std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(bound);
   absl::StatusOr<Result> position =
       c.Query(kWalPosition, "reading the WAL position");
-  if (!position.ok()) return position.status();
+  if (!position.ok()) {
+    wait.status = position.status();
+    return wait;
+  }
   const std::string lsn = PQgetvalue(position->get(), 0, 0);
-  const bool seen_recorded =
-      std::string(PQgetvalue(position->get(), 0, 1)) != "0";
+  wait.seen_recorded = std::string(PQgetvalue(position->get(), 0, 1)) != "0";
   for (;;) {
     Statement behind;
     behind.sql = kStandbysBehind;
     behind.params.Text(lsn);
     absl::StatusOr<Result> r = c.Query(behind, "reading the standbys");
-    if (!r.ok()) return r.status();
+    if (!r.ok()) {
+      wait.status = r.status();
+      return wait;
+    }
     // A statement with parameters answers in binary.
     const PGresult* result = r->get();
     const int64_t waiting = ReadInt64(result, 0, 0);
     const int64_t hidden = ReadInt64(result, 0, 1);
-    const int64_t listed = ReadInt64(result, 0, 3);
-    *expected = std::max(*expected, listed);
-    if (waiting == 0 && listed == *expected) {
-      return StandbysConfirmed{.listed = listed,
-                               .seen_recorded = seen_recorded};
-    }
+    wait.listed = ReadInt64(result, 0, 3);
+    wait.most_listed = std::max(wait.most_listed, wait.listed);
+    const int64_t missing = std::max(expected, wait.most_listed) - wait.listed;
+    if (waiting == 0 && missing <= 0) return wait;
     if (std::chrono::steady_clock::now() >= deadline) {
-      const int64_t left = *expected - listed;
-      *expected = 0;
       std::string why;
       if (waiting > 0) {
         absl::StrAppendFormat(&why, "%d standby(s) did not confirm it (%s)",
@@ -253,18 +269,21 @@ absl::StatusOr<StandbysConfirmed> WaitForStandbys(PostgresConnection& c,
                               absl::string_view(PQgetvalue(result, 0, 2),
                                                 PQgetlength(result, 0, 2)));
       }
-      if (left > 0) {
+      if (missing > 0) {
         absl::StrAppendFormat(&why,
-                              "%s%d standby(s) left without confirming it",
-                              why.empty() ? "" : " and ", left);
+                              "%s%d standby(s) counted before are not listed "
+                              "(one that left without confirming may be the "
+                              "one promoted next)",
+                              why.empty() ? "" : " and ", missing);
       }
-      return absl::UnavailableError(absl::StrFormat(
+      wait.status = absl::UnavailableError(absl::StrFormat(
           "PostgreSQL at %s: %s within %s (a new reservation, WAL %s)%s; "
           "nothing of it is reported applied",
           description, why, absl::FormatDuration(bound), lsn,
           hidden > 0 ? "; this role cannot see the standbys' positions: "
                        "GRANT pg_monitor to it"
                      : ""));
+      return wait;
     }
     std::this_thread::sleep_for(absl::ToChronoNanoseconds(poll));
   }

@@ -1,8 +1,8 @@
 // The PostgreSQL store's defence against a database whose history went
 // back: a standby promoted before it received the primary's last commits, a
-// point-in-time restore, a cluster rebuilt from a dump or a snapshot. Each
-// of these forgets numbers that were handed out, and a store that trusted
-// its rows would hand them out again.
+// point-in-time restore, a cluster rebuilt from a dump. Each of these
+// forgets numbers that were handed out, and a store that trusted its rows
+// would hand them out again.
 //
 // Reservations. Besides Max, every row of hilo_collections keeps a
 // *ceiling*: the highest number any server has reserved for the
@@ -42,20 +42,37 @@
 // (docs/reliability.md), and every server takes the fast path again at
 // its next wait.
 //
-// A standby that leaves. A wait ends only when as many standbys are listed
-// as the waits on this connection counted, all caught up: a standby cut off
-// from its primary, or one whose primary is dying (a SIGKILLed primary
-// loses its walsenders before the backend that waits), leaves
-// pg_stat_replication without confirming and may be the one promoted, so
-// its leaving confirms nothing. Such a wait fails at its bound; the next
-// counts anew, and with none listed goes on as above.
+// A standby that leaves. Each connection counts the standbys listed when
+// it opens and by its waits since; a wait ends only when as many are
+// listed, all caught up. A standby cut off from its primary, or one whose
+// primary is dying (a SIGKILLed primary loses its walsenders before the
+// backend that waits), leaves pg_stat_replication without confirming and
+// may be the one promoted, so its leaving confirms nothing: new
+// reservations fail until it is back, or until standby_left_grace (longer
+// than an HA tool takes to demote a primary it cannot reach) has passed,
+// and then the server goes on with those listed. The count is of
+// standbys, not of which: another that attaches in its place confirms
+// for it.
+//
+// Remembered confirmations. A server answers at commit the ranges below a
+// ceiling it saw confirmed for that collection, on this connection. The
+// memory belongs to the row it was made for: a row not stored before the
+// batch, or stored with a lower ceiling (one only rises while its row
+// lives), was deleted or retired since and made anew, so its ranges wait.
 //
 // What this cannot see: the ranges handed out while no standby was listed
 // (a standby promoted before it caught up with them loses them), and so a
 // standby that was not connected to the primary while reservations were
-// confirmed and is promoted later; a store that never recorded a standby
-// (a standby that attached and left between two waits); a table restored
-// from an older copy into the same cluster and timeline; rows lost whole.
+// confirmed and is promoted later, or one promoted more than
+// standby_left_grace after it left; another standby that confirms in the
+// place of one that left (counted, not named); a store that never recorded
+// a standby (a standby that attached and left between two waits); a
+// snapshot or base backup restored without archive recovery (same
+// identifier and timeline); a pooler that keeps this server's connection
+// across a failover (the history is checked when a connection opens); a
+// row made anew whose ceiling reaches exactly the one remembered for the
+// old row; a table restored from an older copy into the same cluster and
+// timeline; rows lost whole.
 // (A check of each row's ceiling against the highest this server saw was
 // tried and dropped: a collection deleted and created again by another
 // server looks the same, and the fuzzer's two stores found such a row
@@ -125,34 +142,39 @@ absl::Status CheckStandbysVisible(PostgresConnection& c,
 // nothing if it is recorded already. Inside a transaction or on its own.
 absl::Status RecordStandbySeen(PostgresConnection& c, absl::string_view why);
 
-// What WaitForStandbys found once every standby listed had confirmed.
-struct StandbysConfirmed {
-  // The physical standbys listed; 0: nothing is confirmed beyond the
-  // primary.
+// The physical standbys the primary lists now (as WaitForStandbys counts
+// them).
+absl::StatusOr<int64_t> CountStandbys(PostgresConnection& c);
+
+// What WaitForStandbys found.
+struct StandbyWait {
+  // OK once every standby listed had confirmed and at least `expected`
+  // were listed; else why not.
+  absl::Status status;
+  // The physical standbys listed at the last look, and the most any look
+  // listed; 0: nothing is confirmed beyond the primary.
   int64_t listed = 0;
+  int64_t most_listed = 0;
   // hilo_meta records that a standby was seen (RecordStandbySeen).
   bool seen_recorded = false;
 };
 
 // Waits until every physical standby in pg_stat_replication (but base
 // backups in progress) has flushed the primary's WAL as far as it is
-// flushed now, which covers every commit that has returned: one statement
-// reads that position and the record of a standby seen, a second the
-// standbys' positions, repeated every `poll` while some standby is behind. At
-// once with none listed, unless more were: `*expected` is how many standbys
-// the caller's earlier waits counted on this connection (0 for a new one),
-// and rises to the most this wait lists. A standby that leaves without
-// confirming, as a standby cut off from its primary or one whose primary
-// is dying does, may be the one promoted next, so its leaving confirms
-// nothing: the wait ends only when as many are listed again, all caught
-// up. UNAVAILABLE, naming the standbys behind or how many left and, when
-// their positions are hidden from this role, the grant that shows them, if
-// `bound` passes first; the caller then starts counting anew (0).
-absl::StatusOr<StandbysConfirmed> WaitForStandbys(PostgresConnection& c,
-                                                  absl::Duration bound,
-                                                  absl::Duration poll,
-                                                  absl::string_view description,
-                                                  int64_t* expected);
+// flushed now, which covers every commit that has returned, and at least
+// `expected` are listed: one statement reads that position and the record
+// of a standby seen, a second the standbys' positions, repeated every
+// `poll` while some standby is behind or fewer are listed. A standby that
+// leaves without confirming (cut off from its primary, or with its
+// primary dying: a SIGKILLed primary loses its walsenders before the
+// backend that waits) may be the one promoted next, so its leaving
+// confirms nothing; the caller says how many it counted. At once with none
+// listed and none expected. UNAVAILABLE, naming the standbys behind or how
+// many are missing and, when their positions are hidden from this role,
+// the grant that shows them, if `bound` passes first.
+StandbyWait WaitForStandbys(PostgresConnection& c, absl::Duration bound,
+                            absl::Duration poll, absl::string_view description,
+                            int64_t expected);
 
 }  // namespace internal
 }  // namespace hilo

@@ -97,6 +97,13 @@ struct PostgresRangeStoreOptions {
   // confirm them (then UNAVAILABLE: nothing is reported applied).
   int reserve_ranges = 16;
   absl::Duration standby_wait = absl::Seconds(2);
+  // When fewer standbys are listed than this server counted on its
+  // connection (one left without confirming: cut off from its primary, it
+  // may be the one promoted next), new reservations fail for this long
+  // before the server goes on with those still listed. Longer than an HA
+  // tool takes to demote a primary it cannot reach (Patroni's ttl, 30 s by
+  // default) with a margin; docs/reliability.md.
+  absl::Duration standby_left_grace = absl::Seconds(40);
   // The most rows hilo_collections may hold, counted for every server
   // sharing the database (postgres_fleet_count.cc); 0: no limit. A
   // NextRange or SetFloor that would create a row past it fails with

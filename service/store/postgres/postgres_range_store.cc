@@ -44,6 +44,7 @@ PostgresBatchRunner::Options RunnerOptions(
   runner.lock_timeout = store.lock_timeout;
   runner.reserve_ranges = store.reserve_ranges;
   runner.standby_wait = store.standby_wait;
+  runner.standby_left_grace = store.standby_left_grace;
   runner.max_collections = store.max_collections;
   runner.on_commit = store.on_commit;
   runner.on_database_error = store.on_database_error;
@@ -165,7 +166,9 @@ absl::StatusOr<std::unique_ptr<PostgresRangeStore>> PostgresRangeStore::Open(
     if (!tag.ok()) return tag.status();
     store->node_tag_ = *std::move(tag);
   }
-  store->writer_->Adopt(*std::move(connection));
+  if (absl::Status s = store->writer_->Adopt(*std::move(connection)); !s.ok()) {
+    return s;
+  }
 
   PostgresRangeStore* raw = store.get();
   // Both queues commit on a thread of their own, not on the caller's (the

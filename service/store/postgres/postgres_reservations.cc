@@ -16,13 +16,22 @@ namespace internal {
 void PostgresBatchRunner::Reserve(PostgresBatch& batch, PostgresRequest& r,
                                   const std::string& name, int64_t high,
                                   int64_t size) {
+  PostgresBatch::Row& row = batch.rows[name];
   auto confirmed = confirmed_ceiling_.find(name);
+  // What was confirmed belongs to the row it was made for. A ceiling only
+  // rises while its row lives, so a row stored with a lower one (or not
+  // stored) was deleted or retired since, perhaps by another server, and
+  // made anew: its reservation may be on the primary alone.
+  if (confirmed != confirmed_ceiling_.end() &&
+      (!row.stored.has_value() || row.stored_ceiling < confirmed->second)) {
+    confirmed_ceiling_.erase(confirmed);
+    confirmed = confirmed_ceiling_.end();
+  }
   if (confirmed != confirmed_ceiling_.end() && high <= confirmed->second) {
     return;
   }
   r.awaits_standbys = true;
   batch.awaits_standbys = true;
-  PostgresBatch::Row& row = batch.rows[name];
   if (high <= row.ceiling) return;  // reserved already, perhaps elsewhere
   const int64_t room = std::numeric_limits<int64_t>::max() - high;
   const int64_t ahead = std::max<int64_t>(size, 1);
@@ -39,11 +48,26 @@ void PostgresBatchRunner::ConfirmReservations(PostgresBatch& batch) {
   }
   if (!batch.awaits_standbys) return;
   standby_waits_.fetch_add(1, std::memory_order_relaxed);
-  absl::StatusOr<StandbysConfirmed> standbys = WaitForStandbys(
+  // Fewer listed than counted for standby_left_grace: those that left are
+  // taken as gone for good, and the count is what this wait finds.
+  const absl::Time started = clock_->Now();
+  const bool grace_over =
+      fewer_since_.has_value() &&
+      started - *fewer_since_ >= options_.standby_left_grace;
+  const StandbyWait standbys = WaitForStandbys(
       *connection_, options_.standby_wait, absl::Milliseconds(1),
-      options_.description, &standbys_expected_);
-  if (!standbys.ok()) {
-    const absl::Status& s = standbys.status();
+      options_.description, grace_over ? 0 : standbys_expected_);
+  if (standbys.status.ok()) {
+    standbys_expected_ = standbys.listed;
+    fewer_since_.reset();
+  } else {
+    standbys_expected_ = std::max(standbys_expected_, standbys.most_listed);
+    if (standbys.listed < standbys_expected_ && !fewer_since_.has_value()) {
+      fewer_since_ = started;
+    }
+  }
+  if (!standbys.status.ok()) {
+    const absl::Status& s = standbys.status;
     // Committed, but a failover may lose it: the ranges are not handed
     // out (their numbers are skipped), exactly as for a COMMIT whose wait
     // for a synchronous standby was cancelled.
@@ -54,8 +78,8 @@ void PostgresBatchRunner::ConfirmReservations(PostgresBatch& batch) {
     return;
   }
   const bool seen =
-      standbys->seen_recorded || standbys->listed > 0 || standby_unrecorded_;
-  if (seen && !standbys->seen_recorded) {
+      standbys.seen_recorded || standbys.listed > 0 || standby_unrecorded_;
+  if (seen && !standbys.seen_recorded) {
     // For every server of the store, this one restarted included. The
     // replies stand whatever this answers; until it succeeds, this server
     // remembers it has to.
@@ -69,7 +93,7 @@ void PostgresBatchRunner::ConfirmReservations(PostgresBatch& batch) {
   // while a fleet runs on its primary alone, but their reservations are not
   // remembered as confirmed, so every later range waits again, and once a
   // standby attaches, for its flush.
-  if (standbys->listed == 0 && seen) return;
+  if (standbys.listed == 0 && seen) return;
   for (const auto& [name, row] : batch.rows) {
     if (row.now.has_value() && (row.locked || row.dirty)) {
       int64_t& confirmed = confirmed_ceiling_[name];
