@@ -2,10 +2,11 @@
 waits forever"): a NextRange whose commit the frozen file system holds keeps
 a call in the store, and the server still ends its shutdown within
 --shutdown_grace plus the watchdog's second: it says which store did not
-finish and why, exits with status 5, and the stuck call gets no range. And
-when every call did finish, SIGTERM closes the database cleanly (no -wal
-file left) and exits 0, also when a connected client makes gRPC's shutdown
-run to the end of the grace.
+finish and why, exits with status 5, and the stuck call gets no range.
+Likewise when every call was answered but the frozen disk holds the
+database's close. And when every call did finish on a disk that writes,
+SIGTERM closes the database cleanly (no -wal file left) and exits 0, also
+when a connected client makes gRPC's shutdown run to the end of the grace.
 
 Usage: frozen_disk_shutdown_test.py HILO_SERVER
 Runs itself again in a private mount namespace (unshare) with a 16 MiB ext4
@@ -71,6 +72,40 @@ def ended_but_blocked(pid):
     return all(state in "DZX" for state in states.values())
 
 
+def overrun(checks, server, mount, says):
+    """SIGTERM to `server` with `mount` frozen: within the bound, a line
+    that says `says` and status 5, and no thread of the server's own left
+    running; then `mount` thawed and the exit status checked."""
+    start = time.monotonic()
+    server.process.send_signal(lib.signal.SIGTERM)
+    line = "shutdown did not finish"
+    said, said_after = wait_for(
+        lambda: any(line in s for s in server.stderr_lines), SIGTERM_BOUND_S)
+    ended, _ = wait_for(lambda: ended_but_blocked(server.pid),
+                        max(0.0, SIGTERM_BOUND_S - (time.monotonic() - start)))
+    took = time.monotonic() - start
+    checks.figure("watchdog_line_after_s", round(said_after, 2))
+    checks.expect(said, f"no '{line}' line within {SIGTERM_BOUND_S} s of "
+                  f"SIGTERM")
+    checks.expect(ended, f"server threads still running {took:.1f} s after "
+                  f"SIGTERM: {task_states(server.pid)}")
+    said_lines = [s for s in server.stderr_lines if line in s]
+    if said_lines:
+        checks.figure("watchdog_line", said_lines[0].strip())
+        for part in (says, f"exiting with status {EXIT_SHUTDOWN_OVERRAN}"):
+            checks.expect(part in said_lines[0],
+                          f"the line does not say {part!r}: "
+                          f"{said_lines[0]!r}")
+    subprocess.run(["fsfreeze", "-u", mount], check=True)
+    try:
+        rc = server.process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        rc = None
+    checks.figure("exit_status", rc)
+    checks.expect(rc == EXIT_SHUTDOWN_OVERRAN,
+                  f"exit status {rc}, expected {EXIT_SHUTDOWN_OVERRAN}")
+
+
 def frozen_commit(checks, binary, mount):
     db = f"{mount}/frozen.db"
     server = lib.Server(binary, f"--db={db}", "--sync=full")
@@ -98,44 +133,36 @@ def frozen_commit(checks, binary, mount):
                       "system within 10 s of the NextRange")
         if not held:
             return
-        start = time.monotonic()
-        server.process.send_signal(lib.signal.SIGTERM)
-        line = "shutdown did not finish"
-        said, said_after = wait_for(
-            lambda: any(line in s for s in server.stderr_lines),
-            SIGTERM_BOUND_S)
-        ended, _ = wait_for(lambda: ended_but_blocked(server.pid),
-                            max(0.0, SIGTERM_BOUND_S -
-                                (time.monotonic() - start)))
-        took = time.monotonic() - start
-        checks.figure("watchdog_line_after_s", round(said_after, 2))
-        checks.expect(said, f"no '{line}' line within {SIGTERM_BOUND_S} s "
-                      f"of SIGTERM")
-        checks.expect(ended, f"server threads still running {took:.1f} s "
-                      f"after SIGTERM: {task_states(server.pid)}")
-        said_lines = [s for s in server.stderr_lines if line in s]
-        if said_lines:
-            checks.figure("watchdog_line", said_lines[0].strip())
-            for part in (f"SQLite database {db}", "1 call still waits",
-                         "a commit that has not returned",
-                         f"exiting with status {EXIT_SHUTDOWN_OVERRAN}"):
-                checks.expect(part in said_lines[0],
-                              f"the line does not say {part!r}: "
-                              f"{said_lines[0]!r}")
-        subprocess.run(["fsfreeze", "-u", mount], check=True)
+        overrun(checks, server, mount, ("1 call still waits for the store "
+                                        f"(SQLite database {db}), a commit "
+                                        "that has not returned"))
         frozen = False
-        try:
-            rc = server.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            rc = None
-        checks.figure("exit_status", rc)
-        checks.expect(rc == EXIT_SHUTDOWN_OVERRAN,
-                      f"exit status {rc}, expected {EXIT_SHUTDOWN_OVERRAN}")
         caller.join(timeout=30)
         checks.figure("stuck_call", stuck)
         checks.expect("range" not in stuck and "error" in stuck,
                       f"the call whose commit was held got {stuck}")
         ch.close()
+    finally:
+        if frozen:
+            subprocess.run(["fsfreeze", "-u", mount])
+        server.close()
+
+
+def frozen_close(checks, binary, mount):
+    """Every call answered, then the disk frozen: closing the database
+    (its checkpoint writes) cannot finish, and the line says so."""
+    db = f"{mount}/closing.db"
+    server = lib.Server(binary, f"--db={db}", "--sync=full")
+    frozen = False
+    try:
+        ch = server.endpoint.channel()
+        lib.next_range(ch, "orders", timeout=5)
+        ch.close()
+        subprocess.run(["fsfreeze", "-f", mount], check=True)
+        frozen = True
+        overrun(checks, server, mount, f"closing the store (SQLite database "
+                f"{db}) has not finished")
+        frozen = False
     finally:
         if frozen:
             subprocess.run(["fsfreeze", "-u", mount])
@@ -178,6 +205,7 @@ def run(binary, mount):
     subprocess.run(["mount", "-o", "loop", image, mount], check=True)
     try:
         frozen_commit(checks, binary, mount)
+        frozen_close(checks, binary, mount)
         clean_close(checks, binary, mount)
     finally:
         subprocess.run(["fsfreeze", "-u", mount], capture_output=True)
