@@ -100,9 +100,10 @@ ABSL_FLAG(int, max_batch, 256,
           "commits each alone");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "on SIGTERM, how long in-flight calls may run before they are "
-          "cancelled; on PostgreSQL, calls still waiting for the database "
-          "a second after --drain_delay plus this end the process with "
-          "status 5; gRPC's teardown of the calls it cancelled is not "
+          "cancelled; calls still waiting for the store (a database that "
+          "does not answer, a disk that does not write), or a store still "
+          "closing, a second after --drain_delay plus this end the process "
+          "with status 5; gRPC's teardown of the calls it cancelled is not "
           "waited for more than half a second");
 ABSL_FLAG(absl::Duration, drain_delay, absl::ZeroDuration(),
           "on SIGTERM, how long to keep serving while health reports "
@@ -564,23 +565,52 @@ int ServeUntilStopped(hilo::Server& server, const sigset_t& stop_signals) {
   }
 }
 
-// Shutdown waits for the calls in flight, and they for the store; a
-// PostgreSQL database that stops answering (a COMMIT waiting for a standby
-// that never comes) must not keep the process alive past the grace its
-// supervisor was promised. A second more: gRPC cancels the calls left at
-// the end of the grace, and a healthy shutdown needs a moment after that
-// to finish and exit 0. The embedded SQLite store has no such wait, and its
-// shutdown keeps the time it needs.
-void StartShutdownWatchdog(absl::Duration limit) {
-  std::thread([limit] {
+// Where SIGTERM's shutdown is, for the watchdog's line: what did not finish.
+enum class ShutdownStep { kCalls, kClosingStore };
+std::atomic<ShutdownStep> shutdown_step{ShutdownStep::kCalls};
+
+// The store, as the watchdog's line names it.
+std::string StoreName(hilo::Server& server,
+                      const hilo::ServerOptions& options) {
+  if (options.postgres_uri.empty()) {
+    return absl::StrCat("SQLite database ", server.database_path());
+  }
+  return absl::StrCat("PostgreSQL ",
+                      hilo::DescribePostgresConnection(options.postgres_uri)
+                          .value_or("database"));
+}
+
+// Shutdown waits for the calls in flight, and they for the store, whatever
+// it is: a PostgreSQL database that stops answering (a COMMIT waiting for a
+// standby that never comes), a SQLite COMMIT whose write or fsync a frozen
+// or dead disk never completes. Neither must keep the process alive past
+// the grace its supervisor was promised. A second more: gRPC cancels the
+// calls left at the end of the grace, and a healthy shutdown needs a
+// moment after that to finish, close the store and exit 0. No call still
+// in the store is answered: the process ends under it.
+void StartShutdownWatchdog(hilo::Server* server, std::string store,
+                           absl::Duration limit) {
+  std::thread([server, store = std::move(store), limit] {
     absl::SleepFor(limit);
+    std::string what;
+    if (shutdown_step.load() == ShutdownStep::kClosingStore) {
+      what = absl::StrFormat(
+          "closing the store (%s) has not finished, every call had ended "
+          "and what they committed is durable",
+          store);
+    } else {
+      const int64_t calls = server->calls_in_services();
+      what = absl::StrFormat(
+          "%d call%s still wait%s for the store (%s), a commit that has not "
+          "returned; no answer is sent",
+          calls, calls == 1 ? "" : "s", calls == 1 ? "s" : "", store);
+    }
     ExitSaying(kExitShutdownOverran,
-               absl::StrFormat(
-                   "hilo_server: shutdown did not finish within "
-                   "--drain_delay + --shutdown_grace + 1s (%s): calls still "
-                   "wait for the store; exiting with status %d, none of them "
-                   "answered",
-                   absl::FormatDuration(limit), kExitShutdownOverran));
+               absl::StrFormat("hilo_server: shutdown did not finish within "
+                               "--drain_delay + --shutdown_grace + 1s (%s): "
+                               "%s; exiting with status %d",
+                               absl::FormatDuration(limit), what,
+                               kExitShutdownOverran));
   }).detach();
 }
 
@@ -595,9 +625,9 @@ constexpr absl::Duration kGrpcTeardownWait = absl::Milliseconds(500);
 // with the server held to 15 % of a core, while no call was left in the
 // store. Half a second past the grace, the process stops waiting for that:
 // it closes the server's gate to the services, waits for the calls still
-// in them (the store's, bounded on PostgreSQL by the watchdog) and exits
-// with the rest of the teardown left to the kernel, as after a kill: what
-// the store committed is durable, and no call is answered any more.
+// in them (the store's), closes the store, and exits with the rest of the
+// teardown left to the kernel: what the store committed is durable, and no
+// call is answered any more. The watchdog bounds both waits.
 std::string StopServer(hilo::Server* server, absl::Duration grace) {
   struct Stopped {
     hilo::base::Mutex mu;
@@ -618,9 +648,12 @@ std::string StopServer(hilo::Server* server, absl::Duration grace) {
     }
   }
   server->EndCalls();
+  shutdown_step.store(ShutdownStep::kClosingStore);
+  server->CloseStore();
   return absl::StrFormat(
       "hilo_server: stopped (gRPC was still tearing down the calls it "
-      "cancelled %s after --shutdown_grace; no call was left in the store)",
+      "cancelled %s after --shutdown_grace; no call was left in the store, "
+      "and it is closed)",
       absl::FormatDuration(kGrpcTeardownWait));
 }
 
@@ -657,13 +690,12 @@ int main(int argc, char** argv) {
                    " received; draining"));
   const absl::Duration drain_delay = absl::GetFlag(FLAGS_drain_delay);
   const absl::Duration grace = absl::GetFlag(FLAGS_shutdown_grace);
-  if (!options.postgres_uri.empty()) {
-    StartShutdownWatchdog(drain_delay + grace + absl::Seconds(1));
-  }
+  StartShutdownWatchdog(server->get(), StoreName(**server, options),
+                        drain_delay + grace + absl::Seconds(1));
   (*server)->StartDraining();
   absl::SleepFor(drain_delay);
   const std::string stopped = StopServer(server->get(), grace);
-  // No call is left in the store. Skip gRPC's global
+  // No call is left in the store, and it is closed. Skip gRPC's global
   // teardown, which waits for clients to drop idle connections (seconds).
   ExitSaying(EXIT_SUCCESS, stopped);
 }

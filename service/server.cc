@@ -553,6 +553,15 @@ void Server::Shutdown(absl::Duration grace) {
   gatekeeper_.reset();
   // main() ends with _Exit, so the destructor's flush would never run.
   if (audit_log_ != nullptr) audit_log_->Flush();  // null if Start failed
+  CloseStore();
+}
+
+void Server::CloseStore() {
+  base::MutexLock lock(&teardown_mu_);
+  CloseStoreLocked();
+}
+
+void Server::CloseStoreLocked() {
   service_.reset();
   admin_service_.reset();
   sqlite_store_ = nullptr;

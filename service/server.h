@@ -123,6 +123,16 @@ class Server {
   // without destroying the server.
   void EndCalls();
 
+  // Once EndCalls has returned: closes the store and the services over it
+  // as Shutdown does (the SQLite file as after a clean stop, its WAL
+  // checkpointed and removed; PostgreSQL's node tag released). Safe while
+  // Shutdown runs on another thread: whichever comes second finds it
+  // closed. Waits for the store, as long as the store takes.
+  void CloseStore() ABSL_LOCKS_EXCLUDED(teardown_mu_);
+
+  // How many calls are inside the services now (past the CallGate).
+  int64_t calls_in_services() const { return calls_.inside(); }
+
  private:
   // Says and counts that the store found its database's history gone back.
   class HistoryReporter;
@@ -165,6 +175,12 @@ class Server {
   std::unique_ptr<StoreHealth> store_health_;
   std::unique_ptr<MetricsEndpoint> metrics_endpoint_;
   std::unique_ptr<ObserverList> observers_;
+  // CloseStore's work; teardown_mu_ held.
+  void CloseStoreLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(teardown_mu_);
+  // Held while the store and the services over it are torn down: by
+  // Shutdown and by CloseStore, which may run at once (main's EndCalls
+  // path).
+  base::Mutex teardown_mu_;
   // Reports health: SERVING unless draining or the store is unreachable.
   void UpdateHealth() ABSL_LOCKS_EXCLUDED(health_mu_);
   // Writes the audit log's pending summary of refusals: the exits for a deaf

@@ -3,7 +3,6 @@
 namespace hilo {
 namespace {
 constexpr uint64_t kClosed = 1;
-constexpr uint64_t kOneCall = 2;
 }  // namespace
 
 bool CallGate::Enter() {

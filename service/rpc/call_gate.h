@@ -40,8 +40,15 @@ class CallGate {
   // Refuses every later Enter and returns once every call that entered has
   // left. Idempotent.
   void Close();
+  // How many calls are past Enter now (a refused Enter may count for a
+  // moment): for a line that says what a stopping process waits for.
+  int64_t inside() const {
+    return static_cast<int64_t>(state_.load(std::memory_order_relaxed) /
+                                kOneCall);
+  }
 
  private:
+  static constexpr uint64_t kOneCall = 2;
   // Twice the calls in, plus one once closed.
   std::atomic<uint64_t> state_{0};
   // Only for Close's wait: the last Leave after Close wakes it.
