@@ -22,7 +22,7 @@
 #include "grpcpp/resource_quota.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
-#include "service/access/monotonic_clock.h"
+#include "hilo/base/monotonic_clock.h"
 #include "service/listen_address.h"
 #include "service/observe/log_limiter.h"
 #include "service/store/range_token.h"

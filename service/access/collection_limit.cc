@@ -5,7 +5,7 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_format.h"
-#include "service/access/monotonic_clock.h"
+#include "hilo/base/monotonic_clock.h"
 
 namespace hilo {
 namespace {

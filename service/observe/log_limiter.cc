@@ -3,7 +3,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "service/access/monotonic_clock.h"
+#include "hilo/base/monotonic_clock.h"
 
 namespace hilo {
 

@@ -15,8 +15,8 @@
 //   CollectionLimit limit(max, existing, per_minute, windows);
 //
 // Thread-safe.
-#ifndef HILO_SERVICE_ACCESS_MONOTONIC_CLOCK_H_
-#define HILO_SERVICE_ACCESS_MONOTONIC_CLOCK_H_
+#ifndef HILO_BASE_MONOTONIC_CLOCK_H_
+#define HILO_BASE_MONOTONIC_CLOCK_H_
 
 #include <chrono>
 
@@ -43,4 +43,4 @@ class MonotonicClock final : public Clock {
 
 }  // namespace hilo
 
-#endif  // HILO_SERVICE_ACCESS_MONOTONIC_CLOCK_H_
+#endif  // HILO_BASE_MONOTONIC_CLOCK_H_
