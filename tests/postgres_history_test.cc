@@ -497,7 +497,7 @@ TEST_F(PostgresStandbyTest,
   ASSERT_NE(first, nullptr);
   ManualClock clock(absl::FromUnixSeconds(1'800'000'000));
   PostgresRangeStoreOptions options = StoreOptions();
-  options.clock = &clock;
+  options.windows_clock = &clock;
   std::vector<std::string> logged;  // what the server's log gets
   options.on_database_error = [&logged](const absl::Status& s) {
     logged.emplace_back(s.message());

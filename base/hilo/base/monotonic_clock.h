@@ -4,8 +4,8 @@
 // kept on it stops moving when it steps back (a 10-minute step blocked new
 // collections for 11 minutes, issue 36 item 6) and ends early when it
 // steps forward. Every window of hilo_server (the creations of the last
-// minute, the log limiters) reads this one instead; tests inject a
-// ManualClock in its place.
+// minute, the log limiters, the PostgreSQL store's standby_left_grace)
+// reads this one instead; tests inject a ManualClock in its place.
 //
 // Its Now() is not the time of day: it starts at an arbitrary point and
 // only differences between two readings mean anything. Never put it in a

@@ -21,6 +21,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "hilo/base/monotonic_clock.h"
 #include "service/store/postgres/postgres_history.h"
 #include "service/store/postgres/postgres_judges.h"
 #include "service/store/postgres/postgres_node_tag.h"
@@ -33,7 +34,10 @@ namespace internal {
 PostgresBatchRunner::PostgresBatchRunner(Options options, Hooks hooks)
     : options_(std::move(options)),
       hooks_(std::move(hooks)),
-      clock_(options_.clock != nullptr ? options_.clock : SystemClock::Get()) {}
+      clock_(options_.clock != nullptr ? options_.clock : SystemClock::Get()),
+      windows_clock_(options_.windows_clock != nullptr
+                         ? options_.windows_clock
+                         : MonotonicClock::Get()) {}
 
 absl::Status PostgresBatchRunner::Adopt(
     std::unique_ptr<PostgresConnection> connection) {

@@ -73,6 +73,8 @@ class PostgresBatchRunner {
     std::string description;
     // Source of updated_at; null: the system clock.
     const Clock* clock = nullptr;
+    // What standby_left_grace is measured on; null: MonotonicClock.
+    const Clock* windows_clock = nullptr;
     // The write connection's runner: reserves numbers ahead and waits for
     // the standbys to confirm them (postgres_history.h).
     bool reserves = false;
@@ -264,6 +266,7 @@ class PostgresBatchRunner {
   const Options options_;
   const Hooks hooks_;
   const Clock* const clock_;
+  const Clock* const windows_clock_;
   std::unique_ptr<PostgresConnection> connection_;
   // The connection failed (or could not be rolled back): the next batch
   // connects anew.

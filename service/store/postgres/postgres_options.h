@@ -76,6 +76,10 @@ struct PostgresRangeStoreOptions {
   int max_attempts = 8;
   // Source of updated_at. Null means SystemClock.
   const Clock* clock = nullptr;
+  // What spans of time (standby_left_grace) are measured on, which a
+  // stepped wall clock must not stretch or cut short. Null means
+  // MonotonicClock.
+  const Clock* windows_clock = nullptr;
   // As SqliteRangeStoreOptions::on_commit; `collections` counts the rows
   // this server created or saw at start and at each probe.
   std::function<void(absl::Duration commit, int operations,

@@ -45,6 +45,7 @@ PostgresBatchRunner::Options RunnerOptions(
   runner.reserve_ranges = store.reserve_ranges;
   runner.standby_wait = store.standby_wait;
   runner.standby_left_grace = store.standby_left_grace;
+  runner.windows_clock = store.windows_clock;
   runner.max_collections = store.max_collections;
   runner.on_commit = store.on_commit;
   runner.on_database_error = store.on_database_error;

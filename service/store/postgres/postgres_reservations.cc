@@ -50,7 +50,7 @@ void PostgresBatchRunner::ConfirmReservations(PostgresBatch& batch) {
   standby_waits_.fetch_add(1, std::memory_order_relaxed);
   // Fewer listed than counted for standby_left_grace: those that left are
   // taken as gone for good, and the count is what this wait finds.
-  const absl::Time started = clock_->Now();
+  const absl::Time started = windows_clock_->Now();
   const bool grace_over =
       fewer_since_.has_value() &&
       started - *fewer_since_ >= options_.standby_left_grace;
