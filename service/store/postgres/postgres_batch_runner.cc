@@ -95,7 +95,6 @@ absl::Status PostgresBatchRunner::EnsureConnected() {
   if (healthy_connection() != nullptr) return absl::OkStatus();
   connection_.reset();
   broken_ = false;
-  confirmed_ceiling_.clear();
   absl::StatusOr<std::unique_ptr<PostgresConnection>> connection =
       hooks_.connect();
   absl::Status adopted =

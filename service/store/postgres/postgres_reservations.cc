@@ -57,16 +57,11 @@ void PostgresBatchRunner::ConfirmReservations(PostgresBatch& batch) {
   const StandbyWait standbys = WaitForStandbys(
       *connection_, options_.standby_wait, absl::Milliseconds(1),
       options_.description, grace_over ? 0 : standbys_expected_);
-  if (standbys.status.ok()) {
-    standbys_expected_ = standbys.listed;
-    fewer_since_.reset();
-  } else {
+  if (!standbys.status.ok()) {
     standbys_expected_ = std::max(standbys_expected_, standbys.most_listed);
     if (standbys.listed < standbys_expected_ && !fewer_since_.has_value()) {
       fewer_since_ = started;
     }
-  }
-  if (!standbys.status.ok()) {
     const absl::Status& s = standbys.status;
     // Committed, but a failover may lose it: the ranges are not handed
     // out (their numbers are skipped), exactly as for a COMMIT whose wait
@@ -77,6 +72,8 @@ void PostgresBatchRunner::ConfirmReservations(PostgresBatch& batch) {
     if (!connection_->ok()) LostConnection();
     return;
   }
+  standbys_expected_ = standbys.listed;
+  fewer_since_.reset();
   const bool seen =
       standbys.seen_recorded || standbys.listed > 0 || standby_unrecorded_;
   if (seen && !standbys.seen_recorded) {
