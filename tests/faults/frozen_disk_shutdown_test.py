@@ -21,15 +21,16 @@ controls), and its exit status once the disk is thawed."""
 import os
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 import grpc
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                "..", "abuse"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "abuse"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "testing"))
 import abuse_lib as lib  # noqa: E402
+import private_mount  # noqa: E402
 
 INSIDE = "HILO_FROZEN_DISK_TEST_MOUNT"
 # The watchdog's bound (--shutdown_grace + 1 s, no --drain_delay) and half
@@ -215,40 +216,30 @@ def run(binary, mount):
 
 
 def can_freeze(d):
-    """Whether this user may mount an ext4 image on a loop device and
-    freeze it, in a private mount namespace; why not, if not."""
+    """`d`/mnt as the mount point, if this user may mount an ext4 image on
+    a loop device there and freeze it, in a private mount namespace; else
+    why not."""
+    mount = f"{d}/mnt"
+    os.mkdir(mount)
     script = ('set -e; truncate -s 16M "$1.img"; mkfs.ext4 -q "$1.img"; '
               'mount -o loop "$1.img" "$1"; '
               'fsfreeze -f "$1" && fsfreeze -u "$1"; umount "$1"')
     probe = subprocess.run(
-        ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
-         script, "sh", d], capture_output=True, text=True)
-    if os.path.exists(d + ".img"):
-        os.unlink(d + ".img")
-    return probe.returncode == 0, probe.stderr.strip()
+        private_mount.UNSHARE + ["sh", "-c", script, "sh", mount],
+        capture_output=True, text=True)
+    if os.path.exists(mount + ".img"):
+        os.unlink(mount + ".img")
+    if probe.returncode != 0:
+        return None, (f"may not mount and freeze an ext4 image on a loop "
+                      f"device: {probe.stderr.strip()}")
+    return mount, None
 
 
-def main(argv):
-    binary = argv[1]
-    mount = os.environ.get(INSIDE)
-    if mount:
-        run(binary, mount)
-        return 0
-    with tempfile.TemporaryDirectory(prefix="hilo-frozen-disk-") as d:
-        os.chmod(d, 0o700)
-        mount = f"{d}/mnt"
-        os.mkdir(mount)
-        ok, why = can_freeze(mount)
-        if not ok:
-            print(f"frozen_disk_shutdown: SKIPPED: may not mount and freeze "
-                  f"an ext4 image on a loop device: {why}")
-            return 77
-        env = dict(os.environ, **{INSIDE: mount})
-        return subprocess.run(
-            ["unshare", "--mount", "--propagation", "private", "--",
-             sys.executable, os.path.abspath(__file__), binary],
-            env=env).returncode
+def mount_and_run(argv, mount):
+    run(argv[1], mount)
+    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(private_mount.main("frozen_disk_shutdown", INSIDE, can_freeze,
+                                mount_and_run, sys.argv))
