@@ -8,6 +8,8 @@ where this user may not mount.
         return mount, None        # or None, "why this user may not"
     sys.exit(private_mount.main("disk_full_health", "HILO_..._MOUNT",
                                 prepare, run, sys.argv))
+
+and a guard that thaws a frozen file system if the test is killed.
 """
 import os
 import subprocess
@@ -37,3 +39,48 @@ def main(name, inside_env, prepare, run, argv):
         return subprocess.run(
             UNSHARE + [sys.executable, os.path.abspath(argv[0])] + argv[1:],
             env=env).returncode
+
+
+# The guard: a process of its own session (so that neither ctest's kill of
+# the test's process tree nor of its group reaches it) in the test's mount
+# namespace, which waits on a pipe. "done" on the pipe: the test ended
+# well. End of file without it: the test died (SIGKILL at a ctest
+# timeout), and the guard thaws the mount, so that the server stuck on it
+# can die too and the namespace go.
+_GUARD = r"""
+import os, subprocess, sys
+if os.fork():
+    os._exit(0)
+os.setsid()
+mount = sys.argv[1]
+said = sys.stdin.buffer.read()
+if said != b"done" and os.path.ismount(mount):
+    subprocess.run(["fsfreeze", "-u", mount], capture_output=True)
+"""
+
+
+class ThawGuard:
+    """Thaws `mount` if this process dies before close(). Use as a context
+    manager around the time the mount may be frozen."""
+
+    def __init__(self, mount):
+        read_end, self._write_end = os.pipe()
+        launcher = subprocess.Popen([sys.executable, "-c", _GUARD, mount],
+                                    stdin=read_end, close_fds=True)
+        os.close(read_end)
+        launcher.wait()  # the guard itself runs on, reparented
+
+    def close(self, done=True):
+        """Stands the guard down; done=False acts as this process's death
+        would (the guard thaws the mount)."""
+        if self._write_end is not None:
+            if done:
+                os.write(self._write_end, b"done")
+            os.close(self._write_end)
+            self._write_end = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -11,7 +11,9 @@ when a connected client makes gRPC's shutdown run to the end of the grace.
 Usage: frozen_disk_shutdown_test.py HILO_SERVER
 Runs itself again in a private mount namespace (unshare) with a 16 MiB ext4
 image on a loop device for the database, frozen with fsfreeze; the file
-system is thawed and unmounted whatever happens. Exits 77 (skipped) where
+system is thawed and unmounted whatever happens; if this process is killed
+(a ctest timeout), a guard of its own session thaws it
+(private_mount.ThawGuard), which a first scenario checks. Exits 77 (skipped) where
 this user may not mount one or freeze it.
 
 A thread blocked on a frozen file system sleeps uninterruptibly, and the
@@ -198,6 +200,32 @@ def clean_close(checks, binary, mount):
         server.close()
 
 
+def is_frozen(mount):
+    """Whether `mount` is frozen now: freezing it again is refused (EBUSY)
+    if so; if not, it is thawed again at once."""
+    if subprocess.run(["fsfreeze", "-f", mount],
+                      capture_output=True).returncode != 0:
+        return True
+    subprocess.run(["fsfreeze", "-u", mount], check=True)
+    return False
+
+
+def orphaned_guard_thaws(checks, mount):
+    """The guard of a test that dies with the disk frozen (a ctest timeout's
+    SIGKILL: the guard's pipe ends without "done") thaws it, so that the
+    server stuck on it can end and the namespace go."""
+    guard = private_mount.ThawGuard(mount)
+    subprocess.run(["fsfreeze", "-f", mount], check=True)
+    try:
+        guard.close(done=False)
+        thawed, after = wait_for(lambda: not is_frozen(mount), 10)
+        checks.figure("orphaned_guard_thawed_after_s", round(after, 2))
+        checks.expect(thawed, "the guard of a dead test left the disk frozen "
+                      "for 10 s")
+    finally:
+        subprocess.run(["fsfreeze", "-u", mount], capture_output=True)
+
+
 def run(binary, mount):
     checks = lib.Checks("frozen_disk_shutdown")
     image = f"{mount}.img"
@@ -205,9 +233,12 @@ def run(binary, mount):
     subprocess.run(["mkfs.ext4", "-q", image], check=True)
     subprocess.run(["mount", "-o", "loop", image, mount], check=True)
     try:
-        frozen_commit(checks, binary, mount)
-        frozen_close(checks, binary, mount)
-        clean_close(checks, binary, mount)
+        orphaned_guard_thaws(checks, mount)
+        # Killed from here on, this process leaves no disk frozen.
+        with private_mount.ThawGuard(mount):
+            frozen_commit(checks, binary, mount)
+            frozen_close(checks, binary, mount)
+            clean_close(checks, binary, mount)
     finally:
         subprocess.run(["fsfreeze", "-u", mount], capture_output=True)
         subprocess.run(["umount", mount])
