@@ -13,7 +13,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -22,18 +21,18 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "grpc/support/log.h"
 #include "hilo/base/command_line.h"
 #include "hilo/base/monotonic_clock.h"
-#include "hilo/base/mutex.h"
 #include "service/access/line_writer.h"
 #include "service/access/tls.h"
 #include "service/authz_reloader.h"
 #include "service/node_tag_choice.h"
 #include "service/observe/log_limiter.h"
 #include "service/server.h"
+#include "service/shutdown_sequence.h"
+#include "service/stop_signals.h"
 #include "service/store/validation.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
@@ -216,9 +215,7 @@ namespace {
 constexpr int kExitListenerDeaf = 3;
 // The exit status when another server took this one's node tag over.
 constexpr int kExitNodeTagLost = 4;
-// The exit status when SIGTERM's shutdown overran its grace (calls stuck
-// waiting for a database that does not answer).
-constexpr int kExitShutdownOverran = 5;
+// SIGTERM's shutdown overran its bound: hilo::kExitShutdownOverran (5).
 // The exit status when the SQLite database file was deleted or replaced
 // under the running server.
 constexpr int kExitDatabaseLost = 6;
@@ -369,13 +366,7 @@ sigset_t PrepareProcess() {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   gpr_set_log_verbosity(GPR_LOG_SEVERITY_ERROR);
   gpr_set_log_function(ForwardGrpcLog);
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  return stop_signals;
+  return hilo::BlockStopSignals();
 }
 
 // The store flags: --store or --store_file, --db, --create_db and its
@@ -546,115 +537,11 @@ std::string StartLine(hilo::Server& server, const hilo::ServerOptions& options,
 // Waits for SIGINT or SIGTERM and returns it; meanwhile reloads the policy
 // on SIGHUP and every --authz_reload_interval (AuthzReloader).
 int ServeUntilStopped(hilo::Server& server, const sigset_t& stop_signals) {
-  const absl::Duration reload_interval =
-      absl::GetFlag(FLAGS_authz_reload_interval);
   hilo::AuthzReloader reloader(&server);
-  for (;;) {
-    int signal_number = 0;
-    if (reload_interval > absl::ZeroDuration()) {
-      const timespec timeout = absl::ToTimespec(reload_interval);
-      signal_number = sigtimedwait(&stop_signals, nullptr, &timeout);
-    } else {
-      sigwait(&stop_signals, &signal_number);
-    }
-    if (signal_number == SIGINT || signal_number == SIGTERM) {
-      return signal_number;
-    }
-    if (signal_number < 0 && errno != EAGAIN) continue;  // EINTR
-    if (std::optional<std::string> line = reloader.Reload()) Say(*line);
-  }
-}
-
-// Where SIGTERM's shutdown is, for the watchdog's line: what did not finish.
-enum class ShutdownStep { kCalls, kClosingStore };
-std::atomic<ShutdownStep> shutdown_step{ShutdownStep::kCalls};
-
-// The store, as the watchdog's line names it.
-std::string StoreName(hilo::Server& server,
-                      const hilo::ServerOptions& options) {
-  if (options.postgres_uri.empty()) {
-    return absl::StrCat("SQLite database ", server.database_path());
-  }
-  return absl::StrCat("PostgreSQL ",
-                      hilo::DescribePostgresConnection(options.postgres_uri)
-                          .value_or("database"));
-}
-
-// Shutdown waits for the calls in flight, and they for the store, whatever
-// it is: a PostgreSQL database that stops answering (a COMMIT waiting for a
-// standby that never comes), a SQLite COMMIT whose write or fsync a frozen
-// or dead disk never completes. Neither must keep the process alive past
-// the grace its supervisor was promised. A second more: gRPC cancels the
-// calls left at the end of the grace, and a healthy shutdown needs a
-// moment after that to finish, close the store and exit 0. No call still
-// in the store is answered: the process ends under it.
-void StartShutdownWatchdog(hilo::Server* server, std::string store,
-                           absl::Duration limit) {
-  std::thread([server, store = std::move(store), limit] {
-    absl::SleepFor(limit);
-    std::string what;
-    if (shutdown_step.load() == ShutdownStep::kClosingStore) {
-      what = absl::StrFormat(
-          "closing the store (%s) has not finished, every call had ended "
-          "and what they committed is durable",
-          store);
-    } else {
-      const int64_t calls = server->calls_in_services();
-      what = absl::StrFormat(
-          "%d call%s still wait%s for the store (%s), a commit that has not "
-          "returned; no answer is sent",
-          calls, calls == 1 ? "" : "s", calls == 1 ? "s" : "", store);
-    }
-    ExitSaying(kExitShutdownOverran,
-               absl::StrFormat("hilo_server: shutdown did not finish within "
-                               "--drain_delay + --shutdown_grace + 1s (%s): "
-                               "%s; exiting with status %d",
-                               absl::FormatDuration(limit), what,
-                               kExitShutdownOverran));
-  }).detach();
-}
-
-// How long past the grace the process waits for gRPC's Shutdown to return
-// before it stops without it.
-constexpr absl::Duration kGrpcTeardownWait = absl::Milliseconds(500);
-
-// Shuts `server` down within `grace`, and returns what the exit line says.
-// At the end of the grace gRPC cancels the calls left, and its Shutdown
-// returns once it has torn every one of them down: after an HTTP/2 rapid
-// reset (30,000 reset streams) that took 0.9 s of an idle machine and 9 s
-// with the server held to 15 % of a core, while no call was left in the
-// store. Half a second past the grace, the process stops waiting for that:
-// it closes the server's gate to the services, waits for the calls still
-// in them (the store's), closes the store, and exits with the rest of the
-// teardown left to the kernel: what the store committed is durable, and no
-// call is answered any more. The watchdog bounds both waits.
-std::string StopServer(hilo::Server* server, absl::Duration grace) {
-  struct Stopped {
-    hilo::base::Mutex mu;
-    bool done ABSL_GUARDED_BY(mu) = false;
-  };
-  auto stopped = std::make_shared<Stopped>();
-  std::thread([server, grace, stopped] {
-    server->Shutdown(grace);
-    hilo::base::MutexLock lock(&stopped->mu);
-    stopped->done = true;
-  }).detach();
-  {
-    hilo::base::MutexLock lock(&stopped->mu);
-    if (stopped->mu.AwaitWithTimeout([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(
-                                         stopped->mu) { return stopped->done; },
-                                     grace + kGrpcTeardownWait)) {
-      return "hilo_server: stopped";
-    }
-  }
-  server->EndCalls();
-  shutdown_step.store(ShutdownStep::kClosingStore);
-  server->CloseStore();
-  return absl::StrFormat(
-      "hilo_server: stopped (gRPC was still tearing down the calls it "
-      "cancelled %s after --shutdown_grace; no call was left in the store, "
-      "and it is closed)",
-      absl::FormatDuration(kGrpcTeardownWait));
+  return hilo::WaitForStopSignal(
+      stop_signals, absl::GetFlag(FLAGS_authz_reload_interval), [&] {
+        if (std::optional<std::string> line = reloader.Reload()) Say(*line);
+      });
 }
 
 }  // namespace
@@ -688,13 +575,14 @@ int main(int argc, char** argv) {
   const int signal_number = ServeUntilStopped(**server, stop_signals);
   Say(absl::StrCat("hilo_server: ", strsignal(signal_number),
                    " received; draining"));
-  const absl::Duration drain_delay = absl::GetFlag(FLAGS_drain_delay);
-  const absl::Duration grace = absl::GetFlag(FLAGS_shutdown_grace);
-  StartShutdownWatchdog(server->get(), StoreName(**server, options),
-                        drain_delay + grace + absl::Seconds(1));
-  (*server)->StartDraining();
-  absl::SleepFor(drain_delay);
-  const std::string stopped = StopServer(server->get(), grace);
+  std::unique_ptr<hilo::StoppableNode> node =
+      hilo::StoppableServer(server->get());
+  hilo::ShutdownSequence shutdown(
+      node.get(),
+      {absl::GetFlag(FLAGS_drain_delay), absl::GetFlag(FLAGS_shutdown_grace),
+       hilo::ShutdownStoreName(options, (*server)->database_path())},
+      ExitSaying, hilo::RealTimeShutdownTimer());
+  const std::string stopped = shutdown.Run();
   // No call is left in the store, and it is closed. Skip gRPC's global
   // teardown, which waits for clients to drop idle connections (seconds).
   ExitSaying(EXIT_SUCCESS, stopped);

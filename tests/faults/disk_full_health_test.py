@@ -10,14 +10,15 @@ user may not mount one."""
 import os
 import subprocess
 import sys
-import tempfile
 import time
 
 import grpc
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                "..", "abuse"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "abuse"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "testing"))
 import abuse_lib as lib  # noqa: E402
+import private_mount  # noqa: E402
 
 HEALTH_CHECK = "/grpc.health.v1.Health/Check"
 INSIDE = "HILO_DISK_FULL_TEST_MOUNT"
@@ -109,30 +110,26 @@ def run(binary, mount):
     checks.finish()
 
 
-def main(argv):
-    binary = argv[1]
-    mount = os.environ.get(INSIDE)
-    if mount:
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m",
-                        "hilo-disk-full", mount], check=True)
-        run(binary, mount)
-        return 0
-    with tempfile.TemporaryDirectory(prefix="hilo-disk-full-") as d:
-        os.chmod(d, 0o700)
-        probe = subprocess.run(
-            ["unshare", "--mount", "--propagation", "private", "--", "mount",
-             "-t", "tmpfs", "-o", "size=2m", "hilo-disk-full", d],
-            capture_output=True, text=True)
-        if probe.returncode != 0:
-            print(f"disk_full_health: SKIPPED: may not mount a tmpfs in a "
-                  f"private mount namespace: {probe.stderr.strip()}")
-            return 77
-        env = dict(os.environ, **{INSIDE: d})
-        return subprocess.run(
-            ["unshare", "--mount", "--propagation", "private", "--",
-             sys.executable, os.path.abspath(__file__), binary],
-            env=env).returncode
+def mount_and_run(argv, mount):
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m",
+                    "hilo-disk-full", mount], check=True)
+    run(argv[1], mount)
+    return 0
+
+
+def can_mount(d):
+    """`d` as the mount point, if this user may mount a tmpfs there in a
+    private mount namespace; else why not."""
+    probe = subprocess.run(
+        private_mount.UNSHARE + ["mount", "-t", "tmpfs", "-o", "size=2m",
+                                 "hilo-disk-full", d],
+        capture_output=True, text=True)
+    if probe.returncode != 0:
+        return None, (f"may not mount a tmpfs in a private mount namespace: "
+                      f"{probe.stderr.strip()}")
+    return d, None
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(private_mount.main("disk_full_health", INSIDE, can_mount,
+                                mount_and_run, sys.argv))

@@ -11,7 +11,9 @@ when a connected client makes gRPC's shutdown run to the end of the grace.
 Usage: frozen_disk_shutdown_test.py HILO_SERVER
 Runs itself again in a private mount namespace (unshare) with a 16 MiB ext4
 image on a loop device for the database, frozen with fsfreeze; the file
-system is thawed and unmounted whatever happens. Exits 77 (skipped) where
+system is thawed and unmounted whatever happens; if this process is killed
+(a ctest timeout), a guard of its own session thaws it
+(private_mount.ThawGuard), which a first scenario checks. Exits 77 (skipped) where
 this user may not mount one or freeze it.
 
 A thread blocked on a frozen file system sleeps uninterruptibly, and the
@@ -21,15 +23,16 @@ controls), and its exit status once the disk is thawed."""
 import os
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 import grpc
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                "..", "abuse"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "abuse"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "testing"))
 import abuse_lib as lib  # noqa: E402
+import private_mount  # noqa: E402
 
 INSIDE = "HILO_FROZEN_DISK_TEST_MOUNT"
 # The watchdog's bound (--shutdown_grace + 1 s, no --drain_delay) and half
@@ -197,6 +200,32 @@ def clean_close(checks, binary, mount):
         server.close()
 
 
+def is_frozen(mount):
+    """Whether `mount` is frozen now: freezing it again is refused (EBUSY)
+    if so; if not, it is thawed again at once."""
+    if subprocess.run(["fsfreeze", "-f", mount],
+                      capture_output=True).returncode != 0:
+        return True
+    subprocess.run(["fsfreeze", "-u", mount], check=True)
+    return False
+
+
+def orphaned_guard_thaws(checks, mount):
+    """The guard of a test that dies with the disk frozen (a ctest timeout's
+    SIGKILL: the guard's pipe ends without "done") thaws it, so that the
+    server stuck on it can end and the namespace go."""
+    guard = private_mount.ThawGuard(mount)
+    subprocess.run(["fsfreeze", "-f", mount], check=True)
+    try:
+        guard.close(done=False)
+        thawed, after = wait_for(lambda: not is_frozen(mount), 10)
+        checks.figure("orphaned_guard_thawed_after_s", round(after, 2))
+        checks.expect(thawed, "the guard of a dead test left the disk frozen "
+                      "for 10 s")
+    finally:
+        subprocess.run(["fsfreeze", "-u", mount], capture_output=True)
+
+
 def run(binary, mount):
     checks = lib.Checks("frozen_disk_shutdown")
     image = f"{mount}.img"
@@ -204,9 +233,12 @@ def run(binary, mount):
     subprocess.run(["mkfs.ext4", "-q", image], check=True)
     subprocess.run(["mount", "-o", "loop", image, mount], check=True)
     try:
-        frozen_commit(checks, binary, mount)
-        frozen_close(checks, binary, mount)
-        clean_close(checks, binary, mount)
+        orphaned_guard_thaws(checks, mount)
+        # Killed from here on, this process leaves no disk frozen.
+        with private_mount.ThawGuard(mount):
+            frozen_commit(checks, binary, mount)
+            frozen_close(checks, binary, mount)
+            clean_close(checks, binary, mount)
     finally:
         subprocess.run(["fsfreeze", "-u", mount], capture_output=True)
         subprocess.run(["umount", mount])
@@ -215,40 +247,30 @@ def run(binary, mount):
 
 
 def can_freeze(d):
-    """Whether this user may mount an ext4 image on a loop device and
-    freeze it, in a private mount namespace; why not, if not."""
+    """`d`/mnt as the mount point, if this user may mount an ext4 image on
+    a loop device there and freeze it, in a private mount namespace; else
+    why not."""
+    mount = f"{d}/mnt"
+    os.mkdir(mount)
     script = ('set -e; truncate -s 16M "$1.img"; mkfs.ext4 -q "$1.img"; '
               'mount -o loop "$1.img" "$1"; '
               'fsfreeze -f "$1" && fsfreeze -u "$1"; umount "$1"')
     probe = subprocess.run(
-        ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
-         script, "sh", d], capture_output=True, text=True)
-    if os.path.exists(d + ".img"):
-        os.unlink(d + ".img")
-    return probe.returncode == 0, probe.stderr.strip()
+        private_mount.UNSHARE + ["sh", "-c", script, "sh", mount],
+        capture_output=True, text=True)
+    if os.path.exists(mount + ".img"):
+        os.unlink(mount + ".img")
+    if probe.returncode != 0:
+        return None, (f"may not mount and freeze an ext4 image on a loop "
+                      f"device: {probe.stderr.strip()}")
+    return mount, None
 
 
-def main(argv):
-    binary = argv[1]
-    mount = os.environ.get(INSIDE)
-    if mount:
-        run(binary, mount)
-        return 0
-    with tempfile.TemporaryDirectory(prefix="hilo-frozen-disk-") as d:
-        os.chmod(d, 0o700)
-        mount = f"{d}/mnt"
-        os.mkdir(mount)
-        ok, why = can_freeze(mount)
-        if not ok:
-            print(f"frozen_disk_shutdown: SKIPPED: may not mount and freeze "
-                  f"an ext4 image on a loop device: {why}")
-            return 77
-        env = dict(os.environ, **{INSIDE: mount})
-        return subprocess.run(
-            ["unshare", "--mount", "--propagation", "private", "--",
-             sys.executable, os.path.abspath(__file__), binary],
-            env=env).returncode
+def mount_and_run(argv, mount):
+    run(argv[1], mount)
+    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(private_mount.main("frozen_disk_shutdown", INSIDE, can_freeze,
+                                mount_and_run, sys.argv))

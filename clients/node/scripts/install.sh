@@ -11,10 +11,13 @@ if [ -f "$stamp" ] && cmp -s "$stamp" "$DIR/package-lock.json" &&
   exit 0
 fi
 # Builds that run at once (the tests, the conformance driver) install once:
-# the second waits for the first, then finds the stamp.
-lock="${TMPDIR:-/tmp}/hilo-node-npm-ci.$(printf '%s' "$DIR" | cksum | cut -d ' ' -f 1).lock"
+# the second waits for the first, then finds the stamp. The lock is taken
+# on this checkout's clients/node directory itself (opened read-only), so
+# two checkouts never wait for each other and no lock file is left behind
+# (npm ci replaces node_modules, so the lock cannot live in there).
+# shellcheck disable=SC2094  # fd 9 only holds the lock; nothing is read
 (
-  flock -w 300 9 || { echo "clients/node: waited 300 s for $lock" >&2; exit 1; }
+  flock -w 300 9 || { echo "clients/node: waited 300 s for the lock on $DIR" >&2; exit 1; }
   if [ -f "$stamp" ] && cmp -s "$stamp" "$DIR/package-lock.json" &&
      [ -x "$DIR/node_modules/.bin/tsc" ]; then
     exit 0
@@ -22,4 +25,4 @@ lock="${TMPDIR:-/tmp}/hilo-node-npm-ci.$(printf '%s' "$DIR" | cksum | cut -d ' '
   echo "clients/node: npm ci" >&2
   (cd "$DIR" && npm ci --no-audit --no-fund --ignore-scripts >&2)
   cp "$DIR/package-lock.json" "$stamp"
-) 9>"$lock"
+) 9<"$DIR"
