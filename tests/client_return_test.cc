@@ -79,6 +79,30 @@ TEST(ClientReturnTest, RangesOfTwoNodesGoBackEachOnItsOwn) {
   EXPECT_EQ(b->Max("o"), 96);
 }
 
+// After a hand-back the echo counts only the numbers used of the node that
+// issued the range fetched last (CONTRACT.md R4): 1-7 of A are not B's, and
+// reporting 7 to B would make B skip numbers once its Max is below 7.
+TEST(ClientReturnTest, EchoAfterAHandBackCountsOnlyThatNodesNumbers) {
+  auto a = std::make_shared<FakeNode>("A", 32);
+  auto b = std::make_shared<FakeNode>("B", 32);
+  TestClient t = MakeClient(std::make_unique<FakeSource>(
+                                std::vector<std::shared_ptr<FakeNode>>{a, b}),
+                            '/', 0.2);
+  for (int i = 1; i <= 7; ++i) {
+    ASSERT_EQ(t.client->NextId("o")->number, i);  // 1-32 from A
+    t.scheduler->RunAll();                        // 33-64 from B, ahead
+  }
+  t.client->ReturnUnusedRanges();
+  const std::vector<FakeSource::ReturnCall> returns = t.source->returns();
+  ASSERT_EQ(returns.size(), 2u);
+  EXPECT_EQ(returns[0].tag, "B");
+  EXPECT_TRUE(returns[0].applied);
+  EXPECT_TRUE(returns[1].applied);
+  ASSERT_THAT(t.client->NextId("o"), IsOk());
+  EXPECT_EQ(t.source->previous().back().size, 32);  // B's 33-64
+  EXPECT_EQ(t.source->previous().back().max, 0);    // none of B's used
+}
+
 // A range fetched ahead above another client's range goes back whole and
 // gives that client its token back; when it then hands back its own tail,
 // the first client must not skip those numbers by reporting the high of
@@ -119,7 +143,9 @@ TEST(ClientReturnTest, StaleReturnAfterAnotherClientTookARangeIsRefused) {
   // Nobody gets 2-32 again, and each client goes on above what it held.
   EXPECT_EQ(second.client->NextId("o")->number, 34);
   EXPECT_EQ(first.client->NextId("o")->number, 65);
-  EXPECT_EQ(first.source->previous().back().max, 1);  // the last it used
+  // The refused return leaves the echo as it was: 1-32's high, at or below
+  // Max since nothing applied (CONTRACT.md R4).
+  EXPECT_EQ(first.source->previous().back().max, 32);
 }
 
 TEST(ClientReturnTest, ReturnWithAnotherRangesTokenIsRefused) {

@@ -114,7 +114,8 @@ int64_t RangeCache::Publish(const IssuedRange* range) {
           ? std::min(static_cast<int64_t>(old & kOffsetMask), range_usable_)
           : 0;
   if (taken > 0) {
-    handed_out_up_to_ = std::max(handed_out_up_to_, range_.low + taken - 1);
+    int64_t& used = used_[range_.node_tag];
+    used = std::max(used, range_.low + taken - 1);
   }
   const bool had_range = has_range_;
   has_range_ = range != nullptr;
@@ -265,7 +266,6 @@ RangeCache::UnusedRanges RangeCache::TakeUnused() {
   // range the last issued again, with its token: then its tail can come
   // back too. Ranges of different nodes go back each on its own.
   UnusedRanges unused;
-  unused.had_range = has_range_;
   if (has_next_) {
     unused.returns.emplace_back(next_, next_.low - 1);
     unused.pair = has_range_ && next_.source == range_.source &&
@@ -301,10 +301,10 @@ bool RangeCache::RecordReturn(const IssuedRange& range, int64_t last,
   // that applied (its reply was lost): the numbers are back all the same.
   if (!result->applied && result->max != last) {
     returns_refused_.fetch_add(1, std::memory_order_relaxed);
-    return false;
+    return true;
   }
   returns_applied_.fetch_add(1, std::memory_order_relaxed);
-  return true;
+  return false;
 }
 
 void RangeCache::AppendRequests(const UnusedRanges& unused,
@@ -329,10 +329,11 @@ void RangeCache::RecordReturns(
   }
   for (size_t i = 0; i < unused.returns.size(); ++i) {
     const auto& [range, last] = unused.returns[i];
+    bool refused = false;
     if (i == 0 && tail_back) {
       returns_applied_.fetch_add(1, std::memory_order_relaxed);
     } else {
-      RecordReturn(
+      refused = RecordReturn(
           range, last,
           i < results.size()
               ? results[i]
@@ -352,6 +353,16 @@ void RangeCache::RecordReturns(
     if (it != previous_.held.end() && it->second == range.high) {
       it->second = last == range.low - 1 ? range.held_before : last;
     }
+    // The first return is of the previous range, the one the next request
+    // reports (CONTRACT.md R4). Unless the node refused it, last_max becomes
+    // the highest number we used of that node's ranges: at or below its Max
+    // for ever, so it never makes the node skip numbers, whatever other
+    // clients handed back since. Refused, the range's high stays (at or
+    // below Max, as nothing applied).
+    if (i == 0 && !refused) {
+      const auto used = used_.find(range.node_tag);
+      previous_.max = used == used_.end() ? 0 : used->second;
+    }
   }
 }
 
@@ -361,13 +372,6 @@ void RangeCache::EndReturn(const UnusedRanges& unused) {
   fetching_ = false;
   ++fetches_;
   fetch_error_ = absl::OkStatus();
-  // Our next range may start right after the last number we handed out:
-  // last_max keeps a client's ranges from going down, and the numbers above
-  // it are no longer ours, whether they went back or not. Reporting more
-  // (the high of a range handed back, or the number below a current range
-  // retired before any caller took from it) would make the node skip
-  // numbers another client may have handed back in the meantime.
-  if (unused.had_range) previous_.max = handed_out_up_to_;
 }
 
 }  // namespace hilo::internal

@@ -52,6 +52,7 @@
 #include "absl/base/attributes.h"
 #include "absl/base/optimization.h"
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "client_cpp/src/document_id.h"
@@ -93,8 +94,10 @@ class RangeCache {
   // current range's unused tail, each with its own token, both in one
   // RangeSource::ReturnMany call (a pair, when the two are adjacent ranges
   // of one node). When they apply, the collection's Max ends at the last
-  // number this cache handed out, and so does the `last_max` of its next
-  // request. Best effort; failures go to the log, refusals are normal.
+  // number this cache handed out. Unless the node refuses the return of the
+  // range fetched last, the next request's `last_max` is the highest number
+  // handed out of that node's ranges (CONTRACT.md R4). Best effort; failures
+  // go to the log, refusals are normal.
   void ReturnUnused();
 
   // ReturnUnused in steps, so that a client can hand many caches back in
@@ -108,7 +111,6 @@ class RangeCache {
     // pair of adjacent ranges"): the second applies only right after the
     // first, so they must reach the node in one call.
     bool pair = false;
-    bool had_range = false;
   };
   UnusedRanges TakeUnused();
   const std::string& collection() const { return collection_; }
@@ -198,7 +200,8 @@ class RangeCache {
   void SchedulePrefetch();
   // Counts a failed fetch or return by its code.
   void CountError(const absl::Status& status);
-  // Counts and logs one return's outcome; true if its numbers are back.
+  // Counts and logs one return's outcome; true if the node refused it
+  // (false: applied, or failed, its outcome unknown).
   bool RecordReturn(const IssuedRange& range, int64_t last,
                     const absl::StatusOr<ReturnResult>& result);
   // Asks the source for the next range with mu_ released (fetching_ set
@@ -244,8 +247,9 @@ class RangeCache {
   // mark to the range's high, each return that came back lowers it to the
   // return's last (if the mark was that range's high).
   PreviousRange previous_ ABSL_GUARDED_BY(mu_);
-  // The highest number a caller took from a retired range (0: none).
-  int64_t handed_out_up_to_ ABSL_GUARDED_BY(mu_) = 0;
+  // Per node tag, the highest number a caller took from that node's
+  // retired ranges (absent: none). One entry per tag seen.
+  absl::flat_hash_map<std::string, int64_t> used_ ABSL_GUARDED_BY(mu_);
   // The runway's window, moved only by Publish: it began when the range
   // before the current one was published (when the current one was, for
   // the first), and the numbers taken of that earlier range.

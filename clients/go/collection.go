@@ -125,8 +125,10 @@ type rangeCache struct {
 	// that node's ranges (after a return, the last number it used of the
 	// range handed back; CONTRACT.md R11).
 	prev     previous
-	usedUpTo int64 // the highest number handed out of a retired range
-	closed   bool  // the client closed: no number and no fetch from now on
+	// Per node tag, the highest number handed out of that node's retired
+	// ranges (absent: none); one entry per tag seen.
+	used   map[string]int64
+	closed bool // the client closed: no number and no fetch from now on
 
 	// The runway's window, moved only by publish: it began when the span
 	// before the current one was published (the current one, for the
@@ -270,9 +272,7 @@ func (c *rangeCache) publish(s *span) {
 	if old := c.cur.Load(); old != nil {
 		// It ran dry: every number of it was handed out.
 		c.windowStart, c.windowTakenBefore = c.publishedAt, takenOf(old)
-		if old.high > c.usedUpTo {
-			c.usedUpTo = old.high
-		}
+		c.noteUsed(old.tag, old.high)
 	} else {
 		c.windowStart, c.windowTakenBefore = now, 0
 	}
@@ -380,18 +380,13 @@ func (c *rangeCache) takeUnused(final bool) unused {
 	}
 	if s := c.cur.Load(); s != nil {
 		taken := s.retire()
-		if last := s.low + taken - 1; last > c.usedUpTo {
-			c.usedUpTo = last
+		if taken > 0 {
+			c.noteUsed(s.tag, s.low+taken-1)
 		}
 		if taken < s.size {
 			tail = &returnItem{collection: c.name, r: s, last: s.low + taken - 1}
 		}
 		c.cur.Store(nil)
-		// The next range may start right after the last number handed out,
-		// whether the returns apply or not: the numbers above it are no
-		// longer this cache's. Reporting more would make the node skip
-		// numbers another client may have handed back meanwhile.
-		c.prev.max = c.usedUpTo
 	}
 	var u unused
 	switch {
@@ -410,6 +405,17 @@ func (c *rangeCache) takeUnused(final bool) unused {
 		c.flying = u.flight
 	}
 	return u
+}
+
+// noteUsed records that numbers up to last of node tag's ranges were handed
+// out. Called with mu held.
+func (c *rangeCache) noteUsed(tag string, last int64) {
+	if c.used == nil {
+		c.used = make(map[string]int64)
+	}
+	if last > c.used[tag] {
+		c.used[tag] = last
+	}
 }
 
 // endReturn ends what takeUnused began: counts each return's outcome
@@ -452,6 +458,15 @@ func (c *rangeCache) endReturn(u unused, outcomes [][]returnOutcome) {
 			}
 		}
 	}
+	if len(u.groups) > 0 && !firstRefused(u.groups[0], outcomes[0]) {
+		// The first return is of the range fetched last, the one the next
+		// request reports (CONTRACT.md R4): unless the node refused it,
+		// last_max becomes the highest number handed out of that node's
+		// ranges, at or below its Max for ever, so the node skips none of
+		// the numbers other clients handed back meanwhile. Refused, the
+		// range's high stays (at or below Max: nothing applied).
+		c.prev.max = c.used[u.groups[0][0].r.tag]
+	}
 	f := u.flight
 	if f != nil && c.flying == f {
 		c.flying = nil
@@ -463,6 +478,20 @@ func (c *rangeCache) endReturn(u unused, outcomes [][]returnOutcome) {
 	for _, line := range lines {
 		c.set.logf("%s", line)
 	}
+}
+
+// firstRefused says whether the node refused the first return of group (a
+// failure is not a refusal: its outcome is unknown). A pair's tail applies
+// only after the range above it came back, whatever that one's answer said.
+func firstRefused(group returnGroup, outcomes []returnOutcome) bool {
+	back := func(i int) bool {
+		o := outcomes[i]
+		return o.err == nil && (o.applied || o.max == group[i].last)
+	}
+	if outcomes[0].err != nil || back(0) {
+		return false
+	}
+	return !(len(group) == 2 && back(1))
 }
 
 // close makes the cache hand out and fetch nothing from now on (calls get

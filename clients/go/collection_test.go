@@ -172,17 +172,19 @@ func wantNumbers(t *testing.T, ids []ID, first int64, tag string) {
 // The three outcomes of a return with the client kept open (CONTRACT.md
 // R11): whatever the answer, the cache never uses the range again, its
 // mark for the node goes down to the last number it used, and the node's
-// next range is accepted, from wherever the node's Max is.
+// next range is accepted, from wherever the node's Max is. The echo (R4)
+// becomes that last number too, unless the node refused the return: then
+// it stays the range's high.
 func TestAfterAReturnTheMarkIsTheLastNumberUsedWhateverTheOutcome(t *testing.T) {
 	for _, tc := range []struct {
 		name                     string
 		otherClient, returnFails bool
-		wantFirst                int64
+		wantFirst, wantMax       int64
 		applied, refused, failed int64
 	}{
-		{name: "applied", wantFirst: 6, applied: 1},
-		{name: "refused: another client took 33-64", otherClient: true, wantFirst: 65, refused: 1},
-		{name: "failed after it applied", returnFails: true, wantFirst: 6, failed: 1},
+		{name: "applied", wantFirst: 6, wantMax: 5, applied: 1},
+		{name: "refused: another client took 33-64", otherClient: true, wantFirst: 65, wantMax: 32, refused: 1},
+		{name: "failed after it applied", returnFails: true, wantFirst: 6, wantMax: 5, failed: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeFetcher(32, "A")
@@ -203,8 +205,9 @@ func TestAfterAReturnTheMarkIsTheLastNumberUsedWhateverTheOutcome(t *testing.T) 
 				t.Fatalf("returned %v, want 6-32", f.returned)
 			}
 			wantNumbers(t, mustTake(t, rc, 3), tc.wantFirst, "A")
-			if p := f.lastPrev(); p.held["A"] != 5 || p.max != 5 {
-				t.Fatalf("the fetch after the return reported max %d and held %v; want 5 for A", p.max, p.held)
+			if p := f.lastPrev(); p.held["A"] != 5 || p.max != tc.wantMax {
+				t.Fatalf("the fetch after the return reported max %d and held %v; want max %d, 5 for A",
+					p.max, p.held, tc.wantMax)
 			}
 			got := [3]int64{stats.returnsApplied.Load(), stats.returnsRefused.Load(), stats.returnsFailed.Load()}
 			if got != [3]int64{tc.applied, tc.refused, tc.failed} || (tc.failed == 1) != (len(logged) == 1) {

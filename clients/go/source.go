@@ -47,8 +47,8 @@ type target struct {
 type previous struct {
 	size    int64
 	rangeAt *timestamppb.Timestamp // nil if none
-	// The previous range's high; after a return, the last number handed
-	// out.
+	// The previous range's high; after its return (unless refused), the
+	// highest number handed out of that node's ranges (CONTRACT.md R4).
 	max int64
 	// Not sent. Per node tag, the highest number of the collection the
 	// client holds or handed out from that node's ranges (after a return,

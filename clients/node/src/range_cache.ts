@@ -78,8 +78,8 @@ export class RangeCache {
    * used of that range (CONTRACT.md R11).
    */
   private readonly held = new Map<string, bigint>();
-  /** The highest number handed out of a range no longer current (0: none). */
-  private handedOutUpTo = 0n;
+  /** Per node tag: the highest number handed out of that node's ranges no longer current (absent: none). */
+  private readonly used = new Map<string, bigint>();
   readonly counters: CacheCounters = {
     calls_waited: 0,
     ranges_fetched: 0,
@@ -218,7 +218,7 @@ export class RangeCache {
     // A range none was taken of says nothing: its low - 1 may lie above
     // numbers other clients handed back since.
     const upTo = r.takenUpTo();
-    if (upTo >= r.low && upTo > this.handedOutUpTo) this.handedOutUpTo = upTo;
+    if (upTo >= r.low && upTo > (this.used.get(r.tag) ?? 0n)) this.used.set(r.tag, upTo);
     this.cur = null;
   }
 
@@ -307,10 +307,6 @@ export class RangeCache {
     if (cur !== null) {
       this.retireCurrent();
       if (!cur.dry()) unused.returns.push({ range: cur, last: cur.takenUpTo() });
-      // The next range may start right after the last number handed out,
-      // whether the returns apply or not: the numbers above it are no
-      // longer this client's (CONTRACT.md R4).
-      this.previous = { ...this.previous, max: this.handedOutUpTo };
     }
     if (unused.returns.length < 2) unused.pair = false;
     if (unused.returns.length === 0) return null;
@@ -332,6 +328,15 @@ export class RangeCache {
     const tailBack = unused.pair && back(1);
     unused.returns.forEach(({ range, last }, k) => {
       const o = outcome(k);
+      if (k === 0 && (back(k) || tailBack || o instanceof HiloError)) {
+        // The first return is of the range fetched last, the one the next
+        // request reports (CONTRACT.md R4): unless the node refused it,
+        // last_max becomes the highest number handed out of that node's
+        // ranges, at or below its Max for ever, so the node skips none of
+        // the numbers other clients handed back meanwhile. Refused, the
+        // range's high stays (at or below Max: nothing applied).
+        this.previous = { ...this.previous, max: this.used.get(range.tag) ?? 0n };
+      }
       if (back(k) || (k === 0 && tailBack)) {
         this.counters.returns_applied++;
       } else if (o instanceof HiloError) {

@@ -57,8 +57,9 @@ class _RangeCache:
         # return, the last number it used. A new range of that node must
         # start above it (CONTRACT.md R11).
         self._held: Dict[str, int] = {}
-        # The highest number handed out from a retired range (0: none).
-        self._used_up_to = 0
+        # Per node tag: the highest number handed out from that node's
+        # retired ranges (absent: none); one entry per tag seen.
+        self._used: Dict[str, int] = {}
         # Set by take_unused(final=True): the client closed; no number is
         # handed out and no range fetched from then on.
         self._closed = False
@@ -78,12 +79,20 @@ class _RangeCache:
         self._window_start = 0.0
         self._window_taken_before = 0
 
+    def _retire_current(self) -> None:
+        """Notes what was handed out of the current range (with _cond
+        held), which is about to be replaced or dropped."""
+        r = self._range
+        if r is not None and self._next > r.low:
+            self._used[r.node_tag] = max(self._used.get(r.node_tag, 0),
+                                         self._next - 1)
+
     def _use(self, issued: _Issued) -> None:
         """Makes `issued` the current range (with _cond held); the range it
         replaces was used up."""
         now = self._clock()
         if self._range is not None:
-            self._used_up_to = max(self._used_up_to, self._next - 1)
+            self._retire_current()
             self._window_start = self._used_since
             self._window_taken_before = self._next - self._range.low
         else:
@@ -218,8 +227,7 @@ class _RangeCache:
         request still reports the parent's last range, so the child's first
         range starts above it."""
         self._cond = threading.Condition(threading.Lock())
-        if self._range is not None:
-            self._used_up_to = max(self._used_up_to, self._next - 1)
+        self._retire_current()
         self._range = None
         self._prefetch_number = None
         self._ahead = None
@@ -260,15 +268,11 @@ class _RangeCache:
             if r is not None:
                 # Retire the range first: from here on no caller takes its
                 # numbers.
+                self._retire_current()
                 self._range = None
                 self._prefetch_number = None
-                self._used_up_to = max(self._used_up_to, self._next - 1)
                 if self._next <= r.high:
                     returns.append((r, self._next - 1))  # low - 1: none used
-                # Our next range may start right after the last number we
-                # handed out, whether the returns apply or not: the numbers
-                # above it are no longer ours.
-                self._previous = self._previous._replace(max=self._used_up_to)
             if not returns:
                 return None
             self._busy = True
@@ -305,6 +309,18 @@ class _RangeCache:
                     self._held[issued.node_tag] = (
                         issued.held_before if last == issued.low - 1
                         else last)
+                refused = not (back(k) or (k == 0 and tail_back)
+                               or isinstance(o, HiloError))
+                if k == 0 and not refused:
+                    # The first return is of the range fetched last, the one
+                    # the next request reports (CONTRACT.md R4): unless the
+                    # node refused it, last_max becomes the highest number
+                    # handed out of that node's ranges, at or below its Max
+                    # for ever, so the node skips none of the numbers other
+                    # clients handed back meanwhile. Refused, the range's
+                    # high stays (at or below Max: nothing applied).
+                    self._previous = self._previous._replace(
+                        max=self._used.get(issued.node_tag, 0))
                 if back(k) or (k == 0 and tail_back):
                     self._applied += 1
                 elif isinstance(o, HiloError):

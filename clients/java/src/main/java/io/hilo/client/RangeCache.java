@@ -7,6 +7,7 @@ import io.hilo.v1.NextRangeRequest;
 import io.hilo.v1.NextRangeResponse;
 import io.hilo.v1.ReturnRangeRequest;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
@@ -78,11 +79,12 @@ final class RangeCache {
   private Timestamp lastRangeAt;
   /**
    * The previous range's high, whichever node issued it (CONTRACT.md R4: after a failover, a node far
-   * behind refuses another node's high, R17); after a return, the highest number handed out.
+   * behind refuses another node's high, R17); after its return (unless refused), the highest number handed
+   * out of that node's ranges.
    */
   private long lastMax;
-  /** The highest number handed out of a range that was used up or retired; 0 if none. */
-  private long handedOutUpTo;
+  /** Per node tag, the highest number handed out of that node's ranges used up or retired (absent: none). */
+  private final Map<String, Long> used = new HashMap<>();
   private boolean closed;
   /**
    * The runway's window, moved only by {@link #use}: it began when the range before the current one came
@@ -220,7 +222,7 @@ final class RangeCache {
     Range old = current;
     if (old != Range.NONE) {
       long taken = old.taken();
-      if (taken > 0) handedOutUpTo = Math.max(handedOutUpTo, old.low + taken - 1);
+      if (taken > 0) used.merge(old.nodeTag, old.low + taken - 1, Math::max);
       windowStartNanos = usedSinceNanos;
       windowTakenBefore = taken;
     } else {
@@ -406,11 +408,11 @@ final class RangeCache {
   /**
    * What {@link #takeUnused} took to hand back, in the order the node must judge it: a range fetched ahead
    * whole, then the current range's unused tail. {@code pair}: the two are adjacent ranges of one node
-   * (the later one right above the earlier), which must go in one call. {@code hadRange}: a current range
-   * was retired. {@code done}: what callers wait for until {@link #endReturn} (null when none wait).
+   * (the later one right above the earlier), which must go in one call. {@code done}: what callers wait
+   * for until {@link #endReturn} (null when none wait).
    */
-  record Unused(List<Item> items, boolean pair, boolean hadRange, CompletableFuture<Void> done) {
-    static final Unused NONE = new Unused(List.of(), false, false, null);
+  record Unused(List<Item> items, boolean pair, CompletableFuture<Void> done) {
+    static final Unused NONE = new Unused(List.of(), false, null);
   }
 
   /**
@@ -457,13 +459,13 @@ final class RangeCache {
       }
       if (r != Range.NONE) {
         long taken = r.retire();  // from here on no caller takes a number of it
-        if (taken > 0) handedOutUpTo = Math.max(handedOutUpTo, r.low + taken - 1);
+        if (taken > 0) used.merge(r.nodeTag, r.low + taken - 1, Math::max);
         if (taken < r.size) items.add(new Item(r, r.low + taken - 1));
       }
       if (items.isEmpty()) return Unused.NONE;
       CompletableFuture<Void> done = null;
       if (!close) inFlight = done = new CompletableFuture<>();
-      return new Unused(List.copyOf(items), pair && items.size() == 2, r != Range.NONE, done);
+      return new Unused(List.copyOf(items), pair && items.size() == 2, done);
     } finally {
       lock.unlock();
     }
@@ -504,6 +506,13 @@ final class RangeCache {
         Range r = item.range();
         Long mark = held.get(r.nodeTag);
         if (mark != null && mark == r.high) held.put(r.nodeTag, item.last() == r.low - 1 ? r.heldBefore : item.last());
+        if (i == 0 && (isBack(outcome, item.last()) || tailBack || outcome.error() != null)) {
+          // The first return is of the range fetched last, the one the next request reports (CONTRACT.md
+          // R4): unless the node refused it, last_max becomes the highest number handed out of that node's
+          // ranges, at or below its Max for ever, so the node skips none of the numbers other clients
+          // handed back meanwhile. Refused, the range's high stays (at or below Max: nothing applied).
+          lastMax = used.getOrDefault(r.nodeTag, 0L);
+        }
         if (isBack(outcome, item.last()) || (i == 0 && tailBack)) {
           returnsApplied.incrementAndGet();
         } else if (outcome.error() != null) {
@@ -515,9 +524,6 @@ final class RangeCache {
           returnsRefused.incrementAndGet();
         }
       }
-      // The next range may start right after the last number handed out: the numbers above it are no
-      // longer this client's, whether they went back or not (R4: last_max after a return).
-      if (unused.hadRange()) lastMax = handedOutUpTo;
       if (unused.done() != null && inFlight == unused.done()) inFlight = null;
     } finally {
       lock.unlock();
