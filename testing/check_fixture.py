@@ -5,10 +5,13 @@ a check run on it as ctest runs it.
     with tempfile.TemporaryDirectory() as root:
         write_tree(root, {"tests/a_test.cc": "...", ...})
         result = run_check(CHECKER, root)   # .returncode, .stdout, .stderr
+
+or, both at once, result = run_on_tree(CHECKER, {...}).
 """
 import os
 import subprocess
 import sys
+import tempfile
 
 
 def write_tree(root, files):
@@ -25,3 +28,11 @@ def run_check(script, root, *flags):
     CompletedProcess, output as text."""
     return subprocess.run([sys.executable, script, *flags, root],
                           capture_output=True, text=True, timeout=60)
+
+
+def run_on_tree(script, files, *flags):
+    """Writes files into a temporary directory, runs the check `script` on
+    it with flags, removes the directory; the check's CompletedProcess."""
+    with tempfile.TemporaryDirectory() as root:
+        write_tree(root, files)
+        return run_check(script, root, *flags)

@@ -279,55 +279,60 @@ absl::StatusOr<ReturnResult> GrpcRangeSource::Return(
                             rpc_deadline_);
 }
 
-std::vector<absl::StatusOr<ReturnResult>> GrpcRangeSource::ReturnMany(
-    absl::Span<const ReturnRequest> items) {
-  // Calls to one node at once, all nodes together.
-  constexpr size_t kBatchThreads = 4;
-  std::vector<absl::StatusOr<ReturnResult>> results(
-      items.size(), absl::UnknownError("not sent"));
-  // Each batch: one node's items (indexes into `items`), in order.
-  struct Batch {
-    size_t target;
-    std::vector<size_t> items;
-    hilo::v1::ReturnRangesRequest request;
-  };
-  std::vector<Batch> batches;
-  std::vector<size_t> open(targets_.size(), SIZE_MAX);  // per target
-  std::vector<size_t> bytes(targets_.size(), 0);
-  auto to_proto = [&](size_t i) {
-    const IssuedRange& range = *items[i].range;
-    hilo::v1::ReturnRangeRequest r;
-    r.set_collection(std::string(items[i].collection));
-    r.set_end(range.high);
-    r.set_last(items[i].last);
-    r.set_node_tag(range.node_tag);
-    r.set_range_token(range.token);
-    return r;
-  };
+namespace {
+
+// One node's share of a ReturnMany: indexes into its items, in order, and the
+// request that carries them.
+struct ReturnBatch {
+  size_t target;
+  std::vector<size_t> items;
+  hilo::v1::ReturnRangesRequest request;
+};
+
+hilo::v1::ReturnRangeRequest ReturnProto(const ReturnRequest& item) {
+  const IssuedRange& range = *item.range;
+  hilo::v1::ReturnRangeRequest r;
+  r.set_collection(std::string(item.collection));
+  r.set_end(range.high);
+  r.set_last(item.last);
+  r.set_node_tag(range.node_tag);
+  r.set_range_token(range.token);
+  return r;
+}
+
+// The items grouped by the node that issued them (of `nodes`), in order, each
+// batch within GrpcRangeSource's item and byte limits; a pair (with_next)
+// stays in one batch when both ranges are the same node's.
+std::vector<ReturnBatch> GroupByNode(absl::Span<const ReturnRequest> items,
+                                     size_t nodes) {
+  std::vector<ReturnBatch> batches;
+  std::vector<size_t> open(nodes, SIZE_MAX);  // per node
+  std::vector<size_t> bytes(nodes, 0);
   for (size_t i = 0; i < items.size();) {
-    const size_t target = items[i].range->source % targets_.size();
+    const size_t target = items[i].range->source % nodes;
     // The item, or the pair it starts (both to the same node: a pair of
     // two nodes' ranges is two single items).
     size_t count = 1;
     if (items[i].with_next && i + 1 < items.size() &&
-        items[i + 1].range->source % targets_.size() == target) {
+        items[i + 1].range->source % nodes == target) {
       count = 2;
     }
     std::vector<hilo::v1::ReturnRangeRequest> protos;
     size_t size = 0;
     for (size_t k = 0; k < count; ++k) {
-      protos.push_back(to_proto(i + k));
+      protos.push_back(ReturnProto(items[i + k]));
       // The item, its field tag and its length.
       size += protos.back().ByteSizeLong() + 4;
     }
     if (open[target] == SIZE_MAX ||
-        batches[open[target]].items.size() + count > kMaxReturnBatchItems ||
-        bytes[target] + size > kMaxReturnBatchBytes) {
+        batches[open[target]].items.size() + count >
+            GrpcRangeSource::kMaxReturnBatchItems ||
+        bytes[target] + size > GrpcRangeSource::kMaxReturnBatchBytes) {
       open[target] = batches.size();
       bytes[target] = 0;
-      batches.push_back(Batch{target, {}, {}});
+      batches.push_back(ReturnBatch{target, {}, {}});
     }
-    Batch& batch = batches[open[target]];
+    ReturnBatch& batch = batches[open[target]];
     for (size_t k = 0; k < count; ++k) {
       batch.items.push_back(i + k);
       *batch.request.add_returns() = std::move(protos[k]);
@@ -335,18 +340,59 @@ std::vector<absl::StatusOr<ReturnResult>> GrpcRangeSource::ReturnMany(
     bytes[target] += size;
     i += count;
   }
+  return batches;
+}
+
+// The result of each of a batch's `returns` returns, read from the node's
+// answer to the batch (or from the call's failure), attributed to `target`.
+std::vector<absl::StatusOr<ReturnResult>> ReadBatchAnswer(
+    const absl::StatusOr<hilo::v1::ReturnRangesResponse>& response, int returns,
+    const std::string& target) {
+  std::vector<absl::StatusOr<ReturnResult>> results;
+  for (int k = 0; k < returns; ++k) {
+    if (!response.ok()) {
+      results.emplace_back(response.status());
+    } else if (response->results_size() != returns) {
+      results.emplace_back(absl::InternalError(
+          absl::StrFormat("%s: ReturnRanges answered %d results for %d returns",
+                          target, response->results_size(), returns)));
+    } else if (const hilo::v1::ReturnRangeResult& r = response->results(k);
+               r.code() != 0) {
+      const absl::StatusCode code =
+          r.code() > 0 && r.code() <= 16
+              ? static_cast<absl::StatusCode>(r.code())
+              : absl::StatusCode::kUnknown;
+      results.emplace_back(
+          AttributedTo(target, absl::Status(code, r.message())));
+    } else {
+      results.emplace_back(ReturnResult{r.applied(), r.max()});
+    }
+  }
+  return results;
+}
+
+}  // namespace
+
+std::vector<absl::StatusOr<ReturnResult>> GrpcRangeSource::ReturnMany(
+    absl::Span<const ReturnRequest> items) {
+  // Calls to one node at once, all nodes together.
+  constexpr size_t kBatchThreads = 4;
+  std::vector<absl::StatusOr<ReturnResult>> results(
+      items.size(), absl::UnknownError("not sent"));
+  const std::vector<ReturnBatch> batches = GroupByNode(items, targets_.size());
   ForEachInParallel(batches.size(), kBatchThreads, [&](size_t b) {
-    const Batch& batch = batches[b];
+    const ReturnBatch& batch = batches[b];
     const TargetStub& target = targets_[batch.target];
+    auto deliver = [&](std::vector<absl::StatusOr<ReturnResult>> outcomes) {
+      for (size_t k = 0; k < batch.items.size(); ++k) {
+        results[batch.items[k]] = std::move(outcomes[k]);
+      }
+    };
     // Sends the batch's items one by one, as to a server without batches.
     auto singly = [&] {
       std::vector<ReturnRequest> singles;
       for (size_t i : batch.items) singles.push_back(items[i]);
-      std::vector<absl::StatusOr<ReturnResult>> outcomes =
-          RangeSource::ReturnMany(singles);
-      for (size_t k = 0; k < batch.items.size(); ++k) {
-        results[batch.items[k]] = std::move(outcomes[k]);
-      }
+      deliver(RangeSource::ReturnMany(singles));
     };
     if (no_batches_[batch.target].load(std::memory_order_relaxed)) {
       return singly();
@@ -364,29 +410,8 @@ std::vector<absl::StatusOr<ReturnResult>> GrpcRangeSource::ReturnMany(
       no_batches_[batch.target].store(true, std::memory_order_relaxed);
       return singly();
     }
-    for (size_t k = 0; k < batch.items.size(); ++k) {
-      absl::StatusOr<ReturnResult>& result = results[batch.items[k]];
-      if (!response.ok()) {
-        result = response.status();
-      } else if (response->results_size() != batch.request.returns_size()) {
-        result = absl::InternalError(absl::StrFormat(
-            "%s: ReturnRanges answered %d results for %d returns",
-            target.name(), response->results_size(),
-            batch.request.returns_size()));
-      } else {
-        const hilo::v1::ReturnRangeResult& r =
-            response->results(static_cast<int>(k));
-        if (r.code() != 0) {
-          const absl::StatusCode code =
-              r.code() > 0 && r.code() <= 16
-                  ? static_cast<absl::StatusCode>(r.code())
-                  : absl::StatusCode::kUnknown;
-          result = AttributedTo(target.name(), absl::Status(code, r.message()));
-        } else {
-          result = ReturnResult{r.applied(), r.max()};
-        }
-      }
-    }
+    deliver(
+        ReadBatchAnswer(response, batch.request.returns_size(), target.name()));
   });
   return results;
 }

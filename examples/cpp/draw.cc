@@ -51,6 +51,66 @@ ABSL_FLAG(double, mark_after, -1,
           "with --stats: also report the waits after this many seconds of "
           "drawing, and calls_waited and the runway at that moment");
 
+namespace {
+
+// What the drawing threads share.
+struct Drawing {
+  hilo::CollectionHandle* handle;
+  std::chrono::steady_clock::time_point until;
+  std::chrono::steady_clock::duration pace;
+  std::mutex out_mu;
+  std::mutex error_mu;
+  std::string error;  // the first error that is not UNAVAILABLE
+  std::atomic<bool> failed{false};
+  std::atomic<int64_t> ids{0};
+  std::atomic<int64_t> longest_wait_ns{0};
+};
+
+// One thread's drawing: IDs to stdout, paced, until the time is up or a
+// thread meets an error other than UNAVAILABLE (which it keeps in d->error).
+void Draw(Drawing* d) {
+  std::string id;
+  auto next = std::chrono::steady_clock::now();
+  auto asked = next;  // when the ID being drawn was first asked for
+  while (!d->failed.load(std::memory_order_relaxed) &&
+         std::chrono::steady_clock::now() < d->until) {
+    id.clear();
+    const absl::Status status = d->handle->AppendDocumentId(&id);
+    const auto now = std::chrono::steady_clock::now();
+    if (status.ok()) {
+      const int64_t waited =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(now - asked)
+              .count();
+      int64_t longest = d->longest_wait_ns.load(std::memory_order_relaxed);
+      while (waited > longest &&
+             !d->longest_wait_ns.compare_exchange_weak(longest, waited)) {
+      }
+      d->ids.fetch_add(1, std::memory_order_relaxed);
+      if (d->pace > std::chrono::steady_clock::duration::zero()) {
+        next = std::max(next + d->pace, now);
+        std::this_thread::sleep_until(next);
+      }
+      asked = std::chrono::steady_clock::now();
+    }
+    if (status.code() == absl::StatusCode::kUnavailable) {
+      // A node is down; the client moves on or recovers by itself.
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      continue;
+    }
+    if (!status.ok()) {
+      std::lock_guard<std::mutex> lock(d->error_mu);
+      if (d->error.empty()) d->error = status.ToString();
+      d->failed.store(true);
+      return;
+    }
+    id.push_back('\n');
+    std::lock_guard<std::mutex> lock(d->out_mu);
+    std::fwrite(id.data(), 1, id.size(), stdout);
+  }
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const std::string collection = absl::GetFlag(FLAGS_collection);
@@ -77,57 +137,15 @@ int main(int argc, char** argv) {
     return 1;
   }
   hilo::CollectionHandle handle = (*client)->Collection(collection);
-  const auto until = std::chrono::steady_clock::now() +
-                     std::chrono::duration_cast<std::chrono::nanoseconds>(
-                         std::chrono::duration<double>(seconds));
-  std::mutex out_mu;
-  std::mutex error_mu;
-  std::string error;  // the first error that is not UNAVAILABLE
-  std::atomic<bool> failed{false};
-  std::atomic<int64_t> ids{0};
-  std::atomic<int64_t> longest_wait_ns{0};
+  Drawing drawing;
+  drawing.handle = &handle;
+  drawing.until = std::chrono::steady_clock::now() +
+                  std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::duration<double>(seconds));
+  drawing.pace = pace;
   std::vector<std::thread> workers;
   for (int t = 0; t < threads; ++t) {
-    workers.emplace_back([&] {
-      std::string id;
-      auto next = std::chrono::steady_clock::now();
-      auto asked = next;  // when the ID being drawn was first asked for
-      while (!failed.load(std::memory_order_relaxed) &&
-             std::chrono::steady_clock::now() < until) {
-        id.clear();
-        const absl::Status status = handle.AppendDocumentId(&id);
-        const auto now = std::chrono::steady_clock::now();
-        if (status.ok()) {
-          const int64_t waited =
-              std::chrono::duration_cast<std::chrono::nanoseconds>(now - asked)
-                  .count();
-          int64_t longest = longest_wait_ns.load(std::memory_order_relaxed);
-          while (waited > longest &&
-                 !longest_wait_ns.compare_exchange_weak(longest, waited)) {
-          }
-          ids.fetch_add(1, std::memory_order_relaxed);
-          if (pace > std::chrono::steady_clock::duration::zero()) {
-            next = std::max(next + pace, now);
-            std::this_thread::sleep_until(next);
-          }
-          asked = std::chrono::steady_clock::now();
-        }
-        if (status.code() == absl::StatusCode::kUnavailable) {
-          // A node is down; the client moves on or recovers by itself.
-          std::this_thread::sleep_for(std::chrono::milliseconds(10));
-          continue;
-        }
-        if (!status.ok()) {
-          std::lock_guard<std::mutex> lock(error_mu);
-          if (error.empty()) error = status.ToString();
-          failed.store(true);
-          return;
-        }
-        id.push_back('\n');
-        std::lock_guard<std::mutex> lock(out_mu);
-        std::fwrite(id.data(), 1, id.size(), stdout);
-      }
-    });
+    workers.emplace_back(Draw, &drawing);
   }
   const double mark_after = absl::GetFlag(FLAGS_mark_after);
   hilo::ClientStats at_mark;
@@ -135,16 +153,16 @@ int main(int argc, char** argv) {
   if (mark_after >= 0 && mark_after < seconds) {
     std::this_thread::sleep_for(std::chrono::duration<double>(mark_after));
     at_mark = (*client)->stats();
-    longest_before_mark_ns = longest_wait_ns.exchange(0);
+    longest_before_mark_ns = drawing.longest_wait_ns.exchange(0);
   }
   for (std::thread& w : workers) w.join();
   if (std::fflush(stdout) != 0) {
     std::fprintf(stderr, "hilo_draw: writing the IDs to stdout failed\n");
     return 1;
   }
-  if (failed.load()) {
+  if (drawing.failed.load()) {
     std::fprintf(stderr, "hilo_draw: drawing from \"%s\" failed: %s\n",
-                 collection.c_str(), error.c_str());
+                 collection.c_str(), drawing.error.c_str());
     return 1;
   }
   const hilo::ClientStats stats = (*client)->stats();
@@ -154,7 +172,7 @@ int main(int argc, char** argv) {
       const auto it = s.runway.find(collection);
       return it == s.runway.end() ? -1.0 : absl::ToDoubleSeconds(it->second);
     };
-    const int64_t after_mark_ns = longest_wait_ns.load();
+    const int64_t after_mark_ns = drawing.longest_wait_ns.load();
     std::string mark;
     if (longest_before_mark_ns >= 0) {
       mark = absl::StrFormat(
@@ -165,7 +183,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "hilo_draw: ids=%lld longest_wait_ms=%.1f calls_waited=%lld "
                  "runway_s=%.1f%s\n",
-                 static_cast<long long>(ids.load()),
+                 static_cast<long long>(drawing.ids.load()),
                  std::max(longest_before_mark_ns, after_mark_ns) / 1e6,
                  static_cast<long long>(stats.calls_waited), runway_of(stats),
                  mark.c_str());

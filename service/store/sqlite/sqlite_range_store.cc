@@ -31,10 +31,8 @@ using internal::kSelectRow;
 using internal::kSelectRows;
 using internal::SqliteHeldRows;
 
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<SqliteRangeStore>> SqliteRangeStore::Open(
-    SqliteRangeStoreOptions options) {
+// InvalidArgument naming the first option Open cannot work with.
+absl::Status CheckOptions(const SqliteRangeStoreOptions& options) {
   if (options.path.empty()) {
     return absl::InvalidArgumentError("database path is empty");
   }
@@ -47,6 +45,14 @@ absl::StatusOr<std::unique_ptr<SqliteRangeStore>> SqliteRangeStore::Open(
         absl::StrFormat("max batches per lead is %d; it must be at least 1",
                         options.max_batches_per_lead));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SqliteRangeStore>> SqliteRangeStore::Open(
+    SqliteRangeStoreOptions options) {
+  if (absl::Status s = CheckOptions(options); !s.ok()) return s;
   if (options.read_only) return OpenReadOnly(std::move(options));
   std::error_code ec;
   const std::string absolute_path =
