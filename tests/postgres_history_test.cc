@@ -338,9 +338,9 @@ TEST_F(PostgresHistoryTest, AReturnRetriedAfterTheHistoryChangedDoesNotApply) {
 
 // Schema version 5 had no record of a standby seen; version 6 does, and a
 // server of version 5 would ignore it, so the upgrade marks the schema as
-// 6. The collections go on where they were; with no standby ever, nothing
-// is recorded and the fast path stays.
-TEST_F(PostgresHistoryTest, SchemaVersionFiveIsMigratedToSix) {
+// the version of this server (7). The collections go on where they were;
+// with no standby ever, nothing is recorded and the fast path stays.
+TEST_F(PostgresHistoryTest, SchemaVersionFiveIsMigrated) {
   {
     absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = Open();
     ASSERT_THAT(store, IsOk());
@@ -356,13 +356,68 @@ TEST_F(PostgresHistoryTest, SchemaVersionFiveIsMigratedToSix) {
   EXPECT_EQ(QueryOne(uri_,
                      "SELECT value FROM hilo_meta WHERE key = "
                      "'schema_version'"),
-            "6");
+            "7");
   EXPECT_EQ(StandbySeen(uri_), "");
   EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
             (Range{33, 64}));
   EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
             (Range{65, 96}));
   EXPECT_EQ((*store)->counters().standby_waits, 1);
+  EXPECT_TRUE(events_.empty());
+}
+
+// Schema version 6 had no incarnation per row; the upgrade gives every
+// row one of its own, and keeps its Max and ceiling, so ranges go on from
+// Max. A server of version 6 still running inserts rows naming only the
+// columns it knows: the column's default gives those one too.
+TEST_F(PostgresHistoryTest, SchemaVersionSixIsMigratedToSeven) {
+  {
+    absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = Open();
+    ASSERT_THAT(store, IsOk());
+    ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+              (Range{1, 32}));
+    ASSERT_EQ((*store)->Allocate("users", 10, 0, NextToken()).value(),
+              (Range{1, 10}));
+  }
+  // What a server of version 6 left.
+  ASSERT_THAT(PostgresInstance::Execute(
+                  uri_,
+                  "ALTER TABLE hilo_collections DROP COLUMN incarnation; "
+                  "UPDATE hilo_meta SET value = '6' WHERE key = "
+                  "'schema_version'"),
+              IsOk());
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = Open();
+  ASSERT_THAT(store, IsOk());
+  EXPECT_EQ(QueryOne(uri_,
+                     "SELECT value FROM hilo_meta WHERE key = "
+                     "'schema_version'"),
+            "7");
+  const std::string rows =
+      "SELECT string_agg(max || ' ' || ceiling, ', ' ORDER BY name), "
+      "count(DISTINCT incarnation), bool_and(incarnation >= 0) FROM "
+      "hilo_collections";
+  EXPECT_EQ(QueryOne(uri_, rows), "32 544, 10 170|2|t");
+  const std::string orders_incarnation =
+      "SELECT incarnation FROM hilo_collections WHERE name = 'orders'::bytea";
+  const std::string before = QueryOne(uri_, orders_incarnation);
+  EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{33, 64}));
+  EXPECT_EQ((*store)->Allocate("users", 10, 0, NextToken()).value(),
+            (Range{11, 20}));
+  EXPECT_EQ(QueryOne(uri_, orders_incarnation), before);
+  ASSERT_THAT(
+      PostgresInstance::Execute(
+          uri_,
+          "INSERT INTO hilo_collections (name, max, return_floor, "
+          "updated_at_us, range_token, previous_token, previous_return_floor, "
+          "ceiling) VALUES ('legacy'::bytea, 7, 7, 0, 0, 0, 0, 0)"),
+      IsOk());
+  EXPECT_EQ(QueryOne(uri_,
+                     "SELECT count(DISTINCT incarnation) FROM "
+                     "hilo_collections"),
+            "3");
+  EXPECT_EQ((*store)->Allocate("legacy", 10, 0, NextToken()).value(),
+            (Range{8, 17}));
   EXPECT_TRUE(events_.empty());
 }
 

@@ -225,7 +225,8 @@ class PostgresBatchRunner {
   // Step 4.
   Attempt WriteAndCommit(PostgresBatch& batch);
   // The second round trip's writes and COMMIT; an error if a new row
-  // lacks its creation lock. *created: rows created less rows deleted.
+  // lacks its creation lock. Draws each inserted row's incarnation into
+  // `batch`. *created: rows created less rows deleted.
   absl::StatusOr<std::vector<Statement>> Writes(PostgresBatch& batch,
                                                 int64_t* created) const;
   // In Writes, before the COMMIT: keeps the retired rows' Max and ceiling
