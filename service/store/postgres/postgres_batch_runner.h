@@ -273,8 +273,14 @@ class PostgresBatchRunner {
   // connects anew.
   bool broken_ = false;
   // Reservations: the ceiling of each collection this server saw
-  // confirmed by the standbys since its connection opened.
-  std::unordered_map<std::string, int64_t> confirmed_ceiling_;
+  // confirmed by the standbys since its connection opened, and the
+  // incarnation of the row it was confirmed for; it holds for that row
+  // only.
+  struct Confirmed {
+    int64_t incarnation = 0;
+    int64_t ceiling = 0;
+  };
+  std::unordered_map<std::string, Confirmed> confirmed_ceiling_;
   // How many standbys this connection counted (listed when it opened, or
   // by a wait since): a wait ends only when as many are listed, all caught
   // up, until standby_left_grace has passed since a wait first found fewer

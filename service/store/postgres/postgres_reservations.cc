@@ -18,16 +18,22 @@ void PostgresBatchRunner::Reserve(PostgresBatch& batch, PostgresRequest& r,
                                   int64_t size) {
   PostgresBatch::Row& row = batch.rows[name];
   auto confirmed = confirmed_ceiling_.find(name);
-  // What was confirmed belongs to the row it was made for. A ceiling only
-  // rises while its row lives, so a row stored with a lower one (or not
-  // stored) was deleted or retired since, perhaps by another server, and
-  // made anew: its reservation may be on the primary alone.
+  // What was confirmed belongs to the row it was made for. A row not
+  // stored, or stored with another incarnation, was deleted or retired
+  // since, perhaps by another server, and made anew: its reservation may
+  // be on the primary alone, even where its ceiling equals the one
+  // remembered. A ceiling only rises while its row lives, so one stored
+  // lower is not what was confirmed either (a table put back from an older
+  // copy, say).
   if (confirmed != confirmed_ceiling_.end() &&
-      (!row.stored.has_value() || row.stored_ceiling < confirmed->second)) {
+      (!row.stored.has_value() ||
+       row.incarnation != confirmed->second.incarnation ||
+       row.stored_ceiling < confirmed->second.ceiling)) {
     confirmed_ceiling_.erase(confirmed);
     confirmed = confirmed_ceiling_.end();
   }
-  if (confirmed != confirmed_ceiling_.end() && high <= confirmed->second) {
+  if (confirmed != confirmed_ceiling_.end() &&
+      high <= confirmed->second.ceiling) {
     return;
   }
   r.awaits_standbys = true;
@@ -92,9 +98,12 @@ void PostgresBatchRunner::ConfirmReservations(PostgresBatch& batch) {
   // standby attaches, for its flush.
   if (standbys.listed == 0 && seen) return;
   for (const auto& [name, row] : batch.rows) {
-    if (row.now.has_value() && (row.locked || row.dirty)) {
-      int64_t& confirmed = confirmed_ceiling_[name];
-      confirmed = std::max(confirmed, row.ceiling);
+    if (!row.now.has_value() || !(row.locked || row.dirty)) continue;
+    Confirmed& confirmed = confirmed_ceiling_[name];
+    if (confirmed.incarnation != row.incarnation) {
+      confirmed = Confirmed{row.incarnation, row.ceiling};
+    } else {
+      confirmed.ceiling = std::max(confirmed.ceiling, row.ceiling);
     }
   }
 }
