@@ -56,9 +56,16 @@
 //
 // Remembered confirmations. A server answers at commit the ranges below a
 // ceiling it saw confirmed for that collection, on this connection. The
-// memory belongs to the row it was made for: a row not stored before the
-// batch, or stored with a lower ceiling (one only rises while its row
-// lives), was deleted or retired since and made anew, so its ranges wait.
+// memory belongs to the row it was made for, named by the row's
+// incarnation (schema version 7: 63 random bits drawn when the row is
+// inserted, never changed; postgres_row_codec.h): a row not stored before
+// the batch, or stored with another incarnation, was deleted or retired
+// since and made anew, perhaps by another server whose first wait failed,
+// so its ranges wait, even where its ceiling equals the one remembered (as
+// it does after a retirement, whose ceiling the new row starts from). A row
+// stored with a lower ceiling (one only rises while its row lives) drops
+// the memory too. A server of version 6 still running during an upgrade
+// compares ceilings only, as before.
 //
 // What this cannot see: the ranges handed out while no standby was listed
 // (a standby promoted before it caught up with them loses them), and so a
@@ -70,9 +77,8 @@
 // snapshot or base backup restored without archive recovery (same
 // identifier and timeline); a pooler that keeps this server's connection
 // across a failover (the history is checked when a connection opens); a
-// row made anew whose ceiling reaches exactly the one remembered for the
-// old row; a table restored from an older copy into the same cluster and
-// timeline; rows lost whole.
+// table restored from an older copy into the same cluster and timeline;
+// rows lost whole.
 // (A check of each row's ceiling against the highest this server saw was
 // tried and dropped: a collection deleted and created again by another
 // server looks the same, and the fuzzer's two stores found such a row
