@@ -112,6 +112,14 @@ std::string PortOf(const std::string& uri) {
   return parts[2].substr(0, parts[2].find('/'));
 }
 
+// The ceiling of `collection`'s row on the store at `uri`.
+std::string StoredCeiling(const std::string& uri,
+                          const std::string& collection) {
+  return QueryOne(uri, absl::StrCat("SELECT ceiling FROM hilo_collections "
+                                    "WHERE name = '",
+                                    collection, "'::bytea"));
+}
+
 class PostgresHistoryTest : public testing_util::PostgresSchemaTest {
  protected:
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> Open() {
@@ -123,9 +131,24 @@ class PostgresHistoryTest : public testing_util::PostgresSchemaTest {
   }
 
   std::string Ceiling(const std::string& collection) {
-    return QueryOne(uri_, absl::StrCat("SELECT ceiling FROM hilo_collections "
-                                       "WHERE name = '",
-                                       collection, "'::bytea"));
+    return StoredCeiling(uri_, collection);
+  }
+
+  // The schema version hilo_meta records.
+  std::string SchemaVersion() {
+    return QueryOne(uri_,
+                    "SELECT value FROM hilo_meta WHERE key = 'schema_version'");
+  }
+
+  // Takes [1, 32] of "orders" and [1, 10] of "users" on a store of its
+  // own, closed again.
+  void ServeOrdersAndUsers() {
+    absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = Open();
+    ASSERT_THAT(store, IsOk());
+    ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+              (Range{1, 32}));
+    ASSERT_EQ((*store)->Allocate("users", 10, 0, NextToken()).value(),
+              (Range{1, 10}));
   }
 
   std::vector<StoreHistoryEvent> events_;  // on the store's thread; read
@@ -195,14 +218,7 @@ TEST_F(PostgresHistoryTest, WithoutStandbysOnlyNewReservationsWait) {
 // back). Before anything is handed out, every collection starts above its
 // reservation.
 TEST_F(PostgresHistoryTest, AnotherHistoryMovesEveryCollectionOnToItsCeiling) {
-  {
-    absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = Open();
-    ASSERT_THAT(store, IsOk());
-    ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
-              (Range{1, 32}));
-    ASSERT_EQ((*store)->Allocate("users", 10, 0, NextToken()).value(),
-              (Range{1, 10}));
-  }
+  ASSERT_NO_FATAL_FAILURE(ServeOrdersAndUsers());
   ASSERT_THAT(PostgresInstance::Execute(
                   uri_,
                   "UPDATE hilo_meta SET value = '999' WHERE key = 'timeline'; "
@@ -353,10 +369,7 @@ TEST_F(PostgresHistoryTest, SchemaVersionFiveIsMigrated) {
               IsOk());
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = Open();
   ASSERT_THAT(store, IsOk());
-  EXPECT_EQ(QueryOne(uri_,
-                     "SELECT value FROM hilo_meta WHERE key = "
-                     "'schema_version'"),
-            "7");
+  EXPECT_EQ(SchemaVersion(), "7");
   EXPECT_EQ(StandbySeen(uri_), "");
   EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
             (Range{33, 64}));
@@ -371,14 +384,7 @@ TEST_F(PostgresHistoryTest, SchemaVersionFiveIsMigrated) {
 // Max. A server of version 6 still running inserts rows naming only the
 // columns it knows: the column's default gives those one too.
 TEST_F(PostgresHistoryTest, SchemaVersionSixIsMigratedToSeven) {
-  {
-    absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = Open();
-    ASSERT_THAT(store, IsOk());
-    ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
-              (Range{1, 32}));
-    ASSERT_EQ((*store)->Allocate("users", 10, 0, NextToken()).value(),
-              (Range{1, 10}));
-  }
+  ASSERT_NO_FATAL_FAILURE(ServeOrdersAndUsers());
   // What a server of version 6 left.
   ASSERT_THAT(PostgresInstance::Execute(
                   uri_,
@@ -388,10 +394,7 @@ TEST_F(PostgresHistoryTest, SchemaVersionSixIsMigratedToSeven) {
               IsOk());
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = Open();
   ASSERT_THAT(store, IsOk());
-  EXPECT_EQ(QueryOne(uri_,
-                     "SELECT value FROM hilo_meta WHERE key = "
-                     "'schema_version'"),
-            "7");
+  EXPECT_EQ(SchemaVersion(), "7");
   const std::string rows =
       "SELECT string_agg(max || ' ' || ceiling, ', ' ORDER BY name), "
       "count(DISTINCT incarnation), bool_and(incarnation >= 0) FROM "
@@ -479,6 +482,32 @@ class PostgresStandbyTest : public ::testing::Test {
     options.uri = uri_;
     options.standby_wait = absl::Milliseconds(300);
     return options;
+  }
+
+  // One more server on this cluster; null, failing the test, if it does
+  // not open.
+  std::unique_ptr<PostgresRangeStore> Server() const {
+    absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
+        PostgresRangeStore::Open(StoreOptions());
+    if (!store.ok()) {
+      ADD_FAILURE() << store.status();
+      return nullptr;
+    }
+    return *std::move(store);
+  }
+
+  // `a` saw "orders" confirmed up to its ceiling, 544, and `b` removed the
+  // row since. With `standby` stopped, `b` makes the row anew: its first
+  // wait fails, and the new row's ceiling is 544 again. `a`'s next range
+  // must not go out on the old row's confirmation: it waits, and fails.
+  void ExpectRangeOfARowMadeAnewWaits(Receiver& standby, PostgresRangeStore& a,
+                                      PostgresRangeStore& b) {
+    ASSERT_TRUE(standby.Signal(SIGSTOP));
+    EXPECT_THAT(b.Allocate("orders", 32, 0, NextToken()),
+                StatusIs(absl::StatusCode::kUnavailable));
+    ASSERT_EQ(StoredCeiling(uri_, "orders"), "544");
+    EXPECT_THAT(a.Allocate("orders", 32, 0, NextToken()),
+                StatusIs(absl::StatusCode::kUnavailable));
   }
 
   std::unique_ptr<PostgresInstance> postgres_;
@@ -678,76 +707,6 @@ TEST_F(PostgresStandbyTest,
   ASSERT_TRUE(standby->Signal(SIGCONT));
 }
 
-// The row made anew by another server, whose ceiling is exactly the one
-// this server saw confirmed for the old row (equal range sizes reserve
-// equally far), and whose first wait failed: the new reservation is on the
-// primary alone. Answered at commit on the old row's confirmation, this
-// server's range [33, 64] would be lost with a failover to the standby,
-// which starts the name at 1 again. The row's incarnation tells the two
-// rows apart, so the range waits, and fails while the standby does not
-// confirm.
-TEST_F(PostgresStandbyTest,
-       ARowMadeAnewWithTheSameCeilingByAnotherServerWaits) {
-  std::unique_ptr<Receiver> standby = Stream();
-  ASSERT_NE(standby, nullptr);
-  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> a =
-      PostgresRangeStore::Open(StoreOptions());
-  ASSERT_THAT(a, IsOk());
-  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> b =
-      PostgresRangeStore::Open(StoreOptions());
-  ASSERT_THAT(b, IsOk());
-  const std::string ceiling =
-      "SELECT ceiling FROM hilo_collections WHERE name = 'orders'::bytea";
-  const uint64_t first = NextToken();
-  ASSERT_EQ((*a)->Allocate("orders", 32, 0, first).value(), (Range{1, 32}));
-  ASSERT_EQ(QueryOne(uri_, ceiling), "544");
-  ASSERT_TRUE((*a)->Return("orders", 32, 0, first)->applied);
-  ASSERT_THAT((*b)->Delete("orders"), IsOk());
-  ASSERT_TRUE(standby->Signal(SIGSTOP));
-  EXPECT_THAT((*b)->Allocate("orders", 32, 0, NextToken()),
-              StatusIs(absl::StatusCode::kUnavailable));
-  ASSERT_EQ(QueryOne(uri_, ceiling), "544");
-  EXPECT_THAT((*a)->Allocate("orders", 32, 0, NextToken()),
-              StatusIs(absl::StatusCode::kUnavailable));
-  EXPECT_EQ((*a)->counters().standby_waits, 2);
-  // Once the standby has the new row, its ranges go out again, above
-  // those skipped, and the next is answered at commit.
-  ASSERT_TRUE(standby->Signal(SIGCONT));
-  EXPECT_EQ((*a)->Allocate("orders", 32, 0, NextToken()).value(),
-            (Range{65, 96}));
-  EXPECT_EQ((*a)->Allocate("orders", 32, 0, NextToken()).value(),
-            (Range{97, 128}));
-  EXPECT_EQ((*a)->counters().standby_waits, 3);
-}
-
-// After a retirement the ceiling is not a coincidence: the new row starts
-// after the retired Max with the retired ceiling, the one this server saw
-// confirmed. Made by another server whose wait failed, it is the same
-// residual path.
-TEST_F(PostgresStandbyTest, ARowMadeAnewAfterARetirementByAnotherServerWaits) {
-  std::unique_ptr<Receiver> standby = Stream();
-  ASSERT_NE(standby, nullptr);
-  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> a =
-      PostgresRangeStore::Open(StoreOptions());
-  ASSERT_THAT(a, IsOk());
-  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> b =
-      PostgresRangeStore::Open(StoreOptions());
-  ASSERT_THAT(b, IsOk());
-  ASSERT_EQ((*a)->Allocate("orders", 32, 0, NextToken()).value(),
-            (Range{1, 32}));
-  ASSERT_THAT((*b)->Retire("orders"), IsOk());
-  ASSERT_TRUE(standby->Signal(SIGSTOP));
-  EXPECT_THAT((*b)->Allocate("orders", 32, 0, NextToken()),
-              StatusIs(absl::StatusCode::kUnavailable));
-  ASSERT_EQ(QueryOne(uri_,
-                     "SELECT ceiling FROM hilo_collections WHERE name = "
-                     "'orders'::bytea"),
-            "544");
-  EXPECT_THAT((*a)->Allocate("orders", 32, 0, NextToken()),
-              StatusIs(absl::StatusCode::kUnavailable));
-  ASSERT_TRUE(standby->Signal(SIGCONT));
-}
-
 // The same with a retirement: the new row starts after the retired Max
 // (33), and a standby promoted with the retirement but not the new row
 // starts it there again.
@@ -767,6 +726,51 @@ TEST_F(PostgresStandbyTest,
   ASSERT_TRUE(standby->Signal(SIGSTOP));
   EXPECT_THAT((*a)->Allocate("orders", 32, 0, NextToken()),
               StatusIs(absl::StatusCode::kUnavailable));
+  ASSERT_TRUE(standby->Signal(SIGCONT));
+}
+
+// The row made anew by another server, whose ceiling is exactly the one
+// this server saw confirmed for the old row (equal range sizes reserve
+// equally far), and whose first wait failed: the new reservation is on the
+// primary alone. Answered at commit on the old row's confirmation, this
+// server's range [33, 64] would be lost with a failover to the standby,
+// which starts the name at 1 again. The row's incarnation tells the two
+// rows apart, so the range waits, and fails while the standby does not
+// confirm.
+TEST_F(PostgresStandbyTest,
+       ARowMadeAnewWithTheSameCeilingByAnotherServerWaits) {
+  std::unique_ptr<Receiver> standby = Stream();
+  ASSERT_NE(standby, nullptr);
+  std::unique_ptr<PostgresRangeStore> a = Server(), b = Server();
+  ASSERT_TRUE(a != nullptr && b != nullptr);
+  const uint64_t first = NextToken();
+  ASSERT_EQ(a->Allocate("orders", 32, 0, first).value(), (Range{1, 32}));
+  ASSERT_EQ(StoredCeiling(uri_, "orders"), "544");
+  ASSERT_TRUE(a->Return("orders", 32, 0, first)->applied);
+  ASSERT_THAT(b->Delete("orders"), IsOk());
+  ExpectRangeOfARowMadeAnewWaits(*standby, *a, *b);
+  EXPECT_EQ(a->counters().standby_waits, 2);
+  // Once the standby has the new row, its ranges go out again, above
+  // those skipped, and the next is answered at commit.
+  ASSERT_TRUE(standby->Signal(SIGCONT));
+  EXPECT_EQ(a->Allocate("orders", 32, 0, NextToken()).value(), (Range{65, 96}));
+  EXPECT_EQ(a->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{97, 128}));
+  EXPECT_EQ(a->counters().standby_waits, 3);
+}
+
+// After a retirement the ceiling is not a coincidence: the new row starts
+// after the retired Max with the retired ceiling, the one this server saw
+// confirmed. Made by another server whose wait failed, it is the same
+// residual path.
+TEST_F(PostgresStandbyTest, ARowMadeAnewAfterARetirementByAnotherServerWaits) {
+  std::unique_ptr<Receiver> standby = Stream();
+  ASSERT_NE(standby, nullptr);
+  std::unique_ptr<PostgresRangeStore> a = Server(), b = Server();
+  ASSERT_TRUE(a != nullptr && b != nullptr);
+  ASSERT_EQ(a->Allocate("orders", 32, 0, NextToken()).value(), (Range{1, 32}));
+  ASSERT_THAT(b->Retire("orders"), IsOk());
+  ExpectRangeOfARowMadeAnewWaits(*standby, *a, *b);
   ASSERT_TRUE(standby->Signal(SIGCONT));
 }
 
