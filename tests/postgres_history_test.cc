@@ -54,13 +54,16 @@ std::string QueryOne(const std::string& uri, const std::string& sql) {
 // A physical replication client that flushes what it receives at once
 // (pg_receivewal --synchronous) into a directory of its own, from the
 // server on `port`: what the primary lists in pg_stat_replication as a
-// standby. Killed when it goes.
+// standby, connected to `host` (an address, or the directory of the
+// server's socket). Killed when it goes.
 class Receiver {
  public:
-  explicit Receiver(const std::string& port) : pid_(fork()) {
+  explicit Receiver(const std::string& port,
+                    const std::string& host = "127.0.0.1")
+      : pid_(fork()) {
     if (pid_ == 0) {
       execl("/usr/lib/postgresql/15/bin/pg_receivewal", "pg_receivewal", "-h",
-            "127.0.0.1", "-p", port.c_str(), "-U", "postgres", "-D",
+            host.c_str(), "-p", port.c_str(), "-U", "postgres", "-D",
             wal_.path().c_str(), "--synchronous", "--no-loop", "-n",
             static_cast<char*>(nullptr));
       _exit(127);
@@ -96,13 +99,13 @@ bool WaitForAnswer(const std::string& uri, const std::string& sql,
   return true;
 }
 
-// Whether, within 30 seconds, the primary at `uri` lists one standby
+// Whether, within 30 seconds, the primary at `uri` lists `standbys`
 // streaming (pg_receivewal counts as one).
-bool WaitForStreaming(const std::string& uri) {
+bool WaitForStreaming(const std::string& uri, int standbys) {
   return WaitForAnswer(uri,
                        "SELECT count(*) FROM pg_stat_replication WHERE "
                        "state = 'streaming'",
-                       "1");
+                       absl::StrCat(standbys));
 }
 
 // The port of a URI postgresql://USER@127.0.0.1:PORT/DB.
@@ -438,11 +441,13 @@ class PostgresStandbyTest : public ::testing::Test {
     ASSERT_FALSE(port_.empty()) << uri_;
   }
 
-  // A receiver the primary lists as streaming; null, failing the test, if
-  // it is not listed within 30 seconds.
-  std::unique_ptr<Receiver> Stream() {
-    auto receiver = std::make_unique<Receiver>(port_);
-    if (!receiver->started() || !WaitForStreaming(uri_)) {
+  // A receiver connected to `host` the primary lists as streaming, the
+  // `streaming`th; null, failing the test, if it is not listed within 30
+  // seconds.
+  std::unique_ptr<Receiver> Stream(const std::string& host = "127.0.0.1",
+                                   int streaming = 1) {
+    auto receiver = std::make_unique<Receiver>(port_, host);
+    if (!receiver->started() || !WaitForStreaming(uri_, streaming)) {
       ADD_FAILURE() << "pg_receivewal did not connect";
       return nullptr;
     }
@@ -481,6 +486,17 @@ class PostgresStandbyTest : public ::testing::Test {
     PostgresRangeStoreOptions options;
     options.uri = uri_;
     options.standby_wait = absl::Milliseconds(300);
+    return options;
+  }
+
+  // StoreOptions() whose database errors, what the server's log gets, go
+  // to *logged.
+  PostgresRangeStoreOptions LoggedOptions(
+      std::vector<std::string>* logged) const {
+    PostgresRangeStoreOptions options = StoreOptions();
+    options.on_database_error = [logged](const absl::Status& s) {
+      logged->emplace_back(s.message());
+    };
     return options;
   }
 
@@ -580,12 +596,9 @@ TEST_F(PostgresStandbyTest,
   std::unique_ptr<Receiver> first = Stream();
   ASSERT_NE(first, nullptr);
   ManualClock clock(absl::FromUnixSeconds(1'800'000'000));
-  PostgresRangeStoreOptions options = StoreOptions();
+  std::vector<std::string> logged;
+  PostgresRangeStoreOptions options = LoggedOptions(&logged);
   options.windows_clock = &clock;
-  std::vector<std::string> logged;  // what the server's log gets
-  options.on_database_error = [&logged](const absl::Status& s) {
-    logged.emplace_back(s.message());
-  };
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
       PostgresRangeStore::Open(options);
   ASSERT_THAT(store, IsOk());
@@ -605,9 +618,9 @@ TEST_F(PostgresStandbyTest,
   EXPECT_EQ((*store)->counters().standby_waits, 2);
   EXPECT_THAT(logged,
               ElementsAre(HasSubstr("1 standby(s) counted before are not "
-                                    "listed (one that left without "
-                                    "confirming may be the one promoted "
-                                    "next) within 300ms")));
+                                    "listed (127.0.0.1; one that left "
+                                    "without confirming may be the one "
+                                    "promoted next) within 300ms")));
   // Until the grace is over.
   clock.Advance(options.standby_left_grace - absl::Seconds(1));
   EXPECT_THAT((*store)->Allocate("orders", 568, 0, NextToken()),
@@ -772,6 +785,37 @@ TEST_F(PostgresStandbyTest, ARowMadeAnewAfterARetirementByAnotherServerWaits) {
   ASSERT_THAT(b->Retire("orders"), IsOk());
   ExpectRangeOfARowMadeAnewWaits(*standby, *a, *b);
   ASSERT_TRUE(standby->Signal(SIGCONT));
+}
+
+// Standbys are told apart by the machine they connect from, not only
+// counted: another replication client elsewhere (a WAL archiver, say; here
+// one on the server's socket) that attaches while the standby counted is
+// away does not confirm in its place, so a standby promoted without the
+// reservation cannot hand its numbers out again; the standby back, from
+// its address, does confirm.
+TEST_F(PostgresStandbyTest, AnotherClientDoesNotConfirmForTheStandbyAway) {
+  std::unique_ptr<Receiver> standby = Stream();
+  ASSERT_NE(standby, nullptr);
+  std::vector<std::string> logged;
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
+      PostgresRangeStore::Open(LoggedOptions(&logged));
+  ASSERT_THAT(store, IsOk());
+  ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{1, 32}));
+  ASSERT_TRUE(Gone(*standby)) << "the standby is still listed";
+  const std::string socket = QueryOne(uri_, "SHOW unix_socket_directories");
+  ASSERT_FALSE(socket.empty());
+  std::unique_ptr<Receiver> archiver = Stream(socket);
+  ASSERT_NE(archiver, nullptr);
+  EXPECT_THAT((*store)->Allocate("orders", 568, 0, NextToken()),
+              StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(logged, ElementsAre(HasSubstr(
+                          "1 standby(s) counted before are not listed "
+                          "(127.0.0.1;")));
+  std::unique_ptr<Receiver> back = Stream("127.0.0.1", 2);
+  ASSERT_NE(back, nullptr);
+  EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{601, 632}));
 }
 
 // A wait fails while the standby it counted is still listed (paused, or

@@ -44,14 +44,14 @@ absl::Status PostgresBatchRunner::Adopt(
   // Whatever database a new connection reaches, no reservation is known
   // to be on its standbys yet.
   confirmed_ceiling_.clear();
-  standbys_expected_ = 0;
+  standbys_expected_.clear();
   fewer_since_.reset();
   if (options_.reserves) {
     // The standbys streaming now are counted from the start: one that
     // leaves before this connection's first wait confirms nothing either.
-    absl::StatusOr<int64_t> listed = CountStandbys(*connection);
+    absl::StatusOr<StandbySet> listed = ListStandbys(*connection);
     if (!listed.ok()) return listed.status();
-    standbys_expected_ = *listed;
+    standbys_expected_ = *std::move(listed);
   }
   connection_ = std::move(connection);
   broken_ = false;

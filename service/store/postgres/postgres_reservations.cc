@@ -54,20 +54,20 @@ void PostgresBatchRunner::ConfirmReservations(PostgresBatch& batch) {
   }
   if (!batch.awaits_standbys) return;
   standby_waits_.fetch_add(1, std::memory_order_relaxed);
-  // Fewer listed than counted for standby_left_grace: those that left are
-  // taken as gone for good, and the count is what this wait finds.
+  // One counted not listed for standby_left_grace: those that left are
+  // taken as gone for good, and those counted are those this wait finds.
   const absl::Time started = windows_clock_->Now();
   const bool grace_over =
       fewer_since_.has_value() &&
       started - *fewer_since_ >= options_.standby_left_grace;
   const StandbyWait standbys = WaitForStandbys(
       *connection_, options_.standby_wait, absl::Milliseconds(1),
-      options_.description, grace_over ? 0 : standbys_expected_);
+      options_.description, grace_over ? StandbySet() : standbys_expected_);
   if (!standbys.status.ok()) {
-    standbys_expected_ = std::max(standbys_expected_, standbys.most_listed);
-    if (standbys.listed < standbys_expected_ && !fewer_since_.has_value()) {
-      fewer_since_ = started;
-    }
+    standbys_expected_ = MostOf(standbys_expected_, standbys.most_listed);
+    const int64_t missing = MissingStandbys(
+        standbys_expected_, standbys.listed_standbys, /*names=*/nullptr);
+    if (missing > 0 && !fewer_since_.has_value()) fewer_since_ = started;
     const absl::Status& s = standbys.status;
     // Committed, but a failover may lose it: the ranges are not handed
     // out (their numbers are skipped), exactly as for a COMMIT whose wait
@@ -78,7 +78,7 @@ void PostgresBatchRunner::ConfirmReservations(PostgresBatch& batch) {
     if (!connection_->ok()) LostConnection();
     return;
   }
-  standbys_expected_ = standbys.listed;
+  standbys_expected_ = standbys.listed_standbys;
   fewer_since_.reset();
   const bool seen =
       standbys.seen_recorded || standbys.listed > 0 || standby_unrecorded_;
