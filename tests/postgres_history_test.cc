@@ -54,13 +54,16 @@ std::string QueryOne(const std::string& uri, const std::string& sql) {
 // A physical replication client that flushes what it receives at once
 // (pg_receivewal --synchronous) into a directory of its own, from the
 // server on `port`: what the primary lists in pg_stat_replication as a
-// standby. Killed when it goes.
+// standby, connected to `host` (an address, or the directory of the
+// server's socket). Killed when it goes.
 class Receiver {
  public:
-  explicit Receiver(const std::string& port) : pid_(fork()) {
+  explicit Receiver(const std::string& port,
+                    const std::string& host = "127.0.0.1")
+      : pid_(fork()) {
     if (pid_ == 0) {
       execl("/usr/lib/postgresql/15/bin/pg_receivewal", "pg_receivewal", "-h",
-            "127.0.0.1", "-p", port.c_str(), "-U", "postgres", "-D",
+            host.c_str(), "-p", port.c_str(), "-U", "postgres", "-D",
             wal_.path().c_str(), "--synchronous", "--no-loop", "-n",
             static_cast<char*>(nullptr));
       _exit(127);
@@ -96,13 +99,13 @@ bool WaitForAnswer(const std::string& uri, const std::string& sql,
   return true;
 }
 
-// Whether, within 30 seconds, the primary at `uri` lists one standby
+// Whether, within 30 seconds, the primary at `uri` lists `standbys`
 // streaming (pg_receivewal counts as one).
-bool WaitForStreaming(const std::string& uri) {
+bool WaitForStreaming(const std::string& uri, int standbys) {
   return WaitForAnswer(uri,
                        "SELECT count(*) FROM pg_stat_replication WHERE "
                        "state = 'streaming'",
-                       "1");
+                       absl::StrCat(standbys));
 }
 
 // The port of a URI postgresql://USER@127.0.0.1:PORT/DB.
@@ -110,6 +113,14 @@ std::string PortOf(const std::string& uri) {
   const std::vector<std::string> parts = absl::StrSplit(uri, ':');
   if (parts.size() != 3) return "";
   return parts[2].substr(0, parts[2].find('/'));
+}
+
+// The ceiling of `collection`'s row on the store at `uri`.
+std::string StoredCeiling(const std::string& uri,
+                          const std::string& collection) {
+  return QueryOne(uri, absl::StrCat("SELECT ceiling FROM hilo_collections "
+                                    "WHERE name = '",
+                                    collection, "'::bytea"));
 }
 
 class PostgresHistoryTest : public testing_util::PostgresSchemaTest {
@@ -123,9 +134,24 @@ class PostgresHistoryTest : public testing_util::PostgresSchemaTest {
   }
 
   std::string Ceiling(const std::string& collection) {
-    return QueryOne(uri_, absl::StrCat("SELECT ceiling FROM hilo_collections "
-                                       "WHERE name = '",
-                                       collection, "'::bytea"));
+    return StoredCeiling(uri_, collection);
+  }
+
+  // The schema version hilo_meta records.
+  std::string SchemaVersion() {
+    return QueryOne(uri_,
+                    "SELECT value FROM hilo_meta WHERE key = 'schema_version'");
+  }
+
+  // Takes [1, 32] of "orders" and [1, 10] of "users" on a store of its
+  // own, closed again.
+  void ServeOrdersAndUsers() {
+    absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = Open();
+    ASSERT_THAT(store, IsOk());
+    ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+              (Range{1, 32}));
+    ASSERT_EQ((*store)->Allocate("users", 10, 0, NextToken()).value(),
+              (Range{1, 10}));
   }
 
   std::vector<StoreHistoryEvent> events_;  // on the store's thread; read
@@ -195,14 +221,7 @@ TEST_F(PostgresHistoryTest, WithoutStandbysOnlyNewReservationsWait) {
 // back). Before anything is handed out, every collection starts above its
 // reservation.
 TEST_F(PostgresHistoryTest, AnotherHistoryMovesEveryCollectionOnToItsCeiling) {
-  {
-    absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = Open();
-    ASSERT_THAT(store, IsOk());
-    ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
-              (Range{1, 32}));
-    ASSERT_EQ((*store)->Allocate("users", 10, 0, NextToken()).value(),
-              (Range{1, 10}));
-  }
+  ASSERT_NO_FATAL_FAILURE(ServeOrdersAndUsers());
   ASSERT_THAT(PostgresInstance::Execute(
                   uri_,
                   "UPDATE hilo_meta SET value = '999' WHERE key = 'timeline'; "
@@ -338,9 +357,9 @@ TEST_F(PostgresHistoryTest, AReturnRetriedAfterTheHistoryChangedDoesNotApply) {
 
 // Schema version 5 had no record of a standby seen; version 6 does, and a
 // server of version 5 would ignore it, so the upgrade marks the schema as
-// 6. The collections go on where they were; with no standby ever, nothing
-// is recorded and the fast path stays.
-TEST_F(PostgresHistoryTest, SchemaVersionFiveIsMigratedToSix) {
+// the version of this server (7). The collections go on where they were;
+// with no standby ever, nothing is recorded and the fast path stays.
+TEST_F(PostgresHistoryTest, SchemaVersionFiveIsMigrated) {
   {
     absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = Open();
     ASSERT_THAT(store, IsOk());
@@ -353,16 +372,58 @@ TEST_F(PostgresHistoryTest, SchemaVersionFiveIsMigratedToSix) {
               IsOk());
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = Open();
   ASSERT_THAT(store, IsOk());
-  EXPECT_EQ(QueryOne(uri_,
-                     "SELECT value FROM hilo_meta WHERE key = "
-                     "'schema_version'"),
-            "6");
+  EXPECT_EQ(SchemaVersion(), "7");
   EXPECT_EQ(StandbySeen(uri_), "");
   EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
             (Range{33, 64}));
   EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
             (Range{65, 96}));
   EXPECT_EQ((*store)->counters().standby_waits, 1);
+  EXPECT_TRUE(events_.empty());
+}
+
+// Schema version 6 had no incarnation per row; the upgrade gives every
+// row one of its own, and keeps its Max and ceiling, so ranges go on from
+// Max. A server of version 6 still running inserts rows naming only the
+// columns it knows: the column's default gives those one too.
+TEST_F(PostgresHistoryTest, SchemaVersionSixIsMigratedToSeven) {
+  ASSERT_NO_FATAL_FAILURE(ServeOrdersAndUsers());
+  // What a server of version 6 left.
+  ASSERT_THAT(PostgresInstance::Execute(
+                  uri_,
+                  "ALTER TABLE hilo_collections DROP COLUMN incarnation; "
+                  "UPDATE hilo_meta SET value = '6' WHERE key = "
+                  "'schema_version'"),
+              IsOk());
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = Open();
+  ASSERT_THAT(store, IsOk());
+  EXPECT_EQ(SchemaVersion(), "7");
+  const std::string rows =
+      "SELECT string_agg(max || ' ' || ceiling, ', ' ORDER BY name), "
+      "count(DISTINCT incarnation), bool_and(incarnation >= 0) FROM "
+      "hilo_collections";
+  EXPECT_EQ(QueryOne(uri_, rows), "32 544, 10 170|2|t");
+  const std::string orders_incarnation =
+      "SELECT incarnation FROM hilo_collections WHERE name = 'orders'::bytea";
+  const std::string before = QueryOne(uri_, orders_incarnation);
+  EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{33, 64}));
+  EXPECT_EQ((*store)->Allocate("users", 10, 0, NextToken()).value(),
+            (Range{11, 20}));
+  EXPECT_EQ(QueryOne(uri_, orders_incarnation), before);
+  ASSERT_THAT(
+      PostgresInstance::Execute(
+          uri_,
+          "INSERT INTO hilo_collections (name, max, return_floor, "
+          "updated_at_us, range_token, previous_token, previous_return_floor, "
+          "ceiling) VALUES ('legacy'::bytea, 7, 7, 0, 0, 0, 0, 0)"),
+      IsOk());
+  EXPECT_EQ(QueryOne(uri_,
+                     "SELECT count(DISTINCT incarnation) FROM "
+                     "hilo_collections"),
+            "3");
+  EXPECT_EQ((*store)->Allocate("legacy", 10, 0, NextToken()).value(),
+            (Range{8, 17}));
   EXPECT_TRUE(events_.empty());
 }
 
@@ -380,11 +441,13 @@ class PostgresStandbyTest : public ::testing::Test {
     ASSERT_FALSE(port_.empty()) << uri_;
   }
 
-  // A receiver the primary lists as streaming; null, failing the test, if
-  // it is not listed within 30 seconds.
-  std::unique_ptr<Receiver> Stream() {
-    auto receiver = std::make_unique<Receiver>(port_);
-    if (!receiver->started() || !WaitForStreaming(uri_)) {
+  // A receiver connected to `host` the primary lists as streaming, the
+  // `streaming`th; null, failing the test, if it is not listed within 30
+  // seconds.
+  std::unique_ptr<Receiver> Stream(const std::string& host = "127.0.0.1",
+                                   int streaming = 1) {
+    auto receiver = std::make_unique<Receiver>(port_, host);
+    if (!receiver->started() || !WaitForStreaming(uri_, streaming)) {
       ADD_FAILURE() << "pg_receivewal did not connect";
       return nullptr;
     }
@@ -424,6 +487,43 @@ class PostgresStandbyTest : public ::testing::Test {
     options.uri = uri_;
     options.standby_wait = absl::Milliseconds(300);
     return options;
+  }
+
+  // StoreOptions() whose database errors, what the server's log gets, go
+  // to *logged.
+  PostgresRangeStoreOptions LoggedOptions(
+      std::vector<std::string>* logged) const {
+    PostgresRangeStoreOptions options = StoreOptions();
+    options.on_database_error = [logged](const absl::Status& s) {
+      logged->emplace_back(s.message());
+    };
+    return options;
+  }
+
+  // One more server on this cluster; null, failing the test, if it does
+  // not open.
+  std::unique_ptr<PostgresRangeStore> Server() const {
+    absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
+        PostgresRangeStore::Open(StoreOptions());
+    if (!store.ok()) {
+      ADD_FAILURE() << store.status();
+      return nullptr;
+    }
+    return *std::move(store);
+  }
+
+  // `a` saw "orders" confirmed up to its ceiling, 544, and `b` removed the
+  // row since. With `standby` stopped, `b` makes the row anew: its first
+  // wait fails, and the new row's ceiling is 544 again. `a`'s next range
+  // must not go out on the old row's confirmation: it waits, and fails.
+  void ExpectRangeOfARowMadeAnewWaits(Receiver& standby, PostgresRangeStore& a,
+                                      PostgresRangeStore& b) {
+    ASSERT_TRUE(standby.Signal(SIGSTOP));
+    EXPECT_THAT(b.Allocate("orders", 32, 0, NextToken()),
+                StatusIs(absl::StatusCode::kUnavailable));
+    ASSERT_EQ(StoredCeiling(uri_, "orders"), "544");
+    EXPECT_THAT(a.Allocate("orders", 32, 0, NextToken()),
+                StatusIs(absl::StatusCode::kUnavailable));
   }
 
   std::unique_ptr<PostgresInstance> postgres_;
@@ -496,12 +596,9 @@ TEST_F(PostgresStandbyTest,
   std::unique_ptr<Receiver> first = Stream();
   ASSERT_NE(first, nullptr);
   ManualClock clock(absl::FromUnixSeconds(1'800'000'000));
-  PostgresRangeStoreOptions options = StoreOptions();
+  std::vector<std::string> logged;
+  PostgresRangeStoreOptions options = LoggedOptions(&logged);
   options.windows_clock = &clock;
-  std::vector<std::string> logged;  // what the server's log gets
-  options.on_database_error = [&logged](const absl::Status& s) {
-    logged.emplace_back(s.message());
-  };
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
       PostgresRangeStore::Open(options);
   ASSERT_THAT(store, IsOk());
@@ -521,9 +618,9 @@ TEST_F(PostgresStandbyTest,
   EXPECT_EQ((*store)->counters().standby_waits, 2);
   EXPECT_THAT(logged,
               ElementsAre(HasSubstr("1 standby(s) counted before are not "
-                                    "listed (one that left without "
-                                    "confirming may be the one promoted "
-                                    "next) within 300ms")));
+                                    "listed (127.0.0.1; one that left "
+                                    "without confirming may be the one "
+                                    "promoted next) within 300ms")));
   // Until the grace is over.
   clock.Advance(options.standby_left_grace - absl::Seconds(1));
   EXPECT_THAT((*store)->Allocate("orders", 568, 0, NextToken()),
@@ -643,6 +740,82 @@ TEST_F(PostgresStandbyTest,
   EXPECT_THAT((*a)->Allocate("orders", 32, 0, NextToken()),
               StatusIs(absl::StatusCode::kUnavailable));
   ASSERT_TRUE(standby->Signal(SIGCONT));
+}
+
+// The row made anew by another server, whose ceiling is exactly the one
+// this server saw confirmed for the old row (equal range sizes reserve
+// equally far), and whose first wait failed: the new reservation is on the
+// primary alone. Answered at commit on the old row's confirmation, this
+// server's range [33, 64] would be lost with a failover to the standby,
+// which starts the name at 1 again. The row's incarnation tells the two
+// rows apart, so the range waits, and fails while the standby does not
+// confirm.
+TEST_F(PostgresStandbyTest,
+       ARowMadeAnewWithTheSameCeilingByAnotherServerWaits) {
+  std::unique_ptr<Receiver> standby = Stream();
+  ASSERT_NE(standby, nullptr);
+  std::unique_ptr<PostgresRangeStore> a = Server(), b = Server();
+  ASSERT_TRUE(a != nullptr && b != nullptr);
+  const uint64_t first = NextToken();
+  ASSERT_EQ(a->Allocate("orders", 32, 0, first).value(), (Range{1, 32}));
+  ASSERT_EQ(StoredCeiling(uri_, "orders"), "544");
+  ASSERT_TRUE(a->Return("orders", 32, 0, first)->applied);
+  ASSERT_THAT(b->Delete("orders"), IsOk());
+  ExpectRangeOfARowMadeAnewWaits(*standby, *a, *b);
+  EXPECT_EQ(a->counters().standby_waits, 2);
+  // Once the standby has the new row, its ranges go out again, above
+  // those skipped, and the next is answered at commit.
+  ASSERT_TRUE(standby->Signal(SIGCONT));
+  EXPECT_EQ(a->Allocate("orders", 32, 0, NextToken()).value(), (Range{65, 96}));
+  EXPECT_EQ(a->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{97, 128}));
+  EXPECT_EQ(a->counters().standby_waits, 3);
+}
+
+// After a retirement the ceiling is not a coincidence: the new row starts
+// after the retired Max with the retired ceiling, the one this server saw
+// confirmed. Made by another server whose wait failed, it is the same
+// residual path.
+TEST_F(PostgresStandbyTest, ARowMadeAnewAfterARetirementByAnotherServerWaits) {
+  std::unique_ptr<Receiver> standby = Stream();
+  ASSERT_NE(standby, nullptr);
+  std::unique_ptr<PostgresRangeStore> a = Server(), b = Server();
+  ASSERT_TRUE(a != nullptr && b != nullptr);
+  ASSERT_EQ(a->Allocate("orders", 32, 0, NextToken()).value(), (Range{1, 32}));
+  ASSERT_THAT(b->Retire("orders"), IsOk());
+  ExpectRangeOfARowMadeAnewWaits(*standby, *a, *b);
+  ASSERT_TRUE(standby->Signal(SIGCONT));
+}
+
+// Standbys are told apart by the machine they connect from, not only
+// counted: another replication client elsewhere (a WAL archiver, say; here
+// one on the server's socket) that attaches while the standby counted is
+// away does not confirm in its place, so a standby promoted without the
+// reservation cannot hand its numbers out again; the standby back, from
+// its address, does confirm.
+TEST_F(PostgresStandbyTest, AnotherClientDoesNotConfirmForTheStandbyAway) {
+  std::unique_ptr<Receiver> standby = Stream();
+  ASSERT_NE(standby, nullptr);
+  std::vector<std::string> logged;
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
+      PostgresRangeStore::Open(LoggedOptions(&logged));
+  ASSERT_THAT(store, IsOk());
+  ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{1, 32}));
+  ASSERT_TRUE(Gone(*standby)) << "the standby is still listed";
+  const std::string socket = QueryOne(uri_, "SHOW unix_socket_directories");
+  ASSERT_FALSE(socket.empty());
+  std::unique_ptr<Receiver> archiver = Stream(socket);
+  ASSERT_NE(archiver, nullptr);
+  EXPECT_THAT((*store)->Allocate("orders", 568, 0, NextToken()),
+              StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(logged, ElementsAre(HasSubstr(
+                          "1 standby(s) counted before are not listed "
+                          "(127.0.0.1;")));
+  std::unique_ptr<Receiver> back = Stream("127.0.0.1", 2);
+  ASSERT_NE(back, nullptr);
+  EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{601, 632}));
 }
 
 // A wait fails while the standby it counted is still listed (paused, or

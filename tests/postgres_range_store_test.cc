@@ -582,14 +582,14 @@ TEST_F(PostgresRangeStoreTest, NewerSchemaIsFailedPrecondition) {
   ASSERT_THAT(OpenStore(), IsOk());
   ASSERT_THAT(
       PostgresInstance::Execute(uri_,
-                                "UPDATE hilo_meta SET value = '7' WHERE key = "
+                                "UPDATE hilo_meta SET value = '8' WHERE key = "
                                 "'schema_version'"),
       IsOk());
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = OpenStore();
   EXPECT_THAT(store, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(
       store.status().message(),
-      HasSubstr("has hilo schema version 7; this server understands 6"));
+      HasSubstr("has hilo schema version 8; this server understands 7"));
 }
 
 // Version 1 had no hilo_nodes; its collections survive the migration.
@@ -610,7 +610,7 @@ TEST_F(PostgresRangeStoreTest, SchemaVersionOneIsMigrated) {
   PostgresSession session(uri_);
   EXPECT_EQ(session.Query("SELECT value FROM hilo_meta WHERE key = "
                           "'schema_version'"),
-            "6");
+            "7");
   EXPECT_EQ(session.Query("SELECT count(*) FROM hilo_nodes"), "0");
   EXPECT_EQ(session.Query("SELECT count(*) FROM hilo_retired"), "0");
   EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),

@@ -45,6 +45,9 @@ struct PostgresBatch {
     // it; never lower.
     int64_t stored_ceiling = 0;
     int64_t ceiling = 0;
+    // Which making of the name the row is (ReadIncarnation): as stored, or
+    // for a row the batch inserts, drawn by Writes.
+    int64_t incarnation = 0;
     // Retirement (postgres_retirement.cc): the Max the name was retired at
     // (ReadRetired, for a row the batch may create; or as the batch retired
     // it), which a new row starts from; `retired` once the batch retired
@@ -99,6 +102,7 @@ inline void PostgresBatch::Read(const PGresult* result, int i, bool locked) {
   row.locked = locked;
   row.stored_ceiling = ReadCeiling(result, i);
   row.ceiling = row.stored_ceiling;
+  row.incarnation = ReadIncarnation(result, i);
 }
 
 }  // namespace internal

@@ -44,14 +44,14 @@ absl::Status PostgresBatchRunner::Adopt(
   // Whatever database a new connection reaches, no reservation is known
   // to be on its standbys yet.
   confirmed_ceiling_.clear();
-  standbys_expected_ = 0;
+  standbys_expected_.clear();
   fewer_since_.reset();
   if (options_.reserves) {
     // The standbys streaming now are counted from the start: one that
     // leaves before this connection's first wait confirms nothing either.
-    absl::StatusOr<int64_t> listed = CountStandbys(*connection);
+    absl::StatusOr<StandbySet> listed = ListStandbys(*connection);
     if (!listed.ok()) return listed.status();
-    standbys_expected_ = *listed;
+    standbys_expected_ = *std::move(listed);
   }
   connection_ = std::move(connection);
   broken_ = false;
@@ -514,7 +514,7 @@ absl::StatusOr<std::vector<Statement>> PostgresBatchRunner::Writes(
   Statement insert, update;
   std::string inserted, updated;
   std::vector<std::string> deleted;
-  for (const auto& [name, row] : batch.rows) {
+  for (auto& [name, row] : batch.rows) {
     if (!row.dirty) continue;
     if (!row.now.has_value()) {
       // Deleted; a row the batch created and deleted was never stored.
@@ -523,7 +523,10 @@ absl::StatusOr<std::vector<Statement>> PostgresBatchRunner::Writes(
         --*created;
       }
     } else if (row.stored.has_value()) {
-      AddRow(name, *row.now, row.ceiling, &update.params, &updated);
+      // The row goes on (ON CONFLICT keeps its incarnation), even one the
+      // batch deleted and made again: its ceiling never went down.
+      AddRow(name, *row.now, row.ceiling, row.incarnation, &update.params,
+             &updated);
     } else {
       if (batch.may_create.count(name) == 0) {
         // Only under its creation lock (see above), or this batch could
@@ -533,7 +536,11 @@ absl::StatusOr<std::vector<Statement>> PostgresBatchRunner::Writes(
             "nothing was changed",
             name));
       }
-      AddRow(name, *row.now, row.ceiling, &insert.params, &inserted);
+      // Every path that makes a row (a range, a floor, a Put on a new
+      // name) ends here.
+      row.incarnation = NewIncarnation();
+      AddRow(name, *row.now, row.ceiling, row.incarnation, &insert.params,
+             &inserted);
       ++*created;
     }
   }

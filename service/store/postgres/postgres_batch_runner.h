@@ -56,6 +56,7 @@
 #include "service/store/postgres/postgres_batch.h"
 #include "service/store/postgres/postgres_collection_count.h"
 #include "service/store/postgres/postgres_connection.h"
+#include "service/store/postgres/postgres_history.h"
 #include "service/store/postgres/postgres_options.h"
 #include "service/store/postgres/postgres_request.h"
 
@@ -153,7 +154,7 @@ class PostgresBatchRunner {
 
   // The connection the next batch uses (one the store opened and checked
   // already); without it, the first batch connects. With `reserves`, counts
-  // the standbys listed now (postgres_history.h), which can fail.
+  // which standbys are listed now (postgres_history.h), which can fail.
   absl::Status Adopt(std::unique_ptr<PostgresConnection> connection);
   // GroupCommit's BatchRunner: every operation must be a PostgresRequest.
   // Sets each one's status and results; parks those set aside.
@@ -225,7 +226,8 @@ class PostgresBatchRunner {
   // Step 4.
   Attempt WriteAndCommit(PostgresBatch& batch);
   // The second round trip's writes and COMMIT; an error if a new row
-  // lacks its creation lock. *created: rows created less rows deleted.
+  // lacks its creation lock. Draws each inserted row's incarnation into
+  // `batch`. *created: rows created less rows deleted.
   absl::StatusOr<std::vector<Statement>> Writes(PostgresBatch& batch,
                                                 int64_t* created) const;
   // In Writes, before the COMMIT: keeps the retired rows' Max and ceiling
@@ -272,13 +274,20 @@ class PostgresBatchRunner {
   // connects anew.
   bool broken_ = false;
   // Reservations: the ceiling of each collection this server saw
-  // confirmed by the standbys since its connection opened.
-  std::unordered_map<std::string, int64_t> confirmed_ceiling_;
-  // How many standbys this connection counted (listed when it opened, or
-  // by a wait since): a wait ends only when as many are listed, all caught
-  // up, until standby_left_grace has passed since a wait first found fewer
-  // (`fewer_since_`); then the count is what is listed.
-  int64_t standbys_expected_ = 0;
+  // confirmed by the standbys since its connection opened, and the
+  // incarnation of the row it was confirmed for; it holds for that row
+  // only.
+  struct Confirmed {
+    int64_t incarnation = 0;
+    int64_t ceiling = 0;
+  };
+  std::unordered_map<std::string, Confirmed> confirmed_ceiling_;
+  // Which standbys this connection counted (listed when it opened, or by
+  // a wait since): a wait ends only when each of them is listed, all
+  // caught up, until standby_left_grace has passed since a wait first
+  // found one missing (`fewer_since_`); then those counted are those
+  // listed.
+  StandbySet standbys_expected_;
   std::optional<absl::Time> fewer_since_;
   // A wait counted a standby, and recording that in hilo_meta failed: this
   // server takes the standby as seen (ConfirmReservations), and records it

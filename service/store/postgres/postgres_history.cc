@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 
 namespace hilo {
 namespace internal {
@@ -49,9 +50,11 @@ FROM moved
 // has returned), the physical standbys the primary lists (base backups,
 // which also show here, are not standbys), how many have not flushed that
 // position yet, and how many of those hide their position from this role;
-// and whether hilo_meta records that a standby was seen. A role without
-// pg_read_all_stats (pg_monitor has it) sees only each row's pid, every
-// other column NULL, state too: such a row is a standby it cannot see.
+// and whether hilo_meta records that a standby was seen; then each
+// standby's identity (postgres_history.h, StandbySet), a line each. A role
+// without pg_read_all_stats (pg_monitor has it) sees only each row's pid,
+// every other column NULL, state too: such a row is a standby it cannot
+// see.
 // The first statement of a wait: the position to wait for, and whether a
 // standby was ever recorded. Two plain statements cost less than one that
 // does both: unprepared, its plan took longer than the round trip it saved
@@ -68,7 +71,8 @@ SELECT count(*) FILTER (WHERE r.flush_lsn IS NULL OR r.flush_lsn < $1::pg_lsn),
                   THEN coalesce(r.application_name, '') || ' at ' ||
                        coalesce(r.flush_lsn::text, 'an unknown position')
                   END, ', '),
-       count(*)
+       count(*),
+       string_agg(coalesce(host(r.client_addr), 'the local socket'), E'\n')
 FROM pg_stat_replication r
 LEFT JOIN pg_replication_slots s ON s.active_pid = r.pid
 WHERE r.state IS DISTINCT FROM 'backup'
@@ -81,6 +85,19 @@ constexpr char kRecordStandbySeen[] = R"sql(
 INSERT INTO hilo_meta VALUES ('standby_seen', now()::text || ': ' || $1)
 ON CONFLICT (key) DO NOTHING
 )sql";
+
+// The identities kStandbysBehind's `result` lists (its column 4).
+StandbySet ReadStandbys(const PGresult* result) {
+  StandbySet listed;
+  if (PQgetisnull(result, 0, 4)) return listed;
+  for (absl::string_view identity :
+       absl::StrSplit(absl::string_view(PQgetvalue(result, 0, 4),
+                                        PQgetlength(result, 0, 4)),
+                      '\n')) {
+    ++listed[std::string(identity)];
+  }
+  return listed;
+}
 
 int64_t SaturatingParse(const char* text) {
   int64_t value = 0;
@@ -221,18 +238,42 @@ absl::Status RecordStandbySeen(PostgresConnection& c, absl::string_view why) {
   return c.Query(record, "recording that a standby was seen").status();
 }
 
-absl::StatusOr<int64_t> CountStandbys(PostgresConnection& c) {
-  Statement count;
-  count.sql = kStandbysBehind;
-  count.params.Text("0/0");
-  absl::StatusOr<Result> r = c.Query(count, "counting the standbys");
+StandbySet MostOf(const StandbySet& a, const StandbySet& b) {
+  StandbySet most = a;
+  for (const auto& [identity, n] : b) {
+    int64_t& m = most[identity];
+    m = std::max(m, n);
+  }
+  return most;
+}
+
+int64_t MissingStandbys(const StandbySet& expected, const StandbySet& listed,
+                        std::string* names) {
+  int64_t missing = 0;
+  for (const auto& [identity, n] : expected) {
+    auto found = listed.find(identity);
+    const int64_t lacking = n - (found == listed.end() ? 0 : found->second);
+    if (lacking <= 0) continue;
+    missing += lacking;
+    if (names != nullptr) {
+      absl::StrAppend(names, names->empty() ? "" : ", ", identity);
+    }
+  }
+  return missing;
+}
+
+absl::StatusOr<StandbySet> ListStandbys(PostgresConnection& c) {
+  Statement list;
+  list.sql = kStandbysBehind;
+  list.params.Text("0/0");
+  absl::StatusOr<Result> r = c.Query(list, "listing the standbys");
   if (!r.ok()) return r.status();
-  return ReadInt64(r->get(), 0, 3);
+  return ReadStandbys(r->get());
 }
 
 StandbyWait WaitForStandbys(PostgresConnection& c, absl::Duration bound,
                             absl::Duration poll, absl::string_view description,
-                            int64_t expected) {
+                            const StandbySet& expected) {
   StandbyWait wait;
   const auto deadline =
       std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(bound);
@@ -258,8 +299,12 @@ StandbyWait WaitForStandbys(PostgresConnection& c, absl::Duration bound,
     const int64_t waiting = ReadInt64(result, 0, 0);
     const int64_t hidden = ReadInt64(result, 0, 1);
     wait.listed = ReadInt64(result, 0, 3);
-    wait.most_listed = std::max(wait.most_listed, wait.listed);
-    const int64_t missing = std::max(expected, wait.most_listed) - wait.listed;
+    wait.listed_standbys = ReadStandbys(result);
+    wait.most_listed = MostOf(wait.most_listed, wait.listed_standbys);
+    std::string missing_names;
+    const int64_t missing =
+        MissingStandbys(MostOf(expected, wait.most_listed),
+                        wait.listed_standbys, &missing_names);
     if (waiting == 0 && missing <= 0) return wait;
     if (std::chrono::steady_clock::now() >= deadline) {
       std::string why;
@@ -272,9 +317,10 @@ StandbyWait WaitForStandbys(PostgresConnection& c, absl::Duration bound,
       if (missing > 0) {
         absl::StrAppendFormat(&why,
                               "%s%d standby(s) counted before are not listed "
-                              "(one that left without confirming may be the "
-                              "one promoted next)",
-                              why.empty() ? "" : " and ", missing);
+                              "(%s; one that left without confirming may be "
+                              "the one promoted next)",
+                              why.empty() ? "" : " and ", missing,
+                              missing_names);
       }
       wait.status = absl::UnavailableError(absl::StrFormat(
           "PostgreSQL at %s: %s within %s (a new reservation, WAL %s)%s; "

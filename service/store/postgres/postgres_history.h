@@ -50,29 +50,37 @@
 // may be the one promoted, so its leaving confirms nothing: new
 // reservations fail until it is back, or until standby_left_grace (longer
 // than an HA tool takes to demote a primary it cannot reach) has passed,
-// and then the server goes on with those listed. The count is of
-// standbys, not of which: another that attaches in its place confirms
-// for it.
+// and then the server goes on with those listed. Standbys are counted by
+// the machine they connect from (StandbySet), so another replication
+// client on another machine that attaches in the place of one that left
+// (a WAL archiver, another standby) does not confirm for it.
 //
 // Remembered confirmations. A server answers at commit the ranges below a
 // ceiling it saw confirmed for that collection, on this connection. The
-// memory belongs to the row it was made for: a row not stored before the
-// batch, or stored with a lower ceiling (one only rises while its row
-// lives), was deleted or retired since and made anew, so its ranges wait.
+// memory belongs to the row it was made for, named by the row's
+// incarnation (schema version 7: 63 random bits drawn when the row is
+// inserted, never changed; postgres_row_codec.h): a row not stored before
+// the batch, or stored with another incarnation, was deleted or retired
+// since and made anew, perhaps by another server whose first wait failed,
+// so its ranges wait, even where its ceiling equals the one remembered (as
+// it does after a retirement, whose ceiling the new row starts from). A row
+// stored with a lower ceiling (one only rises while its row lives) drops
+// the memory too. A server of version 6 still running during an upgrade
+// compares ceilings only, as before.
 //
 // What this cannot see: the ranges handed out while no standby was listed
 // (a standby promoted before it caught up with them loses them), and so a
 // standby that was not connected to the primary while reservations were
 // confirmed and is promoted later, or one promoted more than
 // standby_left_grace after it left; another standby that confirms in the
-// place of one that left (counted, not named); a store that never recorded
+// place of one that left from the same machine (address); a store that
+// never recorded
 // a standby (a standby that attached and left between two waits); a
 // snapshot or base backup restored without archive recovery (same
 // identifier and timeline); a pooler that keeps this server's connection
 // across a failover (the history is checked when a connection opens); a
-// row made anew whose ceiling reaches exactly the one remembered for the
-// old row; a table restored from an older copy into the same cluster and
-// timeline; rows lost whole.
+// table restored from an older copy into the same cluster and timeline;
+// rows lost whole.
 // (A check of each row's ceiling against the highest this server saw was
 // tried and dropped: a collection deleted and created again by another
 // server looks the same, and the fuzzer's two stores found such a row
@@ -84,6 +92,7 @@
 #define HILO_SERVICE_STORE_POSTGRES_POSTGRES_HISTORY_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "absl/status/status.h"
@@ -142,39 +151,64 @@ absl::Status CheckStandbysVisible(PostgresConnection& c,
 // nothing if it is recorded already. Inside a transaction or on its own.
 absl::Status RecordStandbySeen(PostgresConnection& c, absl::string_view why);
 
-// The physical standbys the primary lists now (as WaitForStandbys counts
-// them).
-absl::StatusOr<int64_t> CountStandbys(PostgresConnection& c);
+// Physical standbys by identity: how many the primary lists with each.
+// A standby's identity is the address it connects from (client_addr, or
+// "the local socket"): the machine it runs on, which stays the same when
+// it reconnects (its pid and port do not). Not its application_name nor
+// its slot: a standby is made, and made again after a failover, by
+// pg_basebackup -X stream, whose WAL stream is listed under the name
+// "pg_basebackup" and a temporary slot of its own until the standby made
+// from it attaches in its place, from the same machine, under other ones;
+// naming those would stall new reservations for standby_left_grace at
+// every rebuild (faults.postgresql_failover_sync did). Two standbys on one
+// machine count as two of one identity.
+using StandbySet = std::map<std::string, int64_t>;
+
+// For each identity, the larger of the two counts.
+StandbySet MostOf(const StandbySet& a, const StandbySet& b);
+
+// How many of `expected` `listed` lacks, identity by identity; their
+// identities, ", " between them, in *names if not null.
+int64_t MissingStandbys(const StandbySet& expected, const StandbySet& listed,
+                        std::string* names);
+
+// The physical standbys the primary lists now (those WaitForStandbys
+// waits for).
+absl::StatusOr<StandbySet> ListStandbys(PostgresConnection& c);
 
 // What WaitForStandbys found.
 struct StandbyWait {
-  // OK once every standby listed had confirmed and at least `expected`
-  // were listed; else why not.
+  // OK once every standby listed had confirmed and every one of
+  // `expected` was listed; else why not.
   absl::Status status;
-  // The physical standbys listed at the last look, and the most any look
-  // listed; 0: nothing is confirmed beyond the primary.
+  // The physical standbys listed at the last look (0: nothing is
+  // confirmed beyond the primary), who they were, and for each identity
+  // the most any look listed.
   int64_t listed = 0;
-  int64_t most_listed = 0;
+  StandbySet listed_standbys;
+  StandbySet most_listed;
   // hilo_meta records that a standby was seen (RecordStandbySeen).
   bool seen_recorded = false;
 };
 
 // Waits until every physical standby in pg_stat_replication (but base
 // backups in progress) has flushed the primary's WAL as far as it is
-// flushed now, which covers every commit that has returned, and at least
-// `expected` are listed: one statement reads that position and the record
-// of a standby seen, a second the standbys' positions, repeated every
-// `poll` while some standby is behind or fewer are listed. A standby that
-// leaves without confirming (cut off from its primary, or with its
-// primary dying: a SIGKILLed primary loses its walsenders before the
-// backend that waits) may be the one promoted next, so its leaving
-// confirms nothing; the caller says how many it counted. At once with none
-// listed and none expected. UNAVAILABLE, naming the standbys behind or how
-// many are missing and, when their positions are hidden from this role,
-// the grant that shows them, if `bound` passes first.
+// flushed now, which covers every commit that has returned, and every one
+// of `expected` is listed: one statement reads that position and the
+// record of a standby seen, a second the standbys' positions and
+// identities, repeated every `poll` while some standby is behind or one
+// expected is not listed. A standby that leaves without confirming (cut
+// off from its primary, or with its primary dying: a SIGKILLed primary
+// loses its walsenders before the backend that waits) may be the one
+// promoted next, so its leaving confirms nothing, and neither does
+// another replication client that attaches in its place (another
+// identity); the caller says which it counted. At once with none listed
+// and none expected. UNAVAILABLE, naming the standbys behind or those
+// missing and, when their positions are hidden from this role, the grant
+// that shows them, if `bound` passes first.
 StandbyWait WaitForStandbys(PostgresConnection& c, absl::Duration bound,
                             absl::Duration poll, absl::string_view description,
-                            int64_t expected);
+                            const StandbySet& expected);
 
 }  // namespace internal
 }  // namespace hilo

@@ -18,16 +18,22 @@ void PostgresBatchRunner::Reserve(PostgresBatch& batch, PostgresRequest& r,
                                   int64_t size) {
   PostgresBatch::Row& row = batch.rows[name];
   auto confirmed = confirmed_ceiling_.find(name);
-  // What was confirmed belongs to the row it was made for. A ceiling only
-  // rises while its row lives, so a row stored with a lower one (or not
-  // stored) was deleted or retired since, perhaps by another server, and
-  // made anew: its reservation may be on the primary alone.
+  // What was confirmed belongs to the row it was made for. A row not
+  // stored, or stored with another incarnation, was deleted or retired
+  // since, perhaps by another server, and made anew: its reservation may
+  // be on the primary alone, even where its ceiling equals the one
+  // remembered. A ceiling only rises while its row lives, so one stored
+  // lower is not what was confirmed either (a table put back from an older
+  // copy, say).
   if (confirmed != confirmed_ceiling_.end() &&
-      (!row.stored.has_value() || row.stored_ceiling < confirmed->second)) {
+      (!row.stored.has_value() ||
+       row.incarnation != confirmed->second.incarnation ||
+       row.stored_ceiling < confirmed->second.ceiling)) {
     confirmed_ceiling_.erase(confirmed);
     confirmed = confirmed_ceiling_.end();
   }
-  if (confirmed != confirmed_ceiling_.end() && high <= confirmed->second) {
+  if (confirmed != confirmed_ceiling_.end() &&
+      high <= confirmed->second.ceiling) {
     return;
   }
   r.awaits_standbys = true;
@@ -48,20 +54,20 @@ void PostgresBatchRunner::ConfirmReservations(PostgresBatch& batch) {
   }
   if (!batch.awaits_standbys) return;
   standby_waits_.fetch_add(1, std::memory_order_relaxed);
-  // Fewer listed than counted for standby_left_grace: those that left are
-  // taken as gone for good, and the count is what this wait finds.
+  // One counted not listed for standby_left_grace: those that left are
+  // taken as gone for good, and those counted are those this wait finds.
   const absl::Time started = windows_clock_->Now();
   const bool grace_over =
       fewer_since_.has_value() &&
       started - *fewer_since_ >= options_.standby_left_grace;
   const StandbyWait standbys = WaitForStandbys(
       *connection_, options_.standby_wait, absl::Milliseconds(1),
-      options_.description, grace_over ? 0 : standbys_expected_);
+      options_.description, grace_over ? StandbySet() : standbys_expected_);
   if (!standbys.status.ok()) {
-    standbys_expected_ = std::max(standbys_expected_, standbys.most_listed);
-    if (standbys.listed < standbys_expected_ && !fewer_since_.has_value()) {
-      fewer_since_ = started;
-    }
+    standbys_expected_ = MostOf(standbys_expected_, standbys.most_listed);
+    const int64_t missing = MissingStandbys(
+        standbys_expected_, standbys.listed_standbys, /*names=*/nullptr);
+    if (missing > 0 && !fewer_since_.has_value()) fewer_since_ = started;
     const absl::Status& s = standbys.status;
     // Committed, but a failover may lose it: the ranges are not handed
     // out (their numbers are skipped), exactly as for a COMMIT whose wait
@@ -72,7 +78,7 @@ void PostgresBatchRunner::ConfirmReservations(PostgresBatch& batch) {
     if (!connection_->ok()) LostConnection();
     return;
   }
-  standbys_expected_ = standbys.listed;
+  standbys_expected_ = standbys.listed_standbys;
   fewer_since_.reset();
   const bool seen =
       standbys.seen_recorded || standbys.listed > 0 || standby_unrecorded_;
@@ -92,9 +98,12 @@ void PostgresBatchRunner::ConfirmReservations(PostgresBatch& batch) {
   // standby attaches, for its flush.
   if (standbys.listed == 0 && seen) return;
   for (const auto& [name, row] : batch.rows) {
-    if (row.now.has_value() && (row.locked || row.dirty)) {
-      int64_t& confirmed = confirmed_ceiling_[name];
-      confirmed = std::max(confirmed, row.ceiling);
+    if (!row.now.has_value() || !(row.locked || row.dirty)) continue;
+    Confirmed& confirmed = confirmed_ceiling_[name];
+    if (confirmed.incarnation != row.incarnation) {
+      confirmed = Confirmed{row.incarnation, row.ceiling};
+    } else {
+      confirmed.ceiling = std::max(confirmed.ceiling, row.ceiling);
     }
   }
 }

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "service/store/range_token.h"
 
 namespace hilo {
 namespace internal {
@@ -21,14 +22,20 @@ NamedCollectionState ReadRow(const PGresult* r, int row) {
 
 int64_t ReadCeiling(const PGresult* r, int row) { return ReadInt64(r, row, 7); }
 
+int64_t ReadIncarnation(const PGresult* r, int row) {
+  return ReadInt64(r, row, 8);
+}
+
+int64_t NewIncarnation() { return static_cast<int64_t>(NewRangeToken() >> 1); }
+
 void AddRow(absl::string_view name, const CollectionState& s, int64_t ceiling,
-            Params* p, std::string* values) {
+            int64_t incarnation, Params* p, std::string* values) {
   absl::StrAppend(values, values->empty() ? "(" : ", (", p->Next());
   p->Bytes(name);
   for (int64_t v : {s.max, s.return_floor, absl::ToUnixMicros(s.updated_at),
                     static_cast<int64_t>(s.range_token),
                     static_cast<int64_t>(s.previous_token),
-                    s.previous_return_floor, ceiling}) {
+                    s.previous_return_floor, ceiling, incarnation}) {
     absl::StrAppend(values, ", ", p->Next());
     p->Int64(v);
   }

@@ -8,6 +8,7 @@
 
 #include <libpq-fe.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -21,7 +22,7 @@ namespace internal {
 // The columns of hilo_collections, in the order ReadRow and AddRow use.
 inline constexpr char kColumns[] =
     "name, max, return_floor, updated_at_us, range_token, previous_token, "
-    "previous_return_floor, ceiling";
+    "previous_return_floor, ceiling, incarnation";
 
 // A row of hilo_collections, read in kColumns order, binary.
 NamedCollectionState ReadRow(const PGresult* r, int row);
@@ -31,10 +32,26 @@ NamedCollectionState ReadRow(const PGresult* r, int row);
 // was handed out once the reservation that covers it was confirmed.
 int64_t ReadCeiling(const PGresult* r, int row);
 
-// Appends "($n, ...)" for `name`, `s` and `ceiling` to `values` (", "
-// between rows), its parameters to `p`, in kColumns order.
+// The row's incarnation (column 8 of kColumns, schema version 7): which
+// making of the name the row is. Set when the row is inserted and never
+// changed, so two makings of one name (deleted or retired, and made anew,
+// by any server) have two (postgres_history.h, "Remembered
+// confirmations").
+int64_t ReadIncarnation(const PGresult* r, int row);
+
+// A new row's incarnation: 63 bits from the kernel's random source
+// (NewRangeToken), never negative. Random, not a sequence: a sequence goes
+// back with the database's history (a restore, a standby promoted before
+// it received the last values), and would then give a row made after it
+// the number of one made before; two random draws for one name meet with a
+// chance of 2^-63. The column's default (postgres_schema.cc) draws the same
+// way in SQL, for rows made by a server of schema version 6 still running.
+int64_t NewIncarnation();
+
+// Appends "($n, ...)" for `name`, `s`, `ceiling` and `incarnation` to
+// `values` (", " between rows), its parameters to `p`, in kColumns order.
 void AddRow(absl::string_view name, const CollectionState& s, int64_t ceiling,
-            Params* p, std::string* values);
+            int64_t incarnation, Params* p, std::string* values);
 
 // "IN ($1, $2, ...)" over `names`.
 std::string InList(const std::vector<std::string>& names, Params* p);

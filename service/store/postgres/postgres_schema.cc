@@ -19,8 +19,12 @@ constexpr char kApplication[] = "hilo";
 // does not know it would ignore and so hand those numbers out again;
 // version 6 records in hilo_meta that a standby was seen (postgres_history.h),
 // which a server that does not know it would ignore, and so take reservations
-// as confirmed while no standby is listed. Its tables are version 5's.
-constexpr int kSchemaVersion = 6;
+// as confirmed while no standby is listed. Its tables are version 5's;
+// version 7 gives each row of hilo_collections an incarnation
+// (kIncarnations), which a server of version 6 would not compare, and so
+// take a confirmation remembered for a row deleted since as one for the row
+// made anew.
+constexpr int kSchemaVersion = 7;
 // Key of the advisory lock held while the schema is created or checked
 // ("HiLo" in ASCII).
 constexpr int64_t kSchemaLockKey = 0x48694c6f;
@@ -100,6 +104,19 @@ constexpr char kCeilings[] = R"sql(
 ALTER TABLE hilo_collections ADD COLUMN IF NOT EXISTS ceiling BIGINT NOT NULL DEFAULT 0;
 )sql";
 
+// Version 6 to 7, and every new schema: which making of its name each row
+// is (postgres_row_codec.h, NewIncarnation). The default is volatile, so
+// ADD COLUMN rewrites the table and draws one for every existing row, each
+// its own; it also draws one for each row a server of version 6 still
+// running inserts (its INSERT names the columns it knows). 63 bits: the
+// first 8 bytes of SHA-256 over a gen_random_uuid() (122 random bits from
+// PostgreSQL's strong random source), the sign bit cleared.
+constexpr char kIncarnations[] = R"sql(
+ALTER TABLE hilo_collections ADD COLUMN IF NOT EXISTS incarnation BIGINT NOT NULL
+  DEFAULT (('x' || encode(substr(sha256(uuid_send(gen_random_uuid())), 1, 8),
+                          'hex'))::bit(64)::bigint & 9223372036854775807);
+)sql";
+
 // The secret of the creation locks' keys (CreationLockKey): 32 bytes from
 // two gen_random_uuid() (PostgreSQL's strong random source, 244 random
 // bits), made once in the schema of hilo_collections (whatever the
@@ -163,7 +180,7 @@ absl::Status CreateOrCheckPostgresSchema(PostgresConnection& c,
             description, schema, tables));
       }
       return c.Exec(
-          absl::StrCat(kSchema, kNodesTable, kRetiredTable,
+          absl::StrCat(kSchema, kIncarnations, kNodesTable, kRetiredTable,
                        "INSERT INTO hilo_meta VALUES ('application', '",
                        kApplication, "'), ('schema_version', '", kSchemaVersion,
                        "')"),
@@ -183,13 +200,13 @@ absl::Status CreateOrCheckPostgresSchema(PostgresConnection& c,
           "application (\"%s\")",
           description, schema, application));
     }
-    if (version >= 1 && version <= 5) {
+    if (version >= 1 && version <= 6) {
       return c.Exec(
           absl::StrCat(version == 1 ? kNodesTable : "",
                        version <= 2 ? kDigestTokens : "",
                        version <= 3 ? kCeilings : "", kRetiredTable,
-                       "UPDATE hilo_meta SET value = '", kSchemaVersion,
-                       "' WHERE key = 'schema_version'"),
+                       kIncarnations, "UPDATE hilo_meta SET value = '",
+                       kSchemaVersion, "' WHERE key = 'schema_version'"),
           absl::StrFormat("migrating hilo schema version %d to %d", version,
                           kSchemaVersion));
     }
