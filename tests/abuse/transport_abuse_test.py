@@ -150,7 +150,8 @@ def proxy_rapid_reset_many_addresses(binary):
     per-address limits let through, the limit on all clients together must
     keep the server within its bounds. The proxy may then refuse some of
     the bystander's calls too (429), but most must be served, and all of
-    them right after the attack."""
+    them right after the attack. The bystander runs in a process of its
+    own, so that the 64 attacking threads of this one do not delay it."""
     checks = lib.Checks("proxy_rapid_reset_many_addresses")
     with behind_nginx(binary) as (server, proxy):
         sent = [0]
@@ -159,7 +160,7 @@ def proxy_rapid_reset_many_addresses(binary):
         attack = counting_passed(proxy, passed, rapid_reset_attack(
             proxy.endpoint, sent, sources))
         attack_behind_nginx(checks, server, proxy, attack,
-                            min_served_share=0.5)
+                            min_served_share=0.5, bystander_process=True)
         checks.figure("streams_sent", sent[0])
     expect_passed_within_limits(checks, proxy, passed, len(sources) + 1)
     checks.finish()
@@ -256,6 +257,11 @@ BOMB_BYTES_PER_S = 300_000
 BOMB_MAX_RSS_GROWTH_MB = 32
 
 
+# The bystander's p99 while the bombs arrive must be under this (issue 36,
+# "Done when"): 4-7 ms refused unread, 4 s inflated.
+BOMB_MAX_BYSTANDER_P99_MS = 50
+
+
 # What a bomb must be answered: UNIMPLEMENTED, as gRPC answers an encoding
 # the server has disabled (and nginx-hilo.conf a compressed request).
 BOMB_STATUS = "12"
@@ -318,7 +324,8 @@ def compressed_bomb(binary):
     """gzip bombs at 0.3 MB/s from one address, straight to the server:
     each must be refused UNIMPLEMENTED without being inflated (the server's
     RSS within BOMB_MAX_RSS_GROWTH_MB of what it held before), and the
-    bystander served throughout."""
+    bystander served throughout with its p99 under
+    BOMB_MAX_BYSTANDER_P99_MS."""
     checks = lib.Checks("compressed_bomb")
     server = lib.Server(binary)
     bombs = {}
@@ -327,7 +334,8 @@ def compressed_bomb(binary):
                        bomb_attack(server, server.endpoint, "127.0.0.1",
                                    bombs),
                        seconds=20 if LONG else 5, max_threads=40,
-                       max_rss_mb=server.rss_mb() + BOMB_MAX_RSS_GROWTH_MB)
+                       max_rss_mb=server.rss_mb() + BOMB_MAX_RSS_GROWTH_MB,
+                       max_p99_ms=BOMB_MAX_BYSTANDER_P99_MS)
         expect_bombs_refused(checks, bombs,
                              "Compression algorithm 'gzip' is disabled.")
     finally:
@@ -347,7 +355,8 @@ def proxy_compressed_bomb(binary):
                                    PROXY_ATTACKER_SOURCES[0], bombs),
                        seconds=20 if LONG else 5, max_threads=40,
                        max_rss_mb=server.rss_mb() + BOMB_MAX_RSS_GROWTH_MB,
-                       proxy=proxy, max_proxy_rss_mb=100)
+                       proxy=proxy, max_proxy_rss_mb=100,
+                       max_p99_ms=BOMB_MAX_BYSTANDER_P99_MS)
         # Answered by nginx: none of them reached the server.
         expect_bombs_refused(checks, bombs, proxy.compressed_refusal)
     checks.finish()
