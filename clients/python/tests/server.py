@@ -56,8 +56,11 @@ class HiloServer:
             time.sleep(0.02)
         self.stop()
         with open(self._log_path, "rb") as f:
-            raise RuntimeError("hilo_server did not start: "
-                               + f.read().decode(errors="replace"))
+            log = f.read().decode(errors="replace")
+        # The constructor fails, so no caller will ever clean up after it.
+        if self._own_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+        raise RuntimeError("hilo_server did not start: " + log)
 
     def stop(self) -> int:
         """SIGTERM, then the exit status (SIGKILL after 10 s)."""
