@@ -862,5 +862,44 @@ TEST_F(PostgresStandbyTest,
               StatusIs(absl::StatusCode::kUnavailable));
 }
 
+// The grace a standby that left is given runs from the wait that found it
+// missing, and is its own: standby A leaves (a wait fails), comes back, and
+// no wait runs for longer than the grace (ranges inside confirmed
+// reservations need none); then standby B leaves. The next wait must still
+// count B, which left just now and may be the one promoted next, not take
+// it as gone for good on A's old clock.
+TEST_F(PostgresStandbyTest, AnotherStandbyLeavingGetsAGraceOfItsOwn) {
+  std::unique_ptr<Receiver> a = Stream();
+  ASSERT_NE(a, nullptr);
+  const std::string socket = QueryOne(uri_, "SHOW unix_socket_directories");
+  ASSERT_FALSE(socket.empty());
+  std::unique_ptr<Receiver> b = Stream(socket, 2);
+  ASSERT_NE(b, nullptr);
+  ManualClock clock(absl::FromUnixSeconds(1'800'000'000));
+  PostgresRangeStoreOptions options = StoreOptions();
+  options.windows_clock = &clock;
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
+      PostgresRangeStore::Open(options);
+  ASSERT_THAT(store, IsOk());
+  ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{1, 32}));
+  const std::string listed = "SELECT count(*) FROM pg_stat_replication";
+  a->Kill();
+  ASSERT_TRUE(WaitForAnswer(uri_, listed, "1")) << "a is still listed";
+  EXPECT_THAT((*store)->Allocate("orders", 568, 0, NextToken()),
+              StatusIs(absl::StatusCode::kUnavailable));
+  a = Stream("127.0.0.1", 2);
+  ASSERT_NE(a, nullptr);
+  clock.Advance(options.standby_left_grace + absl::Seconds(1));
+  b->Kill();
+  ASSERT_TRUE(WaitForAnswer(uri_, listed, "1")) << "b is still listed";
+  EXPECT_THAT((*store)->Allocate("orders", 568, 0, NextToken()),
+              StatusIs(absl::StatusCode::kUnavailable));
+  // B's own grace over: handed out on those listed.
+  clock.Advance(options.standby_left_grace);
+  EXPECT_EQ((*store)->Allocate("orders", 568, 0, NextToken()).value(),
+            (Range{1169, 1736}));
+}
+
 }  // namespace
 }  // namespace hilo
