@@ -427,6 +427,39 @@ TEST_F(PostgresHistoryTest, SchemaVersionSixIsMigratedToSeven) {
   EXPECT_TRUE(events_.empty());
 }
 
+// A store put back to before a migration (a point-in-time restore to before
+// the upgrade, or a standby promoted without the migration's commit) under
+// a running server: its new connection finds another history, moves the
+// collections on, and must find the schema as it is too, migrating it
+// again, rather than fail every call on a column the table lacks until the
+// server is restarted.
+TEST_F(PostgresHistoryTest, AStorePutBackBeforeTheMigrationIsMigratedAgain) {
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = Open();
+  ASSERT_THAT(store, IsOk());
+  ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{1, 32}));
+  ASSERT_THAT(PostgresInstance::Execute(
+                  uri_,
+                  "ALTER TABLE hilo_collections DROP COLUMN incarnation; "
+                  "UPDATE hilo_meta SET value = '6' WHERE key = "
+                  "'schema_version'; "
+                  "UPDATE hilo_meta SET value = '999' WHERE key = 'timeline'; "
+                  "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                  "WHERE datname = current_database() "
+                  "AND pid <> pg_backend_pid() "
+                  "AND backend_type = 'client backend'"),
+              IsOk());
+  // The first call may find its connection gone; the next connects anew.
+  absl::StatusOr<Range> range;
+  for (int call = 0; call < 3; ++call) {
+    range = (*store)->Allocate("orders", 32, 0, NextToken());
+    if (range.ok()) break;
+  }
+  ASSERT_THAT(range, IsOk());
+  EXPECT_EQ(*range, (Range{545, 576}));
+  EXPECT_EQ(SchemaVersion(), "7");
+}
+
 // A cluster of its own, whose standbys a test starts and stops: every other
 // test's reservations would wait for them too.
 class PostgresStandbyTest : public ::testing::Test {
