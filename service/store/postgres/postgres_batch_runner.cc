@@ -46,6 +46,7 @@ absl::Status PostgresBatchRunner::Adopt(
   confirmed_ceiling_.clear();
   standbys_expected_.clear();
   fewer_since_.reset();
+  left_.clear();
   if (options_.reserves) {
     // The standbys streaming now are counted from the start: one that
     // leaves before this connection's first wait confirms nothing either.

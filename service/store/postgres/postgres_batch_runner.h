@@ -289,6 +289,9 @@ class PostgresBatchRunner {
   // listed.
   StandbySet standbys_expected_;
   std::optional<absl::Time> fewer_since_;
+  // Those found missing when `fewer_since_` was set: the grace is theirs
+  // only. One that leaves later starts the clock again.
+  StandbySet left_;
   // A wait counted a standby, and recording that in hilo_meta failed: this
   // server takes the standby as seen (ConfirmReservations), and records it
   // at its next wait.

@@ -262,6 +262,16 @@ int64_t MissingStandbys(const StandbySet& expected, const StandbySet& listed,
   return missing;
 }
 
+StandbySet Without(const StandbySet& a, const StandbySet& b) {
+  StandbySet more;
+  for (const auto& [identity, n] : a) {
+    auto found = b.find(identity);
+    const int64_t extra = n - (found == b.end() ? 0 : found->second);
+    if (extra > 0) more[identity] = extra;
+  }
+  return more;
+}
+
 absl::StatusOr<StandbySet> ListStandbys(PostgresConnection& c) {
   Statement list;
   list.sql = kStandbysBehind;

@@ -43,14 +43,16 @@
 // its next wait.
 //
 // A standby that leaves. Each connection counts the standbys listed when
-// it opens and by its waits since; a wait ends only when as many are
-// listed, all caught up. A standby cut off from its primary, or one whose
-// primary is dying (a SIGKILLed primary loses its walsenders before the
-// backend that waits), leaves pg_stat_replication without confirming and
+// it opens and by its waits since; a wait ends only when each of them is
+// listed again, all caught up. A standby cut off from its primary, or
+// one whose primary is dying (a SIGKILLed primary loses its walsenders before
+// the backend that waits), leaves pg_stat_replication without confirming and
 // may be the one promoted, so its leaving confirms nothing: new
 // reservations fail until it is back, or until standby_left_grace (longer
 // than an HA tool takes to demote a primary it cannot reach) has passed,
-// and then the server goes on with those listed. Standbys are counted by
+// and then the server goes on with those listed. That grace belongs to
+// those found missing when it began: one that leaves later starts it
+// again. Standbys are counted by
 // the machine they connect from (StandbySet), so another replication
 // client on another machine that attaches in the place of one that left
 // (a WAL archiver, another standby) does not confirm for it.
@@ -171,6 +173,10 @@ StandbySet MostOf(const StandbySet& a, const StandbySet& b);
 // identities, ", " between them, in *names if not null.
 int64_t MissingStandbys(const StandbySet& expected, const StandbySet& listed,
                         std::string* names);
+
+// For each identity, how many more `a` has than `b`; those it has no more
+// of left out.
+StandbySet Without(const StandbySet& a, const StandbySet& b);
 
 // The physical standbys the primary lists now (those WaitForStandbys
 // waits for).

@@ -209,9 +209,16 @@ std::unique_ptr<PostgresBatchRunner> PostgresRangeStore::MakeRunner(
       [this, writes]() -> absl::StatusOr<std::unique_ptr<PostgresConnection>> {
     absl::StatusOr<std::unique_ptr<PostgresConnection>> c = Connect();
     // A new write connection may have reached another database (a
-    // promoted standby): nothing is written on it before its history is
-    // checked.
+    // promoted standby, a restore): nothing is written on it before its
+    // schema (perhaps from before a migration this server ran: the table
+    // would lack columns every batch reads) and its history are checked,
+    // as at Open. The read connection's batches read what this migrates.
     if (c.ok() && writes) {
+      if (absl::Status s =
+              internal::CreateOrCheckPostgresSchema(**c, description_);
+          !s.ok()) {
+        return s;
+      }
       if (absl::Status s = CheckHistoryOn(**c); !s.ok()) return s;
     }
     return c;

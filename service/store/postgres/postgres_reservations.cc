@@ -54,20 +54,29 @@ void PostgresBatchRunner::ConfirmReservations(PostgresBatch& batch) {
   }
   if (!batch.awaits_standbys) return;
   standby_waits_.fetch_add(1, std::memory_order_relaxed);
-  // One counted not listed for standby_left_grace: those that left are
-  // taken as gone for good, and those counted are those this wait finds.
+  // One counted not listed for standby_left_grace: those found missing
+  // when the clock started (`left_`) are taken as gone for good, and those
+  // counted are those this wait finds; every other one counted must still
+  // be listed.
   const absl::Time started = windows_clock_->Now();
   const bool grace_over =
       fewer_since_.has_value() &&
       started - *fewer_since_ >= options_.standby_left_grace;
   const StandbyWait standbys = WaitForStandbys(
       *connection_, options_.standby_wait, absl::Milliseconds(1),
-      options_.description, grace_over ? StandbySet() : standbys_expected_);
+      options_.description,
+      grace_over ? Without(standbys_expected_, left_) : standbys_expected_);
   if (!standbys.status.ok()) {
     standbys_expected_ = MostOf(standbys_expected_, standbys.most_listed);
-    const int64_t missing = MissingStandbys(
-        standbys_expected_, standbys.listed_standbys, /*names=*/nullptr);
-    if (missing > 0 && !fewer_since_.has_value()) fewer_since_ = started;
+    StandbySet missing = Without(standbys_expected_, standbys.listed_standbys);
+    // The clock runs for those missing when it started: one missing that
+    // was not (it left since, perhaps after the others came back with no
+    // wait in between) starts it again, for all missing now.
+    if (!missing.empty() &&
+        (!fewer_since_.has_value() || !Without(missing, left_).empty())) {
+      fewer_since_ = started;
+      left_ = std::move(missing);
+    }
     const absl::Status& s = standbys.status;
     // Committed, but a failover may lose it: the ranges are not handed
     // out (their numbers are skipped), exactly as for a COMMIT whose wait
@@ -80,6 +89,7 @@ void PostgresBatchRunner::ConfirmReservations(PostgresBatch& batch) {
   }
   standbys_expected_ = standbys.listed_standbys;
   fewer_since_.reset();
+  left_.clear();
   const bool seen =
       standbys.seen_recorded || standbys.listed > 0 || standby_unrecorded_;
   if (seen && !standbys.seen_recorded) {

@@ -105,16 +105,23 @@ ALTER TABLE hilo_collections ADD COLUMN IF NOT EXISTS ceiling BIGINT NOT NULL DE
 )sql";
 
 // Version 6 to 7, and every new schema: which making of its name each row
-// is (postgres_row_codec.h, NewIncarnation). The default is volatile, so
-// ADD COLUMN rewrites the table and draws one for every existing row, each
-// its own; it also draws one for each row a server of version 6 still
-// running inserts (its INSERT names the columns it knows). 63 bits: the
-// first 8 bytes of SHA-256 over a gen_random_uuid() (122 random bits from
-// PostgreSQL's strong random source), the sign bit cleared.
+// is (postgres_row_codec.h, NewIncarnation). Rows that exist when the
+// column is added are each the only making of their name so far, and all
+// get 0: a constant default adds the column without rewriting the table
+// (a volatile one drew for every row, 3.4 s a million rows, past the
+// statement timeout on a large store, so no server of version 7 could
+// start on it). Then the default becomes a draw, for each row a server of
+// version 6 still running inserts (its INSERT names the columns it knows):
+// a name made anew never gets 0 again but with a chance of 2^-63. 63
+// bits: the first 8 bytes of SHA-256 over a gen_random_uuid() (122
+// random bits from PostgreSQL's strong random source), the sign bit
+// cleared.
 constexpr char kIncarnations[] = R"sql(
 ALTER TABLE hilo_collections ADD COLUMN IF NOT EXISTS incarnation BIGINT NOT NULL
-  DEFAULT (('x' || encode(substr(sha256(uuid_send(gen_random_uuid())), 1, 8),
-                          'hex'))::bit(64)::bigint & 9223372036854775807);
+  DEFAULT 0;
+ALTER TABLE hilo_collections ALTER COLUMN incarnation
+  SET DEFAULT (('x' || encode(substr(sha256(uuid_send(gen_random_uuid())), 1, 8),
+                              'hex'))::bit(64)::bigint & 9223372036854775807);
 )sql";
 
 // The secret of the creation locks' keys (CreationLockKey): 32 bytes from
