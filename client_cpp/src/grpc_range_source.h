@@ -7,10 +7,10 @@
 // the preferred one. A reply that breaks the contract (CONTRACT.md R11: a
 // range outside [1, INT64_MAX] or of more than kMaxRangeSize numbers, a
 // range_at that is not a valid Timestamp, a node tag that is not 1-4
-// characters of A-Z and 0-9, a range at or below what the client holds from
-// that node, PreviousRange::held) counts as that target failing and is never
-// used nor echoed: the next target is tried, and if none gives a usable
-// range the error is INTERNAL (not UNAVAILABLE: a misbehaving server does
+// characters of A-Z and 0-9, a range overlapping what the client holds or
+// handed out from that node, PreviousRange::held) counts as that target
+// failing and is never used nor echoed: the next target is tried, and if
+// none gives a usable range the error is INTERNAL (not UNAVAILABLE: a misbehaving server does
 // not get better by retrying), naming every target and what it did. A
 // target that answers FAILED_PRECONDITION or INVALID_ARGUMENT to a request
 // that reports a previous range is asked once more, at once, without it
