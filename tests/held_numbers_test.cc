@@ -69,11 +69,8 @@ TEST(HeldNumbersTest, RefusedExactlyWhenOverlappingAtEachEdge) {
   HeldNumbers held;
   held.Add("A", 33, 96);
   held.Add("A", kTop, kTop);
-  for (const auto& [low, high] : Spans({{96, 200},
-                                        {1, 33},
-                                        {40, 50},
-                                        {1, 200},
-                                        {kTop - 5, kTop}})) {
+  for (const auto& [low, high] :
+       Spans({{96, 200}, {1, 33}, {40, 50}, {1, 200}, {kTop - 5, kTop}})) {
     EXPECT_EQ(held.Check("A", low, high).code(), absl::StatusCode::kInternal)
         << low << "-" << high;
   }

@@ -50,8 +50,8 @@ absl::Status CheckReply(const hilo::v1::NextRangeResponse& response,
         "characters of A-Z and 0-9",
         absl::CHexEscape(response.node_tag()), kMaxNodeTagSize));
   }
-  if (absl::Status held = previous.held.Check(
-          response.node_tag(), response.low(), response.high());
+  if (absl::Status held = previous.held.Check(response.node_tag(),
+                                              response.low(), response.high());
       !held.ok()) {
     return held;
   }

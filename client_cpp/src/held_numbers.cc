@@ -42,8 +42,8 @@ std::vector<HeldInterval> AddInterval(std::vector<HeldInterval> spans,
   return out;
 }
 
-std::vector<HeldInterval> RemoveInterval(
-    const std::vector<HeldInterval>& spans, int64_t low, int64_t high) {
+std::vector<HeldInterval> RemoveInterval(const std::vector<HeldInterval>& spans,
+                                         int64_t low, int64_t high) {
   std::vector<HeldInterval> out;
   for (const HeldInterval& s : spans) {
     if (s.second < low || high < s.first) {

@@ -51,8 +51,8 @@ class HeldNumbers {
 // or taken out, then merged down to kMaxHeldIntervals.
 std::vector<HeldInterval> AddInterval(std::vector<HeldInterval> spans,
                                       int64_t low, int64_t high);
-std::vector<HeldInterval> RemoveInterval(
-    const std::vector<HeldInterval>& spans, int64_t low, int64_t high);
+std::vector<HeldInterval> RemoveInterval(const std::vector<HeldInterval>& spans,
+                                         int64_t low, int64_t high);
 
 }  // namespace hilo::internal
 

@@ -15,8 +15,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "client_cpp/src/held_numbers.h"
 #include "absl/types/span.h"
+#include "client_cpp/src/held_numbers.h"
 
 namespace hilo::internal {
 
