@@ -49,6 +49,28 @@ TEST(HeldNumbersTest, ATieMergesTheLowestPair) {
             Spans({{1, 11}, {21, 21}, {31, 31}, {41, 41}}));
 }
 
+// The two highest hold the ranges in use: never merged, even when their
+// gap is the smallest.
+TEST(HeldNumbersTest, TheTwoHighestAreNeverMerged) {
+  EXPECT_EQ(AddInterval({{1, 10}, {1001, 1010}, {2001, 2010}, {3001, 3010}},
+                        3020, 3030),
+            Spans({{1, 1010}, {2001, 2010}, {3001, 3010}, {3020, 3030}}));
+}
+
+// faults.stress_short's case: had 301-310 and 321-400 (the current range)
+// become one, handing 321-400 back would leave 301-320, and the node's
+// next range, 311 on once the owner of 311-320 handed it back, refused.
+TEST(HeldNumbersTest, AGapAtTheTopIsNeverCovered) {
+  HeldNumbers held;
+  for (const auto& [low, high] :
+       Spans({{1, 10}, {101, 110}, {201, 210}, {301, 310}, {321, 400}})) {
+    held.Add("A", low, high);
+  }
+  held.Remove("A", 321, 400);
+  EXPECT_EQ(held.Intervals("A"), Spans({{1, 110}, {201, 210}, {301, 310}}));
+  EXPECT_TRUE(held.Check("A", 311, 374).ok());
+}
+
 TEST(HeldNumbersTest, RemoveTakesATailAWholeOrAMiddle) {
   EXPECT_EQ(RemoveInterval({{1, 96}}, 41, 96), Spans({{1, 40}}));
   EXPECT_EQ(RemoveInterval({{1, 96}}, 33, 96), Spans({{1, 32}}));

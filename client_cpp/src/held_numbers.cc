@@ -7,12 +7,18 @@
 namespace hilo::internal {
 namespace {
 
-// Joins the two neighbours with the smallest gap until at most
-// kMaxHeldIntervals are left.
+// Joins two neighbours until at most kMaxHeldIntervals are left: of the
+// pairs below the two highest intervals, the one with the smallest gap.
+// The two highest hold the ranges still in use (a healthy node's new range
+// starts above every number issued), whose numbers above `last` a return
+// takes out again; a gap covered below them lies below numbers handed out
+// for good, which a healthy node never issues again, so it refuses nothing
+// such a node sends. A gap at the top would: once the ranges above it went
+// back, the node rightly issues the gap's numbers again.
 void MergeClosest(std::vector<HeldInterval>& spans) {
   while (spans.size() > HeldNumbers::kMaxHeldIntervals) {
     size_t best = 0;
-    for (size_t i = 1; i + 1 < spans.size(); ++i) {
+    for (size_t i = 1; i + 3 < spans.size(); ++i) {
       if (spans[i + 1].first - spans[i].second <
           spans[best + 1].first - spans[best].second) {
         best = i;
