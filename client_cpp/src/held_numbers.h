@@ -23,10 +23,11 @@ using HeldInterval = std::pair<int64_t, int64_t>;
 
 // Per node tag, at most kMaxHeldIntervals sorted, disjoint intervals that
 // cover every number of that node the client holds or handed out. When one
-// more would be needed, the two neighbours with the smallest gap between
-// them become one (the lowest pair on a tie): the union only grows, so a
-// range may be refused that need not be, never the other way round. A
-// range handed back loses its unused numbers (they are no longer held).
+// more would be needed, two neighbours below the two highest intervals,
+// those with the smallest gap between them, become one (the lowest pair on
+// a tie): the union only grows, so a range may be refused that need not
+// be, never the other way round (MergeClosest says why not the two
+// highest). A range handed back loses its unused numbers.
 // At most kMaxHeldTags tags are kept; a reply of a new tag past that is
 // refused, since a tag's numbers are never forgotten while it could repeat
 // them. Not thread-safe: the range cache guards it; sources check a copy.

@@ -54,6 +54,26 @@ func TestHeldATieMergesTheLowestPair(t *testing.T) {
 		interval{1, 11}, interval{21, 21}, interval{31, 31}, interval{41, 41})
 }
 
+func TestHeldTheTwoHighestAreNeverMerged(t *testing.T) {
+	wantSpans(t, "3020-3030", addInterval([]interval{{1, 10}, {1001, 1010}, {2001, 2010}, {3001, 3010}}, 3020, 3030),
+		interval{1, 1010}, interval{2001, 2010}, interval{3001, 3010}, interval{3020, 3030})
+}
+
+// faults.stress_short's case: had 301-310 and 321-400 (the current range)
+// become one, handing 321-400 back would leave 301-320, and the node's next
+// range, 311 on, refused.
+func TestHeldAGapAtTheTopIsNeverCovered(t *testing.T) {
+	var h heldNumbers
+	for _, r := range []interval{{1, 10}, {101, 110}, {201, 210}, {301, 310}, {321, 400}} {
+		h.add("A", r.low, r.high)
+	}
+	h.remove("A", 321, 400)
+	wantSpans(t, "A", h.byTag["A"], interval{1, 110}, interval{201, 210}, interval{301, 310})
+	if err := h.check("A", 311, 374); err != nil {
+		t.Fatalf("311-374: %v", err)
+	}
+}
+
 func TestHeldRemoveTakesATailAWholeOrAMiddle(t *testing.T) {
 	one := []interval{{1, 96}}
 	wantSpans(t, "less 41-96", removeInterval(one, 41, 96), interval{1, 40})

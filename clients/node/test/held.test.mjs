@@ -40,6 +40,24 @@ test('a tie merges the lowest pair', () => {
   assert.deepEqual(addInterval(spans(1, 1, 11, 11, 21, 21, 31, 31), 41n, 41n), spans(1, 11, 21, 21, 31, 31, 41, 41));
 });
 
+test('the two highest are never merged', () => {
+  assert.deepEqual(
+    addInterval(spans(1, 10, 1001, 1010, 2001, 2010, 3001, 3010), 3020n, 3030n),
+    spans(1, 1010, 2001, 2010, 3001, 3010, 3020, 3030),
+  );
+});
+
+// faults.stress_short's case: had 301-310 and 321-400 (the current range)
+// become one, handing 321-400 back would leave 301-320, and the node's next
+// range, 311 on, refused.
+test('a gap at the top is never covered', () => {
+  const held = new HeldNumbers();
+  for (const [low, high] of spans(1, 10, 101, 110, 201, 210, 301, 310, 321, 400)) held.add('A', low, high);
+  held.remove('A', 321n, 400n);
+  assert.deepEqual(held.intervals('A'), spans(1, 110, 201, 210, 301, 310));
+  assert.equal(held.problemWith('A', 311n, 374n), null);
+});
+
 test('remove takes a tail, a whole or a middle', () => {
   assert.deepEqual(removeInterval(spans(1, 96), 41n, 96n), spans(1, 40));
   assert.deepEqual(removeInterval(spans(1, 96), 33n, 96n), spans(1, 32));

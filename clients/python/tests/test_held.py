@@ -38,6 +38,24 @@ class HeldNumbersTest(unittest.TestCase):
         self.assertEqual(add_interval(spans, 41, 41),
                          [(1, 11), (21, 21), (31, 31), (41, 41)])
 
+    def test_the_two_highest_are_never_merged(self):
+        spans = [(1, 10), (1001, 1010), (2001, 2010), (3001, 3010)]
+        self.assertEqual(add_interval(spans, 3020, 3030),
+                         [(1, 1010), (2001, 2010), (3001, 3010), (3020, 3030)])
+
+    def test_a_gap_at_the_top_is_never_covered(self):
+        # faults.stress_short's case: had 301-310 and 321-400 (the current
+        # range) become one, handing 321-400 back would leave 301-320, and
+        # the node's next range, 311 on, refused.
+        held = HeldNumbers()
+        for low, high in ((1, 10), (101, 110), (201, 210), (301, 310),
+                          (321, 400)):
+            held.add("A", low, high)
+        held.remove("A", 321, 400)
+        self.assertEqual(held.intervals("A"),
+                         [(1, 110), (201, 210), (301, 310)])
+        self.assertIsNone(held.refusal("A", 311, 374))
+
     def test_remove_takes_a_tail_or_a_middle(self):
         self.assertEqual(remove_interval([(1, 96)], 41, 96), [(1, 40)])
         self.assertEqual(remove_interval([(1, 96)], 33, 96), [(1, 32)])

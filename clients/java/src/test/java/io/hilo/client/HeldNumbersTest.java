@@ -52,6 +52,25 @@ class HeldNumbersTest {
   }
 
   @Test
+  void the_two_highest_are_never_merged() {
+    assertEquals(spans(1, 1010, 2001, 2010, 3001, 3010, 3020, 3030),
+        HeldNumbers.addInterval(spans(1, 10, 1001, 1010, 2001, 2010, 3001, 3010), 3020, 3030));
+  }
+
+  /**
+   * faults.stress_short's case: had 301-310 and 321-400 (the current range) become one, handing 321-400 back
+   * would leave 301-320, and the node's next range, 311 on, refused.
+   */
+  @Test
+  void a_gap_at_the_top_is_never_covered() {
+    HeldNumbers held = new HeldNumbers();
+    for (Span r : spans(1, 10, 101, 110, 201, 210, 301, 310, 321, 400)) held.add("A", r.low(), r.high());
+    held.remove("A", 321, 400);
+    assertEquals(spans(1, 110, 201, 210, 301, 310), held.intervals("A"));
+    assertNull(held.problemWith("A", 311, 374));
+  }
+
+  @Test
   void remove_takes_a_tail_a_whole_or_a_middle() {
     assertEquals(spans(1, 40), HeldNumbers.removeInterval(spans(1, 96), 41, 96));
     assertEquals(spans(1, 32), HeldNumbers.removeInterval(spans(1, 96), 33, 96));
