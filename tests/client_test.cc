@@ -531,7 +531,7 @@ TEST(ClientTest, ReplyRepeatingARangeOfThatNodeIsRefusedNeverHandedOutTwice) {
   for (int i = 0; i < 2; ++i) {
     EXPECT_THAT(client->NextId("o"),
                 StatusIs(absl::StatusCode::kInternal,
-                         HasSubstr("client has numbers up to 32")));
+                         HasSubstr("which overlaps 1-32")));
   }
   EXPECT_EQ(client->NextId("o")->number, 161);
   EXPECT_EQ(client->stats().ranges_fetched, 2);

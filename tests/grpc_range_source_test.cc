@@ -152,7 +152,7 @@ TEST(GrpcRangeSourceTest, RefusedEchoIsAskedAgainWithoutIt) {
     previous.size = 32;
     previous.range_at = absl::FromUnixSeconds(1'800'000'000);
     previous.max = 5'000'000'032;
-    previous.held["A"] = 5'000'000'032;
+    previous.held.Add("A", 5'000'000'001, 5'000'000'032);
     absl::StatusOr<IssuedRange> r = m.source->Next("o", previous);
     ASSERT_THAT(r, IsOk());
     EXPECT_EQ(r->low, 101);
@@ -167,8 +167,8 @@ TEST(GrpcRangeSourceTest, RefusedEchoIsAskedAgainWithoutIt) {
 
 // Without the echo, a node that forgot numbers of its own (restored from
 // an old backup) could offer this client its own numbers again: R11's
-// per-node mark still refuses them.
-TEST(GrpcRangeSourceTest, RangeWithoutTheEchoIsStillJudgedByTheNodesMark) {
+// numbers of that node still refuse them.
+TEST(GrpcRangeSourceTest, RangeWithoutTheEchoIsStillJudgedByTheNodesNumbers) {
   MockTargets m = MakeMockTargets(1);
   EXPECT_CALL(*m.a, NextRange(_, _, _))
       .WillOnce(Return(
@@ -176,10 +176,11 @@ TEST(GrpcRangeSourceTest, RangeWithoutTheEchoIsStillJudgedByTheNodesMark) {
       .WillOnce(Reply(1001, 1032, "A"));
   PreviousRange previous;
   previous.max = 5'000'000'032;
-  previous.held["A"] = 5'000'000'032;
+  previous.held.Add("A", 1, 1032);
   EXPECT_THAT(m.source->Next("o", previous),
               StatusIs(absl::StatusCode::kInternal,
-                       HasSubstr("up to 5000000032 of that node")));
+                       HasSubstr("1001-1032 of tag \"A\", which overlaps "
+                                 "1-1032")));
 }
 
 TEST(GrpcRangeSourceTest, RefusalOfAFirstRequestIsNotAskedAgain) {
@@ -283,7 +284,7 @@ TEST(GrpcRangeSourceTest, RangeAtOrBelowWhatTheClientHasFromThatNodeIsRefused) {
       .WillOnce(Reply(33, 96, "A", 10))
       .WillOnce(Reply(1, 32, "B", 11));
   PreviousRange previous = Previous(32, kT0, 32);
-  previous.held["A"] = 32;
+  previous.held.Add("A", 1, 32);
   for (const char* range : {"1-32", "20-83", "32-95"}) {
     EXPECT_THAT(
         m.source->Next("o", previous),
@@ -291,8 +292,8 @@ TEST(GrpcRangeSourceTest, RangeAtOrBelowWhatTheClientHasFromThatNodeIsRefused) {
             absl::StatusCode::kInternal,
             AllOf(HasSubstr("node-a:1"),
                   HasSubstr(absl::StrCat("replied with ", range,
-                                         " of tag \"A\", but the client has "
-                                         "numbers up to 32 of that node")))));
+                                         " of tag \"A\", which overlaps 1-32, "
+                                         "numbers the client holds")))));
   }
   EXPECT_EQ(m.source->Next("o", previous)->low, 33);
   // Another node's numbers are other IDs (their tag tells them apart).
@@ -305,7 +306,7 @@ TEST(GrpcRangeSourceTest, RangeBelowWhatTheClientHasFailsOverAndCountsIt) {
   EXPECT_CALL(*m.a, NextRange(_, _, _)).WillOnce(Reply(1, 32, "A", 7));
   EXPECT_CALL(*m.b, NextRange(_, _, _)).WillOnce(Reply(33, 96, "B", 8));
   PreviousRange previous = Previous(32, kT0, 32);
-  previous.held["A"] = 32;
+  previous.held.Add("A", 1, 32);
   absl::StatusOr<IssuedRange> r = m.source->Next("o", previous);
   ASSERT_THAT(r, IsOk());
   EXPECT_EQ(r->node_tag, "B");

@@ -50,12 +50,10 @@ absl::Status CheckReply(const hilo::v1::NextRangeResponse& response,
         "characters of A-Z and 0-9",
         absl::CHexEscape(response.node_tag()), kMaxNodeTagSize));
   }
-  if (const auto it = previous.held.find(response.node_tag());
-      it != previous.held.end() && response.low() <= it->second) {
-    return absl::InternalError(absl::StrFormat(
-        "NextRange replied with %d-%d of tag \"%s\", but the client has "
-        "numbers up to %d of that node; a new range must start above them",
-        response.low(), response.high(), response.node_tag(), it->second));
+  if (absl::Status held = previous.held.Check(response.node_tag(),
+                                              response.low(), response.high());
+      !held.ok()) {
+    return held;
   }
   return absl::OkStatus();
 }
@@ -225,7 +223,7 @@ absl::StatusOr<IssuedRange> GrpcRangeSource::Next(
     if (!response.ok() && MayRefuseEcho(response.status(), request)) {
       // Asked again without the echo: the node's range then starts above
       // its own Max. Its IDs carry its tag, so they cannot meet another
-      // node's numbers, and a range at or below what this client has from
+      // node's numbers, and a range overlapping what this client has from
       // this very node is still refused below (held).
       hilo::v1::NextRangeRequest bare;
       bare.set_collection(request.collection());

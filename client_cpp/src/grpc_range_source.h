@@ -7,14 +7,14 @@
 // the preferred one. A reply that breaks the contract (CONTRACT.md R11: a
 // range outside [1, INT64_MAX] or of more than kMaxRangeSize numbers, a
 // range_at that is not a valid Timestamp, a node tag that is not 1-4
-// characters of A-Z and 0-9, a range at or below what the client holds from
-// that node, PreviousRange::held) counts as that target failing and is never
-// used nor echoed: the next target is tried, and if none gives a usable
-// range the error is INTERNAL (not UNAVAILABLE: a misbehaving server does
-// not get better by retrying), naming every target and what it did. A
-// target that answers FAILED_PRECONDITION or INVALID_ARGUMENT to a request
-// that reports a previous range is asked once more, at once, without it
-// (CONTRACT.md R17: a node far behind the one that issued that range).
+// characters of A-Z and 0-9, a range overlapping what the client holds or
+// handed out from that node, PreviousRange::held) counts as that target
+// failing and is never used nor echoed: the next target is tried, and if
+// none gives a usable range the error is INTERNAL (not UNAVAILABLE: a
+// misbehaving server does not get better by retrying), naming every target and
+// what it did. A target that answers FAILED_PRECONDITION or INVALID_ARGUMENT to
+// a request that reports a previous range is asked once more, at once, without
+// it (CONTRACT.md R17: a node far behind the one that issued that range).
 //
 // Return goes to the target that issued the range, with the range's token,
 // and is retried there as TargetStub::ReturnRange says, within one

@@ -204,10 +204,8 @@ absl::StatusOr<IssuedRange> RangeCache::Fetch() {
     CountError(bad);
     return bad;
   }
-  // Ours now: that node's next range must start above it.
-  int64_t& held = previous_.held[range->node_tag];
-  range->held_before = held;
-  held = range->high;
+  // Ours now: that node's next range must not overlap it.
+  previous_.held.Add(range->node_tag, range->low, range->high);
   fetched_.fetch_add(1, std::memory_order_relaxed);
   return range;
 }
@@ -340,19 +338,11 @@ void RangeCache::RecordReturns(
               : absl::InternalError("the range source gave no outcome"));
     }
     // Whatever the answer, the client never uses this range again, so its
-    // numbers above `last` are no longer held: the mark goes down to the
-    // last number handed out from it, or, for a range back whole, to what
-    // it was before the range was taken (not to low - 1: other clients'
-    // returns may since have moved Max below that). A return whose outcome
-    // is unknown (UNAVAILABLE after a kill -9) may have applied, and then
-    // the node's next range rightly starts right after `last`. In order: a
-    // pair's later range lowers the mark to the earlier range's high, then
-    // the earlier range's tail lowers it below that.
+    // numbers above `last` are no longer held. A return whose outcome is
+    // unknown (UNAVAILABLE after a kill -9) may have applied, and then the
+    // node's next range rightly starts right after `last`.
     base::MutexLock lock(&mu_);
-    const auto it = previous_.held.find(range.node_tag);
-    if (it != previous_.held.end() && it->second == range.high) {
-      it->second = last == range.low - 1 ? range.held_before : last;
-    }
+    previous_.held.Remove(range.node_tag, last + 1, range.high);
     // The first return is of the previous range, the one the next request
     // reports (CONTRACT.md R4). Unless the node refused it, last_max becomes
     // the highest number we used of that node's ranges: at or below its Max

@@ -243,9 +243,8 @@ class RangeCache {
   bool has_range_ ABSL_GUARDED_BY(mu_) = false;
   IssuedRange range_ ABSL_GUARDED_BY(mu_);  // valid if has_range_
   int64_t range_usable_ ABSL_GUARDED_BY(mu_) = 0;
-  // Its `held` is kept up to date: each range fetched raises its node's
-  // mark to the range's high, each return that came back lowers it to the
-  // return's last (if the mark was that range's high).
+  // Its `held` is kept up to date: each range fetched is added to its
+  // node's intervals, each return drops the range's numbers above `last`.
   PreviousRange previous_ ABSL_GUARDED_BY(mu_);
   // Per node tag, the highest number a caller took from that node's
   // retired ranges (absent: none). One entry per tag seen.

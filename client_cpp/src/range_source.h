@@ -16,6 +16,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "client_cpp/src/held_numbers.h"
 
 namespace hilo::internal {
 
@@ -50,11 +51,11 @@ struct PreviousRange {
   std::optional<absl::Time> range_at;  // nullopt if none
   int64_t max = 0;                     // its high (or the last number
                                        // used, after a return); 0 if none
-  // Not sent. Per node tag, the highest number of the collection the client
-  // holds or handed out from that node's ranges; after an applied return,
-  // the last number it used. A range of that node starting at or below it
+  // Not sent. Per node tag, the numbers of the collection the client holds
+  // or handed out from that node's ranges (a range's unused numbers are
+  // dropped when it is handed back). A range of that node overlapping them
   // is refused (CONTRACT.md R11): its numbers could be handed out twice.
-  absl::flat_hash_map<std::string, int64_t> held;
+  HeldNumbers held;
 };
 
 // A range as a server issued it.
@@ -66,10 +67,6 @@ struct IssuedRange {
   size_t source = 0;   // which target issued it; returns go there
   uint64_t token = 0;  // the range's secret, sent with its return; 0 from a
                        // server older than tokens
-  // Not from the server: PreviousRange::held for this node before this
-  // range was taken, what the mark goes back to when the range is handed
-  // back whole (none of its numbers was handed out).
-  int64_t held_before = 0;
 };
 
 struct ReturnResult {

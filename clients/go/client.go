@@ -59,8 +59,8 @@ type Config struct {
 	// At least one. On UNAVAILABLE or DEADLINE_EXCEEDED the client tries
 	// the next, and stays with the one that answered. A reply that breaks
 	// the contract (a node tag that is not 1-4 characters of A-Z and 0-9, a
-	// range below 1 or upside down, a range that does not lie above the
-	// previous one from the same node) is never used: that target is
+	// range below 1 or upside down, a range overlapping numbers the client
+	// holds or handed out from the same node) is never used: that target is
 	// skipped the same way.
 	Targets []string
 

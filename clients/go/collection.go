@@ -26,11 +26,7 @@ type span struct {
 	rangeAt   *timestamppb.Timestamp
 	target    int   // index of the target that issued it; returns go there
 	prefetch  int64 // taking offset prefetch starts the next fetch; -1: never
-	// Not from the server: the cache's mark for this node before it took
-	// this range, where the mark goes back when the range is handed back
-	// whole (CONTRACT.md R11).
-	heldBefore int64
-	taken      atomic.Int64
+	taken     atomic.Int64
 }
 
 func newSpan(r *hilov1.NextRangeResponse, target int) *span {
@@ -124,7 +120,7 @@ type rangeCache struct {
 	// highest number of the collection this cache holds or handed out from
 	// that node's ranges (after a return, the last number it used of the
 	// range handed back; CONTRACT.md R11).
-	prev     previous
+	prev previous
 	// Per node tag, the highest number handed out of that node's retired
 	// ranges (absent: none); one entry per tag seen.
 	used   map[string]int64
@@ -302,10 +298,7 @@ func (c *rangeCache) launch(prefetch bool) *flight {
 	f := &flight{done: make(chan struct{}), prefetch: prefetch}
 	c.flying = f
 	prev := c.prev
-	prev.held = make(map[string]int64, len(c.prev.held))
-	for tag, mark := range c.prev.held {
-		prev.held[tag] = mark
-	}
+	prev.held = c.prev.held.clone()
 	go func() {
 		s, err := c.src.next(c.name, prev)
 		c.mu.Lock()
@@ -323,18 +316,14 @@ func (c *rangeCache) launch(prefetch bool) *flight {
 }
 
 // accept takes s, which the fetcher judged usable: the next request
-// reports it, its node's mark rises to its high, and it becomes current
+// reports it, its numbers join its node's held intervals, and it becomes current
 // (or waits as the range ahead). Called with mu held.
 func (c *rangeCache) accept(s *span, prefetch bool) {
 	// The next request reports this range (CONTRACT.md R4), whichever node
 	// issued it: after a failover, a node far behind would refuse the high
 	// of another node's range on every request (R17).
 	c.prev.size, c.prev.rangeAt, c.prev.max = s.size, s.rangeAt, s.high
-	if c.prev.held == nil {
-		c.prev.held = make(map[string]int64)
-	}
-	s.heldBefore = c.prev.held[s.tag]
-	c.prev.held[s.tag] = s.high
+	c.prev.held.add(s.tag, s.low, s.high)
 	c.set.stats.rangesFetched.Add(1)
 	if prefetch {
 		c.set.stats.rangesPrefetched.Add(1)
@@ -420,7 +409,7 @@ func (c *rangeCache) noteUsed(tag string, last int64) {
 
 // endReturn ends what takeUnused began: counts each return's outcome
 // (outcomes[g][i] is that of u.groups[g][i]), logs the failures, lowers
-// the marks, and lets waiting callers go on.
+// the held intervals, and lets waiting callers go on.
 func (c *rangeCache) endReturn(u unused, outcomes [][]returnOutcome) {
 	var lines []string
 	c.mu.Lock()
@@ -441,21 +430,10 @@ func (c *rangeCache) endReturn(u unused, outcomes [][]returnOutcome) {
 				c.set.stats.returnsRefused.Add(1)
 			}
 			// Whatever the answer, this range is never used again, so its
-			// numbers above last are no longer held: the mark goes down to
-			// the last number handed out of it or, for a range back whole,
-			// to what it was before the range was taken (other clients'
-			// returns may since have moved the node's Max below low - 1).
-			// A return of unknown outcome may have applied, and then the
-			// node's next range rightly starts right after last. In order:
-			// a pair's later range lowers the mark to the earlier range's
-			// high, then the earlier range's tail lowers it below that.
-			if c.prev.held[it.r.tag] == it.r.high {
-				if it.last == it.r.low-1 {
-					c.prev.held[it.r.tag] = it.r.heldBefore
-				} else {
-					c.prev.held[it.r.tag] = it.last
-				}
-			}
+			// numbers above last are no longer held. A return of unknown
+			// outcome may have applied, and then the node's next range
+			// rightly starts right after last.
+			c.prev.held.remove(it.r.tag, it.last+1, it.r.high)
 		}
 	}
 	if len(u.groups) > 0 && !firstRefused(u.groups[0], outcomes[0]) {

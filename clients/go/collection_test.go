@@ -77,11 +77,7 @@ func (f *fakeFetcher) anotherClientTakes(n int, collection string) *span {
 func (f *fakeFetcher) next(collection string, prev previous) (*span, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	held := make(map[string]int64, len(prev.held))
-	for tag, mark := range prev.held {
-		held[tag] = mark
-	}
-	prev.held = held
+	prev.held = prev.held.clone()
 	f.prevs = append(f.prevs, prev)
 	if len(f.nextErr) > 0 {
 		err := f.nextErr[0]
@@ -89,9 +85,8 @@ func (f *fakeFetcher) next(collection string, prev previous) (*span, error) {
 		return nil, err
 	}
 	s := f.issue(f.answerer, collection)
-	if mark, ok := held[s.tag]; ok && s.low <= mark {
-		return nil, newError(codes.Internal, nil, "range [%d, %d] of node %s does not lie above %d",
-			s.low, s.high, s.tag, mark)
+	if err := prev.held.check(s.tag, s.low, s.high); err != nil {
+		return nil, newError(codes.Internal, err, "%v", err)
 	}
 	return s, nil
 }
@@ -171,7 +166,7 @@ func wantNumbers(t *testing.T, ids []ID, first int64, tag string) {
 
 // The three outcomes of a return with the client kept open (CONTRACT.md
 // R11): whatever the answer, the cache never uses the range again, its
-// mark for the node goes down to the last number it used, and the node's
+// numbers held of the node go down to the last number it used, and the node's
 // next range is accepted, from wherever the node's Max is. The echo (R4)
 // becomes that last number too, unless the node refused the return: then
 // it stays the range's high.
@@ -205,8 +200,8 @@ func TestAfterAReturnTheMarkIsTheLastNumberUsedWhateverTheOutcome(t *testing.T) 
 				t.Fatalf("returned %v, want 6-32", f.returned)
 			}
 			wantNumbers(t, mustTake(t, rc, 3), tc.wantFirst, "A")
-			if p := f.lastPrev(); p.held["A"] != 5 || p.max != tc.wantMax {
-				t.Fatalf("the fetch after the return reported max %d and held %v; want max %d, 5 for A",
+			if p := f.lastPrev(); !heldIs(p.held, "A", 1, 5) || p.max != tc.wantMax {
+				t.Fatalf("the fetch after the return reported max %d and held %v; want max %d, 1-5 for A",
 					p.max, p.held, tc.wantMax)
 			}
 			got := [3]int64{stats.returnsApplied.Load(), stats.returnsRefused.Load(), stats.returnsFailed.Load()}
@@ -220,7 +215,7 @@ func TestAfterAReturnTheMarkIsTheLastNumberUsedWhateverTheOutcome(t *testing.T) 
 // Each request reports the range the client got before it (CONTRACT.md
 // R4), whichever node issued it: after a failover from A, far ahead, to B,
 // the request after B's first range reports B's high, not A's (R17: B
-// would refuse A's on every request). The marks replies are judged by stay
+// would refuse A's on every request). The numbers replies are judged by stay
 // per node (R11).
 func TestAfterAFailoverTheEchoIsTheNewNodesRange(t *testing.T) {
 	f := newFakeFetcher(4, "A", "B")
@@ -235,15 +230,14 @@ func TestAfterAFailoverTheEchoIsTheNewNodesRange(t *testing.T) {
 	if p.size != 4 || p.max != 4 {
 		t.Fatalf("the second fetch from B reported size %d, max %d; want B's 1-4: 4, 4", p.size, p.max)
 	}
-	if p.held["A"] != 44 || p.held["B"] != 4 {
-		t.Fatalf("the second fetch from B judged replies by %v; want A 44, B 4", p.held)
+	if !heldIs(p.held, "A", 41, 44) || !heldIs(p.held, "B", 1, 4) {
+		t.Fatalf("the second fetch from B judged replies by %v; want A 41-44, B 1-4", p.held)
 	}
 }
 
 // A range fetched ahead goes back whole before the current range's tail, in
-// one group (R7); the mark for the node then goes to the range ahead's
-// mark before it was taken (the current range's high), then to the last
-// number used.
+// one group (R7); the numbers held of the node then lose the range ahead,
+// then the current range's numbers above the last one used.
 func TestAPairGoesBackLaterRangeFirstAndTheMarkFollowsBoth(t *testing.T) {
 	f := newFakeFetcher(32, "A")
 	rc, stats := newTestCache(f, 0.2, t.Logf)
@@ -259,13 +253,13 @@ func TestAPairGoesBackLaterRangeFirstAndTheMarkFollowsBoth(t *testing.T) {
 		t.Fatalf("%d returns applied, want 2", n)
 	}
 	wantNumbers(t, mustTake(t, rc, 2), 8, "A")
-	if p := f.lastPrev(); p.held["A"] != 7 || p.max != 7 {
-		t.Fatalf("the fetch after the return reported max %d and held %v; want 7 for A", p.max, p.held)
+	if p := f.lastPrev(); !heldIs(p.held, "A", 1, 7) || p.max != 7 {
+		t.Fatalf("the fetch after the return reported max %d and held %v; want 7, and 1-7 for A", p.max, p.held)
 	}
 }
 
-// A range fetched ahead and handed back whole leaves its node's mark where
-// it was before the range came, not at the range's high nor at its low - 1:
+// A range fetched ahead and handed back whole leaves its node's numbers as
+// they were before the range came, not at the range's high nor at its low - 1:
 // another client's return may since have moved the node's Max below that,
 // and the node's next range then starts below the range handed back
 // (README.md, "A pair of adjacent ranges").
@@ -274,7 +268,7 @@ func TestARangeAheadBackWholeRestoresItsNodesEarlierMark(t *testing.T) {
 	rc, stats := newTestCache(f, 0.5, t.Logf)
 	f.answerer = 1
 	wantNumbers(t, mustTake(t, rc, 10), 1, "B")
-	handBack(bg, f, []*rangeCache{rc}, false) // B's 11-32 back: B's Max and the mark are 10
+	handBack(bg, f, []*rangeCache{rc}, false) // B's 11-32 back: B's Max is 10, 1-10 held
 	other := f.anotherClientTakes(1, "c")     // B's 11-42
 	f.mu.Lock()
 	f.answerer = 0
@@ -296,8 +290,8 @@ func TestARangeAheadBackWholeRestoresItsNodesEarlierMark(t *testing.T) {
 		t.Fatalf("the other client's return: %+v", o[0][0])
 	}
 	wantNumbers(t, mustTake(t, rc, 1), 11, "B")
-	if p := f.lastPrev(); p.held["B"] != 10 || p.held["A"] != 16 {
-		t.Fatalf("the fetch after the return reported held %v; want A at 16 and B at 10", p.held)
+	if p := f.lastPrev(); !heldIs(p.held, "B", 1, 10) || !heldIs(p.held, "A", 1, 16) {
+		t.Fatalf("the fetch after the return reported held %v; want A 1-16 and B 1-10", p.held)
 	}
 }
 

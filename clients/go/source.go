@@ -50,11 +50,11 @@ type previous struct {
 	// The previous range's high; after its return (unless refused), the
 	// highest number handed out of that node's ranges (CONTRACT.md R4).
 	max int64
-	// Not sent. Per node tag, the highest number of the collection the
-	// client holds or handed out from that node's ranges (after a return,
-	// the last number it used of the range handed back): a range of that
-	// node starting at or below it is refused (CONTRACT.md R11). Read only.
-	held map[string]int64
+	// Not sent. Per node tag, the numbers of the collection the client
+	// holds or handed out from that node's ranges (a range's unused numbers
+	// are dropped when it is handed back): a range of that node overlapping
+	// them is refused (CONTRACT.md R11). Read only.
+	held heldNumbers
 }
 
 // source calls the servers: NextRange with failover, returns to the node
@@ -172,8 +172,8 @@ const maxRangeSize = 1 << 32
 // contract (CONTRACT.md R11): a node tag that is not 1-4 characters of A-Z
 // and 0-9, low < 1, high < low, more than maxRangeSize numbers, a range_at
 // that is not a valid Timestamp (unset counts as 1970, which is valid), or
-// a range that does not lie above held, the client's mark for that node.
-func checkReply(r *hilov1.NextRangeResponse, collection string, held map[string]int64) error {
+// a range overlapping what held says the client has of that node.
+func checkReply(r *hilov1.NextRangeResponse, collection string, held heldNumbers) error {
 	if !validTag(r.GetNodeTag()) {
 		return fmt.Errorf("NextRange replied with node tag %q, which is not 1-4 characters of A-Z and 0-9",
 			r.GetNodeTag())
@@ -190,10 +190,8 @@ func checkReply(r *hilov1.NextRangeResponse, collection string, held map[string]
 		return fmt.Errorf("NextRange replied with range_at %d s %d ns, which is not a valid Timestamp (0001-01-01 to 9999-12-31)",
 			at.GetSeconds(), at.GetNanos())
 	}
-	if mark, ok := held[r.GetNodeTag()]; ok && r.GetLow() <= mark {
-		return fmt.Errorf("NextRange replied with range [%d, %d] of node %s, which does not lie above "+
-			"what this client holds or handed out of %q from that node (up to %d)", r.GetLow(), r.GetHigh(),
-			r.GetNodeTag(), collection, mark)
+	if err := held.check(r.GetNodeTag(), r.GetLow(), r.GetHigh()); err != nil {
+		return fmt.Errorf("%w (collection %q)", err, collection)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@
 
 import type * as grpc from '@grpc/grpc-js';
 import { HiloError, StatusCode } from './errors.js';
+import type { HeldView } from './held.js';
 import type {
   NextRangeRequest,
   NextRangeResponse,
@@ -49,7 +50,7 @@ function isValidTimestamp(t: Timestamp): boolean {
 function check(
   collection: string,
   r: NextRangeResponse,
-  held: ReadonlyMap<string, bigint>,
+  held: HeldView,
 ): { low: bigint; high: bigint } | string {
   let low: bigint, high: bigint;
   try {
@@ -68,10 +69,8 @@ function check(
   if (typeof r.node_tag !== 'string' || !NODE_TAG.test(r.node_tag)) {
     return `NextRange replied with node tag ${JSON.stringify(r.node_tag)}, which is not 1-4 characters of A-Z and 0-9`;
   }
-  const mark = held.get(r.node_tag);
-  if (mark !== undefined && low <= mark) {
-    return `NextRange replied with range [${low}, ${high}] of "${collection}" from node ${r.node_tag}, which does not lie above what this client holds or handed out of that node's ranges (up to ${mark})`;
-  }
+  const overlap = held.problemWith(r.node_tag, low, high);
+  if (overlap !== null) return `${overlap} (collection "${collection}")`;
   return { low, high };
 }
 
@@ -85,7 +84,7 @@ export class GrpcRangeSource implements RangeSource {
   }
 
   /** One NextRange (Transport.nextRange: failover across targets), its reply judged by check(). */
-  async next(collection: string, previous: Previous, held: ReadonlyMap<string, bigint>): Promise<IssuedRange> {
+  async next(collection: string, previous: Previous, held: HeldView): Promise<IssuedRange> {
     const request: NextRangeRequest = {
       collection,
       last_size: previous.size.toString(),

@@ -23,12 +23,6 @@ export class Range {
   /** The same three as bigint, when not `small`. */
   nextBig: bigint;
   readonly triggerBig: bigint;
-  /**
-   * Set by its cache: the mark of its node (RangeSource.next's `held`)
-   * before this range was taken, what the mark goes back to when the range
-   * is handed back whole.
-   */
-  heldBefore = 0n;
 
   constructor(low: bigint, high: bigint, tag: string, token: string, target: number, prefetchAt: number) {
     this.low = low;

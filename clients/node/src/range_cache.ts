@@ -1,7 +1,7 @@
 // RangeCache: one collection's numbers inside a HiloClient. It holds the
 // current range, the one fetched ahead, the fetch or return in flight, what
-// the next NextRange reports, each node's mark (CONTRACT.md R11) and the
-// collection's counters; it hands numbers out on a synchronous fast path
+// the next NextRange reports, each node's numbers held (CONTRACT.md R11)
+// and the collection's counters; it hands numbers out on a synchronous fast path
 // and refills itself through a RangeSource, the one call it makes. It never
 // sees the client that owns it. Private to the package.
 //
@@ -12,6 +12,7 @@
 // settles, so after a failed fetch the next caller asks again.
 
 import { HiloError, StatusCode } from './errors.js';
+import { HeldNumbers } from './held.js';
 import type { Timestamp } from './proto.js';
 import { Range } from './range.js';
 import type { Previous, RangeSource, ReturnOutcome } from './source.js';
@@ -73,11 +74,11 @@ export class RangeCache {
   private closed = false;
   private previous: Previous = { size: 0n, rangeAt: null, max: 0n };
   /**
-   * Per node tag: the highest number of this collection the client holds or
-   * handed out from that node's ranges; after a return, the last number it
-   * used of that range (CONTRACT.md R11).
+   * Per node tag: the numbers of this collection the client holds or handed
+   * out from that node's ranges; after a return, less that range's numbers
+   * above the last one used (CONTRACT.md R11).
    */
-  private readonly held = new Map<string, bigint>();
+  private readonly held = new HeldNumbers();
   /** Per node tag: the highest number handed out of that node's ranges no longer current (absent: none). */
   private readonly used = new Map<string, bigint>();
   readonly counters: CacheCounters = {
@@ -261,8 +262,7 @@ export class RangeCache {
     // failover, a node far behind would refuse another node's high on every request (R17).
     this.previous = { size: high - low + 1n, rangeAt: issued.rangeAt, max: high };
     const range = new Range(low, high, tag, issued.token, issued.target, this.ctx.prefetchAt);
-    range.heldBefore = this.held.get(tag) ?? 0n;
-    this.held.set(tag, high);
+    this.held.add(tag, low, high);
     return range;
   }
 
@@ -314,7 +314,7 @@ export class RangeCache {
     return unused;
   }
 
-  /** Ends what takeUnused began: counts and logs each outcome (outcomes[k] is that of unused.returns[k]), lowers the marks, lets callers go on. */
+  /** Ends what takeUnused began: counts and logs each outcome (outcomes[k] is that of unused.returns[k]), lowers the numbers held, lets callers go on. */
   endReturn(unused: Unused, outcomes: readonly ReturnOutcome[]): void {
     const outcome = (k: number): ReturnOutcome =>
       outcomes[k] ?? new HiloError(StatusCode.INTERNAL, 'the range source gave no outcome');
@@ -347,15 +347,10 @@ export class RangeCache {
         this.counters.returns_refused++;
       }
       // Whatever the answer, this range is never used again, so its numbers
-      // above `last` are no longer held: the mark goes down to the last
-      // number handed out of it, or, for a range back whole, to what it was
-      // before the range was taken (other clients' returns may since have
-      // moved Max below low - 1; a return of unknown outcome may have
-      // applied). In order: a pair's later range first lowers the mark to
-      // the earlier range's high, then its tail below that.
-      if (this.held.get(range.tag) === range.high) {
-        this.held.set(range.tag, last === range.low - 1n ? range.heldBefore : last);
-      }
+      // above `last` are no longer held (a return of unknown outcome may
+      // have applied, and then the node's next range rightly starts right
+      // after `last`).
+      this.held.remove(range.tag, last + 1n, range.high);
     });
     const end = this.endInflight;
     this.endInflight = null;

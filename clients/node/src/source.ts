@@ -5,6 +5,7 @@
 // method. Types only. Private to the package.
 
 import type { HiloError } from './errors.js';
+import type { HeldView } from './held.js';
 import type { Timestamp } from './proto.js';
 import type { Range } from './range.js';
 
@@ -33,12 +34,12 @@ export interface IssuedRange {
 export interface RangeSource {
   /**
    * The next range of `collection`, reporting `previous`. A reply is
-   * refused (that target counts as failing) when its range does not lie
-   * above `held`'s mark for its node tag: the highest number of the
-   * collection this client holds or handed out from that node's ranges.
+   * refused (that target counts as failing) when its range overlaps what
+   * `held` says this client holds or handed out of that node's ranges of
+   * the collection.
    * Rejects with a HiloError (CONTRACT.md R13).
    */
-  next(collection: string, previous: Previous, held: ReadonlyMap<string, bigint>): Promise<IssuedRange>;
+  next(collection: string, previous: Previous, held: HeldView): Promise<IssuedRange>;
 }
 
 /** One range handed back: numbers last + 1 .. range.high, to the target that issued it. */

@@ -13,6 +13,7 @@ from typing import (Callable, Dict, List, NamedTuple, Optional, Sequence,
 
 import grpc
 
+from hilo_client._held import HeldNumbers
 from hilo_client._transport import (_GrpcRangeSource, _Issued, _Previous,
                                     _ReturnResult)
 from hilo_client._values import HiloError, Id, _ClosedError
@@ -56,7 +57,7 @@ class _RangeCache:
         # holds or handed out from that node's ranges; after an applied
         # return, the last number it used. A new range of that node must
         # start above it (CONTRACT.md R11).
-        self._held: Dict[str, int] = {}
+        self._held = HeldNumbers()
         # Per node tag: the highest number handed out from that node's
         # retired ranges (absent: none); one entry per tag seen.
         self._used: Dict[str, int] = {}
@@ -150,7 +151,7 @@ class _RangeCache:
             # This caller fetches; callers arriving meanwhile wait above.
             self._busy = True
             previous = self._previous
-            held = dict(self._held)
+            held = self._held.copy()
         try:
             issued = self._source.next(self._collection, previous, held)
         except BaseException as e:
@@ -169,9 +170,7 @@ class _RangeCache:
             self._error = None
             self._fetched += 1
             self._waited += 1
-            issued = issued._replace(
-                held_before=self._held.get(issued.node_tag, 0))
-            self._held[issued.node_tag] = issued.high
+            self._held.add(issued.node_tag, issued.low, issued.high)
             self._use(issued)
             self._previous = _Previous(issued.high - issued.low + 1,
                                        issued.range_at, issued.high)
@@ -189,7 +188,7 @@ class _RangeCache:
                 return
             self._busy = True
             previous = self._previous
-            held = dict(self._held)
+            held = self._held.copy()
         issued = None
         error: Optional[HiloError] = None
         try:
@@ -204,10 +203,8 @@ class _RangeCache:
             self._calls += 1
             self._error = None  # not a caller's error
             if issued is not None:
-                issued = issued._replace(
-                    held_before=self._held.get(issued.node_tag, 0))
                 self._ahead = issued
-                self._held[issued.node_tag] = issued.high
+                self._held.add(issued.node_tag, issued.low, issued.high)
                 self._fetched += 1
                 self._prefetched += 1
                 # The server has moved past this range whatever we do.
@@ -298,17 +295,10 @@ class _RangeCache:
             for k, (issued, last) in enumerate(unused.returns):
                 o = outcomes[k]
                 # Whatever the answer, this range is never used again, so
-                # its numbers above `last` are no longer held: the mark goes
-                # down to the last number handed out from it, or, for a
-                # range back whole, to what it was before the range was
-                # taken (other clients' returns may since have moved Max
-                # below low - 1; a return of unknown outcome may have
-                # applied). In order: a pair's later range first lowers the
-                # mark to the earlier range's high, then its tail below.
-                if self._held.get(issued.node_tag) == issued.high:
-                    self._held[issued.node_tag] = (
-                        issued.held_before if last == issued.low - 1
-                        else last)
+                # its numbers above `last` are no longer held (a return of
+                # unknown outcome may have applied, and then the node's next
+                # range rightly starts right after `last`).
+                self._held.remove(issued.node_tag, last + 1, issued.high)
                 refused = not (back(k) or (k == 0 and tail_back)
                                or isinstance(o, HiloError))
                 if k == 0 and not refused:

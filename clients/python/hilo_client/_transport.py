@@ -23,6 +23,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
         "hilo_client needs the generated Python stubs (module hilo.v1): run "
         "scripts/gen-stubs.sh and put build/gen/python on PYTHONPATH") from e
 
+from hilo_client._held import HeldNumbers
 from hilo_client._values import HiloError
 
 # Codes on which the client tries the next target, as the C++ client does,
@@ -64,10 +65,6 @@ class _Issued(NamedTuple):
     range_at: object  # google.protobuf.Timestamp
     source: int  # index of the target that issued it; returns go there
     token: int  # range_token: sent with the return; 0 from servers without
-    # Not from the server: the client's R11 mark for this node before this
-    # range was taken, what the mark goes back to when it is handed back
-    # whole (none of its numbers was handed out).
-    held_before: int = 0
 
 
 class _Target(NamedTuple):
@@ -150,12 +147,12 @@ def _NOT_CONNECTED(e: grpc.RpcError) -> bool:
             and "failed to connect" in (e.details() or ""))
 
 
-def _refusal(response, held: Optional[Dict[str, int]]) -> Optional[str]:
+def _refusal(response, held: Optional[HeldNumbers]) -> Optional[str]:
     """Why the client refuses a NextRangeResponse (CONTRACT.md R11), or
     None: a range that is empty or starts below 1, a node tag that is not
-    1-4 characters of A-Z and 0-9, or a range at or below held[tag], the
-    highest number the client holds or handed out from that node's ranges
-    of the collection (its numbers could be handed out twice)."""
+    1-4 characters of A-Z and 0-9, or a range that overlaps numbers the
+    client holds or handed out from that node's ranges of the collection
+    (they could be handed out twice; HeldNumbers.refusal)."""
     if response.low < 1 or response.high < response.low:
         return (f"NextRange replied with an invalid range "
                 f"[{response.low}, {response.high}]")
@@ -173,12 +170,9 @@ def _refusal(response, held: Optional[Dict[str, int]]) -> Optional[str]:
     if not _NODE_TAG.fullmatch(response.node_tag):
         return (f"NextRange replied with node tag {response.node_tag!r}; a "
                 f"tag is 1-4 characters of A-Z and 0-9")
-    up_to = (held or {}).get(response.node_tag, 0)
-    if response.low <= up_to:
-        return (f"NextRange replied with {response.low}-{response.high} of "
-                f"tag {response.node_tag!r}, but the client has numbers up "
-                f"to {up_to} of that node; a new range must start above them")
-    return None
+    if held is None:
+        return None
+    return held.refusal(response.node_tag, response.low, response.high)
 
 
 class _GrpcRangeSource:
@@ -196,14 +190,13 @@ class _GrpcRangeSource:
         self.failovers = 0  # ClientStats.failovers
 
     def next(self, collection: str, previous: _Previous,
-             held: Optional[Dict[str, int]] = None) -> _Issued:
+             held: Optional[HeldNumbers] = None) -> _Issued:
         """The next range of `collection`, from the preferred target or, if
         it fails with UNAVAILABLE or DEADLINE_EXCEEDED or its reply is
         refused (_refusal), from each other target in turn; the target that
-        gives a usable range becomes the preferred one. `held` maps a node
-        tag to the highest number of the collection the client holds or
-        handed out from that node's ranges (after an applied return, the
-        last number it used). Raises HiloError: the server's code for any
+        gives a usable range becomes the preferred one. `held` is what
+        the client holds or handed out of each node's ranges of the
+        collection (a reply overlapping it is refused). Raises HiloError: the server's code for any
         other error, INTERNAL naming every target when a reply was refused
         and no target gave a usable range, otherwise UNAVAILABLE."""
         request = hilo_pb2.NextRangeRequest(

@@ -183,9 +183,10 @@ class TransportTest(ServerTestCase):
                       cm.exception.message)
         self.assertEqual(self.logs, [])
 
-    def test_range_at_or_below_the_last_from_that_node_is_refused(self):
-        # CONTRACT R11: a range at or below the highest number the client
-        # holds or handed out from that node would hand numbers out twice.
+    def test_range_overlapping_what_the_client_has_of_that_node_is_refused(
+            self):
+        # CONTRACT R11: a range overlapping numbers the client holds or
+        # handed out from that node would hand numbers out twice.
         c = self.client(prefetch_at=0)
         spy = StubSpy(c)
         self.assertEqual([c.next_id("o") for _ in range(32)],
@@ -199,8 +200,9 @@ class TransportTest(ServerTestCase):
                     c.next_id("o")
                 self.assertEqual(cm.exception.code, grpc.StatusCode.INTERNAL)
                 self.assertIn(f"{self.server.target}: NextRange replied "
-                              f"with {low}-{high} of tag 'A', but the client "
-                              f"has numbers up to 32 of that node",
+                              f"with {low}-{high} of tag 'A', which overlaps "
+                              f"1-32, numbers the client holds or handed out "
+                              f"of that node",
                               cm.exception.message)
         spy.rewrite = None
         # The server issued 33-96, 97-160 and 161-224 for those replies

@@ -26,7 +26,7 @@ final class Range {
   }
 
   /** Stands for "no range": every take fails. */
-  static final Range NONE = new Range(1, 0, "", 0, -1, Timestamp.getDefaultInstance(), 0, 0);
+  static final Range NONE = new Range(1, 0, "", 0, -1, Timestamp.getDefaultInstance(), 0);
 
   final long low;
   final long high;
@@ -41,18 +41,11 @@ final class Range {
   final Timestamp rangeAt;
   /** The offset whose taker starts a prefetch; -1 for none. */
   final long prefetchOffset;
-  /**
-   * Not from the server: the highest number of the collection its cache held or handed out from this
-   * node's ranges before this range came (CONTRACT.md R11), what that mark goes back to when the range
-   * is handed back whole.
-   */
-  final long heldBefore;
 
   @SuppressWarnings("unused") // through TAKEN
   private volatile long taken;
 
-  Range(long low, long high, String nodeTag, long token, int target, Timestamp rangeAt, double prefetchAt,
-      long heldBefore) {
+  Range(long low, long high, String nodeTag, long token, int target, Timestamp rangeAt, double prefetchAt) {
     this.low = low;
     this.high = high;
     this.size = high - low + 1;
@@ -63,7 +56,6 @@ final class Range {
     this.rangeAt = rangeAt;
     this.prefetchOffset =
         prefetchAt > 0 && size > 0 ? Math.max(0, (long) Math.ceil(prefetchAt * size) - 1) : -1;
-    this.heldBefore = heldBefore;
   }
 
   /** Takes the next offset; a number of this range only if below {@link #size}. Lock-free. */

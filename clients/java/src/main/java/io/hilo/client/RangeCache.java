@@ -11,7 +11,6 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Executor;
 import java.util.concurrent.RejectedExecutionException;
@@ -40,7 +39,7 @@ import java.util.function.LongSupplier;
  *
  * <p>Returns ({@link #takeUnused}, then {@link #endReturn}): the current range is retired (its counter
  * pushed past its end in one atomic swap, so every number is either taken before, and counted in the
- * return's {@code last}, or never), a range fetched ahead goes back whole, and the marks a later reply is
+ * return's {@code last}, or never), a range fetched ahead goes back whole, and the numbers a later reply is
  * judged by go down to what was really used. While a return that keeps the cache open is in flight,
  * callers wait for it as for a fetch, then fetch new ranges; none of a returned range is handed out again.
  *
@@ -94,11 +93,12 @@ final class RangeCache {
   private long windowStartNanos;
   private long windowTakenBefore;
   /**
-   * Per node tag: the highest number of this collection the client holds or handed out from that node's
-   * ranges; after a return, whatever its answer, the last number used of that range (CONTRACT.md R11). A
-   * reply of that node at or below it is refused. Written under the lock; read by the fetcher's check.
+   * Per node tag: the numbers of this collection the client holds or handed out from that node's ranges;
+   * after a return, whatever its answer, less that range's numbers above the last one used (CONTRACT.md
+   * R11). A reply of that node overlapping them is refused. Written under the lock; read by the fetcher's
+   * check.
    */
-  private final Map<String, Long> held = new ConcurrentHashMap<>();
+  private final HeldNumbers held = new HeldNumbers();
 
   // Stats: moved only where a range is fetched or returned.
   final AtomicLong callsWaited = new AtomicLong();
@@ -323,22 +323,20 @@ final class RangeCache {
       throw e;
     }
     NextRangeResponse r = reply.response();
-    long heldBefore;
     lock.lock();
     try {
       lastSize = r.getHigh() - r.getLow() + 1;
       lastRangeAt = r.getRangeAt();
       lastMax = r.getHigh();
-      // The check refused anything at or below the mark: the range is above it.
-      heldBefore = held.getOrDefault(r.getNodeTag(), 0L);
-      held.put(r.getNodeTag(), r.getHigh());
+      // The check refused anything overlapping what the client has of the node.
+      held.add(r.getNodeTag(), r.getLow(), r.getHigh());
     } finally {
       lock.unlock();
     }
     rangesFetched.incrementAndGet();
     return new Range(
         r.getLow(), r.getHigh(), r.getNodeTag(), r.getRangeToken(), reply.target(), r.getRangeAt(),
-        setup.prefetchAt(), heldBefore);
+        setup.prefetchAt());
   }
 
   /** Null for a usable NextRange reply, else what is wrong with it. */
@@ -361,13 +359,8 @@ final class RangeCache {
       return "NextRange replied with node tag \"" + r.getNodeTag()
           + "\", which is not 1-4 characters of A-Z and 0-9";
     }
-    Long mark = held.get(r.getNodeTag());
-    if (mark != null && r.getLow() <= mark) {
-      return "NextRange replied with range [" + r.getLow() + ", " + r.getHigh() + "] of \"" + collection
-          + "\" from node " + r.getNodeTag() + ", which does not lie above " + mark
-          + ", the highest number of it this client holds or handed out from that node";
-    }
-    return null;
+    String overlap = held.problemWith(r.getNodeTag(), r.getLow(), r.getHigh());
+    return overlap == null ? null : overlap + " (collection \"" + collection + "\")";
   }
 
   /**
@@ -483,7 +476,7 @@ final class RangeCache {
 
   /**
    * Ends what {@link #takeUnused} began: counts and logs each outcome ({@code outcomes.get(i)} is that of
-   * {@code unused.items().get(i)}), lowers the marks a later range is judged by, and lets waiting callers
+   * {@code unused.items().get(i)}), lowers the numbers a later range is judged by, and lets waiting callers
    * go on. Called exactly once per Unused that holds items.
    */
   void endReturn(Unused unused, List<RangeFetcher.ReturnOutcome> outcomes) {
@@ -498,14 +491,10 @@ final class RangeCache {
         Item item = items.get(i);
         RangeFetcher.ReturnOutcome outcome = outcomes.get(i);
         // Whatever the answer, this range is never used again, so its numbers above `last` are no
-        // longer held (CONTRACT.md R11): the node's mark goes down to the last number handed out of it,
-        // or, for a range back whole, to what it was before the range came (other clients' returns may
-        // since have moved Max below low - 1). A return of unknown outcome may have applied, and then
-        // the node's next range rightly starts right after `last`. In order: a pair's later range first
-        // lowers the mark to the earlier range's high, then the earlier range's tail below that.
+        // longer held (CONTRACT.md R11). A return of unknown outcome may have applied, and then the
+        // node's next range rightly starts right after `last`.
         Range r = item.range();
-        Long mark = held.get(r.nodeTag);
-        if (mark != null && mark == r.high) held.put(r.nodeTag, item.last() == r.low - 1 ? r.heldBefore : item.last());
+        held.remove(r.nodeTag, item.last() + 1, r.high);
         if (i == 0 && (isBack(outcome, item.last()) || tailBack || outcome.error() != null)) {
           // The first return is of the range fetched last, the one the next request reports (CONTRACT.md
           // R4): unless the node refused it, last_max becomes the highest number handed out of that node's

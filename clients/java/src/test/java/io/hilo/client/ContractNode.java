@@ -26,6 +26,20 @@ import java.util.function.Function;
  *
  * <p>Hooks for what a test needs of a node: {@link #returnsLoseReplies} (a return applies, and its
  * caller sees DEADLINE_EXCEEDED), {@link #holdReturns} (a return call waits for the latch). Thread-safe.
+ *
+ * <p>Why a fake and not the real server (issue 34 asks each fake to say so): RangeCacheTest drives one
+ * RangeCache through the {@link RangeFetcher} seam, with its prefetches run when the test says and a
+ * return held open while callers draw, in one JVM and without timing. The real hilo_server behind the
+ * conformance suite's proxy (proxy.py: return_hold_ms, an altered reply) covers the same rules end to
+ * end in every language (range_after_applied_return_accepted, range_after_failed_return_accepted,
+ * range_after_refused_return, echo_after_prefetched_pair_returned, keep_open_return_races_draws), but
+ * that proxy lives in the Python runner and cannot stop a Java call at a chosen line of RangeCache, so
+ * this node stays. What it may not differ in from README "The contract" and the server: where a range
+ * starts ({@code max(Max, last_max) + 1}), when a return applies (its range's token, not retired,
+ * {@code Max == end}, {@code return_floor <= last}) and what it then sets ({@code Max = last}, floor,
+ * token retired), and the pair rule; its sizes are fixed (no growth) and its tokens are counters, which
+ * the cache must not depend on. A change to those server rules is a change here too, or these tests
+ * pass against a node that no longer exists.
  */
 final class ContractNode implements RangeFetcher {
   private static final class Issued {

@@ -29,8 +29,9 @@ import org.junit.jupiter.api.Test;
 
 /**
  * RangeCache on its own, against {@link ContractNode} (a node as README's contract describes it), for
- * what a keep-open return must do (CONTRACT.md R8, R11, R15): the cache stays usable, the marks a reply
- * is judged by go down to what was used, callers wait for the return, and no number is handed out twice.
+ * what a keep-open return must do (CONTRACT.md R8, R11, R15): the cache stays usable, the numbers a
+ * reply is judged by lose what was handed back unused, callers wait for the return, and no number is
+ * handed out twice.
  */
 class RangeCacheTest {
   private final ConcurrentLinkedQueue<Runnable> prefetches = new ConcurrentLinkedQueue<>();
