@@ -487,12 +487,13 @@ TEST_F(PostgresHistoryTest, AStorePutBackBeforeTheMigrationIsMigratedAgain) {
                   "UPDATE hilo_meta SET value = '999' WHERE key = 'timeline'"),
               IsOk());
   std::string ended;
-  ASSERT_THAT(PostgresInstance::Execute(
-                  uri_,
-                  "SELECT count(pg_terminate_backend(pid)) FROM "
-                  "pg_stat_activity WHERE application_name = '" + name + "'",
-                  &ended),
-              IsOk());
+  ASSERT_THAT(
+      PostgresInstance::Execute(uri_,
+                                "SELECT count(pg_terminate_backend(pid)) FROM "
+                                "pg_stat_activity WHERE application_name = '" +
+                                    name + "'",
+                                &ended),
+      IsOk());
   ASSERT_NE(ended, "0") << "no session of the store was ended";
   // The first call may find its connection gone; the next connects anew.
   absl::StatusOr<Range> range;
