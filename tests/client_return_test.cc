@@ -52,18 +52,26 @@ using ::hilo::testing_util::StubbedNode;
 using ::hilo::testing_util::TestClient;
 using ::testing::Return;
 
+// A client of nodes A and B that used 1-7 of A's 1-32 and holds B's 33-64,
+// fetched ahead.
+void UseSevenOfAWithBAhead(const std::shared_ptr<FakeNode>& a,
+                           const std::shared_ptr<FakeNode>& b, TestClient& t) {
+  t = MakeClient(std::make_unique<FakeSource>(
+                     std::vector<std::shared_ptr<FakeNode>>{a, b}),
+                 '/', 0.2);
+  for (int i = 1; i <= 7; ++i) {
+    ASSERT_EQ(t.client->NextId("o")->number, i);  // 1-32 from A
+    t.scheduler->RunAll();                        // 33-64 from B, ahead
+  }
+}
+
 // The current range and the one fetched ahead came from different nodes:
 // a refusal of the second must not keep the first's tail from going back.
 TEST(ClientReturnTest, RangesOfTwoNodesGoBackEachOnItsOwn) {
   auto a = std::make_shared<FakeNode>("A", 32);
   auto b = std::make_shared<FakeNode>("B", 32);
-  TestClient t = MakeClient(std::make_unique<FakeSource>(
-                                std::vector<std::shared_ptr<FakeNode>>{a, b}),
-                            '/', 0.2);
-  for (int i = 1; i <= 7; ++i) {
-    ASSERT_EQ(t.client->NextId("o")->number, i);  // 1-32 from A
-    t.scheduler->RunAll();                        // 33-64 from B, ahead
-  }
+  TestClient t;
+  ASSERT_NO_FATAL_FAILURE(UseSevenOfAWithBAhead(a, b, t));
   // Another client of B takes the range after ours: B refuses ours now.
   TestClient other = MakeClient(
       std::make_unique<FakeSource>(std::vector<std::shared_ptr<FakeNode>>{b}));
@@ -85,13 +93,8 @@ TEST(ClientReturnTest, RangesOfTwoNodesGoBackEachOnItsOwn) {
 TEST(ClientReturnTest, EchoAfterAHandBackCountsOnlyThatNodesNumbers) {
   auto a = std::make_shared<FakeNode>("A", 32);
   auto b = std::make_shared<FakeNode>("B", 32);
-  TestClient t = MakeClient(std::make_unique<FakeSource>(
-                                std::vector<std::shared_ptr<FakeNode>>{a, b}),
-                            '/', 0.2);
-  for (int i = 1; i <= 7; ++i) {
-    ASSERT_EQ(t.client->NextId("o")->number, i);  // 1-32 from A
-    t.scheduler->RunAll();                        // 33-64 from B, ahead
-  }
+  TestClient t;
+  ASSERT_NO_FATAL_FAILURE(UseSevenOfAWithBAhead(a, b, t));
   t.client->ReturnUnusedRanges();
   const std::vector<FakeSource::ReturnCall> returns = t.source->returns();
   ASSERT_EQ(returns.size(), 2u);
