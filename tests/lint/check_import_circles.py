@@ -53,7 +53,9 @@ TYPESCRIPT = (".ts", ".mts", ".cts", ".mjs", ".cjs", ".js")
 JS_IMPORT = re.compile(
     r"""(?:\bfrom\s*|\bimport\s*\(?\s*|\brequire\s*\(\s*)(['"])(\.{1,2}/[^'"]+)\1""")
 SHELL_SOURCE = re.compile(
-    r"""^\s*(?:\.|source)\s+(\S+)|#\s*shellcheck\s+source=(\S+)""", re.M)
+    r"""^\s*(?:\.|source)\s+([^;&|#\n]+)|#\s*shellcheck\s+source=(\S+)""",
+    re.M)
+SHELL_EXPANSION = re.compile(r"\$\{[^}]*\}|\$\([^)]*\)|\$\w+")
 
 
 def tree_files(root):
@@ -207,13 +209,23 @@ def go_arrows(root, path, text, modules):
     return arrows
 
 
+def literal_tail(word):
+    """What a shell word names after its last expansion:
+    "$(dirname "$0")/lib.sh" -> lib.sh, "$ROOT/a/b.sh" -> a/b.sh."""
+    parts = SHELL_EXPANSION.split(word)
+    tail = parts[-1].strip("\"' )}")
+    if len(parts) > 1:
+        tail = tail.lstrip("/")
+    return tail.split()[0] if tail.split() else ""
+
+
 def shell_arrows(root, path, text):
     here = os.path.dirname(path)
     arrows = set()
     for m in SHELL_SOURCE.finditer(text):
-        word = (m.group(1) or m.group(2)).strip("\"'")
-        tail = re.split(r"\$\{[^}]*\}|\$\([^)]*\)|\$\w+|[\"']", word)[-1]
-        tail = tail.lstrip("/") if tail != word else tail
+        tail = literal_tail(m.group(1) or m.group(2))
+        if not tail:
+            continue
         found = existing(root, os.path.join(here, tail), tail)
         if found and found != path:
             arrows.add(found)

@@ -135,7 +135,7 @@ PLANTED = {
         "clients/go/"),
     "shell_sourcing": (
         {"scripts/lib.sh":
-         "HERE=$(dirname \"$0\")\n. \"${HERE}/run.sh\"\n"},
+         "say() { echo; }\n. \"$(dirname \"$0\")/run.sh\"\n"},
         "shell import circle: scripts/lib.sh -> scripts/run.sh -> "
         "scripts/lib.sh"),
 }
