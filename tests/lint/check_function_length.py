@@ -32,10 +32,10 @@ unreadable and fails the check: it must not pass by being misread.
 
 C++, Go, Java and TypeScript: a function's length is the lines from the
 one holding its opening brace to the one holding its closing brace, both
-counted, blank lines and comments included. So `void F() {` on line 10 and its `}` on line
-109 is 109 - 10 + 1 = 100 lines: the most allowed. Go is read the same way
-(comments, strings, runes and `raw strings` blanked); each top-level func
-is one function, func literals inside it part of it.
+counted, blank lines and comments included. So `void F() {` on line 10 and
+its `}` on line 109 is 109 - 10 + 1 = 100 lines: the most allowed. Go is
+read the same way (comments, strings, runes and `raw strings` blanked); each
+top-level func is one function, func literals inside it part of it.
 
 Python: a function or method runs from its def line to its body's last line
 (as the ast module reports it); a def inside a function is part of it.

@@ -19,8 +19,9 @@ library's module is not followed):
   TypeScript  `import ... from '<relative>'`, `export ... from`, `import
   JavaScript  '<relative>'`, `import('<relative>')` and `require(...)`,
               type-only imports included (a circle of types is still two
-              files that change together); not in comments. './x.js' is x.ts when that
-              exists (how TypeScript's NodeNext names its own modules).
+              files that change together); not in comments. './x.js' is
+              x.ts when that exists (how TypeScript's NodeNext names its
+              own modules).
   Java        within a package (its main and test folders together), a
               class that names another class of its package (comments and
               strings aside); across packages of the tree, an import. A
@@ -51,7 +52,8 @@ from java_ts_functions import blank
 NOT_READ = {".git", "node_modules", "__pycache__"}
 TYPESCRIPT = (".ts", ".mts", ".cts", ".mjs", ".cjs", ".js")
 JS_IMPORT = re.compile(
-    r"""(?:\bfrom\s*|\bimport\s*\(?\s*|\brequire\s*\(\s*)(['"])(\.{1,2}/[^'"]+)\1""")
+    r"""(?:\bfrom\s*|\bimport\s*\(?\s*|\brequire\s*\(\s*)"""
+    r"""(['"])(\.{1,2}/[^'"]+)\1""")
 SHELL_SOURCE = re.compile(
     r"""^\s*(?:\.|source)\s+([^;&|#\n]+)|#\s*shellcheck\s+source=(\S+)""",
     re.M)
@@ -70,7 +72,7 @@ def tree_files(root):
             yield os.path.normpath(os.path.join(rel_dir, name))
 
 
-def language_of(path, root):
+def language_of(path):
     if path.endswith(".py"):
         return "Python"
     if path.endswith(TYPESCRIPT):
@@ -235,7 +237,7 @@ def shell_arrows(root, path, text):
 def read_graph(root):
     """{language: {node: [nodes it reaches]}}; a Go node is a package's
     folder (ending in /), every other node a file."""
-    files = [(p, language_of(p, root)) for p in tree_files(root)]
+    files = [(p, language_of(p)) for p in tree_files(root)]
     files = [(p, lang) for p, lang in files if lang]
     packages, modules = {}, {}
     for p, lang in files:

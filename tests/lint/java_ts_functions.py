@@ -33,10 +33,10 @@ script (as Python's module-level code is not), an enum constant's body and a
 record's compact constructor (both read as literals: the constant body's
 methods are functions).
 
-Blanked before braces are read: // and /* */ comments, string and character
-literals, Java text blocks (\"\"\"...\"\"\"), TypeScript template literals whole
-(their ${...} included) and regular expression literals (a / where an
-operand may start, e.g. after `(`, `=`, `,` or `return`).
+Blanked before braces are read: // and /* */ comments, string and
+character literals, Java text blocks (\"\"\"...\"\"\"), TypeScript template
+literals whole (their ${...} included) and regular expression literals (a /
+where an operand may start, e.g. after `(`, `=`, `,` or `return`).
 
 A method is named with the classes around it (RangeCache.refill); a lambda
 or arrow function with the field or variable it is given to, else
