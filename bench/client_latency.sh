@@ -98,7 +98,7 @@ if has java; then
 fi
 has node && "$ROOT/clients/node/build.sh" "$OUT/node" >&2
 : >"$OUT/runs.txt"
-HILO_LATENCY_INNER=1 "$ROOT/tests/languages/with_server.sh" "$SERVER" \
+HILO_LATENCY_INNER=1 "$ROOT/testing/with_server.sh" "$SERVER" \
   "$0" "$@"
 /usr/bin/python3 "$ROOT/bench/client_latency_table.py" "$OUT/runs.txt" \
   >"$OUT/client_latency.md"

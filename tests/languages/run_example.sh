@@ -15,7 +15,7 @@ if [ $# -ne 4 ]; then
   exit 2
 fi
 lang=$1 server=$2 gen=$3 work=$4/$1
-with_server="$ROOT/tests/languages/with_server.sh"
+with_server="$ROOT/testing/with_server.sh"
 mkdir -p "$work"
 
 case "$lang" in

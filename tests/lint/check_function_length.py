@@ -1,17 +1,18 @@
 #!/usr/bin/python3
-"""Holds every function of the project's own C++, Python and Go to at most
-100 lines, so that a function is a step a reader can hold in mind, and a
-longer one is split into its steps.
+"""Holds every function of the project's own C++, Python, Go, Java and
+TypeScript (and JavaScript) to at most 100 lines, so that a function is a
+step a reader can hold in mind, and a longer one is split into its steps.
 
-What is read: every .cc, .h, .cpp, .hpp, .py and .go under SOURCE_ROOT
-except test files (*_test.go, *_test.py, test_*.py, conftest.py) and what is
-under tests/, test/, __tests__/, bench/, fuzz/ and testing/ (any depth),
+What is read: every .cc, .h, .cpp, .hpp, .py, .go, .java, .ts, .mts, .cts,
+.mjs, .cjs and .js under SOURCE_ROOT except test files (*_test.go,
+*_test.py, test_*.py, conftest.py, *Test.java, *.test.ts, *.spec.ts and
+their .js/.mjs kin) and what is under tests/, test/ (clients/java/src/test,
+clients/node/test), __tests__/, bench/, fuzz/ and testing/ (any depth),
 build trees (a folder with a CMakeCache.txt, or a top-level build*), .git/
-and node_modules/. Java and TypeScript (clients/java, clients/node) are not
-read: there a function can be a method of an anonymous class, an arrow
-function in a field or an argument, and TypeScript's template literals nest
-code in strings, so an honest reading needs their parsers, which Debian's
-python3 does not have.
+and node_modules/. Java and TypeScript are read by java_ts_functions.py,
+whose docstring says what a function is there: methods, constructors and
+initializer blocks, and lambdas and arrow functions outside any function;
+anything inside a function (lambdas, anonymous classes) is part of it.
 
 C++: a function is a body in braces whose head ends like a function's: a
 parameter list, then at most qualifiers (const, noexcept, override, final,
@@ -29,12 +30,12 @@ so a brace in any of them does not count. A file whose braces do not balance
 after that (say, #if branches that each open a function) is reported as
 unreadable and fails the check: it must not pass by being misread.
 
-C++ and Go: a function's length is the lines from the one holding its
-opening brace to the one holding its closing brace, both counted, blank
-lines and comments included. So `void F() {` on line 10 and its `}` on line
-109 is 109 - 10 + 1 = 100 lines: the most allowed. Go is read the same way
-(comments, strings, runes and `raw strings` blanked); each top-level func
-is one function, func literals inside it part of it.
+C++, Go, Java and TypeScript: a function's length is the lines from the
+one holding its opening brace to the one holding its closing brace, both
+counted, blank lines and comments included. So `void F() {` on line 10 and
+its `}` on line 109 is 109 - 10 + 1 = 100 lines: the most allowed. Go is
+read the same way (comments, strings, runes and `raw strings` blanked); each
+top-level func is one function, func literals inside it part of it.
 
 Python: a function or method runs from its def line to its body's last line
 (as the ast module reports it); a def inside a function is part of it.
@@ -58,12 +59,17 @@ import os
 import re
 import sys
 
+import java_ts_functions
+from java_ts_functions import UnreadableFile, depth_zero
+
 MAX_LINES = 100
 CPP = (".cc", ".h", ".cpp", ".hpp")
-SOURCE = CPP + (".py", ".go")
+TYPESCRIPT = (".ts", ".mts", ".cts", ".mjs", ".cjs", ".js")
+SOURCE = CPP + (".py", ".go", ".java") + TYPESCRIPT
 NOT_READ_FOLDERS = {"tests", "test", "__tests__", "bench", "fuzz", "testing",
                     ".git", "node_modules", "__pycache__"}
-TEST_FILE = re.compile(r"(?:_test\.go|_test\.py|^test_.*\.py|^conftest\.py)$")
+TEST_FILE = re.compile(r"(?:_test\.go|_test\.py|^test_.*\.py|^conftest\.py"
+                       r"|Test\.java|\.(?:test|spec)\.[mc]?[jt]s)$")
 GO_NOT_CODE = re.compile(
     r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'|`[^`]*`",
     re.DOTALL)
@@ -77,10 +83,6 @@ CTOR_COLON = re.compile(r"\)\s*(?:noexcept\s*)?:(?!:)")
 NAME_BEFORE_PARAMS = re.compile(
     r"((?:~?[A-Za-z_]\w*(?:<[^()]*>)?::)*(?:operator\s*\S+?|~?[A-Za-z_]\w*))"
     r"\s*$")
-
-
-class UnreadableFile(Exception):
-    pass
 
 
 def blank(text):
@@ -161,26 +163,6 @@ def in_number(text, i):
     while j > 0 and (is_word(text[j - 1]) or text[j - 1] == "."):
         j -= 1
     return j < i and text[j].isdigit()
-
-
-def depth_zero(head):
-    """head with every parenthesised group emptied: 'f(int a) const' ->
-    'f() const'. None when a parenthesis is left open."""
-    out, depth = [], 0
-    for c in head:
-        if c == "(":
-            if depth == 0:
-                out.append(c)
-            depth += 1
-        elif c == ")":
-            depth -= 1
-            if depth < 0:
-                return None
-            if depth == 0:
-                out.append(c)
-        elif depth == 0:
-            out.append(c)
-    return None if depth else "".join(out)
 
 
 def classify(head):
@@ -374,6 +356,10 @@ def functions_of(path, text):
         return python_functions(text)
     if path.endswith(".go"):
         return go_functions(text)
+    if path.endswith(".java"):
+        return java_ts_functions.functions(text, typescript=False)
+    if path.endswith(TYPESCRIPT):
+        return java_ts_functions.functions(text, typescript=True)
     return functions(text)
 
 
@@ -450,7 +436,7 @@ def main(argv):
     if errors:
         return 1
     if not read:
-        print(f"{root}: no C++ function found", file=sys.stderr)
+        print(f"{root}: no function found", file=sys.stderr)
         return 1
     path, line, name, n = longest
     print(f"{len(read)} functions in {files} files checked, none over {limit} "

@@ -87,7 +87,7 @@ case "$mode" in
     ;;
 esac
 
-"$source_dir/tests/languages/with_server.sh" "$prefix/bin/hilo_server" \
+"$source_dir/testing/with_server.sh" "$prefix/bin/hilo_server" \
   /bin/sh -c '"$0" "$1" >"$2"' "$program" @TARGET@ "$tmp/ids.txt" ||
   fail "draw_ids against the installed hilo_server"
 expected='invoices/1-A

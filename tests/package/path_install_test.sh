@@ -50,7 +50,7 @@ fi
 export HOME="$tmp/home" PATH="$tmp/home/.local/bin:/usr/bin:/bin"
 server=$(command -v hilo_server)
 [ "$server" = "$tmp/home/.local/bin/hilo_server" ] || fail "hilo_server on PATH is $server"
-"$source_dir/tests/languages/with_server.sh" "$server" \
+"$source_dir/testing/with_server.sh" "$server" \
   sh -c 'hilo --target="$0" next path -n 2 >"$1"' @TARGET@ "$tmp/ids" ||
   fail "hilo next against hilo_server"
 ids=$(cat "$tmp/ids")

@@ -17,5 +17,5 @@ CP=$("$ROOT/examples/java/classpath.sh")
 rm -rf "$OUT/bench-classes"
 mkdir -p "$OUT/bench-classes"
 javac --release 17 -Xlint:all -Werror -d "$OUT/bench-classes" -cp "$OUT/client/hilo-client.jar:$CP" "$HERE/Bench.java"
-exec "$ROOT/tests/languages/with_server.sh" "$3" \
+exec "$ROOT/testing/with_server.sh" "$3" \
   java -cp "$OUT/bench-classes:$OUT/client/hilo-client.jar:$CP" Bench @TARGET@
