@@ -28,10 +28,13 @@ S seconds. In each round it runs three times, once per condition:
 The conditions' order turns by one every round, so each takes each place
 equally often. Prints every run (reader NextRange/s, h2load's mean time
 per request, the flood's calls a second and their outcomes, the server's
-CPU), then the medians [min-max] of each condition and of the per-round
+CPU, the flooding client's (this process's) and h2load's over the run), then
+the medians [min-max] of each condition and of the per-round
 quotients flood / refused (what the server pays for creations refused at
-a full window: the item's figure), flood / none and refused / none (what
-the flooding client's own load costs on this machine). Checks that the
+a full window beyond what it pays for any refused call: the test's
+figure), flood / none and refused / none (what the whole flood costs the
+reader: on a machine of few cores mostly the flooding client's own CPU,
+which the printed CPU times show). Checks that the
 server answered OK every NextRange h2load counted as done (h2load counts a
 gRPC error as a success; the server's hilo_requests_total must cover the
 reader's and the flood's OKs) and exits 1 if not.
@@ -44,6 +47,7 @@ import argparse
 import collections
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -74,6 +78,12 @@ def grpc_frame(message):
 def cpu_seconds(pid):
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def children_cpu_seconds():
+    """User and system CPU of the children waited for (h2load's runs)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def next_range_ok(metrics_port):
@@ -198,11 +208,15 @@ def main():
                     time.sleep(0.5)  # the flood is running when h2load starts
                 counted = sum(outcomes.values())
                 cpu = cpu_seconds(proc.pid)
+                client_cpu = time.process_time()
+                h2load_cpu = children_cpu_seconds()
                 started = time.monotonic()
                 rate, done, mean_ms = h2load(port, tokens["reader"], body,
                                              args.seconds)
                 took = time.monotonic() - started
                 server_cpu = cpu_seconds(proc.pid) - cpu
+                client_cpu = time.process_time() - client_cpu
+                h2load_cpu = children_cpu_seconds() - h2load_cpu
                 flood_per_s = (sum(outcomes.values()) - counted) / took
                 stop.set()
                 if flooder:
@@ -210,19 +224,24 @@ def main():
                 reader_done += done
                 flood_ok += outcomes["OK"]
                 results[condition].append((rate, mean_ms, flood_per_s,
-                                           server_cpu))
+                                           server_cpu, client_cpu, h2load_cpu))
                 print(f"round {r + 1:2d} {condition:8s} reader NextRange "
                       f"{rate:8.0f}/s  mean {mean_ms or 0:6.2f} ms  flood "
-                      f"{flood_per_s:7.0f}/s {dict(outcomes)}  server CPU "
-                      f"{server_cpu:5.2f} s", flush=True)
+                      f"{flood_per_s:7.0f}/s {dict(outcomes)}  CPU s: server "
+                      f"{server_cpu:5.2f}, flooding client {client_cpu:5.2f}, "
+                      f"h2load {h2load_cpu:5.2f}",
+                      flush=True)
         answered = next_range_ok(metrics_port) - ok_before
         print("medians [min-max]")
         for c in CONDITIONS:
-            rate, mean_ms, flood_per_s, server_cpu = zip(*results[c])
+            rate, mean_ms, flood_per_s, server_cpu, client_cpu, h2_cpu = zip(
+                *results[c])
             print(f"{c:8s} reader NextRange/s {spread(rate, '%.0f')}  mean ms "
                   f"{spread([m or 0 for m in mean_ms], '%.2f')}  flood/s "
-                  f"{spread(flood_per_s, '%.0f')}  server CPU s "
-                  f"{spread(server_cpu, '%.2f')}")
+                  f"{spread(flood_per_s, '%.0f')}  CPU s: server "
+                  f"{spread(server_cpu, '%.2f')}, flooding client "
+                  f"{spread(client_cpu, '%.2f')}, h2load "
+                  f"{spread(h2_cpu, '%.2f')}")
         for a, b in (("flood", "refused"), ("flood", "none"),
                      ("refused", "none")):
             q = [x[0] / y[0] for x, y in zip(results[a], results[b]) if y[0]]
