@@ -7,15 +7,50 @@ from __future__ import annotations
 import json
 import os
 import queue
+import signal
 import subprocess
 import threading
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from outcomes import Failure
 from processes import Watchdog
 
 # How long the runner waits for any one driver answer, unless a step says.
 ANSWER_TIMEOUT_S = 30.0
+
+
+def _start_time(pid: int) -> Optional[int]:
+    """When the process started (clock ticks since boot), or None if it is
+    gone: with its pid, it names one process even if the pid is reused."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return int(stat[stat.rfind(b")") + 2:].split()[19])
+
+
+def _descendants(pid: int) -> List[Tuple[int, int]]:
+    """Every process under pid, each with its start time."""
+    children: Dict[int, List[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rfind(b")") + 2:].split()[1])
+        children.setdefault(ppid, []).append(int(name))
+    out, todo = [], list(children.get(pid, []))
+    while todo:
+        child = todo.pop()
+        started = _start_time(child)
+        if started is not None:
+            out.append((child, started))
+        todo.extend(children.get(child, []))
+    return out
 
 
 class Driver:
@@ -107,6 +142,18 @@ class Driver:
             return f.read()[-2000:].strip()
 
     def stop(self) -> None:
+        # A child the driver forked (the fork step) that hangs outlives the
+        # driver; known now, killed below once the driver is gone.
+        children = _descendants(self.proc.pid)
+        self._stop()
+        for pid, started in children:
+            if _start_time(pid) == started:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+
+    def _stop(self) -> None:
         if self.stuck and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)

@@ -8,6 +8,10 @@ a scenario's script alters only what it names:
     latency_ms   added before every forwarded call
     hold_ms      NextRange replies are held this long before they leave
                  (past the client's deadline: the reply comes too late)
+    delay_ms     NextRange replies are held this long before they leave,
+                 within the client's deadline: a slow reply, still valid
+                 (if the client gave up meanwhile, the range counts as
+                 never having reached it)
     tag          NextRange replies carry this node tag instead ("ab!")
     low          NextRange replies start at this number (0: below 1)
     high         NextRange replies end at this number (below low: empty)
@@ -166,8 +170,8 @@ class Proxy(hilo_pb2_grpc.HiLoServicer):
 
     def _take_alteration(self) -> bool:
         with self._lock:
-            keys = ("hold_ms", "tag", "low", "high", "replay_first",
-                    "range_at_shift_s", "range_at_seconds")
+            keys = ("hold_ms", "delay_ms", "tag", "low", "high",
+                    "replay_first", "range_at_shift_s", "range_at_seconds")
             if not any(k in self.script for k in keys):
                 return False
             limit = self.script.get("alter_count")
@@ -199,7 +203,7 @@ class Proxy(hilo_pb2_grpc.HiLoServicer):
         alter = self._take_alteration()
         out = hilo_pb2.NextRangeResponse()
         out.CopyFrom(reply)
-        hold = 0
+        hold = delay = 0
         if alter:
             s = self.script
             if s.get("replay_first"):
@@ -225,13 +229,15 @@ class Proxy(hilo_pb2_grpc.HiLoServicer):
                 out.range_at.seconds = s["range_at_seconds"]
                 out.range_at.nanos = 0
             hold = s.get("hold_ms", 0)
+            delay = s.get("delay_ms", 0)
+        issued = Issued(
+            reply.low, reply.high, reply.node_tag, reply.range_token,
+            _ts_us(reply.range_at), request.collection,
+            bool(hold) or (out.low, out.high, out.node_tag) !=
+            (reply.low, reply.high, reply.node_tag) or
+            not _valid_timestamp(out.range_at), client)
         with self._lock:
-            self.issued.append(Issued(
-                reply.low, reply.high, reply.node_tag, reply.range_token,
-                _ts_us(reply.range_at), request.collection,
-                bool(hold) or (out.low, out.high, out.node_tag) !=
-                (reply.low, reply.high, reply.node_tag) or
-                not _valid_timestamp(out.range_at), client))
+            self.issued.append(issued)
             entry.update(done=True, low=reply.low, high=reply.high,
                          tag=reply.node_tag, token=reply.range_token,
                          range_at_us=_ts_us(out.range_at),
@@ -239,6 +245,14 @@ class Proxy(hilo_pb2_grpc.HiLoServicer):
                          sent_tag=out.node_tag, held_ms=hold)
         if hold:
             time.sleep(hold / 1000.0)
+        if delay:
+            time.sleep(delay / 1000.0)
+            if not context.is_active():
+                # The client's deadline passed (or it cancelled): the
+                # reply never reaches it, so none of its numbers may be
+                # handed out.
+                with self._lock:
+                    issued.broken = True
         return out
 
     def _check_return(self, r: ReturnSeen) -> None:

@@ -2,9 +2,11 @@
 """The conformance runner's own checks must be able to fail.
 
 A recovery bound (a step's until_ok_ms) holds only if the call that
-succeeded answered within it, and a --param that is not a positive number
-of milliseconds is refused. No node or driver runs here: the calls are
-answered by a script on a clock of the test's own.
+succeeded answered within it, a --param that is not a positive number
+of milliseconds is refused, an error's message must say what message_has
+lists, and stopping a driver ends what it forked. No node or driver runs
+here: the calls are answered by a script on a clock of the test's own (the
+last test starts a shell as its driver).
 
 Needs the generated Python stubs (module hilo.v1) on PYTHONPATH, as run.py.
 """
@@ -114,6 +116,67 @@ class ParamTest(unittest.TestCase):
         self.assertEqual(run_spec["steps"], [{"do": "sleep_ms", "ms": 180000}])
         self.assertEqual(run_spec["params"],
                          {"outage_ms": 180000, "recovery_ms": 3000})
+
+
+class MessageTest(unittest.TestCase):
+    """An expected error's message must hold every word of message_has."""
+
+    ANSWER = {"ok": False, "code": "INTERNAL",
+              "message": "127.0.0.1:5: NextRange replied with 193-224 of "
+                         "node A, which overlaps 1-1099511627776"}
+
+    def test_every_word_present_passes(self):
+        self.assertTrue(scenario.Scenario._expect_code(
+            self.ANSWER, {"code": "INTERNAL", "message_has": ["overlaps"]},
+            "step 1"))
+
+    def test_a_missing_word_fails(self):
+        with self.assertRaisesRegex(Failure, r"does not say \['handed out'\]"):
+            scenario.Scenario._expect_code(
+                self.ANSWER, {"code": "INTERNAL",
+                              "message_has": ["overlaps", "handed out"]},
+                "step 1")
+
+
+class DriverStopTest(unittest.TestCase):
+    """Stopping a driver also ends a process it forked that outlived it
+    (a forked child that hangs)."""
+
+    def test_a_forked_child_left_behind_is_killed(self):
+        import tempfile
+        import time
+        import driver
+        with tempfile.TemporaryDirectory() as tmp:
+            pid_file = os.path.join(tmp, "child")
+            d = driver.Driver(["/bin/sh", "-c",
+                               f"sleep 300 & echo $! > {pid_file}; "
+                               f"cat > /dev/null"], "c1", tmp)
+            limit = time.monotonic() + 10
+            while not (os.path.exists(pid_file) and
+                       open(pid_file).read().strip()):
+                self.assertLess(time.monotonic(), limit)
+                time.sleep(0.01)
+            child = int(open(pid_file).read())
+            started = driver._start_time(child)
+            self.assertIsNotNone(started)
+            self.addCleanup(lambda: driver._start_time(child) == started
+                            and os.kill(child, 9))
+            d.stop()
+            limit = time.monotonic() + 10
+            while driver._start_time(child) is not None and \
+                    not _zombie(child):
+                self.assertLess(time.monotonic(), limit,
+                                f"process {child} still runs")
+                time.sleep(0.01)
+
+
+def _zombie(pid):
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return True
+    return stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3] == b"Z"
 
 
 if __name__ == "__main__":

@@ -12,11 +12,13 @@ import threading
 import time
 from typing import Dict, List, Tuple
 
+import grpc
+
 from driver import ANSWER_TIMEOUT_S, Driver
 from outcomes import Failure, Skip
 from peers import Peers
 from processes import FaultLoop, Node
-from proxy import Issued, Proxy
+from proxy import Issued, Proxy, hilo_pb2, hilo_pb2_grpc
 
 TAG = re.compile(r"[A-Z0-9]{1,4}")
 NUMBER_TAG = re.compile(r"([1-9][0-9]*)-([A-Z0-9]{1,4})")
@@ -225,6 +227,11 @@ class Scenario:
             if missing:
                 raise Failure(f"{where}: the message does not name "
                               f"{missing}: {answer['message']!r}")
+        absent = [w for w in expect.get("message_has", [])
+                  if w not in answer["message"]]
+        if absent:
+            raise Failure(f"{where}: the message does not say "
+                          f"{absent}: {answer['message']!r}")
         return True
 
     @staticmethod
@@ -586,6 +593,30 @@ class Scenario:
                     f"return(s) through proxy {name} were still unanswered "
                     f"(first: {pending[0].collection!r} end {pending[0].end} "
                     f"last {pending[0].last})")
+
+    def step_set_floor(self, step: Dict, where: str) -> None:
+        """HiLoAdmin.SetFloor on a node itself (no proxy): raises the
+        collection's Max to at least `floor` (hilo.proto). `expect`:
+        `raised` (bool) and `max`, as the reply says."""
+        node = self.nodes[step["node"]]
+        channel = grpc.insecure_channel(node.address)
+        try:
+            reply = hilo_pb2_grpc.HiLoAdminStub(channel).SetFloor(
+                hilo_pb2.SetFloorRequest(collection=step["collection"],
+                                         floor=step["floor"]),
+                timeout=step.get("within_ms", 10000) / 1000.0)
+        except grpc.RpcError as e:
+            raise Failure(f"{where}: SetFloor of {step['collection']!r} to "
+                          f"{step['floor']} on node {step['node']} failed "
+                          f"with {e.code().name}: {e.details()}")
+        finally:
+            channel.close()
+        expect = step.get("expect", {})
+        got = {"raised": reply.raised, "max": reply.max}
+        for k, v in expect.items():
+            if got[k] != v:
+                raise Failure(f"{where}: SetFloor answered {k} {got[k]}, "
+                              f"expected {v}")
 
     def step_kill(self, step: Dict, where: str) -> None:
         self.nodes[step["node"]].kill()
