@@ -23,6 +23,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
         "hilo_client needs the generated Python stubs (module hilo.v1): run "
         "scripts/gen-stubs.sh and put build/gen/python on PYTHONPATH") from e
 
+from hilo_client._fork_gate import FORK_GATE
 from hilo_client._held import HeldNumbers
 from hilo_client._values import HiloError
 
@@ -216,8 +217,9 @@ class _GrpcRangeSource:
             try:
                 try:
                     try:
-                        response = target.stub.NextRange(
-                            request, timeout=self._deadline)
+                        with FORK_GATE.call(self._deadline):
+                            response = target.stub.NextRange(
+                                request, timeout=self._deadline)
                     except grpc.RpcError as e:
                         left = self._deadline - (time.monotonic() - start)
                         if not (_NOT_CONNECTED(e) and left > 0):
@@ -228,17 +230,19 @@ class _GrpcRangeSource:
                         # left of this attempt's deadline (CONTRACT.md
                         # R18). No polling thread: it would make a forked
                         # child hang (R16).
-                        response = target.stub.NextRange(
-                            request, timeout=left, wait_for_ready=True)
+                        with FORK_GATE.call(left):
+                            response = target.stub.NextRange(
+                                request, timeout=left, wait_for_ready=True)
                 except grpc.RpcError as e:
                     if e.code() not in _ECHO_REFUSED or not echoes:
                         raise
                     # Its IDs carry its own tag, and a range at or below
                     # what the client has from that very node is still
                     # refused below (held): dropping the echo repeats none.
-                    response = target.stub.NextRange(
-                        hilo_pb2.NextRangeRequest(collection=collection),
-                        timeout=self._deadline)
+                    with FORK_GATE.call(self._deadline):
+                        response = target.stub.NextRange(
+                            hilo_pb2.NextRangeRequest(collection=collection),
+                            timeout=self._deadline)
             except grpc.RpcError as e:
                 code = e.code()
                 if code not in _FAIL_OVER:
@@ -388,7 +392,9 @@ class _GrpcRangeSource:
             if left <= 0:
                 break
             try:
-                return call(request, timeout=left / (attempts - attempt))
+                timeout = left / (attempts - attempt)
+                with FORK_GATE.call(timeout):
+                    return call(request, timeout=timeout)
             except grpc.RpcError as e:
                 code = e.code()
                 if code not in _FAIL_OVER:
