@@ -1,6 +1,7 @@
 # shellcheck shell=sh
 # Sourced (". build_lib.sh") by the scripts that build what the conformance
-# suite runs: the drivers (drivers/<lang>/build.sh) and the draw programs
+# suite and scripts/hilo-draw run: the drivers
+# (clients/conformance/drivers/<lang>/build.sh) and the draw programs
 # (examples/java/build-draw.sh, examples/go/draw/build.sh,
 # clients/node/build.sh). What they all do the same way: check their
 # arguments, make the output folder, take turns on it, build only when the

@@ -21,8 +21,8 @@
 set -eu
 DIR=$(CDPATH='' cd -- "$(dirname -- "$0")" && pwd)
 ROOT=$(CDPATH='' cd -- "$DIR/../.." && pwd)
-# shellcheck source=clients/conformance/build_lib.sh
-. "$ROOT/clients/conformance/build_lib.sh"
+# shellcheck source=scripts/build_lib.sh
+. "$ROOT/scripts/build_lib.sh"
 hilo_args 1 OUT_DIR "$@"
 OUT=$(hilo_dir "$1")
 

@@ -18,8 +18,8 @@
 set -eu
 HERE=$(CDPATH='' cd -- "$(dirname -- "$0")" && pwd)
 ROOT=$(CDPATH='' cd -- "$HERE/../.." && pwd)
-# shellcheck source=clients/conformance/build_lib.sh
-. "$ROOT/clients/conformance/build_lib.sh"
+# shellcheck source=scripts/build_lib.sh
+. "$ROOT/scripts/build_lib.sh"
 hilo_args 2 "GEN_DIR OUT_DIR" "$@"
 GEN=$1
 OUT=$(hilo_dir "$2")
@@ -30,7 +30,7 @@ hilo_take_turns "$OUT/.draw.lock" build-draw.sh
 sums=$(find "$ROOT/clients/java/src" "$GEN/java/io/hilo/v1" -type f -name '*.java' | LC_ALL=C sort |
          xargs sha256sum | cut -d ' ' -f 1
        sha256sum "$HERE/Draw.java" "$HERE/classpath.sh" "$0" "$ROOT/clients/java/build.sh" \
-         "$ROOT/clients/conformance/build_lib.sh" | cut -d ' ' -f 1
+         "$ROOT/scripts/build_lib.sh" | cut -d ' ' -f 1
        echo "$CP")
 if [ -x "$OUT/draw" ] && [ -f "$OUT/client/hilo-client.jar" ] &&
    hilo_up_to_date "$OUT/.draw.sums" "$sums"; then

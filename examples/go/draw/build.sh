@@ -17,8 +17,8 @@
 # into place whole, so a caller never runs a half-written one.
 set -eu
 ROOT=$(CDPATH='' cd -- "$(dirname -- "$0")/../../.." && pwd)
-# shellcheck source=clients/conformance/build_lib.sh
-. "$ROOT/clients/conformance/build_lib.sh"
+# shellcheck source=scripts/build_lib.sh
+. "$ROOT/scripts/build_lib.sh"
 hilo_args 2 "GEN_DIR OUT_DIR" "$@"
 if [ ! -d "$1/go" ]; then
   echo "$0: no Go stubs in $1/go; run scripts/gen-stubs.sh (or the lang.gen_stubs test) first" >&2

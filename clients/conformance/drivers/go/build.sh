@@ -7,8 +7,8 @@
 # GEN_DIR is what scripts/gen-stubs.sh writes (it needs GEN_DIR/go).
 set -eu
 ROOT=$(CDPATH='' cd -- "$(dirname -- "$0")/../../../.." && pwd)
-# shellcheck source=clients/conformance/build_lib.sh
-. "$ROOT/clients/conformance/build_lib.sh"
+# shellcheck source=scripts/build_lib.sh
+. "$ROOT/scripts/build_lib.sh"
 hilo_args 2 "GEN_DIR OUT_DIR" "$@"
 mkdir -p "$2"
 . "$ROOT/clients/go/goenv.sh"

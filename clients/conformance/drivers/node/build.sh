@@ -11,8 +11,8 @@
 set -eu
 HERE=$(CDPATH='' cd -- "$(dirname -- "$0")" && pwd)
 ROOT=$(CDPATH='' cd -- "$HERE/../../../.." && pwd)
-# shellcheck source=clients/conformance/build_lib.sh
-. "$ROOT/clients/conformance/build_lib.sh"
+# shellcheck source=scripts/build_lib.sh
+. "$ROOT/scripts/build_lib.sh"
 hilo_args 2 "GEN_DIR OUT_DIR" "$@"
 OUT=$(hilo_dir "$2")
 "$ROOT/clients/node/build.sh" "$OUT/client"

@@ -10,8 +10,8 @@
 set -eu
 here=$(CDPATH='' cd -- "$(dirname -- "$0")" && pwd)
 root=$(CDPATH='' cd -- "$here/../../../.." && pwd)
-# shellcheck source=clients/conformance/build_lib.sh
-. "$root/clients/conformance/build_lib.sh"
+# shellcheck source=scripts/build_lib.sh
+. "$root/scripts/build_lib.sh"
 hilo_args 2 "GEN_DIR OUT_DIR" "$@"
 gen=$(CDPATH='' cd -- "$1" && pwd)
 if [ ! -f "$gen/python/hilo/v1/hilo_pb2_grpc.py" ]; then
