@@ -13,7 +13,7 @@ import threading
 from typing import Dict, List, Optional, Tuple
 
 from outcomes import Failure
-from processes import Watchdog
+from processes import Watchdog, children_by_parent
 
 # How long the runner waits for any one driver answer, unless a step says.
 ANSWER_TIMEOUT_S = 30.0
@@ -32,17 +32,7 @@ def _start_time(pid: int) -> Optional[int]:
 
 def _descendants(pid: int) -> List[Tuple[int, int]]:
     """Every process under pid, each with its start time."""
-    children: Dict[int, List[int]] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        ppid = int(stat[stat.rfind(b")") + 2:].split()[1])
-        children.setdefault(ppid, []).append(int(name))
+    children = children_by_parent()
     out, todo = [], list(children.get(pid, []))
     while todo:
         child = todo.pop()

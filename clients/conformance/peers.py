@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, Optional
+
+from processes import children_by_parent
 
 # /proc/net/tcp's state of an established connection.
 _ESTABLISHED = "01"
@@ -58,21 +60,6 @@ def _socket_inode(peer: str, server_port: int) -> Optional[str]:
         except OSError:
             continue
     return None
-
-
-def _children() -> Dict[int, List[int]]:
-    out: Dict[int, List[int]] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        ppid = int(stat[stat.rfind(b")") + 2:].split()[1])
-        out.setdefault(ppid, []).append(int(name))
-    return out
 
 
 def _holds(pid: int, link: str) -> bool:
@@ -116,7 +103,7 @@ class Peers:
                     found = name
                     break
                 if children is None:
-                    children = _children()
+                    children = children_by_parent()
                 tree.extend(children.get(tree[k], []))
                 k += 1
             if found is not None:

@@ -16,6 +16,23 @@ from typing import Dict, List, Optional
 
 from outcomes import Failure
 
+
+def children_by_parent() -> Dict[int, List[int]]:
+    """Every process's children, by parent pid, as /proc lists them now."""
+    out: Dict[int, List[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rfind(b")") + 2:].split()[1])
+        out.setdefault(ppid, []).append(int(name))
+    return out
+
+
 # How long a hilo_server may take to print the port it serves on.
 NODE_START_S = 30.0
 
