@@ -98,7 +98,9 @@ class AdminServiceTest : public ::testing::Test {
     grpc::Status status =
         admin_->DeleteCollection(&context, request, &response);
     *retired_max = status.ok() ? response.retired_max() : -1;
-    if (status.ok()) EXPECT_EQ(response.node_tag(), "C");
+    if (status.ok()) {
+      EXPECT_EQ(response.node_tag(), "C");
+    }
     return status;
   }
 

@@ -84,7 +84,9 @@ class AuditLogLimitTest : public ::testing::Test {
   // What the file holds once `log` (if not null) has written every line
   // it was given: its writer thread writes them.
   std::string Contents(AuditLog* log) {
-    if (log != nullptr) EXPECT_TRUE(log->WaitUntilWritten(absl::Seconds(30)));
+    if (log != nullptr) {
+      EXPECT_TRUE(log->WaitUntilWritten(absl::Seconds(30)));
+    }
     return ReadFile(path_);
   }
 
