@@ -298,5 +298,29 @@ TEST(MetricsEndpointTest, TakenPortIsUnavailableNamingTheAddress) {
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr(address)));
 }
 
+// Where the endpoint's destructor connects to end CivetWeb's poll of the
+// listening socket: the bound address, or loopback for a wildcard.
+TEST(MetricsEndpointTest, StopKnocksWhereALocalClientReachesTheEndpoint) {
+  EXPECT_EQ(internal::MetricsWakeHost("127.0.0.1:9464"), "127.0.0.1");
+  EXPECT_EQ(internal::MetricsWakeHost("10.1.2.3:0"), "10.1.2.3");
+  EXPECT_EQ(internal::MetricsWakeHost("0.0.0.0:9464"), "127.0.0.1");
+  EXPECT_EQ(internal::MetricsWakeHost("9464"), "127.0.0.1");
+  EXPECT_EQ(internal::MetricsWakeHost("[::]:9464"), "::1");
+  EXPECT_EQ(internal::MetricsWakeHost("[::1]:9464"), "::1");
+  EXPECT_EQ(internal::MetricsWakeHost("[fd00::5]:9464"), "fd00::5");
+  EXPECT_EQ(internal::MetricsWakeHost("[::1"), "");
+}
+
+// A stopped endpoint no longer accepts connections on its port.
+TEST(MetricsEndpointTest, StoppedEndpointFreesItsPort) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  absl::StatusOr<std::unique_ptr<MetricsEndpoint>> first =
+      MetricsEndpoint::Start("127.0.0.1:0", registry);
+  ASSERT_THAT(first, IsOk());
+  const std::string address = testing_util::Address((*first)->port());
+  first->reset();
+  EXPECT_THAT(MetricsEndpoint::Start(address, registry), IsOk());
+}
+
 }  // namespace
 }  // namespace hilo

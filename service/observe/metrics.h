@@ -23,6 +23,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "hilo/base/mutex.h"
 #include "prometheus/counter.h"
@@ -173,7 +174,16 @@ class MetricsEndpoint {
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::shared_ptr<prometheus::Registry> registry_;
   int port_ = 0;
+  // Where the destructor connects to wake CivetWeb's listening thread.
+  std::string wake_host_;
 };
+
+namespace internal {
+// The numeric host a client on this machine reaches an endpoint bound to
+// `address` ("127.0.0.1:0", "0.0.0.0:9464", "[::]:9464", "9464") at:
+// the address itself, or loopback for a wildcard or a port alone.
+std::string MetricsWakeHost(absl::string_view address);
+}  // namespace internal
 
 }  // namespace hilo
 
