@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "grpc/grpc.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/impl/server_builder_option.h"
@@ -25,6 +26,7 @@
 #include "hilo/base/monotonic_clock.h"
 #include "service/listen_address.h"
 #include "service/observe/log_limiter.h"
+#include "service/rpc/idle_connection_closer.h"
 #include "service/store/range_token.h"
 #include "service/store/validation.h"
 
@@ -542,6 +544,14 @@ void Server::Shutdown(absl::Duration grace) {
     grpc_server = grpc_server_.get();
   }
   if (grpc_server != nullptr) {
+    // Once no call is left, clients that keep their connections open do
+    // not hold the stop to the end of the grace (idle_connection_closer.h).
+    IdleConnectionCloser closer(
+        [this] { return calls_.inside(); },
+        [grpc_server] {
+          grpc_server_cancel_all_calls(grpc_server->c_server());
+        },
+        std::clamp(grace, absl::ZeroDuration(), IdleConnectionCloser::kSettle));
     grpc_server->Shutdown(
         std::chrono::system_clock::now() +
         absl::ToChronoMilliseconds(std::max(grace, absl::ZeroDuration())));

@@ -6,7 +6,8 @@ finish and why, exits with status 5, and the stuck call gets no range.
 Likewise when every call was answered but the frozen disk holds the
 database's close. And when every call did finish on a disk that writes,
 SIGTERM closes the database cleanly (no -wal file left) and exits 0, also
-when a connected client makes gRPC's shutdown run to the end of the grace.
+with a client still connected (the server drops its connection once no
+call is left: service/rpc/idle_connection_closer.h).
 
 Usage: frozen_disk_shutdown_test.py HILO_SERVER
 Runs itself again in a private mount namespace (unshare) with a 16 MiB ext4
@@ -173,9 +174,9 @@ def frozen_close(checks, binary, mount):
 
 
 def clean_close(checks, binary, mount):
-    """Every call finished, a client still connected (gRPC's shutdown then
-    runs to the end of the grace and the server stops without it): the
-    database is closed, its -wal file gone, and the exit status 0."""
+    """Every call finished, a client still connected (the server drops its
+    connection once no call is left): the database is closed, its -wal
+    file gone, and the exit status 0."""
     db = f"{mount}/clean.db"
     server = lib.Server(binary, f"--db={db}", "--sync=full")
     try:

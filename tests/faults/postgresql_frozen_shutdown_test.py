@@ -9,9 +9,9 @@ that every call had ended, and status 5. Once the database answers again,
 a new server hands out numbers above every number the stopped one handed
 out (nothing it committed was lost, no number comes twice).
 
-Two ways out are checked: with a client still connected (gRPC's shutdown
-runs to the end of the grace and the server stops without it, closing the
-store itself) and with none (gRPC's shutdown returns and closes the store).
+It is checked with a client still connected (the server drops its
+connection once no call is left, service/rpc/idle_connection_closer.h, then
+closes the store) and with none.
 
 Usage: postgresql_frozen_shutdown_test.py HILO_SERVER
 Needs Debian's PostgreSQL 15 (testing/temp_postgres.sh); the cluster's
