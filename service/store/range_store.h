@@ -50,6 +50,18 @@ struct CollectionState {
   absl::Time updated_at = absl::InfinitePast();  // time of the last change
 };
 
+// A database whose history went back, and what the store did about it
+// (see postgres_history.h).
+struct StoreHistoryEvent {
+  // What was seen, e.g. "the database's history changed from system
+  // identifier S, timeline 1 to system identifier S, timeline 2".
+  std::string reason;
+  // Collections moved on past every number that may have been handed out,
+  // and the numbers skipped so (saturating).
+  int64_t collections = 0;
+  int64_t numbers_skipped = 0;
+};
+
 // A stored collection and its name.
 struct NamedCollectionState {
   std::string name;

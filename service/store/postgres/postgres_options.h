@@ -15,6 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "hilo/base/clock.h"
+#include "service/store/range_store.h"
 
 namespace hilo {
 
@@ -33,18 +34,6 @@ struct NodeTagLease {
   // claims to run out (a crashed server's) before it fails. Zero: fail at
   // once.
   absl::Duration wait_for_held = absl::ZeroDuration();
-};
-
-// A database whose history went back, and what the store did about it
-// (see postgres_history.h).
-struct StoreHistoryEvent {
-  // What was seen, e.g. "the database's history changed from system
-  // identifier S, timeline 1 to system identifier S, timeline 2".
-  std::string reason;
-  // Collections moved on past every number that may have been handed out,
-  // and the numbers skipped so (saturating).
-  int64_t collections = 0;
-  int64_t numbers_skipped = 0;
 };
 
 struct PostgresRangeStoreOptions {
