@@ -91,8 +91,9 @@ ABSL_FLAG(absl::Duration, range_runway, hilo::kDefaultRangeRunway,
           "times it; 0: the rule before it (double under 30s, halve over "
           "60s); at most 1h");
 ABSL_FLAG(std::string, sync, "full",
-          "full: fsync every commit, so a range is on disk before its reply; "
-          "normal: faster, but a power loss may lose the last commits and a "
+          "full: a reservation covering each range is on disk (fsync) "
+          "before its reply, and a start after the machine went down skips "
+          "past it; normal: nothing is fsynced, and after a power loss a "
           "restarted node could reissue numbers");
 ABSL_FLAG(int, max_batch, 256,
           "most requests committed in one transaction (group commit); 1 "

@@ -252,7 +252,7 @@ std::function<void(absl::Duration, int, int64_t)> Server::OnCommit() {
 }
 
 absl::Status Server::OpenStore(std::shared_ptr<HistoryReporter> history) {
-  return options_.postgres_uri.empty() ? OpenSqliteStore()
+  return options_.postgres_uri.empty() ? OpenSqliteStore(std::move(history))
                                        : OpenPostgresStore(std::move(history));
 }
 
@@ -305,7 +305,7 @@ absl::Status Server::OpenPostgresStore(
   return absl::OkStatus();
 }
 
-absl::Status Server::OpenSqliteStore() {
+absl::Status Server::OpenSqliteStore(std::shared_ptr<HistoryReporter> history) {
   const ServerOptions& opts = options_;
   SqliteRangeStoreOptions store_options;
   store_options.path = opts.db_path;
@@ -317,6 +317,9 @@ absl::Status Server::OpenSqliteStore() {
   store_options.on_commit = OnCommit();
   store_options.create_if_missing = opts.create_db;
   store_options.file_check_interval = opts.db_check_interval;
+  store_options.on_history_went_back = [history](const StoreHistoryEvent& e) {
+    history->Report(e);
+  };
   store_options.on_file_lost = [this](const absl::Status& status) {
     {
       base::MutexLock lock(&health_mu_);

@@ -146,7 +146,7 @@ class Server {
   // its errors as the store's Open returns them.
   absl::Status OpenStore(std::shared_ptr<HistoryReporter> history);
   absl::Status OpenPostgresStore(std::shared_ptr<HistoryReporter> history);
-  absl::Status OpenSqliteStore();
+  absl::Status OpenSqliteStore(std::shared_ptr<HistoryReporter> history);
   // Metrics, the exhaustion reporter and the list of observers.
   void BuildObservers();
   // The authorizer (if a policy is set) and the audit log.

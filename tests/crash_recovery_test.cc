@@ -102,10 +102,6 @@ class AllocatingChild {
     SqliteRangeStoreOptions store_options;
     store_options.path = options_.path;
     store_options.sync = options_.sync;
-    // The thread that went on alone leads its own batch only, so it can
-    // acknowledge its range while the spare thread holds the next batch
-    // (which waits for every acknowledgement) open.
-    store_options.max_batches_per_lead = 1;
     store_options.before_commit_for_testing = [this] { return BeforeCommit(); };
     store_options.on_commit = [this](absl::Duration, int operations, int64_t) {
       std::lock_guard<std::mutex> lock(mu_);

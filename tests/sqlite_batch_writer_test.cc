@@ -34,6 +34,11 @@ class SqliteBatchWriterTest : public ::testing::Test {
   void SetUp() override {
     path_ = dir_.File("w.db");
     ASSERT_EQ(sqlite3_open(path_.c_str(), &db_), SQLITE_OK);
+    // As the store opens it: the writer flushes SQLite's write-ahead log.
+    ASSERT_EQ(
+        sqlite3_exec(db_, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+                     nullptr, nullptr, nullptr),
+        SQLITE_OK);
     ASSERT_THAT(CreateOrMigrateSqliteSchema(db_, path_, "", "", true), IsOk());
     MakeWriter();
   }

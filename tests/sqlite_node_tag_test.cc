@@ -67,7 +67,9 @@ TEST(SqliteNodeTagTest, OlderFileTakesTheTagOfItsFirstStart) {
   ASSERT_EQ(NextUnder(path, ""), (Range{1, 32}));
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  EXPECT_EQ(sqlite3_exec(db, "DROP TABLE node; PRAGMA user_version = 4;",
+  EXPECT_EQ(sqlite3_exec(db,
+                         "DROP TABLE node; ALTER TABLE collections DROP COLUMN "
+                         "ceiling; PRAGMA user_version = 4;",
                          nullptr, nullptr, nullptr),
             SQLITE_OK)
       << sqlite3_errmsg(db);

@@ -145,7 +145,8 @@ class StoredTokenTest : public ::testing::TestWithParam<Backend> {
       ASSERT_EQ(sqlite3_open(dir_.File("hilo.db").c_str(), &db), SQLITE_OK);
       const std::string sql =
           absl::StrCat("UPDATE collections SET ", set,
-                       " WHERE name = 'orders'; PRAGMA user_version = 3;");
+                       " WHERE name = 'orders'; ALTER TABLE collections DROP "
+                       "COLUMN ceiling; PRAGMA user_version = 3;");
       EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr),
                 SQLITE_OK)
           << sqlite3_errmsg(db);

@@ -50,8 +50,9 @@ struct CollectionState {
   absl::Time updated_at = absl::InfinitePast();  // time of the last change
 };
 
-// A database whose history went back, and what the store did about it
-// (see postgres_history.h).
+// A database whose history went back, and what the store did about it:
+// a PostgreSQL standby promoted or a restore (postgres_history.h), a
+// machine that went down under an SQLite file (sqlite_reservations.h).
 struct StoreHistoryEvent {
   // What was seen, e.g. "the database's history changed from system
   // identifier S, timeline 1 to system identifier S, timeline 2".

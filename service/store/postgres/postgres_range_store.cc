@@ -172,8 +172,8 @@ absl::StatusOr<std::unique_ptr<PostgresRangeStore>> PostgresRangeStore::Open(
   }
 
   PostgresRangeStore* raw = store.get();
-  // Both queues commit on a thread of their own, not on the caller's (the
-  // SQLite store's leader mode): a commit here is a network round trip to
+  // Both queues commit on a thread of their own, not on the caller's
+  // (GroupCommit's leader mode): a commit here is a network round trip to
   // the database, a millisecond or more, often a lock wait or a reconnect,
   // and a leader would hold a gRPC thread for all of it. A hand-off costs
   // a few microseconds against that.

@@ -22,13 +22,14 @@ using Stmt = std::unique_ptr<sqlite3_stmt, Finalize>;
 
 constexpr char kUpsertRow[] =
     "INSERT INTO collections(name, max, return_floor, updated_at_us, "
-    "range_token, previous_token, previous_return_floor) "
-    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT(name) DO UPDATE SET "
+    "range_token, previous_token, previous_return_floor, ceiling) "
+    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(name) DO UPDATE SET "
     "max=excluded.max, return_floor=excluded.return_floor, "
     "updated_at_us=excluded.updated_at_us, "
     "range_token=excluded.range_token, "
     "previous_token=excluded.previous_token, "
-    "previous_return_floor=excluded.previous_return_floor";
+    "previous_return_floor=excluded.previous_return_floor, "
+    "ceiling=excluded.ceiling";
 
 // Keeps the higher Max: a name retired again never goes down.
 constexpr char kUpsertRetired[] =
@@ -41,6 +42,7 @@ constexpr char kUpsertRetired[] =
 struct SqliteBatchWriter::Statements {
   Stmt begin, commit, select, upsert, remove;
   Stmt select_retired, upsert_retired;  // retired_collections
+  Stmt select_ceiling;                  // reservations
 };
 
 absl::StatusOr<std::unique_ptr<SqliteBatchWriter>> SqliteBatchWriter::Create(
@@ -56,6 +58,11 @@ SqliteBatchWriter::SqliteBatchWriter(sqlite3* db, Options options)
     : options_(std::move(options)),
       clock_(options_.clock != nullptr ? options_.clock : SystemClock::Get()),
       db_(db),
+      // Called by Run only, which holds mu_.
+      reservations_(
+          [this](absl::string_view name)
+              ABSL_NO_THREAD_SAFETY_ANALYSIS { return ReadCeiling(name); },
+          options_.max_held_rows),
       // Called by Judge only, which holds mu_.
       rows_([this](absl::string_view name)
                 ABSL_NO_THREAD_SAFETY_ANALYSIS { return ReadRow(name); },
@@ -76,7 +83,9 @@ absl::Status SqliteBatchWriter::Prepare() {
         {"DELETE FROM collections WHERE name=?1", &statements_->remove},
         {"SELECT max FROM retired_collections WHERE name=?1",
          &statements_->select_retired},
-        {kUpsertRetired, &statements_->upsert_retired}}) {
+        {kUpsertRetired, &statements_->upsert_retired},
+        {"SELECT ceiling FROM collections WHERE name=?1",
+         &statements_->select_ceiling}}) {
     sqlite3_stmt* stmt = nullptr;
     const int rc = sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT,
                                       &stmt, nullptr);
@@ -90,13 +99,23 @@ absl::Status SqliteBatchWriter::Prepare() {
 
 void SqliteBatchWriter::Run(absl::Span<GroupCommit::Operation* const> batch) {
   base::MutexLock lock(&mu_);
-  if (!Begin(batch) || !Judge(batch)) return;
-  absl::StatusOr<int64_t> written = WriteChanges();
+  if (!broken_.ok()) {
+    for (GroupCommit::Operation* op : batch) op->status = broken_;
+    return;
+  }
+  const absl::Time now = clock_->Now();
+  if (!Begin(batch) || !Judge(batch, now)) return;
+  const std::vector<SqliteHeldRows::Change> changes = rows_.Changes();
+  absl::StatusOr<bool> wait_for_disk = reservations_.Plan(changes, now);
+  if (!wait_for_disk.ok()) return Fail(batch, wait_for_disk.status());
+  absl::StatusOr<int64_t> written = WriteChanges(changes);
   absl::Duration took;
   absl::Status commit = written.status();
-  if (commit.ok()) commit = Commit(&took);
+  if (commit.ok()) commit = Commit(*wait_for_disk, &took);
   if (!commit.ok()) return Fail(batch, commit);
   rows_written_ += *written;
+  if (*wait_for_disk && options_.sync == SyncMode::kFull) ++commits_synced_;
+  reservations_.Commit();
   const int64_t created = rows_.Commit();
   if (options_.on_commit) {
     options_.on_commit(took, static_cast<int>(batch.size()), created);
@@ -116,8 +135,8 @@ bool SqliteBatchWriter::Begin(absl::Span<GroupCommit::Operation* const> batch) {
   return false;
 }
 
-bool SqliteBatchWriter::Judge(absl::Span<GroupCommit::Operation* const> batch) {
-  const absl::Time now = clock_->Now();
+bool SqliteBatchWriter::Judge(absl::Span<GroupCommit::Operation* const> batch,
+                              absl::Time now) {
   for (size_t i = 0; i < batch.size(); ++i) {
     auto* write = static_cast<Write*>(batch[i]);
     write->status = write->judge(rows_, now);
@@ -139,17 +158,20 @@ bool SqliteBatchWriter::Judge(absl::Span<GroupCommit::Operation* const> batch) {
   return true;
 }
 
-absl::StatusOr<int64_t> SqliteBatchWriter::WriteChanges() {
+absl::StatusOr<int64_t> SqliteBatchWriter::WriteChanges(
+    const std::vector<SqliteHeldRows::Change>& changes) {
   int64_t written = 0;
-  for (const SqliteHeldRows::Change& change : rows_.Changes()) {
+  for (size_t i = 0; i < changes.size(); ++i) {
+    const SqliteHeldRows::Change& change = changes[i];
     if (options_.before_write_for_testing) {
       if (absl::Status s = options_.before_write_for_testing(); !s.ok()) {
         return s;
       }
     }
-    absl::Status s = change.row->has_value()
-                         ? WriteRow(change.name, **change.row)
-                         : DeleteRow(change.name);
+    absl::Status s =
+        change.row->has_value()
+            ? WriteRow(change.name, **change.row, reservations_.ceiling(i))
+            : DeleteRow(change.name);
     if (s.ok() && change.retired_max.has_value()) {
       s = WriteRetired(change.name, *change.retired_max);
     }
@@ -160,11 +182,13 @@ absl::StatusOr<int64_t> SqliteBatchWriter::WriteChanges() {
 }
 
 absl::Status SqliteBatchWriter::WriteRow(absl::string_view name,
-                                         const CollectionState& row) {
+                                         const CollectionState& row,
+                                         int64_t ceiling) {
   sqlite3_stmt* stmt = statements_->upsert.get();
   sqlite3_bind_text(stmt, 1, name.data(), static_cast<int>(name.size()),
                     SQLITE_STATIC);
   BindCollectionColumns(stmt, 2, row);
+  sqlite3_bind_int64(stmt, 8, ceiling);
   return Step(stmt, absl::StrCat("writing collection \"", name, "\""));
 }
 
@@ -201,6 +225,23 @@ absl::StatusOr<int64_t> SqliteBatchWriter::ReadRetiredMax(
   return max;
 }
 
+absl::StatusOr<int64_t> SqliteBatchWriter::ReadCeiling(absl::string_view name) {
+  sqlite3_stmt* stmt = statements_->select_ceiling.get();
+  sqlite3_bind_text(stmt, 1, name.data(), static_cast<int>(name.size()),
+                    SQLITE_STATIC);
+  const int rc = sqlite3_step(stmt);
+  const int64_t ceiling = rc == SQLITE_ROW ? sqlite3_column_int64(stmt, 0) : 0;
+  sqlite3_reset(stmt);
+  sqlite3_clear_bindings(stmt);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+    return SqliteError(
+        db_, rc,
+        absl::StrCat("reading the ceiling of collection \"", name, "\""),
+        options_.path);
+  }
+  return ceiling;
+}
+
 absl::StatusOr<std::optional<CollectionState>> SqliteBatchWriter::ReadRow(
     absl::string_view name) {
   sqlite3_stmt* stmt = statements_->select.get();
@@ -219,7 +260,8 @@ absl::StatusOr<std::optional<CollectionState>> SqliteBatchWriter::ReadRow(
   return row;
 }
 
-absl::Status SqliteBatchWriter::Commit(absl::Duration* took) {
+absl::Status SqliteBatchWriter::Commit(bool wait_for_disk,
+                                       absl::Duration* took) {
   absl::Status commit;
   if (options_.before_commit_for_testing) {
     commit = options_.before_commit_for_testing();
@@ -229,8 +271,38 @@ absl::Status SqliteBatchWriter::Commit(absl::Duration* took) {
   if (commit.ok() && options_.check_file) commit = options_.check_file();
   const absl::Time start = absl::Now();
   if (commit.ok()) commit = Step(statements_->commit.get(), "\"COMMIT\"");
+  if (commit.ok() && wait_for_disk && options_.sync == SyncMode::kFull) {
+    commit = SyncLog();
+  }
   *took = absl::Now() - start;
   return commit;
+}
+
+absl::Status SqliteBatchWriter::SyncLog() {
+  // The connection commits with synchronous=NORMAL: the log is written,
+  // not flushed. SQLite cannot change that inside a transaction
+  // (tests/sqlite_power_cut_test.cc), and whether a batch must wait is
+  // known only once it is judged; so a COMMIT that must wait is followed
+  // by a sync of the log through SQLite's own file (its VFS, which also
+  // flushes the directory of a new log), before any completion runs. It
+  // covers every commit before it: the log is written in order.
+  sqlite3_file* log = nullptr;
+  int rc =
+      sqlite3_file_control(db_, "main", SQLITE_FCNTL_JOURNAL_POINTER, &log);
+  if (rc == SQLITE_OK && (log == nullptr || log->pMethods == nullptr)) {
+    rc = SQLITE_IOERR_FSYNC;
+  }
+  if (rc == SQLITE_OK) rc = log->pMethods->xSync(log, SQLITE_SYNC_NORMAL);
+  if (rc == SQLITE_OK) return absl::OkStatus();
+  // The batch is in the log but perhaps not on disk, and after a failed
+  // flush the kernel may report the next one done without the pages this
+  // one lost: no later range may rely on the file, so every later batch
+  // fails too, until the server restarts.
+  broken_ = absl::UnavailableError(absl::StrFormat(
+      "flushing the write-ahead log of database %s to disk failed (%s); "
+      "restart the server",
+      options_.path, sqlite3_errstr(rc)));
+  return broken_;
 }
 
 void SqliteBatchWriter::Fail(absl::Span<GroupCommit::Operation* const> batch,
@@ -238,6 +310,7 @@ void SqliteBatchWriter::Fail(absl::Span<GroupCommit::Operation* const> batch,
   if (!sqlite3_get_autocommit(db_)) {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
   }
+  reservations_.Abort();
   rows_.Abort();
   for (GroupCommit::Operation* op : batch) {
     if (op->status.ok()) op->status = status;
@@ -259,6 +332,11 @@ absl::Status SqliteBatchWriter::Step(sqlite3_stmt* stmt,
 int64_t SqliteBatchWriter::rows_written() const {
   base::MutexLock lock(&mu_);
   return rows_written_;
+}
+
+int64_t SqliteBatchWriter::commits_synced() const {
+  base::MutexLock lock(&mu_);
+  return commits_synced_;
 }
 
 size_t SqliteBatchWriter::rows_held() const {

@@ -6,6 +6,8 @@
 //   BEGIN IMMEDIATE
 //   judge every write, in order, on the rows held in memory
 //       (sqlite_judges.h; a row not held yet is read from the file)
+//   plan the ceilings (sqlite_reservations.h): rows that rise past theirs
+//       get new ones, and only then does the COMMIT wait for the disk
 //   write each row the batch changed, once (an UPSERT, or a DELETE)
 //   COMMIT
 //
@@ -41,6 +43,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
@@ -53,6 +56,7 @@
 #include "service/store/group_commit.h"
 #include "service/store/sqlite/sqlite_held_rows.h"
 #include "service/store/sqlite/sqlite_options.h"
+#include "service/store/sqlite/sqlite_reservations.h"
 
 struct sqlite3;
 struct sqlite3_stmt;
@@ -65,6 +69,11 @@ class SqliteBatchWriter {
   struct Options {
     // The database's path, named in errors.
     std::string path;
+    // kFull: a batch that raises a ceiling (or makes or removes a row)
+    // flushes the log to disk after its COMMIT, before its completions,
+    // and no other does (sqlite_reservations.h). kNormal: none does. The
+    // connection must commit with PRAGMA synchronous=NORMAL either way.
+    SyncMode sync = SyncMode::kFull;
     // Rows held in memory between batches (SqliteHeldRows).
     size_t max_held_rows = SqliteRangeStoreOptions().max_held_rows;
     // Source of the `now` each batch's writes are judged at; null: the
@@ -91,7 +100,8 @@ class SqliteBatchWriter {
         judge;
   };
 
-  // Prepares the writer's statements on `db`, which holds hilo's schema.
+  // Prepares the writer's statements on `db`, which holds hilo's schema, in
+  // WAL mode with synchronous=NORMAL (the writer flushes the log itself).
   // The writer does not own `db`; close it only after the writer is gone.
   static absl::StatusOr<std::unique_ptr<SqliteBatchWriter>> Create(
       sqlite3* db, Options options);
@@ -105,6 +115,8 @@ class SqliteBatchWriter {
 
   // Rows written (inserted, updated or deleted) by committed batches.
   int64_t rows_written() const;
+  // Committed batches whose COMMIT waited for the disk (kFull only).
+  int64_t commits_synced() const;
   // Rows held in memory now.
   size_t rows_held() const;
 
@@ -117,12 +129,15 @@ class SqliteBatchWriter {
   bool Begin(absl::Span<GroupCommit::Operation* const> batch)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Judges every write; false if the transaction ended under them.
-  bool Judge(absl::Span<GroupCommit::Operation* const> batch)
+  bool Judge(absl::Span<GroupCommit::Operation* const> batch, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Writes each changed row; how many, or the first error.
-  absl::StatusOr<int64_t> WriteChanges() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status WriteRow(absl::string_view name, const CollectionState& row)
+  // Writes each changed row, with the ceiling reservations_ planned; how
+  // many, or the first error.
+  absl::StatusOr<int64_t> WriteChanges(
+      const std::vector<SqliteHeldRows::Change>& changes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status WriteRow(absl::string_view name, const CollectionState& row,
+                        int64_t ceiling) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status DeleteRow(absl::string_view name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::optional<CollectionState>> ReadRow(absl::string_view name)
@@ -133,8 +148,15 @@ class SqliteBatchWriter {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<int64_t> ReadRetiredMax(absl::string_view name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The hooks, the file check and the COMMIT; its time in *took.
-  absl::Status Commit(absl::Duration* took) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A row's ceiling (0 if it has none).
+  absl::StatusOr<int64_t> ReadCeiling(absl::string_view name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The hooks, the file check and the COMMIT, waiting for the disk or
+  // not; its time in *took.
+  absl::Status Commit(bool wait_for_disk, absl::Duration* took)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Flushes the write-ahead log to disk; on failure, breaks the writer.
+  absl::Status SyncLog() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Rolls back what is left of the transaction and the held rows; every
   // write that had not failed alone fails with `status`.
   void Fail(absl::Span<GroupCommit::Operation* const> batch,
@@ -148,8 +170,12 @@ class SqliteBatchWriter {
   mutable base::Mutex mu_;
   sqlite3* const db_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<Statements> statements_ ABSL_GUARDED_BY(mu_);
+  SqliteReservations reservations_ ABSL_GUARDED_BY(mu_);
   SqliteHeldRows rows_ ABSL_GUARDED_BY(mu_);
   int64_t rows_written_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t commits_synced_ ABSL_GUARDED_BY(mu_) = 0;
+  // Once a flush of the log failed: every batch fails with it.
+  absl::Status broken_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace internal

@@ -78,7 +78,8 @@ std::vector<SqliteHeldRows::Change> SqliteHeldRows::Changes() const {
         !retired_max.has_value()) {
       continue;
     }
-    changes.push_back(Change{slot->first, &entry.row, retired_max});
+    changes.push_back(
+        Change{slot->first, &entry.row, retired_max, &*entry.stored});
   }
   return changes;
 }

@@ -104,11 +104,13 @@ class SqliteHeldRows {
   };
 
   // A row the batch changed, to be written: `row` nullopt deletes it;
-  // `retired_max`, if set, is to be kept as the name's retired Max.
+  // `retired_max`, if set, is to be kept as the name's retired Max;
+  // `stored` is the row as the file holds it (nullopt: none).
   struct Change {
     absl::string_view name;
     const std::optional<CollectionState>* row;
     std::optional<int64_t> retired_max;
+    const std::optional<CollectionState>* stored;
   };
 
   // `load_retired` null: no name was ever retired.

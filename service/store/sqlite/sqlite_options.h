@@ -16,12 +16,16 @@
 #include "absl/time/time.h"
 #include "hilo/base/clock.h"
 #include "service/store/group_commit.h"
+#include "service/store/range_store.h"
 
 namespace hilo {
 
 // How hard a commit waits for the disk.
 enum class SyncMode {
-  // fsync the WAL on every commit: a range is on disk before its reply.
+  // A range's reservation is on disk before its reply: a commit that
+  // raises a ceiling fsyncs the WAL, and every range is under a ceiling
+  // (sqlite_reservations.h); after a crash of the machine the store moves
+  // each collection to its ceiling.
   kFull,
   // fsync only at checkpoints: faster, but a power loss (not a process crash)
   // may lose the last commits, and a restarted node could reissue numbers.
@@ -65,14 +69,18 @@ struct SqliteRangeStoreOptions {
   // with this file's (service/store/sqlite/README.md). Empty: never.
   std::string retag_from;
   SyncMode sync = SyncMode::kFull;
+  // The boot of the machine, which the file records while the store has it
+  // open (sqlite_reservations.h): a start that finds the mark of another
+  // boot moves every collection to its ceiling. Empty: the kernel's boot id
+  // (tests set their own to play a machine's restart).
+  std::string machine_boot;
+  // Told, once Open is done, when it found that the machine went down (or
+  // the file moved to another) while a server had the file open, and moved
+  // collections past what its lost commits may have handed out. On the
+  // thread that called Open.
+  std::function<void(const StoreHistoryEvent&)> on_history_went_back;
   // Most operations folded into one transaction; 1 commits each alone.
   int max_batch = 256;
-  // With sync kFull, a caller whose write found no batch in flight commits
-  // it, then goes on with what queued meanwhile for at most this many
-  // batches in all (at least 1) before the queue's spare thread takes over;
-  // see GroupCommit. With kNormal the queue's own thread commits every
-  // batch (SqliteRangeStore::StartWriting says why) and this is unused.
-  int max_batches_per_lead = GroupCommit::Options().max_batches_per_lead;
   // How long to wait for another process's lock before UNAVAILABLE.
   absl::Duration busy_timeout = absl::Seconds(2);
   // Source of updated_at. Null means SystemClock.

@@ -18,6 +18,7 @@
 #include "service/store/sqlite/sqlite_file.h"
 #include "service/store/sqlite/sqlite_file_guard.h"
 #include "service/store/sqlite/sqlite_judges.h"
+#include "service/store/sqlite/sqlite_reservations.h"
 #include "service/store/sqlite/sqlite_schema.h"
 #include "service/store/sqlite/sqlite_statement.h"
 #include "service/store/store_arguments.h"
@@ -39,11 +40,6 @@ absl::Status CheckOptions(const SqliteRangeStoreOptions& options) {
   if (options.max_batch < 1) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "max batch is %d; it must be at least 1", options.max_batch));
-  }
-  if (options.max_batches_per_lead < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("max batches per lead is %d; it must be at least 1",
-                        options.max_batches_per_lead));
   }
   return absl::OkStatus();
 }
@@ -139,6 +135,9 @@ absl::StatusOr<std::unique_ptr<SqliteRangeStore>> SqliteRangeStore::Open(
   if (absl::Status s = store->StartWriting(is_new, parent); !s.ok()) {
     return s;
   }
+  if (store->went_back_.has_value() && store->options_.on_history_went_back) {
+    store->options_.on_history_went_back(*store->went_back_);
+  }
   return store;
 }
 
@@ -177,22 +176,16 @@ SqliteRangeStore::OpenReadOnly(SqliteRangeStoreOptions options) {
 
 absl::Status SqliteRangeStore::StartWriting(
     bool is_new, const std::filesystem::path& parent) {
-  // Who commits depends on whether a COMMIT waits for the disk.
-  // synchronous=FULL: a caller commits (leader mode). Its fsync takes long
-  // enough for the requests behind it to queue, so batches are as large as
-  // a committer thread's, and no request crosses a thread. NORMAL: the
-  // queue's own thread commits. A COMMIT without fsync is so quick that a
-  // leading gRPC thread commits its own request before it has read the
-  // ones that came with it (1.5-2 operations per commit against 20-30),
-  // and a transaction per request costs more than the hand-over.
-  // Measured side by side both ways: BENCHMARKS.md, 2026-12-02.
+  // The queue's own thread commits (dedicated mode). Most COMMITs do not
+  // wait for the disk (sqlite_reservations.h), and one that does not is so
+  // quick that a leading gRPC thread (leader mode) commits its own request
+  // before it has read the ones that came with it (1.5-2 operations per
+  // commit against 20-30), and a transaction per request costs more than
+  // the hand-over. Measured side by side both ways: BENCHMARKS.md,
+  // 2026-12-02 (--sync=normal) and 2026-12-03 (reservations).
   queue_ = std::make_unique<GroupCommit>(
-      GroupCommit::Options{
-          .mode = options_.sync == SyncMode::kFull
-                      ? GroupCommit::Mode::kLeader
-                      : GroupCommit::Mode::kDedicatedThread,
-          .max_batch = options_.max_batch,
-          .max_batches_per_lead = options_.max_batches_per_lead},
+      GroupCommit::Options{.mode = GroupCommit::Mode::kDedicatedThread,
+                           .max_batch = options_.max_batch},
       [this](absl::Span<GroupCommit::Operation* const> batch) {
         writer_->Run(batch);
         // Outside the writer's lock: the callback may take its time, or
@@ -240,6 +233,17 @@ SqliteRangeStore::~SqliteRangeStore() {
   reader_.reset();
   queue_.reset();
   writer_.reset();
+  base::MutexLock lock(&writer_mu_);
+  if (marked_running_ && !guard_->lost()) {
+    // A clean close: the next start, on any boot, moves nothing. With
+    // fsync, so every commit before it is on disk too. An error leaves the
+    // mark, which costs one reach of numbers per collection if the
+    // machine is restarted before the next start, nothing otherwise.
+    if (options_.sync == SyncMode::kFull) {
+      Exec("PRAGMA synchronous=FULL").IgnoreError();
+    }
+    internal::MarkStopped(db_, options_.path).IgnoreError();
+  }
   sqlite3_close(db_);
 }
 
@@ -295,6 +299,27 @@ absl::Status SqliteRangeStore::Init() {
   }
   created_ = *created;
 
+  std::optional<std::string> boot = options_.machine_boot;
+  if (options_.machine_boot.empty()) boot = internal::ReadMachineBoot();
+  int64_t skipped = 0;
+  absl::StatusOr<internal::RunningMark> mark =
+      internal::MarkRunning(db_, options_.path, boot, clock_->Now(), &skipped);
+  if (!mark.ok()) return mark.status();
+  marked_running_ = true;
+  // From here every COMMIT is written without waiting for the disk; the
+  // batch writer flushes the log after those that must wait.
+  if (absl::Status s = Exec("PRAGMA synchronous=NORMAL"); !s.ok()) return s;
+  if (mark->left_by_another_boot) {
+    went_back_ = StoreHistoryEvent{
+        .reason = absl::StrFormat(
+            "database %s was open when the machine went down (or moved from "
+            "another machine): its last commits may be lost, so every "
+            "collection moves to its reservation",
+            options_.path),
+        .collections = mark->moved,
+        .numbers_skipped = skipped};
+  }
+
   absl::StatusOr<int64_t> count = ReadInt("SELECT count(*) FROM collections");
   if (!count.ok()) return count.status();
   collection_count_.store(*count);
@@ -304,6 +329,7 @@ absl::Status SqliteRangeStore::Init() {
 absl::Status SqliteRangeStore::OpenWriter() {
   internal::SqliteBatchWriter::Options options{
       .path = options_.path,
+      .sync = options_.sync,
       .max_held_rows = options_.max_held_rows,
       .clock = clock_,
       .check_file =

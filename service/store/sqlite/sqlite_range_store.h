@@ -24,15 +24,12 @@
 // ListCollections cannot delay an allocation.
 //
 // Thread-safe: any number of threads may call concurrently. A GroupCommit
-// queue in leader mode runs the write batches, one at a time: a write that
-// finds no batch in flight commits on the caller's thread, before the call
-// returns (a flush: the caller's thread blocks for it), and writes arriving
-// meanwhile only queue and are committed, with their completions called,
-// by that thread or by the queue's spare thread. So the writing connection
-// is used by whichever thread leads, never by two at once (after Open,
-// only by the batch writer, under a mutex of its own). A
-// second GroupCommit queue, with a thread of its own, runs the reads on the
-// reading connection; reads never block their caller.
+// queue with a thread of its own runs the write batches, one at a time, and
+// calls their completions; callers only queue. So between Open and the
+// destructor the writing connection is used by that thread alone (by the
+// batch writer, under a mutex of its own). A second GroupCommit queue, with
+// a thread of its own, runs the reads on the reading connection; reads
+// never block their caller.
 #ifndef HILO_SERVICE_STORE_SQLITE_SQLITE_RANGE_STORE_H_
 #define HILO_SERVICE_STORE_SQLITE_SQLITE_RANGE_STORE_H_
 
@@ -199,6 +196,10 @@ class SqliteRangeStore final : public RangeStore {
   const Clock* const clock_;
   std::string absolute_path_;
   bool created_ = false;
+  // Open recorded the running mark, which a clean close removes.
+  bool marked_running_ = false;
+  // What Open found of a machine that went down under the file.
+  std::optional<StoreHistoryEvent> went_back_;
   // The lock on the file and its watch; null for a read-only store.
   // Destroyed last: it must outlive SQLite's connections (see there).
   std::unique_ptr<internal::SqliteFileGuard> guard_;

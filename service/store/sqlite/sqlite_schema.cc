@@ -18,14 +18,17 @@ namespace {
 
 // Identifies a hilo database ("HiLo" in ASCII) and its schema version.
 constexpr int32_t kApplicationId = 0x48694c6f;
-// Version 6 keeps the Max of retired collections (table
+// Version 7 keeps each collection's ceiling, the highest number the store
+// may hand out from it without waiting for the disk (sqlite_reservations.h),
+// which a server that does not know it would neither raise nor move to after
+// a machine's crash; version 6 keeps the Max of retired collections (table
 // retired_collections), which a server that does not know it would ignore
 // and so hand those numbers out again; version 5 records the node tag the file
 // issues under (table node); version 4 keeps digests of the range tokens
 // instead of the tokens; version 3 adds the range tokens; version 2 stores
 // return_floor; version 1 stored last_low, which is return_floor + 1 and so
 // could not say "nothing may come back" at INT64_MAX.
-constexpr int kSchemaVersion = 6;
+constexpr int kSchemaVersion = 7;
 
 // Token digests (RangeTokenDigest) are unsigned 64-bit values stored in
 // SQLite's signed INTEGER, bit for bit.
@@ -37,12 +40,14 @@ CREATE TABLE IF NOT EXISTS collections (
   updated_at_us         INTEGER NOT NULL,
   range_token           INTEGER NOT NULL DEFAULT 0,
   previous_token        INTEGER NOT NULL DEFAULT 0,
-  previous_return_floor INTEGER NOT NULL DEFAULT 0
+  previous_return_floor INTEGER NOT NULL DEFAULT 0,
+  ceiling               INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
 )sql";
 
 // What the file is about as a whole: key 'tag' is the node tag its numbers
-// were issued under.
+// were issued under; key 'running', while a server has the file open, the
+// boot of the machine it runs on (sqlite_reservations.h).
 constexpr char kNodeTable[] = R"sql(
 CREATE TABLE IF NOT EXISTS node (
   key   TEXT NOT NULL PRIMARY KEY,
@@ -114,6 +119,13 @@ CREATE TABLE IF NOT EXISTS retired_collections (
   max  INTEGER NOT NULL
 ) WITHOUT ROWID;
 PRAGMA user_version = 6;
+)sql";
+
+// Version 6 to 7: no row has a reservation yet (ceiling 0), so each one's
+// next range reserves anew, waiting for the disk as every range did before.
+constexpr char kMigrateFrom6[] = R"sql(
+ALTER TABLE collections ADD COLUMN ceiling INTEGER NOT NULL DEFAULT 0;
+PRAGMA user_version = 7;
 )sql";
 
 // Stores `tag` in a file that has none, or checks that the file's tag is
@@ -229,9 +241,9 @@ absl::StatusOr<bool> CreateOrMigrateSqliteSchema(sqlite3* db,
     }
     // Each step is rolled back with the start-up transaction if a later one
     // fails: the file stays at the version it had.
-    const char* const migrations[] = {nullptr,       kMigrateFrom1,
-                                      kMigrateFrom2, kMigrateFrom3,
-                                      kMigrateFrom4, kMigrateFrom5};
+    const char* const migrations[] = {
+        nullptr,       kMigrateFrom1, kMigrateFrom2, kMigrateFrom3,
+        kMigrateFrom4, kMigrateFrom5, kMigrateFrom6};
     static_assert(std::size(migrations) == kSchemaVersion);
     for (int from = 1; from < kSchemaVersion; ++from) {
       if (*version != from) continue;
