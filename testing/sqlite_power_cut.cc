@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -53,6 +54,16 @@ class PowerCutVfs {
     durable_[path] = ReadWhole(path);
     ++syncs_[path];
   }
+  // Whether a sync of `path` is to fail, as a failing disk's would.
+  bool SyncFails(const char* path) const {
+    base::MutexLock lock(&mu_);
+    return failing_.has_value() && path != nullptr &&
+           std::string_view(path).ends_with(*failing_);
+  }
+  void FailSyncs(std::optional<std::string> suffix) {
+    base::MutexLock lock(&mu_);
+    failing_ = std::move(suffix);
+  }
   void Deleted(const char* path) {
     base::MutexLock lock(&mu_);
     durable_.erase(path);
@@ -80,6 +91,7 @@ class PowerCutVfs {
   std::map<std::string, std::string> durable_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int> syncs_ ABSL_GUARDED_BY(mu_);
   int open_files_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<std::string> failing_ ABSL_GUARDED_BY(mu_);
 };
 
 // An open file of the wrapper: this header, then the real VFS's file.
@@ -124,8 +136,9 @@ int Truncate(sqlite3_file* file, sqlite3_int64 size) {
 }
 int Sync(sqlite3_file* file, int flags) {
   sqlite3_file* real = Real(file);
-  const int rc = real->pMethods->xSync(real, flags);
   const File* wrapper = Wrapper(file);
+  if (wrapper->vfs->SyncFails(wrapper->path)) return SQLITE_IOERR_FSYNC;
+  const int rc = real->pMethods->xSync(real, flags);
   if (rc == SQLITE_OK && wrapper->path != nullptr) {
     wrapper->vfs->Synced(wrapper->path);
   }
@@ -346,6 +359,12 @@ SqlitePowerCut::~SqlitePowerCut() = default;
 int SqlitePowerCut::syncs(std::string_view suffix) const {
   return state_->vfs.syncs(suffix);
 }
+
+void SqlitePowerCut::FailSyncs(std::string_view suffix) {
+  state_->vfs.FailSyncs(std::string(suffix));
+}
+
+void SqlitePowerCut::HealSyncs() { state_->vfs.FailSyncs(std::nullopt); }
 
 SqlitePowerCut::Disk SqlitePowerCut::Durable() const {
   return Disk{state_->vfs.durable()};

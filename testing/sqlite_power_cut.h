@@ -49,6 +49,12 @@ class SqlitePowerCut {
   // ("-wal": the log; "" all files), since construction.
   int syncs(std::string_view suffix = "") const;
 
+  // From now on every xSync of a file whose path ends with `suffix` fails
+  // with SQLITE_IOERR_FSYNC and syncs nothing, as a failing disk's would;
+  // until HealSyncs.
+  void FailSyncs(std::string_view suffix);
+  void HealSyncs();
+
   // What a power cut now would leave of every file opened through the VFS so
   // far and not deleted through it since (full path as SQLite passes it to
   // xOpen -> bytes): its content at its last sync; before its first sync, what

@@ -246,6 +246,29 @@ TEST_F(SqliteReservationsTest, MadeAndDeletedRowsWaitForTheDisk) {
   EXPECT_GT(Next().low, 32);
 }
 
+TEST_F(SqliteReservationsTest,
+       AFailedFlushFailsEveryLaterWriteAndMovesNextStart) {
+  Open("boot-1");
+  EXPECT_EQ(Next(), (Range{1, 32}));
+  while (handed_out_.back().high < 32 + kReach) Next();
+  power_.FailSyncs("-wal");
+  // Past the ceiling: the flush fails, and nothing is handed out.
+  absl::StatusOr<Range> past = store_->Allocate("orders", 32, 0, NextToken());
+  EXPECT_THAT(past, testing_util::StatusIs(
+                        absl::StatusCode::kUnavailable,
+                        ::testing::HasSubstr("flushing the write-ahead log")));
+  // Under no ceiling any more: the store trusts the file no further.
+  EXPECT_THAT(store_->Allocate("other", 32, 0, NextToken()),
+              testing_util::StatusIs(absl::StatusCode::kUnavailable));
+  power_.HealSyncs();
+  store_.reset();
+  // On the same boot, the start moves all the same.
+  Open("boot-1");
+  ASSERT_EQ(events_.size(), 1u);
+  EXPECT_GT(Next().low, 32 + kReach + 32);
+  ExpectNoNumberTwice();
+}
+
 // A boot the kernel would not tell: every start after an unclean stop
 // moves, since none can show that the machine stayed up.
 TEST(SqliteRunningMarkTest, AnUnknownBootAlwaysMoves) {

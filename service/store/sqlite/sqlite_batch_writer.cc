@@ -334,6 +334,11 @@ int64_t SqliteBatchWriter::rows_written() const {
   return rows_written_;
 }
 
+bool SqliteBatchWriter::broken() const {
+  base::MutexLock lock(&mu_);
+  return !broken_.ok();
+}
+
 int64_t SqliteBatchWriter::commits_synced() const {
   base::MutexLock lock(&mu_);
   return commits_synced_;

@@ -117,6 +117,8 @@ class SqliteBatchWriter {
   int64_t rows_written() const;
   // Committed batches whose COMMIT waited for the disk (kFull only).
   int64_t commits_synced() const;
+  // A flush of the log failed: every batch fails from then on.
+  bool broken() const;
   // Rows held in memory now.
   size_t rows_held() const;
 

@@ -232,9 +232,16 @@ SqliteRangeStore::~SqliteRangeStore() {
   // Completes every queued operation before the statements go.
   reader_.reset();
   queue_.reset();
+  const bool flush_failed = writer_ != nullptr && writer_->broken();
   writer_.reset();
   base::MutexLock lock(&writer_mu_);
-  if (marked_running_ && !guard_->lost()) {
+  if (marked_running_ && flush_failed) {
+    // The log holds batches the disk may not: the next start, on any boot,
+    // must move to the ceilings, and nothing may copy those pages into the
+    // database file at close.
+    sqlite3_db_config(db_, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
+    internal::MarkFlushFailed(db_, options_.path).IgnoreError();
+  } else if (marked_running_ && !guard_->lost()) {
     // A clean close: the next start, on any boot, moves nothing. With
     // fsync, so every commit before it is on disk too. An error leaves the
     // mark, which costs one reach of numbers per collection if the

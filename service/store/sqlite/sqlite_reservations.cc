@@ -196,6 +196,13 @@ absl::StatusOr<RunningMark> MarkRunning(sqlite3* db, absl::string_view path,
   return mark;
 }
 
+absl::Status MarkFlushFailed(sqlite3* db, absl::string_view path) {
+  return SqliteExec(db,
+                    "UPDATE node SET value = 'flush-failed' WHERE key = "
+                    "'running'",
+                    path);
+}
+
 absl::Status MarkStopped(sqlite3* db, absl::string_view path) {
   return SqliteExec(db, "DELETE FROM node WHERE key = 'running'", path);
 }

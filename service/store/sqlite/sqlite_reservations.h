@@ -11,7 +11,9 @@
 // raises the ceiling of each row past its new Max by the row's *reach*
 // and commits with fsync, so the ceiling is on disk before any number
 // under it leaves. A batch that creates, deletes or retires a row commits
-// with fsync too.
+// with fsync too (a row deleted and made again within one batch counts as
+// changed: a crash that loses it leaves the old row, moved to its ceiling,
+// which covers the new row's numbers).
 //
 // Whatever a crash of the machine loses, then, is a suffix of the log
 // (SQLite's write-ahead log keeps commits in order, and an fsync covers
@@ -134,6 +136,12 @@ struct RunningMark {
 absl::StatusOr<RunningMark> MarkRunning(sqlite3* db, absl::string_view path,
                                         const std::optional<std::string>& boot,
                                         absl::Time now, int64_t* skipped);
+
+// At the close of a store whose flush of the log failed: records a running
+// mark no boot matches, so the next start moves every row (the kernel may
+// keep pages it failed to write, and a start on the same boot would trust
+// them).
+absl::Status MarkFlushFailed(sqlite3* db, absl::string_view path);
 
 // At a clean close, after the last batch: removes the running mark, with
 // a COMMIT that waits for the disk (the batches before it are on disk
