@@ -169,24 +169,23 @@ TEST_F(SqliteReservationsTest, ARestartOnTheSameBootMovesNothing) {
     std::filesystem::copy_file(path_ + suffix,
                                copy / ("hilo.db" + std::string(suffix)));
   }
+  // The files as the kill left them, over what the clean close made.
+  auto put_back = [&] {
+    for (const char* suffix : {"", "-wal"}) {
+      std::filesystem::copy_file(
+          copy / ("hilo.db" + std::string(suffix)), path_ + suffix,
+          std::filesystem::copy_options::overwrite_existing);
+    }
+    std::filesystem::remove(path_ + "-shm");
+  };
   store_.reset();
-  for (const char* suffix : {"", "-wal"}) {
-    std::filesystem::copy_file(
-        copy / ("hilo.db" + std::string(suffix)), path_ + suffix,
-        std::filesystem::copy_options::overwrite_existing);
-  }
-  std::filesystem::remove(path_ + "-shm");
+  put_back();
   Open("boot-1");
   EXPECT_TRUE(events_.empty());
   EXPECT_EQ(Next(), (Range{161, 192}));
   // On another boot the same files would have moved on.
   store_.reset();
-  for (const char* suffix : {"", "-wal"}) {
-    std::filesystem::copy_file(
-        copy / ("hilo.db" + std::string(suffix)), path_ + suffix,
-        std::filesystem::copy_options::overwrite_existing);
-  }
-  std::filesystem::remove(path_ + "-shm");
+  put_back();
   Open("boot-2");
   EXPECT_EQ(events_.size(), 1u);
   EXPECT_EQ(Next(), (Range{32 + kReach + 1, 32 + kReach + 32}));
