@@ -148,6 +148,71 @@ TEST(MutexTest, UnlockWakesAWaiterWhosePredicateNowHolds) {
   EXPECT_GE(seen->evaluations, 2);
 }
 
+// A thread that waits for something rare (a stop flag) on a mutex that a
+// hot path takes must not be woken by each of the hot path's Unlocks: the
+// unlocking thread evaluates the waiter's predicate and leaves it asleep
+// while it is false. The waiter's own thread evaluates it once before it
+// blocks and once after the wake-up that finds it true; a condition
+// variable may wake spuriously, which one extra evaluation allows for.
+TEST(MutexTest, UnlockLeavesAWaiterAsleepWhilePredicateIsFalse) {
+  struct State {
+    Mutex mu;
+    bool stop ABSL_GUARDED_BY(mu) = false;
+    int hot ABSL_GUARDED_BY(mu) = 0;
+    int evaluations_elsewhere ABSL_GUARDED_BY(mu) = 0;
+  };
+  auto state = std::make_shared<State>();
+  auto blocked = std::make_shared<std::promise<void>>();
+  BoundedThread<Observation> waiter([state, blocked] {
+    const std::thread::id self = std::this_thread::get_id();
+    int evaluations = 0;
+    MutexLock lock(&state->mu);
+    state->mu.Await([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state->mu) {
+      if (std::this_thread::get_id() != self) {
+        ++state->evaluations_elsewhere;
+      } else if (++evaluations == 1 && !state->stop) {
+        blocked->set_value();
+      }
+      return state->stop;
+    });
+    return Observation{state->stop, evaluations};
+  });
+  ASSERT_TRUE(Signalled(*blocked))
+      << "the waiter did not find its predicate false within 10 s";
+  constexpr int kHotUnlocks = 1000;
+  for (int i = 0; i < kHotUnlocks; ++i) {
+    MutexLock lock(&state->mu);
+    ++state->hot;
+  }
+  {
+    MutexLock lock(&state->mu);
+    // Each hot Unlock evaluated the predicate for the sleeping waiter.
+    EXPECT_EQ(state->evaluations_elsewhere, kHotUnlocks);
+    state->stop = true;
+  }
+  std::optional<Observation> seen = AwaitObservation(
+      waiter, "Unlock after setting stop did not wake the waiter", [&] {
+        MutexLock lock(&state->mu);
+        state->stop = true;
+      });
+  ASSERT_TRUE(seen.has_value()) << "the waiter stayed blocked";
+  EXPECT_TRUE(seen->predicate_value);
+  EXPECT_GE(seen->evaluations, 2);
+  EXPECT_LE(seen->evaluations, 3)
+      << "the waiter was woken by Unlocks that left its predicate false";
+}
+
+// A timed wait gives up at its deadline with the predicate's last value,
+// even while other threads keep taking the mutex.
+TEST(MutexTest, AwaitWithTimeoutReturnsFalseAtItsDeadline) {
+  Mutex mu;
+  MutexLock lock(&mu);
+  bool never = false;
+  EXPECT_FALSE(mu.AwaitWithTimeout(
+      [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return never; },
+      absl::Milliseconds(1)));
+}
+
 // A thread that changes state and then waits for something else releases
 // the mutex inside Await, not through Unlock; that must still wake a thread
 // waiting for the change, or both wait forever. The order is forced: A waits
