@@ -454,12 +454,40 @@ void SqliteRangeStore::SubmitRead(
   reader_->queue->Submit(std::move(op));
 }
 
-template <typename T>
-void SqliteRangeStore::SubmitWrite(
-    absl::AnyInvocable<absl::Status(SqliteHeldRows& rows, absl::Time now,
-                                    T* result)>
-        judge,
-    StoreCallback<T> done) {
+namespace {
+
+// One write with everything it carries: its judge, the result the judge
+// fills and the caller's callback. The writer's two callables capture only
+// the write itself, so they fit in AnyInvocable's own storage.
+template <typename T, typename Judge>
+struct TypedWrite final : internal::SqliteBatchWriter::Write {
+  TypedWrite(Judge judge_with_result, StoreCallback<T> done_with_result)
+      : judge_result(std::move(judge_with_result)),
+        callback(std::move(done_with_result)) {
+    this->judge = [this](SqliteHeldRows& rows, absl::Time now) {
+      return judge_result(rows, now, &result);
+    };
+    this->done = [this](absl::Status status) {
+      if (!status.ok()) {
+        callback(std::move(status));
+      } else {
+        callback(std::move(result));
+      }
+    };
+  }
+  // Its address is in the callables above.
+  TypedWrite(const TypedWrite&) = delete;
+  TypedWrite& operator=(const TypedWrite&) = delete;
+
+  Judge judge_result;
+  StoreCallback<T> callback;
+  T result{};
+};
+
+}  // namespace
+
+template <typename T, typename Judge>
+void SqliteRangeStore::SubmitWrite(Judge judge, StoreCallback<T> done) {
   if (options_.read_only) {
     done(absl::FailedPreconditionError(
         absl::StrFormat("database %s was opened read-only", options_.path)));
@@ -469,23 +497,8 @@ void SqliteRangeStore::SubmitWrite(
     done(absl::UnavailableError(internal::kFileLostMessage));
     return;
   }
-  // The result lives with the completion; the judge, which runs first,
-  // writes it through a pointer.
-  auto result = std::make_unique<T>();
-  auto write = std::make_unique<internal::SqliteBatchWriter::Write>();
-  write->judge = [out = result.get(), judge = std::move(judge)](
-                     SqliteHeldRows& rows, absl::Time now) mutable {
-    return judge(rows, now, out);
-  };
-  write->done = [result = std::move(result),
-                 done = std::move(done)](absl::Status status) mutable {
-    if (!status.ok()) {
-      done(std::move(status));
-    } else {
-      done(std::move(*result));
-    }
-  };
-  queue_->Submit(std::move(write));
+  queue_->Submit(std::make_unique<TypedWrite<T, Judge>>(std::move(judge),
+                                                        std::move(done)));
 }
 
 void SqliteRangeStore::DoAllocateAsync(absl::string_view collection,

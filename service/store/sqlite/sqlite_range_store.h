@@ -161,15 +161,14 @@ class SqliteRangeStore final : public RangeStore {
   template <typename T>
   void SubmitRead(absl::AnyInvocable<absl::Status(T* result)> body,
                   StoreCallback<T> done);
-  // Queues a write for the batch writer: `judge` decides, on the batch's
-  // rows, what it does (sqlite_judges.h); `done` gets its result once the
-  // batch is committed, or the batch's error.
-  template <typename T>
-  void SubmitWrite(
-      absl::AnyInvocable<absl::Status(internal::SqliteHeldRows& rows,
-                                      absl::Time now, T* result)>
-          judge,
-      StoreCallback<T> done);
+  // Queues a write for the batch writer: `judge`, callable as
+  // absl::Status(SqliteHeldRows& rows, absl::Time now, T* result), decides
+  // on the batch's rows what it does (sqlite_judges.h); `done` gets its
+  // result once the batch is committed, or the batch's error. The write
+  // holds the judge, the result and `done` in one allocation: this is
+  // every NextRange's path.
+  template <typename T, typename Judge>
+  void SubmitWrite(Judge judge, StoreCallback<T> done);
   // Makes writer_, once the schema exists.
   absl::Status OpenWriter() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   // Opens reader_, once the schema exists.
