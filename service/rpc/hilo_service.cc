@@ -84,77 +84,46 @@ HiLoService::HiLoService(RangeStore* store, RangeSizePolicy policy,
       collections_(collections),
       max_last_max_jump_(max_last_max_jump) {}
 
+// Everything a NextRange carries between its steps, in one allocation: the
+// callbacks that pass it on capture `this` and this pointer only, which fits
+// in AnyInvocable's own storage, so a call allocates nothing more on its
+// way to the store and back.
+struct HiLoService::NextRangeCall {
+  // Both outlive the call: the RPC's own messages.
+  const hilo::v1::NextRangeRequest* request = nullptr;
+  hilo::v1::NextRangeResponse* response = nullptr;
+  ServiceCallback done;
+  absl::Time start;    // for the observer's latency
+  absl::Time now;      // the clock's, stamped on the range
+  int64_t size = 0;    // the range size the policy chose
+  uint64_t token = 0;  // the range's token
+  int64_t max_jump = 0;
+  CreationQuota quota;
+  // The collection limit reserved a row for this call.
+  bool reserved = false;
+};
+
 void HiLoService::NextRange(const hilo::v1::NextRangeRequest& request,
                             hilo::v1::NextRangeResponse* response,
                             bool may_administer, CreationQuota quota,
                             ServiceCallback done) {
-  const absl::Time start = absl::Now();
-  auto finish = [this, &request, response, start,
-                 done = std::move(done)](absl::Status status) mutable {
-    if (observer_ != nullptr) {
-      const Range range{response->low(), response->high()};
-      observer_->OnNextRange(request.collection(), status,
-                             status.ok() ? &range : nullptr,
-                             absl::Now() - start);
-    }
-    done(std::move(status));
-  };
+  auto call = std::make_unique<NextRangeCall>();
+  call->request = &request;
+  call->response = response;
+  call->done = std::move(done);
+  call->start = absl::Now();
   std::optional<absl::Time> last_range_at;
   if (absl::Status s = ValidateNext(request, &last_range_at); !s.ok()) {
-    finish(std::move(s));
-    return;
+    return FinishNextRange(std::move(call), std::move(s));
   }
-  const absl::Time now = clock_->Now();
-  const int64_t size =
-      policy_.NextSize(request.last_size(), last_range_at, now);
-  const uint64_t token = NewRangeToken();
-  const int64_t max_jump =
-      may_administer ? kNoFloorJumpLimit : max_last_max_jump_;
-  // Allocates; `reserved` if the collection limit reserved a row for it.
-  // Without a reservation only a collection that has a row may go on: the
-  // store looks for the row in the allocation's own transaction, so a call
-  // on an existing collection pays nothing more when the limit is full
-  // (once, it first waited for a read on the store's reading thread).
-  auto shared_quota = std::make_shared<const CreationQuota>(std::move(quota));
-  auto allocate = [this, &request, response, size, token, now, max_jump,
-                   shared_quota](bool reserved, ServiceCallback finish) {
-    auto settle = [this, &request, response, token, now, reserved, shared_quota,
-                   finish = std::move(finish)](
-                      absl::StatusOr<Allocation> allocation) mutable {
-      if (collections_ != nullptr) {
-        collections_->Settle(reserved, allocation.ok() && allocation->created,
-                             shared_quota.get());
-      }
-      if (!allocation.ok() && IsNoRowRefusal(allocation.status()) &&
-          collections_ != nullptr) {
-        return finish(collections_->RefuseNewCollection(request.collection(),
-                                                        shared_quota.get()));
-      }
-      if (allocation.ok()) {
-        response->set_low(allocation->range.low);
-        response->set_high(allocation->range.high);
-        response->set_node_tag(node_tag_);
-        response->set_range_token(token);
-        ToProtoTime(now, response->mutable_range_at());
-      }
-      finish(allocation.status());
-    };
-    if (reserved || collections_ == nullptr) {
-      store_->AllocateAsync(request.collection(), size, request.last_max(),
-                            token, max_jump, std::move(settle));
-    } else {
-      store_->AllocateExistingAsync(request.collection(), size,
-                                    request.last_max(), token, max_jump,
-                                    std::move(settle));
-    }
-  };
-  // Allocates within the collection limit.
-  auto limited = [this, allocate, shared_quota](ServiceCallback finish) {
-    allocate(
-        collections_ != nullptr && collections_->TryReserve(shared_quota.get()),
-        std::move(finish));
-  };
-  if (request.last_max() <= kMaxFloor) return limited(std::move(finish));
+  call->now = clock_->Now();
+  call->size = policy_.NextSize(request.last_size(), last_range_at, call->now);
+  call->token = NewRangeToken();
+  call->max_jump = may_administer ? kNoFloorJumpLimit : max_last_max_jump_;
+  call->quota = std::move(quota);
+  if (request.last_max() <= kMaxFloor) {
+    return AllocateLimited(std::move(call));
+  }
   // The guard rail: a last_max above kMaxFloor may not raise Max (one
   // request must not push a collection toward INT64_MAX), but the holder
   // of a range already up there (a floor set by an operator, an old row)
@@ -162,15 +131,75 @@ void HiLoService::NextRange(const hilo::v1::NextRangeRequest& request,
   // the allocation, except by a return to at most a number the caller held.
   store_->GetAsync(
       request.collection(),
-      [&request, limited, finish = ServiceCallback(std::move(finish))](
+      [this, call = std::move(call)](
           absl::StatusOr<std::optional<CollectionState>> row) mutable {
-        if (!row.ok()) return finish(row.status());
+        const hilo::v1::NextRangeRequest& request = *call->request;
+        if (!row.ok()) return FinishNextRange(std::move(call), row.status());
         if (!row->has_value() || (*row)->max < request.last_max()) {
-          return finish(ValidateFloor("last_max", request.last_max(),
-                                      request.collection()));
+          absl::Status refused = ValidateFloor("last_max", request.last_max(),
+                                               request.collection());
+          return FinishNextRange(std::move(call), std::move(refused));
         }
-        limited(std::move(finish));
+        AllocateLimited(std::move(call));
       });
+}
+
+void HiLoService::AllocateLimited(std::unique_ptr<NextRangeCall> call) {
+  call->reserved =
+      collections_ != nullptr && collections_->TryReserve(&call->quota);
+  // Without a reservation only a collection that has a row may go on: the
+  // store looks for the row in the allocation's own transaction, so a call
+  // on an existing collection pays nothing more when the limit is full
+  // (once, it first waited for a read on the store's reading thread).
+  const bool may_create = call->reserved || collections_ == nullptr;
+  const hilo::v1::NextRangeRequest& request = *call->request;
+  const int64_t size = call->size;
+  const uint64_t token = call->token;
+  const int64_t max_jump = call->max_jump;
+  auto settle = [this, call = std::move(call)](
+                    absl::StatusOr<Allocation> allocation) mutable {
+    if (collections_ != nullptr) {
+      collections_->Settle(
+          call->reserved, allocation.ok() && allocation->created, &call->quota);
+    }
+    if (!allocation.ok() && IsNoRowRefusal(allocation.status()) &&
+        collections_ != nullptr) {
+      absl::Status refused = collections_->RefuseNewCollection(
+          call->request->collection(), &call->quota);
+      return FinishNextRange(std::move(call), std::move(refused));
+    }
+    if (allocation.ok()) {
+      hilo::v1::NextRangeResponse* response = call->response;
+      response->set_low(allocation->range.low);
+      response->set_high(allocation->range.high);
+      response->set_node_tag(node_tag_);
+      response->set_range_token(call->token);
+      ToProtoTime(call->now, response->mutable_range_at());
+    }
+    FinishNextRange(std::move(call), allocation.status());
+  };
+  if (may_create) {
+    store_->AllocateAsync(request.collection(), size, request.last_max(), token,
+                          max_jump, std::move(settle));
+  } else {
+    store_->AllocateExistingAsync(request.collection(), size,
+                                  request.last_max(), token, max_jump,
+                                  std::move(settle));
+  }
+}
+
+void HiLoService::FinishNextRange(std::unique_ptr<NextRangeCall> call,
+                                  absl::Status status) {
+  if (observer_ != nullptr) {
+    const hilo::v1::NextRangeResponse& response = *call->response;
+    const Range range{response.low(), response.high()};
+    observer_->OnNextRange(call->request->collection(), status,
+                           status.ok() ? &range : nullptr,
+                           absl::Now() - call->start);
+  }
+  ServiceCallback done = std::move(call->done);
+  call.reset();
+  done(std::move(status));
 }
 
 void HiLoService::ReturnRange(const hilo::v1::ReturnRangeRequest& request,

@@ -106,6 +106,15 @@ class HiLoService {
                               hilo::v1::ReturnRangesResponse* response);
 
  private:
+  // One NextRange from its arrival to its reply (hilo_service.cc).
+  struct NextRangeCall;
+
+  // Allocates within the collection limit, then answers.
+  void AllocateLimited(std::unique_ptr<NextRangeCall> call);
+  // Reports the call's outcome to the observer and its caller.
+  void FinishNextRange(std::unique_ptr<NextRangeCall> call,
+                       absl::Status status);
+
   RangeStore* const store_;
   const RangeSizePolicy policy_;
   const std::string node_tag_;
