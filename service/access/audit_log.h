@@ -73,6 +73,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -88,14 +89,18 @@ namespace hilo {
 // ("anonymous ipv4:10.0.0.9", "anonymous ipv6:[::1]").
 std::string AuditCaller(absl::string_view identity, absl::string_view peer);
 
+// The numbers a request asked for, by field name, in this order. Two fit
+// without an allocation: a record is made for every call, and most are
+// never written.
+using AuditFields = absl::InlinedVector<std::pair<std::string, int64_t>, 2>;
+
 // One audited call.
 struct AuditRecord {
   std::string identity;
   std::string peer;
   std::string method;
   std::string collection;  // "" for ListCollections
-  // The numbers the request asked for, by field name, in this order.
-  std::vector<std::pair<std::string, int64_t>> request;
+  AuditFields request;
   absl::Status outcome;
 };
 

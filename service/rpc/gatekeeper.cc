@@ -40,8 +40,7 @@ std::optional<std::string> ClientMessage(const absl::Status& status) {
 }
 
 AuditRecord Record(const Caller& caller, Method method,
-                   absl::string_view collection,
-                   std::vector<std::pair<std::string, int64_t>> request) {
+                   absl::string_view collection, AuditFields request) {
   AuditRecord record;
   record.peer = caller.peer;
   record.method = std::string(MethodName(method));
@@ -303,7 +302,7 @@ void Gatekeeper::DeleteCollection(
     const Caller& caller, const hilo::v1::DeleteCollectionRequest& request,
     hilo::v1::DeleteCollectionResponse* response, ServiceCallback done) {
   // A retirement says so; a delete's line is as it always was.
-  std::vector<std::pair<std::string, int64_t>> asked;
+  AuditFields asked;
   if (request.retire()) asked.emplace_back("retire", 1);
   AuditRecord record = Record(caller, Method::kDeleteCollection,
                               request.collection(), std::move(asked));
