@@ -4,16 +4,23 @@
 // last sync, so a power cut leaves exactly that.
 #include "service/store/sqlite/sqlite_reservations.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "hilo/base/clock.h"
@@ -296,6 +303,102 @@ TEST(SqliteRunningMarkTest, AnUnknownBootAlwaysMoves) {
   EXPECT_EQ(second->moved, 1);
   EXPECT_EQ(skipped, kReach);
   sqlite3_close(db);
+}
+
+// The mount id of an open file as /proc/self/fdinfo tells it: the kernel's
+// own count, read another way than statx.
+std::optional<uint64_t> MountInFdinfo(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::ifstream info("/proc/self/fdinfo/" + std::to_string(fd));
+  std::optional<uint64_t> mount;
+  for (std::string line; std::getline(info, line);) {
+    if (absl::StartsWith(line, "mnt_id:")) {
+      uint64_t id = 0;
+      if (absl::SimpleAtoi(absl::StripAsciiWhitespace(line.substr(7)), &id)) {
+        mount = id;
+      }
+    }
+  }
+  close(fd);
+  return mount;
+}
+
+TEST(SqliteRunningMarkTest, TheFilesMountIsTheKernels) {
+  TempDir dir;
+  const std::string path = dir.File("some-file");
+  std::ofstream(path) << "x";
+  std::optional<uint64_t> mount = internal::ReadFileMount(path);
+  ASSERT_TRUE(mount.has_value());
+  EXPECT_EQ(mount, MountInFdinfo(path));
+  // /proc is a mount of its own.
+  EXPECT_NE(internal::ReadFileMount("/proc/self/stat"), mount);
+  EXPECT_EQ(internal::ReadRunningSession(path),
+            absl::StrCat(*internal::ReadMachineBoot(), " mount ", *mount));
+}
+
+// Left as a running mark in the file at `path`, as a server that died
+// would leave it.
+void LeaveRunningMark(const std::string& path, const std::string& mark) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db,
+                               "INSERT INTO node(key, value) "
+                               "VALUES('running', ?1)",
+                               -1, &stmt, nullptr),
+            SQLITE_OK);
+  sqlite3_bind_text(stmt, 1, mark.c_str(), -1, SQLITE_TRANSIENT);
+  EXPECT_EQ(sqlite3_step(stmt), SQLITE_DONE);
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+}
+
+// A volume detached and attached again while the machine ran is a new
+// mount: whatever the kernel held for the old one and never wrote is gone,
+// as after a reboot. The store's own mark (no machine_boot set) names the
+// mount, so a start from another mount of the same boot moves.
+TEST(SqliteRunningMarkTest, AStartOnAnotherMountOfTheSameBootMoves) {
+  TempDir dir;
+  const std::string path = dir.File("hilo.db");
+  auto open = [&] {
+    SqliteRangeStoreOptions options;
+    options.path = path;
+    options.file_check_interval = absl::ZeroDuration();
+    absl::StatusOr<std::unique_ptr<SqliteRangeStore>> store =
+        SqliteRangeStore::Open(std::move(options));
+    EXPECT_THAT(store, IsOk());
+    return store.ok() ? *std::move(store) : nullptr;
+  };
+  auto next = [](SqliteRangeStore* store) {
+    absl::StatusOr<Range> range = store->Allocate("orders", 32, 0, NextToken());
+    EXPECT_THAT(range, IsOk());
+    return range.value_or(Range{});
+  };
+  {
+    std::unique_ptr<SqliteRangeStore> store = open();
+    ASSERT_NE(store, nullptr);
+    EXPECT_EQ(next(store.get()), (Range{1, 32}));
+  }
+  std::optional<std::string> session = internal::ReadRunningSession(path);
+  std::optional<uint64_t> mount = internal::ReadFileMount(path);
+  ASSERT_TRUE(session.has_value());
+  ASSERT_TRUE(mount.has_value());
+  // Left by a server of this boot on this mount: the kernel kept its
+  // commits, nothing moves.
+  LeaveRunningMark(path, *session);
+  {
+    std::unique_ptr<SqliteRangeStore> store = open();
+    ASSERT_NE(store, nullptr);
+    EXPECT_EQ(next(store.get()), (Range{33, 64}));
+  }
+  // Left on another mount of the same boot: every row moves to its
+  // ceiling, the one the first range reserved (32 + kReach).
+  LeaveRunningMark(
+      path, absl::StrCat(*internal::ReadMachineBoot(), " mount ", *mount + 1));
+  std::unique_ptr<SqliteRangeStore> store = open();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(next(store.get()), (Range{32 + kReach + 1, 32 + kReach + 32}));
 }
 
 TEST(SqliteRunningMarkTest, TheKernelsBootIsRead) {

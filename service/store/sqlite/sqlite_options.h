@@ -69,10 +69,11 @@ struct SqliteRangeStoreOptions {
   // with this file's (service/store/sqlite/README.md). Empty: never.
   std::string retag_from;
   SyncMode sync = SyncMode::kFull;
-  // The boot of the machine, which the file records while the store has it
-  // open (sqlite_reservations.h): a start that finds the mark of another
-  // boot moves every collection to its ceiling. Empty: the kernel's boot id
-  // (tests set their own to play a machine's restart).
+  // The boot of the machine (and the file's mount), which the file records
+  // while the store has it open (sqlite_reservations.h): a start that finds
+  // the mark of another moves every collection to its ceiling. Empty: the
+  // kernel's boot id and the file's mount id (tests set their own to play a
+  // machine's restart).
   std::string machine_boot;
   // Told, once Open is done, when it found that the machine went down (or
   // the file moved to another) while a server had the file open, and moved

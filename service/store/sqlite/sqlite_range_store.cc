@@ -307,7 +307,9 @@ absl::Status SqliteRangeStore::Init() {
   created_ = *created;
 
   std::optional<std::string> boot = options_.machine_boot;
-  if (options_.machine_boot.empty()) boot = internal::ReadMachineBoot();
+  if (options_.machine_boot.empty()) {
+    boot = internal::ReadRunningSession(options_.path);
+  }
   int64_t skipped = 0;
   absl::StatusOr<internal::RunningMark> mark =
       internal::MarkRunning(db_, options_.path, boot, clock_->Now(), &skipped);

@@ -1,6 +1,8 @@
 #include "service/store/sqlite/sqlite_reservations.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <fstream>
@@ -8,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "service/store/sqlite/sqlite_file.h"
 
 namespace hilo {
@@ -105,6 +108,23 @@ std::optional<std::string> ReadMachineBoot() {
   absl::StripAsciiWhitespace(&boot);
   if (boot.empty() || boot == kUnknownBoot) return std::nullopt;
   return boot;
+}
+
+std::optional<uint64_t> ReadFileMount(const std::string& path) {
+  struct statx st;
+  if (statx(AT_FDCWD, path.c_str(), 0, STATX_MNT_ID, &st) != 0 ||
+      (st.stx_mask & STATX_MNT_ID) == 0) {
+    return std::nullopt;
+  }
+  return st.stx_mnt_id;
+}
+
+std::optional<std::string> ReadRunningSession(const std::string& path) {
+  std::optional<std::string> boot = ReadMachineBoot();
+  if (!boot.has_value()) return std::nullopt;
+  std::optional<uint64_t> mount = ReadFileMount(path);
+  if (!mount.has_value()) return boot;
+  return absl::StrCat(*boot, " mount ", *mount);
 }
 
 absl::StatusOr<RunningMark> MarkRunning(sqlite3* db, absl::string_view path,

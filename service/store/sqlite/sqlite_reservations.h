@@ -29,7 +29,9 @@
 // process died and the kernel kept every commit: it moves nothing, and a
 // `kill -9` costs no numbers. Left by another boot (the machine crashed or
 // restarted, or the file came from another machine), or with the boot
-// unknown, it moves every row.
+// unknown, it moves every row. The mark also names the mount the file is
+// on, so a volume detached and attached again while the machine ran
+// (whose unwritten pages went with the old mount) moves every row too.
 //
 // The reach of a row starts at kMinReach numbers and doubles each time a
 // reservation lasted less than `reserve_for` (1 s), halving when one
@@ -117,6 +119,19 @@ class SqliteReservations {
 // The boot of the machine this process runs on, as the kernel names it;
 // nullopt if it cannot be read.
 std::optional<std::string> ReadMachineBoot();
+
+// The mount that holds `path`, as the kernel numbers it (statx's mount id);
+// nullopt if the kernel does not say (before Linux 5.8). Unique while the
+// machine runs: a file system detached and attached again (a network
+// volume, say) is a new mount, even on the same device.
+std::optional<uint64_t> ReadFileMount(const std::string& path);
+
+// What the running mark of the file at `path` records: the machine's boot
+// and the file's mount, "BOOT mount ID" ("BOOT" alone if the mount is
+// unknown); nullopt if the boot is unknown. A start that finds the mark of
+// another mount moves every row, as after another boot: pages the kernel
+// held for the old mount and never wrote are gone with it.
+std::optional<std::string> ReadRunningSession(const std::string& path);
 
 // What MarkRunning found.
 struct RunningMark {
