@@ -187,8 +187,8 @@ class GroupCommit {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int64_t commits_ ABSL_GUARDED_BY(mu_) = 0;
 
-  // The spare parks on a mutex of its own: base::Mutex wakes every waiter
-  // at each Unlock, and a spare waiting on mu_ would wake at every Submit.
+  // The spare parks on a mutex of its own, which Submits take only to wake
+  // it: on mu_, each Submit's Unlock would evaluate the spare's predicate.
   base::Mutex spare_mu_;
   bool spare_turn_ ABSL_GUARDED_BY(spare_mu_) = false;
   // The destructor: the spare stops waiting out its grace.
