@@ -64,6 +64,14 @@ class PowerCutVfs {
     base::MutexLock lock(&mu_);
     failing_ = std::move(suffix);
   }
+  void SetPowersafeOverwrite(bool on) {
+    base::MutexLock lock(&mu_);
+    powersafe_overwrite_ = on;
+  }
+  bool powersafe_overwrite() const {
+    base::MutexLock lock(&mu_);
+    return powersafe_overwrite_;
+  }
   void Deleted(const char* path) {
     base::MutexLock lock(&mu_);
     durable_.erase(path);
@@ -92,6 +100,7 @@ class PowerCutVfs {
   std::map<std::string, int> syncs_ ABSL_GUARDED_BY(mu_);
   int open_files_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<std::string> failing_ ABSL_GUARDED_BY(mu_);
+  bool powersafe_overwrite_ ABSL_GUARDED_BY(mu_) = true;
 };
 
 // An open file of the wrapper: this header, then the real VFS's file.
@@ -170,7 +179,10 @@ int SectorSize(sqlite3_file* file) {
 }
 int DeviceCharacteristics(sqlite3_file* file) {
   sqlite3_file* real = Real(file);
-  return real->pMethods->xDeviceCharacteristics(real);
+  const int characteristics = real->pMethods->xDeviceCharacteristics(real);
+  return Wrapper(file)->vfs->powersafe_overwrite()
+             ? characteristics
+             : characteristics & ~SQLITE_IOCAP_POWERSAFE_OVERWRITE;
 }
 int ShmMap(sqlite3_file* file, int region, int size, int extend,
            void volatile** memory) {
@@ -365,6 +377,10 @@ void SqlitePowerCut::FailSyncs(std::string_view suffix) {
 }
 
 void SqlitePowerCut::HealSyncs() { state_->vfs.FailSyncs(std::nullopt); }
+
+void SqlitePowerCut::ClearPowersafeOverwrite() {
+  state_->vfs.SetPowersafeOverwrite(false);
+}
 
 SqlitePowerCut::Disk SqlitePowerCut::Durable() const {
   return Disk{state_->vfs.durable()};

@@ -55,6 +55,11 @@ class SqlitePowerCut {
   void FailSyncs(std::string_view suffix);
   void HealSyncs();
 
+  // From now on files opened through the VFS do not report
+  // SQLITE_IOCAP_POWERSAFE_OVERWRITE, as under an SQLite built or opened
+  // with psow=0. Call before opening them.
+  void ClearPowersafeOverwrite();
+
   // What a power cut now would leave of every file opened through the VFS so
   // far and not deleted through it since (full path as SQLite passes it to
   // xOpen -> bytes): its content at its last sync; before its first sync, what

@@ -130,6 +130,24 @@ TEST_F(SqliteReservationsTest, RangesUnderTheCeilingDoNotWaitForTheDisk) {
   EXPECT_EQ(power_.syncs("-wal"), syncs + 1);
 }
 
+// Without powersafe overwrite a power cut during one commit's write may
+// tear the flushed commit beside it in the log, reservation and all: every
+// commit then waits for the disk, as before reservations.
+TEST_F(SqliteReservationsTest, WithoutPowersafeOverwriteEveryCommitWaits) {
+  power_.ClearPowersafeOverwrite();
+  Open("boot-1");
+  EXPECT_EQ(Next(), (Range{1, 32}));
+  for (int64_t high = 64; high <= 32 * 5; high += 32) {
+    const int syncs = power_.syncs("-wal");
+    EXPECT_EQ(Next(), (Range{high - 31, high}));
+    EXPECT_GE(power_.syncs("-wal"), syncs + 1)
+        << "a range under the ceiling did not wait for the disk";
+  }
+  // A power cut loses nothing that was handed out.
+  CutPower();
+  EXPECT_EQ(StoredMax(), 32 * 5);
+}
+
 TEST_F(SqliteReservationsTest, APowerCutSkipsToTheCeilingAndRepeatsNothing) {
   Open("boot-1");
   // 1-32 reserves to 32 + kReach; 33+kReach.. to (64+kReach) + 2*kReach

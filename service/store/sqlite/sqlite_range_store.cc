@@ -316,8 +316,13 @@ absl::Status SqliteRangeStore::Init() {
   if (!mark.ok()) return mark.status();
   marked_running_ = true;
   // From here every COMMIT is written without waiting for the disk; the
-  // batch writer flushes the log after those that must wait.
-  if (absl::Status s = Exec("PRAGMA synchronous=NORMAL"); !s.ok()) return s;
+  // batch writer flushes the log after those that must wait. Only where a
+  // write leaves the bytes around it alone (powersafe overwrite): elsewhere
+  // a power cut during an unflushed commit's write may tear the flushed
+  // reservation beside it, so every commit keeps waiting for the disk.
+  if (internal::HasPowersafeOverwrite(db_)) {
+    if (absl::Status s = Exec("PRAGMA synchronous=NORMAL"); !s.ok()) return s;
+  }
   if (mark->left_by_another_boot) {
     went_back_ = StoreHistoryEvent{
         .reason = absl::StrFormat(

@@ -127,6 +127,17 @@ std::optional<std::string> ReadRunningSession(const std::string& path) {
   return absl::StrCat(*boot, " mount ", *mount);
 }
 
+bool HasPowersafeOverwrite(sqlite3* db) {
+  sqlite3_file* file = nullptr;
+  if (sqlite3_file_control(db, "main", SQLITE_FCNTL_FILE_POINTER, &file) !=
+          SQLITE_OK ||
+      file == nullptr || file->pMethods == nullptr) {
+    return false;
+  }
+  return (file->pMethods->xDeviceCharacteristics(file) &
+          SQLITE_IOCAP_POWERSAFE_OVERWRITE) != 0;
+}
+
 absl::StatusOr<RunningMark> MarkRunning(sqlite3* db, absl::string_view path,
                                         const std::optional<std::string>& boot,
                                         absl::Time now, int64_t* skipped) {

@@ -133,6 +133,13 @@ std::optional<uint64_t> ReadFileMount(const std::string& path);
 // held for the old mount and never wrote are gone with it.
 std::optional<std::string> ReadRunningSession(const std::string& path);
 
+// Whether the database file of `db` says a write never harms the bytes
+// around it at a power cut (SQLITE_IOCAP_POWERSAFE_OVERWRITE, Debian's
+// default; off where SQLite was built or the file opened with psow=0).
+// Reservations need it: a flushed commit must survive a later unflushed
+// write into the same sector of the log.
+bool HasPowersafeOverwrite(sqlite3* db);
+
 // What MarkRunning found.
 struct RunningMark {
   // A server left the file open under another boot (or an unknown one).
