@@ -21,7 +21,9 @@
 //
 // A predicate therefore runs on whichever thread holds the mutex: it may
 // read what the mutex guards and the waiter's locals, but must not depend on
-// the thread it runs on.
+// the thread it runs on; a lock it takes must come after this mutex in the
+// lock order (a thread that held it while unlocking this mutex would wait
+// for itself).
 #ifndef HILO_BASE_MUTEX_H_
 #define HILO_BASE_MUTEX_H_
 
@@ -122,7 +124,9 @@ inline bool Mutex::Wait(absl::FunctionRef<bool()> predicate,
   waiters_ = &self;
   std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
   bool holds = false;
-  while (!(holds = predicate())) {
+  do {
+    // The caller saw the predicate false, and every Unlock since that could
+    // change it evaluates it for this waiter.
     self.woken = false;
     if (deadline == nullptr) {
       self.wake.wait(lock);
@@ -131,7 +135,7 @@ inline bool Mutex::Wait(absl::FunctionRef<bool()> predicate,
       holds = predicate();
       break;
     }
-  }
+  } while (!(holds = predicate()));
   if (self.prev != nullptr) self.prev->next = self.next;
   if (self.next != nullptr) self.next->prev = self.prev;
   if (waiters_ == &self) waiters_ = self.next;
