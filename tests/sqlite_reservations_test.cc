@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -345,14 +346,36 @@ std::optional<uint64_t> MountInFdinfo(const std::string& path) {
 TEST(SqliteRunningMarkTest, TheFilesMountIsTheKernels) {
   TempDir dir;
   const std::string path = dir.File("some-file");
+  const std::string sibling = dir.File("another-file");
   std::ofstream(path) << "x";
-  std::optional<uint64_t> mount = internal::ReadFileMount(path);
+  std::ofstream(sibling) << "y";
+  std::optional<internal::FileMount> mount = internal::ReadFileMount(path);
   ASSERT_TRUE(mount.has_value());
-  EXPECT_EQ(mount, MountInFdinfo(path));
+  std::optional<internal::FileMount> again = internal::ReadFileMount(sibling);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->id, mount->id);
+  EXPECT_EQ(again->unique, mount->unique);
+  // Where the kernel numbers mounts uniquely (Linux 6.8's
+  // STATX_MNT_ID_UNIQUE, asked for here by its value), that is the id used.
+  struct statx st;
+  ASSERT_EQ(statx(AT_FDCWD, path.c_str(), 0, 0x4000, &st), 0);
+  EXPECT_EQ(mount->unique, (st.stx_mask & 0x4000) != 0);
+  if (mount->unique) EXPECT_EQ(mount->id, st.stx_mnt_id);
   // /proc is a mount of its own.
-  EXPECT_NE(internal::ReadFileMount("/proc/self/stat"), mount);
-  EXPECT_EQ(internal::ReadRunningSession(path),
-            absl::StrCat(*internal::ReadMachineBoot(), " mount ", *mount));
+  std::optional<internal::FileMount> proc =
+      internal::ReadFileMount("/proc/self/stat");
+  ASSERT_TRUE(proc.has_value());
+  EXPECT_NE(proc->id, mount->id);
+  if (mount->unique) {
+    EXPECT_EQ(internal::ReadRunningSession(path),
+              absl::StrCat(*internal::ReadMachineBoot(), " mount ", mount->id));
+  } else {
+    // The reusable id, which fdinfo shows too.
+    EXPECT_EQ(mount->id, MountInFdinfo(path));
+    EXPECT_EQ(internal::ReadRunningSession(path),
+              absl::StrCat(*internal::ReadMachineBoot(), " mount ", mount->id,
+                           " reusable"));
+  }
 }
 
 // Left as a running mark in the file at `path`, as a server that died
@@ -399,7 +422,7 @@ TEST(SqliteRunningMarkTest, AStartOnAnotherMountOfTheSameBootMoves) {
     EXPECT_EQ(next(store.get()), (Range{1, 32}));
   }
   std::optional<std::string> session = internal::ReadRunningSession(path);
-  std::optional<uint64_t> mount = internal::ReadFileMount(path);
+  std::optional<internal::FileMount> mount = internal::ReadFileMount(path);
   ASSERT_TRUE(session.has_value());
   ASSERT_TRUE(mount.has_value());
   // Left by a server of this boot on this mount: the kernel kept its
@@ -413,7 +436,8 @@ TEST(SqliteRunningMarkTest, AStartOnAnotherMountOfTheSameBootMoves) {
   // Left on another mount of the same boot: every row moves to its
   // ceiling, the one the first range reserved (32 + kReach).
   LeaveRunningMark(
-      path, absl::StrCat(*internal::ReadMachineBoot(), " mount ", *mount + 1));
+      path, absl::StrCat(*internal::ReadMachineBoot(), " mount ", mount->id + 1,
+                         mount->unique ? "" : " reusable"));
   std::unique_ptr<SqliteRangeStore> store = open();
   ASSERT_NE(store, nullptr);
   EXPECT_EQ(next(store.get()), (Range{32 + kReach + 1, 32 + kReach + 32}));

@@ -279,13 +279,14 @@ absl::Status SqliteBatchWriter::Commit(bool wait_for_disk,
 }
 
 absl::Status SqliteBatchWriter::SyncLog() {
-  // The connection commits with synchronous=NORMAL: the log is written,
-  // not flushed. SQLite cannot change that inside a transaction
-  // (tests/sqlite_power_cut_test.cc), and whether a batch must wait is
-  // known only once it is judged; so a COMMIT that must wait is followed
-  // by a sync of the log through SQLite's own file (its VFS, which also
-  // flushes the directory of a new log), before any completion runs. It
-  // covers every commit before it: the log is written in order.
+  // The connection commits with synchronous=NORMAL (FULL only on a file
+  // without powersafe overwrite): the log is written, not flushed. SQLite
+  // cannot change that inside a transaction (tests/sqlite_power_cut_test.cc),
+  // and whether a batch must wait is known only once it is judged; so a COMMIT
+  // that must wait is followed by a sync of the log through SQLite's own file
+  // (its VFS, which also flushes the directory of a new log), before any
+  // completion runs. It covers every commit before it: the log is written in
+  // order.
   sqlite3_file* log = nullptr;
   int rc =
       sqlite3_file_control(db_, "main", SQLITE_FCNTL_JOURNAL_POINTER, &log);

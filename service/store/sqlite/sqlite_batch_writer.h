@@ -72,7 +72,9 @@ class SqliteBatchWriter {
     // kFull: a batch that raises a ceiling (or makes or removes a row)
     // flushes the log to disk after its COMMIT, before its completions,
     // and no other does (sqlite_reservations.h). kNormal: none does. The
-    // connection must commit with PRAGMA synchronous=NORMAL either way.
+    // connection commits with PRAGMA synchronous=NORMAL either way, except
+    // on a file without powersafe overwrite, where it keeps FULL and every
+    // COMMIT waits for the disk (sqlite_reservations.h).
     SyncMode sync = SyncMode::kFull;
     // Rows held in memory between batches (SqliteHeldRows).
     size_t max_held_rows = SqliteRangeStoreOptions().max_held_rows;
@@ -101,7 +103,8 @@ class SqliteBatchWriter {
   };
 
   // Prepares the writer's statements on `db`, which holds hilo's schema, in
-  // WAL mode with synchronous=NORMAL (the writer flushes the log itself).
+  // WAL mode with synchronous=NORMAL (the writer flushes the log itself;
+  // FULL on a file without powersafe overwrite).
   // The writer does not own `db`; close it only after the writer is gone.
   static absl::StatusOr<std::unique_ptr<SqliteBatchWriter>> Create(
       sqlite3* db, Options options);

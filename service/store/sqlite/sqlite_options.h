@@ -75,8 +75,9 @@ struct SqliteRangeStoreOptions {
   // kernel's boot id and the file's mount id (tests set their own to play a
   // machine's restart).
   std::string machine_boot;
-  // Told, once Open is done, when it found that the machine went down (or
-  // the file moved to another) while a server had the file open, and moved
+  // Told, once Open is done, when it found that the machine went down, the
+  // file system was mounted anew or the file moved to another machine while
+  // a server had the file open, and moved
   // collections past what its lost commits may have handed out. On the
   // thread that called Open.
   std::function<void(const StoreHistoryEvent&)> on_history_went_back;

@@ -326,9 +326,10 @@ absl::Status SqliteRangeStore::Init() {
   if (mark->left_by_another_boot) {
     went_back_ = StoreHistoryEvent{
         .reason = absl::StrFormat(
-            "database %s was open when the machine went down (or moved from "
-            "another machine): its last commits may be lost, so every "
-            "collection moves to its reservation",
+            "database %s was open when the machine went down, or its file "
+            "system was mounted anew (or it moved from another machine): its "
+            "last commits may be lost, so every collection moves to its "
+            "reservation",
             options_.path),
         .collections = mark->moved,
         .numbers_skipped = skipped};

@@ -23,6 +23,13 @@ constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 // one's cannot be read, so the next start moves every row.
 constexpr char kUnknownBoot[] = "unknown";
 
+// Whether `file` (null: not open) reports powersafe overwrite.
+bool FileHasPowersafeOverwrite(sqlite3_file* file) {
+  if (file == nullptr || file->pMethods == nullptr) return false;
+  return (file->pMethods->xDeviceCharacteristics(file) &
+          SQLITE_IOCAP_POWERSAFE_OVERWRITE) != 0;
+}
+
 }  // namespace
 
 SqliteReservations::SqliteReservations(Loader load, size_t max_rows,
@@ -110,32 +117,47 @@ std::optional<std::string> ReadMachineBoot() {
   return boot;
 }
 
-std::optional<uint64_t> ReadFileMount(const std::string& path) {
+std::optional<FileMount> ReadFileMount(const std::string& path) {
+  // Linux 6.8's unique mount id; Debian 12's headers predate it.
+  constexpr unsigned int kUniqueMountId = 0x4000;
   struct statx st;
-  if (statx(AT_FDCWD, path.c_str(), 0, STATX_MNT_ID, &st) != 0 ||
-      (st.stx_mask & STATX_MNT_ID) == 0) {
+  if (statx(AT_FDCWD, path.c_str(), 0, STATX_MNT_ID | kUniqueMountId, &st) !=
+      0) {
     return std::nullopt;
   }
-  return st.stx_mnt_id;
+  if ((st.stx_mask & kUniqueMountId) != 0) {
+    return FileMount{.id = st.stx_mnt_id, .unique = true};
+  }
+  if ((st.stx_mask & STATX_MNT_ID) != 0) {
+    return FileMount{.id = st.stx_mnt_id, .unique = false};
+  }
+  return std::nullopt;
 }
 
 std::optional<std::string> ReadRunningSession(const std::string& path) {
   std::optional<std::string> boot = ReadMachineBoot();
   if (!boot.has_value()) return std::nullopt;
-  std::optional<uint64_t> mount = ReadFileMount(path);
+  std::optional<FileMount> mount = ReadFileMount(path);
   if (!mount.has_value()) return boot;
-  return absl::StrCat(*boot, " mount ", *mount);
+  return absl::StrCat(*boot, " mount ", mount->id,
+                      mount->unique ? "" : " reusable");
 }
 
 bool HasPowersafeOverwrite(sqlite3* db) {
   sqlite3_file* file = nullptr;
   if (sqlite3_file_control(db, "main", SQLITE_FCNTL_FILE_POINTER, &file) !=
           SQLITE_OK ||
-      file == nullptr || file->pMethods == nullptr) {
+      !FileHasPowersafeOverwrite(file)) {
     return false;
   }
-  return (file->pMethods->xDeviceCharacteristics(file) &
-          SQLITE_IOCAP_POWERSAFE_OVERWRITE) != 0;
+  // SQLite decides how to write the log by the log's own flag.
+  sqlite3_file* log = nullptr;
+  if (sqlite3_file_control(db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &log) !=
+      SQLITE_OK) {
+    return false;
+  }
+  return log == nullptr || log->pMethods == nullptr ||
+         FileHasPowersafeOverwrite(log);
 }
 
 absl::StatusOr<RunningMark> MarkRunning(sqlite3* db, absl::string_view path,

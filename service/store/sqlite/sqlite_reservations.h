@@ -31,7 +31,8 @@
 // restarted, or the file came from another machine), or with the boot
 // unknown, it moves every row. The mark also names the mount the file is
 // on, so a volume detached and attached again while the machine ran
-// (whose unwritten pages went with the old mount) moves every row too.
+// (whose unwritten pages went with the old mount) moves every row too
+// where the kernel numbers mounts uniquely (Linux 6.8 and later).
 //
 // The reach of a row starts at kMinReach numbers and doubles each time a
 // reservation lasted less than `reserve_for` (1 s), halving when one
@@ -120,24 +121,32 @@ class SqliteReservations {
 // nullopt if it cannot be read.
 std::optional<std::string> ReadMachineBoot();
 
-// The mount that holds `path`, as the kernel numbers it (statx's mount id);
-// nullopt if the kernel does not say (before Linux 5.8). Unique while the
-// machine runs: a file system detached and attached again (a network
-// volume, say) is a new mount, even on the same device.
-std::optional<uint64_t> ReadFileMount(const std::string& path);
+// The mount that holds `path`, as the kernel numbers it (statx).
+struct FileMount {
+  uint64_t id = 0;
+  // Linux 6.8 and later: an id no other mount gets while the machine runs,
+  // so a file system detached and attached again (a network volume, say) is
+  // always another mount. Before: the id of a mount that went away may be
+  // given to the next one.
+  bool unique = false;
+};
+// nullopt if the kernel does not say (before Linux 5.8).
+std::optional<FileMount> ReadFileMount(const std::string& path);
 
 // What the running mark of the file at `path` records: the machine's boot
-// and the file's mount, "BOOT mount ID" ("BOOT" alone if the mount is
-// unknown); nullopt if the boot is unknown. A start that finds the mark of
-// another mount moves every row, as after another boot: pages the kernel
-// held for the old mount and never wrote are gone with it.
+// and the file's mount, "BOOT mount ID" ("BOOT mount ID reusable" where
+// mount ids are reused, "BOOT" alone if the mount is unknown); nullopt if
+// the boot is unknown. A start that finds the mark of another mount moves
+// every row, as after another boot: pages the kernel held for the old
+// mount and never wrote are gone with it.
 std::optional<std::string> ReadRunningSession(const std::string& path);
 
-// Whether the database file of `db` says a write never harms the bytes
-// around it at a power cut (SQLITE_IOCAP_POWERSAFE_OVERWRITE, Debian's
-// default; off where SQLite was built or the file opened with psow=0).
-// Reservations need it: a flushed commit must survive a later unflushed
-// write into the same sector of the log.
+// Whether the database file of `db` and its write-ahead log (if open) say
+// a write never harms the bytes around it at a power cut
+// (SQLITE_IOCAP_POWERSAFE_OVERWRITE, Debian's default; off where SQLite was
+// built or the file opened with psow=0). Reservations need it: a flushed
+// commit must survive a later unflushed write into the same sector of the
+// log.
 bool HasPowersafeOverwrite(sqlite3* db);
 
 // What MarkRunning found.
