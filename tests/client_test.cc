@@ -157,6 +157,35 @@ TEST(ClientTest, CollectionsHaveSeparateRanges) {
   EXPECT_EQ(t.client->NextId("a")->number, 2);
 }
 
+// One thread alternating between clients, and between names where one is
+// the start of the other: each call draws from that client's own collection.
+TEST(ClientTest, OneThreadAlternatingClientsAndNamesDrawsFromEachOwnRange) {
+  TestClient a = MakeClient(32, {"A"});
+  TestClient b = MakeClient(32, {"B"});
+  std::vector<std::string> ids;
+  for (int i = 0; i < 2; ++i) {
+    for (const char* name : {"o", "o", "or", "o"}) {
+      ids.push_back(*a.client->NextDocumentId(name));
+      ids.push_back(*b.client->NextDocumentId(name));
+    }
+  }
+  EXPECT_THAT(ids, ::testing::ElementsAre(
+                       "o/1-A", "o/1-B", "o/2-A", "o/2-B", "or/1-A", "or/1-B",
+                       "o/3-A", "o/3-B", "o/4-A", "o/4-B", "o/5-A", "o/5-B",
+                       "or/2-A", "or/2-B", "o/6-A", "o/6-B"));
+}
+
+// A client made after another was destroyed (often at the same address)
+// never draws from what the first one held.
+TEST(ClientTest, AClientMadeAfterAnotherWasDestroyedDrawsFromItsOwn) {
+  for (int i = 0; i < 20; ++i) {
+    const std::string tag(1, static_cast<char>('A' + i));
+    TestClient t = MakeClient(32, {tag});
+    EXPECT_EQ(*t.client->NextDocumentId("o"), "o/1-" + tag);
+    EXPECT_EQ(*t.client->NextDocumentId("o"), "o/2-" + tag);
+  }
+}
+
 TEST(ClientTest, EachNumberKeepsTheTagOfItsOwnRange) {
   TestClient t = MakeClient(3, {"A", "B", "C"});
   std::vector<std::string> ids;

@@ -13,8 +13,9 @@
 //   // *id == "orders/1-A"
 //
 // A Client is safe for concurrent use by many threads without external
-// synchronization. NextId finds the collection's cache under a shared lock;
-// a CollectionHandle (Client::Collection) finds it once, after which each
+// synchronization. NextId finds the collection's cache by name (a thread that
+// asks for the collection it asked for last skips the look-up); a
+// CollectionHandle (Client::Collection) finds it once, after which each
 // NextId is one atomic increment and takes no lock while the range lasts. When
 // a fifth of a range is used, the next one is fetched in the background, so
 // callers rarely wait; if a range does run dry first, exactly one caller asks a
@@ -314,6 +315,7 @@ class Client {
          Scheduler schedule = nullptr);
   struct CollectionEntry;
   CollectionEntry& CollectionFor(absl::string_view collection);
+  CollectionEntry& AddCollection(absl::string_view collection);
 
   struct State;
   const ClientOptions options_;
