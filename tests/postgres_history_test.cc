@@ -249,6 +249,29 @@ TEST_F(PostgresHistoryTest, AnotherHistoryMovesEveryCollectionOnToItsCeiling) {
   EXPECT_TRUE(events_.empty());
 }
 
+// A recorded timeline that does not read as a number is not trusted, even
+// when it begins with the live timeline's digits: the store moves on.
+TEST_F(PostgresHistoryTest, ARecordedTimelineThatIsNotANumberMovesOn) {
+  {
+    absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = Open();
+    ASSERT_THAT(store, IsOk());
+    ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+              (Range{1, 32}));
+  }
+  const std::string live =
+      QueryOne(uri_, "SELECT value FROM hilo_meta WHERE key = 'timeline'");
+  ASSERT_FALSE(live.empty());
+  ASSERT_THAT(PostgresInstance::Execute(
+                  uri_, absl::StrCat("UPDATE hilo_meta SET value = '", live,
+                                     "x' WHERE key = 'timeline'")),
+              IsOk());
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = Open();
+  ASSERT_THAT(store, IsOk());
+  ASSERT_EQ(events_.size(), 1u);
+  EXPECT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
+            (Range{545, 576}));
+}
+
 // A changed history is most often a standby promoted, and the old primary
 // comes back as a standby: the store records that one was seen (the primary
 // that recorded it may have failed before passing the record on), so a
