@@ -155,8 +155,8 @@ class AllocatingChild {
     }
   }
 
-  // Runs on the leader of each batch, with all the batch's writes made and
-  // not yet committed. Leaders follow one another, so no two run at once.
+  // Runs on the write queue's thread before each batch's COMMIT, with all
+  // the batch's writes made and not yet committed; one batch at a time.
   absl::Status BeforeCommit() {
     if (options_.hold_after_committed == 0) return absl::OkStatus();
     std::unique_lock<std::mutex> lock(mu_);

@@ -1,16 +1,14 @@
 // GroupCommit's contract (service/store/group_commit.h): batches in arrival
 // order, at most max_batch, completions only after their batch's commit
-// returned, in both modes; in leader mode, a Submit with no batch in flight
-// commits on its caller's thread, Submits during a commit only queue, a
-// leader past its bound leaves the queue to the next Submit or, if none
-// comes, to the spare thread, and at most one thread is ever inside the
-// runner.
+// returned, every batch run by the queue's one thread and never by a
+// caller's, a Submit that returns before its operation commits, a failed
+// batch that fails only its own operations, and a destructor that commits
+// everything submitted before it began and refuses the rest.
 #include "service/store/group_commit.h"
 
 #include <atomic>
 #include <map>
 #include <memory>
-#include <ostream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,7 +16,6 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "hilo/base/clock.h"
 #include "hilo/base/mutex.h"
 #include "testing/status_matchers.h"
 #include "testing/test_util.h"
@@ -151,6 +148,7 @@ class Outcomes {
     op->done = [this, id](absl::Status status) {
       base::MutexLock lock(&mu_);
       statuses_[id].push_back(std::move(status));
+      ++completions_;
     };
     return op;
   }
@@ -159,15 +157,24 @@ class Outcomes {
     base::MutexLock lock(&mu_);
     return statuses_[id];
   }
+  // Waits until at least `n` completions in all have been recorded; false
+  // after kPatience.
+  bool WaitForCompletions(size_t n) {
+    base::MutexLock lock(&mu_);
+    return mu_.AwaitWithTimeout(
+        [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return completions_ >= n; },
+        kPatience);
+  }
 
  private:
   base::Mutex mu_;
   std::map<std::string, std::vector<absl::Status>> statuses_
       ABSL_GUARDED_BY(mu_);
+  size_t completions_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-// Submits `op` on a thread of its own, which leads when no batch is in
-// flight; `returned` is notified when Submit has returned.
+// Submits `op` on a thread of its own; `returned` is notified when Submit
+// has returned.
 struct SubmittingThread {
   SubmittingThread(GroupCommit* queue,
                    std::unique_ptr<GroupCommit::Operation> op)
@@ -184,23 +191,12 @@ struct SubmittingThread {
   std::thread thread;  // last: starts once the rest is ready
 };
 
-// What every mode guarantees.
-class GroupCommitTest : public ::testing::TestWithParam<GroupCommit::Mode> {};
-
-INSTANTIATE_TEST_SUITE_P(
-    Modes, GroupCommitTest,
-    ::testing::Values(GroupCommit::Mode::kLeader,
-                      GroupCommit::Mode::kDedicatedThread),
-    [](const ::testing::TestParamInfo<GroupCommit::Mode>& info) {
-      return info.param == GroupCommit::Mode::kLeader ? "Leader" : "Dedicated";
-    });
-
-TEST_P(GroupCommitTest, CompletionsRunOnlyAfterTheirBatchCommitted) {
+TEST(GroupCommitTest, CompletionsRunOnlyAfterTheirBatchCommitted) {
   Log log;
   Runner runner(&log);
   std::atomic<int> completions{0};
   {
-    GroupCommit queue({.mode = GetParam(), .max_batch = 8}, runner.Get());
+    GroupCommit queue({.max_batch = 8}, runner.Get());
     runner.Arm();
     SubmittingThread first(&queue, Op(&log, "a", &completions));
     ASSERT_TRUE(runner.WaitUntilHeld());
@@ -215,12 +211,12 @@ TEST_P(GroupCommitTest, CompletionsRunOnlyAfterTheirBatchCommitted) {
                                         "done:b", "done:c"));
 }
 
-TEST_P(GroupCommitTest, BatchesTakeTheOldestAtMostMaxBatchAtATime) {
+TEST(GroupCommitTest, BatchesTakeTheOldestAtMostMaxBatchAtATime) {
   Log log;
   Runner runner(&log);
   std::atomic<int> completions{0};
   {
-    GroupCommit queue({.mode = GetParam(), .max_batch = 2}, runner.Get());
+    GroupCommit queue({.max_batch = 2}, runner.Get());
     runner.Arm();
     SubmittingThread first(&queue, Op(&log, "0", &completions));
     ASSERT_TRUE(runner.WaitUntilHeld());
@@ -239,18 +235,18 @@ TEST_P(GroupCommitTest, BatchesTakeTheOldestAtMostMaxBatchAtATime) {
               ElementsAre("commit:0", "commit:1,2", "commit:3,4", "commit:5"));
 }
 
-TEST_P(GroupCommitTest, RunReturnsTheStatusTheRunnerSet) {
+TEST(GroupCommitTest, RunReturnsTheStatusTheRunnerSet) {
   Log log;
   Runner runner(&log);
-  GroupCommit queue({.mode = GetParam(), .max_batch = 4}, runner.Get());
+  GroupCommit queue({.max_batch = 4}, runner.Get());
   absl::Status s = queue.Run(
       [](GroupCommit::Operation&) { return absl::NotFoundError("x"); },
       /*read_only=*/true);
   EXPECT_THAT(s, StatusIs(absl::StatusCode::kNotFound, "x"));
 }
 
-TEST_P(GroupCommitTest, ManyThreadsEachGetTheirOwnOutcome) {
-  GroupCommit queue({.mode = GetParam(), .max_batch = 16},
+TEST(GroupCommitTest, ManyThreadsEachGetTheirOwnOutcome) {
+  GroupCommit queue({.max_batch = 16},
                     [](absl::Span<GroupCommit::Operation* const> batch) {
                       for (GroupCommit::Operation* op : batch) {
                         op->status = op->body(*op);
@@ -276,14 +272,14 @@ TEST_P(GroupCommitTest, ManyThreadsEachGetTheirOwnOutcome) {
 }
 
 // Run from a completion would wait for the thread that runs it.
-TEST_P(GroupCommitTest, RunFromACompletionFailsInsteadOfWaitingForItself) {
+TEST(GroupCommitTest, RunFromACompletionFailsInsteadOfWaitingForItself) {
   Log log;
   Runner runner(&log);
   Outcomes outcomes;
   absl::Status nested;
   Notification nested_done;
   {
-    GroupCommit queue({.mode = GetParam(), .max_batch = 4}, runner.Get());
+    GroupCommit queue({.max_batch = 4}, runner.Get());
     auto op = outcomes.Op("a");
     op->done = [&](absl::Status) {
       nested = queue.Run(
@@ -298,12 +294,12 @@ TEST_P(GroupCommitTest, RunFromACompletionFailsInsteadOfWaitingForItself) {
 }
 
 // A completion may Submit: the operation waits for the next batch.
-TEST_P(GroupCommitTest, ASubmitFromACompletionJoinsALaterBatch) {
+TEST(GroupCommitTest, ASubmitFromACompletionJoinsALaterBatch) {
   Log log;
   Runner runner(&log);
   std::atomic<int> completions{0};
   {
-    GroupCommit queue({.mode = GetParam(), .max_batch = 4}, runner.Get());
+    GroupCommit queue({.max_batch = 4}, runner.Get());
     auto op = Op(&log, "a", &completions);
     op->done = [&](absl::Status) {
       log.Add("done:a");
@@ -316,173 +312,63 @@ TEST_P(GroupCommitTest, ASubmitFromACompletionJoinsALaterBatch) {
               ElementsAre("commit:a", "done:a", "commit:b", "done:b"));
 }
 
-// Leader mode.
-
-GroupCommit::Options LeaderOptions(int max_batch) {
-  return {.mode = GroupCommit::Mode::kLeader, .max_batch = max_batch};
-}
-
-TEST(GroupCommitLeaderTest, ASubmitWithNoBatchInFlightCommitsOnItsThread) {
-  Log log;
-  Runner runner(&log);
-  GroupCommit queue(LeaderOptions(8), runner.Get());
-  // Light load: one operation at a time, each committed and completed by
-  // its caller; the spare thread never runs a batch.
-  for (int i = 0; i < 20; ++i) {
-    const std::string id = std::to_string(i);
-    std::atomic<int> completions{0};
-    queue.Submit(Op(&log, id, &completions));
-    EXPECT_EQ(completions.load(), 1) << "completed before Submit returned";
-  }
-  EXPECT_THAT(runner.threads(), SizeIs(20));
-  EXPECT_THAT(runner.threads(), Each(std::this_thread::get_id()));
-}
-
-TEST(GroupCommitLeaderTest, SubmitsDuringACommitReturnBeforeItEnds) {
+// Every Submit, the first included, only queues: none runs a batch or waits
+// for one, even while a batch is held in its commit.
+TEST(GroupCommitTest, SubmitsReturnBeforeTheirBatchCommits) {
   Log log;
   Runner runner(&log);
   std::atomic<int> completions{0};
-  GroupCommit queue(LeaderOptions(8), runner.Get());
+  GroupCommit queue({.max_batch = 8}, runner.Get());
   runner.Arm();
-  SubmittingThread leader(&queue, Op(&log, "a", &completions));
+  queue.Submit(Op(&log, "a", &completions));
   ASSERT_TRUE(runner.WaitUntilHeld());
-  // Each returns while "a" is held in its commit: nothing runs, nobody
-  // waits.
   queue.Submit(Op(&log, "b", &completions));
   queue.Submit(Op(&log, "c", &completions));
+  // All three returned while "a" is held in its commit: nothing ran here.
   EXPECT_EQ(completions.load(), 0);
   EXPECT_THAT(log.events(), SizeIs(0));
-  EXPECT_FALSE(leader.returned.HasBeenNotified());
   runner.Release();
-  ASSERT_TRUE(leader.returned.WaitForNotificationWithTimeout(kPatience));
   ASSERT_TRUE(log.WaitForEvents(5));
   EXPECT_EQ(completions.load(), 3);
   EXPECT_THAT(log.events(), ElementsAre("commit:a", "done:a", "commit:b,c",
                                         "done:b", "done:c"));
   for (std::thread::id id : runner.threads()) {
-    EXPECT_NE(id, std::this_thread::get_id()) << "a follower ran a batch";
+    EXPECT_NE(id, std::this_thread::get_id()) << "a caller ran a batch";
   }
 }
 
-// A leader's bound, reached or not; after it, the spare commits what is
-// left with no further Submit.
-struct BoundCase {
-  const char* name;
-  int max_batches_per_lead;
-  absl::Duration max_lead_time;
-  absl::Duration elapsed_during_first_batch;
-  bool spare_takes_over;
-};
-
-void PrintTo(const BoundCase& c, std::ostream* os) { *os << c.name; }
-
-class GroupCommitBoundTest : public ::testing::TestWithParam<BoundCase> {};
-
-INSTANTIATE_TEST_SUITE_P(
-    Bounds, GroupCommitBoundTest,
-    ::testing::Values(BoundCase{"TimeBoundReached", 100, absl::Milliseconds(1),
-                                absl::Milliseconds(5), true},
-                      BoundCase{"BatchBoundReached", 1,
-                                absl::InfiniteDuration(), absl::ZeroDuration(),
-                                true},
-                      BoundCase{"WithinBothBounds", 100, absl::Milliseconds(1),
-                                absl::Microseconds(999), false}),
-    [](const ::testing::TestParamInfo<BoundCase>& info) {
-      return std::string(info.param.name);
-    });
-
-TEST_P(GroupCommitBoundTest, ALeaderPastItsBoundHandsTheQueueToTheSpare) {
-  const BoundCase& c = GetParam();
+// The queue's thread runs batch after batch until nothing waits, with no
+// further Submit (and no destructor) needed to get there.
+TEST(GroupCommitTest, OneThreadRunsEveryBatchUntilNothingWaits) {
   Log log;
   Runner runner(&log);
   std::atomic<int> completions{0};
-  ManualClock clock(absl::FromUnixSeconds(1000));
-  GroupCommit queue({.mode = GroupCommit::Mode::kLeader,
-                     .max_batch = 2,
-                     .max_batches_per_lead = c.max_batches_per_lead,
-                     .max_lead_time = c.max_lead_time,
-                     .clock = &clock},
-                    runner.Get());
+  GroupCommit queue({.max_batch = 2}, runner.Get());
   runner.Arm();
-  SubmittingThread leader(&queue, Op(&log, "a", &completions));
+  SubmittingThread first(&queue, Op(&log, "a", &completions));
   ASSERT_TRUE(runner.WaitUntilHeld(1));
   for (const char* id : {"b", "c", "d"}) {
     queue.Submit(Op(&log, id, &completions));
   }
-  clock.Advance(c.elapsed_during_first_batch);
-  runner.Arm();  // holds the second batch, whoever runs it
   runner.Release();
-  ASSERT_TRUE(runner.WaitUntilHeld(2));
-  if (c.spare_takes_over) {
-    // The leader left while its successor's batch is still in its commit.
-    EXPECT_TRUE(leader.returned.WaitForNotificationWithTimeout(kPatience));
-  } else {
-    EXPECT_FALSE(leader.returned.HasBeenNotified());
-  }
-  runner.Release();
-  ASSERT_TRUE(log.WaitForEvents(7));  // no Submit needed to get there
-  ASSERT_TRUE(leader.returned.WaitForNotificationWithTimeout(kPatience));
+  ASSERT_TRUE(log.WaitForEvents(7));
+  ASSERT_TRUE(first.returned.WaitForNotificationWithTimeout(kPatience));
   EXPECT_EQ(completions.load(), 4);
   EXPECT_THAT(log.events(),
               ElementsAre("commit:a", "done:a", "commit:b,c", "done:b",
                           "done:c", "commit:d", "done:d"));
   const std::vector<std::thread::id> threads = runner.threads();
   ASSERT_THAT(threads, SizeIs(3));
-  EXPECT_EQ(threads[0], leader.id);
-  for (size_t i = 1; i < threads.size(); ++i) {
-    EXPECT_NE(threads[i], std::this_thread::get_id());
-    if (c.spare_takes_over) {
-      EXPECT_NE(threads[i], leader.id) << "batch " << i;
-    } else {
-      EXPECT_EQ(threads[i], leader.id) << "batch " << i;
-    }
-  }
+  EXPECT_THAT(threads, Each(threads[0]));
+  EXPECT_NE(threads[0], std::this_thread::get_id());
+  EXPECT_NE(threads[0], first.id);
 }
 
-// A leader past its bound leaves the queue to the next Submit, which leads
-// as if nothing were in flight: it commits what waited with its own
-// operation, on its own thread, before it returns. (The grace is longer than
-// the test, so the spare cannot step in first.)
-TEST(GroupCommitLeaderTest, ALeaderPastItsBoundLeavesTheQueueToTheNextSubmit) {
-  Log log;
-  Runner runner(&log);
-  std::atomic<int> completions{0};
-  GroupCommit queue({.mode = GroupCommit::Mode::kLeader,
-                     .max_batch = 8,
-                     .max_batches_per_lead = 1,
-                     .spare_grace = absl::Hours(1)},
-                    runner.Get());
-  runner.Arm();
-  SubmittingThread leader(&queue, Op(&log, "a", &completions));
-  ASSERT_TRUE(runner.WaitUntilHeld(1));
-  for (const char* id : {"b", "c"}) {
-    queue.Submit(Op(&log, id, &completions));
-  }
-  runner.Arm();  // holds the second batch, whoever runs it
-  runner.Release();
-  ASSERT_TRUE(leader.returned.WaitForNotificationWithTimeout(kPatience));
-  EXPECT_EQ(completions.load(), 1);
-  SubmittingThread next(&queue, Op(&log, "d", &completions));
-  ASSERT_TRUE(runner.WaitUntilHeld(2));
-  runner.Release();
-  ASSERT_TRUE(next.returned.WaitForNotificationWithTimeout(kPatience));
-  EXPECT_EQ(completions.load(), 4) << "d's Submit returned before its commit";
-  EXPECT_THAT(log.events(), ElementsAre("commit:a", "done:a", "commit:b,c,d",
-                                        "done:b", "done:c", "done:d"));
-  const std::vector<std::thread::id> threads = runner.threads();
-  ASSERT_THAT(threads, SizeIs(2));
-  EXPECT_EQ(threads[0], leader.id);
-  EXPECT_EQ(threads[1], next.id) << "the queue went to another thread";
-}
-
-TEST(GroupCommitLeaderTest, ALeaderWhoseBatchFailsFailsOnlyThatBatch) {
+TEST(GroupCommitTest, AFailedBatchFailsOnlyItsOwnOperations) {
   Outcomes outcomes;
   std::atomic<int> batches{0};
   Notification held, release;
-  GroupCommit queue({.mode = GroupCommit::Mode::kLeader,
-                     .max_batch = 2,
-                     .max_batches_per_lead = 100,
-                     .max_lead_time = absl::InfiniteDuration()},
+  GroupCommit queue({.max_batch = 2},
                     [&](absl::Span<GroupCommit::Operation* const> batch) {
                       const int n = ++batches;
                       if (n == 1) {
@@ -497,13 +383,13 @@ TEST(GroupCommitLeaderTest, ALeaderWhoseBatchFailsFailsOnlyThatBatch) {
                           op->status = absl::UnavailableError("disk full");
                       }
                     });
-  SubmittingThread leader(&queue, outcomes.Op("a"));
+  queue.Submit(outcomes.Op("a"));
   ASSERT_TRUE(held.WaitForNotificationWithTimeout(kPatience));
   for (const char* id : {"b", "c", "d"}) queue.Submit(outcomes.Op(id));
   queue.WaitForPendingForTesting(3);
   release.Notify();
-  ASSERT_TRUE(leader.returned.WaitForNotificationWithTimeout(kPatience));
-  EXPECT_EQ(batches.load(), 3);  // [a], [b, c], [d]: all by the leader
+  ASSERT_TRUE(outcomes.WaitForCompletions(4));
+  EXPECT_EQ(batches.load(), 3);  // [a], [b, c], [d]
   EXPECT_THAT(outcomes.of("a"), ElementsAre(IsOk()));
   for (const char* id : {"b", "c"}) {
     EXPECT_THAT(
@@ -512,19 +398,20 @@ TEST(GroupCommitLeaderTest, ALeaderWhoseBatchFailsFailsOnlyThatBatch) {
         << id;
   }
   EXPECT_THAT(outcomes.of("d"), ElementsAre(IsOk()));
-  // The lead was given up: the next Submit leads and commits at once.
+  // The queue goes on: the next operation commits.
   queue.Submit(outcomes.Op("e"));
+  ASSERT_TRUE(outcomes.WaitForCompletions(5));
   EXPECT_THAT(outcomes.of("e"), ElementsAre(IsOk()));
   EXPECT_EQ(batches.load(), 4);
 }
 
-TEST(GroupCommitLeaderTest, DestructorWaitsForALeaderOnAnotherThread) {
+TEST(GroupCommitTest, DestructorWaitsForTheBatchInItsCommit) {
   Log log;
   Runner runner(&log);
   Outcomes outcomes;
-  auto* queue = new GroupCommit(LeaderOptions(8), runner.Get());
+  auto* queue = new GroupCommit({.max_batch = 8}, runner.Get());
   runner.Arm();
-  SubmittingThread leader(queue, outcomes.Op("a"));
+  queue->Submit(outcomes.Op("a"));
   ASSERT_TRUE(runner.WaitUntilHeld());
   queue->Submit(outcomes.Op("b"));
   queue->Submit(outcomes.Op("c"));
@@ -553,7 +440,7 @@ TEST(GroupCommitLeaderTest, DestructorWaitsForALeaderOnAnotherThread) {
               ElementsAre(StatusIs(absl::StatusCode::kUnavailable,
                                    "the store is closing")));
   // Correct code never returns here; a destructor that does not wait for
-  // the leader returns within microseconds of the refusal.
+  // the batch returns within microseconds of the refusal.
   EXPECT_FALSE(
       destroyed.WaitForNotificationWithTimeout(absl::Milliseconds(200)))
       << "returned while a batch committed";
@@ -567,13 +454,10 @@ TEST(GroupCommitLeaderTest, DestructorWaitsForALeaderOnAnotherThread) {
   }
 }
 
-TEST(GroupCommitLeaderTest, AtMostOneThreadIsEverInsideTheRunner) {
+TEST(GroupCommitTest, AtMostOneThreadIsEverInsideTheRunner) {
   std::atomic<int> inside{0}, most{0}, completed{0};
   GroupCommit queue(
-      {.mode = GroupCommit::Mode::kLeader,
-       .max_batch = 4,
-       .max_batches_per_lead = 2},
-      [&](absl::Span<GroupCommit::Operation* const> batch) {
+      {.max_batch = 4}, [&](absl::Span<GroupCommit::Operation* const> batch) {
         const int now = ++inside;
         int seen = most.load();
         while (now > seen && !most.compare_exchange_weak(seen, now)) {
@@ -611,14 +495,12 @@ TEST(GroupCommitLeaderTest, AtMostOneThreadIsEverInsideTheRunner) {
   EXPECT_EQ(not_once, 0) << "operations not completed exactly once";
 }
 
-TEST(GroupCommitDedicatedTest, NoSubmitCommitsOnItsCaller) {
+TEST(GroupCommitTest, NoSubmitCommitsOnItsCaller) {
   Log log;
   Runner runner(&log);
   std::atomic<int> completions{0};
   {
-    GroupCommit queue(
-        {.mode = GroupCommit::Mode::kDedicatedThread, .max_batch = 8},
-        runner.Get());
+    GroupCommit queue({.max_batch = 8}, runner.Get());
     for (int i = 0; i < 5; ++i) {
       queue.Submit(Op(&log, std::to_string(i), &completions));
     }

@@ -121,10 +121,8 @@ class SqliteRangeStoreTest : public ::testing::Test,
   SyncMode sync_ = SqliteRangeStoreOptions().sync;  // what Reopen opens with
 };
 
-// Batching and failed commits, in both sync modes: with kFull a caller
-// commits the batch its operation leads, with kNormal the store's own
-// thread commits every batch (SqliteRangeStore::StartWriting), and what
-// each operation is told must not depend on which.
+// Batching and failed commits, in both sync modes: what each operation is
+// told must not depend on whether its batch's COMMIT waits for the disk.
 class SqliteRangeStoreBatchTest
     : public SqliteRangeStoreTest,
       public ::testing::WithParamInterface<SyncMode> {
@@ -569,8 +567,8 @@ TEST(SqliteRangeStoreOpenTest, PathUnderAFileIsUnavailable) {
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("plain")));
 }
 
-// Who commits: the queue's own thread, in either mode, since most commits
-// do not wait for the disk (SqliteRangeStore::StartWriting says why).
+// Who commits: the queue's own thread, in either sync mode, never the
+// caller's (GroupCommit runs every batch on a thread of its own).
 TEST_F(SqliteRangeStoreTest, TheQueuesOwnThreadCommits) {
   for (SyncMode sync : {SyncMode::kFull, SyncMode::kNormal}) {
     std::atomic<std::thread::id> committer;

@@ -27,10 +27,11 @@
 // the whole batch again, up to max_attempts.
 //
 //   PostgresBatchRunner runner(options, hooks);
-//   GroupCommit queue(queue_options, [&](auto batch) { runner.Run(batch); });
+//   GroupCommit queue({.max_batch = 256},
+//                     [&](auto batch) { runner.Run(batch); });
 //
-// Run is called by one thread at a time (GroupCommit's committer), which
-// alone uses the runner's connection; counters() may be read from any
+// Run is called by one thread at a time (a GroupCommit queue's thread),
+// which alone uses the runner's connection; counters() may be read from any
 // thread.
 #ifndef HILO_SERVICE_STORE_POSTGRES_POSTGRES_BATCH_RUNNER_H_
 #define HILO_SERVICE_STORE_POSTGRES_POSTGRES_BATCH_RUNNER_H_

@@ -172,14 +172,9 @@ absl::StatusOr<std::unique_ptr<PostgresRangeStore>> PostgresRangeStore::Open(
   }
 
   PostgresRangeStore* raw = store.get();
-  // Both queues commit on a thread of their own, not on the caller's
-  // (GroupCommit's leader mode): a commit here is a network round trip to
-  // the database, a millisecond or more, often a lock wait or a reconnect,
-  // and a leader would hold a gRPC thread for all of it. A hand-off costs
-  // a few microseconds against that.
   const GroupCommit::Options queue_options{
-      .mode = GroupCommit::Mode::kDedicatedThread,
-      .max_batch = raw->options_.max_batch};
+      .max_batch = raw->options_.max_batch,
+  };
   store->queue_ = std::make_unique<GroupCommit>(
       queue_options, [raw](absl::Span<GroupCommit::Operation* const> batch) {
         raw->writer_->Run(batch);

@@ -72,8 +72,9 @@
 // an allocation, and the probe's count(*) never lengthens the time a write
 // batch holds its row locks.
 //
-// Thread-safe. Each connection is used by its queue's committer thread
-// only (GroupCommit's dedicated-thread mode), once Open has returned.
+// Thread-safe. Each connection is used by its queue's thread only (a
+// GroupCommit runs every batch on a thread of its own), once Open has
+// returned.
 #ifndef HILO_SERVICE_STORE_POSTGRES_POSTGRES_RANGE_STORE_H_
 #define HILO_SERVICE_STORE_POSTGRES_POSTGRES_RANGE_STORE_H_
 

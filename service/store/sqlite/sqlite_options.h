@@ -88,8 +88,7 @@ struct SqliteRangeStoreOptions {
   // Source of updated_at. Null means SystemClock.
   const Clock* clock = nullptr;
   // Told about each commit: how long COMMIT took and how many operations
-  // the transaction held. Runs on the thread that ran the batch (a
-  // caller's, or the queue's spare thread); keep it quick.
+  // the transaction held. Runs on the write queue's thread; keep it quick.
   // `collections` is the number of rows after the commit.
   std::function<void(absl::Duration commit, int operations,
                      int64_t collections)>

@@ -176,16 +176,8 @@ SqliteRangeStore::OpenReadOnly(SqliteRangeStoreOptions options) {
 
 absl::Status SqliteRangeStore::StartWriting(
     bool is_new, const std::filesystem::path& parent) {
-  // The queue's own thread commits (dedicated mode). Most COMMITs do not
-  // wait for the disk (sqlite_reservations.h), and one that does not is so
-  // quick that a leading gRPC thread (leader mode) commits its own request
-  // before it has read the ones that came with it (1.5-2 operations per
-  // commit against 20-30), and a transaction per request costs more than
-  // the hand-over. Measured side by side both ways: BENCHMARKS.md,
-  // 2026-12-02 (--sync=normal) and 2026-12-03 (reservations).
   queue_ = std::make_unique<GroupCommit>(
-      GroupCommit::Options{.mode = GroupCommit::Mode::kDedicatedThread,
-                           .max_batch = options_.max_batch},
+      GroupCommit::Options{.max_batch = options_.max_batch},
       [this](absl::Span<GroupCommit::Operation* const> batch) {
         writer_->Run(batch);
         // Outside the writer's lock: the callback may take its time, or
@@ -425,8 +417,7 @@ absl::Status SqliteRangeStore::OpenReader() {
   // scan of up to a page of rows) must neither block the gRPC threads that
   // receive it nor take turns with the writes.
   reader->queue = std::make_unique<GroupCommit>(
-      GroupCommit::Options{.mode = GroupCommit::Mode::kDedicatedThread,
-                           .max_batch = options_.max_batch},
+      GroupCommit::Options{.max_batch = options_.max_batch},
       [](absl::Span<GroupCommit::Operation* const> batch) {
         for (GroupCommit::Operation* op : batch) op->status = op->body(*op);
       });

@@ -204,12 +204,11 @@ class SqliteRangeStore final : public RangeStore {
   std::unique_ptr<internal::SqliteFileGuard> guard_;
   // The writing connection is used by one thread at a time, but not always
   // the same one: by Open (under writer_mu_, which makes the analysis check
-  // that only Open's code touches it), then only by writer_, on whichever
-  // thread leads queue_ (a caller or the queue's spare thread), under the
-  // writer's own mutex, which also orders the threads' uses of it for
-  // ThreadSanitizer. SQLite's own mutexes are off (SQLITE_OPEN_NOMUTEX,
-  // "multi-thread" mode), which SQLite allows when no two threads use a
-  // connection at once.
+  // that only Open's code touches it), then only by writer_, on queue_'s
+  // thread, under the writer's own mutex, which also orders the threads'
+  // uses of it for ThreadSanitizer. SQLite's own mutexes are off
+  // (SQLITE_OPEN_NOMUTEX, "multi-thread" mode), which SQLite allows when no
+  // two threads use a connection at once.
   mutable base::Mutex writer_mu_;
   sqlite3* const db_ ABSL_GUARDED_BY(writer_mu_);
   // Runs the write batches; null for a read-only store.
