@@ -151,9 +151,8 @@ absl::StatusOr<HistoryCheck> CheckHistory(PostgresConnection& c,
     check.live.timeline = timeline;
     if (!PQgetisnull(r, 0, 2) && !PQgetisnull(r, 0, 3)) {
       check.recorded.system_identifier = PQgetvalue(r, 0, 2);
-      // A value that does not read as a number (written by no hilo) stays
-      // timeline 0, which no database has: it reads as a changed history,
-      // so the store moves on rather than trust it.
+      // Not a number (no hilo wrote it): timeline 0, which no database has,
+      // so it reads as a changed history and the store moves on.
       if (!absl::SimpleAtoi(PQgetvalue(r, 0, 3), &check.recorded.timeline)) {
         check.recorded.timeline = 0;
       }
