@@ -175,8 +175,31 @@ TEST(ClientTest, OneThreadAlternatingClientsAndNamesDrawsFromEachOwnRange) {
                        "or/2-A", "or/2-B", "o/6-A", "o/6-B"));
 }
 
+// One client, one thread: the collection asked for last is found again only
+// by its whole name, not by a name it begins, nor by itself with a NUL and
+// more after it (which the server refuses: a control character).
+TEST(ClientTest, TheCollectionAskedForLastIsFoundOnlyByItsWholeName) {
+  TestClient t = MakeClient(32, {"A"});
+  const std::string o_nul_x("o\0x", 3);
+  std::vector<std::string> outcomes;
+  for (absl::string_view name :
+       {absl::string_view("o"), absl::string_view("or"),
+        absl::string_view("or"), absl::string_view("o"),
+        absl::string_view(o_nul_x), absl::string_view("o")}) {
+    absl::StatusOr<Id> id = t.client->NextId(name);
+    outcomes.push_back(
+        absl::StrCat(absl::CEscape(name), ":",
+                     id.ok() ? absl::StrCat(id->number)
+                             : absl::StatusCodeToString(id.status().code())));
+  }
+  EXPECT_THAT(outcomes,
+              ::testing::ElementsAre("o:1", "or:1", "or:2", "o:2",
+                                     "o\\000x:INVALID_ARGUMENT", "o:3"));
+}
+
 // A client made after another was destroyed (often at the same address)
-// never draws from what the first one held.
+// never draws from what the first one held: under ASan, a look-up keyed by
+// the name alone reads the destroyed client's entry (heap-use-after-free).
 TEST(ClientTest, AClientMadeAfterAnotherWasDestroyedDrawsFromItsOwn) {
   for (int i = 0; i < 20; ++i) {
     const std::string tag(1, static_cast<char>('A' + i));
