@@ -68,7 +68,9 @@ class GroupCommit {
     // The operation writes nothing, so a runner may run it again on its own
     // when its batch's transaction fails.
     bool read_only = false;
-    // Called exactly once with `status`, after the batch's commit returned.
+    // Called exactly once with `status`, after the batch's commit returned;
+    // or, refused by a queue that is closing, by Submit on its caller with
+    // UNAVAILABLE before it returns.
     absl::AnyInvocable<void(absl::Status)> done;
     // The outcome: set by the BatchRunner.
     absl::Status status;
@@ -89,7 +91,8 @@ class GroupCommit {
   GroupCommit(const GroupCommit&) = delete;
   GroupCommit& operator=(const GroupCommit&) = delete;
 
-  // Queues `op` for the next batch and returns at once.
+  // Queues `op` for the next batch and returns at once (once the queue is
+  // closing, completes it with UNAVAILABLE instead).
   void Submit(std::unique_ptr<Operation> op);
 
   // Queues `body` and waits until its batch is committed; its status.
