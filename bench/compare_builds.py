@@ -11,9 +11,10 @@ health Check (the no-op) for S seconds, 2 connections x 32 streams (64 in
 flight), one load thread. So the builds are measured interleaved (A B A B
 ...), under the same load, and a machine that gets busier or quieter during
 the run moves all of them. Prints each run (requests/s and the server's CPU
-per request, utime + stime from /proc), each build's medians with their
-[min-max], and for each build after the first the median and spread of its
-per-round quotient against the first: NextRange/s and NextRange / no-op.
+per request, utime + stime from /proc, and its quotient NextRange / no-op),
+each build's medians with their [min-max], and for each build after the
+first the median and spread of its per-round quotient against the first:
+NextRange/s and NextRange / no-op.
 
 Read the quotients, not the requests/s: on a shared machine those move 2x
 between rounds. Needs h2load (scripts/install-deps-bench.sh). Servers bind
@@ -109,15 +110,18 @@ def main():
                 n, n_cpu = h2load(port, proc.pid, "/hilo.v1.HiLo/NextRange", next_body, args.seconds)
                 o, o_cpu = h2load(port, proc.pid, "/grpc.health.v1.Health/Check", noop_body, args.seconds)
                 ratio = n / o if o else 0.0
-                results[label].append((n, o, ratio, n_cpu, o_cpu))
+                cpu_ratio = n_cpu / o_cpu if o_cpu else 0.0
+                results[label].append((n, o, ratio, n_cpu, o_cpu, cpu_ratio))
                 print(f"round {r} {label:10s} NextRange {n:8.0f}/s  no-op {o:8.0f}/s  "
-                      f"ratio {ratio:.3f}  server CPU {n_cpu:5.1f} / {o_cpu:5.1f} us", flush=True)
+                      f"ratio {ratio:.3f}  server CPU {n_cpu:5.1f} / {o_cpu:5.1f} us "
+                      f"= {cpu_ratio:.2f}", flush=True)
         print("medians [min-max]")
         for label, rows in results.items():
-            n, o, ratio, n_cpu, o_cpu = zip(*rows)
+            n, o, ratio, n_cpu, o_cpu, cpu_ratio = zip(*rows)
             print(f"{label:10s} NextRange/s {spread(n, '%.0f')}  no-op/s {spread(o, '%.0f')}  "
                   f"ratio {spread(ratio, '%.3f')}  server CPU us per NextRange "
-                  f"{spread(n_cpu, '%.1f')}, per no-op {spread(o_cpu, '%.1f')}")
+                  f"{spread(n_cpu, '%.1f')}, per no-op {spread(o_cpu, '%.1f')}, "
+                  f"NextRange/no-op {spread(cpu_ratio, '%.2f')}")
         first = servers[0][0]
         for label in list(results)[1:]:
             pairs = list(zip(results[first], results[label]))
