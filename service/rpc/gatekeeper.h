@@ -58,6 +58,11 @@ class Gatekeeper {
     database_names_ = std::move(database_names);
   }
 
+  // Whether a caller's bearer token is looked at: only an Authorizer
+  // resolves one, so without it a transport need not read the call's
+  // authorization metadata (Caller's token fields may stay empty).
+  bool ReadsTokens() const { return authorizer_ != nullptr; }
+
   // As the services' methods, for `caller`. `request` and `response` must
   // stay valid until `done` runs.
   void NextRange(const Caller& caller,

@@ -40,7 +40,7 @@ grpc::ServerUnaryReactor* Serve(CallGate* calls,
 
 }  // namespace
 
-Caller CallerOf(const grpc::ServerContextBase& context) {
+Caller CallerOf(const grpc::ServerContextBase& context, bool read_tokens) {
   Caller caller;
   caller.peer = context.peer();
   std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
@@ -53,6 +53,7 @@ Caller CallerOf(const grpc::ServerContextBase& context) {
     AddIdentities(*auth, GRPC_X509_CN_PROPERTY_NAME,
                   "cn:", &caller.certificate_identities);
   }
+  if (!read_tokens) return caller;
   constexpr absl::string_view kBearer = "Bearer ";
   const auto& metadata = context.client_metadata();
   caller.authorization_headers =
@@ -76,7 +77,8 @@ grpc::ServerUnaryReactor* GrpcHiLoService::NextRange(
     const hilo::v1::NextRangeRequest* request,
     hilo::v1::NextRangeResponse* response) {
   return Serve(calls_, context, [&](ServiceCallback done) {
-    gate_->NextRange(CallerOf(*context), *request, response, std::move(done));
+    gate_->NextRange(CallerOf(*context, gate_->ReadsTokens()), *request,
+                     response, std::move(done));
   });
 }
 
@@ -85,7 +87,8 @@ grpc::ServerUnaryReactor* GrpcHiLoService::ReturnRange(
     const hilo::v1::ReturnRangeRequest* request,
     hilo::v1::ReturnRangeResponse* response) {
   return Serve(calls_, context, [&](ServiceCallback done) {
-    gate_->ReturnRange(CallerOf(*context), *request, response, std::move(done));
+    gate_->ReturnRange(CallerOf(*context, gate_->ReadsTokens()), *request,
+                       response, std::move(done));
   });
 }
 
@@ -94,8 +97,8 @@ grpc::ServerUnaryReactor* GrpcHiLoService::ReturnRanges(
     const hilo::v1::ReturnRangesRequest* request,
     hilo::v1::ReturnRangesResponse* response) {
   return Serve(calls_, context, [&](ServiceCallback done) {
-    gate_->ReturnRanges(CallerOf(*context), *request, response,
-                        std::move(done));
+    gate_->ReturnRanges(CallerOf(*context, gate_->ReadsTokens()), *request,
+                        response, std::move(done));
   });
 }
 
@@ -104,8 +107,8 @@ grpc::ServerUnaryReactor* GrpcAdminService::GetCollection(
     const hilo::v1::GetCollectionRequest* request,
     hilo::v1::GetCollectionResponse* response) {
   return Serve(calls_, context, [&](ServiceCallback done) {
-    gate_->GetCollection(CallerOf(*context), *request, response,
-                         std::move(done));
+    gate_->GetCollection(CallerOf(*context, gate_->ReadsTokens()), *request,
+                         response, std::move(done));
   });
 }
 
@@ -114,8 +117,8 @@ grpc::ServerUnaryReactor* GrpcAdminService::ListCollections(
     const hilo::v1::ListCollectionsRequest* request,
     hilo::v1::ListCollectionsResponse* response) {
   return Serve(calls_, context, [&](ServiceCallback done) {
-    gate_->ListCollections(CallerOf(*context), *request, response,
-                           std::move(done));
+    gate_->ListCollections(CallerOf(*context, gate_->ReadsTokens()), *request,
+                           response, std::move(done));
   });
 }
 
@@ -124,7 +127,8 @@ grpc::ServerUnaryReactor* GrpcAdminService::SetFloor(
     const hilo::v1::SetFloorRequest* request,
     hilo::v1::SetFloorResponse* response) {
   return Serve(calls_, context, [&](ServiceCallback done) {
-    gate_->SetFloor(CallerOf(*context), *request, response, std::move(done));
+    gate_->SetFloor(CallerOf(*context, gate_->ReadsTokens()), *request,
+                    response, std::move(done));
   });
 }
 
@@ -133,8 +137,8 @@ grpc::ServerUnaryReactor* GrpcAdminService::DeleteCollection(
     const hilo::v1::DeleteCollectionRequest* request,
     hilo::v1::DeleteCollectionResponse* response) {
   return Serve(calls_, context, [&](ServiceCallback done) {
-    gate_->DeleteCollection(CallerOf(*context), *request, response,
-                            std::move(done));
+    gate_->DeleteCollection(CallerOf(*context, gate_->ReadsTokens()), *request,
+                            response, std::move(done));
   });
 }
 

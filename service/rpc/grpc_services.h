@@ -21,8 +21,11 @@ namespace hilo {
 
 // The caller of a call: the identities its client certificate carries (SAN
 // URIs, SAN DNS names, subject CN, from gRPC's AuthContext), its bearer
-// token (metadata "authorization: Bearer <token>") and its peer address.
-Caller CallerOf(const grpc::ServerContextBase& context);
+// token (metadata "authorization: Bearer <token>", read only when
+// `read_tokens`: gRPC builds a map of the metadata for the first look, two
+// allocations a call that nothing needs without an Authorizer) and its peer
+// address.
+Caller CallerOf(const grpc::ServerContextBase& context, bool read_tokens);
 
 class GrpcHiLoService final : public hilo::v1::HiLo::CallbackService {
  public:
