@@ -272,6 +272,39 @@ TEST_F(PostgresHistoryTest, ARecordedTimelineThatIsNotANumberMovesOn) {
             (Range{545, 576}));
 }
 
+// hilo writes the record's two rows in one statement: a record with one of
+// them gone, or an empty identifier, was changed by someone else and is not
+// trusted either (once, it read as nothing recorded, so a restore of a
+// database so changed handed out its numbers again).
+TEST_F(PostgresHistoryTest, ARecordHiloDidNotWriteWholeMovesOn) {
+  const char* const kTamperings[] = {
+      "DELETE FROM hilo_meta WHERE key = 'timeline'",
+      "DELETE FROM hilo_meta WHERE key = 'system_identifier'",
+      "UPDATE hilo_meta SET value = '' WHERE key = 'system_identifier'",
+  };
+  int64_t next = 1;  // the low the next range would have without a move
+  for (const char* tampering : kTamperings) {
+    SCOPED_TRACE(tampering);
+    {
+      absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = Open();
+      ASSERT_THAT(store, IsOk());
+      const Range range =
+          (*store)->Allocate("orders", 32, 0, NextToken()).value();
+      ASSERT_EQ(range.low, next);
+      next = range.high + 1;
+    }
+    ASSERT_THAT(PostgresInstance::Execute(uri_, tampering), IsOk());
+    events_.clear();
+    absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = Open();
+    ASSERT_THAT(store, IsOk());
+    EXPECT_EQ(events_.size(), 1u) << "no history change reported";
+    const Range range =
+        (*store)->Allocate("orders", 32, 0, NextToken()).value();
+    EXPECT_GT(range.low, next) << "started inside the last reservation";
+    next = range.high + 1;
+  }
+}
+
 // A changed history is most often a standby promoted, and the old primary
 // comes back as a standby: the store records that one was seen (the primary
 // that recorded it may have failed before passing the record on), so a

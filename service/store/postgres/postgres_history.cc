@@ -106,6 +106,30 @@ int64_t SaturatingParse(const char* text) {
   return text[0] == '-' ? 0 : INT64_MAX;
 }
 
+// What hilo_meta recorded, from columns `id_column` (the system
+// identifier) and `timeline_column` of `r`'s first row; an empty system
+// identifier if neither row is there. hilo writes both rows in one
+// statement, so one alone, an empty identifier or a timeline that is not a
+// number was written by someone else: such a record is kept as one that
+// no live history matches (identifier "(missing)", timeline 0, which no
+// database has), so the store moves on rather than trust it.
+DatabaseHistory RecordedHistory(const PGresult* r, int id_column,
+                                int timeline_column) {
+  DatabaseHistory recorded;
+  const bool has_id = !PQgetisnull(r, 0, id_column);
+  const bool has_timeline = !PQgetisnull(r, 0, timeline_column);
+  if (!has_id && !has_timeline) return recorded;
+  if (has_id) recorded.system_identifier = PQgetvalue(r, 0, id_column);
+  if (recorded.system_identifier.empty()) {
+    recorded.system_identifier = "(missing)";
+  }
+  if (!has_timeline || !absl::SimpleAtoi(PQgetvalue(r, 0, timeline_column),
+                                         &recorded.timeline)) {
+    recorded.timeline = 0;
+  }
+  return recorded;
+}
+
 }  // namespace
 
 std::string DescribeHistory(const DatabaseHistory& h) {
@@ -149,14 +173,7 @@ absl::StatusOr<HistoryCheck> CheckHistory(PostgresConnection& c,
           wal_file));
     }
     check.live.timeline = timeline;
-    if (!PQgetisnull(r, 0, 2) && !PQgetisnull(r, 0, 3)) {
-      check.recorded.system_identifier = PQgetvalue(r, 0, 2);
-      // Not a number (no hilo wrote it): timeline 0, which no database has,
-      // so it reads as a changed history and the store moves on.
-      if (!absl::SimpleAtoi(PQgetvalue(r, 0, 3), &check.recorded.timeline)) {
-        check.recorded.timeline = 0;
-      }
-    }
+    check.recorded = RecordedHistory(r, 2, 3);
     if (check.recorded == check.live) {
       return check;
     }
