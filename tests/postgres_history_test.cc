@@ -272,15 +272,20 @@ TEST_F(PostgresHistoryTest, ARecordedTimelineThatIsNotANumberMovesOn) {
             (Range{545, 576}));
 }
 
-// hilo writes the record's two rows in one statement: a record with one of
-// them gone, or an empty identifier, was changed by someone else and is not
-// trusted either (once, it read as nothing recorded, so a restore of a
-// database so changed handed out its numbers again).
+// hilo writes the record's two rows in one statement, and the timeline as
+// a plain number: a record with one row gone, an empty identifier or a
+// padded timeline was changed by someone else and is not trusted either
+// (once, a half record read as nothing recorded and " 1" as timeline 1, so
+// a database so changed and then restored handed out its numbers again).
 TEST_F(PostgresHistoryTest, ARecordHiloDidNotWriteWholeMovesOn) {
   const char* const kTamperings[] = {
       "DELETE FROM hilo_meta WHERE key = 'timeline'",
       "DELETE FROM hilo_meta WHERE key = 'system_identifier'",
       "UPDATE hilo_meta SET value = '' WHERE key = 'system_identifier'",
+      // The live timeline still, but not as hilo writes a number.
+      "UPDATE hilo_meta SET value = ' ' || value WHERE key = 'timeline'",
+      "UPDATE hilo_meta SET value = '+' || value WHERE key = 'timeline'",
+      "UPDATE hilo_meta SET value = '0' || value WHERE key = 'timeline'",
   };
   int64_t next = 1;  // the low the next range would have without a move
   for (const char* tampering : kTamperings) {

@@ -109,10 +109,11 @@ int64_t SaturatingParse(const char* text) {
 // What hilo_meta recorded, from columns `id_column` (the system
 // identifier) and `timeline_column` of `r`'s first row; an empty system
 // identifier if neither row is there. hilo writes both rows in one
-// statement, so one alone, an empty identifier or a timeline that is not a
-// number was written by someone else: such a record is kept as one that
-// no live history matches (identifier "(missing)", timeline 0, which no
-// database has), so the store moves on rather than trust it.
+// statement, so one alone, an empty identifier or a timeline that is not
+// a number as hilo writes one was written by someone else: such a record
+// is kept as one that no live history matches (identifier "(missing)",
+// timeline 0, which no database has), so the store moves on rather than
+// trust it.
 DatabaseHistory RecordedHistory(const PGresult* r, int id_column,
                                 int timeline_column) {
   DatabaseHistory recorded;
@@ -123,8 +124,10 @@ DatabaseHistory RecordedHistory(const PGresult* r, int id_column,
   if (recorded.system_identifier.empty()) {
     recorded.system_identifier = "(missing)";
   }
-  if (!has_timeline || !absl::SimpleAtoi(PQgetvalue(r, 0, timeline_column),
-                                         &recorded.timeline)) {
+  // hilo writes the number as StrCat does: " 1", "+1" or "01" is not its.
+  const char* timeline = has_timeline ? PQgetvalue(r, 0, timeline_column) : "";
+  if (!absl::SimpleAtoi(timeline, &recorded.timeline) ||
+      absl::StrCat(recorded.timeline) != timeline) {
     recorded.timeline = 0;
   }
   return recorded;
