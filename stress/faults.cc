@@ -207,11 +207,19 @@ bool RefusedForSpace(const grpc::Status& status) {
 void FaultInjector::CheckWhileFull(Node& node, const std::string& probe,
                                    int64_t* known_max) {
   // NextRange answers OK, RESOURCE_EXHAUSTED or UNAVAILABLE; a refused one
-  // changes nothing; reads and health keep working.
+  // changes nothing; reads and health keep working, and health says
+  // NOT_SERVING after a write failed for want of space (docs/server.md).
+  // It says SERVING again after any commit succeeds, and on a full disk
+  // some do (SQLite reuses its WAL's space after a checkpoint), this
+  // process's other clients' among them: so a check that found it SERVING
+  // after a refusal proves nothing, and one that never found it
+  // NOT_SERVING once refusals began is the problem.
   CodeCounts seen;
   absl::Time first_refusal = absl::InfiniteFuture();
   const absl::Time give_up = absl::Now() + absl::Seconds(30);
   int64_t fresh = 0;
+  int checks_after_refusal = 0;
+  int not_serving = 0;
   while (absl::Now() < give_up &&
          absl::Now() < first_refusal + options_.fill_for) {
     // A new collection needs a new row, so the file must grow.
@@ -224,14 +232,25 @@ void FaultInjector::CheckWhileFull(Node& node, const std::string& probe,
     ++seen[s.error_code()];
     if (RefusedForSpace(s))
       first_refusal = std::min(first_refusal, absl::Now());
-    CheckReadsWhileFull(node, first_refusal != absl::InfiniteFuture());
+    const bool serving = CheckReadsWhileFull(node);
+    if (first_refusal != absl::InfiniteFuture()) {
+      ++checks_after_refusal;
+      if (!serving) ++not_serving;
+    }
   }
-  report_->Note(
-      absl::StrCat("while full, NextRange answered ", FormatCodes(seen)));
+  report_->Note(absl::StrCat("while full, NextRange answered ",
+                             FormatCodes(seen), "; health NOT_SERVING at ",
+                             not_serving, " of ", checks_after_refusal,
+                             " checks after the first refusal"));
   if (first_refusal == absl::InfiniteFuture()) {
     report_->Problem(
         "the disk was full for 30 s but NextRange never answered "
         "RESOURCE_EXHAUSTED or UNAVAILABLE");
+  } else if (not_serving == 0) {
+    report_->Problem(absl::StrFormat(
+        "on a full disk health said SERVING at all %d checks after "
+        "NextRange was first refused for space",
+        checks_after_refusal));
   }
 }
 
@@ -296,7 +315,7 @@ grpc::Status FaultInjector::CheckProbeWhileFull(Node& node,
   return s;
 }
 
-void FaultInjector::CheckReadsWhileFull(Node& node, bool refused) {
+bool FaultInjector::CheckReadsWhileFull(Node& node) {
   hilo::v1::ListCollectionsRequest list;
   list.set_page_size(10);
   hilo::v1::ListCollectionsResponse listed;
@@ -305,15 +324,13 @@ void FaultInjector::CheckReadsWhileFull(Node& node, bool refused) {
                                     list, &listed);
   bool serving = false;
   grpc::Status h = HealthCheck(node.channel, &serving, kAdminDeadline);
-  // Reads and health keep answering; health says NOT_SERVING once a write
-  // failed for want of space (docs/server.md), so that load balancers
-  // send calls elsewhere.
-  if (!l.ok() || !h.ok() || (refused && serving)) {
+  // Reads and health keep answering (what health says: CheckWhileFull).
+  if (!l.ok() || !h.ok()) {
     report_->Problem(absl::StrFormat(
-        "on a full disk ListCollections answered %s and health %s (%s)",
-        CodeName(l.error_code()), CodeName(h.error_code()),
-        serving ? "SERVING" : "not serving"));
+        "on a full disk ListCollections answered %s and health %s",
+        CodeName(l.error_code()), CodeName(h.error_code())));
   }
+  return serving;
 }
 
 void FaultInjector::CheckAfterFreeing(Node& node, const std::string& probe,

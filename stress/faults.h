@@ -69,7 +69,8 @@ class FaultInjector {
   grpc::Status CheckNewCollectionWhileFull(Node& node, const std::string& name);
   grpc::Status CheckProbeWhileFull(Node& node, const std::string& probe,
                                    int64_t* known_max);
-  void CheckReadsWhileFull(Node& node, bool refused);
+  // Whether health said SERVING (ListCollections and health must answer).
+  bool CheckReadsWhileFull(Node& node);
   void CheckAfterFreeing(Node& node, const std::string& probe,
                          int64_t known_max);
 
