@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
@@ -180,7 +182,11 @@ TEST(EndToEndTest, FailoverMidStreamKeepsEveryIdUniqueAndTaggedByItsRange) {
         // thread that stops A was once scheduled only after all 20,000
         // were out of A's ranges, so B was never asked.
         if (ids[t].size() == kPerThread * 3 / 4) {
-          while (!a_down.load()) std::this_thread::yield();
+          const absl::Time deadline = absl::Now() + absl::Seconds(60);
+          while (!a_down.load() && absl::Now() < deadline) {
+            std::this_thread::yield();
+          }
+          ASSERT_TRUE(a_down.load()) << "A was not stopped within 60 s";
         }
         const bool started_after_shutdown = a_down.load();
         absl::StatusOr<Id> id = client->NextId("orders");

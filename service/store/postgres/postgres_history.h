@@ -124,7 +124,7 @@ struct HistoryCheck {
   // What hilo_meta held; empty system_identifier if nothing was recorded
   // yet (a new schema, or one from before version 4). A record hilo did not
   // write whole (one of its two rows, an empty identifier, a timeline that
-  // is not a number) holds identifier "(missing)" or timeline 0: it
+  // is not a plain number) holds identifier "(missing)" or timeline 0: it
   // matches no live history, so the collections are moved on.
   DatabaseHistory recorded;
   // Whether the history changed, so collections were moved on.
