@@ -1,6 +1,8 @@
 #include "service/rpc/grpc_services.h"
 
-#include <utility>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -19,22 +21,26 @@ void AddIdentities(const grpc::AuthContext& auth, const char* property,
   }
 }
 
-// Starts `call` with a completion that finishes the gRPC call, if `calls`
-// lets it in; UNAVAILABLE without starting it once the server is stopping.
-template <typename Call>
-grpc::ServerUnaryReactor* Serve(CallGate* calls,
-                                grpc::CallbackServerContext* context,
-                                Call call) {
+// Passes the call to `method` of `gate`, for the caller CallerOf reads,
+// with a completion that finishes the gRPC call, if `calls` lets it in;
+// UNAVAILABLE without starting it once the server is stopping.
+template <typename Request, typename Response>
+grpc::ServerUnaryReactor* Serve(
+    CallGate* calls, Gatekeeper* gate, grpc::CallbackServerContext* context,
+    void (Gatekeeper::*method)(const Caller&, const Request&, Response*,
+                               ServiceCallback),
+    const Request* request, Response* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   if (!calls->Enter()) {
     reactor->Finish(
         grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is stopping"));
     return reactor;
   }
-  call([reactor, calls](absl::Status status) {
-    reactor->Finish(ToGrpcStatus(status));
-    calls->Leave();
-  });
+  (gate->*method)(CallerOf(*context, gate->ReadsTokens()), *request, response,
+                  [reactor, calls](absl::Status status) {
+                    reactor->Finish(ToGrpcStatus(status));
+                    calls->Leave();
+                  });
   return reactor;
 }
 
@@ -76,70 +82,56 @@ grpc::ServerUnaryReactor* GrpcHiLoService::NextRange(
     grpc::CallbackServerContext* context,
     const hilo::v1::NextRangeRequest* request,
     hilo::v1::NextRangeResponse* response) {
-  return Serve(calls_, context, [&](ServiceCallback done) {
-    gate_->NextRange(CallerOf(*context, gate_->ReadsTokens()), *request,
-                     response, std::move(done));
-  });
+  return Serve(calls_, gate_, context, &Gatekeeper::NextRange, request,
+               response);
 }
 
 grpc::ServerUnaryReactor* GrpcHiLoService::ReturnRange(
     grpc::CallbackServerContext* context,
     const hilo::v1::ReturnRangeRequest* request,
     hilo::v1::ReturnRangeResponse* response) {
-  return Serve(calls_, context, [&](ServiceCallback done) {
-    gate_->ReturnRange(CallerOf(*context, gate_->ReadsTokens()), *request,
-                       response, std::move(done));
-  });
+  return Serve(calls_, gate_, context, &Gatekeeper::ReturnRange, request,
+               response);
 }
 
 grpc::ServerUnaryReactor* GrpcHiLoService::ReturnRanges(
     grpc::CallbackServerContext* context,
     const hilo::v1::ReturnRangesRequest* request,
     hilo::v1::ReturnRangesResponse* response) {
-  return Serve(calls_, context, [&](ServiceCallback done) {
-    gate_->ReturnRanges(CallerOf(*context, gate_->ReadsTokens()), *request,
-                        response, std::move(done));
-  });
+  return Serve(calls_, gate_, context, &Gatekeeper::ReturnRanges, request,
+               response);
 }
 
 grpc::ServerUnaryReactor* GrpcAdminService::GetCollection(
     grpc::CallbackServerContext* context,
     const hilo::v1::GetCollectionRequest* request,
     hilo::v1::GetCollectionResponse* response) {
-  return Serve(calls_, context, [&](ServiceCallback done) {
-    gate_->GetCollection(CallerOf(*context, gate_->ReadsTokens()), *request,
-                         response, std::move(done));
-  });
+  return Serve(calls_, gate_, context, &Gatekeeper::GetCollection, request,
+               response);
 }
 
 grpc::ServerUnaryReactor* GrpcAdminService::ListCollections(
     grpc::CallbackServerContext* context,
     const hilo::v1::ListCollectionsRequest* request,
     hilo::v1::ListCollectionsResponse* response) {
-  return Serve(calls_, context, [&](ServiceCallback done) {
-    gate_->ListCollections(CallerOf(*context, gate_->ReadsTokens()), *request,
-                           response, std::move(done));
-  });
+  return Serve(calls_, gate_, context, &Gatekeeper::ListCollections, request,
+               response);
 }
 
 grpc::ServerUnaryReactor* GrpcAdminService::SetFloor(
     grpc::CallbackServerContext* context,
     const hilo::v1::SetFloorRequest* request,
     hilo::v1::SetFloorResponse* response) {
-  return Serve(calls_, context, [&](ServiceCallback done) {
-    gate_->SetFloor(CallerOf(*context, gate_->ReadsTokens()), *request,
-                    response, std::move(done));
-  });
+  return Serve(calls_, gate_, context, &Gatekeeper::SetFloor, request,
+               response);
 }
 
 grpc::ServerUnaryReactor* GrpcAdminService::DeleteCollection(
     grpc::CallbackServerContext* context,
     const hilo::v1::DeleteCollectionRequest* request,
     hilo::v1::DeleteCollectionResponse* response) {
-  return Serve(calls_, context, [&](ServiceCallback done) {
-    gate_->DeleteCollection(CallerOf(*context, gate_->ReadsTokens()), *request,
-                            response, std::move(done));
-  });
+  return Serve(calls_, gate_, context, &Gatekeeper::DeleteCollection, request,
+               response);
 }
 
 }  // namespace hilo
