@@ -360,7 +360,9 @@ TEST(SqliteRunningMarkTest, TheFilesMountIsTheKernels) {
   struct statx st;
   ASSERT_EQ(statx(AT_FDCWD, path.c_str(), 0, 0x4000, &st), 0);
   EXPECT_EQ(mount->unique, (st.stx_mask & 0x4000) != 0);
-  if (mount->unique) EXPECT_EQ(mount->id, st.stx_mnt_id);
+  if (mount->unique) {
+    EXPECT_EQ(mount->id, st.stx_mnt_id);
+  }
   // /proc is a mount of its own.
   std::optional<internal::FileMount> proc =
       internal::ReadFileMount("/proc/self/stat");
