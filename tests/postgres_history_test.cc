@@ -29,6 +29,7 @@
 namespace hilo {
 namespace {
 
+using ::hilo::Clock;
 using ::hilo::ManualClock;
 using ::hilo::testing_util::IsOk;
 using ::hilo::testing_util::NextToken;
@@ -125,8 +126,11 @@ std::string StoredCeiling(const std::string& uri,
 
 class PostgresHistoryTest : public testing_util::PostgresSchemaTest {
  protected:
-  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> Open() {
+  // `windows_clock` null: the monotonic clock.
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> Open(
+      const Clock* windows_clock = nullptr) {
     PostgresRangeStoreOptions options = StoreOptions();
+    options.windows_clock = windows_clock;
     options.on_history_went_back = [this](const StoreHistoryEvent& e) {
       events_.push_back(e);
     };
@@ -182,7 +186,8 @@ TEST(DescribePostgresConnectionTest, NamesEachHostWithItsOwnPort) {
 // The first range reserves 16 ranges of its size past itself; the ranges
 // after it stay inside that reservation and move nothing.
 TEST_F(PostgresHistoryTest, RangeReservesSixteenRangesPastItself) {
-  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = Open();
+  ManualClock clock(absl::FromUnixSeconds(1'800'000'000));
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = Open(&clock);
   ASSERT_THAT(store, IsOk());
   ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
             (Range{1, 32}));
@@ -191,7 +196,9 @@ TEST_F(PostgresHistoryTest, RangeReservesSixteenRangesPastItself) {
             (Range{33, 64}));
   EXPECT_EQ(Ceiling("orders"), "544");
   // A floor is reserved past as well: lost, it would let numbers an
-  // import used come back.
+  // import used come back. (The reservation before it lasted long enough
+  // to keep the reach at 16.)
+  clock.Advance(absl::Seconds(2));
   ASSERT_THAT((*store)->SetFloor("orders", 1000), IsOk());
   EXPECT_EQ(Ceiling("orders"), "1016");
   EXPECT_TRUE(events_.empty());
@@ -214,6 +221,50 @@ TEST_F(PostgresHistoryTest, WithoutStandbysOnlyNewReservationsWait) {
   ASSERT_EQ((*store)->Allocate("orders", 32, 0, NextToken()).value(),
             (Range{545, 576}));
   EXPECT_EQ((*store)->counters().standby_waits, 2);
+}
+
+// A reservation that runs out within a second is followed by one that
+// reaches twice as far, up to 4,096 times the first (16 ranges); one that
+// lasted more than 16 seconds, by one half as far; one in between, by one
+// as far. Floors reserve ranges of one number, so each ceiling is the
+// floor plus the reach.
+TEST_F(PostgresHistoryTest, ReservationsThatRunOutFastReachFarther) {
+  ManualClock clock(absl::FromUnixSeconds(1'800'000'000));
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store = Open(&clock);
+  ASSERT_THAT(store, IsOk());
+  int64_t floor = 1000;
+  int64_t reach = 16;
+  for (int i = 0; i < 14; ++i) {
+    ASSERT_THAT((*store)->SetFloor("orders", floor), IsOk());
+    ASSERT_EQ(Ceiling("orders"), absl::StrCat(floor + reach))
+        << "reservation " << i;
+    floor += reach + 1;
+    if (i < 12) reach *= 2;  // 16 << 12 = 65,536 is the most
+  }
+  EXPECT_EQ((*store)->counters().standby_waits, 14);
+  clock.Advance(absl::Seconds(2));
+  ASSERT_THAT((*store)->SetFloor("orders", floor), IsOk());
+  EXPECT_EQ(Ceiling("orders"), absl::StrCat(floor + 65'536));
+  floor += 65'537;
+  clock.Advance(absl::Seconds(17));
+  ASSERT_THAT((*store)->SetFloor("orders", floor), IsOk());
+  EXPECT_EQ(Ceiling("orders"), absl::StrCat(floor + 32'768));
+
+  // Ranges reserve ranges of their own size: 16 past the first, 32 past
+  // the one that ran out of the first reservation at once. Inside a
+  // reservation nothing waits.
+  ASSERT_EQ((*store)->Allocate("users", 32, 0, NextToken()).value(),
+            (Range{1, 32}));
+  EXPECT_EQ(Ceiling("users"), "544");
+  for (int64_t low = 33; low < 544; low += 32) {
+    ASSERT_EQ((*store)->Allocate("users", 32, 0, NextToken()).value(),
+              (Range{low, low + 31}));
+  }
+  ASSERT_EQ((*store)->Allocate("users", 32, 0, NextToken()).value(),
+            (Range{545, 576}));
+  EXPECT_EQ(Ceiling("users"), absl::StrCat(576 + 32 * 32));
+  EXPECT_EQ((*store)->counters().standby_waits, 18);
+  EXPECT_TRUE(events_.empty());
 }
 
 // What a promoted standby or a restore looks like to the store: hilo_meta

@@ -44,9 +44,9 @@
 #include <optional>
 #include <set>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -262,6 +262,17 @@ class PostgresBatchRunner {
   // reserves past it.
   void Reserve(PostgresBatch& batch, PostgresRequest& r,
                const std::string& name, int64_t high, int64_t size);
+  // How many ranges past itself a new reservation of `name` reaches:
+  // options_.reserve_ranges for its first; twice its last when that lasted
+  // less than kReserveFor (up to kMaxReachDoublings doublings of the
+  // option), half its last (not below the option) when that lasted more
+  // than 16 times as long. So a collection whose reservations run out
+  // within a second reserves about a second of its numbers at a time, and
+  // its replies wait for the standbys about once a second, not once a
+  // batch. Records the reservation as made now.
+  int64_t ReserveReach(const std::string& name);
+  static constexpr absl::Duration kReserveFor = absl::Seconds(1);
+  static constexpr int kMaxReachDoublings = 12;
   // After a commit: if a reply waits for its reservation, waits for the
   // standbys; fails those replies if they do not confirm in time.
   void ConfirmReservations(PostgresBatch& batch);
@@ -282,7 +293,15 @@ class PostgresBatchRunner {
     int64_t incarnation = 0;
     int64_t ceiling = 0;
   };
-  std::unordered_map<std::string, Confirmed> confirmed_ceiling_;
+  absl::flat_hash_map<std::string, Confirmed> confirmed_ceiling_;
+  // Reservations: how far the next reservation of each collection reaches
+  // (ReserveReach), and when its last one was made on windows_clock_. Not
+  // safety: a rate, kept across connections.
+  struct Reach {
+    int64_t ranges = 0;
+    absl::Time reserved_at = absl::InfinitePast();
+  };
+  absl::flat_hash_map<std::string, Reach> reach_;
   // Which standbys this connection counted (listed when it opened, or by
   // a wait since): a wait ends only when each of them is listed, all
   // caught up, until standby_left_grace has passed since a wait first

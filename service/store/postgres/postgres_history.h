@@ -9,12 +9,18 @@
 // collection. A server hands out a range only below a ceiling it has seen
 // confirmed: committed on the primary, and then flushed by every physical
 // standby the primary lists in pg_stat_replication (WaitForStandbys). A
-// range that needs a new reservation raises the ceiling a few ranges past
+// range that needs a new reservation raises the ceiling some ranges past
 // itself in the same transaction, and its reply waits for that
 // confirmation; the ranges after it, up to the ceiling, are answered at
 // commit. So whatever a standby lost, the ceiling it holds is at or above
 // every number handed out, and so is the ceiling in any backup taken from a
-// database that had it.
+// database that had it. How far: reserve_ranges ranges of the size that
+// reserves (16) for a collection's first reservation on a server, twice
+// as far as its last while each runs out within a second, half as far once
+// one lasted more than 16 seconds (PostgresBatchRunner::ReserveReach); so a
+// busy collection waits for its standbys about once a second, not once a
+// commit, and a history that goes back skips about a second or two of its
+// numbers.
 //
 // Noticing. The database's system identifier and timeline (a promotion and
 // a point-in-time restore start a new timeline; a cluster built anew from a

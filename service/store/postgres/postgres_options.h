@@ -85,9 +85,11 @@ struct PostgresRangeStoreOptions {
   // (see reachable()); on the store's thread. Keep it quick.
   std::function<void(bool reachable)> on_reachability;
   // Reservations (postgres_history.h): a range above this server's
-  // confirmed reservation reserves this many ranges of its size past
-  // itself, and its reply waits at most standby_wait for the standbys to
-  // confirm them (then UNAVAILABLE: nothing is reported applied).
+  // confirmed reservation reserves ranges of its size past itself, this
+  // many for a collection's first reservation, up to 4096 times as many
+  // while its reservations run out within a second; its reply waits at most
+  // standby_wait for the standbys to confirm them (then UNAVAILABLE:
+  // nothing is reported applied).
   int reserve_ranges = 16;
   absl::Duration standby_wait = absl::Seconds(2);
   // When fewer standbys are listed than this server counted on its

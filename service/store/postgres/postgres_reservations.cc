@@ -39,18 +39,38 @@ void PostgresBatchRunner::Reserve(PostgresBatch& batch, PostgresRequest& r,
   r.awaits_standbys = true;
   batch.awaits_standbys = true;
   if (high <= row.ceiling) return;  // reserved already, perhaps elsewhere
+  const int64_t ranges = ReserveReach(name);
   const int64_t room = std::numeric_limits<int64_t>::max() - high;
   const int64_t ahead = std::max<int64_t>(size, 1);
-  row.ceiling = ahead > room / options_.reserve_ranges
-                    ? std::numeric_limits<int64_t>::max()
-                    : high + ahead * options_.reserve_ranges;
+  row.ceiling = ahead > room / ranges ? std::numeric_limits<int64_t>::max()
+                                      : high + ahead * ranges;
   row.dirty = true;
+}
+
+int64_t PostgresBatchRunner::ReserveReach(const std::string& name) {
+  const absl::Time now = windows_clock_->Now();
+  const int64_t least = options_.reserve_ranges;
+  auto [it, first] = reach_.try_emplace(name);
+  Reach& reach = it->second;
+  if (first) {
+    reach.ranges = least;
+  } else if (const absl::Duration lasted = now - reach.reserved_at;
+             lasted < kReserveFor) {
+    reach.ranges = std::min(reach.ranges * 2, least << kMaxReachDoublings);
+  } else if (lasted > kReserveFor * 16) {
+    reach.ranges = std::max(reach.ranges / 2, least);
+  }
+  reach.reserved_at = now;
+  return reach.ranges;
 }
 
 void PostgresBatchRunner::ConfirmReservations(PostgresBatch& batch) {
   for (const auto& [name, row] : batch.rows) {
     // Deleted here: a later row of that name starts anew.
-    if (row.dirty && !row.now.has_value()) confirmed_ceiling_.erase(name);
+    if (row.dirty && !row.now.has_value()) {
+      confirmed_ceiling_.erase(name);
+      reach_.erase(name);
+    }
   }
   if (!batch.awaits_standbys) return;
   standby_waits_.fetch_add(1, std::memory_order_relaxed);
