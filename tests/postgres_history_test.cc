@@ -128,9 +128,12 @@ class PostgresHistoryTest : public testing_util::PostgresSchemaTest {
  protected:
   // `windows_clock` null: the monotonic clock.
   absl::StatusOr<std::unique_ptr<PostgresRangeStore>> Open(
-      const Clock* windows_clock = nullptr) {
+      const Clock* windows_clock = nullptr,
+      size_t max_remembered_collections =
+          PostgresRangeStoreOptions().max_remembered_collections) {
     PostgresRangeStoreOptions options = StoreOptions();
     options.windows_clock = windows_clock;
+    options.max_remembered_collections = max_remembered_collections;
     options.on_history_went_back = [this](const StoreHistoryEvent& e) {
       events_.push_back(e);
     };
@@ -264,6 +267,42 @@ TEST_F(PostgresHistoryTest, ReservationsThatRunOutFastReachFarther) {
             (Range{545, 576}));
   EXPECT_EQ(Ceiling("users"), absl::StrCat(576 + 32 * 32));
   EXPECT_EQ((*store)->counters().standby_waits, 18);
+  EXPECT_TRUE(events_.empty());
+}
+
+// The server remembers what the standbys confirmed and how far each
+// collection reserves for at most max_remembered_collections names; past
+// that it forgets them all, so names that come and go cannot grow its
+// memory. Forgetting costs a wait and a shorter reach, never a number.
+TEST_F(PostgresHistoryTest, RemembersReservationsOfBoundedlyManyCollections) {
+  ManualClock clock(absl::FromUnixSeconds(1'800'000'000));
+  absl::StatusOr<std::unique_ptr<PostgresRangeStore>> store =
+      Open(&clock, /*max_remembered_collections=*/2);
+  ASSERT_THAT(store, IsOk());
+  ASSERT_THAT((*store)->SetFloor("a", 1000), IsOk());
+  EXPECT_EQ(Ceiling("a"), "1016");
+  ASSERT_THAT((*store)->SetFloor("a", 1017), IsOk());
+  EXPECT_EQ(Ceiling("a"), "1049");  // ran out at once: twice the reach
+  ASSERT_EQ((*store)->Allocate("b", 32, 0, NextToken()).value(),
+            (Range{1, 32}));
+  EXPECT_EQ((*store)->counters().standby_waits, 3);
+  // Inside their confirmed reservations, "a" and "b" wait for nothing.
+  ASSERT_THAT((*store)->SetFloor("a", 1020), IsOk());
+  ASSERT_EQ((*store)->Allocate("b", 32, 0, NextToken()).value(),
+            (Range{33, 64}));
+  EXPECT_EQ((*store)->counters().standby_waits, 3);
+
+  // A third name: both are forgotten.
+  ASSERT_EQ((*store)->Allocate("c", 32, 0, NextToken()).value(),
+            (Range{1, 32}));
+  EXPECT_EQ((*store)->counters().standby_waits, 4);
+  ASSERT_EQ((*store)->Allocate("b", 32, 0, NextToken()).value(),
+            (Range{65, 96}));
+  EXPECT_EQ((*store)->counters().standby_waits, 5);
+  EXPECT_EQ(Ceiling("b"), "544");  // still inside its reservation
+  ASSERT_THAT((*store)->SetFloor("a", 1050), IsOk());
+  EXPECT_EQ(Ceiling("a"), "1066");  // the first reach again, not 64
+  EXPECT_EQ((*store)->counters().standby_waits, 6);
   EXPECT_TRUE(events_.empty());
 }
 

@@ -91,6 +91,8 @@ class PostgresBatchRunner {
     // reserve, and how long its reply waits for the standbys to confirm.
     int reserve_ranges = PostgresRangeStoreOptions().reserve_ranges;
     absl::Duration standby_wait = PostgresRangeStoreOptions().standby_wait;
+    size_t max_remembered_collections =
+        PostgresRangeStoreOptions().max_remembered_collections;
     absl::Duration standby_left_grace =
         PostgresRangeStoreOptions().standby_left_grace;
     // The most rows every server on the database may create together
@@ -271,6 +273,15 @@ class PostgresBatchRunner {
   // its replies wait for the standbys about once a second, not once a
   // batch. Records the reservation as made now.
   int64_t ReserveReach(const std::string& name);
+  // Makes room in `map` for one more name: if it is full (at
+  // options_.max_remembered_collections), forgets every name in it.
+  template <typename Map>
+  void Remember(Map& map, const std::string& name) const {
+    if (map.size() >= options_.max_remembered_collections &&
+        !map.contains(name)) {
+      map.clear();
+    }
+  }
   static constexpr absl::Duration kReserveFor = absl::Seconds(1);
   static constexpr int kMaxReachDoublings = 12;
   // After a commit: if a reply waits for its reservation, waits for the
@@ -288,7 +299,9 @@ class PostgresBatchRunner {
   // Reservations: the ceiling of each collection this server saw
   // confirmed by the standbys since its connection opened, and the
   // incarnation of the row it was confirmed for; it holds for that row
-  // only.
+  // only. Both maps below hold at most options_.max_remembered_collections
+  // names (Remember): an entry lost makes a reply wait for the standbys or
+  // a reservation reach less, never repeats a number.
   struct Confirmed {
     int64_t incarnation = 0;
     int64_t ceiling = 0;

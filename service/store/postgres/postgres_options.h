@@ -92,6 +92,12 @@ struct PostgresRangeStoreOptions {
   // nothing is reported applied).
   int reserve_ranges = 16;
   absl::Duration standby_wait = absl::Seconds(2);
+  // Collections whose confirmed reservation and reach the server keeps in
+  // memory. Past this many, it forgets them all and starts again: each
+  // collection's next range waits for the standbys once more and reserves
+  // the first reach. Bounds memory when names come and go (created by
+  // callers, deleted through other servers of the fleet).
+  size_t max_remembered_collections = size_t{1} << 17;
   // When fewer standbys are listed than this server counted on its
   // connection (one left without confirming: cut off from its primary, it
   // may be the one promoted next), new reservations fail for this long

@@ -44,6 +44,7 @@ PostgresBatchRunner::Options RunnerOptions(
   runner.lock_timeout = store.lock_timeout;
   runner.reserve_ranges = store.reserve_ranges;
   runner.standby_wait = store.standby_wait;
+  runner.max_remembered_collections = store.max_remembered_collections;
   runner.standby_left_grace = store.standby_left_grace;
   runner.windows_clock = store.windows_clock;
   runner.max_collections = store.max_collections;

@@ -50,6 +50,7 @@ void PostgresBatchRunner::Reserve(PostgresBatch& batch, PostgresRequest& r,
 int64_t PostgresBatchRunner::ReserveReach(const std::string& name) {
   const absl::Time now = windows_clock_->Now();
   const int64_t least = options_.reserve_ranges;
+  Remember(reach_, name);
   auto [it, first] = reach_.try_emplace(name);
   Reach& reach = it->second;
   if (first) {
@@ -129,6 +130,7 @@ void PostgresBatchRunner::ConfirmReservations(PostgresBatch& batch) {
   if (standbys.listed == 0 && seen) return;
   for (const auto& [name, row] : batch.rows) {
     if (!row.now.has_value() || !(row.locked || row.dirty)) continue;
+    Remember(confirmed_ceiling_, name);
     Confirmed& confirmed = confirmed_ceiling_[name];
     if (confirmed.incarnation != row.incarnation) {
       confirmed = Confirmed{row.incarnation, row.ceiling};
