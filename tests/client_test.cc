@@ -197,6 +197,29 @@ TEST(ClientTest, TheCollectionAskedForLastIsFoundOnlyByItsWholeName) {
                                      "o\\000x:INVALID_ARGUMENT", "o:3"));
 }
 
+// The same, for names of every length around the word and the size the
+// client remembers a name by: two names that differ only in their last
+// byte, or only in their first, are two collections.
+TEST(ClientTest, NamesThatDifferInOneByteAreTwoCollectionsAtAnyLength) {
+  TestClient t = MakeClient(32, {"A"});
+  for (size_t size : {1, 7, 8, 9, 15, 16, 17, 43, 44, 45, 46, 64, 200}) {
+    std::string base(size, 'n');
+    std::string last_differs = base;
+    last_differs.back() = 'm';
+    std::string first_differs = base;
+    first_differs.front() = 'f';
+    std::vector<int64_t> numbers;
+    for (std::string* name : {&base, &base, &last_differs, &base,
+                              &first_differs, &last_differs, &base}) {
+      absl::StatusOr<Id> id = t.client->NextId(*name);
+      ASSERT_THAT(id, IsOk()) << size;
+      numbers.push_back(id->number);
+    }
+    EXPECT_THAT(numbers, ::testing::ElementsAre(1, 2, 1, 3, 1, 2, 4))
+        << "names of " << size << " bytes";
+  }
+}
+
 // A client made after another was destroyed (often at the same address)
 // never draws from what the first one held: under ASan, a look-up keyed by
 // the name alone reads the destroyed client's entry (heap-use-after-free).

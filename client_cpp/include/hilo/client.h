@@ -314,11 +314,19 @@ class Client {
   Client(ClientOptions options, std::unique_ptr<internal::RangeSource> source,
          Scheduler schedule = nullptr);
   struct CollectionEntry;
+  // The entry of `collection`, made if new: the one this thread found last
+  // if it is that, else LookUpCollection.
   CollectionEntry& CollectionFor(absl::string_view collection);
+  CollectionEntry& LookUpCollection(absl::string_view collection);
   CollectionEntry& AddCollection(absl::string_view collection);
 
   struct State;
   const ClientOptions options_;
+  // This client among every Client of the process, never reused: the key
+  // of each thread's last collection (CollectionFor), which must not match
+  // a later client made at the same address. Here, not in State, so that
+  // a call on the collection found last reads no line of State.
+  const uint64_t serial_;
   std::unique_ptr<internal::RangeSource> source_;
   std::unique_ptr<State> state_;
   // Null when prefetching is off. Stopped before the caches go away.
