@@ -147,5 +147,54 @@ TEST(SqliteHeldRowsTest, HoldsAtMostMaxRowsBetweenBatchesAndReadsDroppedAgain) {
   }
 }
 
+// A name retired in a batch answers the Max it was retired at for the rest
+// of that batch (its row's, or the file's if read and higher) and is to be
+// written so; the retired Max is read from the file at most once a batch,
+// and a store that was never told of retirements (no loader) still knows
+// the one its own batch made.
+TEST(SqliteHeldRowsTest, ARetiredNameKnowsItsRetiredMaxUntilTheBatchEnds) {
+  FakeFile file;
+  file.rows["a"] = Max(50);
+  file.rows["b"] = Max(90);
+  std::map<std::string, int64_t> retired = {{"a", 80}, {"b", 70}};
+  int retired_reads = 0;
+  SqliteHeldRows rows(file.Loader(), 100, [&](absl::string_view name) {
+    ++retired_reads;
+    auto it = retired.find(std::string(name));
+    return absl::StatusOr<int64_t>(it == retired.end() ? 0 : it->second);
+  });
+  absl::StatusOr<SqliteHeldRows::Row> a = rows.Find("a");
+  ASSERT_THAT(a, IsOk());
+  EXPECT_EQ(a->RetiredMax().value(), 80);
+  a->Retire();
+  EXPECT_EQ(a->RetiredMax().value(), 80);  // the file's, above the row's 50
+  absl::StatusOr<SqliteHeldRows::Row> b = rows.Find("b");
+  ASSERT_THAT(b, IsOk());
+  b->Retire();
+  EXPECT_EQ(b->RetiredMax().value(), 90);  // the row's; the file not read
+  EXPECT_EQ(retired_reads, 1);
+  const std::vector<SqliteHeldRows::Change> changes = rows.Changes();
+  ASSERT_EQ(changes.size(), 2u);
+  EXPECT_EQ(changes[0].name, "a");
+  EXPECT_FALSE(changes[0].row->has_value());
+  EXPECT_EQ(changes[0].retired_max, 80);
+  EXPECT_EQ(changes[1].name, "b");
+  EXPECT_EQ(changes[1].retired_max, 90);
+  EXPECT_EQ(rows.Commit(), -2);
+  // Unknown between batches: read again.
+  EXPECT_EQ(rows.Find("a")->RetiredMax().value(), 80);
+  EXPECT_EQ(retired_reads, 2);
+  rows.Abort();
+
+  SqliteHeldRows unaware(file.Loader(), 100);
+  absl::StatusOr<SqliteHeldRows::Row> c = unaware.Find("b");
+  ASSERT_THAT(c, IsOk());
+  EXPECT_EQ(c->RetiredMax().value(), 0);
+  c->Retire();
+  EXPECT_EQ(c->RetiredMax().value(), 90);
+  ASSERT_EQ(unaware.Changes().size(), 1u);
+  EXPECT_EQ(unaware.Changes()[0].retired_max, 90);
+}
+
 }  // namespace
 }  // namespace hilo::internal

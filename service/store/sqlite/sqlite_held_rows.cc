@@ -9,38 +9,40 @@ namespace hilo {
 namespace internal {
 
 void SqliteHeldRows::Row::Set(std::optional<CollectionState> row) {
-  Entry& entry = slot_->second;
-  if (!entry.stored.has_value()) entry.stored.emplace(entry.row);
-  entry.row = std::move(row);
-  if (!entry.in_batch) {
-    entry.in_batch = true;
-    rows_->batch_.push_back(slot_);
-  }
+  Touched& touched = rows_->Touch(slot_);
+  if (!touched.stored.has_value()) touched.stored.emplace(slot_->second.row);
+  slot_->second.row = std::move(row);
 }
 
 absl::StatusOr<int64_t> SqliteHeldRows::Row::RetiredMax() {
-  Entry& entry = slot_->second;
-  if (!entry.retired_max.has_value()) {
-    if (rows_->load_retired_ == nullptr) return 0;
-    absl::StatusOr<int64_t> loaded = rows_->load_retired_(slot_->first);
-    if (!loaded.ok()) return loaded.status();
-    entry.retired_max = *loaded;
-    if (!entry.in_batch) {  // forgotten when the batch ends
-      entry.in_batch = true;
-      rows_->batch_.push_back(slot_);
-    }
+  if (const uint32_t index = slot_->second.touched; index != kNotTouched) {
+    const std::optional<int64_t>& known = rows_->batch_[index].retired_max;
+    if (known.has_value()) return *known;  // read or retired in the batch
   }
-  return *entry.retired_max;
+  if (rows_->load_retired_ == nullptr) return 0;
+  absl::StatusOr<int64_t> loaded = rows_->load_retired_(slot_->first);
+  if (!loaded.ok()) return loaded.status();
+  // Kept until the batch ends.
+  return *(rows_->Touch(slot_).retired_max = *loaded);
 }
 
 void SqliteHeldRows::Row::Retire() {
-  Entry& entry = slot_->second;
-  const int64_t max = hilo::RetiredMax(*entry.row);
+  Touched& touched = rows_->Touch(slot_);
+  const int64_t max = hilo::RetiredMax(*slot_->second.row);
   // The file may hold a lower one (the row started above it); the writer
   // keeps the higher.
-  entry.retired_max = std::max(entry.retired_max.value_or(0), max);
-  entry.retired = true;
+  touched.retired_max = std::max(touched.retired_max.value_or(0), max);
+  touched.retired = true;
   Set(std::nullopt);
+}
+
+SqliteHeldRows::Touched& SqliteHeldRows::Touch(Map::value_type* slot) {
+  uint32_t& index = slot->second.touched;
+  if (index == kNotTouched) {
+    index = static_cast<uint32_t>(batch_.size());
+    batch_.emplace_back().slot = slot;
+  }
+  return batch_[index];
 }
 
 SqliteHeldRows::SqliteHeldRows(Loader load, size_t max_rows,
@@ -58,28 +60,25 @@ absl::StatusOr<SqliteHeldRows::Row> SqliteHeldRows::Find(
     Entry entry;
     entry.row = *std::move(loaded);
     it = rows_.emplace(std::string(name), std::move(entry)).first;
-    if (!it->second.row.has_value()) {
-      // Not held past the batch: a row the file does not have.
-      it->second.in_batch = true;
-      batch_.push_back(&*it);
-    }
+    // Not held past the batch: a row the file does not have.
+    if (!it->second.row.has_value()) Touch(&*it);
   }
   return Row(this, &*it);
 }
 
 std::vector<SqliteHeldRows::Change> SqliteHeldRows::Changes() const {
   std::vector<Change> changes;
-  for (Map::value_type* slot : batch_) {
-    const Entry& entry = slot->second;
-    if (!entry.stored.has_value()) continue;  // read, never changed
+  for (const Touched& touched : batch_) {
+    if (!touched.stored.has_value()) continue;  // read, never changed
+    const Entry& entry = touched.slot->second;
     std::optional<int64_t> retired_max;
-    if (entry.retired) retired_max = entry.retired_max;
-    if (!entry.row.has_value() && !entry.stored->has_value() &&
+    if (touched.retired) retired_max = touched.retired_max;
+    if (!entry.row.has_value() && !touched.stored->has_value() &&
         !retired_max.has_value()) {
       continue;
     }
     changes.push_back(
-        Change{slot->first, &entry.row, retired_max, &*entry.stored});
+        Change{touched.slot->first, &entry.row, retired_max, &*touched.stored});
   }
   return changes;
 }
@@ -90,24 +89,23 @@ void SqliteHeldRows::Abort() { EndBatch(/*keep=*/false); }
 
 int64_t SqliteHeldRows::EndBatch(bool keep) {
   int64_t created = 0;
-  for (Map::value_type* slot : batch_) {
-    Entry& entry = slot->second;
-    if (entry.stored.has_value()) {
+  for (Touched& touched : batch_) {
+    Entry& entry = touched.slot->second;
+    if (touched.stored.has_value()) {
       if (keep) {
         created += static_cast<int>(entry.row.has_value()) -
-                   static_cast<int>(entry.stored->has_value());
+                   static_cast<int>(touched.stored->has_value());
       } else {
-        entry.row = *std::move(entry.stored);
+        entry.row = *std::move(touched.stored);
       }
-      entry.stored.reset();
     }
-    entry.in_batch = false;
-    entry.retired_max.reset();
-    entry.retired = false;
+    entry.touched = kNotTouched;
   }
   // Erased only now: `batch_` points into the map.
-  for (Map::value_type* slot : batch_) {
-    if (!slot->second.row.has_value()) rows_.erase(rows_.find(slot->first));
+  for (const Touched& touched : batch_) {
+    if (!touched.slot->second.row.has_value()) {
+      rows_.erase(rows_.find(touched.slot->first));
+    }
   }
   batch_.clear();
   Evict();

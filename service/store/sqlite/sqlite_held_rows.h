@@ -26,6 +26,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
@@ -53,20 +54,18 @@ class SqliteHeldRows {
       std::function<absl::StatusOr<int64_t>(absl::string_view name)>;
 
  private:
+  // What is held of one name. Only the row: a node of the map is kept for
+  // each row held between batches (up to max_rows), so what a batch needs
+  // besides lives in its Touched record.
   struct Entry {
     // The row as the batch leaves it so far (as the file holds it, outside
     // a batch); nullopt: no row.
     std::optional<CollectionState> row;
-    // Set once the batch changes the row: the row as the file holds it.
-    std::optional<std::optional<CollectionState>> stored;
-    // In batch_.
-    bool in_batch = false;
-    // The name's retired Max as the batch leaves it so far, once read or
-    // retired in the batch; unknown between batches.
-    std::optional<int64_t> retired_max;
-    // The batch retired the row: retired_max is to be written.
-    bool retired = false;
+    // Its record in batch_; kNotTouched outside a batch, or if the batch
+    // has not touched it.
+    uint32_t touched = kNotTouched;
   };
+  static constexpr uint32_t kNotTouched = ~uint32_t{0};
   // Ordered, not hashed: the names come from callers, and a hash with a
   // fixed seed (std::hash) lets one precompute names that share a bucket,
   // so that a batch of them costs quadratic time on the one write path
@@ -75,6 +74,18 @@ class SqliteHeldRows {
   // std::string per lookup. Nodes: Row and batch_ point into it, and stay
   // valid as it grows.
   using Map = std::map<std::string, Entry, std::less<>>;
+  // An entry the batch touched: read from the file without a row, or
+  // changed, or its retired Max read.
+  struct Touched {
+    Map::value_type* slot = nullptr;
+    // Set once the batch changes the row: the row as the file holds it.
+    std::optional<std::optional<CollectionState>> stored;
+    // The name's retired Max as the batch leaves it so far, once read or
+    // retired in the batch.
+    std::optional<int64_t> retired_max;
+    // The batch retired the row: retired_max is to be written.
+    bool retired = false;
+  };
 
  public:
   // One row, as the batch being judged sees it. Valid until the batch's
@@ -140,15 +151,17 @@ class SqliteHeldRows {
  private:
   // Ends the batch; `keep` chooses the batch's rows over the stored ones.
   int64_t EndBatch(bool keep);
+  // The batch's record of `slot`, made if it has none.
+  Touched& Touch(Map::value_type* slot);
   void Evict();
 
   const Loader load_;
   const RetiredLoader load_retired_;
   const size_t max_rows_;
   Map rows_;
-  // The entries the batch touched: read from the file without a row, or
-  // changed.
-  std::vector<Map::value_type*> batch_;
+  // The entries the batch touched, in the order first touched. A deque:
+  // Changes() points into its records, which must not move as it grows.
+  std::deque<Touched> batch_;
 };
 
 }  // namespace internal
