@@ -220,6 +220,21 @@ TEST(ClientTest, NamesThatDifferInOneByteAreTwoCollectionsAtAnyLength) {
   }
 }
 
+// An empty name (a view that may point nowhere) is refused by the server
+// and leaves the collection found before it as it was.
+TEST(ClientTest, AnEmptyNameIsRefusedAndTheNameBeforeItDrawsOn) {
+  TestClient t = MakeClient(32, {"A"});
+  EXPECT_EQ(t.client->NextId("n")->number, 1);
+  EXPECT_THAT(t.client->NextId(absl::string_view()),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_EQ(t.client->NextId("n")->number, 2);
+  EXPECT_THAT(t.client->NextId(""),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(t.client->NextId(absl::string_view()),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_EQ(t.client->NextId("n")->number, 3);
+}
+
 // A client made after another was destroyed (often at the same address)
 // never draws from what the first one held: under ASan, a look-up keyed by
 // the name alone reads the destroyed client's entry (heap-use-after-free).

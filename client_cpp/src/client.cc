@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <new>
@@ -337,9 +338,18 @@ Client::CollectionEntry& Client::LookUpCollection(
   LastFound& last = last_found;
   last.client_serial = serial_;
   last.entry = found;
-  last.name_size = static_cast<uint32_t>(collection.size());
+  // A name too long to copy keeps a size no short name has (saturated, never
+  // truncated: a name of 2^32 + 5 bytes must not read as one of 5, whose
+  // bytes `name` does not hold), so CollectionFor compares it with the
+  // entry's own name. An empty view may point nowhere: nothing to copy.
   if (collection.size() <= LastFound::kNameBytes) {
-    std::memcpy(last.name, collection.data(), collection.size());
+    last.name_size = static_cast<uint32_t>(collection.size());
+    if (!collection.empty()) {
+      std::memcpy(last.name, collection.data(), collection.size());
+    }
+  } else {
+    last.name_size =
+        static_cast<uint32_t>(std::min<size_t>(collection.size(), UINT32_MAX));
   }
   return *found;
 }
