@@ -26,7 +26,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
@@ -136,7 +135,8 @@ class SqliteHeldRows {
 
   // The rows the batch changed, each once, in the order first changed;
   // a row created and deleted again within the batch is not among them,
-  // unless it was retired.
+  // unless it was retired. Called once the batch is judged: its pointers
+  // hold until Commit or Abort, and no Find or Row call may come between.
   std::vector<Change> Changes() const;
 
   // The batch's changes are in the file: they become the held rows.
@@ -159,9 +159,12 @@ class SqliteHeldRows {
   const RetiredLoader load_retired_;
   const size_t max_rows_;
   Map rows_;
-  // The entries the batch touched, in the order first touched. A deque:
-  // Changes() points into its records, which must not move as it grows.
-  std::deque<Touched> batch_;
+  // The entries the batch touched, in the order first touched. A vector
+  // that keeps its capacity from batch to batch, so that a batch allocates
+  // nothing here once one as large came before (a deque, whose records
+  // never move, allocates and frees a block every few records). Records
+  // move as it grows, so Changes() comes after the last Touch.
+  std::vector<Touched> batch_;
 };
 
 }  // namespace internal
