@@ -8,9 +8,12 @@ Starts every build once (a fresh SQLite database each, in a temporary
 directory on $TMPDIR), then runs ROUNDS rounds; in each round every build in
 turn gets h2load on NextRange("orders") for S seconds and then on the gRPC
 health Check (the no-op) for S seconds, 2 connections x 32 streams (64 in
-flight), one load thread. So the builds are measured interleaved (A B A B
-...), under the same load, and a machine that gets busier or quieter during
-the run moves all of them. Prints each run (requests/s and the server's CPU
+flight), one load thread. So the builds are measured interleaved, under the
+same load, and a machine that gets busier or quieter during the run moves
+all of them. Every other round runs them in reverse order (A B, B A, ...):
+on a 2-core machine the build measured second in a round lost 1-3 % against
+the same build measured first (2026-12-04), which a fixed order would have
+charged to one of them. Prints each run (requests/s and the server's CPU
 per request, utime + stime from /proc, and its quotient NextRange / no-op),
 each build's medians with their [min-max], and for each build after the
 first the median and spread of its per-round quotient against the first:
@@ -106,7 +109,7 @@ def main():
                 sys.exit(f"compare_builds: {label} exited at start; see its log")
         results = {label: [] for label, _, _ in servers}
         for r in range(1, args.rounds + 1):
-            for label, port, proc in servers:
+            for label, port, proc in servers if r % 2 else servers[::-1]:
                 n, n_cpu = h2load(port, proc.pid, "/hilo.v1.HiLo/NextRange", next_body, args.seconds)
                 o, o_cpu = h2load(port, proc.pid, "/grpc.health.v1.Health/Check", noop_body, args.seconds)
                 ratio = n / o if o else 0.0
