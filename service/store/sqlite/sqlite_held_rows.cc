@@ -107,7 +107,14 @@ int64_t SqliteHeldRows::EndBatch(bool keep) {
       rows_.erase(rows_.find(touched.slot->first));
     }
   }
-  batch_.clear();
+  // Kept for the next batch up to a bound: a batch of many ReturnRanges of
+  // 1000 names each can touch hundreds of thousands of rows, and their
+  // records (about 100 bytes each) are not held after it.
+  if (batch_.capacity() > kKeptBatchCapacity) {
+    std::vector<Touched>().swap(batch_);
+  } else {
+    batch_.clear();
+  }
   Evict();
   return created;
 }

@@ -163,8 +163,10 @@ class SqliteHeldRows {
   // that keeps its capacity from batch to batch, so that a batch allocates
   // nothing here once one as large came before (a deque, whose records
   // never move, allocates and frees a block every few records). Records
-  // move as it grows, so Changes() comes after the last Touch.
+  // move as it grows, so Changes() comes after the last Touch. A batch
+  // larger than kKeptBatchCapacity gives its memory back when it ends.
   std::vector<Touched> batch_;
+  static constexpr size_t kKeptBatchCapacity = 4096;
 };
 
 }  // namespace internal
