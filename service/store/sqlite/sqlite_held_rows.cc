@@ -1,6 +1,8 @@
 #include "service/store/sqlite/sqlite_held_rows.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <utility>
 
 #include "service/store/collection_rules.h"
@@ -37,12 +39,23 @@ void SqliteHeldRows::Row::Retire() {
 }
 
 SqliteHeldRows::Touched& SqliteHeldRows::Touch(Map::value_type* slot) {
+  if (changes_taken_) TouchedAfterChanges();
   uint32_t& index = slot->second.touched;
   if (index == kNotTouched) {
     index = static_cast<uint32_t>(batch_.size());
     batch_.emplace_back().slot = slot;
   }
   return batch_[index];
+}
+
+void SqliteHeldRows::TouchedAfterChanges() {
+  // The caller holds pointers into batch_ that this Touch could move, and
+  // would write a list that no longer matches the rows: a wrong row in the
+  // file could hand out a number twice, so stop before anything is written.
+  std::fprintf(stderr,
+               "SqliteHeldRows: a row touched after Changes() in the same "
+               "batch\n");
+  std::abort();
 }
 
 SqliteHeldRows::SqliteHeldRows(Loader load, size_t max_rows,
@@ -67,6 +80,7 @@ absl::StatusOr<SqliteHeldRows::Row> SqliteHeldRows::Find(
 }
 
 std::vector<SqliteHeldRows::Change> SqliteHeldRows::Changes() const {
+  changes_taken_ = true;
   std::vector<Change> changes;
   for (const Touched& touched : batch_) {
     if (!touched.stored.has_value()) continue;  // read, never changed
@@ -115,6 +129,7 @@ int64_t SqliteHeldRows::EndBatch(bool keep) {
   } else {
     batch_.clear();
   }
+  changes_taken_ = false;
   Evict();
   return created;
 }

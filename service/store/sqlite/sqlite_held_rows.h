@@ -136,7 +136,9 @@ class SqliteHeldRows {
   // The rows the batch changed, each once, in the order first changed;
   // a row created and deleted again within the batch is not among them,
   // unless it was retired. Called once the batch is judged: its pointers
-  // hold until Commit or Abort, and no Find or Row call may come between.
+  // hold until Commit or Abort. A Find or Row call that would touch a row
+  // between them aborts the process (it could move the records the
+  // pointers name, or change a row the list has already left out).
   std::vector<Change> Changes() const;
 
   // The batch's changes are in the file: they become the held rows.
@@ -153,6 +155,7 @@ class SqliteHeldRows {
   int64_t EndBatch(bool keep);
   // The batch's record of `slot`, made if it has none.
   Touched& Touch(Map::value_type* slot);
+  [[noreturn]] static void TouchedAfterChanges();
   void Evict();
 
   const Loader load_;
@@ -163,10 +166,13 @@ class SqliteHeldRows {
   // that keeps its capacity from batch to batch, so that a batch allocates
   // nothing here once one as large came before (a deque, whose records
   // never move, allocates and frees a block every few records). Records
-  // move as it grows, so Changes() comes after the last Touch. A batch
+  // move as it grows, so Changes() comes after the last Touch (checked:
+  // a Touch after it aborts). A batch
   // larger than kKeptBatchCapacity gives its memory back when it ends.
   std::vector<Touched> batch_;
   static constexpr size_t kKeptBatchCapacity = 4096;
+  // Changes() was called in this batch: no Touch until it ends.
+  mutable bool changes_taken_ = false;
 };
 
 }  // namespace internal
