@@ -409,7 +409,7 @@ INSTANTIATE_TEST_SUITE_P(
                     C::INVALID_ARGUMENT},
         HostileCase{
             "Next257BytesEndingInTwoByteCharacter",
-            [](T* t) { return t->Next(std::string(255, 'o') + "\xC3\xA9"); },
+            [](T* t) { return t->Next(absl::StrCat(std::string(255, 'o'), "\xC3\xA9")); },
             C::INVALID_ARGUMENT},
         HostileCase{"NextInvalidUtf8",
                     [](T* t) { return t->Next(Bytes("ord\xFF", 4)); },
