@@ -29,7 +29,7 @@ class FakeFile {
     };
   }
   // Writes the batch's changes, as the batch writer does before COMMIT.
-  void Write(const SqliteHeldRows& held) {
+  void Write(SqliteHeldRows& held) {
     for (const SqliteHeldRows::Change& c : held.Changes()) {
       if (c.row->has_value()) {
         rows[std::string(c.name)] = **c.row;
@@ -45,7 +45,7 @@ class FakeFile {
 
 CollectionState Max(int64_t max) { return CollectionState{.max = max}; }
 
-std::vector<std::string> ChangedNames(const SqliteHeldRows& rows) {
+std::vector<std::string> ChangedNames(SqliteHeldRows& rows) {
   std::vector<std::string> names;
   for (const SqliteHeldRows::Change& c : rows.Changes()) {
     names.emplace_back(c.name);

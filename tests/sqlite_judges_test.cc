@@ -36,7 +36,7 @@ class SqliteJudgesTest : public ::testing::Test {
             },
             100) {}
 
-  std::vector<std::string> Changed() const {
+  std::vector<std::string> Changed() {
     std::vector<std::string> names;
     for (const SqliteHeldRows::Change& c : rows_.Changes()) {
       names.emplace_back(c.name);

@@ -42,8 +42,9 @@ SqliteHeldRows::Touched& SqliteHeldRows::Touch(Map::value_type* slot) {
   if (changes_taken_) TouchedAfterChanges();
   uint32_t& index = slot->second.touched;
   if (index == kNotTouched) {
-    index = static_cast<uint32_t>(batch_.size());
+    // Indexed only once the record exists.
     batch_.emplace_back().slot = slot;
+    index = static_cast<uint32_t>(batch_.size() - 1);
   }
   return batch_[index];
 }
@@ -79,7 +80,7 @@ absl::StatusOr<SqliteHeldRows::Row> SqliteHeldRows::Find(
   return Row(this, &*it);
 }
 
-std::vector<SqliteHeldRows::Change> SqliteHeldRows::Changes() const {
+std::vector<SqliteHeldRows::Change> SqliteHeldRows::Changes() {
   changes_taken_ = true;
   std::vector<Change> changes;
   for (const Touched& touched : batch_) {

@@ -139,7 +139,7 @@ class SqliteHeldRows {
   // hold until Commit or Abort. A Find or Row call that would touch a row
   // between them aborts the process (it could move the records the
   // pointers name, or change a row the list has already left out).
-  std::vector<Change> Changes() const;
+  std::vector<Change> Changes();
 
   // The batch's changes are in the file: they become the held rows.
   // Returns the rows it created less those it deleted.
@@ -167,12 +167,12 @@ class SqliteHeldRows {
   // nothing here once one as large came before (a deque, whose records
   // never move, allocates and frees a block every few records). Records
   // move as it grows, so Changes() comes after the last Touch (checked:
-  // a Touch after it aborts). A batch
-  // larger than kKeptBatchCapacity gives its memory back when it ends.
+  // a Touch after it aborts). A batch larger than kKeptBatchCapacity gives
+  // its memory back when it ends.
   std::vector<Touched> batch_;
   static constexpr size_t kKeptBatchCapacity = 4096;
   // Changes() was called in this batch: no Touch until it ends.
-  mutable bool changes_taken_ = false;
+  bool changes_taken_ = false;
 };
 
 }  // namespace internal
