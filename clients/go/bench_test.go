@@ -15,10 +15,18 @@ import (
 )
 
 // Run with -cpu 1,2 for 1 and 2 goroutines: b.RunParallel starts
-// GOMAXPROCS of them. The client draws from an in-process node, so ranges
-// (up to 2^20 numbers) arrive ahead of need and the fast path is measured.
+// GOMAXPROCS of them. The client draws from an in-process node that
+// forwards to a real hilo_server ($HILO_SERVER_BIN), so ranges (up to 2^20
+// numbers) arrive ahead of need and the fast path is measured.
 
 func benchClient(b *testing.B) *Client {
+	// A test without a server is skipped (startServer), but a benchmark is
+	// only ever asked for by name or pattern, and `go test -bench` prints
+	// nothing for one that skipped: it would look as if it had run.
+	if os.Getenv("HILO_SERVER_BIN") == "" {
+		b.Fatal("HILO_SERVER_BIN is not set: the client benchmarks draw from " +
+			"a real hilo_server (e.g. HILO_SERVER_BIN=build/release/service/hilo_server)")
+	}
 	c, err := NewFromClients(Config{}, serve(b, newFakeNode(b, "A")))
 	if err != nil {
 		b.Fatal(err)
