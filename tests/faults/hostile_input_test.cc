@@ -363,6 +363,10 @@ TEST_P(HostileInputTableTest, ExactCodeAndOnlyTheContractsChange) {
 }
 
 const std::string k257 = std::string(257, 'o');
+// 256 characters but 257 bytes (é is two): over the limit, which counts
+// bytes.
+const std::string k257EndingInTwoBytes =
+    absl::StrCat(std::string(255, 'o'), "\xC3\xA9");
 const std::string kOversized = std::string(70 * 1024, 'o');
 const std::string kNext = "/hilo.v1.HiLo/NextRange";
 const std::string kReturn = "/hilo.v1.HiLo/ReturnRange";
@@ -409,7 +413,7 @@ INSTANTIATE_TEST_SUITE_P(
                     C::INVALID_ARGUMENT},
         HostileCase{
             "Next257BytesEndingInTwoByteCharacter",
-            [](T* t) { return t->Next(absl::StrCat(std::string(255, 'o'), "\xC3\xA9")); },
+            [](T* t) { return t->Next(k257EndingInTwoBytes); },
             C::INVALID_ARGUMENT},
         HostileCase{"NextInvalidUtf8",
                     [](T* t) { return t->Next(Bytes("ord\xFF", 4)); },
