@@ -145,6 +145,30 @@ TEST(SqliteHeldRowsDeathTest, ARowTouchedAfterChangesStopsTheProcess) {
 }
 #endif
 
+// A batch that touches more rows than the store keeps records for between
+// batches (a burst of ReturnRanges of 1000 names each) gives that memory
+// back when it ends, and ends like any other: its rows held, the next
+// batch judged and listed as usual.
+TEST(SqliteHeldRowsTest, ABatchOfManyThousandRowsEndsLikeAnyOther) {
+  FakeFile file;
+  SqliteHeldRows rows(file.Loader(), 10000);
+  constexpr int kRows = 5000;
+  for (int i = 0; i < kRows; ++i) {
+    rows.Find("r" + std::to_string(i))->Set(Max(i + 1));
+  }
+  ASSERT_EQ(rows.Changes().size(), static_cast<size_t>(kRows));
+  file.Write(rows);
+  EXPECT_EQ(rows.Commit(), kRows);
+  EXPECT_EQ(rows.size(), static_cast<size_t>(kRows));
+  rows.Find("r7")->Set(Max(100));
+  rows.Find("new")->Set(Max(1));
+  EXPECT_THAT(ChangedNames(rows), ::testing::ElementsAre("r7", "new"));
+  EXPECT_EQ(rows.Changes()[0].stored->value().max, 8);
+  EXPECT_EQ(rows.Commit(), 1);
+  EXPECT_EQ(rows.Find("r7")->get()->max, 100);
+  EXPECT_EQ(file.reads["r7"], 1);  // held since the large batch
+}
+
 TEST(SqliteHeldRowsTest, FailedReadHoldsNothingAndIsTriedAgain) {
   FakeFile file;
   file.rows["a"] = Max(7);
