@@ -19,6 +19,11 @@ from hilo_client._transport import (_GrpcRangeSource, _Issued, _Previous,
 from hilo_client._values import HiloError, Id, _ClosedError
 
 
+# Builds an Id in C: the __new__ NamedTuple generates for Id is Python code
+# and takes about as long as the rest of _take.
+_make_id = tuple.__new__
+
+
 class _Unused(NamedTuple):
     """What a cache hands back: (range, last) pairs in the order they must
     reach their nodes; pair when they are two adjacent ranges of one node
@@ -43,7 +48,10 @@ class _RangeCache:
         self._log = log
         self._prefetch_at = prefetch_at if schedule is not None else 0.0
         self._schedule = schedule
-        self._cond = threading.Condition(threading.Lock())
+        # next() takes _lock itself: Condition's __enter__ is Python code,
+        # which doubles the cost of taking the lock on the fast path.
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._range: Optional[_Issued] = None
         self._next = 0  # next number of _range to hand out
         # Taking this number of _range asks for the next range ahead.
@@ -116,13 +124,13 @@ class _RangeCache:
         if number == self._prefetch_number:
             self._prefetch_number = None
             self._schedule(self.prefetch)
-        return Id(number, self._range.node_tag)
+        return _make_id(Id, (number, self._range.node_tag))
 
     def _count_error(self, e: HiloError) -> None:
         self._errors[e.code] = self._errors.get(e.code, 0) + 1
 
     def next(self) -> Id:
-        with self._cond:
+        with self._lock:  # _cond's lock
             waited = False
             while True:
                 if self._closed:
@@ -223,7 +231,8 @@ class _RangeCache:
         fetches go through `source` and prefetches to `schedule`. The next
         request still reports the parent's last range, so the child's first
         range starts above it."""
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._retire_current()
         self._range = None
         self._prefetch_number = None

@@ -250,6 +250,13 @@ class Client:
         cache = self._caches.get(collection)
         if cache is not None:
             return cache
+        # Checked once per collection: a name that has a cache is valid.
+        try:
+            collection.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise HiloError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"collection name is not valid UTF-8: {e}") from None
         with self._lock:
             if self._closed:
                 raise _ClosedError(collection)
@@ -271,11 +278,6 @@ class Client:
                             f"{type(collection).__name__}")
         if self._closed:
             raise _ClosedError(collection)
-        try:
-            collection.encode("utf-8")
-        except UnicodeEncodeError as e:
-            raise HiloError(grpc.StatusCode.INVALID_ARGUMENT,
-                            f"collection name is not valid UTF-8: {e}") from None
         return self._cache_for(collection).next()
 
     def next_document_id(self, collection: str) -> str:
