@@ -15,7 +15,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hilo_client import Client, HiloError, Id  # noqa: E402
 from fixtures import (  # noqa: E402
     ManualPrefetcher, StubSpy, run_threads, ServerTestCase)
-from hilo_client._range_cache import _RangeCache  # noqa: E402
+from hilo_client._range_cache import (  # noqa: E402
+    _CONVOY_TRIES, _RangeCache, _acquire_without_convoy)
 from hilo_client._transport import _Issued  # noqa: E402
 
 
@@ -67,6 +68,34 @@ class RangeCacheWithoutServerTest(unittest.TestCase):
         self.assertAlmostEqual(runway(), 31 * 4 / 33)
         self.assertIsNotNone(cache.take_unused(final=True))
         self.assertIsNone(runway())  # nothing held
+
+
+    def test_a_held_lock_is_taken_in_the_end_however_long_it_is_held(self):
+        class HeldLock:
+            """A lock another thread holds for its first `held_for`
+            non-blocking tries; a blocking acquire waits until it is
+            free, so it always takes it."""
+
+            def __init__(self, held_for):
+                self.held_for = held_for
+                self.tries = 0
+                self.blocking = 0
+
+            def acquire(self, blocking=True):
+                if blocking:
+                    self.blocking += 1
+                    return True
+                self.tries += 1
+                return self.tries > self.held_for
+
+        soon = HeldLock(held_for=3)
+        _acquire_without_convoy(soon)
+        self.assertEqual((soon.tries, soon.blocking), (4, 0))
+        # Held past every try: the caller sleeps on the lock rather than
+        # go on without it.
+        long = HeldLock(held_for=10 * _CONVOY_TRIES)
+        _acquire_without_convoy(long)
+        self.assertEqual((long.tries, long.blocking), (_CONVOY_TRIES, 1))
 
 
 class RangeCacheTest(ServerTestCase):
