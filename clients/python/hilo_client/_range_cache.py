@@ -24,26 +24,24 @@ from hilo_client._values import HiloError, Id, _ClosedError
 _make_id = tuple.__new__
 
 
-# How often _acquire_without_convoy lets a lock's holder run before it
-# sleeps on the lock.
-_CONVOY_TRIES = 100
+# How many turns _let_holder_run gives a lock's holder.
+_HOLDER_TURNS = 100
 
 
-def _acquire_without_convoy(lock: threading.Lock) -> None:
-    """Takes `lock`, which another thread holds, without sleeping on it at
-    first. Under the GIL a thread that sleeps on a held lock wakes owning
-    it but without the GIL, so the thread that has the GIL finds the lock
-    taken at its next call and sleeps on it in turn: from then on two
-    threads drawing IDs hand the lock and the GIL to each other through
-    the kernel at every call (a lock convoy; 2.7x the time per call, with
-    a context switch every 16 calls). time.sleep(0) lets the holder run
-    to its release instead; after _CONVOY_TRIES it sleeps on the lock
-    like any caller (a holder that is slow for another reason)."""
-    for _ in range(_CONVOY_TRIES):
+def _let_holder_run(lock: threading.Lock) -> None:
+    """Returns once `lock`, which another thread holds, is free, or after
+    _HOLDER_TURNS turns given to the other threads (time.sleep(0) releases
+    the GIL), so that the caller's `with lock` seldom sleeps on it. Under
+    the GIL a thread that sleeps on a held lock wakes owning it but without
+    the GIL; the thread that has the GIL then finds the lock taken at its
+    next call and sleeps on it in turn, and from then on two threads
+    drawing IDs hand the lock and the GIL to each other through the kernel
+    at every call (a lock convoy: 2.7x the time per call, a context switch
+    every 16 calls)."""
+    for _ in range(_HOLDER_TURNS):
         time.sleep(0)
-        if lock.acquire(False):
+        if not lock.locked():
             return
-    lock.acquire()
 
 
 class _Unused(NamedTuple):
@@ -153,9 +151,29 @@ class _RangeCache:
 
     def next(self) -> Id:
         lock = self._lock  # _cond's lock
-        if not lock.acquire(False):
-            _acquire_without_convoy(lock)
-        try:
+        if lock.locked():
+            _let_holder_run(lock)
+        # The fast path calls nothing while it holds the lock, so the GIL
+        # is not handed to another thread there (CPython hands it over at
+        # calls and loops), and a thread that has the GIL finds the lock
+        # free unless a slow path holds it. `with`, not acquire() and try:
+        # an exception (Ctrl-C) arriving right after acquire() returned
+        # would leave the lock held.
+        with lock:
+            r = self._range
+            number = self._next
+            fast = (r is not None and number <= r.high and not self._closed
+                    and number != self._prefetch_number)
+            if fast:
+                self._next = number + 1
+        if fast:
+            return _make_id(Id, (number, r.node_tag))
+        return self._next_slow()
+
+    def _next_slow(self) -> Id:
+        """next() for a caller that must wait, switch to the range fetched
+        ahead, fetch, ask for a prefetch or be refused."""
+        with self._lock:  # _cond's lock
             waited = False
             while True:
                 if self._closed:
@@ -185,8 +203,6 @@ class _RangeCache:
             self._busy = True
             previous = self._previous
             held = self._held.copy()
-        finally:
-            lock.release()
         try:
             issued = self._source.next(self._collection, previous, held)
         except BaseException as e:

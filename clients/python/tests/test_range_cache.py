@@ -16,7 +16,7 @@ from hilo_client import Client, HiloError, Id  # noqa: E402
 from fixtures import (  # noqa: E402
     ManualPrefetcher, StubSpy, run_threads, ServerTestCase)
 from hilo_client._range_cache import (  # noqa: E402
-    _CONVOY_TRIES, _RangeCache, _acquire_without_convoy)
+    _HOLDER_TURNS, _RangeCache, _let_holder_run)
 from hilo_client._transport import _Issued  # noqa: E402
 
 
@@ -69,33 +69,27 @@ class RangeCacheWithoutServerTest(unittest.TestCase):
         self.assertIsNotNone(cache.take_unused(final=True))
         self.assertIsNone(runway())  # nothing held
 
-
-    def test_a_held_lock_is_taken_in_the_end_however_long_it_is_held(self):
+    def test_a_lock_held_long_is_waited_for_a_bounded_number_of_turns(self):
         class HeldLock:
-            """A lock another thread holds for its first `held_for`
-            non-blocking tries; a blocking acquire waits until it is
-            free, so it always takes it."""
+            """A lock another thread holds until `locked()` has been asked
+            `held_for` times."""
 
             def __init__(self, held_for):
                 self.held_for = held_for
-                self.tries = 0
-                self.blocking = 0
+                self.asked = 0
 
-            def acquire(self, blocking=True):
-                if blocking:
-                    self.blocking += 1
-                    return True
-                self.tries += 1
-                return self.tries > self.held_for
+            def locked(self):
+                self.asked += 1
+                return self.asked <= self.held_for
 
         soon = HeldLock(held_for=3)
-        _acquire_without_convoy(soon)
-        self.assertEqual((soon.tries, soon.blocking), (4, 0))
-        # Held past every try: the caller sleeps on the lock rather than
-        # go on without it.
-        long = HeldLock(held_for=10 * _CONVOY_TRIES)
-        _acquire_without_convoy(long)
-        self.assertEqual((long.tries, long.blocking), (_CONVOY_TRIES, 1))
+        _let_holder_run(soon)
+        self.assertEqual(soon.asked, 4)  # free at the 4th turn
+        # Held past every turn: it gives up, and the caller's `with` then
+        # sleeps on the lock like any other.
+        long = HeldLock(held_for=10 * _HOLDER_TURNS)
+        _let_holder_run(long)
+        self.assertEqual(long.asked, _HOLDER_TURNS)
 
 
 class RangeCacheTest(ServerTestCase):
