@@ -35,7 +35,9 @@ class _ForkGate:
     """Counts the calls in flight and holds fork() until they are done."""
 
     def __init__(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
+        # Taken with `with self._lock` (_range_cache.py says why).
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._in_flight = 0
         self._latest_end = 0.0  # monotonic: the latest deadline in flight
         self._forking = False
@@ -50,7 +52,7 @@ class _ForkGate:
         fork is being taken (at most the fork's own bounded wait); raises
         HiloError(FAILED_PRECONDITION) in a child forked with a call in
         flight."""
-        with self._cond:
+        with self._lock:
             while self._forking:
                 self._cond.wait()
             if self._broken:
@@ -68,13 +70,13 @@ class _ForkGate:
         try:
             yield
         finally:
-            with self._cond:
+            with self._lock:
                 self._in_flight -= 1
                 if self._in_flight == 0:
                     self._cond.notify_all()
 
     def before_fork(self) -> None:
-        with self._cond:
+        with self._lock:
             self._forking = True
             give_up_at = self._latest_end + _GRACE
             while self._in_flight > 0:
@@ -85,14 +87,15 @@ class _ForkGate:
             self._fork_unsafe = self._in_flight > 0
 
     def after_fork_in_parent(self) -> None:
-        with self._cond:
+        with self._lock:
             self._forking = False
             self._cond.notify_all()
 
     def after_fork_in_child(self) -> None:
         # The only thread: the calls in flight belong to threads the child
         # does not have, and the lock may have been held by one of them.
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._in_flight = 0
         self._latest_end = 0.0
         self._forking = False

@@ -15,14 +15,16 @@ class _Prefetcher:
     running one. Thread-safe."""
 
     def __init__(self):
-        self._cond = threading.Condition(threading.Lock())
+        # Taken with `with self._lock` (_range_cache.py says why).
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._tasks: Deque[Callable[[], None]] = collections.deque()
         self._stopping = False
         self._thread: Optional[threading.Thread] = None
 
     def schedule(self, task: Callable[[], None]) -> None:
         """Queues `task`; dropped after stop()."""
-        with self._cond:
+        with self._lock:
             if self._stopping:
                 return
             self._tasks.append(task)
@@ -34,7 +36,7 @@ class _Prefetcher:
 
     def _run(self) -> None:
         while True:
-            with self._cond:
+            with self._lock:
                 self._cond.wait_for(lambda: self._tasks or self._stopping)
                 if self._stopping:
                     return
@@ -44,7 +46,7 @@ class _Prefetcher:
     def stop(self, timeout: float) -> None:
         """Drops the queued tasks and waits up to `timeout` seconds for the
         running one. Idempotent."""
-        with self._cond:
+        with self._lock:
             self._stopping = True
             self._tasks.clear()
             thread = self._thread

@@ -68,8 +68,10 @@ class _RangeCache:
         self._log = log
         self._prefetch_at = prefetch_at if schedule is not None else 0.0
         self._schedule = schedule
-        # next() takes _lock itself: Condition's __enter__ is Python code,
-        # which doubles the cost of taking the lock on the fast path.
+        # Blocks take _lock with `with`, never `with self._cond`:
+        # Condition.__enter__ is Python code, so an exception arriving
+        # (Ctrl-C) after it took the lock and before the block began would
+        # leave the lock held; it also doubles the fast path's cost.
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._range: Optional[_Issued] = None
@@ -206,7 +208,7 @@ class _RangeCache:
         try:
             issued = self._source.next(self._collection, previous, held)
         except BaseException as e:
-            with self._cond:
+            with self._lock:
                 self._busy = False
                 self._calls += 1
                 self._waited += 1
@@ -215,7 +217,7 @@ class _RangeCache:
                     self._count_error(self._error)
                 self._cond.notify_all()
             raise
-        with self._cond:
+        with self._lock:
             self._busy = False
             self._calls += 1
             self._error = None
@@ -233,7 +235,7 @@ class _RangeCache:
         being fetched (or a return is in flight). Runs on the prefetch
         thread; a failure is left for the caller that runs dry, which
         fetches (and reports) by itself."""
-        with self._cond:
+        with self._lock:
             if (self._busy or self._closed or self._ahead is not None
                     or self._range is None):
                 return
@@ -249,7 +251,7 @@ class _RangeCache:
         except Exception as e:  # noqa: BLE001 - a closed channel, say
             error = HiloError(grpc.StatusCode.UNKNOWN,
                               f"prefetch of {self._collection!r}: {e}")
-        with self._cond:
+        with self._lock:
             self._busy = False
             self._calls += 1
             self._error = None  # not a caller's error
@@ -297,7 +299,7 @@ class _RangeCache:
         current range's unused tail. end_return must follow. None if nothing
         is left. With final (the client closes), every later next() raises
         and no range is fetched again, so none is left unreturned."""
-        with self._cond:
+        with self._lock:
             self._cond.wait_for(lambda: not self._busy)
             if final:
                 self._closed = True
@@ -343,7 +345,7 @@ class _RangeCache:
         # A pair's tail comes back only after the range above it did.
         tail_back = unused.pair and back(1)
         lines = []
-        with self._cond:
+        with self._lock:
             for k, (issued, last) in enumerate(unused.returns):
                 o = outcomes[k]
                 # Whatever the answer, this range is never used again, so
@@ -381,7 +383,7 @@ class _RangeCache:
             self._log(line)
 
     def add_stats_to(self, stats: Dict[str, object]) -> None:
-        with self._cond:
+        with self._lock:
             stats["calls_waited"] += self._waited
             stats["ranges_fetched"] += self._fetched
             stats["ranges_prefetched"] += self._prefetched
