@@ -141,6 +141,17 @@ def _check_separator(separator: str) -> None:
             "could not be read back")
 
 
+def _plain_name(collection: str) -> str:
+    """`collection`, of a str subclass, as a plain str with its characters:
+    a subclass may redefine hashing, comparison, encoding or formatting,
+    and a name must find its cache, be checked and appear in an ID by its
+    characters alone. TypeError for anything that is not a str."""
+    if not isinstance(collection, str):
+        raise TypeError(f"collection must be str, not "
+                        f"{type(collection).__name__}")
+    return str.__str__(collection)
+
+
 class Client:
     """Document IDs from hilo servers; see the module docstring.
 
@@ -273,9 +284,8 @@ class Client:
         """The next number of `collection` and its node tag. Raises
         HiloError (see there); INTERNAL if a server replied with a range
         that breaks the contract (see the module docstring)."""
-        if not isinstance(collection, str):
-            raise TypeError(f"collection must be str, not "
-                            f"{type(collection).__name__}")
+        if type(collection) is not str:
+            collection = _plain_name(collection)
         if self._closed:
             raise _ClosedError(collection)
         return self._cache_for(collection).next()
@@ -283,6 +293,8 @@ class Client:
     def next_document_id(self, collection: str) -> str:
         """"collection<separator>number-tag", e.g. "orders/10-A". Raises as
         next_id."""
+        if type(collection) is not str:
+            collection = _plain_name(collection)
         number, tag = self.next_id(collection)
         return f"{collection}{self._separator}{number}-{tag}"
 

@@ -219,6 +219,34 @@ class ClientTest(ServerTestCase):
         self.assertEqual(c.next_id("y" * 256), Id(1, "A"))
         self.assertEqual(c.next_id("orders"), Id(1, "A"))
 
+    def test_a_str_subclass_is_taken_by_its_characters(self):
+        class LooksLikeOrders(str):
+            """A name that claims to be "orders" for hashing, comparison
+            and formatting, whatever its characters."""
+
+            def __eq__(self, other):
+                return other == "orders"
+
+            def __hash__(self):
+                return hash("orders")
+
+            def __format__(self, spec):
+                return "orders"
+
+        c = self.client()
+        self.assertEqual(c.next_id("orders"), Id(1, "A"))
+        # Not a cache's name by its characters: checked and refused.
+        with self.assertRaises(HiloError) as cm:
+            c.next_id(LooksLikeOrders("lone\ud800surrogate"))
+        self.assertEqual(cm.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+        # A subclass that redefines nothing is its characters.
+        class Name(str):
+            pass
+
+        self.assertEqual(c.next_document_id(Name("orders")), "orders/2-A")
+        self.assertEqual(c.next_document_id(LooksLikeOrders("users")),
+                         "users/1-A")
+
     def test_with_block_returns_the_unused_tail(self):
         with Client(self.server.target) as c:
             self.assertEqual([c.next_id("o").number for _ in range(3)],
