@@ -19,6 +19,9 @@ from hilo_client._transport import (_GrpcRangeSource, _Issued, _Previous,
 from hilo_client._values import HiloError, Id, _ClosedError
 
 
+# The outcome of a return that return_many did not report.
+_NO_OUTCOME = HiloError(grpc.StatusCode.INTERNAL, "no outcome")
+
 # Builds an Id in C: the __new__ NamedTuple generates for Id is Python code
 # and takes about as long as the rest of _take.
 _make_id = tuple.__new__
@@ -26,6 +29,10 @@ _make_id = tuple.__new__
 
 # How many turns _let_holder_run gives a lock's holder.
 _HOLDER_TURNS = 100
+
+# How long a caller waiting for a claim to end sleeps at most before it
+# looks again, woken or not.
+_RECHECK_SECONDS = 1.0
 
 
 def _let_holder_run(lock: threading.Lock) -> None:
@@ -47,22 +54,36 @@ def _let_holder_run(lock: threading.Lock) -> None:
 class _Unused(NamedTuple):
     """What a cache hands back: (range, last) pairs in the order they must
     reach their nodes; pair when they are two adjacent ranges of one node
-    (the later one whole first), which go in one call."""
+    (the later one whole first), which go in one call; the claim the return
+    holds, which end_return ends."""
 
     returns: List[Tuple[_Issued, int]]
     pair: bool
+    claim: int
 
 
 class _RangeCache:
     """One collection's current range, handed out number by number, and the
     next range once it is fetched ahead. Exactly one caller at a time talks
-    to the server for it (fetch, prefetch or return); the others wait. A
-    number leaves only together with its own range's tag."""
+    to the server for it (fetch, prefetch or return): it holds the
+    collection's claim, and the others wait for the claim to end. A number
+    leaves only together with its own range's tag.
+
+    A claim is a lease of `lease` seconds (the client gives the longest a
+    fetch may take). Its holder ends it however its call ends, exceptions
+    included; but Python may raise an exception (KeyboardInterrupt from
+    Ctrl-C, a Jupyter interrupt) at points no `try` can cover, such as in a
+    `finally` already running, so a claim older than its lease is dropped
+    and logged and the next caller goes on without it: no caller, close()
+    included, waits for ever. Dropping one is safe: the dropped holder's
+    range, if it comes, is still a range no one else has, and its return
+    was of numbers retired before it began."""
 
     def __init__(self, collection: str, source: _GrpcRangeSource,
                  log: Callable[[str], None], prefetch_at: float,
                  schedule: Optional[Callable[[Callable[[], None]], None]],
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic,
+                 lease: float = 10.0):
         self._collection = collection
         self._source = source
         self._log = log
@@ -79,8 +100,15 @@ class _RangeCache:
         # Taking this number of _range asks for the next range ahead.
         self._prefetch_number: Optional[int] = None
         self._ahead: Optional[_Issued] = None  # fetched ahead, not yet used
-        self._busy = False  # a fetch, prefetch or return is in flight
-        self._calls = 0  # completed or failed fetches and returns
+        # The claim in force (0: none) and when it began, on _clock;
+        # claims are numbered from 1 (_claims: the last one's number).
+        self._claim = 0
+        self._claimed_at = 0.0
+        self._claims = 0
+        self._lease = lease
+        # A claim dropped by _claim_left, to be logged by the caller.
+        self._dropped: Optional[str] = None
+        self._calls = 0  # claims ended or dropped
         self._error: Optional[HiloError] = None  # of the last fetch
         self._previous = _Previous()
         # Per node tag: the highest number of this collection the client
@@ -151,6 +179,43 @@ class _RangeCache:
     def _count_error(self, e: HiloError) -> None:
         self._errors[e.code] = self._errors.get(e.code, 0) + 1
 
+    def _claim_left(self) -> float:
+        """Seconds left of the claim in force (with _cond held); 0 if there
+        is none. One older than the lease is dropped, and noted in
+        _dropped for the caller to log."""
+        if self._claim == 0:
+            return 0.0
+        left = self._claimed_at + self._lease - self._clock()
+        if left > 0:
+            return left
+        self._claim = 0
+        self._calls += 1
+        self._dropped = (
+            f"hilo: collection {self._collection!r}: a fetch or return "
+            f"began {self._lease:g} s ago and has not ended (its caller was "
+            f"interrupted, or the call outlived its deadlines); going on "
+            f"without it")
+        self._cond.notify_all()
+        return 0.0
+
+    def _begin_claim(self) -> int:
+        """Claims the collection (with _cond held, no claim in force); the
+        claim's number, for _end_claim. Sets nothing before its last call,
+        so an exception leaves either no claim or one its caller holds."""
+        now = self._clock()
+        self._claims += 1
+        self._claim = self._claims
+        self._claimed_at = now
+        return self._claim
+
+    def _end_claim(self, claim: int) -> None:
+        """Ends `claim` and wakes the waiters (with _cond held), unless it
+        was dropped meanwhile."""
+        if self._claim == claim:
+            self._claim = 0
+            self._calls += 1
+            self._cond.notify_all()
+
     def next(self) -> Id:
         lock = self._lock  # _cond's lock
         if lock.locked():
@@ -175,97 +240,129 @@ class _RangeCache:
     def _next_slow(self) -> Id:
         """next() for a caller that must wait, switch to the range fetched
         ahead, fetch, ask for a prefetch or be refused."""
-        with self._lock:  # _cond's lock
-            waited = False
-            while True:
-                if self._closed:
-                    raise _ClosedError(self._collection)
-                r = self._range
-                if r is not None and self._next <= r.high:
-                    if waited:
-                        self._waited += 1
-                    return self._take()
-                if self._ahead is not None:
-                    # The range fetched ahead takes over, no round trip.
-                    self._use(self._ahead)
-                    self._ahead = None
-                    continue
-                if not self._busy:
-                    break
-                waited = True
-                calls = self._calls
-                self._cond.wait_for(lambda: self._calls != calls)
-                if self._error is not None and self._ahead is None and (
-                        self._range is None or self._next > self._range.high):
-                    # The fetch this caller waited for failed: share its error
-                    # rather than have every waiter try again at once.
-                    self._waited += 1
-                    raise HiloError(self._error.code, self._error.message)
-            # This caller fetches; callers arriving meanwhile wait above.
-            self._busy = True
-            previous = self._previous
-            held = self._held.copy()
+        # Set right when this caller claims the collection, inside the
+        # `try`, so that the claim ends however the call does.
+        claim = 0
         try:
+            with self._lock:  # _cond's lock
+                waited = False
+                while True:
+                    if self._closed:
+                        raise _ClosedError(self._collection)
+                    r = self._range
+                    if r is not None and self._next <= r.high:
+                        if waited:
+                            self._waited += 1
+                        return self._take()
+                    if self._ahead is not None:
+                        # The range fetched ahead takes over, no round trip.
+                        self._use(self._ahead)
+                        self._ahead = None
+                        continue
+                    left = self._claim_left()
+                    if left == 0:
+                        break
+                    waited = True
+                    calls = self._calls
+                    if not self._cond.wait_for(lambda: self._calls != calls,
+                                               min(left, _RECHECK_SECONDS)):
+                        continue  # look again, at the lease too
+                    if self._error is not None and self._ahead is None and (
+                            self._range is None
+                            or self._next > self._range.high):
+                        # The fetch this caller waited for failed: share its
+                        # error rather than have every waiter try again at
+                        # once.
+                        self._waited += 1
+                        raise HiloError(self._error.code, self._error.message)
+                # This caller fetches; callers arriving meanwhile wait above.
+                claim = self._begin_claim()
+                dropped, self._dropped = self._dropped, None
+                previous = self._previous
+                held = self._held.copy()
+            if dropped is not None:
+                self._log(dropped)
             issued = self._source.next(self._collection, previous, held)
-        except BaseException as e:
             with self._lock:
-                self._busy = False
-                self._calls += 1
+                mine = self._claim == claim
+                self._end_claim(claim)
+                claim = 0
+                self._error = None
+                self._fetched += 1
                 self._waited += 1
-                self._error = e if isinstance(e, HiloError) else None
-                if self._error is not None:
-                    self._count_error(self._error)
-                self._cond.notify_all()
+                self._held.add(issued.node_tag, issued.low, issued.high)
+                if self._closed:
+                    # close() went on without this fetch (its claim was
+                    # dropped): the range would never be handed back.
+                    raise _ClosedError(self._collection)
+                self._use(issued)
+                if mine:
+                    # A dropped fetch's range is still used, but the one
+                    # fetched since is the last the node issued.
+                    self._previous = _Previous(issued.high - issued.low + 1,
+                                               issued.range_at, issued.high)
+                return self._take()  # this caller takes the first number
+        except BaseException as e:
+            if claim != 0:
+                with self._lock:
+                    self._waited += 1
+                    if isinstance(e, HiloError):
+                        self._count_error(e)
+                    if self._claim == claim:
+                        self._error = e if isinstance(e, HiloError) else None
+                    self._end_claim(claim)
             raise
-        with self._lock:
-            self._busy = False
-            self._calls += 1
-            self._error = None
-            self._fetched += 1
-            self._waited += 1
-            self._held.add(issued.node_tag, issued.low, issued.high)
-            self._use(issued)
-            self._previous = _Previous(issued.high - issued.low + 1,
-                                       issued.range_at, issued.high)
-            self._cond.notify_all()
-            return self._take()  # this caller takes the first number
 
     def prefetch(self) -> None:
         """Fetches the next range ahead of need, unless one is fetched or
         being fetched (or a return is in flight). Runs on the prefetch
         thread; a failure is left for the caller that runs dry, which
         fetches (and reports) by itself."""
-        with self._lock:
-            if (self._busy or self._closed or self._ahead is not None
-                    or self._range is None):
-                return
-            self._busy = True
-            previous = self._previous
-            held = self._held.copy()
+        claim = 0  # as in _next_slow
         issued = None
         error: Optional[HiloError] = None
         try:
-            issued = self._source.next(self._collection, previous, held)
-        except HiloError as e:
-            error = e
-        except Exception as e:  # noqa: BLE001 - a closed channel, say
-            error = HiloError(grpc.StatusCode.UNKNOWN,
-                              f"prefetch of {self._collection!r}: {e}")
-        with self._lock:
-            self._busy = False
-            self._calls += 1
-            self._error = None  # not a caller's error
-            if issued is not None:
-                self._ahead = issued
-                self._held.add(issued.node_tag, issued.low, issued.high)
-                self._fetched += 1
-                self._prefetched += 1
-                # The server has moved past this range whatever we do.
-                self._previous = _Previous(issued.high - issued.low + 1,
-                                           issued.range_at, issued.high)
-            elif error is not None:
-                self._count_error(error)
-            self._cond.notify_all()
+            with self._lock:
+                if (self._claim_left() > 0 or self._closed
+                        or self._ahead is not None or self._range is None):
+                    return
+                claim = self._begin_claim()
+                dropped, self._dropped = self._dropped, None
+                previous = self._previous
+                held = self._held.copy()
+            if dropped is not None:
+                self._log(dropped)
+            try:
+                issued = self._source.next(self._collection, previous, held)
+            except HiloError as e:
+                error = e
+            except Exception as e:  # noqa: BLE001 - a closed channel, say
+                error = HiloError(grpc.StatusCode.UNKNOWN,
+                                  f"prefetch of {self._collection!r}: {e}")
+        finally:
+            if claim != 0:
+                with self._lock:
+                    mine = self._claim == claim
+                    self._end_claim(claim)
+                    if mine:
+                        self._error = None  # not a caller's error
+                    if issued is not None:
+                        self._fetched += 1
+                        self._held.add(issued.node_tag, issued.low,
+                                       issued.high)
+                        # Kept only if still wanted: otherwise (the claim
+                        # was dropped meanwhile, or the client closed) it
+                        # is never used, never handed back.
+                        if mine and not self._closed and self._ahead is None:
+                            self._ahead = issued
+                            self._prefetched += 1
+                            # The server has moved past this range whatever
+                            # we do.
+                            self._previous = _Previous(
+                                issued.high - issued.low + 1,
+                                issued.range_at, issued.high)
+                    elif error is not None:
+                        self._count_error(error)
 
     def drop_after_fork(
             self, source: _GrpcRangeSource,
@@ -282,7 +379,8 @@ class _RangeCache:
         self._range = None
         self._prefetch_number = None
         self._ahead = None
-        self._busy = False
+        self._claim = 0
+        self._dropped = None
         self._calls += 1
         self._error = None
         self._source = source
@@ -294,91 +392,135 @@ class _RangeCache:
 
     def take_unused(self, final: bool = False) -> Optional[_Unused]:
         """Retires the current range and the one fetched ahead and, if
-        numbers of them are left, marks the cache busy and says what to hand
-        back: the range fetched ahead whole (last = low - 1), then the
+        numbers of them are left, claims the collection and says what to
+        hand back: the range fetched ahead whole (last = low - 1), then the
         current range's unused tail. end_return must follow. None if nothing
         is left. With final (the client closes), every later next() raises
-        and no range is fetched again, so none is left unreturned."""
-        with self._lock:
-            self._cond.wait_for(lambda: not self._busy)
-            if final:
-                self._closed = True
-            r = self._range
-            returns: List[Tuple[_Issued, int]] = []
-            pair = False
-            if self._ahead is not None:
-                a = self._ahead
-                returns.append((a, a.low - 1))
-                # Issued right above the current range by the same node: its
-                # whole return makes the current range the last issued again,
-                # so the tail can come back too (README "A pair of adjacent
-                # ranges").
-                pair = (r is not None and a.source == r.source
-                        and a.low == r.high + 1)
-                self._ahead = None
-            if r is not None:
-                # Retire the range first: from here on no caller takes its
-                # numbers.
-                self._retire_current()
-                self._range = None
-                self._prefetch_number = None
-                if self._next <= r.high:
-                    returns.append((r, self._next - 1))  # low - 1: none used
-            if not returns:
+        and no range is fetched again, so none is left unreturned. Waits for
+        the claim in force to end, at most its lease."""
+        claim = 0
+        try:
+            with self._lock:
+                while True:
+                    left = self._claim_left()
+                    if left == 0:
+                        break
+                    self._cond.wait(min(left, _RECHECK_SECONDS))
+                dropped, self._dropped = self._dropped, None
+                if final:
+                    self._closed = True
+                taken = self._retire_unused()
+                if taken is not None:
+                    claim = self._begin_claim()
+            if dropped is not None:
+                self._log(dropped)
+            if taken is None:
                 return None
-            self._busy = True
-            return _Unused(returns, pair and len(returns) == 2)
+            return _Unused(taken[0], taken[1], claim)
+        except BaseException:
+            if claim != 0:
+                with self._lock:
+                    self._end_claim(claim)
+            raise
+
+    def _retire_unused(
+            self) -> Optional[Tuple[List[Tuple[_Issued, int]], bool]]:
+        """take_unused's work with _cond held: (returns, pair), or None."""
+        r = self._range
+        returns: List[Tuple[_Issued, int]] = []
+        pair = False
+        if self._ahead is not None:
+            a = self._ahead
+            returns.append((a, a.low - 1))
+            # Issued right above the current range by the same node: its
+            # whole return makes the current range the last issued again,
+            # so the tail can come back too (README "A pair of adjacent
+            # ranges").
+            pair = (r is not None and a.source == r.source
+                    and a.low == r.high + 1)
+            self._ahead = None
+        if r is not None:
+            # Retire the range first: from here on no caller takes its
+            # numbers.
+            self._retire_current()
+            self._range = None
+            self._prefetch_number = None
+            if self._next <= r.high:
+                returns.append((r, self._next - 1))  # low - 1: none used
+        if not returns:
+            return None
+        return returns, pair and len(returns) == 2
 
     def end_return(self, unused: _Unused,
-                   outcomes: Sequence[Union[_ReturnResult, HiloError]]
-                   ) -> None:
+                   outcomes: Sequence[Union[_ReturnResult, HiloError]],
+                   first: int = 0) -> None:
         """Ends the return take_unused began: counts and logs each outcome
-        (outcomes[i] is that of unused.returns[i]) and wakes the callers
-        waiting for the cache."""
-        def back(k: int) -> bool:
-            o = outcomes[k]
-            # A refusal with Max already at `last` is a retried copy of a
-            # return that applied (its reply was lost).
-            return isinstance(o, _ReturnResult) and (
-                o.applied or o.max == unused.returns[k][1])
-
-        # A pair's tail comes back only after the range above it did.
-        tail_back = unused.pair and back(1)
+        (outcomes[first + i] is that of unused.returns[i]; one missing
+        counts as failed) and ends the claim, waking the callers waiting
+        for it."""
         lines = []
         with self._lock:
-            for k, (issued, last) in enumerate(unused.returns):
-                o = outcomes[k]
-                # Whatever the answer, this range is never used again, so
-                # its numbers above `last` are no longer held (a return of
-                # unknown outcome may have applied, and then the node's next
-                # range rightly starts right after `last`).
-                self._held.remove(issued.node_tag, last + 1, issued.high)
-                refused = not (back(k) or (k == 0 and tail_back)
-                               or isinstance(o, HiloError))
-                if k == 0 and not refused:
-                    # The first return is of the range fetched last, the one
-                    # the next request reports (CONTRACT.md R4): unless the
-                    # node refused it, last_max becomes the highest number
-                    # handed out of that node's ranges, at or below its Max
-                    # for ever, so the node skips none of the numbers other
-                    # clients handed back meanwhile. Refused, the range's
-                    # high stays (at or below Max: nothing applied).
-                    self._previous = self._previous._replace(
-                        max=self._used.get(issued.node_tag, 0))
-                if back(k) or (k == 0 and tail_back):
-                    self._applied += 1
-                elif isinstance(o, HiloError):
-                    self._failed += 1
-                    self._count_error(o)
-                    lines.append(
-                        f"hilo: returning numbers {last + 1}-{issued.high} of "
-                        f"collection {self._collection!r} failed: {o}")
-                else:
-                    self._refused += 1
-            self._busy = False
-            self._calls += 1
-            self._error = None
-            self._cond.notify_all()
+            try:
+                n = len(unused.returns)
+                results = [outcomes[first + k] if first + k < len(outcomes)
+                           else _NO_OUTCOME for k in range(n)]
+
+                def back(k: int) -> bool:
+                    o = results[k]
+                    # A refusal with Max already at `last` is a retried
+                    # copy of a return that applied (its reply was lost).
+                    return isinstance(o, _ReturnResult) and (
+                        o.applied or o.max == unused.returns[k][1])
+
+                # A pair's tail comes back only after the range above it
+                # did.
+                tail_back = unused.pair and back(1)
+                # Dropped (the return outlived its lease), a fetch may have
+                # come since: the request after it reports its range, which
+                # last_max must not fall below.
+                mine = self._claim == unused.claim
+                for k, (issued, last) in enumerate(unused.returns):
+                    o = results[k]
+                    refused = not (back(k) or (k == 0 and tail_back)
+                                   or isinstance(o, HiloError))
+                    # Whatever the answer, this range is never used again,
+                    # so its numbers above `last` are no longer held (a
+                    # return of unknown outcome may have applied, and then
+                    # the node's next range rightly starts right after
+                    # `last`). A range fetched while this return was in
+                    # flight was checked against them, so has none of them.
+                    self._held.remove(issued.node_tag, last + 1, issued.high)
+                    if mine and k == 0 and not refused:
+                        # The first return is of the range fetched last,
+                        # the one the next request reports (CONTRACT.md
+                        # R4): unless the node refused it, last_max becomes
+                        # the highest number handed out of that node's
+                        # ranges, at or below its Max for ever, so the node
+                        # skips none of the numbers other clients handed
+                        # back meanwhile. Refused, the range's high stays
+                        # (at or below Max: nothing applied).
+                        self._previous = self._previous._replace(
+                            max=self._used.get(issued.node_tag, 0))
+                    if back(k) or (k == 0 and tail_back):
+                        self._applied += 1
+                    elif isinstance(o, HiloError):
+                        self._failed += 1
+                        self._count_error(o)
+                        lines.append(
+                            f"hilo: returning numbers {last + 1}-"
+                            f"{issued.high} of collection "
+                            f"{self._collection!r} failed: {o}")
+                    else:
+                        self._refused += 1
+                if mine:
+                    self._error = None
+            finally:
+                # _end_claim, without the call: an exception at the start of
+                # a call would skip it.
+                if self._claim == unused.claim:
+                    self._claim = 0
+                    self._calls += 1
+                    self._cond.notify_all()
         for line in lines:
             self._log(line)
 

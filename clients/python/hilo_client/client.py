@@ -210,6 +210,10 @@ class Client:
         self._log = log if log is not None else _logger.warning
         self._source = self._make_source(float(rpc_deadline))
         self._rpc_deadline = float(rpc_deadline)
+        # How long a fetch may take (it asks each target once, within its
+        # deadline): what close() gives a running prefetch, and the lease
+        # of a collection's claim (_RangeCache).
+        self._fetch_bound = self._rpc_deadline * len(targets) + 1
         self._prefetch_at = float(prefetch_at)
         # Runs prefetch tasks; None when prefetching is off.
         self._prefetcher = _Prefetcher() if prefetch_at > 0 else None
@@ -276,7 +280,8 @@ class Client:
                 prefetcher = self._prefetcher
                 cache = _RangeCache(
                     collection, self._source, self._log, self._prefetch_at,
-                    prefetcher.schedule if prefetcher is not None else None)
+                    prefetcher.schedule if prefetcher is not None else None,
+                    lease=self._fetch_bound)
                 self._caches[collection] = cache
             return cache
 
@@ -315,7 +320,7 @@ class Client:
         (the node has issued a later range, or already took this one back)
         is normal and silent. The client stays usable; the next next_id
         fetches a new range. next_id calls on these collections wait until
-        the call ends."""
+        the call ends (see close() for a call that never ends)."""
         self._return_unused(final=False)
 
     def _return_unused(self, final: bool) -> None:
@@ -331,10 +336,13 @@ class Client:
             outcomes: List[Union[_ReturnResult, HiloError]] = []
             try:
                 for cache in caches:
+                    first = len(items)
                     unused = cache.take_unused(final)
                     if unused is None:
                         continue
-                    taken.append((cache, unused, len(items)))
+                    # Nothing that could raise between the claim and this
+                    # append: the `finally` below ends every claim taken.
+                    taken.append((cache, unused, first))
                     for k, (issued, last) in enumerate(unused.returns):
                         items.append(_ReturnItem(cache.collection, issued,
                                                  last, unused.pair and k == 0))
@@ -342,12 +350,9 @@ class Client:
                     outcomes = self._source.return_many(items)
             finally:
                 # Every taken cache ends its return, so no caller waits for
-                # ever, even if return_many raised.
-                missing = HiloError(grpc.StatusCode.INTERNAL, "no outcome")
+                # it, even if return_many raised.
                 for cache, unused, first in taken:
-                    cache.end_return(unused, [
-                        outcomes[first + k] if first + k < len(outcomes)
-                        else missing for k in range(len(unused.returns))])
+                    cache.end_return(unused, outcomes, first)
 
     def stats(self) -> ClientStats:
         """The counters so far, summed over every collection, and each
@@ -367,7 +372,13 @@ class Client:
         channels. Idempotent: a second close() waits (bounded) for the
         first to end. next_id calls racing close() either get a number
         whose range goes back with the rest, or HiloError
-        FAILED_PRECONDITION, as every call after close() does."""
+        FAILED_PRECONDITION, as every call after close() does.
+
+        Nothing here or in next_id waits for ever on a call a caller left
+        behind: a fetch or return whose caller was interrupted (Ctrl-C
+        raising KeyboardInterrupt, a Jupyter interrupt) where it could not
+        end it is given up rpc_deadline times the number of targets plus
+        1 s after it began, and a line is logged."""
         with self._lock:
             first = not self._closed
             self._closed = True
@@ -379,8 +390,7 @@ class Client:
             if self._prefetcher is not None:
                 # A running prefetch ends within its NextRange deadlines;
                 # what it fetched goes back below.
-                self._prefetcher.stop(
-                    self._rpc_deadline * len(self._targets) + 1)
+                self._prefetcher.stop(self._fetch_bound)
             self._return_unused(final=True)
             self._source.close()
         finally:

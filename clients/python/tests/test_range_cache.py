@@ -17,7 +17,7 @@ from fixtures import (  # noqa: E402
     ManualPrefetcher, StubSpy, run_threads, ServerTestCase)
 from hilo_client._range_cache import (  # noqa: E402
     _HOLDER_TURNS, _RangeCache, _let_holder_run)
-from hilo_client._transport import _Issued  # noqa: E402
+from hilo_client._transport import _Issued, _ReturnResult  # noqa: E402
 
 
 class RangeCacheWithoutServerTest(unittest.TestCase):
@@ -90,6 +90,218 @@ class RangeCacheWithoutServerTest(unittest.TestCase):
         long = HeldLock(held_for=10 * _HOLDER_TURNS)
         _let_holder_run(long)
         self.assertEqual(long.asked, _HOLDER_TURNS)
+
+
+    # Every point after a collection is claimed (a fetch or a return
+    # begins) at which CPython may run a signal handler (the start of a
+    # Python function, the return of a C one) gets an exception, as Ctrl-C
+    # would raise there, one point per round, until a round passes every
+    # point without one. after(point, left) runs after each round; `left`
+    # says whether the round left a claim behind. The number of points.
+    def _interrupt_at_each_point_after_a_claim(self, cache, call, after):
+        points = 0
+        while True:
+            seen = [0]
+
+            def interrupt(frame, event, arg):
+                if event in ("call", "c_return") and cache._claim != 0:
+                    seen[0] += 1
+                    if seen[0] == points + 1:
+                        raise KeyboardInterrupt("injected")
+
+            sys.setprofile(interrupt)
+            try:
+                call()
+                interrupted = False
+            except KeyboardInterrupt:
+                interrupted = True
+            finally:
+                sys.setprofile(None)
+            after(points + 1, cache._claim != 0)
+            if not interrupted:
+                return points
+            points += 1
+
+    def _next_within(self, draw, what):
+        """draw() on a thread of its own (one waiting for a claim left
+        behind would not return): its result, or fails the test."""
+        got = []
+        t = threading.Thread(target=lambda: got.append(draw()))
+        t.start()
+        t.join(10)
+        self.assertEqual(len(got), 1, f"{what}: no answer within 10 s")
+        return got[0]
+
+    def test_an_interrupted_fetch_leaves_no_claim_behind(self):
+        class OneByOne:
+            """Ranges of one number from node A, one after the other: each
+            next() fetches."""
+
+            def __init__(self):
+                self.high = 0
+
+            def next(self, collection, previous, held):
+                self.high += 1
+                return _Issued(self.high, self.high, "A", None, 0, 1)
+
+        source = OneByOne()
+        cache = _RangeCache("o", source, lambda line: None, 0, None)
+        numbers = []
+
+        def draws_on(point, left):
+            self.assertFalse(left, f"a claim left at point {point}")
+            numbers.append(self._next_within(
+                lambda: cache.next().number, f"after point {point}"))
+
+        points = self._interrupt_at_each_point_after_a_claim(
+            cache, lambda: numbers.append(cache.next().number), draws_on)
+        self.assertGreater(points, 3)
+        self.assertEqual(len(numbers), len(set(numbers)))
+        # An interrupted fetch may cost its range, never more.
+        self.assertLessEqual(max(numbers), source.high)
+
+    def test_a_return_interrupted_anywhere_holds_no_caller_past_its_lease(
+            self):
+        class Node:
+            """One node's ranges of 32, one after the other; a return
+            applies if its range is the last one issued (the node's Max
+            goes back to `last`), else it is refused."""
+
+            failovers = 0
+
+            def __init__(self):
+                self.max = 0
+
+            def next(self, collection, previous, held):
+                self.max += 32
+                return _Issued(self.max - 31, self.max, "A", None, 0, 1)
+
+            def return_many(self, items):
+                outcomes = []
+                for item in items:
+                    if item.issued.high == self.max:
+                        self.max = item.last
+                        outcomes.append(_ReturnResult(True, self.max))
+                    else:
+                        outcomes.append(_ReturnResult(False, self.max))
+                return outcomes
+
+            def close(self):
+                pass
+
+        lines = []
+        c = Client(["unused:1"], prefetch_at=0, rpc_deadline=2,
+                   log=lines.append)
+        c._source = Node()
+        c.next_id("o")
+        cache = c._caches["o"]
+        now = [0.0]
+        cache._clock = lambda: now[0]
+        self.assertEqual(cache._lease, 3)  # 2 s for its one target, + 1
+        numbers = []
+        left_behind = []
+
+        def draw_and_return():
+            numbers.append(c.next_id("o").number)
+            c.return_unused_ranges()
+
+        def draws_on(point, left):
+            if left:
+                # Only a call into end_return itself, before its `with`,
+                # can leave the claim: the lease ends it.
+                left_behind.append(point)
+                now[0] += 3
+            numbers.append(self._next_within(
+                lambda: c.next_id("o").number, f"after point {point}"))
+            self.assertEqual(cache._claim, 0)
+
+        self.assertGreater(self._interrupt_at_each_point_after_a_claim(
+            cache, draw_and_return, draws_on), 3)
+        self.assertEqual(len(numbers), len(set(numbers)))
+        self.assertEqual(
+            len([line for line in lines if "going on without it" in line]),
+            len(left_behind))
+        c.close()
+        self.assertEqual(cache._claim, 0)
+
+    def test_a_claim_past_its_lease_is_dropped_and_the_caller_goes_on(self):
+        class FirstHeld:
+            """Ranges of 32; the first fetch ends when the test says so."""
+
+            def __init__(self):
+                self.release = threading.Event()
+                self.started = threading.Event()
+                self.high = 0
+
+            def next(self, collection, previous, held):
+                self.high += 32
+                high = self.high
+                if high == 32:
+                    self.started.set()
+                    self.release.wait(30)
+                return _Issued(high - 31, high, "A", None, 0, 1)
+
+        source = FirstHeld()
+        lines = []
+        now = [0.0]
+        cache = _RangeCache("o", source, lines.append, 0, None,
+                            clock=lambda: now[0], lease=5)
+        first = []
+        fetcher = threading.Thread(target=lambda: first.append(cache.next()))
+        fetcher.start()
+        self.assertTrue(source.started.wait(10))
+        now[0] += 5
+        # The first fetch is still in flight, but its lease is over.
+        self.assertEqual(self._next_within(cache.next, "next()"),
+                         Id(33, "A"))
+        self.assertEqual(lines, [
+            "hilo: collection 'o': a fetch or return began 5 s ago and has "
+            "not ended (its caller was interrupted, or the call outlived its "
+            "deadlines); going on without it"])
+        source.release.set()
+        fetcher.join(10)
+        # The late range is used too: no number twice.
+        self.assertEqual(first, [Id(1, "A")])
+        self.assertEqual(cache.next(), Id(2, "A"))
+
+    def test_close_goes_on_without_a_fetch_past_its_lease(self):
+        class Held:
+            """A fetch that ends when the test says so."""
+
+            def __init__(self):
+                self.release = threading.Event()
+                self.started = threading.Event()
+
+            def next(self, collection, previous, held):
+                self.started.set()
+                self.release.wait(30)
+                return _Issued(1, 32, "A", None, 0, 1)
+
+        source = Held()
+        lines = []
+        now = [0.0]
+        cache = _RangeCache("o", source, lines.append, 0, None,
+                            clock=lambda: now[0], lease=5)
+        outcomes = []
+
+        def draw():
+            try:
+                outcomes.append(cache.next())
+            except HiloError as e:
+                outcomes.append(e.code)
+
+        fetcher = threading.Thread(target=draw)
+        fetcher.start()
+        self.assertTrue(source.started.wait(10))
+        now[0] += 5
+        self.assertIsNone(self._next_within(
+            lambda: cache.take_unused(final=True), "take_unused"))
+        self.assertEqual(len(lines), 1)
+        # The fetch ends after the close: its range is not handed out.
+        source.release.set()
+        fetcher.join(10)
+        self.assertEqual(outcomes, [grpc.StatusCode.FAILED_PRECONDITION])
+        self.assertEqual(cache._claim, 0)
 
 
 class RangeCacheTest(ServerTestCase):
