@@ -51,6 +51,11 @@ def _let_holder_run(lock: threading.Lock) -> None:
             return
 
 
+class _Forgotten(Exception):
+    """Raised by next() of a cache the client has forgotten
+    (forget_if_unused): the caller looks the collection up again."""
+
+
 class _Unused(NamedTuple):
     """What a cache hands back: (range, last) pairs in the order they must
     reach their nodes; pair when they are two adjacent ranges of one node
@@ -120,8 +125,10 @@ class _RangeCache:
         # retired ranges (absent: none); one entry per tag seen.
         self._used: Dict[str, int] = {}
         # Set by take_unused(final=True): the client closed; no number is
-        # handed out and no range fetched from then on.
+        # handed out and no range fetched from then on. Also set, with
+        # _forgotten, by forget_if_unused.
         self._closed = False
+        self._forgotten = False
         # ClientStats counters, under _cond.
         self._waited = 0
         self._fetched = 0
@@ -198,6 +205,26 @@ class _RangeCache:
         self._cond.notify_all()
         return 0.0
 
+    def _closed_error(self) -> Exception:
+        """What next() raises once _closed is set (with _cond held)."""
+        if self._forgotten:
+            return _Forgotten()
+        return _ClosedError(self._collection)
+
+    def forget_if_unused(self) -> bool:
+        """Closes the cache for good if it never received a range and no
+        fetch is in flight (its fetches failed: a name the server refuses,
+        say), so that the client can forget it and a caller naming many
+        such collections does not grow the client; next() then raises
+        _Forgotten. True if it did."""
+        with self._lock:
+            if self._fetched != 0 or self._claim != 0 or self._closed:
+                return False
+            self._closed = True
+            self._forgotten = True
+            self._cond.notify_all()  # waiters look the collection up again
+            return True
+
     def _begin_claim(self) -> int:
         """Claims the collection (with _cond held, no claim in force); the
         claim's number, for _end_claim. Sets nothing before its last call,
@@ -248,7 +275,7 @@ class _RangeCache:
                 waited = False
                 while True:
                     if self._closed:
-                        raise _ClosedError(self._collection)
+                        raise self._closed_error()
                     r = self._range
                     if r is not None and self._next <= r.high:
                         if waited:
@@ -294,7 +321,7 @@ class _RangeCache:
                 if self._closed:
                     # close() went on without this fetch (its claim was
                     # dropped): the range would never be handed back.
-                    raise _ClosedError(self._collection)
+                    raise self._closed_error()
                 self._use(issued)
                 if mine:
                     # A dropped fetch's range is still used, but the one

@@ -55,7 +55,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 import grpc
 
 from hilo_client._prefetcher import _Prefetcher
-from hilo_client._range_cache import _RangeCache, _Unused
+from hilo_client._range_cache import _Forgotten, _RangeCache, _Unused
 from hilo_client._transport import (_GrpcRangeSource, _ReturnItem,
                                     _ReturnResult, _Target, hilo_pb2_grpc)
 from hilo_client._values import ClientStats, HiloError, Id, _ClosedError
@@ -100,6 +100,24 @@ class _OptionError(HiloError, ValueError):
 
     def __init__(self, message: str):
         super().__init__(grpc.StatusCode.INVALID_ARGUMENT, message)
+
+
+def _zero_stats() -> Dict[str, object]:
+    """ClientStats' fields but failovers, as _RangeCache.add_stats_to adds
+    to them."""
+    return {"calls_waited": 0, "ranges_fetched": 0, "ranges_prefetched": 0,
+            "returns_applied": 0, "returns_refused": 0, "returns_failed": 0,
+            "errors": {}, "runway": {}}
+
+
+def _add_stats(counts: Dict[str, object], totals: Dict[str, object]) -> None:
+    """Adds the counters of `counts` (no runway) to `totals`."""
+    for key, value in counts.items():
+        if key == "errors":
+            for code, n in value.items():
+                totals["errors"][code] = totals["errors"].get(code, 0) + n
+        elif key != "runway":
+            totals[key] += value
 
 
 def _check_separator(separator: str) -> None:
@@ -219,7 +237,11 @@ class Client:
         self._prefetcher = _Prefetcher() if prefetch_at > 0 else None
         self._lock = threading.Lock()
         self._return_lock = threading.Lock()
-        self._caches = {}  # collection -> _RangeCache; never shrinks
+        # collection -> _RangeCache; a collection that never received a
+        # range is forgotten after its fetch fails (next_id), and its
+        # counters kept in _forgotten_stats.
+        self._caches: Dict[str, _RangeCache] = {}
+        self._forgotten_stats = _zero_stats()
         self._closed = False
         self._close_done = threading.Event()
         # A client dropped without close() still stops its prefetch thread
@@ -293,7 +315,27 @@ class Client:
             collection = _plain_name(collection)
         if self._closed:
             raise _ClosedError(collection)
-        return self._cache_for(collection).next()
+        while True:
+            cache = self._cache_for(collection)
+            try:
+                return cache.next()
+            except _Forgotten:
+                # Forgotten by another caller, which may not have dropped it
+                # yet: drop it (once), and look the collection up again.
+                self._forget(collection, cache)
+                continue
+            except HiloError:
+                if cache.forget_if_unused():
+                    self._forget(collection, cache)
+                raise
+
+    def _forget(self, collection: str, cache: _RangeCache) -> None:
+        """Drops `cache`, which forget_if_unused closed, keeping its
+        counters; once, whoever calls first."""
+        with self._lock:
+            if self._caches.get(collection) is cache:
+                del self._caches[collection]
+                cache.add_stats_to(self._forgotten_stats)
 
     def next_document_id(self, collection: str) -> str:
         """"collection<separator>number-tag", e.g. "orders/10-A". Raises as
@@ -357,12 +399,10 @@ class Client:
     def stats(self) -> ClientStats:
         """The counters so far, summed over every collection, and each
         collection's runway (see ClientStats)."""
-        totals: Dict[str, object] = {
-            "calls_waited": 0, "ranges_fetched": 0, "ranges_prefetched": 0,
-            "returns_applied": 0, "returns_refused": 0, "returns_failed": 0,
-            "errors": {}, "runway": {}}
+        totals = _zero_stats()
         with self._lock:
             caches = list(self._caches.values())
+            _add_stats(self._forgotten_stats, totals)
         for cache in caches:
             cache.add_stats_to(totals)
         return ClientStats(failovers=self._source.failovers, **totals)

@@ -21,6 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from hilo_client import Client, ClientStats, HiloError, Id  # noqa: E402
 from fixtures import raw_next_range, run_threads, ServerTestCase  # noqa: E402
+from server import HiloServer  # noqa: E402
 from server import unused_target  # noqa: E402
 
 
@@ -218,6 +219,53 @@ class ClientTest(ServerTestCase):
         # 256 bytes is still fine, and the client stays usable.
         self.assertEqual(c.next_id("y" * 256), Id(1, "A"))
         self.assertEqual(c.next_id("orders"), Id(1, "A"))
+
+    def test_collections_that_never_got_a_range_are_not_kept(self):
+        # A caller naming many collections the server refuses (names from
+        # its own callers, say) must not grow the client by one collection
+        # each; their failures still count.
+        c = self.client()
+        self.assertEqual(c.next_id("kept"), Id(1, "A"))
+        for i in range(200):
+            for bad in [f"bad\x01{i}", "x" * 257 + str(i)]:
+                with self.assertRaises(HiloError) as cm:
+                    c.next_id(bad)
+                self.assertEqual(cm.exception.code,
+                                 grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertEqual(list(c._caches), ["kept"])
+        stats = c.stats()
+        self.assertEqual(stats.errors, {grpc.StatusCode.INVALID_ARGUMENT: 400})
+        self.assertEqual(stats.ranges_fetched, 1)
+        self.assertEqual(c.next_id("kept"), Id(2, "A"))
+
+    def test_a_caller_that_finds_a_forgotten_collection_looks_again(self):
+        # Another caller's failure has just forgotten the collection, which
+        # is still in the client's table.
+        c = self.client()
+        with self.assertRaises(HiloError):
+            c.next_id("")
+        self.assertEqual(c._caches, {})
+        c._cache_for("late")
+        self.assertTrue(c._caches["late"].forget_if_unused())
+        self.assertEqual(c.next_id("late"), Id(1, "A"))
+        self.assertEqual(c.stats().errors,
+                         {grpc.StatusCode.INVALID_ARGUMENT: 1})
+        # One that received a range is never forgotten.
+        self.assertFalse(c._caches["late"].forget_if_unused())
+
+    def test_a_collection_refused_for_the_limit_is_not_kept(self):
+        server = HiloServer("L", flags=["--max_collections=1"])
+        self.addCleanup(server.cleanup)
+        c = self.client([server.target])
+        self.assertEqual(c.next_id("first"), Id(1, "L"))
+        for i in range(50):
+            with self.assertRaises(HiloError) as cm:
+                c.next_id(f"new{i}")
+            self.assertEqual(cm.exception.code,
+                             grpc.StatusCode.RESOURCE_EXHAUSTED)
+        self.assertEqual(list(c._caches), ["first"])
+        self.assertEqual(c.stats().errors,
+                         {grpc.StatusCode.RESOURCE_EXHAUSTED: 50})
 
     def test_a_str_subclass_is_taken_by_its_characters(self):
         class LooksLikeOrders(str):
