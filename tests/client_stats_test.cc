@@ -102,8 +102,12 @@ TEST(ClientStatsTest, CountsEachFailedFetchOnceByItsCode) {
   t.source->FailWith(absl::UnavailableError("no server"));
   EXPECT_THAT(t.client->NextId("o"), StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_THAT(t.client->NextId("o"), StatusIs(absl::StatusCode::kUnavailable));
+  t.source->FailWith(absl::InvalidArgumentError("the node refuses it"));
+  EXPECT_THAT(t.client->NextId("o"),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   t.source->FailWith(absl::OkStatus());
-  EXPECT_THAT(t.client->NextId(""),  // the node refuses it
+  // A name the client refuses itself (CONTRACT.md R19) is no fetch.
+  EXPECT_THAT(t.client->NextId(""),
               StatusIs(absl::StatusCode::kInvalidArgument));
   ASSERT_THAT(t.client->NextId("o"), IsOk());
   const ClientStats stats = t.client->stats();

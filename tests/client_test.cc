@@ -285,9 +285,67 @@ TEST(ClientTest, FetchErrorIsReturnedAndClientRecovers) {
 
 TEST(ClientTest, ServerErrorCodeIsPassedThrough) {
   TestClient t = MakeClient(2);
-  const absl::Status empty = t.client->NextId("").status();
-  EXPECT_THAT(empty, StatusIs(absl::StatusCode::kInvalidArgument,
-                              HasSubstr("collection name")));
+  t.source->FailWith(absl::PermissionDeniedError("not this caller's"));
+  EXPECT_THAT(t.client->NextId("o"),
+              StatusIs(absl::StatusCode::kPermissionDenied,
+                       HasSubstr("not this caller's")));
+}
+
+// CONTRACT.md R19: a name no node takes is refused by the client itself,
+// and the client keeps nothing for it, so a caller naming many such
+// collections (its own callers' input, say) does not grow it. The node
+// (FakeNode runs the server's own service) refuses every one of them too,
+// and takes the names at the edges of the rule.
+TEST(ClientTest, NamesNoNodeTakesAreRefusedAndKeepNothing) {
+  TestClient t = MakeClient(32);
+  ASSERT_EQ(t.client->NextId("kept")->number, 1);
+  const std::string nul("a\0b", 3);
+  std::vector<std::string> refused = {"",
+                                      std::string(257, 'x'),
+                                      nul,
+                                      "a\x01",
+                                      "a\x1f",
+                                      "a\x7f",
+                                      "a\xc2\x80",           // U+0080, C1
+                                      "a\xc2\x9f",           // U+009F, C1
+                                      "a\xff",               // no UTF-8
+                                      "a\xc0\xaf",           // overlong '/'
+                                      "a\xed\xa0\x80",       // a surrogate
+                                      "a\xe2\x82",           // cut short
+                                      "a\xf4\x90\x80\x80"};  // above U+10FFFF
+  for (int i = 0; i < 200; ++i) refused.push_back(absl::StrCat("bad\t", i));
+  for (const std::string& name : refused) {
+    SCOPED_TRACE(absl::CHexEscape(name));
+    const auto rule = StatusIs(
+        absl::StatusCode::kInvalidArgument,
+        HasSubstr("a collection is 1-256 bytes of UTF-8 without control "
+                  "characters"));
+    EXPECT_THAT(t.client->NextId(name), rule);
+    EXPECT_THAT(t.client->NextDocumentId(name), rule);
+    CollectionHandle handle = t.client->Collection(name);
+    EXPECT_THAT(handle.NextId(), rule);
+    EXPECT_THAT(handle.NextDocumentId(), rule);
+    std::string out = "kept";
+    EXPECT_THAT(handle.AppendDocumentId(&out), rule);
+    EXPECT_EQ(out, "kept");
+    hilo::v1::NextRangeRequest request;
+    request.set_collection(name);
+    hilo::v1::NextRangeResponse response;
+    EXPECT_THAT(
+        t.source->node()->service().DoNextRange(request, &response, false),
+        StatusIs(absl::StatusCode::kInvalidArgument));
+  }
+  EXPECT_EQ(t.source->calls(), 1);
+  EXPECT_EQ(CollectionsForTesting(*t.client), 1u);
+  EXPECT_EQ(t.client->NextId("kept")->number, 2);
+  // The edges of the rule, which the node takes.
+  for (const std::string& name :
+       {std::string(256, 'y'), std::string("a\xc2\xa0"),         // U+00A0
+        std::string("a~"), std::string("a\xf4\x8f\xbf\xbf")}) {  // U+10FFFF
+    SCOPED_TRACE(absl::CHexEscape(name));
+    EXPECT_EQ(t.client->NextId(name)->number, 1);
+  }
+  EXPECT_EQ(CollectionsForTesting(*t.client), 5u);
 }
 
 TEST(ClientTest, ReturnUnusedRangesHandsBackTheTail) {

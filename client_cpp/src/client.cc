@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client_cpp/src/client_testing.h"
+#include "client_cpp/src/collection_name.h"
 #include "client_cpp/src/document_id.h"
 #include "client_cpp/src/fork_guard.h"
 #include "client_cpp/src/fork_safe_source.h"
@@ -257,6 +258,11 @@ std::unique_ptr<Client> NewClientForTesting(
       new Client(std::move(options), std::move(source), std::move(schedule)));
 }
 
+size_t CollectionsForTesting(const Client& client) {
+  base::ReaderMutexLock lock(&client.state_->mu);
+  return client.state_->collections.size();
+}
+
 Client::Client(ClientOptions options,
                std::unique_ptr<internal::RangeSource> source,
                Scheduler schedule)
@@ -312,7 +318,7 @@ namespace {
 alignas(64) constinit thread_local LastFound last_found;
 }  // namespace
 
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline Client::CollectionEntry&
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline Client::CollectionEntry*
 Client::CollectionFor(absl::string_view collection) {
   const LastFound& last = last_found;
   if (last.client_serial == serial_ && last.name_size == collection.size()) {
@@ -320,13 +326,13 @@ Client::CollectionFor(absl::string_view collection) {
     if (collection.size() <= LastFound::kNameBytes
             ? SameBytes(last.name, collection.data(), collection.size())
             : entry->cache.collection() == collection) {
-      return *entry;
+      return entry;
     }
   }
   return LookUpCollection(collection);
 }
 
-Client::CollectionEntry& Client::LookUpCollection(
+Client::CollectionEntry* Client::LookUpCollection(
     absl::string_view collection) {
   CollectionEntry* found = nullptr;
   {
@@ -334,7 +340,11 @@ Client::CollectionEntry& Client::LookUpCollection(
     auto it = state_->collections.find(collection);
     if (it != state_->collections.end()) found = it->second.get();
   }
-  if (found == nullptr) found = &AddCollection(collection);
+  if (found == nullptr) {
+    // Judged before an entry is made: entries live as long as the client.
+    if (!internal::CheckCollectionName(collection).ok()) return nullptr;
+    found = &AddCollection(collection);
+  }
   LastFound& last = last_found;
   last.client_serial = serial_;
   last.entry = found;
@@ -351,7 +361,7 @@ Client::CollectionEntry& Client::LookUpCollection(
     last.name_size =
         static_cast<uint32_t>(std::min<size_t>(collection.size(), UINT32_MAX));
   }
-  return *found;
+  return found;
 }
 
 Client::CollectionEntry& Client::AddCollection(absl::string_view collection) {
@@ -370,31 +380,48 @@ Client::CollectionEntry& Client::AddCollection(absl::string_view collection) {
 }
 
 absl::StatusOr<Id> Client::NextId(absl::string_view collection) {
-  return CollectionFor(collection).cache.Next();
+  CollectionEntry* entry = CollectionFor(collection);
+  if (ABSL_PREDICT_FALSE(entry == nullptr)) {
+    return internal::CheckCollectionName(collection);
+  }
+  return entry->cache.Next();
 }
 
 absl::StatusOr<std::string> Client::NextDocumentId(
     absl::string_view collection) {
-  CollectionEntry& entry = CollectionFor(collection);
+  CollectionEntry* entry = CollectionFor(collection);
+  if (ABSL_PREDICT_FALSE(entry == nullptr)) {
+    return internal::CheckCollectionName(collection);
+  }
   internal::RangeCache::Taken taken;
-  if (absl::Status s = entry.cache.Take(&taken); !s.ok()) return s;
-  return entry.format.Make(taken.number, taken.suffix);
+  if (absl::Status s = entry->cache.Take(&taken); !s.ok()) return s;
+  return entry->format.Make(taken.number, taken.suffix);
 }
 
 CollectionHandle Client::Collection(absl::string_view collection) {
-  CollectionEntry& entry = CollectionFor(collection);
-  return CollectionHandle(&entry.cache, &entry.format, std::string(collection));
+  CollectionEntry* entry = CollectionFor(collection);
+  if (ABSL_PREDICT_FALSE(entry == nullptr)) {
+    return CollectionHandle(internal::CheckCollectionName(collection),
+                            std::string(collection));
+  }
+  return CollectionHandle(&entry->cache, &entry->format,
+                          std::string(collection));
 }
 
-absl::StatusOr<Id> CollectionHandle::NextId() const { return cache_->Next(); }
+absl::StatusOr<Id> CollectionHandle::NextId() const {
+  if (ABSL_PREDICT_FALSE(cache_ == nullptr)) return refusal_;
+  return cache_->Next();
+}
 
 absl::StatusOr<std::string> CollectionHandle::NextDocumentId() const {
+  if (ABSL_PREDICT_FALSE(cache_ == nullptr)) return refusal_;
   internal::RangeCache::Taken taken;
   if (absl::Status s = cache_->Take(&taken); !s.ok()) return s;
   return format_->Make(taken.number, taken.suffix);
 }
 
 absl::Status CollectionHandle::AppendDocumentId(std::string* out) const {
+  if (ABSL_PREDICT_FALSE(cache_ == nullptr)) return refusal_;
   internal::RangeCache::Taken taken;
   if (absl::Status s = cache_->Take(&taken); !s.ok()) return s;
   format_->Append(taken.number, taken.suffix, out);

@@ -2,6 +2,7 @@
 #ifndef HILO_CLIENT_CPP_SRC_CLIENT_TESTING_H_
 #define HILO_CLIENT_CPP_SRC_CLIENT_TESTING_H_
 
+#include <cstddef>
 #include <functional>
 #include <memory>
 
@@ -16,6 +17,9 @@ namespace hilo {
 std::unique_ptr<Client> NewClientForTesting(
     ClientOptions options, std::unique_ptr<internal::RangeSource> source,
     std::function<void(std::function<void()>)> schedule = nullptr);
+
+// How many collections `client` keeps an entry for.
+size_t CollectionsForTesting(const Client& client);
 
 }  // namespace hilo
 

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "client_cpp/src/attribution.h"
+#include "client_cpp/src/collection_name.h"
 #include "hilo/v1/conversions.h"
 
 namespace hilo::internal {
@@ -56,40 +57,6 @@ absl::Status CheckReply(const hilo::v1::NextRangeResponse& response,
     return held;
   }
   return absl::OkStatus();
-}
-
-// Where `name` stops being well-formed UTF-8 (no overlong forms, no
-// surrogates, nothing above U+10FFFF), or npos.
-size_t InvalidUtf8At(absl::string_view name) {
-  size_t i = 0;
-  while (i < name.size()) {
-    const unsigned char c = static_cast<unsigned char>(name[i]);
-    size_t n;
-    unsigned char lo = 0x80, hi = 0xbf;  // bounds of the second byte
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if (c >= 0xc2 && c <= 0xdf) {
-      n = 2;
-    } else if (c >= 0xe0 && c <= 0xef) {
-      n = 3;
-      if (c == 0xe0) lo = 0xa0;
-      if (c == 0xed) hi = 0x9f;  // no surrogates
-    } else if (c >= 0xf0 && c <= 0xf4) {
-      n = 4;
-      if (c == 0xf0) lo = 0x90;
-      if (c == 0xf4) hi = 0x8f;  // nothing above U+10FFFF
-    } else {
-      return i;
-    }
-    if (i + n > name.size()) return i;
-    for (size_t k = 1; k < n; ++k) {
-      const unsigned char b = static_cast<unsigned char>(name[i + k]);
-      if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xbf)) return i;
-    }
-    i += n;
-  }
-  return absl::string_view::npos;
 }
 
 // Whether a NextRange refusal may be the node's answer to this client's own

@@ -246,10 +246,15 @@ class CollectionHandle {
   CollectionHandle(internal::RangeCache* cache,
                    const internal::DocumentIdFormat* format, std::string name)
       : cache_(cache), format_(format), name_(std::move(name)) {}
+  // A handle on a name no node takes: every call fails with `refusal`.
+  CollectionHandle(absl::Status refusal, std::string name)
+      : refusal_(std::move(refusal)), name_(std::move(name)) {}
 
-  // Both the Client's, shared by every handle on the collection.
-  internal::RangeCache* cache_;
-  const internal::DocumentIdFormat* format_;
+  // Both the Client's, shared by every handle on the collection; null for
+  // a name refused.
+  internal::RangeCache* cache_ = nullptr;
+  const internal::DocumentIdFormat* format_ = nullptr;
+  absl::Status refusal_;
   std::string name_;
 };
 
@@ -266,18 +271,25 @@ class Client {
   Client& operator=(const Client&) = delete;
 
   // The next number of `collection` and its node tag. Errors:
-  // INVALID_ARGUMENT for a bad collection name (from the server);
+  // INVALID_ARGUMENT for a bad collection name (judged by the client, which
+  // keeps nothing for it: empty, over 256 bytes, not UTF-8, or with a
+  // control character; CONTRACT.md R19);
   // UNAVAILABLE, naming every target, when no server answered within its
   // deadline; INTERNAL, naming every target, when a server replied with a
   // range that breaks the contract (e.g. a malformed node tag) and no other
   // target gave a usable one; otherwise the server's status.
+  //
+  // Each name the client takes gets an entry (its ranges, its counters)
+  // that lives as long as the client, even if every node refuses it
+  // (RESOURCE_EXHAUSTED past a node's --max_collections, say): a caller
+  // that takes collection names from its own callers bounds how many.
   absl::StatusOr<Id> NextId(absl::string_view collection);
 
   // "collection<separator>number-tag", e.g. "orders/10-A". Errors as NextId.
   absl::StatusOr<std::string> NextDocumentId(absl::string_view collection);
 
   // A handle on `collection` (see CollectionHandle). Never fails; a bad
-  // name is reported by the handle's first NextId, as by NextId.
+  // name is reported by each call on the handle, as by NextId.
   CollectionHandle Collection(absl::string_view collection);
 
   // Hands the unused numbers of each collection back to the node that
@@ -310,14 +322,16 @@ class Client {
   friend std::unique_ptr<Client> NewClientForTesting(
       ClientOptions options, std::unique_ptr<internal::RangeSource> source,
       Scheduler schedule);
+  friend size_t CollectionsForTesting(const Client& client);
 
   Client(ClientOptions options, std::unique_ptr<internal::RangeSource> source,
          Scheduler schedule = nullptr);
   struct CollectionEntry;
   // The entry of `collection`, made if new: the one this thread found last
   // if it is that, else LookUpCollection.
-  CollectionEntry& CollectionFor(absl::string_view collection);
-  CollectionEntry& LookUpCollection(absl::string_view collection);
+  // Null, and nothing kept, for a name no node takes (CONTRACT.md R19).
+  CollectionEntry* CollectionFor(absl::string_view collection);
+  CollectionEntry* LookUpCollection(absl::string_view collection);
   CollectionEntry& AddCollection(absl::string_view collection);
 
   struct State;
