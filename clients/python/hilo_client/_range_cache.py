@@ -75,14 +75,19 @@ class _RangeCache:
     leaves only together with its own range's tag.
 
     A claim is a lease of `lease` seconds (the client gives the longest a
-    fetch may take). Its holder ends it however its call ends, exceptions
+    fetch may take; a return's claim is renewed for the longest the return
+    may take). Its holder ends it however its call ends, exceptions
     included; but Python may raise an exception (KeyboardInterrupt from
     Ctrl-C, a Jupyter interrupt) at points no `try` can cover, such as in a
     `finally` already running, so a claim older than its lease is dropped
     and logged and the next caller goes on without it: no caller, close()
-    included, waits for ever. Dropping one is safe: the dropped holder's
-    range, if it comes, is still a range no one else has, and its return
-    was of numbers retired before it began."""
+    included, waits for ever. A range fetched under a claim that was dropped
+    meanwhile is never used nor handed back (the claims made since were
+    checked against the numbers held without it, so it could repeat
+    theirs, CONTRACT.md R11), only kept among the numbers held; its caller
+    waits or fetches again. A return whose claim was dropped was of
+    numbers retired before it began, which no range in use can hold (each
+    was checked against them)."""
 
     def __init__(self, collection: str, source: _GrpcRangeSource,
                  log: Callable[[str], None], prefetch_at: float,
@@ -109,8 +114,14 @@ class _RangeCache:
         # claims are numbered from 1 (_claims: the last one's number).
         self._claim = 0
         self._claimed_at = 0.0
+        self._claim_lease = lease
         self._claims = 0
         self._lease = lease
+        # Claims begun whose holder has not finished its call yet, dropped
+        # ones included, and callers waiting for a claim to end: a cache is
+        # forgotten only with neither (forget_if_unused).
+        self._in_flight = 0
+        self._waiters = 0
         # A claim dropped by _claim_left, to be logged by the caller.
         self._dropped: Optional[str] = None
         self._calls = 0  # claims ended or dropped
@@ -192,14 +203,14 @@ class _RangeCache:
         _dropped for the caller to log."""
         if self._claim == 0:
             return 0.0
-        left = self._claimed_at + self._lease - self._clock()
+        left = self._claimed_at + self._claim_lease - self._clock()
         if left > 0:
             return left
         self._claim = 0
         self._calls += 1
         self._dropped = (
             f"hilo: collection {self._collection!r}: a fetch or return "
-            f"began {self._lease:g} s ago and has not ended (its caller was "
+            f"began {self._claim_lease:g} s ago and has not ended (its caller was "
             f"interrupted, or the call outlived its deadlines); going on "
             f"without it")
         self._cond.notify_all()
@@ -213,12 +224,13 @@ class _RangeCache:
 
     def forget_if_unused(self) -> bool:
         """Closes the cache for good if it never received a range and no
-        fetch is in flight (its fetches failed: a name the server refuses,
-        say), so that the client can forget it and a caller naming many
-        such collections does not grow the client; next() then raises
-        _Forgotten. True if it did."""
+        call is in flight or waiting (its fetches failed: a name the server
+        refuses, say), so that the client can forget it and a caller naming
+        many such collections does not grow the client; next() then raises
+        _Forgotten. True if it did: its counters then stay as they are."""
         with self._lock:
-            if self._fetched != 0 or self._claim != 0 or self._closed:
+            if (self._fetched != 0 or self._claim != 0 or self._closed
+                    or self._in_flight != 0 or self._waiters != 0):
                 return False
             self._closed = True
             self._forgotten = True
@@ -233,7 +245,20 @@ class _RangeCache:
         self._claims += 1
         self._claim = self._claims
         self._claimed_at = now
+        self._claim_lease = self._lease
+        self._in_flight += 1
+        # Waiters woken from now on wait for this call, not an older one's
+        # error.
+        self._error = None
         return self._claim
+
+    def renew_claim(self, claim: int, lease: float) -> None:
+        """Gives `claim`, if still in force, `lease` seconds from now (a
+        return, before its calls: they may take longer than a fetch)."""
+        with self._lock:
+            if self._claim == claim:
+                self._claimed_at = self._clock()
+                self._claim_lease = lease
 
     def _end_claim(self, claim: int) -> None:
         """Ends `claim` and wakes the waiters (with _cond held), unless it
@@ -267,78 +292,104 @@ class _RangeCache:
     def _next_slow(self) -> Id:
         """next() for a caller that must wait, switch to the range fetched
         ahead, fetch, ask for a prefetch or be refused."""
-        # Set right when this caller claims the collection, inside the
-        # `try`, so that the claim ends however the call does.
-        claim = 0
-        try:
-            with self._lock:  # _cond's lock
-                waited = False
-                while True:
-                    if self._closed:
-                        raise self._closed_error()
-                    r = self._range
-                    if r is not None and self._next <= r.high:
-                        if waited:
+        waited = False
+        while True:
+            # Set right when this caller claims the collection, inside the
+            # `try`, so that the claim ends however the call does.
+            claim = 0
+            try:
+                with self._lock:  # _cond's lock
+                    while True:
+                        if self._closed:
+                            raise self._closed_error()
+                        r = self._range
+                        if r is not None and self._next <= r.high:
+                            if waited:
+                                self._waited += 1
+                            return self._take()
+                        if self._ahead is not None:
+                            # The range fetched ahead takes over, no round
+                            # trip.
+                            self._use(self._ahead)
+                            self._ahead = None
+                            continue
+                        left = self._claim_left()
+                        if left == 0:
+                            break
+                        waited = True
+                        calls = self._calls
+                        self._waiters += 1
+                        try:
+                            woken = self._cond.wait_for(
+                                lambda: self._calls != calls,
+                                min(left, _RECHECK_SECONDS))
+                        finally:
+                            self._waiters -= 1
+                        if not woken:
+                            continue  # look again, at the lease too
+                        if self._error is not None and self._ahead is None and (
+                                self._range is None
+                                or self._next > self._range.high):
+                            # The fetch this caller waited for failed: share
+                            # its error rather than have every waiter try
+                            # again at once.
                             self._waited += 1
-                        return self._take()
-                    if self._ahead is not None:
-                        # The range fetched ahead takes over, no round trip.
-                        self._use(self._ahead)
-                        self._ahead = None
-                        continue
-                    left = self._claim_left()
-                    if left == 0:
-                        break
-                    waited = True
-                    calls = self._calls
-                    if not self._cond.wait_for(lambda: self._calls != calls,
-                                               min(left, _RECHECK_SECONDS)):
-                        continue  # look again, at the lease too
-                    if self._error is not None and self._ahead is None and (
-                            self._range is None
-                            or self._next > self._range.high):
-                        # The fetch this caller waited for failed: share its
-                        # error rather than have every waiter try again at
-                        # once.
-                        self._waited += 1
-                        raise HiloError(self._error.code, self._error.message)
-                # This caller fetches; callers arriving meanwhile wait above.
-                claim = self._begin_claim()
-                dropped, self._dropped = self._dropped, None
-                previous = self._previous
-                held = self._held.copy()
-            if dropped is not None:
-                self._log(dropped)
-            issued = self._source.next(self._collection, previous, held)
-            with self._lock:
-                mine = self._claim == claim
-                self._end_claim(claim)
-                claim = 0
-                self._error = None
-                self._fetched += 1
-                self._waited += 1
-                self._held.add(issued.node_tag, issued.low, issued.high)
-                if self._closed:
-                    # close() went on without this fetch (its claim was
-                    # dropped): the range would never be handed back.
-                    raise self._closed_error()
-                self._use(issued)
-                if mine:
-                    # A dropped fetch's range is still used, but the one
-                    # fetched since is the last the node issued.
-                    self._previous = _Previous(issued.high - issued.low + 1,
-                                               issued.range_at, issued.high)
-                return self._take()  # this caller takes the first number
-        except BaseException as e:
-            if claim != 0:
+                            raise HiloError(self._error.code,
+                                            self._error.message)
+                    # This caller fetches; callers arriving meanwhile wait
+                    # above.
+                    claim = self._begin_claim()
+                    dropped, self._dropped = self._dropped, None
+                    previous = self._previous
+                    held = self._held.copy()
+                if dropped is not None:
+                    self._log(dropped)
+                issued = self._source.next(self._collection, previous, held)
                 with self._lock:
-                    self._waited += 1
-                    if isinstance(e, HiloError):
-                        self._count_error(e)
-                    if self._claim == claim:
-                        self._error = e if isinstance(e, HiloError) else None
-                    self._end_claim(claim)
-            raise
+                    # Ends the claim with no call before `claim = 0`, so an
+                    # exception arriving in between cannot end it twice.
+                    mine = self._claim == claim
+                    if mine:
+                        self._claim = 0
+                        self._calls += 1
+                    self._in_flight -= 1
+                    self._fetched += 1
+                    claim = 0
+                    self._cond.notify_all()
+                    # The node issued it to this client, used or not.
+                    self._held.add(issued.node_tag, issued.low, issued.high)
+                    if self._closed:
+                        # close() went on without this fetch (its claim was
+                        # dropped): the range would never be handed back.
+                        raise self._closed_error()
+                    if mine:
+                        self._waited += 1
+                        self._use(issued)
+                        self._previous = _Previous(
+                            issued.high - issued.low + 1, issued.range_at,
+                            issued.high)
+                        return self._take()  # this caller takes the first
+                # The claim was dropped: this range is not used (see the
+                # class comment); look again.
+                waited = True
+            except BaseException as e:
+                if claim != 0:
+                    with self._lock:
+                        self._in_flight -= 1
+                        self._waited += 1
+                        if isinstance(e, HiloError):
+                            self._count_error(e)
+                        if self._claim == claim:
+                            self._error = (e if isinstance(e, HiloError)
+                                           else None)
+                        self._end_claim(claim)
+                        closed = self._closed
+                    if closed and isinstance(e, Exception) and not isinstance(
+                            e, (_ClosedError, _Forgotten)):
+                        # close() went on without this fetch and closed the
+                        # channels under it.
+                        raise self._closed_error() from None
+                raise
 
     def prefetch(self) -> None:
         """Fetches the next range ahead of need, unless one is fetched or
@@ -370,6 +421,7 @@ class _RangeCache:
             if claim != 0:
                 with self._lock:
                     mine = self._claim == claim
+                    self._in_flight -= 1
                     self._end_claim(claim)
                     if mine:
                         self._error = None  # not a caller's error
@@ -408,6 +460,8 @@ class _RangeCache:
         self._ahead = None
         self._claim = 0
         self._dropped = None
+        self._in_flight = 0  # their threads are not in the child
+        self._waiters = 0
         self._calls += 1
         self._error = None
         self._source = source
@@ -447,6 +501,7 @@ class _RangeCache:
         except BaseException:
             if claim != 0:
                 with self._lock:
+                    self._in_flight -= 1
                     self._end_claim(claim)
             raise
 
@@ -544,6 +599,7 @@ class _RangeCache:
             finally:
                 # _end_claim, without the call: an exception at the start of
                 # a call would skip it.
+                self._in_flight -= 1
                 if self._claim == unused.claim:
                     self._claim = 0
                     self._calls += 1

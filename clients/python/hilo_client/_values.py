@@ -43,7 +43,16 @@ class _ClosedError(HiloError, RuntimeError):
         super().__init__(
             grpc.StatusCode.FAILED_PRECONDITION,
             f"the hilo client is closed; no more IDs of collection "
-            f"{collection!r} (make a new Client)")
+            f"{_shown(collection)} (make a new Client)")
+
+
+def _shown(collection: str) -> str:
+    """`collection` quoted for a message: whole up to 256 characters (a
+    name a node takes has at most 256 bytes), else its start and length, so
+    that a caller's name is never copied unbounded."""
+    if len(collection) <= 256:
+        return repr(collection)
+    return f"{collection[:32]!r}... ({len(collection)} characters)"
 
 
 

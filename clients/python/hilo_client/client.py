@@ -120,6 +120,38 @@ def _add_stats(counts: Dict[str, object], totals: Dict[str, object]) -> None:
             totals[key] += value
 
 
+_NAME_RULE = ("a collection is 1-256 bytes of UTF-8 without control "
+              "characters")
+
+
+def _check_collection_name(collection: str) -> None:
+    """Raises HiloError INVALID_ARGUMENT unless `collection` is a name a
+    node takes (CONTRACT.md R19): 1 to 256 bytes of UTF-8 (a string with
+    an unpaired surrogate has none) without control characters (U+0000 to
+    U+001F, U+007F to U+009F)."""
+    if len(collection) > 256:  # over 256 bytes whatever it holds
+        raise HiloError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"collection name is {len(collection)} characters; {_NAME_RULE}")
+    try:
+        size = len(collection.encode("utf-8"))
+    except UnicodeEncodeError as e:
+        raise HiloError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"collection name {collection!r} is not valid UTF-8 ({e.reason} "
+            f"at character {e.start}); {_NAME_RULE}") from None
+    if not 1 <= size <= 256:
+        raise HiloError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"collection name is {size} bytes; {_NAME_RULE}")
+    for i, ch in enumerate(collection):
+        if ch < "\x20" or "\x7f" <= ch <= "\x9f":
+            raise HiloError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"collection name {collection!r} has control character "
+                f"U+{ord(ch):04X} at character {i}; {_NAME_RULE}")
+
+
 def _check_separator(separator: str) -> None:
     """Raises _OptionError for a separator that IDs cannot keep apart.
 
@@ -228,10 +260,11 @@ class Client:
         self._log = log if log is not None else _logger.warning
         self._source = self._make_source(float(rpc_deadline))
         self._rpc_deadline = float(rpc_deadline)
-        # How long a fetch may take (it asks each target once, within its
+        # How long a fetch may take (each target once, and again without
+        # the echo if it refuses it, CONTRACT.md R17, each call within its
         # deadline): what close() gives a running prefetch, and the lease
         # of a collection's claim (_RangeCache).
-        self._fetch_bound = self._rpc_deadline * len(targets) + 1
+        self._fetch_bound = self._rpc_deadline * 2 * len(targets) + 1
         self._prefetch_at = float(prefetch_at)
         # Runs prefetch tasks; None when prefetching is off.
         self._prefetcher = _Prefetcher() if prefetch_at > 0 else None
@@ -287,13 +320,9 @@ class Client:
         cache = self._caches.get(collection)
         if cache is not None:
             return cache
-        # Checked once per collection: a name that has a cache is valid.
-        try:
-            collection.encode("utf-8")
-        except UnicodeEncodeError as e:
-            raise HiloError(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"collection name is not valid UTF-8: {e}") from None
+        # Checked once per collection, before anything is kept for it: a
+        # name that has a cache is valid.
+        _check_collection_name(collection)
         with self._lock:
             if self._closed:
                 raise _ClosedError(collection)
@@ -389,6 +418,13 @@ class Client:
                         items.append(_ReturnItem(cache.collection, issued,
                                                  last, unused.pair and k == 0))
                 if items:
+                    # The longest the calls may take, were every item one
+                    # call of one deadline (a node without ReturnRanges),
+                    # counted from now: taking the later claims may have
+                    # waited.
+                    bound = self._rpc_deadline * (len(items) + 1) + 1
+                    for cache, unused, _ in taken:
+                        cache.renew_claim(unused.claim, bound)
                     outcomes = self._source.return_many(items)
             finally:
                 # Every taken cache ends its return, so no caller waits for
@@ -417,8 +453,8 @@ class Client:
         Nothing here or in next_id waits for ever on a call a caller left
         behind: a fetch or return whose caller was interrupted (Ctrl-C
         raising KeyboardInterrupt, a Jupyter interrupt) where it could not
-        end it is given up rpc_deadline times the number of targets plus
-        1 s after it began, and a line is logged."""
+        end it is given up once it has run longer than it could (a fetch:
+        twice rpc_deadline per target, plus 1 s), and a line is logged."""
         with self._lock:
             first = not self._closed
             self._closed = True

@@ -220,38 +220,60 @@ class ClientTest(ServerTestCase):
         self.assertEqual(c.next_id("y" * 256), Id(1, "A"))
         self.assertEqual(c.next_id("orders"), Id(1, "A"))
 
-    def test_collections_that_never_got_a_range_are_not_kept(self):
-        # A caller naming many collections the server refuses (names from
-        # its own callers, say) must not grow the client by one collection
-        # each; their failures still count.
+    def test_names_no_node_takes_are_refused_and_keep_nothing(self):
+        # CONTRACT.md R19, judged by the client before it keeps anything: a
+        # caller naming many collections no node takes (names from its own
+        # callers, say) must not grow the client, nor reach a node.
         c = self.client()
         self.assertEqual(c.next_id("kept"), Id(1, "A"))
-        for i in range(200):
-            for bad in [f"bad\x01{i}", "x" * 257 + str(i)]:
+        refused = ["", "a\x00b", "a\x1f", "a\x7f", "a\x80", "a\x9f",
+                   "lone\ud800", "x" * 257, "\u00e9" * 129]
+        refused += [f"bad\x01{i}" for i in range(200)]
+        for bad in refused:
+            with self.subTest(bad=bad[:20]):
                 with self.assertRaises(HiloError) as cm:
                     c.next_id(bad)
                 self.assertEqual(cm.exception.code,
                                  grpc.StatusCode.INVALID_ARGUMENT)
+                self.assertIn("a collection is 1-256 bytes of UTF-8 without "
+                              "control characters", cm.exception.message)
         self.assertEqual(list(c._caches), ["kept"])
         stats = c.stats()
-        self.assertEqual(stats.errors, {grpc.StatusCode.INVALID_ARGUMENT: 400})
+        self.assertEqual(stats.errors, {})  # no fetch failed
         self.assertEqual(stats.ranges_fetched, 1)
         self.assertEqual(c.next_id("kept"), Id(2, "A"))
+        # The edges of the rule, which the node takes.
+        for name in ["y" * 256, "\u00e9" * 128, "a\xa0", "a~",
+                     "a\U0010ffff"]:
+            self.assertEqual(c.next_id(name), Id(1, "A"))
+        # An unbounded name is never copied whole into a message.
+        with self.assertRaises(HiloError) as cm:
+            c.next_id("z" * 1_000_000)
+        self.assertLess(len(cm.exception.message), 200)
+        c.close()
+        with self.assertRaises(HiloError) as cm:
+            c.next_id("z" * 1_000_000)
+        self.assertLess(len(cm.exception.message), 200)
 
     def test_a_caller_that_finds_a_forgotten_collection_looks_again(self):
         # Another caller's failure has just forgotten the collection, which
         # is still in the client's table.
-        c = self.client()
+        server = HiloServer("L", flags=["--max_collections=1"])
+        self.addCleanup(server.cleanup)
+        c = self.client([server.target])
+        self.assertEqual(c.next_id("first"), Id(1, "L"))
         with self.assertRaises(HiloError):
-            c.next_id("")
-        self.assertEqual(c._caches, {})
+            c.next_id("second")  # past the limit
+        self.assertEqual(list(c._caches), ["first"])
         c._cache_for("late")
         self.assertTrue(c._caches["late"].forget_if_unused())
-        self.assertEqual(c.next_id("late"), Id(1, "A"))
+        with self.assertRaises(HiloError):
+            c.next_id("late")  # a new cache, refused again
+        self.assertEqual(list(c._caches), ["first"])
         self.assertEqual(c.stats().errors,
-                         {grpc.StatusCode.INVALID_ARGUMENT: 1})
+                         {grpc.StatusCode.RESOURCE_EXHAUSTED: 2})
         # One that received a range is never forgotten.
-        self.assertFalse(c._caches["late"].forget_if_unused())
+        self.assertFalse(c._caches["first"].forget_if_unused())
 
     def test_a_collection_refused_for_the_limit_is_not_kept(self):
         server = HiloServer("L", flags=["--max_collections=1"])
@@ -266,6 +288,35 @@ class ClientTest(ServerTestCase):
         self.assertEqual(list(c._caches), ["first"])
         self.assertEqual(c.stats().errors,
                          {grpc.StatusCode.RESOURCE_EXHAUSTED: 50})
+
+    def test_waiters_on_a_refused_collection_are_all_counted(self):
+        # 8 callers on one new collection the node refuses: one fetches,
+        # the others wait and share its error; the collection is forgotten
+        # only once all of them are done, so every wait is counted.
+        server = HiloServer("L", flags=["--max_collections=1"])
+        self.addCleanup(server.cleanup)
+        c = self.client([server.target])
+        self.assertEqual(c.next_id("first"), Id(1, "L"))
+        waited_before = c.stats().calls_waited
+        for round_ in range(10):
+            codes = run_threads(8, lambda i: self._code_of(
+                lambda: c.next_id(f"new{round_}")))
+            self.assertEqual(codes, [grpc.StatusCode.RESOURCE_EXHAUSTED] * 8)
+        self.assertEqual(list(c._caches), ["first"])
+        stats = c.stats()
+        self.assertEqual(stats.calls_waited - waited_before, 80)
+        # Each round fetched at least once (the callers may not all have
+        # overlapped) and at most 8 times.
+        failed = stats.errors[grpc.StatusCode.RESOURCE_EXHAUSTED]
+        self.assertTrue(10 <= failed <= 80, failed)
+
+    @staticmethod
+    def _code_of(call):
+        try:
+            call()
+        except HiloError as e:
+            return e.code
+        return None
 
     def test_a_str_subclass_is_taken_by_its_characters(self):
         class LooksLikeOrders(str):

@@ -197,7 +197,8 @@ class RangeCacheWithoutServerTest(unittest.TestCase):
         cache = c._caches["o"]
         now = [0.0]
         cache._clock = lambda: now[0]
-        self.assertEqual(cache._lease, 3)  # 2 s for its one target, + 1
+        # Twice 2 s for its one target (a second ask without the echo), + 1.
+        self.assertEqual(cache._lease, 5)
         numbers = []
         left_behind = []
 
@@ -210,7 +211,7 @@ class RangeCacheWithoutServerTest(unittest.TestCase):
                 # Only a call into end_return itself, before its `with`,
                 # can leave the claim: the lease ends it.
                 left_behind.append(point)
-                now[0] += 3
+                now[0] += 100  # past any lease
             numbers.append(self._next_within(
                 lambda: c.next_id("o").number, f"after point {point}"))
             self.assertEqual(cache._claim, 0)
@@ -260,9 +261,55 @@ class RangeCacheWithoutServerTest(unittest.TestCase):
             "deadlines); going on without it"])
         source.release.set()
         fetcher.join(10)
-        # The late range is used too: no number twice.
-        self.assertEqual(first, [Id(1, "A")])
-        self.assertEqual(cache.next(), Id(2, "A"))
+        # The late range 1-32 is not used: the range taken since was not
+        # checked against it. Its caller takes the next number of 33-64.
+        self.assertEqual(first, [Id(34, "A")])
+        self.assertEqual(cache.next(), Id(35, "A"))
+
+    def test_a_late_range_cannot_repeat_numbers_of_a_node_that_went_back(
+            self):
+        class WentBack:
+            """Node A, whose history goes back (a restore) while the
+            client's second fetch is slow: it issues 2-33 to that fetch and
+            again to the next one. The held numbers each fetch is given
+            refuse a range they overlap, as _GrpcRangeSource does."""
+
+            def __init__(self):
+                self.calls = 0
+                self.slow_started = threading.Event()
+                self.release_slow = threading.Event()
+
+            def next(self, collection, previous, held):
+                self.calls += 1
+                if self.calls == 1:
+                    return _Issued(1, 1, "A", None, 0, 1)
+                if self.calls == 2:
+                    self.slow_started.set()
+                    self.release_slow.wait(30)
+                refusal = held.refusal("A", 2, 33)
+                if refusal is not None:
+                    raise HiloError(grpc.StatusCode.INTERNAL, refusal)
+                return _Issued(2, 33, "A", None, 0, 1)
+
+        source = WentBack()
+        now = [0.0]
+        cache = _RangeCache("o", source, lambda line: None, 0, None,
+                            clock=lambda: now[0], lease=5)
+        ids = [cache.next()]
+        late = []
+        slow = threading.Thread(target=lambda: late.append(cache.next()))
+        slow.start()
+        self.assertTrue(source.slow_started.wait(10))
+        now[0] += 5  # the slow fetch's lease is over
+        ids += [cache.next(), cache.next()]  # the third fetch: 2-33
+        source.release_slow.set()  # the slow one: 2-33 as well
+        slow.join(10)
+        ids += late + [cache.next() for _ in range(29)]
+        self.assertEqual(ids, [Id(n, "A") for n in range(1, 34)])
+        # The node offers 2-33 again: refused, never a number twice.
+        with self.assertRaises(HiloError) as cm:
+            cache.next()
+        self.assertEqual(cm.exception.code, grpc.StatusCode.INTERNAL)
 
     def test_close_goes_on_without_a_fetch_past_its_lease(self):
         class Held:

@@ -345,12 +345,18 @@ class TransportTest(ServerTestCase):
         return grpc.StatusCode.OK
 
     def test_fails_over_only_on_unavailable(self):
-        c = self.client([unused_target(), self.server.target], rpc_deadline=2)
-        self.assertEqual(c.next_id("orders"), Id(1, "A"))
+        # A node's refusal (here: a new collection past its limit) is its
+        # answer, passed on with its name; the next target is not asked.
+        limited = HiloServer("L", flags=["--max_collections=1"])
+        self.addCleanup(limited.cleanup)
+        c = self.client([unused_target(), limited.target, self.server.target],
+                        rpc_deadline=2)
+        self.assertEqual(c.next_id("orders"), Id(1, "L"))
         with self.assertRaises(HiloError) as cm:
-            c.next_id("")
-        self.assertEqual(cm.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
-        self.assertIn(self.server.target, str(cm.exception))
+            c.next_id("other")
+        self.assertEqual(cm.exception.code,
+                         grpc.StatusCode.RESOURCE_EXHAUSTED)
+        self.assertIn(limited.target, str(cm.exception))
 
 
 if __name__ == "__main__":
