@@ -32,6 +32,7 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	hilov1 "github.com/hilo-id/hilo/gen/go/hilo/v1"
 	"google.golang.org/grpc"
@@ -151,8 +152,10 @@ type Client struct {
 
 	// Collection name -> its cache: read without a lock on every call,
 	// replaced by a copy with one more entry (under createMu) when a
-	// collection is first used. A Go map with string keys is found faster
-	// than a sync.Map entry, and collections are few and long-lived.
+	// collection is first used, or one fewer when a collection that never
+	// received a range is forgotten after a failed call (drop). A Go map
+	// with string keys is found faster than a sync.Map entry, and
+	// collections are few and long-lived.
 	caches   atomic.Pointer[map[string]*rangeCache]
 	createMu sync.Mutex
 
@@ -333,6 +336,60 @@ func (c *Client) cache(collection string) *rangeCache {
 	return rc
 }
 
+// drop removes rc, which forgetIfUnused closed, from the table if it is
+// still there (whoever comes first; the others find it gone). Nothing else
+// moves: its counters are the client's already, and it holds no range.
+func (c *Client) drop(collection string, rc *rangeCache) {
+	c.createMu.Lock()
+	defer c.createMu.Unlock()
+	old := *c.caches.Load()
+	if old[collection] != rc {
+		return
+	}
+	caches := make(map[string]*rangeCache, len(old)-1)
+	for k, v := range old {
+		if k != collection {
+			caches[k] = v
+		}
+	}
+	c.caches.Store(&caches)
+}
+
+// nextSlow is NextID past its fast path: rc (found in the table, or a
+// handle's) failed with err, or, with rc nil, the collection has no cache
+// yet. A cache that failed and never received a range is forgotten and
+// dropped, so that names the server refuses do not pile up (CONTRACT.md
+// R13, R19); a caller that finds its cache forgotten by another drops it
+// too and looks the collection up again. It returns the cache it ended
+// with, for a handle to keep.
+func (c *Client) nextSlow(ctx context.Context, collection string, rc *rangeCache, err error) (ID, *rangeCache, error) {
+	for {
+		if rc != nil {
+			if err != errForgotten {
+				if rc.forgetIfUnused() {
+					c.drop(collection, rc)
+				}
+				return ID{}, rc, err
+			}
+			c.drop(collection, rc)
+		}
+		if c.closed.Load() {
+			return ID{}, rc, ErrClosed
+		}
+		rc = c.cache(collection)
+		var id ID
+		if id, err = rc.next(ctx, nil); err == nil {
+			return id, rc, nil
+		}
+	}
+}
+
+// failed makes the client the caller of its caches' next (see caller).
+func (c *Client) failed(ctx context.Context, rc *rangeCache, err error) (ID, error) {
+	id, _, err := c.nextSlow(ctx, rc.name, rc, err)
+	return id, err
+}
+
 // NextID returns the next number of collection and the tag of the node
 // whose range it came from. A cached number is returned at once; ctx
 // bounds only the wait for a range from a server (returned as ctx.Err()
@@ -344,14 +401,15 @@ func (c *Client) cache(collection string) *rangeCache {
 // range that breaks the contract and no other gave a usable one;
 // FAILED_PRECONDITION (ErrClosed) after Close; otherwise the server's code.
 // A caller that waited for another caller's fetch gets that fetch's error.
+// A collection that never received a range is forgotten when a call on it
+// fails (a name the server refuses, say), so that such names do not pile
+// up in the client; its errors stay counted in Stats.
 func (c *Client) NextID(ctx context.Context, collection string) (ID, error) {
 	if rc := (*c.caches.Load())[collection]; rc != nil {
-		return rc.next(ctx)
+		return rc.next(ctx, c)
 	}
-	if c.closed.Load() {
-		return ID{}, ErrClosed
-	}
-	return c.cache(collection).next(ctx)
+	id, _, err := c.nextSlow(ctx, collection, nil, nil)
+	return id, err
 }
 
 // NextDocumentID returns "collection<separator>number-tag", e.g.
@@ -365,29 +423,44 @@ func (c *Client) NextDocumentID(ctx context.Context, collection string) (string,
 }
 
 // Collection is a handle on one collection of a Client, for callers that
-// draw many IDs from it: the name is looked up once. It draws from the same
-// ranges as Client.NextID on that collection. Safe for concurrent use.
+// draw many IDs from it: the name is looked up once (again only after a
+// failed call forgot a collection that never received a range). It draws
+// from the same ranges as Client.NextID on that collection. Safe for
+// concurrent use.
 type Collection struct {
 	name      string
 	separator rune
-	cache     *rangeCache
+	client    *Client
+	// The collection's *rangeCache, replaced (failed) when the client
+	// forgot it. Read with atomic.LoadPointer, a plain load on amd64:
+	// atomic.Pointer's Load is a function call in Go 1.19.
+	cache unsafe.Pointer
+}
+
+func (h *Collection) rangeCache() *rangeCache {
+	return (*rangeCache)(atomic.LoadPointer(&h.cache))
 }
 
 // Collection returns a handle on collection. A bad name is reported by the
 // handle's first NextID, as by Client.NextID.
 func (c *Client) Collection(collection string) *Collection {
-	return &Collection{name: collection, separator: c.separator, cache: c.cache(collection)}
+	return &Collection{name: collection, separator: c.separator, client: c,
+		cache: unsafe.Pointer(c.cache(collection))}
 }
 
 // Name is the collection's name.
 func (h *Collection) Name() string { return h.name }
 
 // NextID is Client.NextID on this collection.
-func (h *Collection) NextID(ctx context.Context) (ID, error) { return h.cache.next(ctx) }
+func (h *Collection) NextID(ctx context.Context) (ID, error) {
+	// Just within the inliner's budget (go build -gcflags=-m=2: cost 80 of
+	// 80), so that a caller's call goes straight to rangeCache.next.
+	return (*rangeCache)(atomic.LoadPointer(&h.cache)).next(ctx, h)
+}
 
 // NextDocumentID is Client.NextDocumentID on this collection.
 func (h *Collection) NextDocumentID(ctx context.Context) (string, error) {
-	id, err := h.cache.next(ctx)
+	id, err := h.rangeCache().next(ctx, h)
 	if err != nil {
 		return "", err
 	}
@@ -398,11 +471,22 @@ func (h *Collection) NextDocumentID(ctx context.Context) (string, error) {
 // extended buffer, for hot loops that reuse one buffer (no allocation once
 // its capacity holds an ID). On error buf is returned unchanged.
 func (h *Collection) AppendDocumentID(ctx context.Context, buf []byte) ([]byte, error) {
-	id, err := h.cache.next(ctx)
+	id, err := h.rangeCache().next(ctx, h)
 	if err != nil {
 		return buf, err
 	}
 	return appendID(buf, h.name, h.separator, id), nil
+}
+
+// failed makes the handle the caller of its cache's next (see caller): as
+// the client's, and the handle keeps the cache the client ends with, in
+// place of one it forgot.
+func (h *Collection) failed(ctx context.Context, rc *rangeCache, err error) (ID, error) {
+	id, now, err := h.client.nextSlow(ctx, h.name, rc, err)
+	if now != rc {
+		atomic.CompareAndSwapPointer(&h.cache, unsafe.Pointer(rc), unsafe.Pointer(now))
+	}
+	return id, err
 }
 
 func appendID(buf []byte, collection string, sep rune, id ID) []byte {

@@ -563,3 +563,51 @@ func TestReturnUnusedRangesKeepsTheClientAndFailsAfterClose(t *testing.T) {
 		t.Fatalf("ReturnUnusedRanges after Close: %v, want ErrClosed", err)
 	}
 }
+
+// A collection whose fetch is under way is not forgotten, even if it never
+// received a range; once that fetch failed, it is.
+func TestACollectionWithAFetchUnderWayIsNotForgotten(t *testing.T) {
+	node := newFakeNode(t, "A")
+	gate := make(chan struct{})
+	arrived := make(chan struct{}, 1)
+	node.with(func() { node.gate, node.arrived, node.nextErr = gate, arrived, []codes.Code{codes.ResourceExhausted} })
+	c := newTestClient(t, Config{}, node)
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.NextID(bg, "held")
+		done <- err
+	}()
+	<-arrived
+	if (*c.caches.Load())["held"].forgetIfUnused() {
+		t.Fatal("a cache with a fetch under way was forgotten")
+	}
+	wantCollections(t, c, "held")
+	node.with(func() { node.gate, node.arrived = nil, nil })
+	close(gate)
+	wantCode(t, <-done, codes.ResourceExhausted, "fails on purpose")
+	wantCollections(t, c)
+	if id := mustID(t, c, "held"); id.Number != 1 {
+		t.Fatalf("after the failed fetch got %+v, want number 1", id)
+	}
+	wantErrors(t, c, map[codes.Code]int64{codes.ResourceExhausted: 1})
+}
+
+// A collection that received a range is kept when a later fetch fails, and
+// goes on right after the numbers it handed out.
+func TestACollectionThatReceivedARangeIsKeptAfterAFailure(t *testing.T) {
+	node := newFakeNode(t, "A")
+	c := newTestClient(t, Config{PrefetchAt: PrefetchOff}, node)
+	for i := 1; i <= 32; i++ { // the first range, 1-32
+		mustID(t, c, "kept")
+	}
+	rc := (*c.caches.Load())["kept"]
+	node.with(func() { node.nextErr = []codes.Code{codes.ResourceExhausted} })
+	_, err := c.NextID(bg, "kept")
+	wantCode(t, err, codes.ResourceExhausted, "fails on purpose")
+	if (*c.caches.Load())["kept"] != rc {
+		t.Fatal("a collection that received a range was dropped after a failure")
+	}
+	if id := mustID(t, c, "kept"); id.Number != 33 {
+		t.Fatalf("after the failure got %+v, want number 33", id)
+	}
+}

@@ -2,6 +2,7 @@ package hilo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -106,7 +107,8 @@ type flight struct {
 // span runs dry, exactly one NextRange is under way at a time (a flight);
 // callers arriving meanwhile wait for it, bounded, and take their number
 // from what it brought. It owns its refill: it asks its fetcher, and knows
-// nothing of the client. Safe for concurrent use.
+// nothing of the client (a failed call goes back to its caller). Safe for
+// concurrent use.
 type rangeCache struct {
 	name string
 	src  fetcher
@@ -124,7 +126,12 @@ type rangeCache struct {
 	// Per node tag, the highest number handed out of that node's retired
 	// ranges (absent: none); one entry per tag seen.
 	used   map[string]int64
-	closed bool // the client closed: no number and no fetch from now on
+	closed bool // the client closed (or forgot it): no number and no fetch from now on
+	// A range was accepted, fetched or fetched ahead: the cache is never
+	// forgotten (forgetIfUnused).
+	received bool
+	// Set, with closed, by forgetIfUnused: next returns errForgotten.
+	forgotten bool
 
 	// The runway's window, moved only by publish: it began when the span
 	// before the current one was published (the current one, for the
@@ -137,8 +144,38 @@ func newRangeCache(name string, src fetcher, set *cacheSettings, closed bool) *r
 	return &rangeCache{name: name, src: src, set: set, closed: closed}
 }
 
-// next hands out the next number of the collection.
-func (c *rangeCache) next(ctx context.Context) (ID, error) {
+// errForgotten is what next returns once forgetIfUnused closed the cache.
+// It never reaches the application: the client drops the cache from its
+// table and looks the collection up again.
+var errForgotten = errors.New("hilo: internal: the collection's cache was forgotten")
+
+// forgetIfUnused closes the cache for good if it never received a range
+// and no fetch or return is under way (its fetches failed: a name the
+// server refuses, say), so that the client can drop it and a caller naming
+// many such collections does not grow the client; next then returns
+// errForgotten. It holds no numbers, so nothing is handed back, and its
+// counters are already the client's. True if it did.
+func (c *rangeCache) forgetIfUnused() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.received || c.flying != nil || c.closed {
+		return false
+	}
+	c.closed, c.forgotten = true, true
+	return true
+}
+
+// caller is who asks a cache for a number (the client, a handle): when next
+// fails, its failed says what the call returns; the client's drops a cache
+// it forgot and looks the collection up again. Passing it down keeps the
+// caller's own fast path a single call.
+type caller interface {
+	failed(ctx context.Context, rc *rangeCache, err error) (ID, error)
+}
+
+// next hands out the next number of the collection. On failure it returns
+// by.failed's answer, or, with by nil, the error.
+func (c *rangeCache) next(ctx context.Context, by caller) (ID, error) {
 	if s := c.cur.Load(); s != nil {
 		if k, ok := s.take(); ok {
 			if k == s.prefetch {
@@ -146,18 +183,27 @@ func (c *rangeCache) next(ctx context.Context) (ID, error) {
 			}
 			return ID{Number: s.low + k, NodeTag: s.tag}, nil
 		}
-		return c.refill(ctx, s)
+		return c.refill(ctx, s, by)
 	}
-	return c.refill(ctx, nil)
+	return c.refill(ctx, nil, by)
 }
 
-// refill is next's slow path: seen is the span the caller found dry (nil
+// refill is next's slow path (see fill); on failure it hands over to by.
+func (c *rangeCache) refill(ctx context.Context, seen *span, by caller) (ID, error) {
+	id, err := c.fill(ctx, seen)
+	if err != nil && by != nil {
+		return by.failed(ctx, c, err)
+	}
+	return id, err
+}
+
+// fill is next's slow path: seen is the span the caller found dry (nil
 // for none). It takes a number from a newer span if one is out, promotes
 // the range fetched ahead, or fetches (or waits for the fetch or return
 // under way), and loops until it has a number or an error. A caller that
 // waited for a fetch that failed returns that fetch's error; it never
 // fetches again.
-func (c *rangeCache) refill(ctx context.Context, seen *span) (ID, error) {
+func (c *rangeCache) fill(ctx context.Context, seen *span) (ID, error) {
 	waited := false
 	defer func() {
 		if waited {
@@ -167,7 +213,11 @@ func (c *rangeCache) refill(ctx context.Context, seen *span) (ID, error) {
 	for {
 		c.mu.Lock()
 		if c.closed {
+			forgotten := c.forgotten
 			c.mu.Unlock()
+			if forgotten {
+				return ID{}, errForgotten
+			}
 			return ID{}, ErrClosed
 		}
 		if s := c.cur.Load(); s != seen {
@@ -324,6 +374,7 @@ func (c *rangeCache) accept(s *span, prefetch bool) {
 	// of another node's range on every request (R17).
 	c.prev.size, c.prev.rangeAt, c.prev.max = s.size, s.rangeAt, s.high
 	c.prev.held.add(s.tag, s.low, s.high)
+	c.received = true
 	c.set.stats.rangesFetched.Add(1)
 	if prefetch {
 		c.set.stats.rangesPrefetched.Add(1)

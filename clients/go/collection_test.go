@@ -146,7 +146,7 @@ func mustTake(t *testing.T, rc *rangeCache, n int) []ID {
 	t.Helper()
 	var ids []ID
 	for i := 0; i < n; i++ {
-		id, err := rc.next(bg)
+		id, err := rc.next(bg, nil)
 		if err != nil {
 			t.Fatalf("next: %v", err)
 		}
@@ -317,7 +317,7 @@ func TestReturnsRacingDrawsNeverHandOutANumberTwice(t *testing.T) {
 					return
 				default:
 				}
-				id, err := rc.next(bg)
+				id, err := rc.next(bg, nil)
 				if err != nil {
 					t.Errorf("next: %v", err)
 					return
@@ -359,7 +359,7 @@ func TestAFailedFetchIsTheCallersErrorAndTheNextCallFetchesAgain(t *testing.T) {
 	unavailable := newError(codes.Unavailable, nil, "no node answered")
 	f.nextErr = []error{unavailable}
 	rc, stats := newTestCache(f, 0, t.Logf)
-	if _, err := rc.next(bg); !errors.Is(err, unavailable) {
+	if _, err := rc.next(bg, nil); !errors.Is(err, unavailable) {
 		t.Fatalf("next: %v, want the fetch's error", err)
 	}
 	wantNumbers(t, mustTake(t, rc, 1), 1, "A")
@@ -375,7 +375,7 @@ func TestAClosedCacheRefusesCallsAndFetchesNothing(t *testing.T) {
 	mustTake(t, rc, 3)
 	rc.close()
 	handBack(bg, f, []*rangeCache{rc}, true)
-	if _, err := rc.next(bg); !errors.Is(err, ErrClosed) {
+	if _, err := rc.next(bg, nil); !errors.Is(err, ErrClosed) {
 		t.Fatalf("next after close: %v, want ErrClosed", err)
 	}
 	if len(f.prevs) != 1 || len(f.returned) != 1 || f.returned[0][0].last != 3 {

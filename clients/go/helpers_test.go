@@ -2,8 +2,11 @@ package hilo
 
 import (
 	"context"
+	"sort"
 	"sync"
 	"testing"
+
+	"google.golang.org/grpc/codes"
 )
 
 // What the in-process, real-server and benchmark tests share: many
@@ -57,4 +60,38 @@ func benchParallel(b *testing.B, call func(ctx context.Context) error) {
 			}
 		}
 	})
+}
+
+// wantCollections fails the test unless c's table holds exactly the
+// collections names (in any order).
+func wantCollections(t *testing.T, c *Client, names ...string) {
+	t.Helper()
+	var got []string
+	for name := range *c.caches.Load() {
+		got = append(got, name)
+	}
+	sort.Strings(got)
+	sort.Strings(names)
+	if len(got) != len(names) {
+		t.Fatalf("the client keeps %d collections %q, want %q", len(got), got, names)
+	}
+	for i := range got {
+		if got[i] != names[i] {
+			t.Fatalf("the client keeps collections %q, want %q", got, names)
+		}
+	}
+}
+
+// wantErrors fails the test unless c's Stats().Errors are exactly want.
+func wantErrors(t *testing.T, c *Client, want map[codes.Code]int64) {
+	t.Helper()
+	got := c.Stats().Errors
+	if len(got) != len(want) {
+		t.Fatalf("errors counted %v, want %v", got, want)
+	}
+	for code, n := range want {
+		if got[code] != n {
+			t.Fatalf("errors counted %v, want %v", got, want)
+		}
+	}
 }

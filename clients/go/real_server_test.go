@@ -400,3 +400,151 @@ func TestRealServerFailoverWhenANodeIsStopped(t *testing.T) {
 		t.Fatalf("stats %+v, want 1 failover", s)
 	}
 }
+
+// A caller naming many collections the server refuses (names taken from its
+// own users, say) must not grow the client by one collection each: a
+// collection that never received a range is forgotten when its call fails.
+// Every failure still counts, and the good collection goes on where it was.
+func TestRealServerRefusedNamesAreNotKept(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, "A")
+	c := newRealClient(t, Config{}, srv)
+	wantDocumentID(t, c, "kept", "kept/1-A")
+	for i := 0; i < 200; i++ {
+		for _, bad := range []string{fmt.Sprintf("bad\x01%d", i), strings.Repeat("x", 257) + strconv.Itoa(i)} {
+			_, err := c.NextID(bg, bad)
+			wantCode(t, err, codes.InvalidArgument, "NextRange of")
+		}
+	}
+	// Through handles too, each called twice (its second call finds its
+	// cache forgotten by the first).
+	for i := 0; i < 10; i++ {
+		h := c.Collection(fmt.Sprintf("handle\x02%d", i))
+		_, err := h.NextDocumentID(bg)
+		wantCode(t, err, codes.InvalidArgument, "NextRange of")
+		buf, err := h.AppendDocumentID(bg, []byte("x"))
+		wantCode(t, err, codes.InvalidArgument, "NextRange of")
+		if string(buf) != "x" {
+			t.Fatalf("a failed AppendDocumentID changed the buffer to %q", buf)
+		}
+	}
+	wantCollections(t, c, "kept")
+	wantErrors(t, c, map[codes.Code]int64{codes.InvalidArgument: 420})
+	if s := c.Stats(); s.RangesFetched != 1 || s.CallsWaited != 421 {
+		t.Fatalf("stats %+v, want 1 range fetched and 421 calls waited", s)
+	}
+	wantDocumentID(t, c, "kept", "kept/2-A")
+}
+
+// New collections past the server's --max_collections are refused
+// (RESOURCE_EXHAUSTED): the client keeps none of them.
+func TestRealServerNamesPastMaxCollectionsAreNotKept(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, "L", "--max_collections=1")
+	c := newRealClient(t, Config{}, srv)
+	wantDocumentID(t, c, "first", "first/1-L")
+	for i := 0; i < 50; i++ {
+		_, err := c.NextID(bg, fmt.Sprintf("new%d", i))
+		wantCode(t, err, codes.ResourceExhausted, fmt.Sprintf("NextRange of \"new%d\"", i))
+	}
+	wantCollections(t, c, "first")
+	wantErrors(t, c, map[codes.Code]int64{codes.ResourceExhausted: 50})
+	wantDocumentID(t, c, "first", "first/2-L")
+}
+
+// Another caller's failure has just forgotten a collection that is still
+// in the table (the window between forgetting and dropping it): a caller
+// that finds it there looks the collection up again and gets a number. A
+// collection that received a range is never forgotten.
+func TestRealServerACallerThatFindsAForgottenCollectionLooksAgain(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, "A")
+	c := newRealClient(t, Config{PrefetchAt: PrefetchOff}, srv)
+	_, err := c.NextID(bg, "")
+	wantCode(t, err, codes.InvalidArgument, `NextRange of ""`)
+	wantCollections(t, c)
+	stale := c.cache("late")
+	if !stale.forgetIfUnused() {
+		t.Fatal("a cache that never fetched was not forgotten")
+	}
+	wantCollections(t, c, "late")
+	wantDocumentID(t, c, "late", "late/1-A")
+	wantCollections(t, c, "late")
+	fresh := (*c.caches.Load())["late"]
+	if fresh == stale {
+		t.Fatal("the forgotten cache is still in the table")
+	}
+	// The same through a handle, which keeps the new cache.
+	h := c.Collection("handle")
+	if !h.rangeCache().forgetIfUnused() {
+		t.Fatal("a handle's cache that never fetched was not forgotten")
+	}
+	if id, err := h.NextDocumentID(bg); err != nil || id != "handle/1-A" {
+		t.Fatalf("handle NextDocumentID = %q, %v; want handle/1-A", id, err)
+	}
+	if h.rangeCache() != (*c.caches.Load())["handle"] {
+		t.Fatal("the handle does not use the collection's new cache")
+	}
+	// A forgotten cache hands out nothing and fetches nothing.
+	if _, err := stale.next(bg, nil); err != errForgotten {
+		t.Fatalf("next on a forgotten cache: %v, want errForgotten", err)
+	}
+	wantErrors(t, c, map[codes.Code]int64{codes.InvalidArgument: 1})
+	if s := c.Stats(); s.RangesFetched != 2 {
+		t.Fatalf("stats %+v, want 2 ranges fetched", s)
+	}
+	// One that received a range is never forgotten, not even once it
+	// handed its range back and holds none.
+	if fresh.forgetIfUnused() {
+		t.Fatal("a cache that received a range was forgotten")
+	}
+	if err := c.ReturnUnusedRanges(bg); err != nil {
+		t.Fatalf("ReturnUnusedRanges: %v", err)
+	}
+	if fresh.forgetIfUnused() {
+		t.Fatal("a cache that handed its range back was forgotten")
+	}
+	wantCollections(t, c, "handle", "late")
+	wantDocumentID(t, c, "late", "late/2-A")
+}
+
+// Many goroutines on one refused name, directly and through one handle:
+// each call fails with the server's error, never with the client's own
+// (a caller finding the cache forgotten by another looks again), and the
+// client keeps nothing of it. A fetch counts once however many waited.
+func TestRealServerGoroutinesOnARefusedNameAllGetTheServersError(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, "A")
+	c := newRealClient(t, Config{}, srv)
+	const bad = "bad\x01shared"
+	h := c.Collection(bad)
+	const goroutines, each = 8, 50
+	var wg sync.WaitGroup
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				var err error
+				if g%2 == 0 {
+					_, err = c.NextID(bg, bad)
+				} else {
+					_, err = h.NextID(bg)
+				}
+				var e *Error
+				if !errors.As(err, &e) || e.Code != codes.InvalidArgument {
+					t.Errorf("call %d of goroutine %d: %v, want INVALID_ARGUMENT", i, g, err)
+					return
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	wantCollections(t, c)
+	s := c.Stats()
+	if n := s.Errors[codes.InvalidArgument]; len(s.Errors) != 1 || n < 1 || n > goroutines*each {
+		t.Fatalf("errors counted %v, want 1 to %d INVALID_ARGUMENT", s.Errors, goroutines*each)
+	}
+	wantDocumentID(t, c, "good", "good/1-A")
+	wantCollections(t, c, "good")
+}
