@@ -27,7 +27,7 @@ const MUTANTS = [
   ["no single flight", "if (this.inflight === null) this.startFetch(false);", "this.startFetch(false);"],
   ["failed refill kept", "      } finally {\n        this.inflight = null;\n      }", "      } finally {\n        if (!prefetch) {} else this.inflight = null;\n      }"],
   ["pair order tail first", "if (!cur.dry()) unused.returns.push(", "if (!cur.dry()) unused.returns.unshift("],
-  ["recheck reads counter", "      const id = take(this);\n      if (id !== undefined) return id;", "      const r = this.cur;\n      if (r !== null && !r.dry()) return ((take as unknown) === takeId ? { number: BigInt(r.next), tag: r.tag } : this.prefix + r.next + r.suffix) as unknown as T;\n      const id = take(this);\n      if (id !== undefined) return id;"],
+  ["recheck reads counter", "      const id = take(c);\n      if (id !== undefined) return id;", "      const r = c.cur;\n      if (r !== null && !r.dry()) return ((take as unknown) === takeId ? { number: BigInt(r.next), tag: r.tag } : c.prefix + r.next + r.suffix) as unknown as T;\n      const id = take(c);\n      if (id !== undefined) return id;"],
   ["client current tag", "this.prefix + this.take(r) + r.suffix", "this.prefix + this.take(r) + (this.ahead ?? r).suffix"],
   ["close does not wait", "    await Promise.all(sends);\n", ""],
   ["digit separator ok", "if (separator >= '0' && separator <= '9')", "if (false)"],
@@ -46,6 +46,14 @@ const MUTANTS = [
   ["whole return last=low", "last: ahead.low - 1n }", "last: ahead.low }"],
   ["mark kept after a return", "this.held.set(range.tag, last === range.low - 1n ? range.heldBefore : last);", ""],
   ["callers served during a return", "this.inflight = new Promise<void>((resolve) => (this.endInflight = resolve));", ""],
+  ["refused collection kept", "    if (this.counters.ranges_fetched !== 0 || this.inflight !== null || this.closed) return false;", "    return false;"],
+  ["forgotten after a range", "    if (this.counters.ranges_fetched !== 0 || this.inflight !== null || this.closed) return false;\n    if (this.cur !== null || this.ahead !== null) return false; // held no range: unreachable", "    if (this.inflight !== null || this.closed) return false;"],
+  ["forgotten counters lost", "    for (const [key, n] of Object.entries(c.counters)) this.dropped[key as keyof CacheCounters] += n;\n    for (const [code, n] of c.errors) this.droppedErrors.set(code, (this.droppedErrors.get(code) ?? 0) + n);", ""],
+  ["forgotten counters moved twice", "    if (this.caches.get(c.name) !== c) return;\n    this.caches.delete(c.name);\n    this.handles.delete(c.name);", "    if (this.caches.get(c.name) === c) {\n      this.caches.delete(c.name);\n      this.handles.delete(c.name);\n    }"],
+  ["forgotten cache fails the call", "        c = c.successor();", "        throw new HiloError(StatusCode.FAILED_PRECONDITION, `\"${c.name}\" was forgotten`);"],
+  ["forgotten cache counts a wait", "    if (this.forgotten) throw FORGOTTEN;\n    const now = this.ctx.now();\n    if (started === null) started = now;\n    if (!counted) this.counters.calls_waited++;", "    const now = this.ctx.now();\n    if (started === null) started = now;\n    if (!counted) this.counters.calls_waited++;\n    if (this.forgotten) throw FORGOTTEN;"],
+  ["handle left on a forgotten cache", "        move(next);\n", ""],
+  ["aborted callers' collection kept", "p.catch(() => this.forgetAfterFailure());", "p.catch(() => {});"],
   ["last_max kept after a return", "this.previous = { ...this.previous, max: this.handedOutUpTo };", ""],
 ];
 

@@ -16,7 +16,11 @@
 // range runs dry anyway, exactly one NextRange goes out and every caller of
 // that collection awaits the same promise, which is cleared when it settles
 // (so after a failure the next caller asks again); each collection's
-// RangeCache does that through a RangeSource, never reaching back here.
+// RangeCache does that through a RangeSource, never reaching back here but
+// to be dropped: a collection that never received a range is forgotten
+// after a failed call (a name the server refuses, say), so that a caller
+// naming many such collections does not grow the client; its counters stay
+// in the client's totals.
 // close() hands each collection's unused numbers back to the node that
 // issued them and resolves once every return has been answered or has
 // failed; returnUnusedRanges() does the same and keeps the client.
@@ -42,9 +46,20 @@ export class HiloClient {
   private readonly source: GrpcRangeSource;
   /** What every collection's cache shares. */
   private readonly context: CacheContext;
+  /** Per collection; one that never received a range is dropped after a failed call (RangeCache.forgetIfUnused). */
   private readonly caches = new Map<string, RangeCache>();
-  /** Made on a collection's first collection() call, then handed out again. */
+  /** Made on a collection's first collection() call, then handed out again; dropped with its cache. */
   private readonly handles = new Map<string, CollectionHandle>();
+  /** The counters of the caches dropped from `caches`, which stats() goes on reporting. */
+  private readonly dropped: CacheCounters = {
+    calls_waited: 0,
+    ranges_fetched: 0,
+    ranges_prefetched: 0,
+    returns_applied: 0,
+    returns_refused: 0,
+    returns_failed: 0,
+  };
+  private readonly droppedErrors = new Map<number, number>();
   private closing = false;
   /** The last hand-back of unused ranges (returnUnused), settled or not. */
   private handingBack: Promise<void> = Promise.resolve();
@@ -105,6 +120,8 @@ export class HiloClient {
       now,
       waitBoundMs: deadline * (copy.length + 1),
       log: options.log ?? ((line) => process.stderr.write(line + '\n')),
+      drop: (cache) => this.drop(cache),
+      lookup: (collection) => this.cache(collection),
     };
   }
 
@@ -126,7 +143,12 @@ export class HiloClient {
     return this.cache(collection).nextDocumentId(options);
   }
 
-  /** A handle on one collection: the name is looked up once, for hot loops. The same handle every time. */
+  /**
+   * A handle on one collection: the name is looked up once, for hot loops.
+   * The same handle every time, unless the client forgot the collection
+   * meanwhile (it never received a range, and a call failed): then a new
+   * one. Either handle keeps working.
+   */
   collection(name: string): CollectionHandle {
     let h = this.handles.get(name);
     if (h === undefined) {
@@ -149,13 +171,17 @@ export class HiloClient {
       errors: {},
       runway_ms: {},
     };
-    const now = this.context.now();
-    for (const [name, c] of this.caches) {
-      for (const [key, n] of Object.entries(c.counters)) stats[key as keyof CacheCounters] += n;
-      for (const [code, n] of c.errors) {
+    const add = (counters: CacheCounters, errors: Map<number, number>) => {
+      for (const [key, n] of Object.entries(counters)) stats[key as keyof CacheCounters] += n;
+      for (const [code, n] of errors) {
         const codeName = statusCodeName(code);
         stats.errors[codeName] = (stats.errors[codeName] ?? 0) + n;
       }
+    };
+    add(this.dropped, this.droppedErrors);
+    const now = this.context.now();
+    for (const [name, c] of this.caches) {
+      add(c.counters, c.errors);
       const ms = c.runwayMs(now);
       if (ms !== undefined) stats.runway_ms[name] = ms;
     }
@@ -215,6 +241,20 @@ export class HiloClient {
       this.caches.set(name, c);
     }
     return c;
+  }
+
+  /**
+   * Drops `c`, which forgot itself (it never received a range), if the
+   * table still holds it, and its handle; its counters go to the totals
+   * stats() reports. Once, whoever calls first: a caller that finds `c`
+   * forgotten later calls it too.
+   */
+  private drop(c: RangeCache): void {
+    if (this.caches.get(c.name) !== c) return;
+    this.caches.delete(c.name);
+    this.handles.delete(c.name);
+    for (const [key, n] of Object.entries(c.counters)) this.dropped[key as keyof CacheCounters] += n;
+    for (const [code, n] of c.errors) this.droppedErrors.set(code, (this.droppedErrors.get(code) ?? 0) + n);
   }
 
   /**

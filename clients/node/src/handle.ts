@@ -1,6 +1,8 @@
 // CollectionHandle: the public handle on one collection of a HiloClient
 // (HiloClient.collection). One per collection, made on its first
-// collection() call; it only forwards to the collection's RangeCache.
+// collection() call; it only forwards to the collection's RangeCache, and
+// moves to the collection's next cache when the client forgot its cache (a
+// collection that never received a range, after a failed call).
 
 import type { RangeCache } from './range_cache.js';
 import type { CallOptions, HiloId } from './types.js';
@@ -11,11 +13,15 @@ import type { CallOptions, HiloId } from './types.js';
  * nextId on that collection.
  */
 export class CollectionHandle {
-  private readonly cache: RangeCache;
+  /** The collection's cache; replaced when the client forgets it (RangeCache.follow). */
+  private cache: RangeCache;
 
   /** @internal */
   constructor(cache: RangeCache) {
     this.cache = cache;
+    cache.follow((to) => {
+      this.cache = to;
+    });
   }
 
   get name(): string {

@@ -3,7 +3,10 @@
 // the next NextRange reports, each node's numbers held (CONTRACT.md R11)
 // and the collection's counters; it hands numbers out on a synchronous fast path
 // and refills itself through a RangeSource, the one call it makes. It never
-// sees the client that owns it. Private to the package.
+// sees the client that owns it: when it forgets itself (a collection that
+// never received a range, after a failed call) it only tells the context, which
+// drops it from the client's table and looks a name up again. Private to the
+// package.
 //
 // One operation at a time talks to the servers for a collection: a fetch
 // (a caller's, or the prefetch started by taking the number at prefetchAt
@@ -28,7 +31,21 @@ export interface CacheContext {
   readonly waitBoundMs: number;
   /** Where a failed return is reported. */
   readonly log: (line: string) => void;
+  /**
+   * Drops `cache`, which forgot itself (forgetIfUnused), from the client's
+   * table if it is still there, keeping its counters in the client's
+   * totals: once, whoever calls first.
+   */
+  readonly drop: (cache: RangeCache) => void;
+  /** The client's cache of `collection`, made (and kept) if it has none. */
+  readonly lookup: (collection: string) => RangeCache;
 }
+
+/** Moves a CollectionHandle onto the collection's next cache, once the one it is on was forgotten. */
+export type Mover = (to: RangeCache) => void;
+
+/** Thrown by wait() of a forgotten cache, and caught in waitAndTake: never seen outside. */
+const FORGOTTEN: unique symbol = Symbol('forgotten');
 
 /** The counters of one collection (HiloStats' names). */
 export interface CacheCounters {
@@ -70,8 +87,16 @@ export class RangeCache {
   private inflight: Promise<void> | null = null;
   /** Settles `inflight` while a return is in flight (takeUnused .. endReturn). */
   private endInflight: (() => void) | null = null;
-  /** Set by retire(): no range is fetched from then on, and a caller that finds no number gets FAILED_PRECONDITION. */
+  /** Set by retire(): no range is fetched from then on, and a caller that finds no number gets FAILED_PRECONDITION. Also set, with `forgotten`, by forgetIfUnused. */
   private closed = false;
+  /**
+   * Set by forgetIfUnused: the client drops this cache (it never received a
+   * range), which never fetches or hands out a number again; a caller that
+   * finds it looks the collection up again.
+   */
+  private forgotten = false;
+  /** The CollectionHandles on this cache (null: none), moved to the next cache when it is forgotten. */
+  private movers: Mover[] | null = null;
   private previous: Previous = { size: 0n, rangeAt: null, max: 0n };
   /**
    * Per node tag: the numbers of this collection the client holds or handed
@@ -130,23 +155,90 @@ export class RangeCache {
   /** A number taken at once while the range lasts, else after waiting for a range. */
   private next<T>(take: Take<T>, options: CallOptions | undefined): Promise<T> {
     const signal = options?.signal;
-    if (signal?.aborted === true) return Promise.reject(aborted(this.name, signal));
+    if (signal?.aborted === true) {
+      this.forgetAfterFailure();
+      return Promise.reject(aborted(this.name, signal));
+    }
     const id = take(this);
     if (id !== undefined) return Promise.resolve(id);
     return this.waitAndTake(take, signal);
   }
 
+  /**
+   * Waits for a range and takes a number of it; on a forgotten cache, goes
+   * on with the collection's cache now. A call waits (calls_waited) and is
+   * bounded once, whichever caches it went through.
+   */
   private async waitAndTake<T>(take: Take<T>, signal: AbortSignal | undefined): Promise<T> {
+    let c: RangeCache = this;
     let started: number | null = null;
-    for (let counted = false; ; counted = true) {
-      started = await this.wait(signal, started, counted);
-      const id = take(this);
+    let counted = false;
+    for (;;) {
+      try {
+        started = await c.wait(signal, started, counted);
+        counted = true;
+      } catch (e) {
+        if (e !== FORGOTTEN) {
+          c.forgetAfterFailure();
+          throw e;
+        }
+        c = c.successor();
+      }
+      const id = take(c);
       if (id !== undefined) return id;
     }
   }
 
-  /** Waits until a number may be left again: joins the operation in flight, or starts a fetch. Throws the fetch's error. */
+  /**
+   * Closes the cache for good if it never received a range and no fetch or
+   * return is in flight (its fetches failed: a name the server refuses,
+   * say), so that the client can drop it and a caller naming many such
+   * collections does not grow the client. It then fetches nothing and hands
+   * nothing out (it holds no range); a caller that finds it looks the
+   * collection up again. True if it did. A cache that ever received a range
+   * is never forgotten.
+   */
+  forgetIfUnused(): boolean {
+    if (this.counters.ranges_fetched !== 0 || this.inflight !== null || this.closed) return false;
+    if (this.cur !== null || this.ahead !== null) return false; // held no range: unreachable
+    this.closed = true;
+    this.forgotten = true;
+    return true;
+  }
+
+  /** After a call on this cache failed: forgets it if it never received a range (forgetIfUnused), and has the client drop it. */
+  private forgetAfterFailure(): void {
+    if (this.forgetIfUnused()) this.ctx.drop(this);
+  }
+
+  /**
+   * For a caller that found this cache forgotten: has the client drop it,
+   * if no one did yet, and gives the collection's cache now (a new one if
+   * the client has none). The handles on this cache move to it.
+   */
+  private successor(): RangeCache {
+    this.ctx.drop(this);
+    const next = this.ctx.lookup(this.name);
+    const movers = this.movers;
+    this.movers = null;
+    if (movers !== null) {
+      for (const move of movers) {
+        move(next);
+        next.follow(move);
+      }
+    }
+    return next;
+  }
+
+  /** Registers a CollectionHandle on this cache: `move` puts it on the next cache once this one is forgotten. */
+  follow(move: Mover): void {
+    (this.movers ??= []).push(move);
+  }
+
+  /** Waits until a number may be left again: joins the operation in flight, or starts a fetch. Throws the fetch's error, or FORGOTTEN (before counting anything). */
   private async wait(signal: AbortSignal | undefined, started: number | null, counted: boolean): Promise<number> {
+    // Counts nothing here: the counters of a forgotten cache are the client's.
+    if (this.forgotten) throw FORGOTTEN;
     const now = this.ctx.now();
     if (started === null) started = now;
     if (!counted) this.counters.calls_waited++;
@@ -242,7 +334,9 @@ export class RangeCache {
       }
     })();
     // Waiters get the error; with none left (all aborted) it must not surface as unhandled.
-    p.catch(() => {});
+    // This runs before any waiter sees it: a cache that never received a range is forgotten
+    // here, even when every caller gave up waiting.
+    p.catch(() => this.forgetAfterFailure());
     this.inflight = p;
   }
 

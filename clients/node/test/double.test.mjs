@@ -59,6 +59,40 @@ test('an aborted caller stops waiting with CANCELLED; the fetch goes on for the 
   await a.close();
 });
 
+test('a collection whose first fetch failed is forgotten; its handle moves on to a new cache and draws without waiting', async () => {
+  const d = await double();
+  let outages = 1;
+  d.nextRangeHook = () =>
+    outages-- > 0 ? Object.assign(new Error('scripted outage'), { code: grpc.status.UNAVAILABLE }) : undefined;
+  const a = new HiloClient({ targets: [d.target], rpcDeadlineMs: 1000 });
+  const h = a.collection('orders');
+  await rejectsWith(h.nextId(), 'UNAVAILABLE');
+  assert.equal(a.caches.size, 0);
+  assert.deepEqual(await h.nextId(), { number: 1n, tag: 'A' });
+  assert.deepEqual(h.tryNextId(), { number: 2n, tag: 'A' });
+  assert.equal(await a.nextDocumentId('orders'), 'orders/3-A');
+  assert.equal(a.collection('orders').tryNextDocumentId(), 'orders/4-A');
+  assert.deepEqual(a.stats().errors, { UNAVAILABLE: 1 });
+  await a.close();
+});
+
+test('every caller gave up waiting (aborted) and the fetch then failed: the collection is not kept', async () => {
+  const d = await double();
+  const release = d.hold();
+  const a = new HiloClient({ targets: [d.target] });
+  const ctl = new AbortController();
+  const gone = a.nextId('bad\u0001', { signal: ctl.signal });
+  await until(() => d.requests.length === 1, 5000, 'the NextRange');
+  ctl.abort(new Error('caller gave up'));
+  await rejectsWith(gone, 'CANCELLED');
+  assert.equal(a.caches.size, 1); // its fetch is still out
+  release();
+  await until(() => a.caches.size === 0, 5000, 'the collection dropped');
+  assert.deepEqual(a.stats().errors, { INVALID_ARGUMENT: 1 });
+  assert.equal(a.stats().calls_waited, 1);
+  await a.close();
+});
+
 test('stats: runway_ms is what a collection holds at the rate it handed numbers out lately', async () => {
   const d = await double();
   let now = 1000;

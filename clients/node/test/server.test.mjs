@@ -152,6 +152,107 @@ test('a bad collection name is INVALID_ARGUMENT from the server, not tried on th
   await a.close();
 });
 
+// A client keeps a collection (its cache, and its handle) only once it
+// received a range: a caller naming many collections the server refuses
+// (names taken from its own users, say) must not grow the client by one
+// each, and stats() still counts every failure. `caches` and `handles` are
+// the client's private tables (TypeScript-private: plain properties here).
+test('collections the server refuses are not kept: 400 bad names leave only the good one, every error counted', async () => {
+  const s = await server();
+  const a = new HiloClient({ targets: [s.target] });
+  assert.deepEqual(await a.nextId('kept'), { number: 1n, tag: 'A' });
+  for (let i = 0; i < 200; i++) {
+    await rejectsWith(a.nextId(`bad\u0001${i}`), 'INVALID_ARGUMENT');
+    await rejectsWith(a.nextDocumentId('x'.repeat(257) + i), 'INVALID_ARGUMENT');
+  }
+  // Through a handle, twice (the second call finds its cache forgotten).
+  const h = a.collection('handle\u0002bad');
+  await rejectsWith(h.nextId(), 'INVALID_ARGUMENT');
+  await rejectsWith(h.nextDocumentId(), 'INVALID_ARGUMENT');
+  // 20 callers at once on one refused name share one NextRange and its error.
+  const many = await Promise.allSettled(Array.from({ length: 20 }, () => a.nextId('crowd\u0003bad')));
+  assert.ok(many.every((r) => r.status === 'rejected' && r.reason.codeName === 'INVALID_ARGUMENT'));
+  // A call given an aborted signal on a new name fetches nothing and keeps nothing.
+  await rejectsWith(a.nextId('never', { signal: AbortSignal.abort() }), 'CANCELLED');
+  assert.deepEqual([...a.caches.keys()], ['kept']);
+  assert.deepEqual([...a.handles.keys()], []);
+  const stats = a.stats();
+  assert.deepEqual(stats.errors, { INVALID_ARGUMENT: 403 });
+  assert.equal(stats.calls_waited, 1 + 400 + 2 + 20);
+  assert.equal(stats.ranges_fetched, 1);
+  assert.deepEqual(Object.keys(stats.runway_ms), ['kept']);
+  assert.deepEqual(await a.nextId('kept'), { number: 2n, tag: 'A' });
+  await a.close();
+  assert.equal(a.stats().returns_applied, 1);
+  const b = new HiloClient({ targets: [s.target] });
+  assert.equal(await b.nextDocumentId('kept'), 'kept/3-A');
+  await b.close();
+});
+
+test('new collections refused past --max_collections are not kept; every RESOURCE_EXHAUSTED counted', async () => {
+  const s = await server({ args: ['--max_collections=1'] });
+  const a = new HiloClient({ targets: [s.target] });
+  assert.deepEqual(await a.nextId('first'), { number: 1n, tag: 'A' });
+  for (let i = 0; i < 50; i++) await rejectsWith(a.nextId(`new${i}`), 'RESOURCE_EXHAUSTED');
+  assert.deepEqual([...a.caches.keys()], ['first']);
+  assert.deepEqual(a.stats().errors, { RESOURCE_EXHAUSTED: 50 });
+  assert.deepEqual(await a.nextId('first'), { number: 2n, tag: 'A' });
+  await a.close();
+});
+
+test('callers that find a forgotten collection still in the table get numbers from a new cache; its counters count once', async () => {
+  const s = await server();
+  const a = new HiloClient({ targets: [s.target] });
+  await rejectsWith(a.nextId(''), 'INVALID_ARGUMENT');
+  assert.equal(a.caches.size, 0);
+  // The window between a failed call forgetting a cache and the client
+  // dropping it, which one thread of JavaScript never shows: a cache in the
+  // table that never received a range, with the counters failed calls
+  // would have left on it, forgotten but not yet dropped.
+  const h = a.collection('late');
+  const f = a.caches.get('late');
+  f.counters.calls_waited += 3;
+  f.errors.set(StatusCode.UNAVAILABLE, 2);
+  assert.equal(f.forgetIfUnused(), true);
+  assert.equal(a.caches.get('late'), f);
+  const counted = { INVALID_ARGUMENT: 1, UNAVAILABLE: 2 };
+  assert.deepEqual(a.stats().errors, counted);
+  // Two callers find it at once, by name and through the handle.
+  const got = await within(Promise.all([a.nextId('late'), h.nextId()]), 10000, 'callers');
+  assert.deepEqual(got.map((id) => id.number).sort(), [1n, 2n]);
+  assert.notEqual(a.caches.get('late'), f);
+  const stats = a.stats();
+  assert.deepEqual(stats.errors, counted);
+  assert.equal(stats.calls_waited, 1 + 3 + 2); // each caller waited once, on the new cache
+  assert.equal(stats.ranges_fetched, 1);
+  // The handle moved to the new cache: its next number without waiting.
+  assert.deepEqual(h.tryNextId(), { number: 3n, tag: 'A' });
+  assert.deepEqual(await a.collection('late').nextId(), { number: 4n, tag: 'A' });
+  assert.equal(a.caches.get('late').forgetIfUnused(), false);
+  // The forgotten cache hands out nothing and fetches nothing.
+  assert.equal(f.tryId(), undefined);
+  assert.equal(a.stats().ranges_fetched, 1);
+  await a.close();
+});
+
+test('a collection that received a range is never forgotten, even when its next fetch fails', async () => {
+  const s = await server();
+  const a = new HiloClient({ targets: [s.target], prefetchAt: 0, rpcDeadlineMs: 1000 });
+  const h = a.collection('held');
+  assert.deepEqual(await h.nextId(), { number: 1n, tag: 'A' });
+  const c = a.caches.get('held');
+  assert.equal(c.forgetIfUnused(), false);
+  for (let i = 2; i <= 32; i++) assert.equal((await h.nextId()).number, BigInt(i));
+  await s.stop();
+  await rejectsWith(h.nextId(), 'UNAVAILABLE');
+  await rejectsWith(a.nextId('held'), 'UNAVAILABLE');
+  assert.equal(a.caches.get('held'), c);
+  assert.equal(a.collection('held'), h);
+  assert.equal(c.forgetIfUnused(), false);
+  assert.deepEqual(a.stats().errors, { UNAVAILABLE: 2 });
+  await a.close();
+});
+
 test('kill -9 of the node in use: the client moves to the next target, and no ID repeats', async () => {
   const s1 = await server({ tag: 'A' });
   const s2 = await server({ tag: 'B' });
