@@ -152,8 +152,9 @@ export class HiloClient {
   collection(name: string): CollectionHandle {
     let h = this.handles.get(name);
     if (h === undefined) {
-      h = new CollectionHandle(this.cache(name));
-      this.handles.set(name, h);
+      const c = this.cache(name);
+      h = new CollectionHandle(c);
+      if (this.caches.get(name) === c) this.handles.set(name, h);
     }
     return h;
   }
@@ -237,7 +238,11 @@ export class HiloClient {
     let c = this.caches.get(name);
     if (c === undefined) {
       c = new RangeCache(name, this.separator, this.context);
-      if (this.closing) c.retire();
+      if (this.closing) {
+        // Its calls fail (FAILED_PRECONDITION): a closed client keeps no new collection.
+        c.retire();
+        return c;
+      }
       this.caches.set(name, c);
     }
     return c;

@@ -336,6 +336,10 @@ test('after close every call is FAILED_PRECONDITION; close twice is one close; S
   await p1;
   await rejectsWith(a.nextId('closed'), 'FAILED_PRECONDITION');
   await rejectsWith(a.nextDocumentId('other'), 'FAILED_PRECONDITION');
+  await rejectsWith(a.collection('another').nextId(), 'FAILED_PRECONDITION');
+  // A closed client keeps no collection it never had.
+  assert.deepEqual([...a.caches.keys()], ['closed']);
+  assert.deepEqual([...a.handles.keys()], []);
   // Node 20 has Symbol.asyncDispose but not yet the `await using` syntax.
   const b = new HiloClient({ targets: [s.target] });
   assert.equal(await b.nextDocumentId('closed'), 'closed/2-A');
