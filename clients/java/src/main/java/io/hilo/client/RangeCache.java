@@ -144,75 +144,76 @@ final class RangeCache {
   private Id slowNext() {
     long deadline = System.nanoTime() + setup.waitBound().toNanos();
     boolean waited = false;
-    try {
-      while (true) {
-        CompletableFuture<Void> pending;
-        boolean fetchHere = false;
-        lock.lock();
-        try {
-          if (closed) throw closedError();
-          Range r = current;
-          long offset = r.take();  // take, never just read: the number is ours alone
-          if (offset < r.size) {
-            if (offset == r.prefetchOffset) schedulePrefetch();
-            return new Id(r.low + offset, r.nodeTag);
-          }
-          if (next != null) {
-            use(next);  // the prefetched range takes over without a round trip
-            next = null;
-            continue;
-          }
-          if (inFlight == null) {
-            inFlight = new CompletableFuture<>();
-            fetchHere = true;
-          }
-          pending = inFlight;
-        } finally {
-          lock.unlock();
+    while (true) {
+      CompletableFuture<Void> pending;
+      boolean fetchHere = false;
+      lock.lock();
+      try {
+        if (closed) throw closedError();
+        Range r = current;
+        long offset = r.take();  // take, never just read: the number is ours alone
+        if (offset < r.size) {
+          if (offset == r.prefetchOffset) schedulePrefetch();
+          return new Id(r.low + offset, r.nodeTag);
         }
-        waited = true;
-        if (fetchHere) {
-          Range range;
-          try {
-            range = fetch();
-          } catch (HiloException e) {
-            lock.lock();
-            try {
-              inFlight = null;
-            } finally {
-              lock.unlock();
-            }
-            pending.completeExceptionally(e);
-            throw e;
-          }
+        if (next != null) {
+          use(next);  // the prefetched range takes over without a round trip
+          next = null;
+          continue;
+        }
+        if (inFlight == null) {
+          inFlight = new CompletableFuture<>();
+          fetchHere = true;
+        }
+        pending = inFlight;
+        if (!waited) {
+          // Counted as the wait begins, under the lock and while a fetch or return is in flight, not when
+          // the call ends: once nothing is in flight, every call that waited on this cache is counted.
+          waited = true;
+          callsWaited.incrementAndGet();
+        }
+      } finally {
+        lock.unlock();
+      }
+      if (fetchHere) {
+        Range range;
+        try {
+          range = fetch();
+        } catch (HiloException e) {
           lock.lock();
           try {
             inFlight = null;
-            if (!closed) use(range);
           } finally {
             lock.unlock();
           }
-          pending.complete(null);
-          continue;
+          pending.completeExceptionally(e);
+          throw e;
         }
-        long remaining = deadline - System.nanoTime();
-        if (remaining <= 0) throw waitedTooLong();
+        lock.lock();
         try {
-          pending.get(remaining, TimeUnit.NANOSECONDS);
-        } catch (ExecutionException e) {
-          Throwable cause = e.getCause();
-          if (cause instanceof HiloException h) throw h;
-          throw new HiloException(Status.Code.INTERNAL, "fetching a range of \"" + collection + "\" failed", cause);
-        } catch (TimeoutException e) {
-          throw waitedTooLong();
-        } catch (InterruptedException e) {
-          Thread.currentThread().interrupt();
-          throw new HiloException(
-              Status.Code.CANCELLED, "interrupted while waiting for a range of \"" + collection + "\"", e);
+          inFlight = null;
+          if (!closed) use(range);
+        } finally {
+          lock.unlock();
         }
+        pending.complete(null);
+        continue;
       }
-    } finally {
-      if (waited) callsWaited.incrementAndGet();
+      long remaining = deadline - System.nanoTime();
+      if (remaining <= 0) throw waitedTooLong();
+      try {
+        pending.get(remaining, TimeUnit.NANOSECONDS);
+      } catch (ExecutionException e) {
+        Throwable cause = e.getCause();
+        if (cause instanceof HiloException h) throw h;
+        throw new HiloException(Status.Code.INTERNAL, "fetching a range of \"" + collection + "\" failed", cause);
+      } catch (TimeoutException e) {
+        throw waitedTooLong();
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new HiloException(
+            Status.Code.CANCELLED, "interrupted while waiting for a range of \"" + collection + "\"", e);
+      }
     }
   }
 
