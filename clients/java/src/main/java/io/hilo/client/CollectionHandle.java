@@ -3,7 +3,8 @@ package io.hilo.client;
 /**
  * One collection of a {@link HiloClient}, for callers that draw many IDs from it: the collection is looked
  * up once, when the handle is made, so each call is the range's atomic add alone while the range lasts
- * (no lock, no map lookup). It draws from the same range as the client's own calls on that collection.
+ * (no lock, no map lookup; looked up again only after the client forgot the collection, one that never
+ * received a range and whose call failed). It draws from the same range as the client's own calls on that collection.
  * Safe to share between threads; it stops working (FAILED_PRECONDITION) when its client is closed.
  *
  * <pre>{@code
@@ -12,22 +13,61 @@ package io.hilo.client;
  * }</pre>
  */
 public final class CollectionHandle {
-  private final RangeCache cache;
+  private final HiloClient client;
+  /**
+   * The collection's cache. Replaced only when the client forgot it (a collection that never received a
+   * range, after a failed call): the handle then looks the collection up again, as the client's own calls
+   * do. Volatile so that a cache another thread put here is seen whole.
+   */
+  private volatile RangeCache cache;
   private final String prefix;
 
-  CollectionHandle(RangeCache cache, char separator) {
+  CollectionHandle(HiloClient client, RangeCache cache, char separator) {
+    this.client = client;
     this.cache = cache;
     this.prefix = cache.collection() + separator;
   }
 
   /** As {@link HiloClient#nextId} on this collection. */
   public Id nextId() {
-    return cache.next();
+    RangeCache c = cache;
+    // No exception handler on the fast path (see HiloClient#nextId).
+    Id id = c.tryNext();
+    return id != null ? id : slowNextId(c);
   }
 
   /** As {@link HiloClient#nextDocumentId} on this collection. */
   public String nextDocumentId() {
-    return cache.nextDocumentId(prefix);
+    RangeCache c = cache;
+    String id = c.tryNextDocumentId(prefix);
+    return id != null ? id : slowNextDocumentId(c);
+  }
+
+  /** As HiloClient's slow path, and the handle takes the cache it looked up. */
+  private Id slowNextId(RangeCache c) {
+    while (true) {
+      try {
+        return c.slowNext();
+      } catch (RangeCache.Forgotten f) {
+        cache = c = client.lookUpAgain(c);
+      } catch (HiloException e) {
+        client.failed(c);
+        throw e;
+      }
+    }
+  }
+
+  private String slowNextDocumentId(RangeCache c) {
+    while (true) {
+      try {
+        return c.slowNextDocumentId(prefix);
+      } catch (RangeCache.Forgotten f) {
+        cache = c = client.lookUpAgain(c);
+      } catch (HiloException e) {
+        client.failed(c);
+        throw e;
+      }
+    }
   }
 
   /** The collection's name. */

@@ -18,6 +18,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
@@ -62,7 +63,16 @@ public final class HiloClient implements AutoCloseable {
   private final RangeCache.Setup cacheSetup;
   /** The targets as the caches see them: once closed, no fetch starts. */
   private final RangeFetcher fetcher;
+  /**
+   * Per collection its cache. A collection that never received a range is dropped after a call on it
+   * fails ({@link #failed}), its counters kept in {@link #forgottenStats}.
+   */
   private final ConcurrentHashMap<String, RangeCache> caches = new ConcurrentHashMap<>();
+  /**
+   * The counters of the caches dropped from {@link #caches}; guarded by itself, as is each drop, so that
+   * {@link #stats} counts a dropped cache once, in here or in the table.
+   */
+  private final ForgottenStats forgottenStats = new ForgottenStats();
   private final UnusedReturns returns;
   /** One hand-back at a time: close waits for a returnUnusedRanges in flight. */
   private final Object returnLock = new Object();
@@ -129,13 +139,50 @@ public final class HiloClient implements AutoCloseable {
    * once closed; DEADLINE_EXCEEDED after waiting too long for another caller's fetch; else the server's.
    */
   public Id nextId(String collection) {
-    return cacheFor(collection).next();
+    RangeCache cache = cacheFor(collection);
+    // The fast path has no exception handler: one, even never taken, made the calls measurably slower.
+    Id id = cache.tryNext();
+    return id != null ? id : slowNextId(cache);
   }
 
   /** "collection" + separator + number + "-" + tag, e.g. "orders/10-A". Errors as {@link #nextId}. */
   public String nextDocumentId(String collection) {
     RangeCache cache = cacheFor(collection);
-    return cache.nextDocumentId(collection + separator);
+    String prefix = collection + separator;
+    String id = cache.tryNextDocumentId(prefix);
+    return id != null ? id : slowNextDocumentId(cache, prefix);
+  }
+
+  /**
+   * The slow path of {@link #nextId} (the range ran dry): fetches, and forgets the collection after a
+   * failure if it never received a range ({@link #failed}); a caller that finds the cache forgotten (by
+   * another caller) looks the collection up again.
+   */
+  private Id slowNextId(RangeCache cache) {
+    while (true) {
+      try {
+        return cache.slowNext();
+      } catch (RangeCache.Forgotten f) {
+        cache = lookUpAgain(cache);
+      } catch (HiloException e) {
+        failed(cache);
+        throw e;
+      }
+    }
+  }
+
+  /** As {@link #slowNextId}, for {@link #nextDocumentId}. */
+  private String slowNextDocumentId(RangeCache cache, String prefix) {
+    while (true) {
+      try {
+        return cache.slowNextDocumentId(prefix);
+      } catch (RangeCache.Forgotten f) {
+        cache = lookUpAgain(cache);
+      } catch (HiloException e) {
+        failed(cache);
+        throw e;
+      }
+    }
   }
 
   /**
@@ -143,7 +190,7 @@ public final class HiloClient implements AutoCloseable {
    * name: the handle's first call reports it, as {@link #nextId} would.
    */
   public CollectionHandle collection(String collection) {
-    return new CollectionHandle(cacheFor(collection), separator);
+    return new CollectionHandle(this, cacheFor(collection), separator);
   }
 
   private RangeCache cacheFor(String collection) {
@@ -154,12 +201,77 @@ public final class HiloClient implements AutoCloseable {
     return caches.computeIfAbsent(collection, c -> new RangeCache(c, fetcher, cacheSetup));
   }
 
+  /**
+   * After a call on {@code cache} failed: forgets the cache if it never received a range and nothing is in
+   * flight for it (a name the server refuses, a new collection past the server's --max_collections), so
+   * that the client keeps nothing for it; a later call on the collection starts afresh.
+   */
+  void failed(RangeCache cache) {
+    if (cache.forgetIfUnused()) drop(cache);
+  }
+
+  /**
+   * For a caller that found {@code cache} forgotten (by another caller's failure, which may not have dropped
+   * it yet): drops it and returns the collection's cache now, a new one unless another caller made it.
+   * Throws FAILED_PRECONDITION once the client is closed.
+   */
+  RangeCache lookUpAgain(RangeCache cache) {
+    drop(cache);
+    return cacheFor(cache.collection());
+  }
+
+  /** Removes a forgotten cache from the table and keeps its counters; once, whoever comes first. */
+  private void drop(RangeCache cache) {
+    synchronized (forgottenStats) {
+      if (caches.remove(cache.collection(), cache)) forgottenStats.add(cache);
+    }
+  }
+
+  /** The counters of forgotten caches, as {@link #stats} sums them. Guarded by itself. */
+  private static final class ForgottenStats {
+    long waited, fetched, prefetched, applied, refused, failed;
+    final long[] errors = new long[Status.Code.values().length];
+
+    void add(RangeCache c) {
+      waited += c.callsWaited.get();
+      fetched += c.rangesFetched.get();
+      prefetched += c.rangesPrefetched.get();
+      applied += c.returnsApplied.get();
+      refused += c.returnsRefused.get();
+      failed += c.returnsFailed.get();
+      for (int i = 0; i < errors.length; i++) errors[i] += c.errors.get(i);
+    }
+  }
+
+  /** The collections the client holds a cache of, for tests. */
+  Set<String> collectionsForTesting() {
+    return Set.copyOf(caches.keySet());
+  }
+
+  /** The cache of {@code collection} in the table, made if absent; for tests. */
+  RangeCache cacheForTesting(String collection) {
+    return cacheFor(collection);
+  }
+
   /** The counters so far, summed over every collection, and each collection's runway. */
   public ClientStats stats() {
     long waited = 0, fetched = 0, prefetched = 0, applied = 0, refused = 0, failed = 0;
     Status.Code[] codes = Status.Code.values();
     long[] errors = new long[codes.length];
-    for (RangeCache c : caches.values()) {
+    List<RangeCache> held;
+    synchronized (forgottenStats) {
+      // Under the lock of drop: a cache not in this list was dropped before, and is counted in here.
+      held = new ArrayList<>(caches.values());
+      ForgottenStats f = forgottenStats;
+      waited = f.waited;
+      fetched = f.fetched;
+      prefetched = f.prefetched;
+      applied = f.applied;
+      refused = f.refused;
+      failed = f.failed;
+      System.arraycopy(f.errors, 0, errors, 0, codes.length);
+    }
+    for (RangeCache c : held) {
       waited += c.callsWaited.get();
       fetched += c.rangesFetched.get();
       prefetched += c.rangesPrefetched.get();
@@ -172,7 +284,7 @@ public final class HiloClient implements AutoCloseable {
     for (int i = 0; i < codes.length; i++) if (errors[i] != 0) byCode.put(codes[i], errors[i]);
     Map<String, Duration> runway = new LinkedHashMap<>();
     long now = nanoTime();
-    for (RangeCache c : caches.values()) {
+    for (RangeCache c : held) {
       Duration d = c.runway(now);
       if (d != null) runway.put(c.collection(), d);
     }

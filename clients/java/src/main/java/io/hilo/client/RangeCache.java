@@ -43,6 +43,12 @@ import java.util.function.LongSupplier;
  * judged by go down to what was really used. While a return that keeps the cache open is in flight,
  * callers wait for it as for a fetch, then fetch new ranges; none of a returned range is handed out again.
  *
+ * <p>Forgetting ({@link #forgetIfUnused}): a cache that never received a range and has no fetch in flight
+ * after a caller's failure closes itself for good, so that the client can drop it (a caller naming many
+ * collections the server refuses must not grow the client by one cache each); its calls then throw
+ * {@link Forgotten} and the caller looks the collection up again. The fast path ({@link #tryNext}) is split
+ * from the slow one so that a caller can keep its exception handler off the fast path.
+ *
  * <p>The cache owns its refill: it talks to the servers only through its {@link RangeFetcher} and knows
  * nothing of the client that made it, so a test can drive it with a fake node.
  *
@@ -56,6 +62,21 @@ final class RangeCache {
    */
   record Setup(
       double prefetchAt, Duration waitBound, Executor prefetcher, Consumer<String> log, LongSupplier clock) {}
+
+  /**
+   * Thrown by the calls of a cache that {@link #forgetIfUnused} closed (never by its fast path): the
+   * caller drops it from its client (if still there) and looks the collection up again. Never reaches the
+   * application. No stack trace: it is a signal, not an error.
+   */
+  static final class Forgotten extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+
+    private Forgotten() {
+      super("forgotten", null, false, false);
+    }
+  }
+
+  private static final Forgotten FORGOTTEN = new Forgotten();
 
   private final String collection;
   private final RangeFetcher fetcher;
@@ -84,7 +105,9 @@ final class RangeCache {
   private long lastMax;
   /** Per node tag, the highest number handed out of that node's ranges used up or retired (absent: none). */
   private final Map<String, Long> used = new HashMap<>();
+  /** Set by takeUnused with close (the client closed), or with {@link #forgotten} by forgetIfUnused. */
   private boolean closed;
+  private boolean forgotten;
   /**
    * The runway's window, moved only by {@link #use}: it began when the range before the current one came
    * into use (the current one, for the first), with the numbers taken of that earlier range.
@@ -100,7 +123,9 @@ final class RangeCache {
    */
   private final HeldNumbers held = new HeldNumbers();
 
-  // Stats: moved only where a range is fetched or returned.
+  // Stats: moved only where a range is fetched or returned. Every move that a failed call makes happens
+  // before its fetch's inFlight is cleared (so before forgetIfUnused can succeed): a forgotten cache's
+  // counters are final when the client takes them over.
   final AtomicLong callsWaited = new AtomicLong();
   final AtomicLong rangesFetched = new AtomicLong();
   final AtomicLong rangesPrefetched = new AtomicLong();
@@ -119,29 +144,57 @@ final class RangeCache {
     return collection;
   }
 
+  /**
+   * The next number and its tag. Throws HiloException as {@link HiloClient#nextId} does, or {@link
+   * Forgotten}.
+   */
   Id next() {
+    Id id = tryNext();
+    return id != null ? id : slowNext();
+  }
+
+  /**
+   * The fast path alone: the next number of the current range, or null once it ran dry (then {@link
+   * #slowNext}). One volatile read and one atomic add; no lock; never throws.
+   */
+  Id tryNext() {
     Range r = current;
     long offset = r.take();
     if (offset < r.size) {
       if (offset == r.prefetchOffset) schedulePrefetch();
       return new Id(r.low + offset, r.nodeTag);
     }
-    return slowNext();
+    return null;
   }
 
   /** {@code prefix + number + "-" + tag}; {@code prefix} is the collection and the separator. */
   String nextDocumentId(String prefix) {
+    String id = tryNextDocumentId(prefix);
+    return id != null ? id : slowNextDocumentId(prefix);
+  }
+
+  /** As {@link #tryNext}, as a document ID. */
+  String tryNextDocumentId(String prefix) {
     Range r = current;
     long offset = r.take();
     if (offset < r.size) {
       if (offset == r.prefetchOffset) schedulePrefetch();
       return prefix + (r.low + offset) + r.suffix;
     }
+    return null;
+  }
+
+  /** As {@link #slowNext}, as a document ID. */
+  String slowNextDocumentId(String prefix) {
     Id id = slowNext();
     return prefix + id.number() + "-" + id.nodeTag();
   }
 
-  private Id slowNext() {
+  /**
+   * After the fast path found the range used up: takes a number under the lock, or fetches (or waits for
+   * the fetch in flight). Throws HiloException, or {@link Forgotten} once the cache was forgotten.
+   */
+  Id slowNext() {
     long deadline = System.nanoTime() + setup.waitBound().toNanos();
     boolean waited = false;
     while (true) {
@@ -255,8 +308,32 @@ final class RangeCache {
     }
   }
 
-  private HiloException closedError() {
+  /** What a caller gets once {@link #closed} is set (under the lock). */
+  private RuntimeException closedError() {
+    if (forgotten) return FORGOTTEN;
     return new HiloException(Status.Code.FAILED_PRECONDITION, "the hilo client is closed");
+  }
+
+  /**
+   * Closes the cache for good if it never received a range (none fetched or prefetched) and nothing is in
+   * flight (no fetch, no return): its fetches failed, for a name the server refuses, say. It then holds
+   * nothing (no range, no numbers handed out, nothing to report or hand back), and a new cache of the
+   * collection would start where it stands; the client drops it, so that a caller naming many such
+   * collections does not grow the client. From then on {@link #next} throws {@link Forgotten} and no fetch
+   * starts. True if it did; false for a cache that ever received a range, is busy or is closed.
+   */
+  boolean forgetIfUnused() {
+    lock.lock();
+    try {
+      if (closed || inFlight != null || rangesFetched.get() != 0 || current != Range.NONE || next != null) {
+        return false;
+      }
+      closed = true;
+      forgotten = true;
+      return true;
+    } finally {
+      lock.unlock();
+    }
   }
 
   private HiloException waitedTooLong() {

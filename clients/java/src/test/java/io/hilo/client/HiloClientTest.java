@@ -2,18 +2,25 @@ package io.hilo.client;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotSame;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
 import io.grpc.Status;
+import io.hilo.v1.NextRangeRequest;
 import io.hilo.v1.ReturnRangeRequest;
 import io.hilo.v1.ReturnRangesRequest;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.AfterEach;
@@ -191,6 +198,121 @@ class HiloClientTest {
       HiloException e = assertThrows(HiloException.class, () -> client.nextId(""));
       assertEquals(Status.Code.INVALID_ARGUMENT, e.code());
       assertEquals(0, b.calls().size());
+    }
+  }
+
+  /**
+   * Another caller's failure has just forgotten a collection that never received a range, and has not
+   * dropped it from the table yet: a caller that finds it there, or holds it in a handle, gets a number from
+   * a fresh cache, and the failure is counted once. Each way in: nextId, nextDocumentId, a handle's two.
+   */
+  @Test
+  void a_caller_that_finds_a_forgotten_collection_looks_it_up_again() {
+    try (HiloClient client = quiet().channel(a.channel).prefetchAt(0).build()) {
+      List<RangeCache> forgotten = new ArrayList<>();
+      for (int way = 0; way < 4; way++) {
+        String name = "late" + way;
+        CollectionHandle handle = client.collection(name);
+        RangeCache late = client.cacheForTesting(name);
+        a.failNextRange(Status.UNAVAILABLE.withDescription("store busy"));
+        // The other caller: its call fails, then it forgets the cache (but does not drop it).
+        assertEquals(Status.Code.UNAVAILABLE, assertThrows(HiloException.class, late::next).code());
+        assertTrue(late.forgetIfUnused());
+        assertTrue(client.collectionsForTesting().contains(name));  // still in the table
+        if (way == 0) assertEquals(new Id(1, "A"), client.nextId(name));
+        if (way == 1) assertEquals(name + "/1-A", client.nextDocumentId(name));
+        if (way == 2) assertEquals(new Id(1, "A"), handle.nextId());
+        if (way == 3) assertEquals(name + "/1-A", handle.nextDocumentId());
+        // Whoever asks next draws from the same fresh cache.
+        assertEquals(new Id(2, "A"), handle.nextId());
+        assertEquals(new Id(3, "A"), client.nextId(name));
+        assertNotSame(late, client.cacheForTesting(name));
+        forgotten.add(late);
+      }
+      assertEquals(Set.of("late0", "late1", "late2", "late3"), client.collectionsForTesting());
+      // A forgotten cache fetches nothing and hands nothing out, whoever asks.
+      int calls = a.calls().size();
+      for (RangeCache late : forgotten) assertThrows(RangeCache.Forgotten.class, late::next);
+      assertEquals(calls, a.calls().size());
+      ClientStats stats = client.stats();
+      assertEquals(Map.of(Status.Code.UNAVAILABLE, 4L), stats.errors());
+      assertEquals(8, stats.callsWaited());  // each failed call, and each first call on the fresh cache
+      assertEquals(4, stats.rangesFetched());
+      // Dropping one again (another caller that found it) moves nothing twice.
+      assertEquals(client.cacheForTesting("late0"), client.lookUpAgain(forgotten.get(0)));
+      assertEquals(Map.of(Status.Code.UNAVAILABLE, 4L), client.stats().errors());
+      assertEquals(8, client.stats().callsWaited());
+      // One that received a range is never forgotten.
+      assertFalse(client.cacheForTesting("late0").forgetIfUnused());
+    }
+  }
+
+  /**
+   * A collection that received a range is kept whatever fails later, even holding no range (handed back):
+   * its next request must still report the previous one (CONTRACT.md R4) and the numbers it handed out.
+   */
+  @Test
+  void a_collection_that_received_a_range_is_never_forgotten() {
+    try (HiloClient client = quiet().channel(a.channel).prefetchAt(0).build()) {
+      for (int i = 1; i <= 5; i++) assertEquals(new Id(i, "A"), client.nextId("orders"));
+      RangeCache orders = client.cacheForTesting("orders");
+      client.returnUnusedRanges();
+      a.failNextRange(Status.RESOURCE_EXHAUSTED.withDescription("full"));
+      assertEquals(Status.Code.RESOURCE_EXHAUSTED,
+          assertThrows(HiloException.class, () -> client.nextId("orders")).code());
+      assertEquals(Set.of("orders"), client.collectionsForTesting());
+      assertFalse(orders.forgetIfUnused());
+      assertEquals(new Id(6, "A"), client.nextId("orders"));
+      assertEquals(orders, client.cacheForTesting("orders"));
+      List<NextRangeRequest> requests = new ArrayList<>();
+      for (Object c : a.calls()) if (c instanceof NextRangeRequest r) requests.add(r);
+      assertEquals(3, requests.size());
+      assertEquals(5, requests.get(2).getLastMax());  // the return applied: the last number handed out
+      assertEquals(Map.of(Status.Code.RESOURCE_EXHAUSTED, 1L), client.stats().errors());
+    }
+  }
+
+  /**
+   * Callers waiting for one fetch of a new collection that fails all get its error; the collection is
+   * forgotten once, its one error and every caller's wait counted once, and the next call starts afresh.
+   */
+  @Test
+  void waiters_on_a_failed_first_fetch_leave_nothing_behind() throws Exception {
+    int callers = 4;
+    ExecutorService pool = Executors.newFixedThreadPool(callers);
+    try (HiloClient client = quiet().channel(a.channel).prefetchAt(0).build()) {
+      a.gate = new CountDownLatch(1);
+      a.failNextRange(Status.UNAVAILABLE.withDescription("store busy"));
+      List<Future<Status.Code>> calls = new ArrayList<>();
+      for (int i = 0; i < callers; i++) {
+        boolean handle = i % 2 == 0;
+        calls.add(pool.submit(() -> {
+          try {
+            if (handle) client.collection("w").nextId();
+            else client.nextId("w");
+            return Status.Code.OK;
+          } catch (HiloException e) {
+            return e.code();
+          }
+        }));
+      }
+      // Every caller waits (callsWaited counts a caller as it begins to wait), one of them on the node.
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+      while (client.stats().callsWaited() < callers || a.nextRangeStarted.get() < 1) {
+        if (System.nanoTime() > deadline) fail("the callers did not all wait");
+        Thread.onSpinWait();
+      }
+      a.gate.countDown();
+      for (Future<Status.Code> f : calls) assertEquals(Status.Code.UNAVAILABLE, f.get(10, TimeUnit.SECONDS));
+      assertEquals(Set.of(), client.collectionsForTesting());
+      ClientStats stats = client.stats();
+      assertEquals(Map.of(Status.Code.UNAVAILABLE, 1L), stats.errors());
+      assertEquals(callers, stats.callsWaited());
+      a.gate = null;
+      assertEquals(new Id(1, "A"), client.nextId("w"));
+      assertEquals(2, a.nextRangeStarted.get());  // the failed fetch and this one
+    } finally {
+      pool.shutdownNow();
     }
   }
 

@@ -12,6 +12,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
@@ -84,6 +85,56 @@ class RealServerTest {
     try (HiloClient client = quiet().targets(a.target()).build()) {
       HiloException e = assertThrows(HiloException.class, () -> client.nextId("bad\u0001name"));
       assertEquals(Status.Code.INVALID_ARGUMENT, e.code());
+    }
+  }
+
+  /**
+   * A caller naming many collections the server refuses (names from its own users, say) must not grow the
+   * client by one collection each; every failure still counts, and the good collection goes on.
+   */
+  @Test
+  void collections_the_server_refuses_are_not_kept() throws Exception {
+    ServerProcess a = start("A");
+    try (HiloClient client = quiet().targets(a.target()).prefetchAt(0).build()) {
+      assertEquals(new Id(1, "A"), client.nextId("kept"));
+      int calls = 0;
+      for (int i = 0; i < 200; i++) {
+        for (String bad : List.of("bad\u0001" + i, "x".repeat(257) + i)) {
+          // Each way in: the client's two calls and a handle's two.
+          int way = calls++ % 4;
+          HiloException e = assertThrows(HiloException.class, () -> {
+            if (way == 0) client.nextId(bad);
+            else if (way == 1) client.nextDocumentId(bad);
+            else if (way == 2) client.collection(bad).nextId();
+            else client.collection(bad).nextDocumentId();
+          });
+          assertEquals(Status.Code.INVALID_ARGUMENT, e.code(), e.getMessage());
+        }
+      }
+      assertEquals(Set.of("kept"), client.collectionsForTesting());
+      ClientStats stats = client.stats();
+      assertEquals(Map.of(Status.Code.INVALID_ARGUMENT, 400L), stats.errors());
+      assertEquals(401, stats.callsWaited());  // each failed call waited for its own fetch
+      assertEquals(1, stats.rangesFetched());
+      assertEquals(new Id(2, "A"), client.nextId("kept"));
+      assertEquals("kept/3-A", client.nextDocumentId("kept"));
+    }
+  }
+
+  /** New collections past the server's --max_collections (RESOURCE_EXHAUSTED) are not kept either. */
+  @Test
+  void collections_refused_for_the_limit_are_not_kept() throws Exception {
+    ServerProcess l = start("L", "--max_collections=1");
+    try (HiloClient client = quiet().targets(l.target()).prefetchAt(0).build()) {
+      assertEquals(new Id(1, "L"), client.nextId("first"));
+      for (int i = 0; i < 50; i++) {
+        String name = "new" + i;
+        HiloException e = assertThrows(HiloException.class, () -> client.nextId(name));
+        assertEquals(Status.Code.RESOURCE_EXHAUSTED, e.code(), e.getMessage());
+      }
+      assertEquals(Set.of("first"), client.collectionsForTesting());
+      assertEquals(Map.of(Status.Code.RESOURCE_EXHAUSTED, 50L), client.stats().errors());
+      assertEquals(new Id(2, "L"), client.nextId("first"));
     }
   }
 
