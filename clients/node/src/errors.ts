@@ -55,3 +55,19 @@ export class HiloError extends Error {
 export function isTransient(code: number): boolean {
   return code === StatusCode.UNAVAILABLE || code === StatusCode.DEADLINE_EXCEEDED;
 }
+
+/** Names up to this many characters are quoted whole (a valid name is 1-256 bytes of UTF-8). */
+const WHOLE_NAME_CHARS = 256;
+/** How many characters of a longer name (never a valid one) a message quotes. */
+const LONG_NAME_PREFIX_CHARS = 64;
+
+/**
+ * A caller-supplied collection name as messages quote it, escaped as a JSON
+ * string (no newline or ESC reaches a log raw): whole when it is at most 256
+ * characters, else its first 64 characters then "... (N characters)", so
+ * that a huge name gives no huge message.
+ */
+export function quoteName(name: string): string {
+  if (name.length <= WHOLE_NAME_CHARS) return JSON.stringify(name);
+  return `${JSON.stringify(name.slice(0, LONG_NAME_PREFIX_CHARS))}... (${name.length} characters)`;
+}

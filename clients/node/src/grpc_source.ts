@@ -5,7 +5,7 @@
 // that). Private to the package.
 
 import type * as grpc from '@grpc/grpc-js';
-import { HiloError, StatusCode } from './errors.js';
+import { HiloError, StatusCode, quoteName } from './errors.js';
 import type { HeldView } from './held.js';
 import type {
   NextRangeRequest,
@@ -70,7 +70,7 @@ function check(
     return `NextRange replied with node tag ${JSON.stringify(r.node_tag)}, which is not 1-4 characters of A-Z and 0-9`;
   }
   const overlap = held.problemWith(r.node_tag, low, high);
-  if (overlap !== null) return `${overlap} (collection "${collection}")`;
+  if (overlap !== null) return `${overlap} (collection ${quoteName(collection)})`;
   return { low, high };
 }
 

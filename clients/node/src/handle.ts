@@ -1,8 +1,10 @@
 // CollectionHandle: the public handle on one collection of a HiloClient
-// (HiloClient.collection). One per collection, made on its first
-// collection() call; it only forwards to the collection's RangeCache, and
-// moves to the collection's next cache when the client forgot its cache (a
-// collection that never received a range, after a failed call).
+// (HiloClient.collection). Made on a collection's first collection() call;
+// it only forwards to the collection's RangeCache. When the client forgot
+// that cache (a collection that never received a range, after a failed
+// call), the handle's next call looks the name up again through the
+// forgotten cache (RangeCache.successor, the client's lookup) and keeps the
+// cache it finds. A cache knows nothing of the handles on it.
 
 import type { RangeCache } from './range_cache.js';
 import type { CallOptions, HiloId } from './types.js';
@@ -13,15 +15,12 @@ import type { CallOptions, HiloId } from './types.js';
  * nextId on that collection.
  */
 export class CollectionHandle {
-  /** The collection's cache; replaced when the client forgets it (RangeCache.follow). */
+  /** The collection's cache; replaced by the collection's cache now once the client forgot it. */
   private cache: RangeCache;
 
   /** @internal */
   constructor(cache: RangeCache) {
     this.cache = cache;
-    cache.follow((to) => {
-      this.cache = to;
-    });
   }
 
   get name(): string {
@@ -30,12 +29,12 @@ export class CollectionHandle {
 
   /** As HiloClient.nextId on this collection. */
   nextId(options?: CallOptions): Promise<HiloId> {
-    return this.cache.nextId(options);
+    return this.current().nextId(options);
   }
 
   /** As HiloClient.nextDocumentId on this collection. */
   nextDocumentId(options?: CallOptions): Promise<string> {
-    return this.cache.nextDocumentId(options);
+    return this.current().nextDocumentId(options);
   }
 
   /**
@@ -44,11 +43,18 @@ export class CollectionHandle {
    * throws.
    */
   tryNextDocumentId(): string | undefined {
-    return this.cache.tryDocumentId();
+    // A forgotten cache holds no range: only a miss needs the check.
+    return this.cache.tryDocumentId() ?? this.current().tryDocumentId();
   }
 
   /** The next ID if the cached range has one, else undefined. Synchronous. */
   tryNextId(): HiloId | undefined {
-    return this.cache.tryId();
+    return this.cache.tryId() ?? this.current().tryId();
+  }
+
+  /** The collection's cache: the one this handle is on, unless the client forgot it (then the one the client has now, kept). */
+  private current(): RangeCache {
+    const c = this.cache;
+    return c.forgotten ? (this.cache = c.successor()) : c;
   }
 }

@@ -14,7 +14,7 @@
 // promise every caller that finds no number awaits; it is cleared when it
 // settles, so after a failed fetch the next caller asks again.
 
-import { HiloError, StatusCode } from './errors.js';
+import { HiloError, StatusCode, quoteName } from './errors.js';
 import { HeldNumbers } from './held.js';
 import type { Timestamp } from './proto.js';
 import { Range } from './range.js';
@@ -40,9 +40,6 @@ export interface CacheContext {
   /** The client's cache of `collection`, made (and kept) if it has none. */
   readonly lookup: (collection: string) => RangeCache;
 }
-
-/** Moves a CollectionHandle onto the collection's next cache, once the one it is on was forgotten. */
-export type Mover = (to: RangeCache) => void;
 
 /** Thrown by wait() of a forgotten cache, and caught in waitAndTake: never seen outside. */
 const FORGOTTEN: unique symbol = Symbol('forgotten');
@@ -94,9 +91,7 @@ export class RangeCache {
    * range), which never fetches or hands out a number again; a caller that
    * finds it looks the collection up again.
    */
-  private forgotten = false;
-  /** The CollectionHandles on this cache (null: none), moved to the next cache when it is forgotten. */
-  private movers: Mover[] | null = null;
+  forgotten = false;
   private previous: Previous = { size: 0n, rangeAt: null, max: 0n };
   /**
    * Per node tag: the numbers of this collection the client holds or handed
@@ -212,46 +207,33 @@ export class RangeCache {
   }
 
   /**
-   * For a caller that found this cache forgotten: has the client drop it,
-   * if no one did yet, and gives the collection's cache now (a new one if
-   * the client has none). The handles on this cache move to it.
+   * For a caller (or a CollectionHandle) that found this cache forgotten:
+   * has the client drop it, if no one did yet, and gives the collection's
+   * cache now (a new one if the client has none).
    */
-  private successor(): RangeCache {
+  successor(): RangeCache {
     this.ctx.drop(this);
-    const next = this.ctx.lookup(this.name);
-    const movers = this.movers;
-    this.movers = null;
-    if (movers !== null) {
-      for (const move of movers) {
-        move(next);
-        next.follow(move);
-      }
-    }
-    return next;
-  }
-
-  /** Registers a CollectionHandle on this cache: `move` puts it on the next cache once this one is forgotten. */
-  follow(move: Mover): void {
-    (this.movers ??= []).push(move);
+    return this.ctx.lookup(this.name);
   }
 
   /** Waits until a number may be left again: joins the operation in flight, or starts a fetch. Throws the fetch's error, or FORGOTTEN (before counting anything). */
   private async wait(signal: AbortSignal | undefined, started: number | null, counted: boolean): Promise<number> {
     // Counts nothing here: the counters of a forgotten cache are the client's.
     if (this.forgotten) throw FORGOTTEN;
+    // A call the closed client fails waited for no range (CONTRACT.md R14).
+    if (this.closed) {
+      throw new HiloError(StatusCode.FAILED_PRECONDITION, `client is closed; no more IDs of ${quoteName(this.name)}`);
+    }
     const now = this.ctx.now();
     if (started === null) started = now;
     if (!counted) this.counters.calls_waited++;
-    if (this.closed) {
-      throw new HiloError(StatusCode.FAILED_PRECONDITION, `client is closed; no more IDs of "${this.name}"`);
-    }
     if (signal?.aborted) throw aborted(this.name, signal);
     // A caller whose fetches keep succeeding while others drain them still stops.
     const bound = this.ctx.waitBoundMs;
     if (now - started > bound) {
       throw new HiloError(
         StatusCode.DEADLINE_EXCEEDED,
-        `waited over ${bound} ms for a number of "${this.name}"; other callers took every one`,
+        `waited over ${bound} ms for a number of ${quoteName(this.name)}; other callers took every one`,
       );
     }
     if (this.inflight === null) this.startFetch(false);
@@ -368,7 +350,7 @@ export class RangeCache {
       this.ahead = range;
     } else {
       // Unreachable: one fetch at a time, and none while a range waits ahead.
-      throw new HiloError(StatusCode.INTERNAL, `collection "${this.name}" already holds two ranges`);
+      throw new HiloError(StatusCode.INTERNAL, `collection ${quoteName(this.name)} already holds two ranges`);
     }
   }
 
@@ -436,7 +418,7 @@ export class RangeCache {
       } else if (o instanceof HiloError) {
         this.counters.returns_failed++;
         this.countError(o.code);
-        this.ctx.log(`hilo: returning numbers ${last + 1n}-${range.high} of collection "${this.name}" failed: ${o.codeName}: ${o.message}`);
+        this.ctx.log(`hilo: returning numbers ${last + 1n}-${range.high} of collection ${quoteName(this.name)} failed: ${o.codeName}: ${o.message}`);
       } else {
         this.counters.returns_refused++;
       }
@@ -477,7 +459,7 @@ export class RangeCache {
 
 export function aborted(collection: string, signal: AbortSignal): HiloError {
   const reason = signal.reason instanceof Error ? signal.reason.message : String(signal.reason);
-  return new HiloError(StatusCode.CANCELLED, `wait for a number of "${collection}" aborted: ${reason}`, {
+  return new HiloError(StatusCode.CANCELLED, `wait for a number of ${quoteName(collection)} aborted: ${reason}`, {
     cause: signal.reason,
   });
 }

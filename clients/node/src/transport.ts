@@ -5,7 +5,7 @@
 // Private to the package.
 
 import type * as grpc from '@grpc/grpc-js';
-import { HiloError, StatusCode, isTransient, statusCodeName } from './errors.js';
+import { HiloError, StatusCode, isTransient, quoteName, statusCodeName } from './errors.js';
 import type { HiLoStub, NextRangeRequest, NextRangeResponse } from './proto.js';
 
 const RETURN_ATTEMPTS = 3;
@@ -65,7 +65,7 @@ export class Transport {
       // UNIMPLEMENTED): refused here, as the server would (CONTRACT.md R13).
       throw new HiloError(
         StatusCode.INVALID_ARGUMENT,
-        `collection name ${JSON.stringify(request.collection)} holds an unpaired surrogate, which is no Unicode character; a collection is 1-256 bytes of UTF-8 without control characters`,
+        `collection name ${quoteName(request.collection)} holds an unpaired surrogate, which is no Unicode character; a collection is 1-256 bytes of UTF-8 without control characters`,
       );
     }
     const failures: string[] = [];
@@ -108,7 +108,7 @@ export class Transport {
           failures.push(`${target}: ${statusCodeName(err.code)}: ${err.details}`);
           continue;
         }
-        throw new HiloError(err.code, `${target}: NextRange for "${request.collection}" failed: ${err.details}`, { cause: e });
+        throw new HiloError(err.code, `${target}: NextRange for ${quoteName(request.collection)} failed: ${err.details}`, { cause: e });
       }
       const checked = accept(response);
       if (typeof checked === 'string') {
@@ -123,8 +123,8 @@ export class Transport {
     throw new HiloError(
       code,
       anyInvalid
-        ? `no hilo server gave a usable range of "${request.collection}": ${failures.join('; ')}`
-        : `no hilo server answered NextRange for "${request.collection}": ${failures.join('; ')}`,
+        ? `no hilo server gave a usable range of ${quoteName(request.collection)}: ${failures.join('; ')}`
+        : `no hilo server answered NextRange for ${quoteName(request.collection)}: ${failures.join('; ')}`,
     );
   }
 

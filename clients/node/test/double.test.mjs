@@ -76,6 +76,48 @@ test('a collection whose first fetch failed is forgotten; its handle moves on to
   await a.close();
 });
 
+// A handle is never registered on a cache: one on a forgotten cache looks
+// the name up again on its next call. A kept handle and a new
+// collection() handle per call through a long outage must leave nothing
+// per handle on the live cache (handles once piled up there, each new
+// cache copying every one of them).
+test('300 rounds of an outage on a new collection leave no per-handle state on the live cache; every handle works after', async () => {
+  const d = await double();
+  const ROUNDS = 300;
+  let outages = 2 * ROUNDS;
+  d.nextRangeHook = () =>
+    outages-- > 0 ? Object.assign(new Error('scripted outage'), { code: grpc.status.UNAVAILABLE }) : undefined;
+  const a = new HiloClient({ targets: [d.target], rpcDeadlineMs: 1000 });
+  const kept = a.collection('orders');
+  const handles = [kept];
+  for (let i = 0; i < ROUNDS; i++) {
+    await rejectsWith(kept.nextId(), 'UNAVAILABLE');
+    const h = a.collection('orders');
+    handles.push(h);
+    await rejectsWith(h.nextDocumentId(), 'UNAVAILABLE');
+  }
+  assert.equal(a.caches.size, 0);
+  assert.deepEqual([...a.handles.keys()], []);
+  assert.equal(new Set(handles).size, ROUNDS + 1);
+  // Recovered: every handle draws, each through the one live cache.
+  const got = [];
+  for (const h of handles) got.push((await h.nextId()).number);
+  assert.deepEqual(got, Array.from({ length: ROUNDS + 1 }, (_, i) => BigInt(i + 1)));
+  const live = a.caches.get('orders');
+  assert.equal(a.caches.size, 1);
+  for (const h of handles) assert.equal(h.cache, live);
+  // Nothing on it grew with the handles: no list of them, and no array,
+  // map or set of it holds more than a few entries.
+  assert.equal('movers' in live, false);
+  for (const [key, v] of Object.entries(live)) {
+    const n = Array.isArray(v) ? v.length : v instanceof Map || v instanceof Set ? v.size : 0;
+    assert.ok(n < 4, `live cache's ${key} holds ${n} entries`);
+  }
+  assert.deepEqual(a.stats().errors, { UNAVAILABLE: 2 * ROUNDS });
+  assert.equal(handles[ROUNDS].tryNextDocumentId(), `orders/${ROUNDS + 2}-A`);
+  await a.close();
+});
+
 test('every caller gave up waiting (aborted) and the fetch then failed: the collection is not kept', async () => {
   const d = await double();
   const release = d.hold();

@@ -327,6 +327,53 @@ test('TLS: the client checks the server certificate against the given CA', async
   }
 });
 
+test('after close, a failed call waited for no range: calls_waited stays, for a name known before close and a new one', async () => {
+  const s = await server();
+  const a = new HiloClient({ targets: [s.target], prefetchAt: 0 });
+  assert.deepEqual(await a.nextId('known'), { number: 1n, tag: 'A' });
+  assert.equal(a.stats().calls_waited, 1);
+  await a.close();
+  for (let i = 0; i < 3; i++) {
+    await rejectsWith(a.nextId('known'), 'FAILED_PRECONDITION');
+    await rejectsWith(a.collection('known').nextDocumentId(), 'FAILED_PRECONDITION');
+    await rejectsWith(a.nextId('new'), 'FAILED_PRECONDITION');
+    await rejectsWith(a.collection('new').nextId(), 'FAILED_PRECONDITION');
+  }
+  assert.equal(a.stats().calls_waited, 1);
+  assert.equal(a.stats().ranges_fetched, 1);
+});
+
+// A name is the caller's: a message quotes it escaped, whole up to 256
+// characters (a valid name is at most 256 bytes), else its first 64, so a huge name gives no huge message and a newline or ESC in a
+// name never reaches a log raw.
+test('messages quote a name escaped, and only the start of a name over 256 characters', async () => {
+  const s = await server();
+  const a = new HiloClient({ targets: [s.target], rpcDeadlineMs: 2000 });
+  const huge = 'x'.repeat(1_000_000);
+  // The server takes messages of up to 64 KiB.
+  const open = await rejectsWith(a.nextId(huge), 'RESOURCE_EXHAUSTED');
+  assert.ok(open.message.length < 400, `message of ${open.message.length} characters`);
+  assert.ok(open.message.includes(`"${'x'.repeat(64)}"... (1000000 characters)`), open.message);
+  const long = await rejectsWith(a.nextId('y'.repeat(255) + '\x01'), 'INVALID_ARGUMENT');
+  assert.ok(long.message.includes(`"${'y'.repeat(255)}\\u0001"`), long.message);
+  const raw = await rejectsWith(a.nextId('bad\nname\x1b[31m'), 'INVALID_ARGUMENT');
+  assert.ok(!/[\n\x1b]/.test(raw.message), JSON.stringify(raw.message));
+  assert.ok(raw.message.includes('"bad\\nname\\u001b[31m"'), raw.message);
+  // Every target down: the message names the collection too.
+  const down = new HiloClient({ targets: ['127.0.0.1:1'], rpcDeadlineMs: 500 });
+  const gone = await rejectsWith(down.nextId(`${huge}\n`), 'UNAVAILABLE');
+  assert.ok(gone.message.length < 400, `message of ${gone.message.length} characters`);
+  const esc = await rejectsWith(down.nextId('down\x1b\n'), 'UNAVAILABLE');
+  assert.ok(!/[\n\x1b]/.test(esc.message), JSON.stringify(esc.message));
+  await down.close();
+  await a.close();
+  const closed = await rejectsWith(a.nextId(huge), 'FAILED_PRECONDITION');
+  assert.ok(closed.message.length < 400, `message of ${closed.message.length} characters`);
+  const closedRaw = await rejectsWith(a.collection('c\n\x1b').nextId(), 'FAILED_PRECONDITION');
+  assert.ok(!/[\n\x1b]/.test(closedRaw.message), JSON.stringify(closedRaw.message));
+  assert.ok(closedRaw.message.includes('"c\\n\\u001b"'), closedRaw.message);
+});
+
 test('after close every call is FAILED_PRECONDITION; close twice is one close; Symbol.asyncDispose closes', async () => {
   const s = await server();
   const a = new HiloClient({ targets: [s.target] });
