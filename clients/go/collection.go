@@ -276,8 +276,8 @@ func (c *rangeCache) wait(ctx context.Context, f *flight) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-bound.C:
-		return newError(codes.DeadlineExceeded, nil, "waited %s for a range of %q from %s",
-			c.set.fetchBound, c.name, c.src.describe())
+		return newError(codes.DeadlineExceeded, nil, "waited %s for a range of %s from %s",
+			c.set.fetchBound, quoteName(c.name), c.src.describe())
 	}
 }
 
@@ -471,8 +471,8 @@ func (c *rangeCache) endReturn(u unused, outcomes [][]returnOutcome) {
 			case o.err != nil:
 				c.set.stats.returnsFailed.Add(1)
 				c.set.stats.countError(codeOf(o.err))
-				lines = append(lines, fmt.Sprintf("hilo: returning numbers %d-%d of collection %q failed: %v",
-					it.last+1, it.r.high, it.collection, o.err))
+				lines = append(lines, fmt.Sprintf("hilo: returning numbers %d-%d of collection %s failed: %v",
+					it.last+1, it.r.high, quoteName(it.collection), o.err))
 			case o.applied || o.max == it.last:
 				// A refusal with Max already at last is a retried copy of a
 				// return that applied (its reply was lost).

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -71,4 +73,22 @@ func codeOf(err error) codes.Code {
 // on another server, or on the same one a little later.
 func transient(code codes.Code) bool {
 	return code == codes.Unavailable || code == codes.DeadlineExceeded
+}
+
+// maxQuotedName is the most bytes of a collection name a message quotes.
+const maxQuotedName = 256
+
+// quoteName is name quoted for a message (Go syntax, escaped): a name is
+// the caller's, of any length, so past maxQuotedName bytes only the first
+// ones are quoted (cut at a character's start), then "... (N bytes)".
+// Every message that names a collection quotes it with this.
+func quoteName(name string) string {
+	if len(name) <= maxQuotedName {
+		return strconv.Quote(name)
+	}
+	cut := maxQuotedName
+	for i := 0; i < utf8.UTFMax && cut > 0 && !utf8.RuneStart(name[cut]); i++ {
+		cut--
+	}
+	return strconv.Quote(name[:cut]) + "... (" + strconv.Itoa(len(name)) + " bytes)"
 }

@@ -548,3 +548,36 @@ func TestRealServerGoroutinesOnARefusedNameAllGetTheServersError(t *testing.T) {
 	wantDocumentID(t, c, "good", "good/1-A")
 	wantCollections(t, c, "good")
 }
+
+// A name of a million bytes is quoted in part in every message: the error
+// stays short, on an open client and on a closed one.
+func TestRealServerAHugeNameGivesAShortMessage(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, "A")
+	c := newRealClient(t, Config{}, srv)
+	huge := strings.Repeat("n", 1000000)
+	check := func(what string, err error) {
+		t.Helper()
+		if err == nil || len(err.Error()) >= 400 {
+			t.Fatalf("%s: the error is %d bytes, want under 400: %.600s", what, len(err.Error()), err)
+		}
+	}
+	_, err := c.NextID(bg, huge)
+	check("NextID", err)
+	// The server refuses it (RESOURCE_EXHAUSTED: past its largest request).
+	if !strings.Contains(err.Error(), `NextRange of "nnnn`) || !strings.Contains(err.Error(), `nnn"... (1000000 bytes)`) {
+		t.Fatalf("the error does not quote the name's start and give its length: %v", err)
+	}
+	_, err = c.Collection(huge).NextID(bg)
+	check("Collection.NextID", err)
+	_, err = c.NextID(bg, huge[:999999]+"\xff") // not UTF-8: refused by the client
+	check("NextID of a name that is not UTF-8", err)
+	wantCode(t, err, codes.InvalidArgument, "is not valid UTF-8")
+	if err := c.Close(bg); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	_, err = c.NextID(bg, huge)
+	check("NextID after Close", err)
+	_, err = c.Collection(huge).NextID(bg)
+	check("Collection.NextID after Close", err)
+}

@@ -98,8 +98,8 @@ func (s *source) next(collection string, prev previous) (*span, error) {
 		// Marshalling would fail (INTERNAL): refused here, as the server
 		// would (CONTRACT.md R13).
 		return nil, newError(codes.InvalidArgument, nil,
-			"collection name %q is not valid UTF-8; a collection is 1-256 bytes of UTF-8 without control characters",
-			collection)
+			"collection %s is not valid UTF-8; a name is 1-256 bytes of UTF-8, no control characters",
+			quoteName(collection))
 	}
 	req := &hilov1.NextRangeRequest{
 		Collection:  collection,
@@ -128,7 +128,7 @@ func (s *source) next(collection string, prev previous) (*span, error) {
 		if err != nil {
 			code := status.Code(err)
 			if !transient(code) {
-				return nil, newError(code, err, "%s: NextRange of %q: %s", t.name, collection,
+				return nil, newError(code, err, "%s: NextRange of %s: %s", t.name, quoteName(collection),
 					status.Convert(err).Message())
 			}
 			failures = append(failures, fmt.Sprintf("%s: %s: %s", t.name, code,
@@ -147,11 +147,11 @@ func (s *source) next(collection string, prev previous) (*span, error) {
 		return newSpan(resp, index), nil
 	}
 	if anyRefused {
-		return nil, newError(codes.Internal, nil, "no hilo server gave a usable range of %q: %s",
-			collection, strings.Join(failures, "; "))
+		return nil, newError(codes.Internal, nil, "no hilo server gave a usable range of %s: %s",
+			quoteName(collection), strings.Join(failures, "; "))
 	}
-	return nil, newError(codes.Unavailable, nil, "no hilo server answered NextRange for %q: %s",
-		collection, strings.Join(failures, "; "))
+	return nil, newError(codes.Unavailable, nil, "no hilo server answered NextRange for %s: %s",
+		quoteName(collection), strings.Join(failures, "; "))
 }
 
 // echoRefused says whether code may be a node's refusal of the previous
@@ -191,7 +191,7 @@ func checkReply(r *hilov1.NextRangeResponse, collection string, held heldNumbers
 			at.GetSeconds(), at.GetNanos())
 	}
 	if err := held.check(r.GetNodeTag(), r.GetLow(), r.GetHigh()); err != nil {
-		return fmt.Errorf("%w (collection %q)", err, collection)
+		return fmt.Errorf("%w (collection %s)", err, quoteName(collection))
 	}
 	return nil
 }
@@ -327,8 +327,8 @@ func (s *source) returnBatch(ctx context.Context, t *target, items []returnItem,
 						t.name, len(resp.GetResults()), len(items))
 				case resp.Results[i].GetCode() != 0:
 					r := resp.Results[i]
-					out[i].err = newError(codes.Code(r.GetCode()), nil, "%s: ReturnRanges refused the return of %d-%d of %q: %s",
-						t.name, items[i].last+1, items[i].r.high, items[i].collection, r.GetMessage())
+					out[i].err = newError(codes.Code(r.GetCode()), nil, "%s: ReturnRanges refused the return of %d-%d of %s: %s",
+						t.name, items[i].last+1, items[i].r.high, quoteName(items[i].collection), r.GetMessage())
 				default:
 					out[i] = returnOutcome{applied: resp.Results[i].GetApplied(), max: resp.Results[i].GetMax()}
 				}
