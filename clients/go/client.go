@@ -324,13 +324,17 @@ func (c *Client) cache(collection string) *rangeCache {
 	if rc := old[collection]; rc != nil {
 		return rc
 	}
+	if c.closed.Load() {
+		// After Close (which sets closed before it takes createMu, so its
+		// list holds every cache stored before): a closed cache, not
+		// stored, so that names first used after Close do not pile up.
+		return newRangeCache(collection, c.src, c.settings, true)
+	}
 	caches := make(map[string]*rangeCache, len(old)+1)
 	for k, v := range old {
 		caches[k] = v
 	}
-	// A cache made after Close took its list is closed from the start
-	// (Close sets closed before it takes createMu).
-	rc := newRangeCache(collection, c.src, c.settings, c.closed.Load())
+	rc := newRangeCache(collection, c.src, c.settings, false)
 	caches[collection] = rc
 	c.caches.Store(&caches)
 	return rc

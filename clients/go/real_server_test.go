@@ -581,3 +581,29 @@ func TestRealServerAHugeNameGivesAShortMessage(t *testing.T) {
 	_, err = c.Collection(huge).NextID(bg)
 	check("Collection.NextID after Close", err)
 }
+
+// Names first used after Close, by NextID or through a handle, fail with
+// ErrClosed and leave the client's table as it was.
+func TestRealServerNamesAfterCloseAreNotKept(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, "A")
+	c := newRealClient(t, Config{}, srv)
+	wantDocumentID(t, c, "good", "good/1-A")
+	if err := c.Close(bg); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	for i := 0; i < 100; i++ {
+		name := fmt.Sprintf("after%d", i)
+		if _, err := c.Collection(name).NextID(bg); !errors.Is(err, ErrClosed) {
+			t.Fatalf("Collection(%q).NextID after Close: %v, want ErrClosed", name, err)
+		}
+		if _, err := c.NextID(bg, name); !errors.Is(err, ErrClosed) {
+			t.Fatalf("NextID(%q) after Close: %v, want ErrClosed", name, err)
+		}
+	}
+	h := c.Collection("good")
+	if _, err := h.NextID(bg); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Collection(good).NextID after Close: %v, want ErrClosed", err)
+	}
+	wantCollections(t, c, "good")
+}
