@@ -309,6 +309,7 @@ func newClient(cfg Config, clients []hilov1.HiLoClient) *Client {
 			logf(format, args...)
 		},
 		stats: &c.stats,
+		drop:  func(rc *rangeCache) { c.drop(rc.name, rc) },
 	}
 	c.caches.Store(&map[string]*rangeCache{})
 	return c
@@ -340,9 +341,10 @@ func (c *Client) cache(collection string) *rangeCache {
 	return rc
 }
 
-// drop removes rc, which forgetIfUnused closed, from the table if it is
-// still there (whoever comes first; the others find it gone). Nothing else
-// moves: its counters are the client's already, and it holds no range.
+// drop removes rc, which forgetIfUnused or its failed fetch (launch)
+// closed, from the table if it is still there (whoever comes first; the
+// others find it gone). Nothing else moves: its counters are the client's
+// already, and it holds no range.
 func (c *Client) drop(collection string, rc *rangeCache) {
 	c.createMu.Lock()
 	defer c.createMu.Unlock()

@@ -91,6 +91,11 @@ type cacheSettings struct {
 	now        func() time.Time
 	logf       func(format string, args ...interface{}) // one line at a time
 	stats      *counters
+	// Called, without mu, when a failed fetch forgot cache c (see
+	// launch), before its waiters wake, so that the client drops it from
+	// its table. Nil: no table, and a failed fetch forgets nothing (the
+	// next call fetches again).
+	drop func(c *rangeCache)
 }
 
 // flight is one NextRange under way for a collection, on demand or ahead of
@@ -352,14 +357,35 @@ func (c *rangeCache) launch(prefetch bool) *flight {
 	go func() {
 		s, err := c.src.next(c.name, prev)
 		c.mu.Lock()
+		forgot := false
 		if err != nil {
 			c.set.stats.countError(codeOf(err))
 			f.err = err
+			// A cache that never received a range is forgotten from here
+			// too (as forgetIfUnused), when someone keeps a table to drop
+			// it from: its callers may all have left (their ctx ended)
+			// while this fetch was out, and then none of them would forget
+			// it. Its waiters still get err.
+			forgot = c.set.drop != nil && !c.received && !c.closed
+			if forgot {
+				c.closed, c.forgotten = true, true
+			}
 		} else {
 			c.accept(s, prefetch)
 		}
-		c.flying = nil
+		if !forgot {
+			c.flying = nil
+		}
 		c.mu.Unlock()
+		if forgot {
+			// The flight ends once the client dropped the cache: a caller
+			// that gets err finds the client without it, as after
+			// forgetIfUnused. (Closed, the cache launches nothing meanwhile.)
+			c.set.drop(c)
+			c.mu.Lock()
+			c.flying = nil
+			c.mu.Unlock()
+		}
 		close(f.done)
 	}()
 	return f

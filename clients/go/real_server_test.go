@@ -3,6 +3,7 @@ package hilo
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -606,4 +607,47 @@ func TestRealServerNamesAfterCloseAreNotKept(t *testing.T) {
 		t.Fatalf("Collection(good).NextID after Close: %v, want ErrClosed", err)
 	}
 	wantCollections(t, c, "good")
+}
+
+// Callers whose ctx ended before the fetch of a refused name failed (100
+// names, none seen again): the fetch itself forgets each cache, so the
+// client keeps only the good collection, each fetch's error counted once.
+func TestRealServerRefusedNamesLeftByTheirCallersAreNotKept(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, "A")
+	c := newRealClient(t, Config{}, srv)
+	wantDocumentID(t, c, "good", "good/1-A")
+	cancelled, cancel := context.WithCancel(bg)
+	cancel()
+	const names = 100
+	for i := 0; i < names; i++ {
+		name := fmt.Sprintf("bad\x01%d", i)
+		var err error
+		if i%2 == 0 {
+			_, err = c.NextID(cancelled, name)
+		} else {
+			_, err = c.Collection(name).NextID(cancelled)
+		}
+		var e *Error
+		if err != context.Canceled && !(errors.As(err, &e) && e.Code == codes.InvalidArgument) {
+			t.Fatalf("NextID(%q) with a cancelled ctx: %v, want context.Canceled or INVALID_ARGUMENT", name, err)
+		}
+	}
+	// Each fetch ends within its deadline; wait for every flight still out
+	// (a failed fetch drops its cache before its flight ends).
+	for _, rc := range *c.caches.Load() {
+		rc.mu.Lock()
+		f := rc.flying
+		rc.mu.Unlock()
+		if f != nil {
+			<-f.done
+		}
+	}
+	wantCollections(t, c, "good")
+	wantErrors(t, c, map[codes.Code]int64{codes.InvalidArgument: names})
+	// The name is refused again, afresh, and the client still keeps nothing.
+	_, err := c.NextID(bg, "bad\x010")
+	wantCode(t, err, codes.InvalidArgument, `NextRange of "bad\x010"`)
+	wantCollections(t, c, "good")
+	wantDocumentID(t, c, "good", "good/2-A")
 }
