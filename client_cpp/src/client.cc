@@ -379,11 +379,21 @@ Client::CollectionEntry& Client::AddCollection(absl::string_view collection) {
   return *entry;
 }
 
+namespace {
+
+// What a call on a name CollectionFor refused returns: out of line, so that
+// the calls' fast paths carry none of it.
+template <typename T>
+ABSL_ATTRIBUTE_NOINLINE absl::StatusOr<T> Refused(
+    absl::string_view collection) {
+  return internal::CheckCollectionName(collection);
+}
+
+}  // namespace
+
 absl::StatusOr<Id> Client::NextId(absl::string_view collection) {
   CollectionEntry* entry = CollectionFor(collection);
-  if (ABSL_PREDICT_FALSE(entry == nullptr)) {
-    return internal::CheckCollectionName(collection);
-  }
+  if (ABSL_PREDICT_FALSE(entry == nullptr)) return Refused<Id>(collection);
   return entry->cache.Next();
 }
 
@@ -391,7 +401,7 @@ absl::StatusOr<std::string> Client::NextDocumentId(
     absl::string_view collection) {
   CollectionEntry* entry = CollectionFor(collection);
   if (ABSL_PREDICT_FALSE(entry == nullptr)) {
-    return internal::CheckCollectionName(collection);
+    return Refused<std::string>(collection);
   }
   internal::RangeCache::Taken taken;
   if (absl::Status s = entry->cache.Take(&taken); !s.ok()) return s;
