@@ -299,45 +299,11 @@ class _RangeCache:
             claim = 0
             try:
                 with self._lock:  # _cond's lock
-                    while True:
-                        if self._closed:
-                            raise self._closed_error()
-                        r = self._range
-                        if r is not None and self._next <= r.high:
-                            if waited:
-                                self._waited += 1
-                            return self._take()
-                        if self._ahead is not None:
-                            # The range fetched ahead takes over, no round
-                            # trip.
-                            self._use(self._ahead)
-                            self._ahead = None
-                            continue
-                        left = self._claim_left()
-                        if left == 0:
-                            break
-                        waited = True
-                        calls = self._calls
-                        self._waiters += 1
-                        try:
-                            woken = self._cond.wait_for(
-                                lambda: self._calls != calls,
-                                min(left, _RECHECK_SECONDS))
-                        finally:
-                            self._waiters -= 1
-                        if not woken:
-                            continue  # look again, at the lease too
-                        if self._error is not None and self._ahead is None and (
-                                self._range is None
-                                or self._next > self._range.high):
-                            # The fetch this caller waited for failed: share
-                            # its error rather than have every waiter try
-                            # again at once.
-                            self._waited += 1
-                            raise HiloError(self._error.code,
-                                            self._error.message)
+                    taken, waited = self._number_or_turn(waited)
+                    if taken is not None:
+                        return taken
                     # This caller fetches; callers arriving meanwhile wait
-                    # above.
+                    # in _number_or_turn.
                     claim = self._begin_claim()
                     dropped, self._dropped = self._dropped, None
                     previous = self._previous
@@ -390,6 +356,46 @@ class _RangeCache:
                         # channels under it.
                         raise self._closed_error() from None
                 raise
+
+    def _number_or_turn(self, waited: bool) -> Tuple[Optional[Id], bool]:
+        """_next_slow's wait, with _cond held: (a number, waited) from the
+        current range or the one fetched ahead, waiting while another
+        caller's claim is in force; (None, waited) once this caller may
+        claim the collection. `waited`: whether the call waited so far.
+        Raises as next(), and a fetch's error to the callers that waited
+        for it."""
+        while True:
+            if self._closed:
+                raise self._closed_error()
+            r = self._range
+            if r is not None and self._next <= r.high:
+                if waited:
+                    self._waited += 1
+                return self._take(), waited
+            if self._ahead is not None:
+                # The range fetched ahead takes over, no round trip.
+                self._use(self._ahead)
+                self._ahead = None
+                continue
+            left = self._claim_left()
+            if left == 0:
+                return None, waited
+            waited = True
+            calls = self._calls
+            self._waiters += 1
+            try:
+                woken = self._cond.wait_for(lambda: self._calls != calls,
+                                            min(left, _RECHECK_SECONDS))
+            finally:
+                self._waiters -= 1
+            if not woken:
+                continue  # look again, at the lease too
+            if self._error is not None and self._ahead is None and (
+                    self._range is None or self._next > self._range.high):
+                # The fetch this caller waited for failed: share its error
+                # rather than have every waiter try again at once.
+                self._waited += 1
+                raise HiloError(self._error.code, self._error.message)
 
     def prefetch(self) -> None:
         """Fetches the next range ahead of need, unless one is fetched or

@@ -13,7 +13,7 @@ package io.hilo.client;
  * }</pre>
  */
 public final class CollectionHandle {
-  private final HiloClient client;
+  private final CacheTable table;
   /**
    * The collection's cache. Replaced only when the client forgot it (a collection that never received a
    * range, after a failed call): the handle then looks the collection up again, as the client's own calls
@@ -22,8 +22,8 @@ public final class CollectionHandle {
   private volatile RangeCache cache;
   private final String prefix;
 
-  CollectionHandle(HiloClient client, RangeCache cache, char separator) {
-    this.client = client;
+  CollectionHandle(CacheTable table, RangeCache cache, char separator) {
+    this.table = table;
     this.cache = cache;
     this.prefix = cache.collection() + separator;
   }
@@ -49,9 +49,9 @@ public final class CollectionHandle {
       try {
         return c.slowNext();
       } catch (RangeCache.Forgotten f) {
-        cache = c = client.lookUpAgain(c);
+        cache = c = table.lookUpAgain(c);
       } catch (HiloException e) {
-        client.failed(c);
+        table.failed(c);
         throw e;
       }
     }
@@ -62,9 +62,9 @@ public final class CollectionHandle {
       try {
         return c.slowNextDocumentId(prefix);
       } catch (RangeCache.Forgotten f) {
-        cache = c = client.lookUpAgain(c);
+        cache = c = table.lookUpAgain(c);
       } catch (HiloException e) {
-        client.failed(c);
+        table.failed(c);
         throw e;
       }
     }

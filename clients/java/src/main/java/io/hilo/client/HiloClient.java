@@ -190,8 +190,22 @@ public final class HiloClient implements AutoCloseable {
    * name: the handle's first call reports it, as {@link #nextId} would.
    */
   public CollectionHandle collection(String collection) {
-    return new CollectionHandle(this, cacheFor(collection), separator);
+    return new CollectionHandle(table, cacheFor(collection), separator);
   }
+
+  /** The table as handles see it (CacheTable): this client's failed and lookUpAgain. */
+  private final CacheTable table =
+      new CacheTable() {
+        @Override
+        public void failed(RangeCache cache) {
+          HiloClient.this.failed(cache);
+        }
+
+        @Override
+        public RangeCache lookUpAgain(RangeCache cache) {
+          return HiloClient.this.lookUpAgain(cache);
+        }
+      };
 
   private RangeCache cacheFor(String collection) {
     if (collection == null) throw new HiloException(Status.Code.INVALID_ARGUMENT, "collection is null");
