@@ -241,7 +241,7 @@ public final class HiloClient implements AutoCloseable {
     }
   }
 
-  /** The counters of forgotten caches, as {@link #stats} sums them. Guarded by itself. */
+  /** Counters summed over caches: those of forgotten caches (guarded by itself), and stats()'s sum. */
   private static final class ForgottenStats {
     long waited, fetched, prefetched, applied, refused, failed;
     final long[] errors = new long[Status.Code.values().length];
@@ -254,6 +254,16 @@ public final class HiloClient implements AutoCloseable {
       refused += c.returnsRefused.get();
       failed += c.returnsFailed.get();
       for (int i = 0; i < errors.length; i++) errors[i] += c.errors.get(i);
+    }
+
+    void add(ForgottenStats f) {
+      waited += f.waited;
+      fetched += f.fetched;
+      prefetched += f.prefetched;
+      applied += f.applied;
+      refused += f.refused;
+      failed += f.failed;
+      for (int i = 0; i < errors.length; i++) errors[i] += f.errors[i];
     }
   }
 
@@ -269,31 +279,18 @@ public final class HiloClient implements AutoCloseable {
 
   /** The counters so far, summed over every collection, and each collection's runway. */
   public ClientStats stats() {
-    long waited = 0, fetched = 0, prefetched = 0, applied = 0, refused = 0, failed = 0;
     Status.Code[] codes = Status.Code.values();
-    long[] errors = new long[codes.length];
+    ForgottenStats sum = new ForgottenStats();
     List<RangeCache> held;
     synchronized (forgottenStats) {
       // Under the lock of drop: a cache not in this list was dropped before, and is counted in here.
       held = new ArrayList<>(caches.values());
-      ForgottenStats f = forgottenStats;
-      waited = f.waited;
-      fetched = f.fetched;
-      prefetched = f.prefetched;
-      applied = f.applied;
-      refused = f.refused;
-      failed = f.failed;
-      System.arraycopy(f.errors, 0, errors, 0, codes.length);
+      sum.add(forgottenStats);
     }
-    for (RangeCache c : held) {
-      waited += c.callsWaited.get();
-      fetched += c.rangesFetched.get();
-      prefetched += c.rangesPrefetched.get();
-      applied += c.returnsApplied.get();
-      refused += c.returnsRefused.get();
-      failed += c.returnsFailed.get();
-      for (int i = 0; i < codes.length; i++) errors[i] += c.errors.get(i);
-    }
+    for (RangeCache c : held) sum.add(c);
+    long waited = sum.waited, fetched = sum.fetched, prefetched = sum.prefetched;
+    long applied = sum.applied, refused = sum.refused, failed = sum.failed;
+    long[] errors = sum.errors;
     Map<Status.Code, Long> byCode = new EnumMap<>(Status.Code.class);
     for (int i = 0; i < codes.length; i++) if (errors[i] != 0) byCode.put(codes[i], errors[i]);
     Map<String, Duration> runway = new LinkedHashMap<>();
