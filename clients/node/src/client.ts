@@ -30,7 +30,7 @@ import { HiloError, StatusCode, statusCodeName } from './errors.js';
 import { GrpcRangeSource } from './grpc_source.js';
 import { CollectionHandle } from './handle.js';
 import { hiloStubConstructor } from './proto.js';
-import { RangeCache } from './range_cache.js';
+import { RangeCache, zeroCounters } from './range_cache.js';
 import type { CacheContext, CacheCounters, Unused } from './range_cache.js';
 import type { ReturnItem, ReturnOutcome } from './source.js';
 import { Transport } from './transport.js';
@@ -51,14 +51,7 @@ export class HiloClient {
   /** Made on a collection's first collection() call, then handed out again; dropped with its cache. */
   private readonly handles = new Map<string, CollectionHandle>();
   /** The counters of the caches dropped from `caches`, which stats() goes on reporting. */
-  private readonly dropped: CacheCounters = {
-    calls_waited: 0,
-    ranges_fetched: 0,
-    ranges_prefetched: 0,
-    returns_applied: 0,
-    returns_refused: 0,
-    returns_failed: 0,
-  };
+  private readonly dropped: CacheCounters = zeroCounters();
   private readonly droppedErrors = new Map<number, number>();
   private closing = false;
   /** The last hand-back of unused ranges (returnUnused), settled or not. */

@@ -54,6 +54,11 @@ export interface CacheCounters {
   returns_failed: number;
 }
 
+/** Every counter at 0: a cache's at its start, and the client's for the caches it dropped. */
+export function zeroCounters(): CacheCounters {
+  return { calls_waited: 0, ranges_fetched: 0, ranges_prefetched: 0, returns_applied: 0, returns_refused: 0, returns_failed: 0 };
+}
+
 /**
  * What takeUnused retired and endReturn settles: each (range, last) in the
  * order it must reach its node, the range fetched ahead whole first; `pair`
@@ -101,14 +106,7 @@ export class RangeCache {
   private readonly held = new HeldNumbers();
   /** Per node tag: the highest number handed out of that node's ranges no longer current (absent: none). */
   private readonly used = new Map<string, bigint>();
-  readonly counters: CacheCounters = {
-    calls_waited: 0,
-    ranges_fetched: 0,
-    ranges_prefetched: 0,
-    returns_applied: 0,
-    returns_refused: 0,
-    returns_failed: 0,
-  };
+  readonly counters: CacheCounters = zeroCounters();
   /** Failed fetches and returns, by status code. */
   readonly errors = new Map<number, number>();
   // The runway's window, moved only by use(): it began when the range
