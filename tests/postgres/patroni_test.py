@@ -33,7 +33,10 @@ servers, paced, before, across and after it:
     then the old leader comes back as the sync standby.
   failover: the leader's postmaster killed with SIGKILL; Patroni
     (primary_start_timeout 0) fails over to the sync standby, and the old
-    leader comes back as the sync standby.
+    leader comes back as the sync standby. Where Patroni judges the
+    standby unfit and restarts the primary in place instead (its REST
+    call to the standby timed out on a loaded machine), the test says so
+    and kills the postmaster again (at most 3 times).
   lost: the leader's machine lost: its Patroni and every PostgreSQL
     process killed with SIGKILL at once; the sync standby takes the
     leader key when it expires (ttl 10 s).
@@ -42,8 +45,10 @@ Checks: no number is handed out twice in a collection (whatever the tag:
 the servers share one row per collection); every client exits 0; each
 server hands out a range within SERVE_BOUND_S of the promotion; for each
 event exactly one server says the history changed (a new timeline) and
-moved the collections on, and hilo_store_history_rewinds_total adds up to
-the events over the fleet. Prints per
+moved the collections on (up to one per new timeline where Patroni restarted the primary
+in place first, which makes a timeline of its own), and
+hilo_store_history_rewinds_total over the fleet adds up to the servers'
+lines saying so. Prints per
 event how long the promotion took, the longest wait of each client, how
 long each server took to serve again, and the servers' "moved N
 collection(s) on" lines. Every process it started (etcd, Patroni,
@@ -85,6 +90,16 @@ SERVE_BOUND_S = 20
 ETCD_BOUND_S = 30
 MEMBER_BOUND_S = 90
 PROMOTION_BOUND_S = 60
+# Crashes of the leader's postmaster before Patroni must have failed over
+# (see crash_until_failover).
+CRASH_ATTEMPTS = 3
+# The timeline a primary writes on (0 in recovery).
+TIMELINE_SQL = ("SELECT CASE WHEN pg_is_in_recovery() THEN 0 ELSE ('x' || "
+                "substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))"
+                "::bit(32)::int END")
+# A line of Patroni's own logger ("2026-12-05 01:38:51,817 INFO: ...").
+PATRONI_LINE = re.compile(
+    r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [A-Z]+: ")
 # The events in order, and how long the draws across each run: the event
 # comes EVENT_AFTER_S into them, and a draw measures a wait only if the
 # servers serve again before it ends, so the draws across a lost machine
@@ -232,6 +247,14 @@ class Member:
         read-write."""
         return self.api("primary")[0] == 200
 
+    def timeline(self):
+        """Its PostgreSQL's timeline once it writes (its current WAL
+        file's), or None while it is in recovery or answers nothing."""
+        try:
+            return int(psql(self.uri(), TIMELINE_SQL, timeout=10)) or None
+        except (RuntimeError, ValueError, subprocess.TimeoutExpired):
+            return None
+
     def postmaster(self):
         """Its running postmaster's pid, or None (postmaster.pid outlives
         a postmaster killed, and its pid may be another process's by
@@ -282,6 +305,54 @@ def leader_and_sync(members):
             named = {x.name: x for x in members}
             return named[leader[0]], named[sync[0]]
     return None
+
+
+def crash_until_failover(leader, sync):
+    """Kills the leader's postmaster with SIGKILL until Patroni fails over
+    to `sync`. With primary_start_timeout 0 Patroni fails over only if it
+    finds the sync standby fit to take over (its REST API answering within
+    Patroni's 2 s, its WAL within maximum_lag_on_failover); if not (a
+    loaded machine), it restarts the primary in place, which is not the
+    event under test: the postmaster is killed again, at most
+    CRASH_ATTEMPTS times, each in-place restart logged with Patroni's
+    reasons."""
+    for attempt in range(1, CRASH_ATTEMPTS + 1):
+        postmaster = leader.postmaster()
+        if postmaster is None:
+            raise RuntimeError(f"{leader.name} has no postmaster")
+        os.kill(postmaster, signal.SIGKILL)
+
+        def outcome():
+            if sync.is_primary():
+                return "promoted"
+            again = leader.postmaster()
+            if again not in (None, postmaster) and leader.is_primary():
+                return "restarted"
+            return None
+        if wait_for(f"{sync.name} promoted or {leader.name} restarted",
+                    PROMOTION_BOUND_S, outcome, every=0.05) == "promoted":
+            return
+        reasons = "; ".join(decisions(leader.log)[-4:])
+        log(f"failover: Patroni restarted {leader.name} in place after "
+            f"crash {attempt} instead of failing over ({reasons})")
+        # Crashed again only once the pair is whole, as the first time.
+        wait_for(f"{leader.name} leading {sync.name} again",
+                 MEMBER_BOUND_S,
+                 lambda: leader_and_sync([leader, sync]) == (leader, sync))
+    raise RuntimeError(f"Patroni restarted {leader.name} in place after "
+                       f"each of {CRASH_ATTEMPTS} crashes")
+
+
+def decisions(path):
+    """Patroni's own lines in its log (not PostgreSQL's, which share the
+    file), less its idle heartbeat."""
+    try:
+        with open(path, errors="replace") as f:
+            return [line for line in f.read().splitlines()
+                    if PATRONI_LINE.match(line)
+                    and "INFO: no action." not in line]
+    except OSError:
+        return []
 
 
 def ours(root, scope):
@@ -457,6 +528,7 @@ def main():
         twice = 0
         waited_calls, longest_ms = 0, 0.0
         moved_so_far = [0] * len(servers)
+        moved_total = 0
         leader, sync = leader_and_sync(members) or (None, None)
         if leader is None:
             raise RuntimeError("no leader and sync standby")
@@ -468,6 +540,8 @@ def main():
                      for lang in ("cpp", "python") for c in COLLECTIONS]
             time.sleep(EVENT_AFTER_S)
             old, new = leader, sync
+            timeline_before = wait_for(f"{leader.name}'s timeline",
+                                       MEMBER_BOUND_S, leader.timeline)
             t0 = time.monotonic()
             if event == "switchover":
                 done = subprocess.run(
@@ -480,13 +554,15 @@ def main():
             elif event == "lost":
                 leader.stop()
             else:
-                postmaster = leader.postmaster()
-                if postmaster is None:
-                    raise RuntimeError(f"{leader.name} has no postmaster")
-                os.kill(postmaster, signal.SIGKILL)
+                crash_until_failover(leader, sync)
             wait_for(f"{sync.name} promoted", PROMOTION_BOUND_S,
                      sync.is_primary, every=0.05)
             promoted = time.monotonic()
+            # One new timeline, or more where Patroni restarted the primary
+            # in place first (it promotes it again: see
+            # crash_until_failover).
+            timelines = wait_for(f"{sync.name}'s timeline", MEMBER_BOUND_S,
+                                 sync.timeline) - timeline_before
             serve = [first_range_after(s, promoted, SERVE_BOUND_S)
                      for s in servers]
             for s, took in zip(servers, serve):
@@ -552,15 +628,22 @@ def main():
                     "not all measured")
             for line in new_moved:
                 log(f"  {line}")
-            # Each event starts one new timeline; the first server on it
-            # moves the collections on, the other finds it recorded.
-            expect(len(new_moved) == 1, f"{event}: {len(new_moved)} "
-                   "servers said the history changed; expected 1")
+            # Each new timeline that a server saw: the first server on it
+            # moves the collections on, the other finds it recorded. A
+            # timeline the primary left before any server came (an
+            # in-place restart's) is seen by none.
+            moved_total += len(new_moved)
+            expect(1 <= len(new_moved) <= timelines,
+                   f"{event}: {len(new_moved)} servers said the history "
+                   f"changed; expected 1" + (
+                       f" to {timelines} ({timelines} new timelines)"
+                       if timelines > 1 else ""))
         rewinds = [counter(s, "hilo_store_history_rewinds_total")
                    for s in servers]
-        expect(None not in rewinds and sum(rewinds) == len(EVENTS),
+        expect(None not in rewinds and sum(rewinds) == moved_total,
                f"hilo_store_history_rewinds_total {rewinds} over the "
-               f"fleet; expected {len(EVENTS)} in all")
+               f"fleet; expected {moved_total} in all (the servers' "
+               "\"moved on\" lines)")
         log(f"{len(seen)} numbers drawn, {twice} twice; application calls "
             f"that waited for a range across the {len(EVENTS)} events (from "
             f"a second before each): "
@@ -588,13 +671,19 @@ def main():
         if left:
             print(f"patroni_test: processes left: {left}", file=sys.stderr)
         if failures or sys.exc_info()[0]:
+            # etcd's end, and Patroni's decisions (its own lines less
+            # its heartbeat: PostgreSQL's output shares its log).
             for name in ("etcd.log", "m0/patroni.log", "m1/patroni.log"):
                 path = os.path.join(root, name)
-                if os.path.exists(path):
+                if not os.path.exists(path):
+                    continue
+                if name == "etcd.log":
                     with open(path, errors="replace") as f:
                         tail = f.read().splitlines()[-25:]
-                    print(f"---- the end of {name}", *tail, sep="\n",
-                          file=sys.stderr)
+                else:
+                    tail = decisions(path)[-40:]
+                print(f"---- the end of {name}", *tail, sep="\n",
+                      file=sys.stderr)
         shutil.rmtree(root, ignore_errors=True)
     log(f"took {time.monotonic() - began:.0f} s")
     if failures:
