@@ -429,29 +429,39 @@ func (c *Client) NextDocumentID(ctx context.Context, collection string) (string,
 }
 
 // Collection is a handle on one collection of a Client, for callers that
-// draw many IDs from it: the name is looked up once (again only after a
-// failed call forgot a collection that never received a range). It draws
-// from the same ranges as Client.NextID on that collection. Safe for
-// concurrent use.
+// draw many IDs from it: the name is looked up on its first call (again
+// only after a failed call forgot a collection that never received a
+// range), not when the handle is made, so that a handle never called keeps
+// nothing in the client. It draws from the same ranges as Client.NextID on
+// that collection. Safe for concurrent use.
 type Collection struct {
 	name      string
 	separator rune
 	client    *Client
-	// The collection's *rangeCache, replaced (failed) when the client
-	// forgot it. Read with atomic.LoadPointer, a plain load on amd64:
-	// atomic.Pointer's Load is a function call in Go 1.19.
+	// The collection's *rangeCache (noCacheYet until the first call),
+	// replaced (failed) when the client forgot it. Read with
+	// atomic.LoadPointer, a plain load on amd64: atomic.Pointer's Load is
+	// a function call in Go 1.19.
 	cache unsafe.Pointer
 }
+
+// noCacheYet is the cache every handle starts on: closed and forgotten,
+// and in no client's table, so that its next always takes the slow path to
+// the handle's failed, which looks the collection up (creating its cache
+// in the table) and keeps what it found. So making a handle stores nothing,
+// and a handle that has its cache calls straight into it as before.
+var noCacheYet = &rangeCache{closed: true, forgotten: true}
 
 func (h *Collection) rangeCache() *rangeCache {
 	return (*rangeCache)(atomic.LoadPointer(&h.cache))
 }
 
-// Collection returns a handle on collection. A bad name is reported by the
-// handle's first NextID, as by Client.NextID.
+// Collection returns a handle on collection. It keeps nothing in the
+// client: the collection is looked up on the handle's first call. A bad
+// name is reported by that call, as by Client.NextID.
 func (c *Client) Collection(collection string) *Collection {
 	return &Collection{name: collection, separator: c.separator, client: c,
-		cache: unsafe.Pointer(c.cache(collection))}
+		cache: unsafe.Pointer(noCacheYet)}
 }
 
 // Name is the collection's name.
@@ -486,11 +496,15 @@ func (h *Collection) AppendDocumentID(ctx context.Context, buf []byte) ([]byte, 
 
 // failed makes the handle the caller of its cache's next (see caller): as
 // the client's, and the handle keeps the cache the client ends with, in
-// place of one it forgot.
+// place of noCacheYet or of one it forgot.
 func (h *Collection) failed(ctx context.Context, rc *rangeCache, err error) (ID, error) {
+	held := rc
+	if rc == noCacheYet {
+		rc, err = nil, nil // the first call: look the collection up
+	}
 	id, now, err := h.client.nextSlow(ctx, h.name, rc, err)
-	if now != rc {
-		atomic.CompareAndSwapPointer(&h.cache, unsafe.Pointer(rc), unsafe.Pointer(now))
+	if now != nil && now != held {
+		atomic.CompareAndSwapPointer(&h.cache, unsafe.Pointer(held), unsafe.Pointer(now))
 	}
 	return id, err
 }

@@ -611,3 +611,56 @@ func TestACollectionThatReceivedARangeIsKeptAfterAFailure(t *testing.T) {
 		t.Fatalf("after the failure got %+v, want number 33", id)
 	}
 }
+
+// A handle made before another caller's failed call forgot its collection
+// still works; so does a handle that held the collection's cache when it
+// was forgotten (the handle's own call had left, its ctx ended, while the
+// fetch was out). Each looks the collection up again, gets 1, and keeps the
+// new cache. Every call counts once.
+func TestAHandleOutlivesItsCollectionBeingForgotten(t *testing.T) {
+	node := newFakeNode(t, "A")
+	c := newTestClient(t, Config{PrefetchAt: PrefetchOff}, node)
+	early := c.Collection("early")
+	node.with(func() { node.nextErr = []codes.Code{codes.ResourceExhausted} })
+	_, err := c.NextID(bg, "early")
+	wantCode(t, err, codes.ResourceExhausted, "fails on purpose")
+	wantCollections(t, c)
+	if id, err := early.NextID(bg); err != nil || id != (ID{1, "A"}) {
+		t.Fatalf("the handle made before the failure: %+v, %v; want 1 of A", id, err)
+	}
+
+	gate := make(chan struct{})
+	arrived := make(chan struct{}, 1)
+	node.with(func() { node.gate, node.arrived, node.nextErr = gate, arrived, []codes.Code{codes.ResourceExhausted} })
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.NextID(bg, "held")
+		done <- err
+	}()
+	<-arrived // the fetch of "held" is out, and held there
+	held := c.Collection("held")
+	cancelled, cancel := context.WithCancel(bg)
+	cancel()
+	if _, err := held.NextID(cancelled); err != context.Canceled {
+		t.Fatalf("the handle's call with its ctx ended: %v, want context.Canceled", err)
+	}
+	stale := held.rangeCache()
+	if stale != (*c.caches.Load())["held"] {
+		t.Fatal("the handle does not hold the collection's cache after its first call")
+	}
+	node.with(func() { node.gate, node.arrived = nil, nil })
+	close(gate)
+	wantCode(t, <-done, codes.ResourceExhausted, "fails on purpose")
+	wantCollections(t, c, "early")
+	if id, err := held.NextID(bg); err != nil || id != (ID{1, "A"}) {
+		t.Fatalf("the handle whose cache was forgotten: %+v, %v; want 1 of A", id, err)
+	}
+	if now := held.rangeCache(); now == stale || now != (*c.caches.Load())["held"] {
+		t.Fatal("the handle does not keep the collection's new cache")
+	}
+	wantCollections(t, c, "early", "held")
+	wantErrors(t, c, map[codes.Code]int64{codes.ResourceExhausted: 2})
+	if s := c.Stats(); s.CallsWaited != 5 || s.RangesFetched != 2 {
+		t.Fatalf("stats %+v, want 5 calls waited and 2 ranges fetched", s)
+	}
+}

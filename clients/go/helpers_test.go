@@ -2,7 +2,9 @@ package hilo
 
 import (
 	"context"
+	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 
@@ -73,13 +75,34 @@ func wantCollections(t *testing.T, c *Client, names ...string) {
 	sort.Strings(got)
 	sort.Strings(names)
 	if len(got) != len(names) {
-		t.Fatalf("the client keeps %d collections %q, want %q", len(got), got, names)
+		t.Fatalf("the client keeps %d collections %s, want %q", len(got), someNames(got), names)
 	}
 	for i := range got {
 		if got[i] != names[i] {
-			t.Fatalf("the client keeps collections %q, want %q", got, names)
+			t.Fatalf("the client keeps collections %s, want %q", someNames(got), names)
 		}
 	}
+}
+
+// someNames quotes the first 10 names, each cut at 40 bytes, so that a
+// table of a thousand names does not make a message of a hundred kilobytes.
+func someNames(names []string) string {
+	var b strings.Builder
+	for i, name := range names {
+		if i == 10 {
+			fmt.Fprintf(&b, " and %d more", len(names)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		if len(name) > 40 {
+			fmt.Fprintf(&b, "%q...", name[:40])
+		} else {
+			fmt.Fprintf(&b, "%q", name)
+		}
+	}
+	return "[" + b.String() + "]"
 }
 
 // wantErrors fails the test unless c's Stats().Errors are exactly want.

@@ -475,10 +475,10 @@ func TestRealServerACallerThatFindsAForgottenCollectionLooksAgain(t *testing.T) 
 	if fresh == stale {
 		t.Fatal("the forgotten cache is still in the table")
 	}
-	// The same through a handle, which keeps the new cache.
+	// The same through a handle's first call, which keeps the new cache.
 	h := c.Collection("handle")
-	if !h.rangeCache().forgetIfUnused() {
-		t.Fatal("a handle's cache that never fetched was not forgotten")
+	if !c.cache("handle").forgetIfUnused() {
+		t.Fatal("a cache that never fetched was not forgotten")
 	}
 	if id, err := h.NextDocumentID(bg); err != nil || id != "handle/1-A" {
 		t.Fatalf("handle NextDocumentID = %q, %v; want handle/1-A", id, err)
@@ -650,4 +650,90 @@ func TestRealServerRefusedNamesLeftByTheirCallersAreNotKept(t *testing.T) {
 	wantCode(t, err, codes.InvalidArgument, `NextRange of "bad\x010"`)
 	wantCollections(t, c, "good")
 	wantDocumentID(t, c, "good", "good/2-A")
+}
+
+// Making a handle keeps nothing in the client: 1,000 handles on distinct
+// names, half of them names the server refuses and half valid ones, none
+// called, leave the table as it was, while a collection drawn from meanwhile
+// goes on as before. The handles work when called later.
+func TestRealServerHandlesNeverCalledAreNotKept(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, "A")
+	c := newRealClient(t, Config{PrefetchAt: PrefetchOff}, srv)
+	wantDocumentID(t, c, "kept", "kept/1-A")
+	keptHandle := c.Collection("kept")
+	handles := make([]*Collection, 0, 1000)
+	next := 2
+	for i := 0; i < 1000; i++ {
+		var name string
+		switch i % 4 {
+		case 0:
+			name = fmt.Sprintf("bad\x01%d", i)
+		case 1:
+			name = strings.Repeat("x", 257) + strconv.Itoa(i)
+		default:
+			name = fmt.Sprintf("valid%d", i)
+		}
+		handles = append(handles, c.Collection(name))
+		if i%100 == 99 {
+			wantDocumentID(t, c, "kept", fmt.Sprintf("kept/%d-A", next))
+			next++
+		}
+	}
+	wantCollections(t, c, "kept")
+	wantErrors(t, c, map[codes.Code]int64{})
+	if s := c.Stats(); s.RangesFetched != 1 || s.CallsWaited != 1 {
+		t.Fatalf("stats %+v, want 1 range fetched and 1 call waited", s)
+	}
+	if id, err := keptHandle.NextDocumentID(bg); err != nil || id != fmt.Sprintf("kept/%d-A", next) {
+		t.Fatalf("the handle on kept: %q, %v; want kept/%d-A", id, err, next)
+	}
+	_, err := handles[0].NextID(bg)
+	wantCode(t, err, codes.InvalidArgument, `NextRange of "bad\x010"`)
+	_, err = handles[1].NextID(bg)
+	wantCode(t, err, codes.InvalidArgument, "NextRange of")
+	if id, err := handles[2].NextDocumentID(bg); err != nil || id != "valid2/1-A" {
+		t.Fatalf("a handle first called after 999 others were made: %q, %v; want valid2/1-A", id, err)
+	}
+	wantCollections(t, c, "kept", "valid2")
+	wantErrors(t, c, map[codes.Code]int64{codes.InvalidArgument: 2})
+}
+
+// A handle made and then called gets exactly the numbers a fresh client
+// would (1, 2, ... on a fresh server): its first call puts the collection's
+// cache in the table, and the handle draws from that cache from then on, as
+// do NextID and a second handle. Each call counts once: one waited, for the
+// one range fetched.
+func TestRealServerAHandleLooksItsCollectionUpOnItsFirstCall(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, "A")
+	c := newRealClient(t, Config{PrefetchAt: PrefetchOff}, srv)
+	h := c.Collection("orders")
+	wantCollections(t, c)
+	if id, err := h.NextID(bg); err != nil || id != (ID{1, "A"}) {
+		t.Fatalf("the handle's first NextID: %+v, %v; want 1 of A", id, err)
+	}
+	wantCollections(t, c, "orders")
+	rc := (*c.caches.Load())["orders"]
+	if h.rangeCache() != rc {
+		t.Fatal("after its first call the handle does not hold the collection's cache")
+	}
+	if id, err := h.NextDocumentID(bg); err != nil || id != "orders/2-A" {
+		t.Fatalf("handle NextDocumentID: %q, %v; want orders/2-A", id, err)
+	}
+	if buf, err := h.AppendDocumentID(bg, nil); err != nil || string(buf) != "orders/3-A" {
+		t.Fatalf("handle AppendDocumentID: %q, %v; want orders/3-A", buf, err)
+	}
+	wantDocumentID(t, c, "orders", "orders/4-A")
+	h2 := c.Collection("orders")
+	if id, err := h2.NextID(bg); err != nil || id != (ID{5, "A"}) {
+		t.Fatalf("a second handle's first NextID: %+v, %v; want 5 of A", id, err)
+	}
+	if h2.rangeCache() != rc || (*c.caches.Load())["orders"] != rc {
+		t.Fatal("the second handle does not share the collection's cache")
+	}
+	wantCollections(t, c, "orders")
+	if s := c.Stats(); s.RangesFetched != 1 || s.CallsWaited != 1 || len(s.Errors) != 0 {
+		t.Fatalf("stats %+v, want 1 range fetched, 1 call waited and no error", s)
+	}
 }
