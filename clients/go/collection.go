@@ -195,6 +195,11 @@ func (c *rangeCache) next(ctx context.Context, by caller) (ID, error) {
 
 // refill is next's slow path (see fill); on failure it hands over to by.
 func (c *rangeCache) refill(ctx context.Context, seen *span, by caller) (ID, error) {
+	if c == noCacheYet {
+		// A handle's first call: straight to its lookup, without taking
+		// the lock that every handle of the process would share.
+		return by.failed(ctx, c, errForgotten)
+	}
 	id, err := c.fill(ctx, seen)
 	if err != nil && by != nil {
 		return by.failed(ctx, c, err)

@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -583,15 +584,23 @@ func TestRealServerAHugeNameGivesAShortMessage(t *testing.T) {
 	check("Collection.NextID after Close", err)
 }
 
-// Names first used after Close, by NextID or through a handle, fail with
-// ErrClosed and leave the client's table as it was.
+// Names first used after Close, by NextID or through a handle (made
+// before or after Close), fail with ErrClosed and leave the client's table
+// as it was.
 func TestRealServerNamesAfterCloseAreNotKept(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t, "A")
 	c := newRealClient(t, Config{}, srv)
 	wantDocumentID(t, c, "good", "good/1-A")
+	// Made before Close, first called after it.
+	before := []*Collection{c.Collection("good"), c.Collection("fresh")}
 	if err := c.Close(bg); err != nil {
 		t.Fatalf("Close: %v", err)
+	}
+	for _, h := range before {
+		if _, err := h.NextID(bg); !errors.Is(err, ErrClosed) {
+			t.Fatalf("a handle on %q made before Close, first called after: %v, want ErrClosed", h.Name(), err)
+		}
 	}
 	for i := 0; i < 100; i++ {
 		name := fmt.Sprintf("after%d", i)
@@ -736,4 +745,49 @@ func TestRealServerAHandleLooksItsCollectionUpOnItsFirstCall(t *testing.T) {
 	if s := c.Stats(); s.RangesFetched != 1 || s.CallsWaited != 1 || len(s.Errors) != 0 {
 		t.Fatalf("stats %+v, want 1 range fetched, 1 call waited and no error", s)
 	}
+}
+
+// Handles on a collection the client does not hold yet, made at once and
+// first called at once from 16 goroutines, share one cache, the one the
+// table holds: the numbers drawn are 1 to 800, each once (one client, no
+// prefetch, nothing returned: each range is used up before the next). A
+// handle made while the client holds the collection starts on its cache.
+func TestRealServerHandlesFirstCalledAtOnceShareOneCache(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, "A")
+	c := newRealClient(t, Config{PrefetchAt: PrefetchOff}, srv)
+	const goroutines, each = 16, 50
+	handles := make([]*Collection, goroutines)
+	for g := range handles {
+		handles[g] = c.Collection("orders")
+	}
+	var mu sync.Mutex
+	var numbers []int64
+	drawAllDistinct(t, goroutines, each, func(g, i int) (ID, error) {
+		id, err := handles[g].NextID(bg)
+		mu.Lock()
+		numbers = append(numbers, id.Number)
+		mu.Unlock()
+		return id, err
+	})
+	sort.Slice(numbers, func(i, j int) bool { return numbers[i] < numbers[j] })
+	for i, n := range numbers {
+		if n != int64(i+1) {
+			t.Fatalf("the %dth smallest number drawn is %d, want %d", i+1, n, i+1)
+		}
+	}
+	wantCollections(t, c, "orders")
+	rc := (*c.caches.Load())["orders"]
+	for g, h := range handles {
+		if h.rangeCache() != rc {
+			t.Fatalf("handle %d does not hold the table's cache", g)
+		}
+	}
+	if c.Collection("orders").rangeCache() != rc {
+		t.Fatal("a handle made while the client holds the collection does not start on its cache")
+	}
+	if c.Collection("other").rangeCache() != noCacheYet {
+		t.Fatal("a handle on a collection not held starts on a cache")
+	}
+	wantCollections(t, c, "orders")
 }

@@ -44,6 +44,14 @@ for f in '(*Collection).NextID' '(*Collection).rangeCache' '(*span).take'; do
     exit 1
   fi
 done
+# can inline is not is inlined: span.take must be inlined where the fast
+# path calls it.
+if ! printf '%s\n' "$inlinable" | grep -q 'inlining call to (\*span).take'; then
+  echo "$0: go build -gcflags=-m inlines (*span).take nowhere; rangeCache.next" \
+    "relies on it being inlined" >&2
+  exit 1
+fi
+echo "$0: the fast path's functions inline (NextID, rangeCache, span.take)"
 "$ROOT/clients/conformance/drivers/go/build.sh" "$2" "$3/driver"
 "$ROOT/examples/go/draw/build.sh" "$2" "$3/draw"
 go test -count=1 "$ROOT/examples/go/draw/main.go" "$ROOT/examples/go/draw/main_test.go"
