@@ -55,6 +55,7 @@ const MUTANTS = [
   ["closed client counts a wait", "    if (this.closed) {\n      throw new HiloError(StatusCode.FAILED_PRECONDITION, `client is closed; no more IDs of ${quoteName(this.name)}`);\n    }\n", "    if (this.closed) {\n      if (!counted) this.counters.calls_waited++;\n      throw new HiloError(StatusCode.FAILED_PRECONDITION, `client is closed; no more IDs of ${quoteName(this.name)}`);\n    }\n"],
   ["handle left on a forgotten cache", "return c.forgotten ? (this.cache = c.successor()) : c;", "return c.forgotten ? c.successor() : c;"],
   ["handle's miss not looked up again", "return this.cache.tryId() ?? this.current().tryId();", "return this.cache.tryId();"],
+  ["handle's document-ID miss not looked up again", "return this.cache.tryDocumentId() ?? this.current().tryDocumentId();", "return this.cache.tryDocumentId();"],
   ["whole long name quoted", "  if (name.length <= WHOLE_NAME_CHARS) return JSON.stringify(name);", "  return JSON.stringify(name);"],
   ["name quoted raw", "  if (name.length <= WHOLE_NAME_CHARS) return JSON.stringify(name);", "  if (name.length <= WHOLE_NAME_CHARS) return `\"${name}\"`;"],
   ["aborted callers' collection kept", "p.catch(() => this.forgetAfterFailure());", "p.catch(() => {});"],

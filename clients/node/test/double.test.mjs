@@ -76,6 +76,32 @@ test('a collection whose first fetch failed is forgotten; its handle moves on to
   await a.close();
 });
 
+// tryNextId and tryNextDocumentId are the handle's calls too (README: a
+// handle whose cache was forgotten looks the name up again on its next
+// call): the first one after the forgetting, with no await of the handle's
+// own in between, finds the collection's new cache and draws from it.
+test("a handle's synchronous tryNextId after its cache was forgotten looks the collection up again and draws on", async () => {
+  const d = await double();
+  let outages = 2;
+  d.nextRangeHook = () =>
+    outages-- > 0 ? Object.assign(new Error('scripted outage'), { code: grpc.status.UNAVAILABLE }) : undefined;
+  const a = new HiloClient({ targets: [d.target], rpcDeadlineMs: 1000 });
+  const orders = a.collection('orders');
+  const invoices = a.collection('invoices');
+  await rejectsWith(orders.nextId(), 'UNAVAILABLE');
+  await rejectsWith(invoices.nextDocumentId(), 'UNAVAILABLE');
+  assert.equal(a.caches.size, 0); // forgotten: each handle holds a cache the client no longer has
+  // Other callers, by name, bring each collection a range (in a new cache).
+  assert.equal(await a.nextDocumentId('orders'), 'orders/1-A');
+  assert.equal(await a.nextDocumentId('invoices'), 'invoices/1-A');
+  assert.deepEqual(orders.tryNextId(), { number: 2n, tag: 'A' });
+  assert.equal(invoices.tryNextDocumentId(), 'invoices/2-A');
+  assert.deepEqual(orders.tryNextId(), { number: 3n, tag: 'A' });
+  assert.equal(a.caches.size, 2);
+  assert.deepEqual(a.stats().errors, { UNAVAILABLE: 2 });
+  await a.close();
+});
+
 // A handle is never registered on a cache: one on a forgotten cache looks
 // the name up again on its next call. A kept handle and a new
 // collection() handle per call through a long outage must leave nothing
