@@ -29,6 +29,7 @@ import * as grpc from '@grpc/grpc-js';
 import { HiloError, StatusCode, statusCodeName } from './errors.js';
 import { GrpcRangeSource } from './grpc_source.js';
 import { CollectionHandle } from './handle.js';
+import type { HandleTable } from './handle.js';
 import { hiloStubConstructor } from './proto.js';
 import { RangeCache, zeroCounters } from './range_cache.js';
 import type { CacheContext, CacheCounters, Unused } from './range_cache.js';
@@ -48,8 +49,20 @@ export class HiloClient {
   private readonly context: CacheContext;
   /** Per collection; one that never received a range is dropped after a failed call (RangeCache.forgetIfUnused). */
   private readonly caches = new Map<string, RangeCache>();
-  /** Made on a collection's first collection() call, then handed out again; dropped with its cache. */
+  /**
+   * Per collection in `caches` only: the handle collection() gives for the
+   * name (the first made or called while the client keeps the collection);
+   * dropped with its cache. A handle made for a name the client does not
+   * keep is kept nowhere until its first call.
+   */
   private readonly handles = new Map<string, CollectionHandle>();
+  /** What a handle starts on when the client keeps no cache of its name: holds nothing, is forgotten, never in `caches`. */
+  private readonly placeholder: RangeCache;
+  /** The client as its handles see it. */
+  private readonly table: HandleTable = {
+    bind: (h, was) => this.bind(h, was, true)!,
+    find: (h, was) => this.bind(h, was, false),
+  };
   /** The counters of the caches dropped from `caches`, which stats() goes on reporting. */
   private readonly dropped: CacheCounters = zeroCounters();
   private readonly droppedErrors = new Map<number, number>();
@@ -116,6 +129,8 @@ export class HiloClient {
       drop: (cache) => this.drop(cache),
       lookup: (collection) => this.cache(collection),
     };
+    this.placeholder = new RangeCache('', separator, this.context);
+    this.placeholder.forgetIfUnused(); // a handle's first call on it looks its collection up
   }
 
   /** The next number of `collection` and its node tag. Errors as nextDocumentId. */
@@ -138,18 +153,21 @@ export class HiloClient {
 
   /**
    * A handle on one collection: the name is looked up once, for hot loops.
-   * The same handle every time, unless the client forgot the collection
-   * meanwhile (it never received a range, and a call failed): then a new
-   * one. Either handle keeps working.
+   * Making one keeps nothing in the client: a collection the client does
+   * not keep yet is looked up (and kept) on the handle's first call. While
+   * the client keeps the collection, the same handle every time; before
+   * (a handle made but never called), or after the client forgot the
+   * collection (it never received a range, and a call failed), a new one.
+   * Every handle keeps working.
    */
   collection(name: string): CollectionHandle {
-    let h = this.handles.get(name);
-    if (h === undefined) {
-      const c = this.cache(name);
-      h = new CollectionHandle(c);
-      if (this.caches.get(name) === c) this.handles.set(name, h);
-    }
-    return h;
+    const h = this.handles.get(name);
+    if (h !== undefined) return h;
+    const c = this.caches.get(name);
+    if (c === undefined) return new CollectionHandle(name, this.table, this.placeholder);
+    const made = new CollectionHandle(name, this.table, c);
+    if (!this.closing) this.handles.set(name, made);
+    return made;
   }
 
   /** The counters so far (a copy), and each collection's runway. */
@@ -237,6 +255,21 @@ export class HiloClient {
         return c;
       }
       this.caches.set(name, c);
+    }
+    return c;
+  }
+
+  /**
+   * For handle `h`, whose cache `was` is forgotten (or the placeholder): the
+   * client's cache of its collection now, made (kept unless closed) if the
+   * client has none and `make`, else undefined; drops `was` if the table
+   * still holds it. `h` becomes the collection's handle if it has none.
+   */
+  private bind(h: CollectionHandle, was: RangeCache, make: boolean): RangeCache | undefined {
+    this.drop(was);
+    const c = make ? this.cache(h.name) : this.caches.get(h.name);
+    if (c !== undefined && !this.closing && this.caches.get(h.name) === c && !this.handles.has(h.name)) {
+      this.handles.set(h.name, h);
     }
     return c;
   }

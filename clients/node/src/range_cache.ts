@@ -205,11 +205,12 @@ export class RangeCache {
   }
 
   /**
-   * For a caller (or a CollectionHandle) that found this cache forgotten:
-   * has the client drop it, if no one did yet, and gives the collection's
-   * cache now (a new one if the client has none).
+   * For a caller that found this cache forgotten (a CollectionHandle asks
+   * the client itself, HandleTable): has the client drop it, if no one did
+   * yet, and gives the collection's cache now (a new one if the client has
+   * none).
    */
-  successor(): RangeCache {
+  private successor(): RangeCache {
     this.ctx.drop(this);
     return this.ctx.lookup(this.name);
   }

@@ -102,6 +102,35 @@ test("a handle's synchronous tryNextId after its cache was forgotten looks the c
   await a.close();
 });
 
+test("a handle made before another caller's failed call forgot the collection still works, on the collection's one cache", async () => {
+  const d = await double();
+  let outages = 2;
+  d.nextRangeHook = () =>
+    outages-- > 0 ? Object.assign(new Error('scripted outage'), { code: grpc.status.UNAVAILABLE }) : undefined;
+  const a = new HiloClient({ targets: [d.target], rpcDeadlineMs: 1000, prefetchAt: 0 });
+  const early = a.collection('orders'); // made, never called
+  const release = d.hold();
+  const failing = a.nextId('orders');
+  await until(() => d.requests.length === 1, 5000, 'the NextRange');
+  const during = a.collection('orders'); // made while the collection's first fetch is out
+  release();
+  await rejectsWith(failing, 'UNAVAILABLE');
+  await rejectsWith(a.nextDocumentId('orders'), 'UNAVAILABLE'); // once more, both handles made
+  assert.equal(a.caches.size, 0);
+  assert.deepEqual([...a.handles.keys()], []);
+  // Each handle draws from the cache the client keeps now, as callers by name do.
+  assert.deepEqual(await early.nextId(), { number: 1n, tag: 'A' });
+  assert.equal(await a.nextDocumentId('orders'), 'orders/2-A');
+  assert.deepEqual(during.tryNextId(), { number: 3n, tag: 'A' });
+  assert.equal(early.tryNextDocumentId(), 'orders/4-A');
+  assert.deepEqual(await during.nextId(), { number: 5n, tag: 'A' });
+  assert.deepEqual([...a.caches.keys()], ['orders']);
+  const stats = a.stats();
+  assert.deepEqual([stats.ranges_fetched, stats.calls_waited, stats.errors], [1, 3, { UNAVAILABLE: 2 }]);
+  await a.close();
+  assert.equal(await d.max('orders'), 5n);
+});
+
 // A handle is never registered on a cache: one on a forgotten cache looks
 // the name up again on its next call. A kept handle and a new
 // collection() handle per call through a long outage must leave nothing

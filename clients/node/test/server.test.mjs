@@ -81,12 +81,82 @@ test('returnUnusedRanges hands back the tail and the range fetched ahead, and ke
   await b.close();
 });
 
-test('collection() gives the same handle for a name every time', async () => {
-  const a = new HiloClient({ targets: ['127.0.0.1:1'] });
-  assert.equal(a.collection('h'), a.collection('h'));
+test('collection() gives the same handle for a name while the client keeps the collection', async () => {
+  const s = await server();
+  const a = new HiloClient({ targets: [s.target] });
+  const h = a.collection('h');
+  assert.equal(h.name, 'h');
+  assert.notEqual(a.collection('h'), h); // made, never called: kept nowhere
+  await h.nextId();
+  assert.equal(a.collection('h'), h); // its first call made the client keep the collection, and it
   assert.notEqual(a.collection('h'), a.collection('i'));
-  assert.equal(a.collection('h').name, 'h');
+  await a.nextId('j');
+  assert.equal(a.collection('j'), a.collection('j')); // kept through a call by name
   await a.close();
+});
+
+// Making a handle keeps nothing in the client (README, "Collections"): a
+// caller that makes handles for many names (its users', or new names past
+// the server's --max_collections) must not grow the client by one cache
+// per name when nothing is ever fetched for them.
+test('1000 handles made and never called, names the server refuses and valid ones, keep nothing in the client; a collection in use is unaffected', async () => {
+  const s = await server();
+  const a = new HiloClient({ targets: [s.target], prefetchAt: 0 });
+  const used = a.collection('used');
+  assert.deepEqual(await used.nextId(), { number: 1n, tag: 'A' });
+  const name = (i) => (i % 4 === 0 ? `bad\u0001${i}` : i % 4 === 1 ? 'x'.repeat(257) + i : `valid${i}`);
+  const made = [];
+  for (let i = 0; i < 1000; i++) {
+    made.push(a.collection(name(i)));
+    if (i % 250 === 0) assert.equal(await a.nextDocumentId('used'), `used/${2 + i / 250}-A`);
+  }
+  assert.deepEqual([...a.caches.keys()], ['used']);
+  assert.deepEqual([...a.handles.keys()], ['used']);
+  // A synchronous miss is a call that keeps nothing either: no number held, none fetched.
+  for (const h of made) assert.equal(h.tryNextId() ?? h.tryNextDocumentId(), undefined);
+  assert.deepEqual([...a.caches.keys()], ['used']);
+  assert.deepEqual([...a.handles.keys()], ['used']);
+  assert.equal(a.collection('used'), used);
+  assert.deepEqual(await used.nextId(), { number: 6n, tag: 'A' });
+  assert.deepEqual(used.tryNextId(), { number: 7n, tag: 'A' });
+  const stats = a.stats();
+  assert.deepEqual([stats.ranges_fetched, stats.calls_waited, stats.errors], [1, 1, {}]);
+  assert.deepEqual(Object.keys(stats.runway_ms), ['used']);
+  await a.close();
+  assert.equal(a.stats().returns_applied, 1);
+  // Nor does a closed client keep a handle made, or called, after close.
+  for (let i = 0; i < 100; i++) {
+    const h = a.collection(`late${i}`);
+    if (i % 2 === 0) await rejectsWith(h.nextId(), 'FAILED_PRECONDITION');
+  }
+  assert.deepEqual([...a.caches.keys()], ['used']);
+  assert.deepEqual([...a.handles.keys()], ['used']);
+  const b = new HiloClient({ targets: [s.target] });
+  assert.equal(await b.nextDocumentId('used'), 'used/8-A');
+  assert.equal(await b.nextDocumentId('valid2'), 'valid2/1-A'); // nothing was taken of it
+  await b.close();
+});
+
+test('a handle made, then called, gets 1, 2, 3 on a fresh server as a fresh client would; the client keeps its cache from its first call', async () => {
+  const s = await server();
+  const a = new HiloClient({ targets: [s.target], prefetchAt: 0 });
+  const h = a.collection('fresh');
+  assert.equal(a.caches.size, 0);
+  assert.equal(h.tryNextId(), undefined); // holds no range; fetches none, keeps nothing
+  assert.equal(a.caches.size, 0);
+  assert.deepEqual(await h.nextId(), { number: 1n, tag: 'A' });
+  assert.deepEqual([...a.caches.keys()], ['fresh']);
+  assert.deepEqual([...a.handles.keys()], ['fresh']);
+  assert.equal(await h.nextDocumentId(), 'fresh/2-A');
+  assert.deepEqual(h.tryNextId(), { number: 3n, tag: 'A' });
+  assert.equal(h.tryNextDocumentId(), 'fresh/4-A');
+  assert.equal(await a.nextDocumentId('fresh'), 'fresh/5-A'); // the same cache, by name
+  assert.deepEqual([a.stats().calls_waited, a.stats().ranges_fetched], [1, 1]);
+  await a.close();
+  assert.equal(a.stats().returns_applied, 1);
+  const b = new HiloClient({ targets: [s.target] });
+  assert.equal(await b.nextDocumentId('fresh'), 'fresh/6-A');
+  await b.close();
 });
 
 test('many concurrent callers on a dry collection cause exactly one NextRange', async () => {
@@ -208,9 +278,11 @@ test('callers that find a forgotten collection still in the table get numbers fr
   // The window between a failed call forgetting a cache and the client
   // dropping it, which one thread of JavaScript never shows: a cache in the
   // table that never received a range, with the counters failed calls
-  // would have left on it, forgotten but not yet dropped.
+  // would have left on it, forgotten but not yet dropped. (The client's
+  // private cache(name) puts it in the table: making a handle does not.)
+  const f = a.cache('late');
   const h = a.collection('late');
-  const f = a.caches.get('late');
+  assert.equal(h.cache, f);
   f.counters.calls_waited += 3;
   f.errors.set(StatusCode.UNAVAILABLE, 2);
   assert.equal(f.forgetIfUnused(), true);
