@@ -12,6 +12,7 @@
 // return failed for a reason other than its node being down (UNAVAILABLE, or
 // DEADLINE_EXCEEDED: killed, stopped or restarting; numbers a down node does
 // not get back are only skipped): then a line on stderr names it, exit 1.
+// Every line printed reaches stdout before the exit (exitWhenWritten).
 // Built by clients/node/build.sh OUT_DIR into OUT_DIR/examples/draw.js.
 import { realpathSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
@@ -34,6 +35,26 @@ export function closeFailures(before: Record<string, number>, after: Record<stri
     .sort()
     .map((code) => `${after[code] - (before[code] ?? 0)} ${code}`);
   return other.length === 0 ? null : `handing unused numbers back failed for a reason other than a node being down: ${other.join(', ')}`;
+}
+
+/**
+ * Exits with `code` once every write made to `streams` so far has reached
+ * its file, pipe or terminal. A write to a pipe is asynchronous on POSIX,
+ * and process.exit drops the ones still queued: with stdout a pipe its
+ * reader was slow to empty, the last IDs printed (or the error line on
+ * stderr) were lost, though their numbers were used.
+ */
+export function exitWhenWritten(
+  code: number,
+  streams: NodeJS.WritableStream[] = [process.stdout, process.stderr],
+  exit: (code: number) => void = (c) => process.exit(c),
+): void {
+  // Each stream calls a write back in order, after every write before it.
+  let left = streams.length;
+  const done = () => {
+    if (--left === 0) exit(code);
+  };
+  for (const s of streams) s.write('', done);
 }
 
 function flag(name: string, fallback?: string): string {
@@ -103,11 +124,11 @@ async function main(): Promise<void> {
 // Run as a program (not when a test imports waitedOut and closeFailures).
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href) {
   main().then(
-    () => process.exit(0),
+    () => exitWhenWritten(0),
     (e: unknown) => {
       const text = e instanceof HiloError ? `${e.codeName}: ${e.message}` : e instanceof Error ? e.message : String(e);
       process.stderr.write(`draw: ${text.replace(/\n/g, ' ')}\n`);
-      process.exit(1);
+      exitWhenWritten(1);
     },
   );
 }

@@ -405,6 +405,33 @@ test('draw.js: only UNAVAILABLE is waited out; DEADLINE_EXCEEDED and every other
   );
 });
 
+// process.exit drops writes still queued for a pipe (asynchronous on
+// POSIX): the last IDs printed, or the error line, never reached a reader
+// that was slow to empty it. draw.js exits once its streams took them all.
+test('draw.js: exits only once every write to stdout and stderr has gone out', async () => {
+  const { exitWhenWritten } = await import(DRAW);
+  const { Writable } = await import('node:stream');
+  const held = []; // a pipe its reader empties when the test says: each write ends on release
+  const pipe = () => new Writable({ write: (_chunk, _encoding, done) => held.push(done) });
+  const out = pipe();
+  const err = pipe();
+  out.write('c/1-A\nc/2-A\n');
+  out.write('c/3-A\n');
+  err.write('draw: INTERNAL: x\n');
+  const exits = [];
+  exitWhenWritten(1, [out, err], (code) => exits.push(code));
+  let released = 0;
+  while (held.length > 0) {
+    await settle();
+    assert.deepEqual(exits, [], `exited with ${held.length} writes still queued`);
+    held.shift()();
+    released++;
+    await settle();
+  }
+  assert.deepEqual(exits, [1]);
+  assert.equal(released, 5); // the three writes, and each stream's empty one behind them
+});
+
 test('draw.js: replies that break the contract end the draw with INTERNAL on stderr, exit 1', async () => {
   const d = await double({ tag: 'A' });
   d.nextRangeHook = async (req, rules) => ({ ...(await rules.issue(req)), node_tag: 'ab!' });
