@@ -42,19 +42,35 @@ export function closeFailures(before: Record<string, number>, after: Record<stri
  * its file, pipe or terminal. A write to a pipe is asynchronous on POSIX,
  * and process.exit drops the ones still queued: with stdout a pipe its
  * reader was slow to empty, the last IDs printed (or the error line on
- * stderr) were lost, though their numbers were used.
+ * stderr) were lost, though their numbers were used. So a write that
+ * failed (the reader gone: EPIPE), or writes still queued after `boundMs`
+ * (a reader that stopped reading), end the program with 1, not 0: what it
+ * drew may not have reached its reader.
  */
 export function exitWhenWritten(
   code: number,
   streams: NodeJS.WritableStream[] = [process.stdout, process.stderr],
   exit: (code: number) => void = (c) => process.exit(c),
+  boundMs = 10_000,
+  setTimer: (fire: () => void, ms: number) => unknown = setTimeout,
 ): void {
-  // Each stream calls a write back in order, after every write before it.
+  const failedCode = code === 0 ? 1 : code;
   let left = streams.length;
-  const done = () => {
-    if (--left === 0) exit(code);
+  let failed = false;
+  let exited = false;
+  const end = (c: number) => {
+    if (!exited) {
+      exited = true;
+      exit(c);
+    }
+  };
+  // Each stream calls a write back in order, after every write before it.
+  const done = (err?: Error | null) => {
+    if (err) failed = true;
+    if (--left === 0) end(failed ? failedCode : code);
   };
   for (const s of streams) s.write('', done);
+  if (!exited) setTimer(() => end(failedCode), boundMs);
 }
 
 function flag(name: string, fallback?: string): string {

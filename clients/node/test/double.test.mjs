@@ -419,7 +419,7 @@ test('draw.js: exits only once every write to stdout and stderr has gone out', a
   out.write('c/3-A\n');
   err.write('draw: INTERNAL: x\n');
   const exits = [];
-  exitWhenWritten(1, [out, err], (code) => exits.push(code));
+  exitWhenWritten(1, [out, err], (code) => exits.push(code), 10_000, () => {});
   let released = 0;
   while (held.length > 0) {
     await settle();
@@ -430,6 +430,43 @@ test('draw.js: exits only once every write to stdout and stderr has gone out', a
   }
   assert.deepEqual(exits, [1]);
   assert.equal(released, 5); // the three writes, and each stream's empty one behind them
+});
+
+// A reader that is gone (EPIPE) or stopped reading may not have the IDs
+// drawn: draw.js then exits 1, and within its bound, however its streams
+// answer.
+test('draw.js: a failed last write, or writes queued past the bound, exit 1', async () => {
+  const { exitWhenWritten } = await import(DRAW);
+  const { Writable } = await import('node:stream');
+  const fine = () => new Writable({ write: (_chunk, _encoding, done) => done() });
+  const gone = new Writable({ write: (_chunk, _encoding, done) => done(Object.assign(new Error('write EPIPE'), { code: 'EPIPE' })) });
+  gone.on('error', () => {}); // the stream's own report of it
+  const timers = [];
+  const setTimer = (fire, ms) => timers.push({ fire, ms });
+  let exits = [];
+  exitWhenWritten(0, [gone, fine()], (code) => exits.push(code), 10_000, setTimer);
+  await settle();
+  assert.deepEqual(exits, [1]);
+  timers.forEach((t) => t.fire());
+  assert.deepEqual(exits, [1], 'exited twice');
+
+  exits = [];
+  timers.length = 0;
+  const stuck = new Writable({ write: () => {} }); // never taken
+  exitWhenWritten(0, [fine(), stuck], (code) => exits.push(code), 10_000, setTimer);
+  await settle();
+  assert.deepEqual(exits, []);
+  assert.deepEqual(timers.map((t) => t.ms), [10_000]);
+  timers[0].fire();
+  assert.deepEqual(exits, [1]);
+
+  exits = [];
+  timers.length = 0;
+  exitWhenWritten(0, [fine(), fine()], (code) => exits.push(code), 10_000, setTimer);
+  await settle();
+  assert.deepEqual(exits, [0]);
+  timers.forEach((t) => t.fire());
+  assert.deepEqual(exits, [0], 'the bound fired after a clean exit');
 });
 
 test('draw.js: replies that break the contract end the draw with INTERNAL on stderr, exit 1', async () => {
