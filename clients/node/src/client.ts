@@ -266,7 +266,7 @@ export class HiloClient {
    * still holds it. `h` becomes the collection's handle if it has none.
    */
   private bind(h: CollectionHandle, was: RangeCache, make: boolean): RangeCache | undefined {
-    this.drop(was);
+    if (was !== this.placeholder) this.drop(was); // the placeholder is in no table, whatever its name
     const c = make ? this.cache(h.name) : this.caches.get(h.name);
     if (c !== undefined && !this.closing && this.caches.get(h.name) === c && !this.handles.has(h.name)) {
       this.handles.set(h.name, h);

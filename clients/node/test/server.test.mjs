@@ -159,6 +159,37 @@ test('a handle made, then called, gets 1, 2, 3 on a fresh server as a fresh clie
   await b.close();
 });
 
+// Handles made before any call, first called all at once, share the one
+// cache the client keeps: one client, no prefetch, nothing returned, so
+// the numbers are 1..n, each once. Handles made before close and first
+// called after it fail and keep nothing.
+test('50 handles on one name, first called at once, draw 1..50 from one cache; handles made before close fail after it and keep nothing', async () => {
+  const s = await server();
+  const a = new HiloClient({ targets: [s.target], prefetchAt: 0 });
+  const handles = Array.from({ length: 50 }, () => a.collection('together'));
+  const ids = await Promise.all(handles.map((h) => h.nextId()));
+  assert.deepEqual(
+    ids.map((id) => id.number).sort((x, y) => (x < y ? -1 : x > y ? 1 : 0)),
+    Array.from({ length: 50 }, (_, i) => BigInt(i + 1)),
+  );
+  assert.deepEqual([...a.caches.keys()], ['together']);
+  const kept = a.caches.get('together');
+  for (const h of handles) assert.equal(h.cache, kept);
+  assert.equal(a.collection('together'), a.handles.get('together'));
+  assert.deepEqual([a.stats().ranges_fetched, a.stats().calls_waited], [2, 50]);
+  const early = [a.collection('together'), a.collection('never')];
+  await a.close();
+  for (const h of early) {
+    await rejectsWith(h.nextId(), 'FAILED_PRECONDITION');
+    assert.equal(h.tryNextId(), undefined);
+  }
+  assert.deepEqual([...a.caches.keys()], ['together']);
+  assert.deepEqual([...a.handles.keys()], ['together']);
+  const b = new HiloClient({ targets: [s.target] });
+  assert.equal(await b.nextDocumentId('never'), 'never/1-A');
+  await b.close();
+});
+
 test('many concurrent callers on a dry collection cause exactly one NextRange', async () => {
   const s = await server();
   const a = new HiloClient({ targets: [s.target], prefetchAt: 0 });
