@@ -2,10 +2,12 @@ package io.hilo.client;
 
 /**
  * One collection of a {@link HiloClient}, for callers that draw many IDs from it: the collection is looked
- * up once, when the handle is made, so each call is the range's atomic add alone while the range lasts
- * (no lock, no map lookup; looked up again only after the client forgot the collection, one that never
- * received a range and whose call failed). It draws from the same range as the client's own calls on that collection.
- * Safe to share between threads; it stops working (FAILED_PRECONDITION) when its client is closed.
+ * up once, on the handle's first call, so each call after it is the range's atomic add alone while the
+ * range lasts (no lock, no map lookup; looked up again only after the client forgot the collection, one
+ * that never received a range and whose call failed). Making a handle keeps nothing in the client: a
+ * handle that is never called costs its client nothing. It draws from the same range as the client's own
+ * calls on that collection. Safe to share between threads; it stops working (FAILED_PRECONDITION) when its
+ * client is closed.
  *
  * <pre>{@code
  * CollectionHandle orders = client.collection("orders");
@@ -14,18 +16,21 @@ package io.hilo.client;
  */
 public final class CollectionHandle {
   private final CacheTable table;
+  private final String name;
   /**
-   * The collection's cache. Replaced only when the client forgot it (a collection that never received a
-   * range, after a failed call): the handle then looks the collection up again, as the client's own calls
-   * do. Volatile so that a cache another thread put here is seen whole.
+   * The collection's cache: {@link RangeCache#NOT_LOOKED_UP} until the first call looks the collection up,
+   * and replaced when the client forgot it (a collection that never received a range, after a failed call):
+   * either way the call finds no range on the fast path, gets {@link RangeCache.Forgotten} on the slow
+   * one, and looks the collection up, as the client's own calls do. Volatile so that a cache another
+   * thread put here is seen whole.
    */
-  private volatile RangeCache cache;
+  private volatile RangeCache cache = RangeCache.NOT_LOOKED_UP;
   private final String prefix;
 
-  CollectionHandle(CacheTable table, RangeCache cache, char separator) {
+  CollectionHandle(CacheTable table, String name, char separator) {
     this.table = table;
-    this.cache = cache;
-    this.prefix = cache.collection() + separator;
+    this.name = name;
+    this.prefix = name + separator;
   }
 
   /** As {@link HiloClient#nextId} on this collection. */
@@ -43,13 +48,16 @@ public final class CollectionHandle {
     return id != null ? id : slowNextDocumentId(c);
   }
 
-  /** As HiloClient's slow path, and the handle takes the cache it looked up. */
+  /**
+   * As HiloClient's slow path, and the handle keeps the cache it looked up (on its first call, or after
+   * the client forgot the one it had).
+   */
   private Id slowNextId(RangeCache c) {
     while (true) {
       try {
         return c.slowNext();
       } catch (RangeCache.Forgotten f) {
-        cache = c = table.lookUpAgain(c);
+        cache = c = table.lookUp(c, name);
       } catch (HiloException e) {
         table.failed(c);
         throw e;
@@ -62,7 +70,7 @@ public final class CollectionHandle {
       try {
         return c.slowNextDocumentId(prefix);
       } catch (RangeCache.Forgotten f) {
-        cache = c = table.lookUpAgain(c);
+        cache = c = table.lookUp(c, name);
       } catch (HiloException e) {
         table.failed(c);
         throw e;
@@ -72,6 +80,6 @@ public final class CollectionHandle {
 
   /** The collection's name. */
   public String name() {
-    return cache.collection();
+    return name;
   }
 }

@@ -186,14 +186,18 @@ public final class HiloClient implements AutoCloseable {
   }
 
   /**
-   * A handle on {@code collection} for hot loops (see {@link CollectionHandle}). Never fails for a bad
-   * name: the handle's first call reports it, as {@link #nextId} would.
+   * A handle on {@code collection} for hot loops (see {@link CollectionHandle}). Keeps nothing in the
+   * client: the handle looks the collection up on its first call, so that handles made and never called
+   * (for names the server refuses, say) do not grow the client. Never fails for a bad name or a closed
+   * client: the handle's first call reports it, as {@link #nextId} would (a null name is refused here,
+   * INVALID_ARGUMENT).
    */
   public CollectionHandle collection(String collection) {
-    return new CollectionHandle(table, cacheFor(collection), separator);
+    if (collection == null) throw nullCollection();
+    return new CollectionHandle(table, collection, separator);
   }
 
-  /** The table as handles see it (CacheTable): this client's failed and lookUpAgain. */
+  /** The table as handles see it (CacheTable): this client's failed, and its look-up for a handle. */
   private final CacheTable table =
       new CacheTable() {
         @Override
@@ -202,17 +206,23 @@ public final class HiloClient implements AutoCloseable {
         }
 
         @Override
-        public RangeCache lookUpAgain(RangeCache cache) {
-          return HiloClient.this.lookUpAgain(cache);
+        public RangeCache lookUp(RangeCache had, String collection) {
+          // NOT_LOOKED_UP was never in the table: nothing to drop, and no lock taken for it.
+          if (had != RangeCache.NOT_LOOKED_UP) drop(had);
+          return cacheFor(collection);
         }
       };
 
   private RangeCache cacheFor(String collection) {
-    if (collection == null) throw new HiloException(Status.Code.INVALID_ARGUMENT, "collection is null");
+    if (collection == null) throw nullCollection();
     RangeCache cache = caches.get(collection);
     if (cache != null) return cache;
     if (closed.get()) throw closedError();
     return caches.computeIfAbsent(collection, c -> new RangeCache(c, fetcher, cacheSetup));
+  }
+
+  private static HiloException nullCollection() {
+    return new HiloException(Status.Code.INVALID_ARGUMENT, "collection is null");
   }
 
   /**

@@ -78,6 +78,22 @@ final class RangeCache {
 
   private static final Forgotten FORGOTTEN = new Forgotten();
 
+  /**
+   * What a {@link CollectionHandle} holds until its first call looks its collection up: a cache forgotten
+   * from the start, so that its fast path finds no range and its slow path throws {@link Forgotten}, on
+   * which the handle looks the collection up, as it does after its cache was forgotten. Shared by every
+   * handle; never in a client's table; never fetches.
+   */
+  static final RangeCache NOT_LOOKED_UP = forgottenFromTheStart();
+
+  private static RangeCache forgottenFromTheStart() {
+    RangeCache c =
+        new RangeCache("", null, new Setup(0, Duration.ZERO, Runnable::run, line -> {}, () -> 0L));
+    c.closed = true;
+    c.forgotten = true;
+    return c;
+  }
+
   private final String collection;
   private final RangeFetcher fetcher;
   private final Setup setup;

@@ -182,12 +182,20 @@ class HiloClientTest {
   void a_closed_client_hands_out_nothing_and_leaves_a_callers_channel_open() {
     HiloClient client = quiet().channel(a.channel).prefetchAt(0).build();
     CollectionHandle orders = client.collection("orders");
+    CollectionHandle neverCalled = client.collection("never");
     orders.nextId();
     client.close();
     client.close();  // a second close is harmless
     HiloException e = assertThrows(HiloException.class, orders::nextId);
     assertEquals(Status.Code.FAILED_PRECONDITION, e.code());
     assertEquals(Status.Code.FAILED_PRECONDITION, assertThrows(HiloException.class, () -> client.nextId("x")).code());
+    // Handles made before close and never called, or made after it, fail alike and keep nothing.
+    CollectionHandle late = client.collection("late");
+    assertEquals(Status.Code.FAILED_PRECONDITION, assertThrows(HiloException.class, neverCalled::nextId).code());
+    assertEquals(Status.Code.FAILED_PRECONDITION, assertThrows(HiloException.class, late::nextDocumentId).code());
+    assertEquals(Status.Code.FAILED_PRECONDITION, assertThrows(HiloException.class, late::nextId).code());
+    assertEquals(Set.of("orders"), client.collectionsForTesting());
+    assertEquals(1, client.stats().callsWaited());
     assertFalse(a.channel.isShutdown());
     assertEquals(1, a.max("orders"));
   }
@@ -244,6 +252,59 @@ class HiloClientTest {
       assertEquals(8, client.stats().callsWaited());
       // One that received a range is never forgotten.
       assertFalse(client.cacheForTesting("late0").forgetIfUnused());
+    }
+  }
+
+  /**
+   * Handles made before another caller's failed call forgot their collection still work: one never called
+   * before, and one whose first call waited for that failed fetch (and got its error). Both then draw from
+   * the collection's fresh cache, as the client's own calls do.
+   */
+  @Test
+  void handles_made_before_a_failed_call_forgot_their_collection_still_work() throws Exception {
+    ExecutorService pool = Executors.newFixedThreadPool(2);
+    // The fetch is held until the test lets it go: its deadline, and the gate's, outlast the spin's bound.
+    try (HiloClient client = quiet().rpcDeadline(Duration.ofSeconds(60)).channel(a.channel).prefetchAt(0).build()) {
+      CollectionHandle notCalled = client.collection("f");
+      CollectionHandle waiting = client.collection("f");
+      a.gate = new CountDownLatch(1);
+      a.failNextRange(Status.UNAVAILABLE.withDescription("store busy"));
+      Future<Status.Code> other = pool.submit(() -> codeOf(() -> client.nextId("f")));
+      spinUntil("the other caller's fetch is at the node", () -> a.nextRangeStarted.get() == 1);
+      Future<Status.Code> joined = pool.submit(() -> codeOf(waiting::nextId));
+      spinUntil("the handle waits for that fetch", () -> client.stats().callsWaited() == 2);
+      a.gate.countDown();
+      assertEquals(Status.Code.UNAVAILABLE, other.get(10, TimeUnit.SECONDS));
+      assertEquals(Status.Code.UNAVAILABLE, joined.get(10, TimeUnit.SECONDS));
+      assertEquals(Set.of(), client.collectionsForTesting());  // forgotten
+      a.gate = null;
+      assertEquals(new Id(1, "A"), notCalled.nextId());
+      assertEquals(Set.of("f"), client.collectionsForTesting());
+      assertEquals("f/2-A", waiting.nextDocumentId());
+      assertEquals(new Id(3, "A"), client.nextId("f"));
+      assertEquals(new Id(4, "A"), waiting.nextId());
+      assertEquals(Map.of(Status.Code.UNAVAILABLE, 1L), client.stats().errors());
+      assertEquals(1, client.stats().rangesFetched());
+    } finally {
+      pool.shutdownNow();
+    }
+  }
+
+  private static Status.Code codeOf(Runnable call) {
+    try {
+      call.run();
+      return Status.Code.OK;
+    } catch (HiloException e) {
+      return e.code();
+    }
+  }
+
+  /** Spins (bounded: 10 s, less than any held call's deadline) until `done` holds; fails the test otherwise. */
+  private static void spinUntil(String what, BooleanSupplier done) {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (!done.getAsBoolean()) {
+      if (System.nanoTime() > deadline) fail("timed out waiting until " + what);
+      Thread.onSpinWait();
     }
   }
 

@@ -121,6 +121,71 @@ class RealServerTest {
     }
   }
 
+  /**
+   * Making a handle keeps nothing in the client: 1,000 handles for distinct names, half of them refused by
+   * the server (called once, and failing), half valid and never called, leave nothing in the client's table,
+   * and a collection in use beside them goes on as before.
+   */
+  @Test
+  void handles_made_for_many_names_keep_nothing() throws Exception {
+    ServerProcess a = start("A");
+    try (HiloClient client = quiet().targets(a.target()).prefetchAt(0).build()) {
+      CollectionHandle kept = client.collection("kept");
+      assertEquals(new Id(1, "A"), kept.nextId());
+      List<CollectionHandle> handles = new ArrayList<>();
+      for (int i = 0; i < 1000; i++) {
+        String name = switch (i % 4) {
+          case 0 -> "bad\u0001" + i;
+          case 1 -> "x".repeat(257) + i;
+          default -> "never-called-" + i;
+        };
+        CollectionHandle h = client.collection(name);
+        assertEquals(name, h.name());
+        if (i % 4 < 2) {
+          HiloException e = assertThrows(HiloException.class, i % 8 < 4 ? h::nextId : h::nextDocumentId);
+          assertEquals(Status.Code.INVALID_ARGUMENT, e.code(), e.getMessage());
+        }
+        handles.add(h);
+      }
+      Set<String> held = client.collectionsForTesting();
+      assertTrue(held.equals(Set.of("kept")), "the client holds " + held.size() + " collections, not just \"kept\"");
+      assertEquals(new Id(2, "A"), kept.nextId());
+      assertEquals("kept/3-A", client.nextDocumentId("kept"));
+      assertEquals(Set.of("kept"), client.collectionsForTesting());
+      ClientStats stats = client.stats();
+      assertEquals(Map.of(Status.Code.INVALID_ARGUMENT, 500L), stats.errors());
+      assertEquals(1, stats.rangesFetched());
+      assertEquals(1000, handles.size());
+    }
+  }
+
+  /**
+   * A handle made, then called, gets exactly the numbers a fresh client would, and its collection is in the
+   * client's table from its first call on (the client's own calls draw from the same range).
+   */
+  @Test
+  void a_handle_gets_a_fresh_clients_numbers_and_keeps_its_collection_from_its_first_call() throws Exception {
+    ServerProcess a = start("A");
+    try (HiloClient client = quiet().targets(a.target()).prefetchAt(0).build()) {
+      CollectionHandle orders = client.collection("orders");
+      CollectionHandle users = client.collection("users");
+      assertEquals(Set.of(), client.collectionsForTesting());
+      assertEquals(new Id(1, "A"), orders.nextId());
+      assertEquals(Set.of("orders"), client.collectionsForTesting());
+      assertEquals("users/1-A", users.nextDocumentId());
+      assertEquals(Set.of("orders", "users"), client.collectionsForTesting());
+      assertEquals("orders/2-A", orders.nextDocumentId());
+      assertEquals(new Id(3, "A"), client.nextId("orders"));
+      // On across the end of the first range (1-32) into the second (33-96).
+      for (long n = 4; n <= 40; n++) assertEquals(new Id(n, "A"), orders.nextId());
+      assertEquals("users/2-A", client.nextDocumentId("users"));
+      ClientStats stats = client.stats();
+      assertEquals(3, stats.rangesFetched());
+      assertEquals(3, stats.callsWaited());  // each first call, and the call that found 1-32 used up
+      assertEquals(Map.of(), stats.errors());
+    }
+  }
+
   /** New collections past the server's --max_collections (RESOURCE_EXHAUSTED) are not kept either. */
   @Test
   void collections_refused_for_the_limit_are_not_kept() throws Exception {
