@@ -275,13 +275,14 @@ final class RangeCache {
       } catch (ExecutionException e) {
         Throwable cause = e.getCause();
         if (cause instanceof HiloException h) throw h;
-        throw new HiloException(Status.Code.INTERNAL, "fetching a range of \"" + collection + "\" failed", cause);
+        throw new HiloException(
+            Status.Code.INTERNAL, "fetching a range of " + Names.quote(collection) + " failed", cause);
       } catch (TimeoutException e) {
         throw waitedTooLong();
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
         throw new HiloException(
-            Status.Code.CANCELLED, "interrupted while waiting for a range of \"" + collection + "\"", e);
+            Status.Code.CANCELLED, "interrupted while waiting for a range of " + Names.quote(collection), e);
       }
     }
   }
@@ -355,8 +356,8 @@ final class RangeCache {
   private HiloException waitedTooLong() {
     return new HiloException(
         Status.Code.DEADLINE_EXCEEDED,
-        "waited " + setup.waitBound().toMillis() + " ms for another caller's fetch of a range of \""
-            + collection + "\" (targets " + fetcher.describe() + ")");
+        "waited " + setup.waitBound().toMillis() + " ms for another caller's fetch of a range of "
+            + Names.quote(collection) + " (targets " + fetcher.describe() + ")");
   }
 
   private void schedulePrefetch() {
@@ -436,25 +437,25 @@ final class RangeCache {
   /** Null for a usable NextRange reply, else what is wrong with it. */
   private String problemWith(NextRangeResponse r) {
     if (r.getLow() < 1 || r.getHigh() < r.getLow()) {
-      return "NextRange replied with the invalid range [" + r.getLow() + ", " + r.getHigh() + "] of \""
-          + collection + "\"";
+      return "NextRange replied with the invalid range [" + r.getLow() + ", " + r.getHigh() + "] of "
+          + Names.quote(collection);
     }
     // high - low cannot overflow: low >= 1.
     if (r.getHigh() - r.getLow() >= MAX_RANGE_SIZE) {
-      return "NextRange replied with the range [" + r.getLow() + ", " + r.getHigh() + "] of \"" + collection
-          + "\", " + Long.toUnsignedString(r.getHigh() - r.getLow() + 1) + " numbers; a client takes at most "
-          + MAX_RANGE_SIZE + " in one range";
+      return "NextRange replied with the range [" + r.getLow() + ", " + r.getHigh() + "] of "
+          + Names.quote(collection) + ", " + Long.toUnsignedString(r.getHigh() - r.getLow() + 1)
+          + " numbers; a client takes at most " + MAX_RANGE_SIZE + " in one range";
     }
     if (r.hasRangeAt() && !isValidTimestamp(r.getRangeAt())) {
       return "NextRange replied with range_at " + r.getRangeAt().getSeconds() + " s " + r.getRangeAt().getNanos()
           + " ns, which is not a valid Timestamp (0001-01-01 to 9999-12-31)";
     }
     if (!isValidNodeTag(r.getNodeTag())) {
-      return "NextRange replied with node tag \"" + r.getNodeTag()
-          + "\", which is not 1-4 characters of A-Z and 0-9";
+      return "NextRange replied with node tag " + Names.quote(r.getNodeTag())
+          + ", which is not 1-4 characters of A-Z and 0-9";
     }
     String overlap = held.problemWith(r.getNodeTag(), r.getLow(), r.getHigh());
-    return overlap == null ? null : overlap + " (collection \"" + collection + "\")";
+    return overlap == null ? null : overlap + " (collection " + Names.quote(collection) + ")";
   }
 
   /**
@@ -601,8 +602,8 @@ final class RangeCache {
         } else if (outcome.error() != null) {
           returnsFailed.incrementAndGet();
           errors.incrementAndGet(outcome.error().code().ordinal());
-          failures.add("hilo: returning numbers " + (item.last() + 1) + "-" + r.high + " of collection \""
-              + collection + "\" failed: " + outcome.error().getMessage());
+          failures.add("hilo: returning numbers " + (item.last() + 1) + "-" + r.high + " of collection "
+              + Names.quote(collection) + " failed: " + outcome.error().getMessage());
         } else {
           returnsRefused.incrementAndGet();
         }

@@ -112,7 +112,7 @@ final class Targets implements RangeFetcher {
         // Protobuf would send '?' in its place, and two names would become one collection.
         throw new HiloException(
             Status.Code.INVALID_ARGUMENT,
-            "collection name \"" + name + "\" holds an unpaired surrogate (UTF-16 index " + i
+            "collection name " + Names.quote(name) + " holds an unpaired surrogate (UTF-16 index " + i
                 + "), which is no Unicode character; a collection is 1-256 bytes of UTF-8 without control"
                 + " characters");
       }
@@ -160,12 +160,12 @@ final class Targets implements RangeFetcher {
     if (anyInvalid) {
       throw new HiloException(
           Status.Code.INTERNAL,
-          "no hilo server gave a usable range of \"" + request.getCollection() + "\": "
+          "no hilo server gave a usable range of " + Names.quote(request.getCollection()) + ": "
               + String.join("; ", failures));
     }
     throw new HiloException(
         Status.Code.UNAVAILABLE,
-        "no hilo server answered NextRange for \"" + request.getCollection() + "\": "
+        "no hilo server answered NextRange for " + Names.quote(request.getCollection()) + ": "
             + String.join("; ", failures));
   }
 

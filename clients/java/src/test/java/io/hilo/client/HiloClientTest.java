@@ -163,6 +163,19 @@ class HiloClientTest {
     assertTrue(log.get(0).contains("returning numbers 2-32 of collection \"orders\" failed"), log.get(0));
   }
 
+  /** A log line names the collection escaped: a line separator or a bidi override in a name is not written raw. */
+  @Test
+  void a_failed_return_logs_the_name_escaped() {
+    for (int i = 0; i < Targets.RETURN_ATTEMPTS; i++) a.failReturnRanges(Status.UNAVAILABLE);
+    List<String> log = new ArrayList<>();
+    HiloClient client = quiet().channel(a.channel).prefetchAt(0).log(log::add).build();
+    client.nextId("line\u2028break\u202Eevil");  // a name the server takes
+    client.close();
+    assertEquals(1, log.size());
+    assertTrue(log.get(0).contains("of collection \"line\\u2028break\\u202Eevil\" failed"), log.get(0));
+    assertTrue(log.get(0).chars().noneMatch(c -> c == 0x2028 || c == 0x202E), log.get(0));
+  }
+
   @Test
   void close_gives_up_on_a_node_that_does_not_answer_within_the_deadline() {
     a.returnGate = new CountDownLatch(1);

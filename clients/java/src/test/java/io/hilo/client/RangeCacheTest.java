@@ -1,6 +1,7 @@
 package io.hilo.client;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
@@ -129,6 +130,58 @@ class RangeCacheTest {
         .setRangeToken(low)
         .setRangeAt(Timestamp.newBuilder().setSeconds(1_800_000_000L))
         .build();
+  }
+
+  /**
+   * A cache's messages show its name through Names.quote: a caller's name of any length, holding a newline,
+   * gives a short message with nothing raw, whether the caller waited too long for another's fetch or the
+   * reply was refused.
+   */
+  @Test
+  void messages_show_the_name_bounded_and_escaped() throws Exception {
+    String name = "n".repeat(100_000) + "\n\u001b";
+    CountDownLatch atNode = new CountDownLatch(1);
+    CountDownLatch release = new CountDownLatch(1);
+    RangeFetcher node =
+        new RangeFetcher() {
+          @Override
+          public Reply nextRange(NextRangeRequest request, Function<NextRangeResponse, String> check) {
+            atNode.countDown();
+            try {
+              release.await(10, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+              Thread.currentThread().interrupt();
+            }
+            throw new HiloException(Status.Code.INTERNAL, check.apply(reply(0, 31, "A")));  // low 0: refused
+          }
+
+          @Override
+          public List<ReturnOutcome> returnRanges(int target, List<ReturnRangeRequest> items, Deadline deadline) {
+            throw new AssertionError("no return in this test");
+          }
+
+          @Override
+          public String describe() {
+            return "held";
+          }
+        };
+    // A bound of 1 ms for a waiter: the fetch is held until the waiter has given up.
+    RangeCache c = new RangeCache(
+        name, node, new RangeCache.Setup(0, Duration.ofMillis(1), prefetches::add, this::log, System::nanoTime));
+    CompletableFuture<HiloException> fetching =
+        CompletableFuture.supplyAsync(() -> assertThrows(HiloException.class, c::next), pool);
+    assertTrue(atNode.await(10, TimeUnit.SECONDS));
+    HiloException waited = assertThrows(HiloException.class, c::next);
+    release.countDown();
+    HiloException refused = fetching.get(10, TimeUnit.SECONDS);
+    assertEquals(Status.Code.DEADLINE_EXCEEDED, waited.code());
+    assertEquals(Status.Code.INTERNAL, refused.code());
+    for (HiloException e : List.of(waited, refused)) {
+      String m = e.getMessage();
+      assertTrue(m.length() < 400, "a message of " + m.length() + " chars");
+      assertTrue(m.contains("\"" + "n".repeat(64) + "\"... (100002 characters)"), m);
+      assertFalse(m.contains("\n") || m.contains("\u001b"), m);
+    }
   }
 
   @Test

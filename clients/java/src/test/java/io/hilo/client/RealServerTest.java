@@ -247,6 +247,39 @@ class RealServerTest {
     }
   }
 
+  /**
+   * Messages show a collection name bounded and escaped: a name of a million characters, or holding a newline
+   * or an ESC, gives a short message with nothing raw, whatever fails (the server refuses the request, no
+   * target answers, the client refuses a lone surrogate) and through a handle too.
+   */
+  @Test
+  void messages_show_a_huge_or_unprintable_name_bounded_and_escaped() throws Exception {
+    ServerProcess a = start("A");
+    String huge = "x".repeat(1_000_000);
+    List<HiloException> errors = new ArrayList<>();
+    try (HiloClient up = quiet().targets(a.target()).build();
+        HiloClient down = quiet().targets("dns:///127.0.0.1:1").rpcDeadline(Duration.ofSeconds(2)).build()) {
+      // Past the largest request the server takes (RESOURCE_EXHAUSTED, a message of its own).
+      errors.add(assertThrows(HiloException.class, () -> up.nextId(huge)));
+      HiloException unavailable = assertThrows(HiloException.class, () -> down.nextId(huge + "\n"));
+      assertEquals(Status.Code.UNAVAILABLE, unavailable.code());
+      assertTrue(unavailable.getMessage().contains("\"" + "x".repeat(64) + "\"... (1000001 characters)"),
+          unavailable.getMessage());
+      errors.add(unavailable);
+      HiloException raw = assertThrows(HiloException.class, () -> down.collection("down\n\u001b[31m").nextDocumentId());
+      assertTrue(raw.getMessage().contains("\"down\\n\\u001B[31m\""), raw.getMessage());
+      errors.add(raw);
+      HiloException surrogate = assertThrows(HiloException.class, () -> up.collection(huge + "\ud800\n").nextId());
+      assertEquals(Status.Code.INVALID_ARGUMENT, surrogate.code());
+      errors.add(surrogate);
+    }
+    for (HiloException e : errors) {
+      String m = e.getMessage();
+      assertTrue(m.length() < 400, e.code() + ": a message of " + m.length() + " chars");
+      assertTrue(m.chars().noneMatch(ch -> ch == '\n' || ch == 0x1b || Character.isSurrogate((char) ch)), m);
+    }
+  }
+
   @Test
   void takes_a_dns_target() throws Exception {
     ServerProcess a = start("A");
