@@ -58,7 +58,7 @@ public final class CollectionHandle {
         return c.slowNext();
       } catch (RangeCache.Forgotten f) {
         cache = c = table.lookUp(c, name);
-      } catch (HiloException e) {
+      } catch (RuntimeException | Error e) {
         table.failed(c);
         throw e;
       }
@@ -71,7 +71,7 @@ public final class CollectionHandle {
         return c.slowNextDocumentId(prefix);
       } catch (RangeCache.Forgotten f) {
         cache = c = table.lookUp(c, name);
-      } catch (HiloException e) {
+      } catch (RuntimeException | Error e) {
         table.failed(c);
         throw e;
       }

@@ -155,8 +155,8 @@ public final class HiloClient implements AutoCloseable {
 
   /**
    * The slow path of {@link #nextId} (the range ran dry): fetches, and forgets the collection after a
-   * failure if it never received a range ({@link #failed}); a caller that finds the cache forgotten (by
-   * another caller) looks the collection up again.
+   * failure (whatever was thrown) if it never received a range ({@link #failed}); a caller that finds the
+   * cache forgotten (by another caller) looks the collection up again.
    */
   private Id slowNextId(RangeCache cache) {
     while (true) {
@@ -164,7 +164,7 @@ public final class HiloClient implements AutoCloseable {
         return cache.slowNext();
       } catch (RangeCache.Forgotten f) {
         cache = lookUpAgain(cache);
-      } catch (HiloException e) {
+      } catch (RuntimeException | Error e) {
         failed(cache);
         throw e;
       }
@@ -178,7 +178,7 @@ public final class HiloClient implements AutoCloseable {
         return cache.slowNextDocumentId(prefix);
       } catch (RangeCache.Forgotten f) {
         cache = lookUpAgain(cache);
-      } catch (HiloException e) {
+      } catch (RuntimeException | Error e) {
         failed(cache);
         throw e;
       }

@@ -16,6 +16,9 @@ import io.grpc.Status;
  *   <li>{@code DEADLINE_EXCEEDED}: a caller waited longer than its bound for another caller's fetch.
  *   <li>{@code FAILED_PRECONDITION}: the client is closed.
  *   <li>{@code CANCELLED}: the calling thread was interrupted while it waited.
+ *   <li>{@code UNKNOWN}: the fetch this call waited for failed with something else than a HiloException (a
+ *       ClientInterceptor's RuntimeException, an Error), which is the cause; the call that fetched got it as
+ *       it was thrown.
  *   <li>anything else: the server's own status ({@code RESOURCE_EXHAUSTED}, {@code OUT_OF_RANGE}, ...).
  * </ul>
  */

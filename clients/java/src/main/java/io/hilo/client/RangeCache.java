@@ -245,27 +245,7 @@ final class RangeCache {
         lock.unlock();
       }
       if (fetchHere) {
-        Range range;
-        try {
-          range = fetch();
-        } catch (HiloException e) {
-          lock.lock();
-          try {
-            inFlight = null;
-          } finally {
-            lock.unlock();
-          }
-          pending.completeExceptionally(e);
-          throw e;
-        }
-        lock.lock();
-        try {
-          inFlight = null;
-          if (!closed) use(range);
-        } finally {
-          lock.unlock();
-        }
-        pending.complete(null);
+        fetchAsHolder(pending);
         continue;
       }
       long remaining = deadline - System.nanoTime();
@@ -273,10 +253,7 @@ final class RangeCache {
       try {
         pending.get(remaining, TimeUnit.NANOSECONDS);
       } catch (ExecutionException e) {
-        Throwable cause = e.getCause();
-        if (cause instanceof HiloException h) throw h;
-        throw new HiloException(
-            Status.Code.INTERNAL, "fetching a range of " + Names.quote(collection) + " failed", cause);
+        throw forWaiters(e.getCause(), "fetch");
       } catch (TimeoutException e) {
         throw waitedTooLong();
       } catch (InterruptedException e) {
@@ -285,6 +262,55 @@ final class RangeCache {
             Status.Code.CANCELLED, "interrupted while waiting for a range of " + Names.quote(collection), e);
       }
     }
+  }
+
+  /**
+   * Fetches as the holder of {@link #inFlight} ({@code pending}) and ends it, whatever happens: the range
+   * becomes current and the waiters look again; on any failure (a HiloException, or anything else: a
+   * RuntimeException of a ClientInterceptor, an Error) inFlight is cleared, the waiters fail with it as a
+   * HiloException ({@link #forWaiters}), and the thrown thing itself goes on to this caller.
+   */
+  private void fetchAsHolder(CompletableFuture<Void> pending) {
+    try {
+      Range range = fetch();
+      lock.lock();
+      try {
+        inFlight = null;
+        if (!closed) use(range);
+      } finally {
+        lock.unlock();
+      }
+    } catch (Throwable t) {
+      failFlight(pending, t, "fetch");
+      throw t;
+    }
+    pending.complete(null);
+  }
+
+  /**
+   * Ends the flight {@code pending} after {@code t}: clears {@link #inFlight} if it is still that one, and
+   * fails its waiters with {@code t} as a HiloException.
+   */
+  private void failFlight(CompletableFuture<Void> pending, Throwable t, String what) {
+    lock.lock();
+    try {
+      if (inFlight == pending) inFlight = null;
+    } finally {
+      lock.unlock();
+    }
+    pending.completeExceptionally(forWaiters(t, what));
+  }
+
+  /**
+   * What the waiters of a flight that failed with {@code t} get: {@code t} if it is a HiloException, else
+   * UNKNOWN naming it (with it as the cause), so that every caller of the client gets a HiloException but
+   * the one whose own call threw.
+   */
+  private HiloException forWaiters(Throwable t, String what) {
+    if (t instanceof HiloException h) return h;
+    return new HiloException(
+        Status.Code.UNKNOWN,
+        "another caller's " + what + " of the ranges of " + Names.quote(collection) + " failed: " + t, t);
   }
 
   /** Makes {@code r} the current range. Under the lock. */
@@ -383,6 +409,11 @@ final class RangeCache {
       range = fetch();
     } catch (HiloException e) {
       // Not worth a caller's error: a caller that runs dry fetches (and reports) by itself.
+    } catch (Throwable t) {
+      // Anything else (an interceptor's RuntimeException, an Error) goes on to the executor's thread, and
+      // the callers waiting for this fetch get it as a HiloException.
+      failFlight(pending, t, "prefetch");
+      throw t;
     }
     lock.lock();
     try {
@@ -413,8 +444,9 @@ final class RangeCache {
     RangeFetcher.Reply reply;
     try {
       reply = fetcher.nextRange(request.build(), this::problemWith);
-    } catch (HiloException e) {
-      errors.incrementAndGet(e.code().ordinal());
+    } catch (RuntimeException | Error e) {
+      // Anything but a HiloException (an interceptor's RuntimeException, an Error) counts as UNKNOWN.
+      errors.incrementAndGet((e instanceof HiloException h ? h.code() : Status.Code.UNKNOWN).ordinal());
       throw e;
     }
     NextRangeResponse r = reply.response();
@@ -572,48 +604,62 @@ final class RangeCache {
   /**
    * Ends what {@link #takeUnused} began: counts and logs each outcome ({@code outcomes.get(i)} is that of
    * {@code unused.items().get(i)}), lowers the numbers a later range is judged by, and lets waiting callers
-   * go on. Called exactly once per Unused that holds items.
+   * go on, whatever happens (should anything here throw, they fail with it). Called exactly once per Unused
+   * that holds items. Throws what the log throws, once the cache is done with the return.
    */
   void endReturn(Unused unused, List<RangeFetcher.ReturnOutcome> outcomes) {
-    List<Item> items = unused.items();
+    List<String> failures = new ArrayList<>();
+    CompletableFuture<Void> done = unused.done();
+    try {
+      lock.lock();
+      try {
+        judgeReturn(unused.items(), unused.pair(), outcomes, failures);
+        if (done != null && inFlight == done) inFlight = null;
+      } finally {
+        lock.unlock();
+      }
+    } catch (Throwable t) {
+      // Whatever went wrong, the callers waiting for this return are let go (with its error), not left to
+      // wait their bound, nor every caller after them.
+      if (done != null) failFlight(done, t, "return");
+      throw t;
+    }
+    if (done != null) done.complete(null);
+    for (String line : failures) setup.log().accept(line);
+  }
+
+  /** endReturn's work under the lock: counts each outcome, lowers the numbers held, adds log lines to failures. */
+  private void judgeReturn(
+      List<Item> items, boolean pair, List<RangeFetcher.ReturnOutcome> outcomes, List<String> failures) {
     // A pair's tail comes back only after the range above it did: when the tail is back, so is the
     // range fetched ahead, whatever its own answer says (a retried copy of a call whose reply was lost).
-    boolean tailBack = unused.pair() && isBack(outcomes.get(1), items.get(1).last());
-    List<String> failures = new ArrayList<>();
-    lock.lock();
-    try {
-      for (int i = 0; i < items.size(); i++) {
-        Item item = items.get(i);
-        RangeFetcher.ReturnOutcome outcome = outcomes.get(i);
-        // Whatever the answer, this range is never used again, so its numbers above `last` are no
-        // longer held (CONTRACT.md R11). A return of unknown outcome may have applied, and then the
-        // node's next range rightly starts right after `last`.
-        Range r = item.range();
-        held.remove(r.nodeTag, item.last() + 1, r.high);
-        if (i == 0 && (isBack(outcome, item.last()) || tailBack || outcome.error() != null)) {
-          // The first return is of the range fetched last, the one the next request reports (CONTRACT.md
-          // R4): unless the node refused it, last_max becomes the highest number handed out of that node's
-          // ranges, at or below its Max for ever, so the node skips none of the numbers other clients
-          // handed back meanwhile. Refused, the range's high stays (at or below Max: nothing applied).
-          lastMax = used.getOrDefault(r.nodeTag, 0L);
-        }
-        if (isBack(outcome, item.last()) || (i == 0 && tailBack)) {
-          returnsApplied.incrementAndGet();
-        } else if (outcome.error() != null) {
-          returnsFailed.incrementAndGet();
-          errors.incrementAndGet(outcome.error().code().ordinal());
-          failures.add("hilo: returning numbers " + (item.last() + 1) + "-" + r.high + " of collection "
-              + Names.quote(collection) + " failed: " + outcome.error().getMessage());
-        } else {
-          returnsRefused.incrementAndGet();
-        }
+    boolean tailBack = pair && isBack(outcomes.get(1), items.get(1).last());
+    for (int i = 0; i < items.size(); i++) {
+      Item item = items.get(i);
+      RangeFetcher.ReturnOutcome outcome = outcomes.get(i);
+      // Whatever the answer, this range is never used again, so its numbers above `last` are no
+      // longer held (CONTRACT.md R11). A return of unknown outcome may have applied, and then the
+      // node's next range rightly starts right after `last`.
+      Range r = item.range();
+      held.remove(r.nodeTag, item.last() + 1, r.high);
+      if (i == 0 && (isBack(outcome, item.last()) || tailBack || outcome.error() != null)) {
+        // The first return is of the range fetched last, the one the next request reports (CONTRACT.md
+        // R4): unless the node refused it, last_max becomes the highest number handed out of that node's
+        // ranges, at or below its Max for ever, so the node skips none of the numbers other clients
+        // handed back meanwhile. Refused, the range's high stays (at or below Max: nothing applied).
+        lastMax = used.getOrDefault(r.nodeTag, 0L);
       }
-      if (unused.done() != null && inFlight == unused.done()) inFlight = null;
-    } finally {
-      lock.unlock();
+      if (isBack(outcome, item.last()) || (i == 0 && tailBack)) {
+        returnsApplied.incrementAndGet();
+      } else if (outcome.error() != null) {
+        returnsFailed.incrementAndGet();
+        errors.incrementAndGet(outcome.error().code().ordinal());
+        failures.add("hilo: returning numbers " + (item.last() + 1) + "-" + r.high + " of collection "
+            + Names.quote(collection) + " failed: " + outcome.error().getMessage());
+      } else {
+        returnsRefused.incrementAndGet();
+      }
     }
-    if (unused.done() != null) unused.done().complete(null);
-    for (String line : failures) setup.log().accept(line);
   }
 
   /** Whether the numbers of a return are back: applied, or refused with Max already at its `last` (a

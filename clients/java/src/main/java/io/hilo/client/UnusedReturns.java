@@ -83,14 +83,33 @@ final class UnusedReturns {
       }
       send(byTarget, start);
     } finally {
-      for (Taken taken : all) {
-        List<RangeFetcher.ReturnOutcome> outcomes = new ArrayList<>(taken.outcomes.length);
-        for (RangeFetcher.ReturnOutcome o : taken.outcomes) {
-          outcomes.add(o != null ? o : failed(Status.Code.CANCELLED, "the return was not sent (interrupted)"));
-        }
+      endAll(all);
+    }
+  }
+
+  /**
+   * Ends the return of every cache taken, each with its outcomes (a return without one: not sent), even
+   * when one of them throws (a log that throws, say): each cache's waiting callers are let go. Then throws
+   * the first thing thrown.
+   */
+  private static void endAll(List<Taken> all) {
+    RuntimeException firstRuntime = null;
+    Error firstError = null;
+    for (Taken taken : all) {
+      List<RangeFetcher.ReturnOutcome> outcomes = new ArrayList<>(taken.outcomes.length);
+      for (RangeFetcher.ReturnOutcome o : taken.outcomes) {
+        outcomes.add(o != null ? o : failed(Status.Code.CANCELLED, "the return was not sent (interrupted)"));
+      }
+      try {
         taken.cache.endReturn(taken.unused, outcomes);
+      } catch (RuntimeException e) {
+        if (firstRuntime == null && firstError == null) firstRuntime = e;
+      } catch (Error e) {
+        if (firstRuntime == null && firstError == null) firstError = e;
       }
     }
+    if (firstRuntime != null) throw firstRuntime;
+    if (firstError != null) throw firstError;
   }
 
   private void send(Map<Integer, List<Slot>> byTarget, long start) {
@@ -106,9 +125,9 @@ final class UnusedReturns {
         }
         CompletableFuture<List<RangeFetcher.ReturnOutcome>> answer;
         try {
-          answer = CompletableFuture.supplyAsync(() -> fetcher.returnRanges(target, requests, deadline), executor);
+          answer = CompletableFuture.supplyAsync(() -> returnRanges(target, requests, deadline), executor);
         } catch (RejectedExecutionException ex) {
-          answer = CompletableFuture.completedFuture(fetcher.returnRanges(target, requests, deadline));
+          answer = CompletableFuture.completedFuture(returnRanges(target, requests, deadline));
         }
         calls.add(new Call(part, answer));
       }
@@ -121,17 +140,39 @@ final class UnusedReturns {
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
         return;
-      } catch (TimeoutException | ExecutionException e) {
+      } catch (TimeoutException e) {
         RangeFetcher.ReturnOutcome late =
             failed(Status.Code.DEADLINE_EXCEEDED,
                 "the return call did not finish within its bound of " + bound.toMillis() + " ms");
         outcomes = Collections.nCopies(call.slots().size(), late);
+      } catch (ExecutionException e) {
+        outcomes = Collections.nCopies(call.slots().size(), thrown(e.getCause()));
       }
       for (int i = 0; i < call.slots().size(); i++) {
         Slot s = call.slots().get(i);
         s.taken().outcomes[s.item()] = outcomes.get(i);
       }
     }
+  }
+
+  /**
+   * The fetcher's returnRanges, whose outcomes say how each return failed: a RuntimeException it throws (a
+   * ClientInterceptor's; Targets throws none of its own) is every return's failure, which is logged and
+   * counted, never thrown to the application (CONTRACT.md R13).
+   */
+  private List<RangeFetcher.ReturnOutcome> returnRanges(
+      int target, List<ReturnRangeRequest> requests, Deadline deadline) {
+    try {
+      return fetcher.returnRanges(target, requests, deadline);
+    } catch (RuntimeException e) {
+      return Collections.nCopies(requests.size(), thrown(e));
+    }
+  }
+
+  private static RangeFetcher.ReturnOutcome thrown(Throwable t) {
+    if (t instanceof HiloException h) return new RangeFetcher.ReturnOutcome(false, 0, h);
+    return new RangeFetcher.ReturnOutcome(
+        false, 0, new HiloException(Status.Code.UNKNOWN, "the return call failed: " + t, t));
   }
 
   private static RangeFetcher.ReturnOutcome failed(Status.Code code, String message) {

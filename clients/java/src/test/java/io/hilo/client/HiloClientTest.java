@@ -4,25 +4,38 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotSame;
 import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
+import io.grpc.CallOptions;
+import io.grpc.Channel;
+import io.grpc.ClientCall;
+import io.grpc.ClientInterceptor;
+import io.grpc.ClientInterceptors;
+import io.grpc.MethodDescriptor;
 import io.grpc.Status;
+import io.hilo.v1.HiLoGrpc;
 import io.hilo.v1.NextRangeRequest;
 import io.hilo.v1.ReturnRangeRequest;
 import io.hilo.v1.ReturnRangesRequest;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.BooleanSupplier;
+import java.util.function.Consumer;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -385,6 +398,156 @@ class HiloClientTest {
       a.gate = null;
       assertEquals(new Id(1, "A"), client.nextId("w"));
       assertEquals(2, a.nextRangeStarted.get());  // the failed fetch and this one
+    } finally {
+      pool.shutdownNow();
+    }
+  }
+
+  /**
+   * A real ClientInterceptor that, when armed, throws what {@link #next} holds at the next call of its
+   * method, on the caller's thread as a broken interceptor of an application would, after holding the call
+   * until the test lets it go ({@link #hold}).
+   */
+  private static final class ThrowingInterceptor implements ClientInterceptor {
+    private final String method;
+    final AtomicReference<Throwable> next = new AtomicReference<>();
+    volatile CountDownLatch hold;
+    final AtomicInteger entered = new AtomicInteger();
+
+    ThrowingInterceptor(MethodDescriptor<?, ?> method) {
+      this.method = method.getFullMethodName();
+    }
+
+    @Override
+    public <Q, R> ClientCall<Q, R> interceptCall(MethodDescriptor<Q, R> m, CallOptions options, Channel channel) {
+      Throwable t = m.getFullMethodName().equals(method) ? next.getAndSet(null) : null;
+      if (t == null) return channel.newCall(m, options);
+      entered.incrementAndGet();
+      CountDownLatch h = hold;
+      try {
+        if (h != null && !h.await(30, TimeUnit.SECONDS)) throw new AssertionError("never let go");
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+      if (t instanceof RuntimeException r) throw r;
+      throw (Error) t;
+    }
+  }
+
+  private static HiloException failureOf(Runnable call) {
+    try {
+      call.run();
+      return null;
+    } catch (HiloException e) {
+      return e;
+    }
+  }
+
+  /**
+   * A fetch that fails with something other than a HiloException (an interceptor's RuntimeException, an
+   * Error) leaves nothing in flight: the thrown thing reaches the caller that fetched, the callers waiting
+   * for that fetch get a HiloException naming it (at once, not after their bound), the collection is
+   * forgotten as after any failure, and the next call fetches at once.
+   */
+  @ParameterizedTest
+  @ValueSource(booleans = {false, true})
+  void a_fetch_that_throws_something_else_fails_its_waiters_and_leaves_nothing_in_flight(boolean error)
+      throws Exception {
+    ThrowingInterceptor broken = new ThrowingInterceptor(HiLoGrpc.getNextRangeMethod());
+    Throwable thrown = error ? new Error("interceptor broke") : new IllegalStateException("interceptor broke");
+    ExecutorService pool = Executors.newFixedThreadPool(3);
+    // A waiter's bound (2 x 60 s) outlasts the test's own bounds: a waiter left waiting fails the test.
+    try (HiloClient client = quiet().rpcDeadline(Duration.ofSeconds(60))
+        .channel(ClientInterceptors.intercept(a.channel, broken)).prefetchAt(0).build()) {
+      broken.hold = new CountDownLatch(1);
+      broken.next.set(thrown);
+      Future<Id> fetching = pool.submit(() -> client.nextId("t"));
+      spinUntil("the fetch is at the interceptor", () -> broken.entered.get() == 1);
+      List<Future<HiloException>> waiters = List.of(
+          pool.submit(() -> failureOf(() -> client.collection("t").nextId())),
+          pool.submit(() -> failureOf(() -> client.nextDocumentId("t"))));
+      spinUntil("both callers wait for that fetch", () -> client.stats().callsWaited() == 3);
+      broken.hold.countDown();
+      ExecutionException e = assertThrows(ExecutionException.class, () -> fetching.get(10, TimeUnit.SECONDS));
+      assertSame(thrown, e.getCause());
+      for (Future<HiloException> w : waiters) {
+        HiloException h = w.get(10, TimeUnit.SECONDS);
+        assertEquals(Status.Code.UNKNOWN, h.code());
+        assertTrue(h.getMessage().contains("fetch of the ranges of \"t\" failed: " + thrown), h.getMessage());
+        assertSame(thrown, h.getCause());
+      }
+      assertEquals(Set.of(), client.collectionsForTesting());
+      assertEquals(Map.of(Status.Code.UNKNOWN, 1L), client.stats().errors());
+      assertEquals(new Id(1, "A"), pool.submit(() -> client.nextId("t")).get(10, TimeUnit.SECONDS));
+      // With no caller waiting: the one that fetched forgets the collection, as after any failure.
+      broken.hold = null;
+      broken.next.set(thrown);
+      assertSame(thrown, assertThrows(thrown.getClass(), () -> client.nextId("alone")));
+      assertEquals(Set.of("t"), client.collectionsForTesting());
+      assertEquals(new Id(1, "A"), client.nextId("alone"));
+    } finally {
+      pool.shutdownNow();
+    }
+  }
+
+  /** As a fetch: a prefetch that throws something else fails the callers waiting for it, at once. */
+  @Test
+  void a_prefetch_that_throws_something_else_fails_its_waiters_and_leaves_nothing_in_flight() throws Exception {
+    ThrowingInterceptor broken = new ThrowingInterceptor(HiLoGrpc.getNextRangeMethod());
+    RuntimeException thrown = new IllegalStateException("interceptor broke");
+    ExecutorService pool = Executors.newFixedThreadPool(1);
+    try (HiloClient client =
+        quiet().rpcDeadline(Duration.ofSeconds(60)).channel(ClientInterceptors.intercept(a.channel, broken)).build()) {
+      assertEquals(new Id(1, "A"), client.nextId("p"));
+      broken.hold = new CountDownLatch(1);
+      broken.next.set(thrown);
+      for (long n = 2; n <= 32; n++) assertEquals(new Id(n, "A"), client.nextId("p"));  // the 7th prefetches
+      spinUntil("the prefetch is at the interceptor", () -> broken.entered.get() == 1);
+      Future<HiloException> waiter = pool.submit(() -> failureOf(() -> client.nextId("p")));
+      spinUntil("a caller waits for the prefetch", () -> client.stats().callsWaited() == 2);
+      broken.hold.countDown();
+      HiloException h = waiter.get(10, TimeUnit.SECONDS);
+      assertEquals(Status.Code.UNKNOWN, h.code());
+      assertTrue(h.getMessage().contains("prefetch of the ranges of \"p\" failed: " + thrown), h.getMessage());
+      assertSame(thrown, h.getCause());
+      assertEquals(new Id(33, "A"), pool.submit(() -> client.nextId("p")).get(10, TimeUnit.SECONDS));
+      assertEquals(Map.of(Status.Code.UNKNOWN, 1L), client.stats().errors());
+    } finally {
+      pool.shutdownNow();
+    }
+  }
+
+  /**
+   * A keep-open return leaves no caller waiting, whatever throws: an interceptor's RuntimeException is each
+   * return's failure (logged and counted, CONTRACT.md R13), and a log that throws on every line reaches the
+   * caller of returnUnusedRanges only after every collection's return has ended.
+   */
+  @Test
+  void a_return_that_throws_or_logs_a_throw_leaves_no_caller_waiting() throws Exception {
+    ThrowingInterceptor broken = new ThrowingInterceptor(HiLoGrpc.getReturnRangesMethod());
+    List<String> lines = Collections.synchronizedList(new ArrayList<>());
+    RuntimeException logBroke = new IllegalStateException("log broke");
+    Consumer<String> log = line -> {
+      lines.add(line);
+      throw logBroke;
+    };
+    ExecutorService pool = Executors.newFixedThreadPool(1);
+    try (HiloClient client = quiet().rpcDeadline(Duration.ofSeconds(60)).log(log)
+        .channel(ClientInterceptors.intercept(a.channel, broken)).prefetchAt(0).build()) {
+      assertEquals(new Id(1, "A"), client.nextId("r1"));
+      assertEquals(new Id(1, "A"), client.nextId("r2"));
+      broken.next.set(new IllegalStateException("interceptor broke"));
+      assertSame(logBroke, assertThrows(IllegalStateException.class, client::returnUnusedRanges));
+      assertEquals(2, lines.size());
+      for (String line : lines) {
+        assertTrue(line.contains("failed: UNKNOWN: the return call failed: java.lang.IllegalStateException:"
+            + " interceptor broke"), line);
+      }
+      assertEquals(2, client.stats().returnsFailed());
+      assertEquals(Map.of(Status.Code.UNKNOWN, 2L), client.stats().errors());
+      // Nothing was sent: the node's Max is still 32, and each collection fetches its next range at once.
+      assertEquals(new Id(33, "A"), pool.submit(() -> client.nextId("r1")).get(10, TimeUnit.SECONDS));
+      assertEquals(new Id(33, "A"), pool.submit(() -> client.nextId("r2")).get(10, TimeUnit.SECONDS));
     } finally {
       pool.shutdownNow();
     }

@@ -253,6 +253,32 @@ class RangeCacheTest {
     assertEquals(new Id(6, "A"), drawn.get(10, TimeUnit.SECONDS));
   }
 
+  /**
+   * A keep-open return whose ending throws (here: outcomes that do not match its ranges) still lets the
+   * callers waiting for it go, at once and with a HiloException naming what happened; the next call fetches.
+   */
+  @Test
+  void a_return_that_ends_in_a_throw_lets_its_waiters_go() throws Exception {
+    ContractNode node = new ContractNode(32);
+    RangeCache c = cache(node, "rt", 0);
+    take(c, 1, 5);
+    RangeCache.Unused unused = c.takeUnused(0, false);
+    assertEquals(1, unused.items().size());
+    CompletableFuture<HiloException> waiter =
+        CompletableFuture.supplyAsync(() -> assertThrows(HiloException.class, c::next), pool);
+    long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);  // under the cache's wait bound, 10 s
+    while (c.callsWaited.get() < 2) {
+      if (System.nanoTime() > end) fail("the caller never waited for the return");
+      Thread.onSpinWait();
+    }
+    IndexOutOfBoundsException thrown =
+        assertThrows(IndexOutOfBoundsException.class, () -> c.endReturn(unused, List.of()));
+    HiloException e = waiter.get(5, TimeUnit.SECONDS);
+    assertEquals(Status.Code.UNKNOWN, e.code());
+    assertTrue(e.getMessage().contains("return of the ranges of \"rt\" failed: " + thrown), e.getMessage());
+    take(c, 33, 34);  // nothing was handed back: the node's next range
+  }
+
   @Test
   void draws_racing_returns_never_hand_out_a_number_twice() throws Exception {
     ContractNode node = new ContractNode(64);
