@@ -279,6 +279,56 @@ class RangeCacheTest {
     take(c, 33, 34);  // nothing was handed back: the node's next range
   }
 
+  /**
+   * A cache whose first fetch is in flight is not forgotten (forgetIfUnused): it holds no range yet, but the
+   * fetch may bring one, and callers wait for it; forgotten, it would drop the range the node issued. One
+   * whose fetch failed, with nothing in flight, is.
+   */
+  @Test
+  void a_cache_with_a_fetch_in_flight_is_not_forgotten() throws Exception {
+    ContractNode node = new ContractNode(32);
+    CountDownLatch atNode = new CountDownLatch(1);
+    CountDownLatch release = new CountDownLatch(1);
+    AtomicBoolean fail = new AtomicBoolean();
+    RangeFetcher held =
+        new RangeFetcher() {
+          @Override
+          public Reply nextRange(NextRangeRequest request, Function<NextRangeResponse, String> check) {
+            atNode.countDown();
+            try {
+              if (!release.await(10, TimeUnit.SECONDS)) throw new AssertionError("never let go");
+            } catch (InterruptedException e) {
+              Thread.currentThread().interrupt();
+            }
+            if (fail.get()) throw new HiloException(Status.Code.UNAVAILABLE, "store busy");
+            return node.nextRange(request, check);
+          }
+
+          @Override
+          public List<ReturnOutcome> returnRanges(int target, List<ReturnRangeRequest> items, Deadline deadline) {
+            return node.returnRanges(target, items, deadline);
+          }
+
+          @Override
+          public String describe() {
+            return node.describe();
+          }
+        };
+    RangeCache c = cache(held, "fl", 0);
+    CompletableFuture<Id> first = CompletableFuture.supplyAsync(c::next, pool);
+    assertTrue(atNode.await(10, TimeUnit.SECONDS));
+    assertFalse(c.forgetIfUnused());
+    release.countDown();
+    assertEquals(new Id(1, "A"), first.get(10, TimeUnit.SECONDS));
+    take(c, 2, 3);
+    assertFalse(c.forgetIfUnused());  // it received a range
+    // One whose fetch failed, nothing in flight and no range received, is forgotten.
+    fail.set(true);
+    RangeCache failing = cache(held, "fl2", 0);
+    assertThrows(HiloException.class, failing::next);
+    assertTrue(failing.forgetIfUnused());
+  }
+
   @Test
   void draws_racing_returns_never_hand_out_a_number_twice() throws Exception {
     ContractNode node = new ContractNode(64);
