@@ -55,9 +55,9 @@ final class FakeHilo extends HiLoGrpc.HiLoImplBase implements AutoCloseable {
 
   /** Applied to every NextRange reply (the node moved on whatever the reply). */
   volatile UnaryOperator<NextRangeResponse> corrupt = UnaryOperator.identity();
-  /** When set, NextRange waits for it (bounded) before answering. */
+  /** When set, NextRange waits for it (at most HOLD_SECONDS) before answering. */
   volatile CountDownLatch gate;
-  /** When set, ReturnRanges waits for it (bounded) before answering. */
+  /** When set, ReturnRanges waits for it (at most HOLD_SECONDS) before answering. */
   volatile CountDownLatch returnGate;
   final AtomicInteger nextRangeStarted = new AtomicInteger();
   volatile boolean returnRangesUnimplemented;
@@ -107,10 +107,16 @@ final class FakeHilo extends HiLoGrpc.HiLoImplBase implements AutoCloseable {
     return HiLoGrpc.newBlockingStub(nodeChannel).withDeadlineAfter(FORWARD_DEADLINE_SECONDS, TimeUnit.SECONDS);
   }
 
+  /**
+   * How long a held call waits for its gate at most, in case a test fails before letting it go: longer
+   * than a test's spin until the calls it holds have arrived (10 s), shorter than their deadlines (60 s).
+   */
+  private static final long HOLD_SECONDS = 30;
+
   private static void await(CountDownLatch g) {
     if (g == null) return;
     try {
-      g.await(10, TimeUnit.SECONDS);
+      g.await(HOLD_SECONDS, TimeUnit.SECONDS);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
     }

@@ -325,7 +325,10 @@ class HiloClientTest {
     }
   }
 
-  /** Spins (bounded: 10 s, less than any held call's deadline) until `done` holds; fails the test otherwise. */
+  /**
+   * Spins until `done` holds; fails the test after 10 s, which is less than the hold of a call held at
+   * FakeHilo (30 s) or at a ThrowingInterceptor, and than the deadline of a held call (60 s).
+   */
   private static void spinUntil(String what, BooleanSupplier done) {
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
     while (!done.getAsBoolean()) {
@@ -362,35 +365,36 @@ class HiloClientTest {
   /**
    * Callers waiting for one fetch of a new collection that fails all get its error; the collection is
    * forgotten once, its one error and every caller's wait counted once, and the next call starts afresh.
+   * The fetch is held at the node until every caller waits: its deadline (60 s) and the node's hold (30 s)
+   * outlast the spin's bound (10 s), so that it is the node's error the callers get, however slow the
+   * machine, and a caller that returns early ends the spin at once.
    */
   @Test
   void waiters_on_a_failed_first_fetch_leave_nothing_behind() throws Exception {
     int callers = 4;
     ExecutorService pool = Executors.newFixedThreadPool(callers);
-    try (HiloClient client = quiet().channel(a.channel).prefetchAt(0).build()) {
+    try (HiloClient client = quiet().rpcDeadline(Duration.ofSeconds(60)).channel(a.channel).prefetchAt(0).build()) {
       a.gate = new CountDownLatch(1);
       a.failNextRange(Status.UNAVAILABLE.withDescription("store busy"));
-      List<Future<Status.Code>> calls = new ArrayList<>();
+      List<Future<HiloException>> calls = new ArrayList<>();
       for (int i = 0; i < callers; i++) {
         boolean handle = i % 2 == 0;
-        calls.add(pool.submit(() -> {
-          try {
-            if (handle) client.collection("w").nextId();
-            else client.nextId("w");
-            return Status.Code.OK;
-          } catch (HiloException e) {
-            return e.code();
-          }
-        }));
+        calls.add(pool.submit(() -> failureOf(() -> {
+          if (handle) client.collection("w").nextId();
+          else client.nextId("w");
+        })));
       }
       // Every caller waits (callsWaited counts a caller as it begins to wait), one of them on the node.
-      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-      while (client.stats().callsWaited() < callers || a.nextRangeStarted.get() < 1) {
-        if (System.nanoTime() > deadline) fail("the callers did not all wait");
-        Thread.onSpinWait();
-      }
+      spinUntil("the callers all wait", () -> {
+        if (calls.stream().anyMatch(Future::isDone)) fail("a caller returned before the fetch was let go");
+        return client.stats().callsWaited() == callers && a.nextRangeStarted.get() == 1;
+      });
       a.gate.countDown();
-      for (Future<Status.Code> f : calls) assertEquals(Status.Code.UNAVAILABLE, f.get(10, TimeUnit.SECONDS));
+      for (Future<HiloException> f : calls) {
+        HiloException e = f.get(10, TimeUnit.SECONDS);
+        assertEquals(Status.Code.UNAVAILABLE, e.code());
+        assertTrue(e.getMessage().contains("store busy"), e.getMessage());  // the node's error, not a deadline
+      }
       assertEquals(Set.of(), client.collectionsForTesting());
       ClientStats stats = client.stats();
       assertEquals(Map.of(Status.Code.UNAVAILABLE, 1L), stats.errors());
