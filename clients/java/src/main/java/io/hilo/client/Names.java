@@ -12,6 +12,8 @@ final class Names {
   static final int WHOLE = 256;
   /** How many chars of a longer name are shown (one less where the last would split a surrogate pair). */
   static final int PREFIX = 64;
+  /** How many chars of a text from elsewhere ({@link #text}) are shown at most. */
+  static final int TEXT = 1024;
 
   private Names() {}
 
@@ -28,8 +30,25 @@ final class Names {
     return escape(name, cut) + "... (" + name.codePointCount(0, name.length()) + " characters)";
   }
 
+  /**
+   * {@code text} from elsewhere (a server's status description, which may hold a name as the caller gave
+   * it, formatted with "%s") for a message: escaped as {@link #quote} escapes, but not quoted and with its
+   * own {@code "} kept; past {@value #TEXT} chars, its first {@value #TEXT} and {@code ... (N characters)}.
+   */
+  static String text(String text) {
+    if (text.length() <= TEXT) return escape(text, text.length(), false);
+    int cut = TEXT;
+    if (Character.isHighSurrogate(text.charAt(cut - 1)) && Character.isLowSurrogate(text.charAt(cut))) cut--;
+    return escape(text, cut, false) + "... (" + text.codePointCount(0, text.length()) + " characters)";
+  }
+
   private static String escape(String name, int end) {
-    StringBuilder out = new StringBuilder(end + 2).append('"');
+    return escape(name, end, true);
+  }
+
+  private static String escape(String name, int end, boolean quoted) {
+    StringBuilder out = new StringBuilder(end + 2);
+    if (quoted) out.append('"');
     for (int i = 0; i < end; i++) {
       char c = name.charAt(i);
       if (Character.isHighSurrogate(c) && i + 1 < end && Character.isLowSurrogate(name.charAt(i + 1))) {
@@ -44,7 +63,7 @@ final class Names {
         continue;
       }
       switch (c) {
-        case '"' -> out.append("\\\"");
+        case '"' -> out.append(quoted ? "\\\"" : "\"");
         case '\\' -> out.append("\\\\");
         case '\n' -> out.append("\\n");
         case '\r' -> out.append("\\r");
@@ -55,7 +74,7 @@ final class Names {
         }
       }
     }
-    return out.append('"').toString();
+    return quoted ? out.append('"').toString() : out.toString();
   }
 
   /** A char a log must not get raw: a control, separator or format character, or half a surrogate pair. */

@@ -264,6 +264,7 @@ final class Targets implements RangeFetcher {
 
   private static String describe(Status status) {
     String d = status.getDescription();
-    return d == null || d.isEmpty() ? "(no message)" : d;
+    // The server's text may hold the collection name as the caller gave it: escaped and bounded as names are.
+    return d == null || d.isEmpty() ? "(no message)" : Names.text(d);
   }
 }

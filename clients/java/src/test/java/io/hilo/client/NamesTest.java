@@ -44,4 +44,13 @@ class NamesTest {
     assertEquals("\"a\\uD800b\\uDC00\"", Names.quote("a\ud800b\udc00"));
     assertEquals("\"😀\"", Names.quote("😀"));
   }
+
+  @Test
+  void a_text_from_elsewhere_is_escaped_unquoted_and_bounded() {
+    assertEquals("collection \"a\\u2028b\\u202E\" is \\\\ new\\n",
+        Names.text("collection \"a\u2028b\u202E\" is \\ new\n"));
+    assertEquals("x".repeat(1024), Names.text("x".repeat(1024)));
+    assertEquals("x".repeat(1024) + "... (5000 characters)", Names.text("x".repeat(5000)));
+    assertEquals("a".repeat(1023) + "... (1223 characters)", Names.text("a".repeat(1023) + "😀".repeat(200)));
+  }
 }

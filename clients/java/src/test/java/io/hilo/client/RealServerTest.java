@@ -203,6 +203,24 @@ class RealServerTest {
     }
   }
 
+  /**
+   * The server's own message names the collection as the caller gave it ("%s"): the client escapes that
+   * whole message as it escapes names, so no line or paragraph separator or bidi override reaches a log raw.
+   */
+  @Test
+  void a_servers_message_reaches_the_caller_escaped() throws Exception {
+    ServerProcess l = start("L", "--max_collections=1");
+    String name = "evil\u2028line\u202Eeno\"quote";
+    try (HiloClient client = quiet().targets(l.target()).prefetchAt(0).build()) {
+      client.nextId("first");
+      HiloException e = assertThrows(HiloException.class, () -> client.collection(name).nextId());
+      assertEquals(Status.Code.RESOURCE_EXHAUSTED, e.code(), e.getMessage());
+      assertEquals(-1, e.getMessage().indexOf('\u2028'), e.getMessage());
+      assertEquals(-1, e.getMessage().indexOf('\u202E'), e.getMessage());
+      assertTrue(e.getMessage().contains("evil\\u2028line\\u202Eeno\"quote"), e.getMessage());
+    }
+  }
+
   @Test
   void fails_over_when_a_node_is_killed_and_never_repeats_an_id() throws Exception {
     ServerProcess a = start("A");
