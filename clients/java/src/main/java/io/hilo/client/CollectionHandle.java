@@ -58,7 +58,7 @@ public final class CollectionHandle {
         return c.slowNext();
       } catch (RangeCache.Forgotten f) {
         cache = c = table.lookUp(c, name);
-      } catch (RuntimeException | Error e) {
+      } catch (Throwable e) {  // even a checked exception thrown undeclared (a Kotlin interceptor's)
         table.failed(c);
         throw e;
       }
@@ -71,7 +71,7 @@ public final class CollectionHandle {
         return c.slowNextDocumentId(prefix);
       } catch (RangeCache.Forgotten f) {
         cache = c = table.lookUp(c, name);
-      } catch (RuntimeException | Error e) {
+      } catch (Throwable e) {  // even a checked exception thrown undeclared (a Kotlin interceptor's)
         table.failed(c);
         throw e;
       }

@@ -164,7 +164,7 @@ public final class HiloClient implements AutoCloseable {
         return cache.slowNext();
       } catch (RangeCache.Forgotten f) {
         cache = lookUpAgain(cache);
-      } catch (RuntimeException | Error e) {
+      } catch (Throwable e) {  // even a checked exception thrown undeclared (a Kotlin interceptor's)
         failed(cache);
         throw e;
       }
@@ -178,7 +178,7 @@ public final class HiloClient implements AutoCloseable {
         return cache.slowNextDocumentId(prefix);
       } catch (RangeCache.Forgotten f) {
         cache = lookUpAgain(cache);
-      } catch (RuntimeException | Error e) {
+      } catch (Throwable e) {  // even a checked exception thrown undeclared (a Kotlin interceptor's)
         failed(cache);
         throw e;
       }

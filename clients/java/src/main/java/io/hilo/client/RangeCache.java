@@ -444,8 +444,9 @@ final class RangeCache {
     RangeFetcher.Reply reply;
     try {
       reply = fetcher.nextRange(request.build(), this::problemWith);
-    } catch (RuntimeException | Error e) {
-      // Anything but a HiloException (an interceptor's RuntimeException, an Error) counts as UNKNOWN.
+    } catch (Throwable e) {
+      // Anything but a HiloException (an interceptor's RuntimeException, an Error, a checked exception
+      // thrown undeclared) counts as UNKNOWN.
       errors.incrementAndGet((e instanceof HiloException h ? h.code() : Status.Code.UNKNOWN).ordinal());
       throw e;
     }

@@ -20,6 +20,7 @@ import io.hilo.v1.HiLoGrpc;
 import io.hilo.v1.NextRangeRequest;
 import io.hilo.v1.ReturnRangeRequest;
 import io.hilo.v1.ReturnRangesRequest;
+import java.io.IOException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -39,6 +40,7 @@ import java.util.function.Consumer;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.function.Executable;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
@@ -433,9 +435,13 @@ class HiloClientTest {
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
       }
-      if (t instanceof RuntimeException r) throw r;
-      throw (Error) t;
+      throw HiloClientTest.<RuntimeException>sneaky(t);  // a checked one too, as Kotlin code may throw it
     }
+  }
+
+  @SuppressWarnings("unchecked")
+  private static <T extends Throwable> RuntimeException sneaky(Throwable t) throws T {
+    throw (T) t;
   }
 
   private static HiloException failureOf(Runnable call) {
@@ -491,6 +497,32 @@ class HiloClientTest {
       assertEquals(new Id(1, "A"), client.nextId("alone"));
     } finally {
       pool.shutdownNow();
+    }
+  }
+
+  /**
+   * A checked exception thrown undeclared (a Kotlin interceptor's IOException) is, like any other failure,
+   * counted (UNKNOWN) and forgets the collection that never received a range: many names grow nothing.
+   */
+  @Test
+  void a_fetch_that_throws_a_checked_exception_undeclared_is_counted_and_forgets_the_collection() {
+    ThrowingInterceptor broken = new ThrowingInterceptor(HiLoGrpc.getNextRangeMethod());
+    try (HiloClient client = quiet().channel(ClientInterceptors.intercept(a.channel, broken)).prefetchAt(0).build()) {
+      for (int i = 0; i < 20; i++) {
+        IOException thrown = new IOException("kotlin interceptor " + i);
+        broken.next.set(thrown);
+        String name = "n" + i;
+        Executable call = switch (i % 4) {
+          case 0 -> () -> client.nextId(name);
+          case 1 -> () -> client.nextDocumentId(name);
+          case 2 -> () -> client.collection(name).nextId();
+          default -> () -> client.collection(name).nextDocumentId();
+        };
+        assertSame(thrown, assertThrows(IOException.class, call));
+      }
+      assertEquals(Set.of(), client.collectionsForTesting());
+      assertEquals(Map.of(Status.Code.UNKNOWN, 20L), client.stats().errors());
+      assertEquals(new Id(1, "A"), client.nextId("n0"));
     }
   }
 
