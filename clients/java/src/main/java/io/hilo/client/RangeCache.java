@@ -289,16 +289,22 @@ final class RangeCache {
 
   /**
    * Ends the flight {@code pending} after {@code t}: clears {@link #inFlight} if it is still that one, and
-   * fails its waiters with {@code t} as a HiloException.
+   * fails its waiters with {@code t} as a HiloException; should even building that fail (an
+   * OutOfMemoryError), with {@code t} itself, which each waiter wraps: nothing leaves them waiting.
    */
   private void failFlight(CompletableFuture<Void> pending, Throwable t, String what) {
-    lock.lock();
+    Throwable failure = t;
     try {
-      if (inFlight == pending) inFlight = null;
+      lock.lock();
+      try {
+        if (inFlight == pending) inFlight = null;
+      } finally {
+        lock.unlock();
+      }
+      failure = forWaiters(t, what);
     } finally {
-      lock.unlock();
+      pending.completeExceptionally(failure);
     }
-    pending.completeExceptionally(forWaiters(t, what));
   }
 
   /**
@@ -310,7 +316,16 @@ final class RangeCache {
     if (t instanceof HiloException h) return h;
     return new HiloException(
         Status.Code.UNKNOWN,
-        "another caller's " + what + " of the ranges of " + Names.quote(collection) + " failed: " + t, t);
+        "another caller's " + what + " of the ranges of " + Names.quote(collection) + " failed: " + show(t), t);
+  }
+
+  /** {@code t} as a message shows it: its toString, or its class should that throw. */
+  static String show(Throwable t) {
+    try {
+      return String.valueOf(t);
+    } catch (RuntimeException e) {
+      return t.getClass().getName() + " (whose toString threw " + e.getClass().getName() + ")";
+    }
   }
 
   /** Makes {@code r} the current range. Under the lock. */

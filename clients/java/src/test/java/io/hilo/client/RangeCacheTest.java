@@ -2,6 +2,7 @@ package io.hilo.client;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
@@ -327,6 +328,65 @@ class RangeCacheTest {
     RangeCache failing = cache(held, "fl2", 0);
     assertThrows(HiloException.class, failing::next);
     assertTrue(failing.forgetIfUnused());
+  }
+
+  /**
+   * A fetch that fails with a throwable whose toString throws still lets the callers waiting for it go at
+   * once (not after their bound, 10 s here), with a HiloException naming its class; the fetching caller
+   * gets the throwable itself.
+   */
+  @Test
+  void a_fetch_whose_throwable_cannot_be_shown_lets_its_waiters_go() throws Exception {
+    class Unshowable extends RuntimeException {
+      @Override
+      public String toString() {
+        throw new IllegalStateException("toString broke");
+      }
+    }
+    Unshowable thrown = new Unshowable();
+    CountDownLatch atNode = new CountDownLatch(1);
+    CountDownLatch release = new CountDownLatch(1);
+    RangeFetcher node =
+        new RangeFetcher() {
+          @Override
+          public Reply nextRange(NextRangeRequest request, Function<NextRangeResponse, String> check) {
+            atNode.countDown();
+            try {
+              if (!release.await(10, TimeUnit.SECONDS)) throw new AssertionError("never let go");
+            } catch (InterruptedException e) {
+              Thread.currentThread().interrupt();
+            }
+            throw thrown;
+          }
+
+          @Override
+          public List<ReturnOutcome> returnRanges(int target, List<ReturnRangeRequest> items, Deadline deadline) {
+            throw new AssertionError("no return here");
+          }
+
+          @Override
+          public String describe() {
+            return "node";
+          }
+        };
+    RangeCache c = cache(node, "ts", 0);
+    CompletableFuture<Throwable> fetching =
+        CompletableFuture.supplyAsync(() -> assertThrows(Throwable.class, c::next), pool);
+    assertTrue(atNode.await(10, TimeUnit.SECONDS));
+    CompletableFuture<HiloException> waiter =
+        CompletableFuture.supplyAsync(() -> assertThrows(HiloException.class, c::next), pool);
+    long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+    while (c.callsWaited.get() < 2) {
+      if (System.nanoTime() > end) fail("the caller never waited for the fetch");
+      Thread.onSpinWait();
+    }
+    release.countDown();
+    HiloException e = waiter.get(5, TimeUnit.SECONDS);  // well within the cache's wait bound, 10 s
+    assertSame(thrown, fetching.get(5, TimeUnit.SECONDS));
+    assertEquals(Status.Code.UNKNOWN, e.code());
+    assertSame(thrown, e.getCause());
+    assertTrue(e.getMessage().contains("fetch of the ranges of \"ts\" failed: " + Unshowable.class.getName()
+        + " (whose toString threw java.lang.IllegalStateException)"), e.getMessage());
   }
 
   @Test
