@@ -425,10 +425,12 @@ final class RangeCache {
     } catch (HiloException e) {
       // Not worth a caller's error: a caller that runs dry fetches (and reports) by itself.
     } catch (Throwable t) {
-      // Anything else (an interceptor's RuntimeException, an Error) goes on to the executor's thread, and
-      // the callers waiting for this fetch get it as a HiloException.
+      // Anything else (an interceptor's RuntimeException, an Error; counted by fetch): the callers waiting
+      // for this fetch get it as a HiloException, and it is logged, as other background failures are, not
+      // thrown on the executor's thread (a stack trace on stderr, a pool thread lost).
       failFlight(pending, t, "prefetch");
-      throw t;
+      setup.log().accept("hilo: prefetching a range of " + Names.quote(collection) + " failed: " + show(t));
+      return;
     }
     lock.lock();
     try {

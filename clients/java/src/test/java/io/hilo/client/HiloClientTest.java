@@ -526,14 +526,18 @@ class HiloClientTest {
     }
   }
 
-  /** As a fetch: a prefetch that throws something else fails the callers waiting for it, at once. */
+  /**
+   * As a fetch: a prefetch that throws something else fails the callers waiting for it, at once; it is
+   * counted and logged (not thrown on the executor's thread), and the next caller fetches.
+   */
   @Test
   void a_prefetch_that_throws_something_else_fails_its_waiters_and_leaves_nothing_in_flight() throws Exception {
     ThrowingInterceptor broken = new ThrowingInterceptor(HiLoGrpc.getNextRangeMethod());
     RuntimeException thrown = new IllegalStateException("interceptor broke");
+    List<String> lines = Collections.synchronizedList(new ArrayList<>());
     ExecutorService pool = Executors.newFixedThreadPool(1);
-    try (HiloClient client =
-        quiet().rpcDeadline(Duration.ofSeconds(60)).channel(ClientInterceptors.intercept(a.channel, broken)).build()) {
+    try (HiloClient client = quiet().log(lines::add).rpcDeadline(Duration.ofSeconds(60))
+        .channel(ClientInterceptors.intercept(a.channel, broken)).build()) {
       assertEquals(new Id(1, "A"), client.nextId("p"));
       broken.hold = new CountDownLatch(1);
       broken.next.set(thrown);
@@ -548,6 +552,8 @@ class HiloClientTest {
       assertSame(thrown, h.getCause());
       assertEquals(new Id(33, "A"), pool.submit(() -> client.nextId("p")).get(10, TimeUnit.SECONDS));
       assertEquals(Map.of(Status.Code.UNKNOWN, 1L), client.stats().errors());
+      await("the prefetch's failure is logged", () -> !lines.isEmpty());
+      assertEquals(List.of("hilo: prefetching a range of \"p\" failed: " + thrown), lines);
     } finally {
       pool.shutdownNow();
     }
