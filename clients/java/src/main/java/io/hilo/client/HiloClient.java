@@ -392,9 +392,18 @@ public final class HiloClient implements AutoCloseable {
     }
   }
 
+  /**
+   * Hands {@code line} to the log option. A log that throws (a RuntimeException) loses that line, which
+   * then goes to the System.Logger: close() and returnUnusedRanges() throw nothing, and every other
+   * collection's return still ends.
+   */
   private void log(String line) {
     synchronized (logLock) {
-      log.accept(line);
+      try {
+        log.accept(line);
+      } catch (RuntimeException e) {
+        logToSystemLogger(line + " (the log option threw " + e.getClass().getName() + ")");
+      }
     }
   }
 
@@ -483,8 +492,9 @@ public final class HiloClient implements AutoCloseable {
     }
 
     /**
-     * Where best-effort failures (a return that failed after its retries) go, one line at a time, never
-     * from two threads at once; default: System.Logger "io.hilo.client" at WARNING.
+     * Where best-effort failures (a return that failed after its retries, a prefetch) go, one line at a
+     * time, never from two threads at once; default: System.Logger "io.hilo.client" at WARNING. A line
+     * whose log throws a RuntimeException goes to that System.Logger instead; the client throws nothing.
      */
     public Builder log(Consumer<String> log) {
       this.log = Objects.requireNonNull(log, "log");
