@@ -156,15 +156,16 @@ final class UnusedReturns {
   }
 
   /**
-   * The fetcher's returnRanges, whose outcomes say how each return failed: a RuntimeException it throws (a
-   * ClientInterceptor's; Targets throws none of its own) is every return's failure, which is logged and
-   * counted, never thrown to the application (CONTRACT.md R13).
+   * The fetcher's returnRanges, whose outcomes say how each return failed: anything it throws (a
+   * ClientInterceptor's RuntimeException or Error; Targets throws nothing of its own) is every return's
+   * failure, which is logged and counted, never thrown to the application (CONTRACT.md R13), the same
+   * whether the call ran on the executor or, refused there, on the caller's thread.
    */
   private List<RangeFetcher.ReturnOutcome> returnRanges(
       int target, List<ReturnRangeRequest> requests, Deadline deadline) {
     try {
       return fetcher.returnRanges(target, requests, deadline);
-    } catch (RuntimeException e) {
+    } catch (Throwable e) {
       return Collections.nCopies(requests.size(), thrown(e));
     }
   }

@@ -21,13 +21,17 @@ import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.Executor;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Function;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * RangeCache on its own, against {@link ContractNode} (a node as README's contract describes it), for
@@ -431,5 +435,43 @@ class RangeCacheTest {
     assertTrue(c.returnsApplied.get() + other.returnsApplied.get() >= 10,
         "only " + (c.returnsApplied.get() + other.returnsApplied.get()) + " returns applied");
     prefetcher.shutdownNow();
+  }
+
+  /**
+   * A return call that throws an Error (a ClientInterceptor's) is that return's failure, counted and
+   * logged, and the hand-back throws nothing, alike whether the call ran on the executor or, the executor
+   * refusing it, on the caller's thread. Nothing was sent, so the next range follows the one held.
+   */
+  @ParameterizedTest
+  @ValueSource(booleans = {false, true})
+  void a_return_call_that_throws_an_error_is_a_failed_return_on_either_thread(boolean refused) {
+    ContractNode node = new ContractNode(32);
+    Error broke = new Error("interceptor broke");
+    RangeFetcher throwing =
+        new RangeFetcher() {
+          @Override
+          public Reply nextRange(NextRangeRequest request, Function<NextRangeResponse, String> check) {
+            return node.nextRange(request, check);
+          }
+
+          @Override
+          public List<ReturnOutcome> returnRanges(int target, List<ReturnRangeRequest> items, Deadline deadline) {
+            throw broke;
+          }
+
+          @Override
+          public String describe() {
+            return node.describe();
+          }
+        };
+    Executor executor = refused ? r -> { throw new RejectedExecutionException("shut down"); } : pool;
+    RangeCache c = cache(throwing, "re", 0);
+    take(c, 1, 5);
+    new UnusedReturns(throwing, executor, Duration.ofSeconds(5), Duration.ofSeconds(10)).handBack(List.of(c), false);
+    assertEquals(1, c.returnsFailed.get());
+    assertEquals(0, c.returnsApplied.get());
+    assertEquals(1, logged.size(), logged.toString());
+    assertTrue(logged.get(0).contains("UNKNOWN: the return call failed: " + broke), logged.get(0));
+    take(c, 33, 34);
   }
 }
