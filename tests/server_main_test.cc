@@ -1,5 +1,6 @@
 // hilo_server as a process: start-up line, clean exit on signals, and one
 // clear line plus a non-zero exit for every kind of bad start.
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -395,6 +397,59 @@ TEST(ServerMainTest, SighupRefusesAnEmptyPolicyAndSaysWhenTheTokensAreGone) {
   EXPECT_THAT(NextOrders(port), IsOk());
 
   EXPECT_THAT(server->Terminate(), IsOkAndHolds(0));
+}
+
+// The scheduling policy of every thread of process `pid`, by thread id.
+std::map<pid_t, int> ThreadPolicies(pid_t pid) {
+  std::map<pid_t, int> policies;
+  for (const auto& entry : std::filesystem::directory_iterator(
+           absl::StrCat("/proc/", pid, "/task"))) {
+    const pid_t tid = std::stoi(entry.path().filename().string());
+    const int policy = sched_getscheduler(tid);
+    if (policy >= 0) policies[tid] = policy;  // else the thread just ended
+  }
+  return policies;
+}
+
+// --cpu_scheduling=batch reaches every thread: gRPC's, the store's, the
+// metrics endpoint's, those a first call starts; and the start-up line says
+// so. Without the flag every thread keeps the kernel's default.
+TEST(ServerMainTest, CpuSchedulingReachesEveryThreadAndTheStartLine) {
+  for (const bool batch : {true, false}) {
+    SCOPED_TRACE(batch ? "batch" : "default");
+    TempDir dir;
+    std::vector<std::string> args = {"--db=" + dir.File("h.db"), "--create_db"};
+    if (batch) args.push_back("--cpu_scheduling=batch");
+    std::unique_ptr<ServerProcess> server = Start(args);
+    ASSERT_NE(server, nullptr);
+    ASSERT_EQ(server->StderrLines().size(), 1u) << server->StderrText();
+    EXPECT_THAT(server->StderrLines()[0],
+                HasSubstr(batch ? ", cpu scheduling batch, "
+                                : ", cpu scheduling normal, "));
+    hilo::v1::NextRangeResponse response;
+    ASSERT_THAT(NextOrders(server->port(), &response), IsOk());
+    EXPECT_EQ(response.high(), 32);
+
+    const std::map<pid_t, int> policies = ThreadPolicies(server->pid());
+    // The main thread, gRPC's pollers and executor, the committer, the
+    // metrics endpoint's workers: far more than a handful.
+    EXPECT_GE(policies.size(), 10u);
+    for (const auto& [tid, policy] : policies) {
+      EXPECT_EQ(policy, batch ? SCHED_BATCH : SCHED_OTHER) << "thread " << tid;
+    }
+    EXPECT_THAT(server->Terminate(), IsOkAndHolds(0));
+  }
+}
+
+TEST(ServerMainTest, UnknownCpuSchedulingIsOneLineAndNoStart) {
+  TempDir dir;
+  const auto [code, lines] = RunToRefusal(
+      {"--db=" + dir.File("h.db"), "--create_db", "--cpu_scheduling=fifo"});
+  EXPECT_EQ(code, 1);
+  ASSERT_EQ(lines.size(), 1u) << ::testing::PrintToString(lines);
+  EXPECT_THAT(lines[0], StartsWith("hilo_server: --cpu_scheduling is \"fifo\"; "
+                                   "it must be normal"));
+  EXPECT_FALSE(std::filesystem::exists(dir.File("h.db")));
 }
 
 TEST(ServerMainTest, PortInUseIsOneClearLineAndNonZeroExit) {
