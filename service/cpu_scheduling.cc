@@ -6,24 +6,54 @@
 #include <cstring>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace hilo {
+namespace {
+
+// SCHED_DEADLINE is not in every libc's <sched.h>; the kernel's number.
+constexpr int kSchedDeadline = 6;
+
+// The flag's word for `policy`, or the kernel's for one it does not set.
+std::string PolicyName(int policy) {
+  switch (policy) {
+    case SCHED_OTHER:
+      return "normal";
+    case SCHED_BATCH:
+      return "batch";
+    case SCHED_IDLE:
+      return "idle";
+    case SCHED_FIFO:
+      return "fifo";
+    case SCHED_RR:
+      return "rr";
+    case kSchedDeadline:
+      return "deadline";
+    default:
+      return absl::StrCat("policy ", policy);
+  }
+}
+
+}  // namespace
 
 absl::StatusOr<CpuScheduling> ParseCpuScheduling(absl::string_view name) {
+  if (name == "inherit") return CpuScheduling::kInherit;
   if (name == "normal") return CpuScheduling::kNormal;
   if (name == "batch") return CpuScheduling::kBatch;
   // Bounded before it is quoted: the flag's value is the operator's text.
   constexpr size_t kQuoted = 32;
   return absl::InvalidArgumentError(absl::StrFormat(
-      "--cpu_scheduling is \"%s%s\"; it must be normal (the default: a "
-      "thread that wakes may preempt) or batch (a host of the server's own: "
-      "its threads do not preempt each other)",
+      "--cpu_scheduling is \"%s%s\"; it must be inherit (the default: the "
+      "policy the server was started under), normal (a thread that wakes "
+      "may preempt) or batch (a host of the server's own: its threads do "
+      "not preempt each other)",
       absl::CHexEscape(name.substr(0, kQuoted)),
       name.size() > kQuoted ? "..." : ""));
 }
 
 absl::Status ApplyCpuScheduling(CpuScheduling scheduling) {
+  if (scheduling == CpuScheduling::kInherit) return absl::OkStatus();
   const int policy =
       scheduling == CpuScheduling::kBatch ? SCHED_BATCH : SCHED_OTHER;
   // Non-real-time policies take priority 0; pid 0 is the calling thread.
@@ -31,12 +61,15 @@ absl::Status ApplyCpuScheduling(CpuScheduling scheduling) {
   if (sched_setscheduler(0, policy, &param) != 0) {
     const int error = errno;
     return absl::FailedPreconditionError(absl::StrFormat(
-        "--cpu_scheduling=%s: the kernel refused the policy %s: %s",
-        scheduling == CpuScheduling::kBatch ? "batch" : "normal",
-        scheduling == CpuScheduling::kBatch ? "SCHED_BATCH" : "SCHED_OTHER",
-        std::strerror(error)));
+        "--cpu_scheduling=%s: the kernel refused the policy %s to a thread "
+        "now under %s: %s",
+        PolicyName(policy),
+        policy == SCHED_BATCH ? "SCHED_BATCH" : "SCHED_OTHER",
+        PolicyName(sched_getscheduler(0)), std::strerror(error)));
   }
   return absl::OkStatus();
 }
+
+std::string CpuSchedulingName() { return PolicyName(sched_getscheduler(0)); }
 
 }  // namespace hilo

@@ -3,8 +3,8 @@
 //
 // A NextRange passes through three kinds of thread: a gRPC polling thread
 // reads it and queues it, the store's committer commits its batch and
-// sends the replies, and gRPC's executor sometimes finishes a send the
-// committer found a transport busy with. Under the kernel's normal policy
+// sends the replies, and gRPC's executor finishes the sends the committer
+// found a transport busy with. Under the kernel's default policy
 // (SCHED_OTHER) a thread that wakes may preempt the one running on its
 // core at once. That keeps the server prompt beside busy neighbours, but
 // on a core the server has to itself its own threads preempt each other:
@@ -13,20 +13,23 @@
 // Under SCHED_BATCH a thread that wakes does not preempt: it runs when the
 // running thread sleeps or its time slice ends, so the committer sends a
 // batch's replies in one go and a polling thread then reads every request
-// that came meanwhile. On a host of its own the server does about a tenth
-// to a quarter more NextRange calls per second on the same CPU; beside a
-// process that keeps a core busy, each reply can wait for that process's
-// time slice (milliseconds). BENCHMARKS.md, History, 2026-12-06, has the
-// figures.
+// that came meanwhile. On one 2-core machine, with the server on a core of
+// its own, that gave 1.20 x the NextRange calls per second under h2load
+// (1.12 x with h2load on the same two cores); beside a process that kept
+// the server's core busy, a call waited for that process's time slice
+// (3.8 ms instead of 0.16 ms). BENCHMARKS.md, History, 2026-12-06.
 //
 //   absl::StatusOr<CpuScheduling> s = ParseCpuScheduling("batch");
 //   if (s.ok()) status = ApplyCpuScheduling(*s);  // before any thread starts
+//   std::string name = CpuSchedulingName();       // "batch"
 //
 // The policy is per thread, and a thread starts with the policy of the
 // thread that started it: apply it on the main thread before the first
 // other thread of the process starts, and every thread has it.
 #ifndef HILO_SERVICE_CPU_SCHEDULING_H_
 #define HILO_SERVICE_CPU_SCHEDULING_H_
+
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -35,20 +38,29 @@
 namespace hilo {
 
 enum class CpuScheduling {
-  // SCHED_OTHER: a thread that wakes may preempt. The default.
+  // Leave the policy the process was started under (systemd's
+  // CPUSchedulingPolicy=, chrt). The default: the server makes no call.
+  kInherit,
+  // SCHED_OTHER: a thread that wakes may preempt.
   kNormal,
   // SCHED_BATCH: a thread that wakes waits for the running one.
   kBatch,
 };
 
-// "normal" or "batch"; INVALID_ARGUMENT naming --cpu_scheduling otherwise.
+// "inherit", "normal" or "batch"; INVALID_ARGUMENT naming --cpu_scheduling
+// otherwise.
 absl::StatusOr<CpuScheduling> ParseCpuScheduling(absl::string_view name);
 
 // Puts the calling thread under `scheduling` (the threads it starts later
-// inherit it). FAILED_PRECONDITION naming the policy and the kernel's
-// reason if the kernel refuses (a seccomp profile, say); the thread's
-// policy is then unchanged.
+// inherit it); kInherit changes nothing. FAILED_PRECONDITION naming the
+// policy and the kernel's reason if the kernel refuses (leaving SCHED_IDLE
+// without CAP_SYS_NICE, say); the thread's policy is then unchanged.
 absl::Status ApplyCpuScheduling(CpuScheduling scheduling);
+
+// The calling thread's policy as the flag names it ("normal", "batch"), or
+// the kernel's name of one the flag does not set ("idle", "fifo", "rr",
+// "deadline").
+std::string CpuSchedulingName();
 
 }  // namespace hilo
 

@@ -99,12 +99,14 @@ ABSL_FLAG(std::string, sync, "full",
 ABSL_FLAG(int, max_batch, 256,
           "most requests committed in one transaction (group commit); 1 "
           "commits each alone");
-ABSL_FLAG(std::string, cpu_scheduling, "normal",
-          "normal: a server thread that wakes may preempt whatever runs on "
-          "its core; batch (SCHED_BATCH): it waits for the running thread, "
-          "so the server's threads do not preempt each other: more "
-          "NextRange per second on a host of its own, slower replies beside "
-          "a process that keeps a core busy");
+ABSL_FLAG(std::string, cpu_scheduling, "inherit",
+          "inherit: the policy the server was started under (systemd's "
+          "CPUSchedulingPolicy=, chrt); normal: the kernel's default, a "
+          "thread that wakes may preempt whatever runs on its core; batch "
+          "(SCHED_BATCH): it waits for the running thread, so the server's "
+          "threads do not preempt each other: more NextRange per second on "
+          "a host of its own, slower replies beside a process that keeps a "
+          "core busy");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "on SIGTERM, how long in-flight calls may run before they are "
           "cancelled; calls still waiting for the store (a database that "
@@ -546,8 +548,7 @@ std::string StartLine(hilo::Server& server, const hilo::ServerOptions& options,
       server.node_tag(), server.port(), options.listen, security, store_text,
       hilo::SyncModeName(options.sync), options.range_sizes.min_size,
       options.range_sizes.max_size, options.max_batch,
-      absl::GetFlag(FLAGS_cpu_scheduling),
-      options.enable_reflection ? "on" : "off",
+      hilo::CpuSchedulingName(), options.enable_reflection ? "on" : "off",
       server.metrics_port() > 0 ? absl::StrCat("port ", server.metrics_port())
                                 : std::string("off"),
       hilo::DefaultNodeTagNote(tag));

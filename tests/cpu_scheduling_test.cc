@@ -1,10 +1,18 @@
-// --cpu_scheduling's parsing, and the policy it puts on a thread and on the
-// threads that thread starts (each on a thread of its own: the policy is
-// per thread, and the test's main thread keeps its own).
+// --cpu_scheduling's parsing, the policy it puts on a thread and on the
+// threads that thread starts, and a refusal by the kernel. Each policy is
+// set on a thread of its own (the policy is per thread), so the test's
+// main thread keeps the one it was started under.
 #include "service/cpu_scheduling.h"
 
+#include <linux/capability.h>
 #include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <ostream>
 #include <string>
 #include <thread>
 
@@ -21,25 +29,27 @@ using ::hilo::testing_util::StatusIs;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
+using ::testing::StartsWith;
 
-TEST(CpuSchedulingTest, ParsesTheTwoNames) {
+TEST(CpuSchedulingTest, ParsesTheThreeNames) {
+  EXPECT_THAT(ParseCpuScheduling("inherit"),
+              IsOkAndHolds(CpuScheduling::kInherit));
   EXPECT_THAT(ParseCpuScheduling("normal"),
               IsOkAndHolds(CpuScheduling::kNormal));
   EXPECT_THAT(ParseCpuScheduling("batch"), IsOkAndHolds(CpuScheduling::kBatch));
 }
 
-TEST(CpuSchedulingTest, AnyOtherNameIsRefusedNamingTheFlagAndBothChoices) {
-  for (const char* bad : {"", "BATCH", "fifo", "batch "}) {
+TEST(CpuSchedulingTest, AnyOtherNameIsRefusedNamingTheFlagAndTheChoices) {
+  for (const char* bad : {"", "BATCH", "fifo", "batch ", "idle"}) {
     EXPECT_THAT(ParseCpuScheduling(bad),
                 StatusIs(absl::StatusCode::kInvalidArgument,
-                         HasSubstr("--cpu_scheduling is \"")))
+                         StartsWith("--cpu_scheduling is \"")))
         << bad;
   }
-  EXPECT_THAT(
-      ParseCpuScheduling("fifo"),
-      StatusIs(absl::StatusCode::kInvalidArgument,
-               ::testing::StartsWith("--cpu_scheduling is \"fifo\"; it must "
-                                     "be normal (the default")));
+  EXPECT_THAT(ParseCpuScheduling("fifo"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       StartsWith("--cpu_scheduling is \"fifo\"; it must be "
+                                  "inherit (the default")));
 }
 
 // The operator's text is quoted escaped and cut short, never whole.
@@ -55,43 +65,106 @@ TEST(CpuSchedulingTest, ALongOrControlValueIsQuotedBoundedAndEscaped) {
                        AllOf(HasSubstr("\"a\\nb\""), Not(HasSubstr("\n")))));
 }
 
-// What ApplyCpuScheduling returned on a thread of its own, and the policy
-// of that thread and of one it started after.
+// What ApplyCpuScheduling returned on a thread of its own that started
+// under `start_policy`, and the policy of that thread and of one it
+// started after.
 struct Applied {
   absl::Status status;
   int own_policy = -1;
   int started_policy = -1;
+  std::string name;
 };
 
-Applied ApplyOnOwnThread(CpuScheduling scheduling) {
+Applied ApplyOnOwnThread(int start_policy, CpuScheduling scheduling) {
   Applied applied;
   std::thread([&] {
+    sched_param param{};
+    if (sched_setscheduler(0, start_policy, &param) != 0) {
+      applied.status = absl::InternalError("cannot set the start policy");
+      return;
+    }
     applied.status = ApplyCpuScheduling(scheduling);
     applied.own_policy = sched_getscheduler(0);
+    applied.name = CpuSchedulingName();
     std::thread([&] { applied.started_policy = sched_getscheduler(0); }).join();
   }).join();
   return applied;
 }
 
-TEST(CpuSchedulingTest, BatchIsTheThreadsPolicyAndThatOfTheThreadsItStarts) {
-  const Applied applied = ApplyOnOwnThread(CpuScheduling::kBatch);
+struct Case {
+  const char* name;
+  int start_policy;
+  CpuScheduling scheduling;
+  int policy;  // the thread's and its child's, after
+  const char* policy_name;
+};
+void PrintTo(const Case& c, std::ostream* out) { *out << c.name; }
+
+class CpuSchedulingApplyTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CpuSchedulingApplyTest, SetsTheThreadAndTheThreadsItStarts) {
+  const Case& c = GetParam();
+  const int policy_before = sched_getscheduler(0);
+  const Applied applied = ApplyOnOwnThread(c.start_policy, c.scheduling);
   ASSERT_THAT(applied.status, IsOk());
-  EXPECT_EQ(applied.own_policy, SCHED_BATCH);
-  EXPECT_EQ(applied.started_policy, SCHED_BATCH);
+  EXPECT_EQ(applied.own_policy, c.policy);
+  EXPECT_EQ(applied.started_policy, c.policy);
+  EXPECT_EQ(applied.name, c.policy_name);
   // Only that thread's: this one is as it was.
-  EXPECT_EQ(sched_getscheduler(0), SCHED_OTHER);
+  EXPECT_EQ(sched_getscheduler(0), policy_before);
 }
 
-TEST(CpuSchedulingTest, NormalPutsABatchThreadBackUnderTheDefaultPolicy) {
-  Applied applied;
-  std::thread([&] {
-    sched_param param{};
-    ASSERT_EQ(sched_setscheduler(0, SCHED_BATCH, &param), 0);
-    applied.status = ApplyCpuScheduling(CpuScheduling::kNormal);
-    applied.own_policy = sched_getscheduler(0);
-  }).join();
-  ASSERT_THAT(applied.status, IsOk());
-  EXPECT_EQ(applied.own_policy, SCHED_OTHER);
+INSTANTIATE_TEST_SUITE_P(
+    Policies, CpuSchedulingApplyTest,
+    ::testing::Values(Case{"BatchFromNormal", SCHED_OTHER,
+                           CpuScheduling::kBatch, SCHED_BATCH, "batch"},
+                      Case{"NormalFromBatch", SCHED_BATCH,
+                           CpuScheduling::kNormal, SCHED_OTHER, "normal"},
+                      Case{"InheritKeepsBatch", SCHED_BATCH,
+                           CpuScheduling::kInherit, SCHED_BATCH, "batch"},
+                      Case{"InheritKeepsIdle", SCHED_IDLE,
+                           CpuScheduling::kInherit, SCHED_IDLE, "idle"},
+                      Case{"InheritKeepsNormal", SCHED_OTHER,
+                           CpuScheduling::kInherit, SCHED_OTHER, "normal"}),
+    [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+// Drops CAP_SYS_NICE from this process (a no-op for one that lacks it):
+// without it, a thread leaves SCHED_IDLE only as RLIMIT_NICE allows.
+void DropSysNice() {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+  if (syscall(SYS_capget, &header, data) != 0) std::_Exit(10);
+  const unsigned bit = 1u << (CAP_SYS_NICE % 32);
+  data[CAP_SYS_NICE / 32].effective &= ~bit;
+  data[CAP_SYS_NICE / 32].permitted &= ~bit;
+  data[CAP_SYS_NICE / 32].inheritable &= ~bit;
+  if (syscall(SYS_capset, &header, data) != 0) std::_Exit(11);
+}
+
+// In a process under SCHED_IDLE, with RLIMIT_NICE 0 and without
+// CAP_SYS_NICE, applies kBatch and prints the outcome and the policy after
+// it; exits 0 once it got that far.
+[[noreturn]] void ApplyBatchWhereIdleMayNotBeLeft() {
+  DropSysNice();
+  const rlimit none{0, 0};
+  if (setrlimit(RLIMIT_NICE, &none) != 0) std::_Exit(12);
+  sched_param param{};
+  if (sched_setscheduler(0, SCHED_IDLE, &param) != 0) std::_Exit(13);
+  const absl::Status refused = ApplyCpuScheduling(CpuScheduling::kBatch);
+  std::fprintf(stderr, "[%s] [%s] now %d\n",
+               absl::StatusCodeToString(refused.code()).c_str(),
+               std::string(refused.message()).c_str(), sched_getscheduler(0));
+  std::_Exit(0);
+}
+
+// Such a thread may not leave SCHED_IDLE: the refusal names the flag, both
+// policies and the kernel's reason, and the thread stays where it was. In
+// a child process: the capability and the limit are the process's.
+TEST(CpuSchedulingDeathTest, AKernelRefusalNamesBothPoliciesAndChangesNothing) {
+  EXPECT_EXIT(ApplyBatchWhereIdleMayNotBeLeft(), ::testing::ExitedWithCode(0),
+              "\\[FAILED_PRECONDITION\\] \\[--cpu_scheduling=batch: the "
+              "kernel refused the policy SCHED_BATCH to a thread now under "
+              "idle: Operation not permitted\\] now 5");
 }
 
 }  // namespace

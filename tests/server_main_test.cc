@@ -9,7 +9,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
+#include <ostream>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -399,47 +402,85 @@ TEST(ServerMainTest, SighupRefusesAnEmptyPolicyAndSaysWhenTheTokensAreGone) {
   EXPECT_THAT(server->Terminate(), IsOkAndHolds(0));
 }
 
-// The scheduling policy of every thread of process `pid`, by thread id.
+// The scheduling policy of every thread of process `pid`, by thread id,
+// from each thread's /proc stat (field 41): a thread that ended meanwhile
+// is left out, and no other process's thread that took its id is read.
 std::map<pid_t, int> ThreadPolicies(pid_t pid) {
   std::map<pid_t, int> policies;
   for (const auto& entry : std::filesystem::directory_iterator(
            absl::StrCat("/proc/", pid, "/task"))) {
-    const pid_t tid = std::stoi(entry.path().filename().string());
-    const int policy = sched_getscheduler(tid);
-    if (policy >= 0) policies[tid] = policy;  // else the thread just ended
+    std::ifstream in(entry.path() / "stat");
+    std::string stat;
+    if (!std::getline(in, stat)) continue;  // the thread ended
+    // The fields after the name (which ends at the last ')') start at 3.
+    std::istringstream after_name(stat.substr(stat.rfind(')') + 1));
+    const std::vector<std::string> fields{
+        std::istream_iterator<std::string>(after_name), {}};
+    policies[std::stoi(entry.path().filename().string())] =
+        std::stoi(fields.at(41 - 3));
   }
   return policies;
 }
 
-// --cpu_scheduling=batch reaches every thread: gRPC's, the store's, the
-// metrics endpoint's, those a first call starts; and the start-up line says
-// so. Without the flag every thread keeps the kernel's default.
-TEST(ServerMainTest, CpuSchedulingReachesEveryThreadAndTheStartLine) {
-  for (const bool batch : {true, false}) {
-    SCOPED_TRACE(batch ? "batch" : "default");
-    TempDir dir;
-    std::vector<std::string> args = {"--db=" + dir.File("h.db"), "--create_db"};
-    if (batch) args.push_back("--cpu_scheduling=batch");
-    std::unique_ptr<ServerProcess> server = Start(args);
-    ASSERT_NE(server, nullptr);
-    ASSERT_EQ(server->StderrLines().size(), 1u) << server->StderrText();
-    EXPECT_THAT(server->StderrLines()[0],
-                HasSubstr(batch ? ", cpu scheduling batch, "
-                                : ", cpu scheduling normal, "));
-    hilo::v1::NextRangeResponse response;
-    ASSERT_THAT(NextOrders(server->port(), &response), IsOk());
-    EXPECT_EQ(response.high(), 32);
+// A server started under one policy (its parent's: this thread's, as
+// fork passes it on), with or without --cpu_scheduling.
+struct SchedulingCase {
+  const char* name;
+  int parent_policy;
+  const char* flag;  // nullptr: none
+  int policy;        // every thread's, once it serves
+  const char* start_line;
+};
+void PrintTo(const SchedulingCase& c, std::ostream* out) { *out << c.name; }
 
-    const std::map<pid_t, int> policies = ThreadPolicies(server->pid());
-    // The main thread, gRPC's pollers and executor, the committer, the
-    // metrics endpoint's workers: far more than a handful.
-    EXPECT_GE(policies.size(), 10u);
-    for (const auto& [tid, policy] : policies) {
-      EXPECT_EQ(policy, batch ? SCHED_BATCH : SCHED_OTHER) << "thread " << tid;
-    }
-    EXPECT_THAT(server->Terminate(), IsOkAndHolds(0));
+class ServerMainSchedulingTest
+    : public ::testing::TestWithParam<SchedulingCase> {};
+
+// The policy reaches every thread: gRPC's, the store's, the metrics
+// endpoint's, those a first call starts; and the start-up line names the
+// policy the server runs under.
+TEST_P(ServerMainSchedulingTest, ReachesEveryThreadAndTheStartLine) {
+  const SchedulingCase& c = GetParam();
+  const int own_policy = sched_getscheduler(0);
+  sched_param param{};
+  ASSERT_EQ(sched_setscheduler(0, c.parent_policy, &param), 0);
+  TempDir dir;
+  std::vector<std::string> args = {"--db=" + dir.File("h.db"), "--create_db"};
+  if (c.flag != nullptr) args.push_back(c.flag);
+  std::unique_ptr<ServerProcess> server = Start(args);
+  ASSERT_EQ(sched_setscheduler(0, own_policy, &param), 0);
+  ASSERT_NE(server, nullptr);
+  ASSERT_EQ(server->StderrLines().size(), 1u) << server->StderrText();
+  EXPECT_THAT(server->StderrLines()[0], HasSubstr(c.start_line));
+  hilo::v1::NextRangeResponse response;
+  ASSERT_THAT(NextOrders(server->port(), &response), IsOk());
+  EXPECT_EQ(response.high(), 32);
+
+  const std::map<pid_t, int> policies = ThreadPolicies(server->pid());
+  // The main thread, gRPC's pollers and executor, the committer, the
+  // metrics endpoint's workers: far more than a handful.
+  EXPECT_GE(policies.size(), 10u);
+  for (const auto& [tid, policy] : policies) {
+    EXPECT_EQ(policy, c.policy) << "thread " << tid;
   }
+  EXPECT_THAT(server->Terminate(), IsOkAndHolds(0));
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    Policies, ServerMainSchedulingTest,
+    ::testing::Values(SchedulingCase{"NormalByDefault", SCHED_OTHER, nullptr,
+                                     SCHED_OTHER, ", cpu scheduling normal, "},
+                      SchedulingCase{"BatchByFlag", SCHED_OTHER,
+                                     "--cpu_scheduling=batch", SCHED_BATCH,
+                                     ", cpu scheduling batch, "},
+                      SchedulingCase{"BatchInherited", SCHED_BATCH, nullptr,
+                                     SCHED_BATCH, ", cpu scheduling batch, "},
+                      SchedulingCase{"NormalByFlagUnderBatch", SCHED_BATCH,
+                                     "--cpu_scheduling=normal", SCHED_OTHER,
+                                     ", cpu scheduling normal, "}),
+    [](const ::testing::TestParamInfo<SchedulingCase>& info) {
+      return info.param.name;
+    });
 
 TEST(ServerMainTest, UnknownCpuSchedulingIsOneLineAndNoStart) {
   TempDir dir;
@@ -448,7 +489,7 @@ TEST(ServerMainTest, UnknownCpuSchedulingIsOneLineAndNoStart) {
   EXPECT_EQ(code, 1);
   ASSERT_EQ(lines.size(), 1u) << ::testing::PrintToString(lines);
   EXPECT_THAT(lines[0], StartsWith("hilo_server: --cpu_scheduling is \"fifo\"; "
-                                   "it must be normal"));
+                                   "it must be inherit"));
   EXPECT_FALSE(std::filesystem::exists(dir.File("h.db")));
 }
 
