@@ -505,13 +505,19 @@ func (h *Collection) AppendDocumentID(ctx context.Context, buf []byte) ([]byte, 
 
 // failed makes the handle the caller of its cache's next (see caller): as
 // the client's, and the handle keeps the cache the client ends with, in
-// place of noCacheYet or of one it forgot.
+// place of noCacheYet or of one it forgot. A cache this call forgot (a
+// name the server refuses) is not kept: the handle goes back to
+// noCacheYet, so that a handle its caller keeps holds nothing of a
+// collection the client dropped.
 func (h *Collection) failed(ctx context.Context, rc *rangeCache, err error) (ID, error) {
 	held := rc
 	if rc == noCacheYet {
 		rc, err = nil, nil // the first call: look the collection up
 	}
 	id, now, err := h.client.nextSlow(ctx, h.name, rc, err)
+	if now != nil && now.isForgotten() {
+		now = noCacheYet
+	}
 	if now != nil && now != held {
 		atomic.CompareAndSwapPointer(&h.cache, unsafe.Pointer(held), unsafe.Pointer(now))
 	}

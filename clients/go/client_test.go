@@ -612,6 +612,32 @@ func TestACollectionThatReceivedARangeIsKeptAfterAFailure(t *testing.T) {
 	}
 }
 
+// A handle whose own call fails on a collection that never received a
+// range keeps nothing of it: the client drops the collection and the
+// handle goes back to where a new handle starts. Its next call looks the
+// collection up again.
+func TestAHandleKeepsNothingOfACollectionItsFailedCallForgot(t *testing.T) {
+	node := newFakeNode(t, "A")
+	c := newTestClient(t, Config{PrefetchAt: PrefetchOff}, node)
+	h := c.Collection("refused")
+	node.with(func() { node.nextErr = []codes.Code{codes.ResourceExhausted, codes.ResourceExhausted} })
+	for call := 1; call <= 2; call++ {
+		_, err := h.NextID(bg)
+		wantCode(t, err, codes.ResourceExhausted, "fails on purpose")
+		if h.rangeCache() != noCacheYet {
+			t.Fatalf("after failed call %d the handle keeps the forgotten cache", call)
+		}
+		wantCollections(t, c)
+	}
+	if id, err := h.NextID(bg); err != nil || id != (ID{1, "A"}) {
+		t.Fatalf("the handle once the node accepts: %+v, %v; want 1 of A", id, err)
+	}
+	if h.rangeCache() != (*c.caches.Load())["refused"] {
+		t.Fatal("the handle does not keep the collection's new cache")
+	}
+	wantErrors(t, c, map[codes.Code]int64{codes.ResourceExhausted: 2})
+}
+
 // A handle made before another caller's failed call forgot its collection
 // still works; so does a handle that held the collection's cache when it
 // was forgotten (the handle's own call had left, its ctx ended, while the

@@ -170,6 +170,14 @@ func (c *rangeCache) forgetIfUnused() bool {
 	return true
 }
 
+// isForgotten says whether forgetIfUnused (or a failed first fetch) closed
+// the cache for good.
+func (c *rangeCache) isForgotten() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.forgotten
+}
+
 // caller is who asks a cache for a number (the client, a handle): when next
 // fails, its failed says what the call returns; the client's drops a cache
 // it forgot and looks the collection up again. Passing it down keeps the
