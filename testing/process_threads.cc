@@ -3,8 +3,11 @@
 #include <dirent.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
+#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -50,6 +53,23 @@ absl::Status WaitForThreadCountAtMost(int threads, absl::Duration timeout) {
     absl::SleepFor(pause);
     pause = std::min(pause * 2, absl::Milliseconds(10));
   }
+}
+
+std::map<pid_t, int> ThreadPolicies(pid_t pid) {
+  std::map<pid_t, int> policies;
+  for (const auto& entry : std::filesystem::directory_iterator(
+           absl::StrCat("/proc/", pid, "/task"))) {
+    std::ifstream in(entry.path() / "stat");
+    std::string stat;
+    if (!std::getline(in, stat)) continue;  // the thread ended
+    // The fields after the name (which ends at the last ')') start at 3.
+    std::istringstream after_name(stat.substr(stat.rfind(')') + 1));
+    const std::vector<std::string> fields{
+        std::istream_iterator<std::string>(after_name), {}};
+    policies[std::stoi(entry.path().filename().string())] =
+        std::stoi(fields.at(41 - 3));
+  }
+  return policies;
 }
 
 }  // namespace hilo::testing_util

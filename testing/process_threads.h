@@ -1,11 +1,15 @@
 // The threads of this process: their names, and a bounded wait until
-// there are few enough of them. See threads_end_before_exit.h for why a
+// there are few enough of them; and the scheduling policy of each thread
+// of a process. See threads_end_before_exit.h for why a
 // test binary waits for that.
 //
 //   absl::Status s = WaitForThreadCountAtMost(1, absl::Seconds(30));
 #ifndef HILO_TESTING_PROCESS_THREADS_H_
 #define HILO_TESTING_PROCESS_THREADS_H_
 
+#include <sys/types.h>
+
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,6 +27,11 @@ absl::StatusOr<std::vector<std::string>> ThreadNames();
 // milliseconds for up to `timeout`. DEADLINE_EXCEEDED naming the threads
 // still running if it does not happen in time.
 absl::Status WaitForThreadCountAtMost(int threads, absl::Duration timeout);
+
+// The scheduling policy of every thread of process `pid`, by thread id,
+// from each thread's /proc stat (field 41): a thread that ended meanwhile
+// is left out, and no other process's thread that took its id is read.
+std::map<pid_t, int> ThreadPolicies(pid_t pid);
 
 }  // namespace hilo::testing_util
 

@@ -24,6 +24,7 @@
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
 #include "testing/held_port.h"
+#include "testing/process_threads.h"
 #include "testing/server_process.h"
 #include "testing/status_matchers.h"
 #include "testing/test_util.h"
@@ -37,6 +38,7 @@ using ::hilo::testing_util::IsOkAndHolds;
 using ::hilo::testing_util::ServerProcess;
 using ::hilo::testing_util::StatusIs;
 using ::hilo::testing_util::TempDir;
+using ::hilo::testing_util::ThreadPolicies;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
@@ -400,26 +402,6 @@ TEST(ServerMainTest, SighupRefusesAnEmptyPolicyAndSaysWhenTheTokensAreGone) {
   EXPECT_THAT(NextOrders(port), IsOk());
 
   EXPECT_THAT(server->Terminate(), IsOkAndHolds(0));
-}
-
-// The scheduling policy of every thread of process `pid`, by thread id,
-// from each thread's /proc stat (field 41): a thread that ended meanwhile
-// is left out, and no other process's thread that took its id is read.
-std::map<pid_t, int> ThreadPolicies(pid_t pid) {
-  std::map<pid_t, int> policies;
-  for (const auto& entry : std::filesystem::directory_iterator(
-           absl::StrCat("/proc/", pid, "/task"))) {
-    std::ifstream in(entry.path() / "stat");
-    std::string stat;
-    if (!std::getline(in, stat)) continue;  // the thread ended
-    // The fields after the name (which ends at the last ')') start at 3.
-    std::istringstream after_name(stat.substr(stat.rfind(')') + 1));
-    const std::vector<std::string> fields{
-        std::istream_iterator<std::string>(after_name), {}};
-    policies[std::stoi(entry.path().filename().string())] =
-        std::stoi(fields.at(41 - 3));
-  }
-  return policies;
 }
 
 // A server started under one policy (its parent's: this thread's, as
