@@ -38,22 +38,27 @@ std::string PolicyName(int policy) {
 }  // namespace
 
 absl::StatusOr<CpuScheduling> ParseCpuScheduling(absl::string_view name) {
+  if (name == "adaptive") return CpuScheduling::kAdaptive;
   if (name == "inherit") return CpuScheduling::kInherit;
   if (name == "normal") return CpuScheduling::kNormal;
   if (name == "batch") return CpuScheduling::kBatch;
   // Bounded before it is quoted: the flag's value is the operator's text.
   constexpr size_t kQuoted = 32;
   return absl::InvalidArgumentError(absl::StrFormat(
-      "--cpu_scheduling is \"%s%s\"; it must be inherit (the default: the "
-      "policy the server was started under), normal (a thread that wakes "
-      "may preempt) or batch (a host of the server's own: its threads do "
-      "not preempt each other)",
+      "--cpu_scheduling is \"%s%s\"; it must be adaptive (the default: "
+      "inherit, and batch for the threads serving calls while the server "
+      "is busy), inherit (the policy the server was started under), normal "
+      "(a thread that wakes may preempt) or batch (a host of the server's "
+      "own: its threads do not preempt each other)",
       absl::CHexEscape(name.substr(0, kQuoted)),
       name.size() > kQuoted ? "..." : ""));
 }
 
 absl::Status ApplyCpuScheduling(CpuScheduling scheduling) {
-  if (scheduling == CpuScheduling::kInherit) return absl::OkStatus();
+  if (scheduling == CpuScheduling::kAdaptive ||
+      scheduling == CpuScheduling::kInherit) {
+    return absl::OkStatus();
+  }
   const int policy =
       scheduling == CpuScheduling::kBatch ? SCHED_BATCH : SCHED_OTHER;
   // Non-real-time policies take priority 0; pid 0 is the calling thread.

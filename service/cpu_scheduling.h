@@ -18,6 +18,11 @@
 // (1.12 x with h2load on the same two cores); beside a process that kept
 // the server's core busy, a call waited for that process's time slice
 // (3.8 ms instead of 0.16 ms). BENCHMARKS.md, History, 2026-12-06.
+// The default, adaptive, takes the gain only while the server is busy:
+// the threads that serve calls go under SCHED_BATCH from 16 calls in
+// flight and back under SCHED_OTHER at 4 (BusyScheduling,
+// service/rpc/busy_scheduling.h), so a lone call still preempts a busy
+// neighbour.
 //
 //   absl::StatusOr<CpuScheduling> s = ParseCpuScheduling("batch");
 //   if (s.ok()) status = ApplyCpuScheduling(*s);  // before any thread starts
@@ -38,8 +43,12 @@
 namespace hilo {
 
 enum class CpuScheduling {
+  // The default: as kInherit at start; then, on threads under SCHED_OTHER,
+  // BusyScheduling moves each thread that serves a call between
+  // SCHED_OTHER and SCHED_BATCH with the load.
+  kAdaptive,
   // Leave the policy the process was started under (systemd's
-  // CPUSchedulingPolicy=, chrt). The default: the server makes no call.
+  // CPUSchedulingPolicy=, chrt): the server makes no call.
   kInherit,
   // SCHED_OTHER: a thread that wakes may preempt.
   kNormal,
@@ -47,14 +56,14 @@ enum class CpuScheduling {
   kBatch,
 };
 
-// "inherit", "normal" or "batch"; INVALID_ARGUMENT naming --cpu_scheduling
-// otherwise.
+// "adaptive", "inherit", "normal" or "batch"; INVALID_ARGUMENT naming
+// --cpu_scheduling otherwise.
 absl::StatusOr<CpuScheduling> ParseCpuScheduling(absl::string_view name);
 
 // Puts the calling thread under `scheduling` (the threads it starts later
-// inherit it); kInherit changes nothing. FAILED_PRECONDITION naming the
-// policy and the kernel's reason if the kernel refuses (leaving SCHED_IDLE
-// without CAP_SYS_NICE, say); the thread's policy is then unchanged.
+// inherit it); kAdaptive and kInherit change nothing. FAILED_PRECONDITION
+// naming the policy and the kernel's reason if the kernel refuses (leaving
+// SCHED_IDLE without CAP_SYS_NICE, say); the thread's policy is then unchanged.
 absl::Status ApplyCpuScheduling(CpuScheduling scheduling);
 
 // The calling thread's policy as the flag names it ("normal", "batch"), or

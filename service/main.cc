@@ -99,13 +99,16 @@ ABSL_FLAG(std::string, sync, "full",
 ABSL_FLAG(int, max_batch, 256,
           "most requests committed in one transaction (group commit); 1 "
           "commits each alone");
-ABSL_FLAG(std::string, cpu_scheduling, "inherit",
-          "inherit: the policy the server was started under (systemd's "
-          "CPUSchedulingPolicy=, chrt); normal: the kernel's default, a "
-          "thread that wakes may preempt whatever runs on its core; batch "
-          "(SCHED_BATCH): it waits for the running thread, so the server's "
-          "threads do not preempt each other: more NextRange per second on "
-          "a host of its own, slower replies beside a process that keeps a "
+ABSL_FLAG(std::string, cpu_scheduling, "adaptive",
+          "adaptive: as inherit, and while 16 or more calls are in flight "
+          "(until 4 are) a thread under the kernel's default policy that "
+          "serves a call is put under SCHED_BATCH, so the server's threads "
+          "stop preempting each other when it is busy; inherit: the policy "
+          "the server was started under (systemd's CPUSchedulingPolicy=, "
+          "chrt); normal: the kernel's default, a thread that wakes may "
+          "preempt whatever runs on its core; batch (SCHED_BATCH): it waits "
+          "for the running thread, always: more NextRange per second on a "
+          "host of its own, slower replies beside a process that keeps a "
           "core busy");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "on SIGTERM, how long in-flight calls may run before they are "
@@ -381,12 +384,14 @@ sigset_t PrepareProcess() {
 }
 
 // --cpu_scheduling, for the calling thread and every thread it starts
-// later: called before the process starts its second thread.
-absl::Status CpuSchedulingFromFlags() {
+// later: called before the process starts its second thread. The
+// scheduling it applied.
+absl::StatusOr<hilo::CpuScheduling> CpuSchedulingFromFlags() {
   absl::StatusOr<hilo::CpuScheduling> scheduling =
       hilo::ParseCpuScheduling(absl::GetFlag(FLAGS_cpu_scheduling));
   if (!scheduling.ok()) return scheduling.status();
-  return hilo::ApplyCpuScheduling(*scheduling);
+  if (absl::Status s = hilo::ApplyCpuScheduling(*scheduling); !s.ok()) return s;
+  return scheduling;
 }
 
 // The store flags: --store or --store_file, --db, --create_db and its
@@ -521,6 +526,15 @@ void SetExitHooks(hilo::ServerOptions& options) {
   };
 }
 
+// The policy the server's threads run under, as the start line says it:
+// "normal, batch when busy" when BusyScheduling may move the threads that
+// serve calls, which it does only to threads under the kernel's default.
+std::string SchedulingText(const hilo::ServerOptions& options) {
+  std::string name = hilo::CpuSchedulingName();
+  if (options.batch_when_busy && name == "normal") name += ", batch when busy";
+  return name;
+}
+
 // The one line that says the node serves, and how: which file (and whether
 // it is new) or which database, so that a server started from the wrong
 // directory, or on a lost volume, does not look like the real one.
@@ -547,8 +561,8 @@ std::string StartLine(hilo::Server& server, const hilo::ServerOptions& options,
       "reflection %s, metrics %s)%s",
       server.node_tag(), server.port(), options.listen, security, store_text,
       hilo::SyncModeName(options.sync), options.range_sizes.min_size,
-      options.range_sizes.max_size, options.max_batch,
-      hilo::CpuSchedulingName(), options.enable_reflection ? "on" : "off",
+      options.range_sizes.max_size, options.max_batch, SchedulingText(options),
+      options.enable_reflection ? "on" : "off",
       server.metrics_port() > 0 ? absl::StrCat("port ", server.metrics_port())
                                 : std::string("off"),
       hilo::DefaultNodeTagNote(tag));
@@ -568,9 +582,11 @@ int ServeUntilStopped(hilo::Server& server, const sigset_t& stop_signals) {
 
 int main(int argc, char** argv) {
   ParseFlags(argc, argv);
-  if (absl::Status s = CpuSchedulingFromFlags(); !s.ok()) return Fail(s);
+  absl::StatusOr<hilo::CpuScheduling> scheduling = CpuSchedulingFromFlags();
+  if (!scheduling.ok()) return Fail(scheduling.status());
   const sigset_t stop_signals = PrepareProcess();
   hilo::ServerOptions options;
+  options.batch_when_busy = *scheduling == hilo::CpuScheduling::kAdaptive;
   if (absl::Status s = StorageFromFlags(options); !s.ok()) return Fail(s);
   absl::StatusOr<hilo::NodeTagChoice> tag = NodeTagFromFlags(options);
   if (!tag.ok()) return Fail(tag.status());

@@ -317,6 +317,7 @@ absl::Status Server::OpenSqliteStore(std::shared_ptr<HistoryReporter> history) {
   store_options.on_commit = OnCommit();
   store_options.create_if_missing = opts.create_db;
   store_options.file_check_interval = opts.db_check_interval;
+  store_options.before_commit_for_testing = opts.before_commit_for_testing;
   store_options.on_history_went_back = [history](const StoreHistoryEvent& e) {
     history->Report(e);
   };
@@ -449,9 +450,13 @@ absl::Status Server::StartGrpcServer() {
                            &port_);
   // HiLo and HiLoAdmin are callback services: no thread waits for a
   // commit. Health and reflection are gRPC's own (synchronous) services.
-  grpc_service_ = std::make_unique<GrpcHiLoService>(gatekeeper_.get(), &calls_);
-  grpc_admin_service_ =
-      std::make_unique<GrpcAdminService>(gatekeeper_.get(), &calls_);
+  if (options_.batch_when_busy) {
+    busy_ = std::make_unique<BusyScheduling>(BusyScheduling::Options{});
+  }
+  grpc_service_ = std::make_unique<GrpcHiLoService>(gatekeeper_.get(), &calls_,
+                                                    busy_.get());
+  grpc_admin_service_ = std::make_unique<GrpcAdminService>(
+      gatekeeper_.get(), &calls_, busy_.get());
   builder.RegisterService(grpc_service_.get());
   builder.RegisterService(grpc_admin_service_.get());
   std::unique_ptr<grpc::Server> built = builder.BuildAndStart();

@@ -39,6 +39,7 @@
 #include "service/observe/observer.h"
 #include "service/observe/store_health.h"
 #include "service/rpc/admin_service.h"
+#include "service/rpc/busy_scheduling.h"
 #include "service/rpc/call_gate.h"
 #include "service/rpc/gatekeeper.h"
 #include "service/rpc/grpc_services.h"
@@ -204,6 +205,8 @@ class Server {
   // Every call passes it on its way to gatekeeper_; it outlives the gRPC
   // services, which hold it.
   CallGate calls_;
+  // Null unless options_.batch_when_busy; outlives the gRPC services too.
+  std::unique_ptr<BusyScheduling> busy_;
   std::unique_ptr<GrpcHiLoService> grpc_service_;
   std::unique_ptr<GrpcAdminService> grpc_admin_service_;
   // Set once Start has built it; the store may report its health (on its

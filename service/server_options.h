@@ -82,6 +82,10 @@ struct ServerOptions {
   // name and pid 1 do.
   std::string lease_host_for_testing;
   int lease_pid_for_testing = 0;
+  // Test hook, with the SQLite store: runs on the store's thread right
+  // before each COMMIT, as SqliteRangeStoreOptions' hook of that name (a
+  // test holds calls in flight with it).
+  std::function<absl::Status()> before_commit_for_testing;
   // Runs (on the store's thread) if another server took the tag over after
   // this one could not renew its claim: hilo_server logs and exits non-zero,
   // to come back under a free tag. Health is NOT_SERVING from then on.
@@ -89,6 +93,10 @@ struct ServerOptions {
   RangeSizeLimits range_sizes;
   SyncMode sync = SyncMode::kFull;
   int max_batch = 256;
+  // While many calls are in flight, put the threads that serve calls under
+  // SCHED_BATCH, so they stop preempting the committer (BusyScheduling;
+  // hilo_server's --cpu_scheduling=adaptive, its default).
+  bool batch_when_busy = true;
   // Take ReturnRange calls without a range_token (old clients); unsafe, see
   // HiLoService.
   bool allow_returns_without_token = false;

@@ -31,7 +31,9 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
 
-TEST(CpuSchedulingTest, ParsesTheThreeNames) {
+TEST(CpuSchedulingTest, ParsesTheFourNames) {
+  EXPECT_THAT(ParseCpuScheduling("adaptive"),
+              IsOkAndHolds(CpuScheduling::kAdaptive));
   EXPECT_THAT(ParseCpuScheduling("inherit"),
               IsOkAndHolds(CpuScheduling::kInherit));
   EXPECT_THAT(ParseCpuScheduling("normal"),
@@ -40,7 +42,7 @@ TEST(CpuSchedulingTest, ParsesTheThreeNames) {
 }
 
 TEST(CpuSchedulingTest, AnyOtherNameIsRefusedNamingTheFlagAndTheChoices) {
-  for (const char* bad : {"", "BATCH", "fifo", "batch ", "idle"}) {
+  for (const char* bad : {"", "BATCH", "fifo", "batch ", "idle", "auto"}) {
     EXPECT_THAT(ParseCpuScheduling(bad),
                 StatusIs(absl::StatusCode::kInvalidArgument,
                          StartsWith("--cpu_scheduling is \"")))
@@ -49,7 +51,7 @@ TEST(CpuSchedulingTest, AnyOtherNameIsRefusedNamingTheFlagAndTheChoices) {
   EXPECT_THAT(ParseCpuScheduling("fifo"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        StartsWith("--cpu_scheduling is \"fifo\"; it must be "
-                                  "inherit (the default")));
+                                  "adaptive (the default")));
 }
 
 // The operator's text is quoted escaped and cut short, never whole.
@@ -125,7 +127,13 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"InheritKeepsIdle", SCHED_IDLE,
                            CpuScheduling::kInherit, SCHED_IDLE, "idle"},
                       Case{"InheritKeepsNormal", SCHED_OTHER,
-                           CpuScheduling::kInherit, SCHED_OTHER, "normal"}),
+                           CpuScheduling::kInherit, SCHED_OTHER, "normal"},
+                      // At start, adaptive is inherit; BusyScheduling moves
+                      // threads later (busy_scheduling_test).
+                      Case{"AdaptiveKeepsNormal", SCHED_OTHER,
+                           CpuScheduling::kAdaptive, SCHED_OTHER, "normal"},
+                      Case{"AdaptiveKeepsBatch", SCHED_BATCH,
+                           CpuScheduling::kAdaptive, SCHED_BATCH, "batch"}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 // Drops CAP_SYS_NICE from this process (a no-op for one that lacks it):

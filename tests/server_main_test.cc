@@ -450,16 +450,20 @@ TEST_P(ServerMainSchedulingTest, ReachesEveryThreadAndTheStartLine) {
 
 INSTANTIATE_TEST_SUITE_P(
     Policies, ServerMainSchedulingTest,
-    ::testing::Values(SchedulingCase{"NormalByDefault", SCHED_OTHER, nullptr,
-                                     SCHED_OTHER, ", cpu scheduling normal, "},
-                      SchedulingCase{"BatchByFlag", SCHED_OTHER,
-                                     "--cpu_scheduling=batch", SCHED_BATCH,
-                                     ", cpu scheduling batch, "},
-                      SchedulingCase{"BatchInherited", SCHED_BATCH, nullptr,
-                                     SCHED_BATCH, ", cpu scheduling batch, "},
-                      SchedulingCase{"NormalByFlagUnderBatch", SCHED_BATCH,
-                                     "--cpu_scheduling=normal", SCHED_OTHER,
-                                     ", cpu scheduling normal, "}),
+    ::testing::Values(
+        SchedulingCase{"NormalByDefault", SCHED_OTHER, nullptr, SCHED_OTHER,
+                       ", cpu scheduling normal, batch when "
+                       "busy, reflection "},
+        SchedulingCase{"NormalInherited", SCHED_OTHER,
+                       "--cpu_scheduling=inherit", SCHED_OTHER,
+                       ", cpu scheduling normal, reflection "},
+        SchedulingCase{"BatchByFlag", SCHED_OTHER, "--cpu_scheduling=batch",
+                       SCHED_BATCH, ", cpu scheduling batch, reflection "},
+        SchedulingCase{"BatchInherited", SCHED_BATCH, nullptr, SCHED_BATCH,
+                       ", cpu scheduling batch, reflection "},
+        SchedulingCase{"NormalByFlagUnderBatch", SCHED_BATCH,
+                       "--cpu_scheduling=normal", SCHED_OTHER,
+                       ", cpu scheduling normal, reflection "}),
     [](const ::testing::TestParamInfo<SchedulingCase>& info) {
       return info.param.name;
     });
@@ -471,7 +475,7 @@ TEST(ServerMainTest, UnknownCpuSchedulingIsOneLineAndNoStart) {
   EXPECT_EQ(code, 1);
   ASSERT_EQ(lines.size(), 1u) << ::testing::PrintToString(lines);
   EXPECT_THAT(lines[0], StartsWith("hilo_server: --cpu_scheduling is \"fifo\"; "
-                                   "it must be inherit"));
+                                   "it must be adaptive"));
   EXPECT_FALSE(std::filesystem::exists(dir.File("h.db")));
 }
 

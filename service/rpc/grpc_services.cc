@@ -23,10 +23,12 @@ void AddIdentities(const grpc::AuthContext& auth, const char* property,
 
 // Passes the call to `method` of `gate`, for the caller CallerOf reads,
 // with a completion that finishes the gRPC call, if `calls` lets it in;
-// UNAVAILABLE without starting it once the server is stopping.
+// UNAVAILABLE without starting it once the server is stopping. `busy`
+// (unless null) sets the serving thread's policy for the load first.
 template <typename Request, typename Response>
 grpc::ServerUnaryReactor* Serve(
-    CallGate* calls, Gatekeeper* gate, grpc::CallbackServerContext* context,
+    CallGate* calls, BusyScheduling* busy, Gatekeeper* gate,
+    grpc::CallbackServerContext* context,
     void (Gatekeeper::*method)(const Caller&, const Request&, Response*,
                                ServiceCallback),
     const Request* request, Response* response) {
@@ -36,6 +38,7 @@ grpc::ServerUnaryReactor* Serve(
         grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is stopping"));
     return reactor;
   }
+  if (busy != nullptr) busy->Serving(calls->inside());
   (gate->*method)(CallerOf(*context, gate->ReadsTokens()), *request, response,
                   [reactor, calls](absl::Status status) {
                     reactor->Finish(ToGrpcStatus(status));
@@ -82,7 +85,7 @@ grpc::ServerUnaryReactor* GrpcHiLoService::NextRange(
     grpc::CallbackServerContext* context,
     const hilo::v1::NextRangeRequest* request,
     hilo::v1::NextRangeResponse* response) {
-  return Serve(calls_, gate_, context, &Gatekeeper::NextRange, request,
+  return Serve(calls_, busy_, gate_, context, &Gatekeeper::NextRange, request,
                response);
 }
 
@@ -90,7 +93,7 @@ grpc::ServerUnaryReactor* GrpcHiLoService::ReturnRange(
     grpc::CallbackServerContext* context,
     const hilo::v1::ReturnRangeRequest* request,
     hilo::v1::ReturnRangeResponse* response) {
-  return Serve(calls_, gate_, context, &Gatekeeper::ReturnRange, request,
+  return Serve(calls_, busy_, gate_, context, &Gatekeeper::ReturnRange, request,
                response);
 }
 
@@ -98,31 +101,31 @@ grpc::ServerUnaryReactor* GrpcHiLoService::ReturnRanges(
     grpc::CallbackServerContext* context,
     const hilo::v1::ReturnRangesRequest* request,
     hilo::v1::ReturnRangesResponse* response) {
-  return Serve(calls_, gate_, context, &Gatekeeper::ReturnRanges, request,
-               response);
+  return Serve(calls_, busy_, gate_, context, &Gatekeeper::ReturnRanges,
+               request, response);
 }
 
 grpc::ServerUnaryReactor* GrpcAdminService::GetCollection(
     grpc::CallbackServerContext* context,
     const hilo::v1::GetCollectionRequest* request,
     hilo::v1::GetCollectionResponse* response) {
-  return Serve(calls_, gate_, context, &Gatekeeper::GetCollection, request,
-               response);
+  return Serve(calls_, busy_, gate_, context, &Gatekeeper::GetCollection,
+               request, response);
 }
 
 grpc::ServerUnaryReactor* GrpcAdminService::ListCollections(
     grpc::CallbackServerContext* context,
     const hilo::v1::ListCollectionsRequest* request,
     hilo::v1::ListCollectionsResponse* response) {
-  return Serve(calls_, gate_, context, &Gatekeeper::ListCollections, request,
-               response);
+  return Serve(calls_, busy_, gate_, context, &Gatekeeper::ListCollections,
+               request, response);
 }
 
 grpc::ServerUnaryReactor* GrpcAdminService::SetFloor(
     grpc::CallbackServerContext* context,
     const hilo::v1::SetFloorRequest* request,
     hilo::v1::SetFloorResponse* response) {
-  return Serve(calls_, gate_, context, &Gatekeeper::SetFloor, request,
+  return Serve(calls_, busy_, gate_, context, &Gatekeeper::SetFloor, request,
                response);
 }
 
@@ -130,8 +133,8 @@ grpc::ServerUnaryReactor* GrpcAdminService::DeleteCollection(
     grpc::CallbackServerContext* context,
     const hilo::v1::DeleteCollectionRequest* request,
     hilo::v1::DeleteCollectionResponse* response) {
-  return Serve(calls_, gate_, context, &Gatekeeper::DeleteCollection, request,
-               response);
+  return Serve(calls_, busy_, gate_, context, &Gatekeeper::DeleteCollection,
+               request, response);
 }
 
 }  // namespace hilo

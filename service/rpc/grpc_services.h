@@ -14,6 +14,7 @@
 
 #include "hilo/v1/hilo.grpc.pb.h"
 #include "service/access/authorizer.h"
+#include "service/rpc/busy_scheduling.h"
 #include "service/rpc/call_gate.h"
 #include "service/rpc/gatekeeper.h"
 
@@ -29,10 +30,10 @@ Caller CallerOf(const grpc::ServerContextBase& context, bool read_tokens);
 
 class GrpcHiLoService final : public hilo::v1::HiLo::CallbackService {
  public:
-  // `gate` and `calls` must outlive this. Every call passes `calls`
-  // before it reaches `gate`.
-  GrpcHiLoService(Gatekeeper* gate, CallGate* calls)
-      : gate_(gate), calls_(calls) {}
+  // `gate`, `calls` and `busy` (unless null) must outlive this. Every
+  // call passes `calls`, then `busy`, before it reaches `gate`.
+  GrpcHiLoService(Gatekeeper* gate, CallGate* calls, BusyScheduling* busy)
+      : gate_(gate), calls_(calls), busy_(busy) {}
 
   grpc::ServerUnaryReactor* NextRange(
       grpc::CallbackServerContext* context,
@@ -50,14 +51,15 @@ class GrpcHiLoService final : public hilo::v1::HiLo::CallbackService {
  private:
   Gatekeeper* const gate_;
   CallGate* const calls_;
+  BusyScheduling* const busy_;
 };
 
 class GrpcAdminService final : public hilo::v1::HiLoAdmin::CallbackService {
  public:
-  // `gate` and `calls` must outlive this. Every call passes `calls`
-  // before it reaches `gate`.
-  GrpcAdminService(Gatekeeper* gate, CallGate* calls)
-      : gate_(gate), calls_(calls) {}
+  // `gate`, `calls` and `busy` (unless null) must outlive this. Every
+  // call passes `calls`, then `busy`, before it reaches `gate`.
+  GrpcAdminService(Gatekeeper* gate, CallGate* calls, BusyScheduling* busy)
+      : gate_(gate), calls_(calls), busy_(busy) {}
 
   grpc::ServerUnaryReactor* GetCollection(
       grpc::CallbackServerContext* context,
@@ -79,6 +81,7 @@ class GrpcAdminService final : public hilo::v1::HiLoAdmin::CallbackService {
  private:
   Gatekeeper* const gate_;
   CallGate* const calls_;
+  BusyScheduling* const busy_;
 };
 
 }  // namespace hilo
