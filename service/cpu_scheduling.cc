@@ -1,9 +1,12 @@
 #include "service/cpu_scheduling.h"
 
+#include <dirent.h>
 #include <sched.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -15,9 +18,13 @@ namespace {
 // SCHED_DEADLINE is not in every libc's <sched.h>; the kernel's number.
 constexpr int kSchedDeadline = 6;
 
+// SCHED_RESET_ON_FORK is not in every libc's <sched.h>; the kernel's flag,
+// which sched_getscheduler ORs into the policy of a thread that has it.
+constexpr int kResetOnFork = 0x40000000;
+
 // The flag's word for `policy`, or the kernel's for one it does not set.
 std::string PolicyName(int policy) {
-  switch (policy) {
+  switch (policy & ~kResetOnFork) {
     case SCHED_OTHER:
       return "normal";
     case SCHED_BATCH:
@@ -46,8 +53,8 @@ absl::StatusOr<CpuScheduling> ParseCpuScheduling(absl::string_view name) {
   constexpr size_t kQuoted = 32;
   return absl::InvalidArgumentError(absl::StrFormat(
       "--cpu_scheduling is \"%s%s\"; it must be adaptive (the default: "
-      "inherit, and batch for the threads serving calls while the server "
-      "is busy), inherit (the policy the server was started under), normal "
+      "inherit, and batch for every thread while the server is busy), "
+      "inherit (the policy the server was started under), normal "
       "(a thread that wakes may preempt) or batch (a host of the server's "
       "own: its threads do not preempt each other)",
       absl::CHexEscape(name.substr(0, kQuoted)),
@@ -76,5 +83,33 @@ absl::Status ApplyCpuScheduling(CpuScheduling scheduling) {
 }
 
 std::string CpuSchedulingName() { return PolicyName(sched_getscheduler(0)); }
+
+ThreadMoves MoveProcessThreads(bool batch) {
+  ThreadMoves moves;
+  const int to = batch ? SCHED_BATCH : SCHED_OTHER;
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(opendir("/proc/self/task"),
+                                          &closedir);
+  if (dir == nullptr) {
+    moves.refused = 1;
+    moves.error = errno;
+    return moves;
+  }
+  while (const dirent* entry = readdir(dir.get())) {
+    const int tid = std::atoi(entry->d_name);
+    if (tid <= 0) continue;  // "." and ".."
+    const int policy = sched_getscheduler(tid);
+    if (policy < 0) continue;  // the thread ended
+    const int base = policy & ~kResetOnFork;
+    if ((base != SCHED_OTHER && base != SCHED_BATCH) || base == to) continue;
+    // Non-real-time policies take priority 0.
+    sched_param param{};
+    if (sched_setscheduler(tid, to | (policy & kResetOnFork), &param) == 0) {
+      ++moves.moved;
+    } else if (errno != ESRCH) {  // ESRCH: it ended meanwhile
+      if (moves.refused++ == 0) moves.error = errno;
+    }
+  }
+  return moves;
+}
 
 }  // namespace hilo

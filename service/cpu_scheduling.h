@@ -19,10 +19,10 @@
 // the server's core busy, a call waited for that process's time slice
 // (3.8 ms instead of 0.16 ms). BENCHMARKS.md, History, 2026-12-06.
 // The default, adaptive, takes the gain only while the server is busy:
-// the threads that serve calls go under SCHED_BATCH from 16 calls in
-// flight and back under SCHED_OTHER at 4 (BusyScheduling,
-// service/rpc/busy_scheduling.h), so a lone call still preempts a busy
-// neighbour.
+// from 16 calls in flight until 64 calls in a row found 4 or fewer
+// (BusyScheduling, service/rpc/busy_scheduling.h), MoveProcessThreads
+// puts every thread of the process under SCHED_BATCH, and then back under
+// SCHED_OTHER, so a lone call still preempts a busy neighbour.
 //
 //   absl::StatusOr<CpuScheduling> s = ParseCpuScheduling("batch");
 //   if (s.ok()) status = ApplyCpuScheduling(*s);  // before any thread starts
@@ -43,9 +43,9 @@
 namespace hilo {
 
 enum class CpuScheduling {
-  // The default: as kInherit at start; then, on threads under SCHED_OTHER,
-  // BusyScheduling moves each thread that serves a call between
-  // SCHED_OTHER and SCHED_BATCH with the load.
+  // The default: as kInherit at start; then, if the process started under
+  // SCHED_OTHER, its threads go under SCHED_BATCH while the server is busy
+  // (BusyScheduling and MoveProcessThreads).
   kAdaptive,
   // Leave the policy the process was started under (systemd's
   // CPUSchedulingPolicy=, chrt): the server makes no call.
@@ -70,6 +70,22 @@ absl::Status ApplyCpuScheduling(CpuScheduling scheduling);
 // the kernel's name of one the flag does not set ("idle", "fifo", "rr",
 // "deadline").
 std::string CpuSchedulingName();
+
+// What MoveProcessThreads did.
+struct ThreadMoves {
+  int moved = 0;    // threads it put under the policy
+  int refused = 0;  // threads the kernel refused to move
+  int error = 0;    // errno of the first refusal
+};
+
+// Puts every thread of this process that is under SCHED_OTHER or
+// SCHED_BATCH under SCHED_BATCH (`batch`) or SCHED_OTHER, keeping each
+// thread's SCHED_RESET_ON_FORK. Threads under any other policy (idle,
+// real-time, deadline) are left as they are, and so is a thread that ends
+// meanwhile. A thread started while it runs takes its creator's policy,
+// moved or not yet. Costs two system calls a thread, and reads
+// /proc/self/task: for the rare moment the server's load changes.
+ThreadMoves MoveProcessThreads(bool batch);
 
 }  // namespace hilo
 

@@ -100,16 +100,16 @@ ABSL_FLAG(int, max_batch, 256,
           "most requests committed in one transaction (group commit); 1 "
           "commits each alone");
 ABSL_FLAG(std::string, cpu_scheduling, "adaptive",
-          "adaptive: as inherit, and while 16 or more calls are in flight "
-          "(until 4 are) a thread under the kernel's default policy that "
-          "serves a call is put under SCHED_BATCH, so the server's threads "
-          "stop preempting each other when it is busy; inherit: the policy "
-          "the server was started under (systemd's CPUSchedulingPolicy=, "
-          "chrt); normal: the kernel's default, a thread that wakes may "
-          "preempt whatever runs on its core; batch (SCHED_BATCH): it waits "
-          "for the running thread, always: more NextRange per second on a "
-          "host of its own, slower replies beside a process that keeps a "
-          "core busy");
+          "adaptive: as inherit, and if that is the kernel's default, every "
+          "thread goes under SCHED_BATCH while the server is busy (from 16 "
+          "calls in flight until 64 calls in a row found 4 or fewer), so "
+          "its threads stop preempting each other, and back once it is "
+          "calm; inherit: the policy the server was started under "
+          "(systemd's CPUSchedulingPolicy=, chrt); normal: the kernel's "
+          "default, a thread that wakes may preempt whatever runs on its "
+          "core; batch (SCHED_BATCH): it waits for the running thread, "
+          "always: more NextRange per second on a host of its own, slower "
+          "replies beside a process that keeps a core busy");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "on SIGTERM, how long in-flight calls may run before they are "
           "cancelled; calls still waiting for the store (a database that "
@@ -526,20 +526,13 @@ void SetExitHooks(hilo::ServerOptions& options) {
   };
 }
 
-// The policy the server's threads run under, as the start line says it:
-// "normal, batch when busy" when BusyScheduling may move the threads that
-// serve calls, which it does only to threads under the kernel's default.
-std::string SchedulingText(const hilo::ServerOptions& options) {
-  std::string name = hilo::CpuSchedulingName();
-  if (options.batch_when_busy && name == "normal") name += ", batch when busy";
-  return name;
-}
-
 // The one line that says the node serves, and how: which file (and whether
 // it is new) or which database, so that a server started from the wrong
 // directory, or on a lost volume, does not look like the real one.
+// `policy`: CpuSchedulingName() before the server started.
 std::string StartLine(hilo::Server& server, const hilo::ServerOptions& options,
-                      const hilo::NodeTagChoice& tag) {
+                      const hilo::NodeTagChoice& tag,
+                      const std::string& policy) {
   const char* security = options.credentials == nullptr ? "plaintext"
                          : absl::GetFlag(FLAGS_tls_client_ca).empty() ? "tls"
                                                                       : "mtls";
@@ -561,7 +554,8 @@ std::string StartLine(hilo::Server& server, const hilo::ServerOptions& options,
       "reflection %s, metrics %s)%s",
       server.node_tag(), server.port(), options.listen, security, store_text,
       hilo::SyncModeName(options.sync), options.range_sizes.min_size,
-      options.range_sizes.max_size, options.max_batch, SchedulingText(options),
+      options.range_sizes.max_size, options.max_batch,
+      server.batch_when_busy() ? policy + ", batch when busy" : policy,
       options.enable_reflection ? "on" : "off",
       server.metrics_port() > 0 ? absl::StrCat("port ", server.metrics_port())
                                 : std::string("off"),
@@ -587,6 +581,8 @@ int main(int argc, char** argv) {
   const sigset_t stop_signals = PrepareProcess();
   hilo::ServerOptions options;
   options.batch_when_busy = *scheduling == hilo::CpuScheduling::kAdaptive;
+  // Read before the server starts: a busy server moves this thread too.
+  const std::string policy = hilo::CpuSchedulingName();
   if (absl::Status s = StorageFromFlags(options); !s.ok()) return Fail(s);
   absl::StatusOr<hilo::NodeTagChoice> tag = NodeTagFromFlags(options);
   if (!tag.ok()) return Fail(tag.status());
@@ -607,7 +603,7 @@ int main(int argc, char** argv) {
         absl::StrFormat("cannot remove --create_db_marker %s: %s",
                         create_db_marker, strerror(errno))));
   }
-  Say(StartLine(**server, options, *tag));
+  Say(StartLine(**server, options, *tag, policy));
 
   const int signal_number = ServeUntilStopped(**server, stop_signals);
   Say(absl::StrCat("hilo_server: ", strsignal(signal_number),

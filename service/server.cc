@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -24,6 +25,7 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "hilo/base/monotonic_clock.h"
+#include "service/cpu_scheduling.h"
 #include "service/listen_address.h"
 #include "service/observe/log_limiter.h"
 #include "service/rpc/idle_connection_closer.h"
@@ -450,8 +452,25 @@ absl::Status Server::StartGrpcServer() {
                            &port_);
   // HiLo and HiLoAdmin are callback services: no thread waits for a
   // commit. Health and reflection are gRPC's own (synchronous) services.
-  if (options_.batch_when_busy) {
-    busy_ = std::make_unique<BusyScheduling>(BusyScheduling::Options{});
+  // Only between the kernel's default and SCHED_BATCH: a process started
+  // under another policy (chrt, systemd) keeps it.
+  if (options_.batch_when_busy && CpuSchedulingName() == "normal") {
+    // Moves every thread of the process, the committer's and those gRPC
+    // starts later included; a refusal (a seccomp filter) is logged, a few
+    // lines a second at most, and the threads it spared keep their policy.
+    busy_ = std::make_unique<BusyScheduling>(
+        BusyScheduling::Options{}, [limiter = std::make_shared<LogLimiter>(
+                                        1, 512, window_clock_)](bool busy) {
+          const ThreadMoves moves = MoveProcessThreads(busy);
+          if (moves.refused == 0) return;
+          if (std::optional<std::string> line = limiter->Admit(absl::StrFormat(
+                  "the kernel refused %s to %d thread(s) as the server "
+                  "turned %s: %s; they keep their policy",
+                  busy ? "SCHED_BATCH" : "SCHED_OTHER", moves.refused,
+                  busy ? "busy" : "calm", std::strerror(moves.error)))) {
+            StderrLines().Write(absl::StrCat("hilo_server: ", *line));
+          }
+        });
   }
   grpc_service_ = std::make_unique<GrpcHiLoService>(gatekeeper_.get(), &calls_,
                                                     busy_.get());

@@ -131,6 +131,9 @@ class Server {
   // closed. Waits for the store, as long as the store takes.
   void CloseStore() ABSL_LOCKS_EXCLUDED(teardown_mu_);
 
+  // Whether the server moves its threads under SCHED_BATCH while busy:
+  // options.batch_when_busy, and started under the kernel's default policy.
+  bool batch_when_busy() const { return busy_ != nullptr; }
   // How many calls are inside the services now (past the CallGate).
   int64_t calls_in_services() const { return calls_.inside(); }
 

@@ -93,9 +93,12 @@ struct ServerOptions {
   RangeSizeLimits range_sizes;
   SyncMode sync = SyncMode::kFull;
   int max_batch = 256;
-  // While many calls are in flight, put the threads that serve calls under
-  // SCHED_BATCH, so they stop preempting the committer (BusyScheduling;
-  // hilo_server's --cpu_scheduling=adaptive, its default).
+  // While the server is busy, put every thread of the process that is
+  // under SCHED_OTHER under SCHED_BATCH, so they stop preempting each
+  // other, and back once it is calm (BusyScheduling, MoveProcessThreads;
+  // hilo_server's --cpu_scheduling=adaptive, its default). Only if the
+  // thread calling Server::Start is under SCHED_OTHER: a process started
+  // under another policy keeps it.
   bool batch_when_busy = true;
   // Take ReturnRange calls without a range_token (old clients); unsafe, see
   // HiLoService.

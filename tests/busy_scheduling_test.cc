@@ -1,30 +1,23 @@
-// BusyScheduling: which policy the thread serving a call ends up under, for
-// the calls in flight it is told about; threads it must leave alone; a
-// refusal by the kernel; and a server that uses it. Each scenario runs on
-// threads of its own (the policy, and what BusyScheduling knows of it,
-// belong to the thread), so the test's main thread keeps the policy it was
-// started under.
+// BusyScheduling: when the server turns busy and calm again, for the calls
+// in flight each call finds, including a busy load whose calls in flight
+// dip between commits and calls racing on several threads; and a server
+// that moves its threads with it (hilo_server's --cpu_scheduling=adaptive).
 #include "service/rpc/busy_scheduling.h"
 
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <sched.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstddef>
 #include <cstdint>
-#include <iterator>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -44,133 +37,139 @@ using ::hilo::testing_util::StartServer;
 using ::hilo::testing_util::TempDir;
 using ::hilo::testing_util::TestServerOptions;
 using ::hilo::testing_util::ThreadPolicies;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
 
-// Runs `body` on a new thread that starts under `policy`, and waits for it.
-template <typename Body>
-void OnThreadUnder(int policy, Body body) {
-  std::thread([&] {
-    sched_param param{};
-    ASSERT_EQ(sched_setscheduler(0, policy, &param), 0);
-    body();
-  }).join();
+// A BusyScheduling whose changes are recorded, in order.
+struct Recorded {
+  explicit Recorded(BusyScheduling::Options options)
+      : busy(options, [this](bool b) { changes.push_back(b); }) {}
+  std::vector<bool> changes;  // written under BusyScheduling's lock
+  BusyScheduling busy;
+};
+
+constexpr BusyScheduling::Options kOptions{
+    .busy_from = 16, .calm_at = 4, .calm_calls = 3};
+
+TEST(BusySchedulingTest, StaysCalmBelowBusyFrom) {
+  Recorded r(kOptions);
+  for (int64_t in_flight : {1, 4, 5, 15, 15, 1}) r.busy.Serving(in_flight);
+  EXPECT_FALSE(r.busy.busy());
+  EXPECT_THAT(r.changes, IsEmpty());
 }
 
-// The calling thread's policy after it served a call with `in_flight`
-// calls in flight.
-int PolicyAfterServing(BusyScheduling& busy, int64_t in_flight) {
-  busy.Serving(in_flight);
-  return sched_getscheduler(0);
+TEST(BusySchedulingTest, TurnsBusyOnceAtBusyFrom) {
+  Recorded r(kOptions);
+  r.busy.Serving(16);
+  EXPECT_TRUE(r.busy.busy());
+  for (int64_t in_flight : {40, 16, 100, 5}) r.busy.Serving(in_flight);
+  EXPECT_TRUE(r.busy.busy());
+  EXPECT_THAT(r.changes, ElementsAre(true));
 }
 
-TEST(BusySchedulingTest, ACalmServerLeavesItsThreadUnderTheDefault) {
-  BusyScheduling busy({.busy_from = 16, .calm_at = 4});
-  OnThreadUnder(SCHED_OTHER, [&] {
-    EXPECT_EQ(PolicyAfterServing(busy, 1), SCHED_OTHER);
-    EXPECT_EQ(PolicyAfterServing(busy, 15), SCHED_OTHER);
-    EXPECT_FALSE(busy.busy());
-  });
+// Calm needs calm_calls calls in a row at or below calm_at: one above it
+// (between the thresholds or past busy_from) starts the count again.
+TEST(BusySchedulingTest, TurnsCalmAfterCalmCallsInARowAtOrBelowCalmAt) {
+  Recorded r(kOptions);
+  r.busy.Serving(20);
+  for (int64_t in_flight : {4, 1, 5, 3, 2, 16, 4, 4}) {
+    r.busy.Serving(in_flight);
+    EXPECT_TRUE(r.busy.busy()) << in_flight;
+  }
+  r.busy.Serving(4);
+  EXPECT_FALSE(r.busy.busy());
+  EXPECT_THAT(r.changes, ElementsAre(true, false));
+  // And busy again, from a fresh count.
+  r.busy.Serving(16);
+  r.busy.Serving(1);
+  r.busy.Serving(1);
+  EXPECT_TRUE(r.busy.busy());
+  EXPECT_THAT(r.changes, ElementsAre(true, false, true));
 }
 
-TEST(BusySchedulingTest, FromBusyFromItsThreadStopsPreemptingUntilCalm) {
-  BusyScheduling busy({.busy_from = 16, .calm_at = 4});
-  OnThreadUnder(SCHED_OTHER, [&] {
-    EXPECT_EQ(PolicyAfterServing(busy, 16), SCHED_BATCH);
-    EXPECT_TRUE(busy.busy());
-    // Between the two thresholds the server stays busy...
-    EXPECT_EQ(PolicyAfterServing(busy, 15), SCHED_BATCH);
-    EXPECT_EQ(PolicyAfterServing(busy, 5), SCHED_BATCH);
-    // ...until it is calm.
-    EXPECT_EQ(PolicyAfterServing(busy, 4), SCHED_OTHER);
-    EXPECT_FALSE(busy.busy());
-    EXPECT_EQ(PolicyAfterServing(busy, 15), SCHED_OTHER);
-  });
-  EXPECT_EQ(busy.refusals(), 0);
+// A server at 64 in flight whose count falls to a few calls as each group
+// commit answers its batch stays busy: the defaults need 64 such calls in
+// a row, and a batch's worth of calls above 4 comes between the dips.
+TEST(BusySchedulingTest, ABusyServerWhoseCallsDipBetweenCommitsStaysBusy) {
+  Recorded r(BusyScheduling::Options{});
+  for (int batch = 0; batch < 1000; ++batch) {
+    for (int64_t in_flight = 1; in_flight <= 4; ++in_flight) {
+      r.busy.Serving(in_flight);
+    }
+    for (int64_t in_flight = 5; in_flight <= 64; ++in_flight) {
+      r.busy.Serving(in_flight);
+    }
+  }
+  EXPECT_THAT(r.changes, ElementsAre(true));
+  for (int i = 0; i < 63; ++i) r.busy.Serving(1);
+  EXPECT_TRUE(r.busy.busy());
+  r.busy.Serving(1);
+  EXPECT_THAT(r.changes, ElementsAre(true, false));
 }
 
-// The load is the server's, not the thread's: a thread that serves its
-// first call while the server is busy stops preempting at once, and a
-// thread moved while busy comes back at its first call once it is calm.
-TEST(BusySchedulingTest, EveryServingThreadFollowsTheServersLoad) {
-  BusyScheduling busy({.busy_from = 16, .calm_at = 4});
-  OnThreadUnder(SCHED_OTHER, [&] {
-    EXPECT_EQ(PolicyAfterServing(busy, 40), SCHED_BATCH);
-    OnThreadUnder(SCHED_OTHER, [&] {
-      EXPECT_EQ(PolicyAfterServing(busy, 10), SCHED_BATCH);
-      EXPECT_EQ(PolicyAfterServing(busy, 2), SCHED_OTHER);
+// Calls on several threads turn it busy and calm many times over: the
+// owner never hears the same state twice in a row and ends with the state
+// the calls last set.
+TEST(BusySchedulingTest, RacingCallsLeaveTheOwnerWithTheLastState) {
+  Recorded r(
+      BusyScheduling::Options{.busy_from = 3, .calm_at = 1, .calm_calls = 2});
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&r, t] {
+      for (int i = 0; i < 20000; ++i) r.busy.Serving((i + t) % 4);
     });
-    EXPECT_EQ(PolicyAfterServing(busy, 10), SCHED_OTHER);
-  });
+  }
+  for (std::thread& thread : threads) thread.join();
+  ASSERT_FALSE(r.changes.empty());
+  for (size_t i = 0; i < r.changes.size(); ++i) {
+    ASSERT_EQ(r.changes[i], i % 2 == 0) << i;  // true, false, true, ...
+  }
+  EXPECT_EQ(r.changes.back(), r.busy.busy());
+  for (int i = 0; i < 2; ++i) r.busy.Serving(0);
+  EXPECT_FALSE(r.busy.busy());
+  EXPECT_FALSE(r.changes.back());
 }
 
-// What the operator chose (chrt, systemd's CPUSchedulingPolicy=) is kept:
-// a thread first seen under another policy is never moved, busy or calm.
-TEST(BusySchedulingTest, AThreadStartedUnderAnotherPolicyIsLeftAlone) {
-  BusyScheduling busy({.busy_from = 16, .calm_at = 4});
-  OnThreadUnder(SCHED_BATCH, [&] {
-    EXPECT_EQ(PolicyAfterServing(busy, 1), SCHED_BATCH);
-    EXPECT_EQ(PolicyAfterServing(busy, 100), SCHED_BATCH);
-    EXPECT_EQ(PolicyAfterServing(busy, 1), SCHED_BATCH);
-  });
-  OnThreadUnder(SCHED_IDLE, [&] {
-    EXPECT_EQ(PolicyAfterServing(busy, 100), SCHED_IDLE);
-    EXPECT_EQ(PolicyAfterServing(busy, 1), SCHED_IDLE);
-  });
-  EXPECT_EQ(busy.refusals(), 0);
+// The ids of this process's threads under `policy`.
+std::set<pid_t> ThreadsUnder(int policy) {
+  std::set<pid_t> tids;
+  for (const auto& [tid, p] : ThreadPolicies(getpid())) {
+    if (p == policy) tids.insert(tid);
+  }
+  return tids;
 }
 
-// Makes sched_setscheduler fail with EPERM on the calling thread (and any
-// it starts): a seccomp filter, as a service manager's system call filter
-// would. Other threads are untouched.
-void RefuseSchedSetschedulerOnThisThread() {
-  sock_filter filter[] = {
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_sched_setscheduler, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-  };
-  sock_fprog program{static_cast<unsigned short>(std::size(filter)), filter};
-  ASSERT_EQ(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
-  ASSERT_EQ(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program), 0);
+// The ids of this process's threads.
+std::set<pid_t> Threads() {
+  std::set<pid_t> tids;
+  for (const auto& [tid, p] : ThreadPolicies(getpid())) tids.insert(tid);
+  return tids;
 }
 
-// A refused move is counted once, leaves the thread as it was, and is not
-// tried again on that thread; other threads still move.
-TEST(BusySchedulingTest, AThreadTheKernelRefusesToMoveStaysAndIsCountedOnce) {
-  BusyScheduling busy({.busy_from = 16, .calm_at = 4});
-  OnThreadUnder(SCHED_OTHER, [&] {
-    RefuseSchedSetschedulerOnThisThread();
-    sched_param param{};
-    ASSERT_EQ(sched_setscheduler(0, SCHED_BATCH, &param), -1);
-    EXPECT_EQ(PolicyAfterServing(busy, 20), SCHED_OTHER);
-    EXPECT_EQ(busy.refusals(), 1);
-    EXPECT_EQ(PolicyAfterServing(busy, 20), SCHED_OTHER);
-    EXPECT_EQ(busy.refusals(), 1);
-  });
-  OnThreadUnder(SCHED_OTHER,
-                [&] { EXPECT_EQ(PolicyAfterServing(busy, 20), SCHED_BATCH); });
-  EXPECT_EQ(busy.refusals(), 1);
+// `tids` that are still threads of this process and not under `policy`.
+std::set<pid_t> NotUnder(const std::set<pid_t>& tids, int policy) {
+  std::set<pid_t> off;
+  for (const auto& [tid, p] : ThreadPolicies(getpid())) {
+    if (tids.count(tid) > 0 && p != policy) off.insert(tid);
+  }
+  return off;
 }
 
-// How many threads of this process are under `policy`.
-int ThreadsUnder(int policy) {
-  int n = 0;
-  for (const auto& [tid, p] : ThreadPolicies(getpid())) n += p == policy;
-  return n;
-}
-
-// A server holds 20 NextRange calls in flight (its store's commit waits),
-// which is busy by BusyScheduling's defaults; with batch_when_busy (the
-// parameter) the threads that served the calls past the 16th are under
-// SCHED_BATCH, without it no thread is. Either way every call then gets
-// its own range of the 20 first.
+// A server holds 20 NextRange calls in flight (its store's commit waits):
+// busy. With batch_when_busy (the parameter) every thread of the process
+// goes under SCHED_BATCH, the committer's and this test's included, and
+// back under SCHED_OTHER at the 64th call in a row that finds the server
+// calm, not before; without it no thread ever moves. Either way every
+// call gets its own range.
 class BusySchedulingServerTest : public ::testing::TestWithParam<bool> {};
 
-TEST_P(BusySchedulingServerTest, ThreadsServingABusyServerStopPreempting) {
+TEST_P(BusySchedulingServerTest, EveryThreadStopsPreemptingWhileBusy) {
   const bool batch_when_busy = GetParam();
   // The server's threads start under this thread's policy.
   const int own_policy = sched_getscheduler(0);
   sched_param param{};
   ASSERT_EQ(sched_setscheduler(0, SCHED_OTHER, &param), 0);
+  absl::Cleanup restore = [&] { sched_setscheduler(0, own_policy, &param); };
   TempDir dir;
   Notification release;
   ServerOptions options = TestServerOptions(dir);
@@ -181,14 +180,20 @@ TEST_P(BusySchedulingServerTest, ThreadsServingABusyServerStopPreempting) {
                : absl::DeadlineExceededError("the test never let it commit");
   };
   std::unique_ptr<Server> server = StartServer(options);
-  ASSERT_EQ(sched_setscheduler(0, own_policy, &param), 0);
   ASSERT_NE(server, nullptr);
-  ASSERT_EQ(ThreadsUnder(SCHED_BATCH), 0);
+  ASSERT_THAT(ThreadsUnder(SCHED_BATCH), IsEmpty());
+  const std::set<pid_t> before = Threads();
 
   constexpr int kCalls = 20;
   std::vector<hilo::v1::NextRangeResponse> responses(kCalls);
   std::vector<grpc::Status> statuses(kCalls);
   std::vector<std::thread> callers;
+  // Whatever fails below, the held calls are let go and their threads
+  // joined before the vectors they write go away.
+  absl::Cleanup join = [&] {
+    release.Notify();
+    for (std::thread& caller : callers) caller.join();
+  };
   for (int i = 0; i < kCalls; ++i) {
     callers.emplace_back([&, i] {
       grpc::ClientContext context;
@@ -206,13 +211,13 @@ TEST_P(BusySchedulingServerTest, ThreadsServingABusyServerStopPreempting) {
   }
   ASSERT_EQ(server->calls_in_services(), kCalls);
   if (batch_when_busy) {
-    EXPECT_GE(ThreadsUnder(SCHED_BATCH), 1);
+    // Every thread there was before the calls (those that still are).
+    EXPECT_THAT(NotUnder(before, SCHED_BATCH), IsEmpty());
   } else {
-    EXPECT_EQ(ThreadsUnder(SCHED_BATCH), 0);
+    EXPECT_THAT(ThreadsUnder(SCHED_BATCH), IsEmpty());
   }
 
-  release.Notify();
-  for (std::thread& caller : callers) caller.join();
+  std::move(join).Invoke();
   std::vector<std::pair<int64_t, int64_t>> ranges;
   for (int i = 0; i < kCalls; ++i) {
     ASSERT_TRUE(statuses[i].ok()) << i << ": " << statuses[i].error_message();
@@ -224,6 +229,24 @@ TEST_P(BusySchedulingServerTest, ThreadsServingABusyServerStopPreempting) {
     EXPECT_EQ(ranges[i],
               std::make_pair(int64_t{32} * i + 1, int64_t{32} * (i + 1)));
   }
+
+  // One call at a time: calm at the 64th.
+  auto stub = NewStub(server->port());
+  auto one_call = [&] {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+    hilo::v1::NextRangeRequest request;
+    request.set_collection("orders");
+    hilo::v1::NextRangeResponse response;
+    return stub->NextRange(&context, request, &response).ok();
+  };
+  for (int i = 0; i < 63; ++i) ASSERT_TRUE(one_call()) << i;
+  const std::set<pid_t> before_calm = Threads();
+  if (batch_when_busy) {
+    EXPECT_THAT(NotUnder(before, SCHED_BATCH), IsEmpty());
+  }
+  ASSERT_TRUE(one_call());
+  EXPECT_THAT(NotUnder(before_calm, SCHED_OTHER), IsEmpty());
 }
 
 INSTANTIATE_TEST_SUITE_P(BatchWhenBusy, BusySchedulingServerTest,

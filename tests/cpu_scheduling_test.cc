@@ -1,17 +1,24 @@
 // --cpu_scheduling's parsing, the policy it puts on a thread and on the
-// threads that thread starts, and a refusal by the kernel. Each policy is
-// set on a thread of its own (the policy is per thread), so the test's
-// main thread keeps the one it was started under.
+// threads that thread starts, and a refusal by the kernel; and
+// MoveProcessThreads, which adaptive scheduling moves every thread with. Each
+// policy is set on a thread of its own (the policy is per thread), so the
+// test's main thread keeps the one it was started under.
 #include "service/cpu_scheduling.h"
 
 #include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sched.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <ostream>
 #include <string>
 #include <thread>
@@ -19,12 +26,14 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/status_matchers.h"
+#include "testing/test_util.h"
 
 namespace hilo {
 namespace {
 
 using ::hilo::testing_util::IsOk;
 using ::hilo::testing_util::IsOkAndHolds;
+using ::hilo::testing_util::Notification;
 using ::hilo::testing_util::StatusIs;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
@@ -173,6 +182,106 @@ TEST(CpuSchedulingDeathTest, AKernelRefusalNamesBothPoliciesAndChangesNothing) {
               "\\[FAILED_PRECONDITION\\] \\[--cpu_scheduling=batch: the "
               "kernel refused the policy SCHED_BATCH to a thread now under "
               "idle: Operation not permitted\\] now 5");
+}
+
+// SCHED_RESET_ON_FORK, as sched_getscheduler reports it.
+constexpr int kResetOnFork = 0x40000000;
+
+// A thread that takes `policy`, says its id, and waits until told to end.
+class ParkedThread {
+ public:
+  explicit ParkedThread(int policy)
+      : thread_([this, policy] {
+          sched_param param{};
+          set_ = sched_setscheduler(0, policy, &param) == 0;
+          tid_ = gettid();
+          ready_.Notify();
+          end_.WaitForNotification();
+        }) {
+    ready_.WaitForNotification();
+  }
+  ~ParkedThread() {
+    end_.Notify();
+    thread_.join();
+  }
+  bool set() const { return set_; }
+  int policy() const { return sched_getscheduler(tid_); }
+
+ private:
+  bool set_ = false;
+  pid_t tid_ = 0;
+  Notification ready_;
+  Notification end_;
+  std::thread thread_;
+};
+
+// Every thread under the default policy or SCHED_BATCH moves, this one
+// and those parked alike, SCHED_RESET_ON_FORK kept; one under SCHED_IDLE
+// stays where it is. And back.
+TEST(MoveProcessThreadsTest, MovesEveryDefaultOrBatchThreadAndNoOther) {
+  sched_param param{};
+  ASSERT_EQ(sched_setscheduler(0, SCHED_OTHER, &param), 0);
+  ParkedThread normal(SCHED_OTHER);
+  ParkedThread batch(SCHED_BATCH);
+  ParkedThread idle(SCHED_IDLE);
+  ParkedThread reset(SCHED_OTHER | kResetOnFork);
+  for (const ParkedThread* t : {&normal, &batch, &idle, &reset}) {
+    ASSERT_TRUE(t->set());
+  }
+
+  ThreadMoves moves = MoveProcessThreads(true);
+  EXPECT_EQ(moves.refused, 0);
+  EXPECT_EQ(moves.moved, 3);  // this thread, normal and reset
+  EXPECT_EQ(sched_getscheduler(0), SCHED_BATCH);
+  EXPECT_EQ(normal.policy(), SCHED_BATCH);
+  EXPECT_EQ(batch.policy(), SCHED_BATCH);
+  EXPECT_EQ(idle.policy(), SCHED_IDLE);
+  EXPECT_EQ(reset.policy(), SCHED_BATCH | kResetOnFork);
+  EXPECT_EQ(CpuSchedulingName(), "batch");
+
+  moves = MoveProcessThreads(false);
+  EXPECT_EQ(moves.refused, 0);
+  EXPECT_EQ(moves.moved, 4);  // and batch
+  EXPECT_EQ(sched_getscheduler(0), SCHED_OTHER);
+  EXPECT_EQ(normal.policy(), SCHED_OTHER);
+  EXPECT_EQ(batch.policy(), SCHED_OTHER);
+  EXPECT_EQ(idle.policy(), SCHED_IDLE);
+  EXPECT_EQ(reset.policy(), SCHED_OTHER | kResetOnFork);
+  EXPECT_EQ(MoveProcessThreads(false).moved, 0);
+}
+
+// Makes sched_setscheduler fail with EPERM on the calling thread: a
+// seccomp filter, as a service manager's system call filter would. Other
+// threads are untouched.
+void RefuseSchedSetschedulerOnThisThread() {
+  sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_sched_setscheduler, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  sock_fprog program{static_cast<unsigned short>(std::size(filter)), filter};
+  ASSERT_EQ(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+  ASSERT_EQ(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program), 0);
+}
+
+// Refused for every thread: each is counted, the first reason kept, and
+// no thread moved.
+TEST(MoveProcessThreadsTest, RefusalsAreCountedWithTheirReasonAndMoveNothing) {
+  sched_param param{};
+  ASSERT_EQ(sched_setscheduler(0, SCHED_OTHER, &param), 0);
+  ParkedThread normal(SCHED_OTHER);
+  ThreadMoves moves;
+  std::thread([&] {
+    RefuseSchedSetschedulerOnThisThread();
+    moves = MoveProcessThreads(true);
+  }).join();
+  EXPECT_EQ(moves.moved, 0);
+  // The test's thread, normal, and the thread refused its own move.
+  EXPECT_EQ(moves.refused, 3);
+  EXPECT_EQ(moves.error, EPERM);
+  EXPECT_EQ(sched_getscheduler(0), SCHED_OTHER);
+  EXPECT_EQ(normal.policy(), SCHED_OTHER);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// BusyScheduling: while many calls are in flight, the threads that serve
-// them stop preempting the store's committer (--cpu_scheduling=adaptive).
+// BusyScheduling: tells when the server turns busy and when it turns calm
+// again, from the calls in flight each call finds (--cpu_scheduling=adaptive).
 //
 // A NextRange is read by a gRPC thread, committed by the store's committer
 // and answered by the committer. Under the kernel's default policy
@@ -8,60 +8,78 @@
 // answered at once by a client, which wakes a gRPC thread, which stops the
 // committer halfway through its batch's replies to queue one request
 // (service/cpu_scheduling.h). Under SCHED_BATCH a thread that wakes waits
-// for the running one instead. Put on every thread (--cpu_scheduling=batch)
-// that also makes a lone call wait for a busy neighbour's time slice: 3.8
-// ms instead of 0.16 ms, 1 call in flight, on one machine. This class puts
-// only the threads that serve calls under SCHED_BATCH, and only while the
-// server is busy: from `busy_from` calls in flight until they fall to
-// `calm_at`. A call that finds its thread under the other policy moves the
-// thread (one system call), so a thread follows the load at its next call.
-// A lone call finds the server calm and its thread under SCHED_OTHER.
-// BENCHMARKS.md, History, 2026-12-06 (morning).
+// for the running one instead; but a lone call then also waits for a busy
+// neighbour's time slice (3.8 ms instead of 0.26 ms, 1 call in flight, on
+// one machine). So the server takes SCHED_BATCH only while it is busy:
+// this class says when, and its owner moves the threads (the server:
+// MoveProcessThreads, every thread of the process).
 //
-//   BusyScheduling busy({});
+// Busy from the first call that finds `busy_from` calls in flight (itself
+// included); calm again after `calm_calls` calls in a row found `calm_at`
+// or fewer. The streak keeps a busy server from turning calm each time its
+// calls in flight dip between two group commits. BENCHMARKS.md, History,
+// 2026-12-06 (morning).
+//
+//   BusyScheduling busy({}, [](bool busy) { MoveProcessThreads(busy); });
 //   // on the thread about to serve a call, with the calls in flight now:
 //   busy.Serving(calls.inside());
 //
-// A thread that was under another policy than SCHED_OTHER when it first
-// served a call (the operator's `chrt`, systemd's CPUSchedulingPolicy=) is
-// never moved; nor, after the kernel once refused to move it, is that
-// thread again. The policy belongs to the thread, not to this object: a
-// thread keeps it when the object is gone. Thread-safe.
+// `on_change` runs on the thread whose call turned the state, one run at a
+// time, with the state as it is when its run begins, and never twice in a
+// row with the same value: after a quick busy-calm-busy the owner may see
+// only one change, and ends with the state the calls last set. While the
+// state holds, Serving costs one relaxed atomic load (and a store while a
+// busy server's calls in flight dip). Thread-safe.
 #ifndef HILO_SERVICE_RPC_BUSY_SCHEDULING_H_
 #define HILO_SERVICE_RPC_BUSY_SCHEDULING_H_
 
 #include <atomic>
 #include <cstdint>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
+#include "hilo/base/mutex.h"
+
 namespace hilo {
 
 class BusyScheduling {
  public:
   struct Options {
-    // The server is busy from this many calls in flight...
+    // The server is busy from a call that finds this many calls in flight...
     int64_t busy_from = 16;
-    // ...until they are down to this many; below busy_from.
+    // ...until `calm_calls` calls in a row found at most this many; below
+    // busy_from.
     int64_t calm_at = 4;
+    // At least 1.
+    int64_t calm_calls = 64;
   };
 
-  explicit BusyScheduling(Options options);
+  // Calls `on_change(true)` when the server turns busy and
+  // `on_change(false)` when it turns calm; it starts calm.
+  BusyScheduling(Options options,
+                 absl::AnyInvocable<void(bool busy)> on_change);
   BusyScheduling(const BusyScheduling&) = delete;
   BusyScheduling& operator=(const BusyScheduling&) = delete;
 
   // Called on the thread about to serve a call, with the calls in flight
-  // (this one included): moves the thread to SCHED_BATCH if the server is
-  // busy, back to SCHED_OTHER if it is calm.
+  // (this one included). Runs on_change here if this call turns the state.
   void Serving(int64_t in_flight);
 
-  // Whether the server was busy at the last call.
+  // Whether the server is busy now.
   bool busy() const { return busy_.load(std::memory_order_relaxed); }
-  // How many times the kernel refused to move a thread.
-  int64_t refusals() const { return refusals_.load(std::memory_order_relaxed); }
 
  private:
+  // Runs on_change_ with busy_ as it is now, unless that is what it last
+  // ran with.
+  void Apply();
+
   const Options options_;
   std::atomic<bool> busy_{false};
-  std::atomic<int64_t> refusals_{0};
+  // Calls in a row that found at most calm_at, while busy.
+  std::atomic<int64_t> calm_streak_{0};
+  base::Mutex apply_mu_;
+  bool applied_ ABSL_GUARDED_BY(apply_mu_) = false;
+  absl::AnyInvocable<void(bool)> on_change_ ABSL_GUARDED_BY(apply_mu_);
 };
 
 }  // namespace hilo

@@ -24,7 +24,7 @@ void AddIdentities(const grpc::AuthContext& auth, const char* property,
 // Passes the call to `method` of `gate`, for the caller CallerOf reads,
 // with a completion that finishes the gRPC call, if `calls` lets it in;
 // UNAVAILABLE without starting it once the server is stopping. `busy`
-// (unless null) sets the serving thread's policy for the load first.
+// (unless null) is told the calls in flight first.
 template <typename Request, typename Response>
 grpc::ServerUnaryReactor* Serve(
     CallGate* calls, BusyScheduling* busy, Gatekeeper* gate,
