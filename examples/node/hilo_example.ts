@@ -23,10 +23,13 @@ import {
   ReturnRangeResponse,
 } from "./gen/hilo/v1/hilo";
 
+// A check that did not hold; main's caller prints it. Thrown rather than
+// exiting on the spot, so the client is closed on the way out.
+class CheckFailed extends Error {}
+
 function check(what: string, got: unknown, want: unknown): void {
   if (!isDeepStrictEqual(got, want)) {
-    console.log(`FAIL ${what}: got ${inspect(got)}, want ${inspect(want)}`);
-    process.exit(1);
+    throw new CheckFailed(`${what}: got ${inspect(got)}, want ${inspect(want)}`);
   }
   console.log(`ok   ${what}: ${inspect(got)}`);
 }
@@ -59,7 +62,8 @@ async function main(): Promise<void> {
   const target = process.argv[2];
   if (!target) {
     console.error("usage: node hilo_example.js HOST:PORT [COLLECTION]");
-    process.exit(2);
+    process.exitCode = 2;
+    return;
   }
   const collection = process.argv[3] ?? `example-node-${process.pid}-${process.hrtime.bigint()}`;
   const client = new HiLoClient(target, credentials.createInsecure());
@@ -128,7 +132,8 @@ async function main(): Promise<void> {
   }
 }
 
+// Failures set the exit code and let Node exit once the client is closed.
 main().catch((err) => {
-  console.log("FAIL", err);
-  process.exit(1);
+  console.log("FAIL", err instanceof CheckFailed ? err.message : err);
+  process.exitCode = 1;
 });
