@@ -2,7 +2,10 @@
 
 #include <dirent.h>
 #include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -87,27 +90,41 @@ std::string CpuSchedulingName() { return PolicyName(sched_getscheduler(0)); }
 ThreadMoves MoveProcessThreads(bool batch) {
   ThreadMoves moves;
   const int to = batch ? SCHED_BATCH : SCHED_OTHER;
-  std::unique_ptr<DIR, int (*)(DIR*)> dir(opendir("/proc/self/task"),
-                                          &closedir);
-  if (dir == nullptr) {
-    moves.refused = 1;
-    moves.error = errno;
-    return moves;
-  }
-  while (const dirent* entry = readdir(dir.get())) {
-    const int tid = std::atoi(entry->d_name);
-    if (tid <= 0) continue;  // "." and ".."
-    const int policy = sched_getscheduler(tid);
-    if (policy < 0) continue;  // the thread ended
-    const int base = policy & ~kResetOnFork;
-    if ((base != SCHED_OTHER && base != SCHED_BATCH) || base == to) continue;
-    // Non-real-time policies take priority 0.
-    sched_param param{};
-    if (sched_setscheduler(tid, to | (policy & kResetOnFork), &param) == 0) {
-      ++moves.moved;
-    } else if (errno != ESRCH) {  // ESRCH: it ended meanwhile
-      if (moves.refused++ == 0) moves.error = errno;
+  const pid_t pid = getpid();
+  // A thread started during a pass by a thread not yet moved has the old
+  // policy and may be missing from the pass's listing: another pass.
+  for (int pass = 0; pass < 3; ++pass) {
+    std::unique_ptr<DIR, int (*)(DIR*)> dir(opendir("/proc/self/task"),
+                                            &closedir);
+    if (dir == nullptr) {
+      moves.listed = false;
+      moves.error = errno;
+      return moves;
     }
+    int moved_now = 0;
+    int refused_now = 0;
+    while (const dirent* entry = readdir(dir.get())) {
+      const int tid = std::atoi(entry->d_name);
+      if (tid <= 0) continue;  // "." and ".."
+      const int policy = sched_getscheduler(tid);
+      if (policy < 0) continue;  // the thread ended
+      const int base = policy & ~kResetOnFork;
+      if ((base != SCHED_OTHER && base != SCHED_BATCH) || base == to) continue;
+      // Still a thread of this process: a thread that ended could have
+      // left its id to another process's new thread.
+      if (syscall(SYS_tgkill, pid, tid, 0) != 0) continue;
+      // Non-real-time policies take priority 0.
+      sched_param param{};
+      if (sched_setscheduler(tid, to | (policy & kResetOnFork), &param) == 0) {
+        ++moved_now;
+      } else if (errno != ESRCH) {  // ESRCH: it ended meanwhile
+        if (refused_now++ == 0 && moves.error == 0) moves.error = errno;
+      }
+    }
+    moves.moved += moved_now;
+    // A thread refused in one pass is refused again in the next.
+    moves.refused = std::max(moves.refused, refused_now);
+    if (moved_now == 0) break;
   }
   return moves;
 }

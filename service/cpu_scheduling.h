@@ -18,11 +18,11 @@
 // (1.12 x with h2load on the same two cores); beside a process that kept
 // the server's core busy, a call waited for that process's time slice
 // (3.8 ms instead of 0.16 ms). BENCHMARKS.md, History, 2026-12-06.
-// The default, adaptive, takes the gain only while the server is busy:
-// from 16 calls in flight until 64 calls in a row found 4 or fewer
-// (BusyScheduling, service/rpc/busy_scheduling.h), MoveProcessThreads
-// puts every thread of the process under SCHED_BATCH, and then back under
-// SCHED_OTHER, so a lone call still preempts a busy neighbour.
+// The default, adaptive, takes the gain only while the server is busy
+// (from 16 calls in flight until few are, BusyScheduling,
+// service/rpc/busy_scheduling.h): MoveProcessThreads puts every thread of
+// the process under SCHED_BATCH, and then back under SCHED_OTHER, so the
+// calls of a calm server still preempt a busy neighbour.
 //
 //   absl::StatusOr<CpuScheduling> s = ParseCpuScheduling("batch");
 //   if (s.ok()) status = ApplyCpuScheduling(*s);  // before any thread starts
@@ -73,9 +73,10 @@ std::string CpuSchedulingName();
 
 // What MoveProcessThreads did.
 struct ThreadMoves {
-  int moved = 0;    // threads it put under the policy
-  int refused = 0;  // threads the kernel refused to move
-  int error = 0;    // errno of the first refusal
+  bool listed = true;  // false: /proc/self/task could not be read
+  int moved = 0;       // threads it put under the policy
+  int refused = 0;     // threads the kernel refused to move (in one pass)
+  int error = 0;       // errno of the first refusal, or of the listing
 };
 
 // Puts every thread of this process that is under SCHED_OTHER or
@@ -83,7 +84,8 @@ struct ThreadMoves {
 // thread's SCHED_RESET_ON_FORK. Threads under any other policy (idle,
 // real-time, deadline) are left as they are, and so is a thread that ends
 // meanwhile. A thread started while it runs takes its creator's policy,
-// moved or not yet. Costs two system calls a thread, and reads
+// moved or not yet: it lists the threads again until a pass moves none (3
+// passes at most). Costs three system calls a thread a pass, and reads
 // /proc/self/task: for the rare moment the server's load changes.
 ThreadMoves MoveProcessThreads(bool batch);
 

@@ -101,10 +101,11 @@ ABSL_FLAG(int, max_batch, 256,
           "commits each alone");
 ABSL_FLAG(std::string, cpu_scheduling, "adaptive",
           "adaptive: as inherit, and if that is the kernel's default, every "
-          "thread goes under SCHED_BATCH while the server is busy (from 16 "
-          "calls in flight until 64 calls in a row found 4 or fewer), so "
-          "its threads stop preempting each other, and back once it is "
-          "calm; inherit: the policy the server was started under "
+          "thread goes under SCHED_BATCH while the server is busy (from a "
+          "call that finds 16 calls in flight until one finds 4 or fewer "
+          "after 64 such calls in a row or 100 ms without more), so its "
+          "threads stop preempting each other, and back once it is calm; "
+          "inherit: the policy the server was started under "
           "(systemd's CPUSchedulingPolicy=, chrt); normal: the kernel's "
           "default, a thread that wakes may preempt whatever runs on its "
           "core; batch (SCHED_BATCH): it waits for the running thread, "

@@ -455,19 +455,30 @@ absl::Status Server::StartGrpcServer() {
   // Only between the kernel's default and SCHED_BATCH: a process started
   // under another policy (chrt, systemd) keeps it.
   if (options_.batch_when_busy && CpuSchedulingName() == "normal") {
-    // Moves every thread of the process, the committer's and those gRPC
-    // starts later included; a refusal (a seccomp filter) is logged, a few
-    // lines a second at most, and the threads it spared keep their policy.
+    // Moves every thread of the process, the committer's included. A
+    // refusal (a seccomp filter) or a listing that fails is logged, a line
+    // a second at most, and the threads it spared keep their policy.
     busy_ = std::make_unique<BusyScheduling>(
-        BusyScheduling::Options{}, [limiter = std::make_shared<LogLimiter>(
-                                        1, 512, window_clock_)](bool busy) {
+        BusyScheduling::Options{}, window_clock_,
+        [limiter =
+             std::make_shared<LogLimiter>(1, 512, window_clock_)](bool busy) {
           const ThreadMoves moves = MoveProcessThreads(busy);
-          if (moves.refused == 0) return;
-          if (std::optional<std::string> line = limiter->Admit(absl::StrFormat(
-                  "the kernel refused %s to %d thread(s) as the server "
-                  "turned %s: %s; they keep their policy",
-                  busy ? "SCHED_BATCH" : "SCHED_OTHER", moves.refused,
-                  busy ? "busy" : "calm", std::strerror(moves.error)))) {
+          if (moves.listed && moves.refused == 0) return;
+          const char* policy = busy ? "SCHED_BATCH" : "SCHED_OTHER";
+          const std::string text =
+              moves.listed
+                  ? absl::StrFormat(
+                        "the kernel refused %s to %d thread(s) as the "
+                        "server turned %s: %s; they keep their policy",
+                        policy, moves.refused, busy ? "busy" : "calm",
+                        std::strerror(moves.error))
+                  : absl::StrFormat(
+                        "cannot list the server's threads to put them under "
+                        "%s as it turned %s: %s; they keep their policy "
+                        "until it turns again",
+                        policy, busy ? "busy" : "calm",
+                        std::strerror(moves.error));
+          if (std::optional<std::string> line = limiter->Admit(text)) {
             StderrLines().Write(absl::StrCat("hilo_server: ", *line));
           }
         });

@@ -1,8 +1,11 @@
 // --cpu_scheduling's parsing, the policy it puts on a thread and on the
 // threads that thread starts, and a refusal by the kernel; and
-// MoveProcessThreads, which adaptive scheduling moves every thread with. Each
-// policy is set on a thread of its own (the policy is per thread), so the
-// test's main thread keeps the one it was started under.
+// MoveProcessThreads, which adaptive scheduling moves every thread with.
+// Applying a policy happens on a thread of its own (the policy is per
+// thread), so the test's main thread keeps the one it was started under;
+// MoveProcessThreads moves every thread, the main one included, so those
+// tests put it under SCHED_OTHER first (each test runs in a process of its
+// own under ctest).
 #include "service/cpu_scheduling.h"
 
 #include <linux/capability.h>

@@ -15,12 +15,16 @@
 // MoveProcessThreads, every thread of the process).
 //
 // Busy from the first call that finds `busy_from` calls in flight (itself
-// included); calm again after `calm_calls` calls in a row found `calm_at`
-// or fewer. The streak keeps a busy server from turning calm each time its
-// calls in flight dip between two group commits. BENCHMARKS.md, History,
+// included). Calm again at a call that finds `calm_at` or fewer when
+// either `calm_calls` calls in a row found that few, or no call has found
+// more for `calm_after`. The streak keeps a busy server from turning calm
+// each time its calls in flight dip between two group commits; the time
+// turns a server calm at its first call after a quiet spell, however few
+// calls come. Nothing runs between calls: a server left idle after a
+// burst stays busy until that first call. BENCHMARKS.md, History,
 // 2026-12-06 (morning).
 //
-//   BusyScheduling busy({}, [](bool busy) { MoveProcessThreads(busy); });
+//   BusyScheduling busy({}, clock, [](bool b) { MoveProcessThreads(b); });
 //   // on the thread about to serve a call, with the calls in flight now:
 //   busy.Serving(calls.inside());
 //
@@ -28,8 +32,8 @@
 // time, with the state as it is when its run begins, and never twice in a
 // row with the same value: after a quick busy-calm-busy the owner may see
 // only one change, and ends with the state the calls last set. While the
-// state holds, Serving costs one relaxed atomic load (and a store while a
-// busy server's calls in flight dip). Thread-safe.
+// server is calm, Serving costs one relaxed atomic load; while it is busy,
+// a reading of the clock and a few relaxed atomic operations. Thread-safe.
 #ifndef HILO_SERVICE_RPC_BUSY_SCHEDULING_H_
 #define HILO_SERVICE_RPC_BUSY_SCHEDULING_H_
 
@@ -38,6 +42,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
+#include "absl/time/time.h"
+#include "hilo/base/clock.h"
 #include "hilo/base/mutex.h"
 
 namespace hilo {
@@ -47,16 +53,18 @@ class BusyScheduling {
   struct Options {
     // The server is busy from a call that finds this many calls in flight...
     int64_t busy_from = 16;
-    // ...until `calm_calls` calls in a row found at most this many; below
-    // busy_from.
+    // ...until a call finds at most this many (below busy_from) after
+    // `calm_calls` such calls in a row (at least 1), or after `calm_after`
+    // without a call that found more.
     int64_t calm_at = 4;
-    // At least 1.
     int64_t calm_calls = 64;
+    absl::Duration calm_after = absl::Milliseconds(100);
   };
 
   // Calls `on_change(true)` when the server turns busy and
-  // `on_change(false)` when it turns calm; it starts calm.
-  BusyScheduling(Options options,
+  // `on_change(false)` when it turns calm; it starts calm. `clock` (a
+  // monotonic one in the server) must outlive this.
+  BusyScheduling(Options options, const Clock* clock,
                  absl::AnyInvocable<void(bool busy)> on_change);
   BusyScheduling(const BusyScheduling&) = delete;
   BusyScheduling& operator=(const BusyScheduling&) = delete;
@@ -74,9 +82,13 @@ class BusyScheduling {
   void Apply();
 
   const Options options_;
+  const Clock* const clock_;
   std::atomic<bool> busy_{false};
   // Calls in a row that found at most calm_at, while busy.
   std::atomic<int64_t> calm_streak_{0};
+  // When a call last found more than calm_at, while busy (Unix ns, stamped
+  // at most once a millisecond).
+  std::atomic<int64_t> loaded_at_{0};
   base::Mutex apply_mu_;
   bool applied_ ABSL_GUARDED_BY(apply_mu_) = false;
   absl::AnyInvocable<void(bool)> on_change_ ABSL_GUARDED_BY(apply_mu_);
