@@ -87,25 +87,26 @@ absl::Status ApplyCpuScheduling(CpuScheduling scheduling) {
 
 std::string CpuSchedulingName() { return PolicyName(sched_getscheduler(0)); }
 
-ThreadMoves MoveProcessThreads(bool batch) {
+namespace internal {
+
+ThreadMoves MoveThreads(bool batch,
+                        absl::FunctionRef<int(std::vector<pid_t>*)> list) {
   ThreadMoves moves;
   const int to = batch ? SCHED_BATCH : SCHED_OTHER;
   const pid_t pid = getpid();
+  std::vector<pid_t> tids;
   // A thread started during a pass by a thread not yet moved has the old
   // policy and may be missing from the pass's listing: another pass.
   for (int pass = 0; pass < 3; ++pass) {
-    std::unique_ptr<DIR, int (*)(DIR*)> dir(opendir("/proc/self/task"),
-                                            &closedir);
-    if (dir == nullptr) {
+    tids.clear();
+    if (const int error = list(&tids); error != 0) {
       moves.listed = false;
-      moves.error = errno;
+      moves.error = error;
       return moves;
     }
     int moved_now = 0;
     int refused_now = 0;
-    while (const dirent* entry = readdir(dir.get())) {
-      const int tid = std::atoi(entry->d_name);
-      if (tid <= 0) continue;  // "." and ".."
+    for (const pid_t tid : tids) {
       const int policy = sched_getscheduler(tid);
       if (policy < 0) continue;  // the thread ended
       const int base = policy & ~kResetOnFork;
@@ -127,6 +128,37 @@ ThreadMoves MoveProcessThreads(bool batch) {
     if (moved_now == 0) break;
   }
   return moves;
+}
+
+}  // namespace internal
+
+ThreadMoves MoveProcessThreads(bool batch) {
+  return internal::MoveThreads(batch, [](std::vector<pid_t>* tids) {
+    std::unique_ptr<DIR, int (*)(DIR*)> dir(opendir("/proc/self/task"),
+                                            &closedir);
+    if (dir == nullptr) return errno;
+    while (const dirent* entry = readdir(dir.get())) {
+      const int tid = std::atoi(entry->d_name);
+      if (tid > 0) tids->push_back(tid);  // not "." or ".."
+    }
+    return 0;
+  });
+}
+
+std::string DescribeThreadMoves(const ThreadMoves& moves, bool batch) {
+  if (moves.listed && moves.refused == 0) return "";
+  const char* policy = batch ? "SCHED_BATCH" : "SCHED_OTHER";
+  const char* turned = batch ? "busy" : "calm";
+  if (!moves.listed) {
+    return absl::StrFormat(
+        "cannot list the server's threads to put them under %s as it turned "
+        "%s: %s; they keep their policy until it turns again",
+        policy, turned, std::strerror(moves.error));
+  }
+  return absl::StrFormat(
+      "the kernel refused %s to %d thread(s) as the server turned %s: %s; "
+      "they keep their policy",
+      policy, moves.refused, turned, std::strerror(moves.error));
 }
 
 }  // namespace hilo

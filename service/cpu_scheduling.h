@@ -34,8 +34,12 @@
 #ifndef HILO_SERVICE_CPU_SCHEDULING_H_
 #define HILO_SERVICE_CPU_SCHEDULING_H_
 
-#include <string>
+#include <sys/types.h>
 
+#include <string>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -89,6 +93,23 @@ struct ThreadMoves {
 // /proc/self/task: for the rare moment the server's load changes.
 ThreadMoves MoveProcessThreads(bool batch);
 
+// What the server logs after MoveProcessThreads(batch) ran as it turned
+// busy (batch) or calm: the threads refused and the kernel's reason, or why
+// the threads could not be listed, and that they keep their policy. Empty
+// when there is nothing to say: every thread listed moved or was one it
+// leaves alone.
+std::string DescribeThreadMoves(const ThreadMoves& moves, bool batch);
+
+namespace internal {
+
+// MoveProcessThreads with the listing of the process's threads given:
+// `list` fills in the ids of the threads it finds and returns 0, or returns
+// the errno of a listing that failed. MoveProcessThreads lists
+// /proc/self/task; tests list what a pass would find at a given moment.
+ThreadMoves MoveThreads(bool batch,
+                        absl::FunctionRef<int(std::vector<pid_t>*)> list);
+
+}  // namespace internal
 }  // namespace hilo
 
 #endif  // HILO_SERVICE_CPU_SCHEDULING_H_

@@ -462,22 +462,9 @@ absl::Status Server::StartGrpcServer() {
         BusyScheduling::Options{}, window_clock_,
         [limiter =
              std::make_shared<LogLimiter>(1, 512, window_clock_)](bool busy) {
-          const ThreadMoves moves = MoveProcessThreads(busy);
-          if (moves.listed && moves.refused == 0) return;
-          const char* policy = busy ? "SCHED_BATCH" : "SCHED_OTHER";
           const std::string text =
-              moves.listed
-                  ? absl::StrFormat(
-                        "the kernel refused %s to %d thread(s) as the "
-                        "server turned %s: %s; they keep their policy",
-                        policy, moves.refused, busy ? "busy" : "calm",
-                        std::strerror(moves.error))
-                  : absl::StrFormat(
-                        "cannot list the server's threads to put them under "
-                        "%s as it turned %s: %s; they keep their policy "
-                        "until it turns again",
-                        policy, busy ? "busy" : "calm",
-                        std::strerror(moves.error));
+              DescribeThreadMoves(MoveProcessThreads(busy), busy);
+          if (text.empty()) return;
           if (std::optional<std::string> line = limiter->Admit(text)) {
             StderrLines().Write(absl::StrCat("hilo_server: ", *line));
           }

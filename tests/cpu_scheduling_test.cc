@@ -15,6 +15,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -25,6 +26,7 @@
 #include <ostream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -39,6 +41,7 @@ using ::hilo::testing_util::IsOkAndHolds;
 using ::hilo::testing_util::Notification;
 using ::hilo::testing_util::StatusIs;
 using ::testing::AllOf;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
@@ -208,6 +211,7 @@ class ParkedThread {
     thread_.join();
   }
   bool set() const { return set_; }
+  pid_t tid() const { return tid_; }
   int policy() const { return sched_getscheduler(tid_); }
 
  private:
@@ -285,6 +289,124 @@ TEST(MoveProcessThreadsTest, RefusalsAreCountedWithTheirReasonAndMoveNothing) {
   EXPECT_EQ(moves.error, EPERM);
   EXPECT_EQ(sched_getscheduler(0), SCHED_OTHER);
   EXPECT_EQ(normal.policy(), SCHED_OTHER);
+}
+
+// A thread that appears only in a later listing (one started meanwhile by
+// a thread not yet moved) is moved in the pass that finds it; the passes
+// end with the first that moves none.
+TEST(MoveProcessThreadsTest, AThreadListedOnlyByALaterPassIsMovedThere) {
+  sched_param param{};
+  ASSERT_EQ(sched_setscheduler(0, SCHED_OTHER, &param), 0);
+  ParkedThread late(SCHED_OTHER);
+  ASSERT_TRUE(late.set());
+  int listings = 0;
+  const ThreadMoves moves =
+      internal::MoveThreads(true, [&](std::vector<pid_t>* tids) {
+        tids->push_back(gettid());
+        if (++listings > 1) tids->push_back(late.tid());
+        return 0;
+      });
+  EXPECT_EQ(moves.moved, 2);
+  EXPECT_EQ(moves.refused, 0);
+  EXPECT_EQ(late.policy(), SCHED_BATCH);
+  EXPECT_EQ(sched_getscheduler(0), SCHED_BATCH);
+  EXPECT_EQ(listings, 3);  // one moved this thread, one late, one none
+}
+
+// Threads that keep appearing are chased for three passes, no more: the
+// fourth parked thread, listed only from a fourth pass on, stays.
+TEST(MoveProcessThreadsTest, ThreeListingsAtMost) {
+  sched_param param{};
+  ASSERT_EQ(sched_setscheduler(0, SCHED_OTHER, &param), 0);
+  ParkedThread t1(SCHED_OTHER);
+  ParkedThread t2(SCHED_OTHER);
+  ParkedThread t3(SCHED_OTHER);
+  ParkedThread t4(SCHED_OTHER);
+  const std::vector<const ParkedThread*> parked = {&t1, &t2, &t3, &t4};
+  int listings = 0;
+  const ThreadMoves moves =
+      internal::MoveThreads(true, [&](std::vector<pid_t>* tids) {
+        ++listings;
+        for (int i = 0; i < listings && i < 4; ++i) {
+          tids->push_back(parked[i]->tid());
+        }
+        return 0;
+      });
+  EXPECT_EQ(listings, 3);
+  EXPECT_EQ(moves.moved, 3);
+  std::vector<int> policies;
+  for (const ParkedThread* t : parked) policies.push_back(t->policy());
+  EXPECT_THAT(policies,
+              ElementsAre(SCHED_BATCH, SCHED_BATCH, SCHED_BATCH, SCHED_OTHER));
+}
+
+// A child process that waits to be killed: a thread id that is not this
+// process's.
+class OtherProcess {
+ public:
+  OtherProcess() : pid_(fork()) {
+    if (pid_ == 0) {
+      for (;;) pause();
+    }
+  }
+  ~OtherProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_;
+};
+
+// An id in the listing that now names a thread of another process (the
+// thread listed ended and the id was reused) is left alone, though the
+// kernel would let this process move it.
+TEST(MoveProcessThreadsTest, AThreadOfAnotherProcessIsNeverMoved) {
+  sched_param param{};
+  ASSERT_EQ(sched_setscheduler(0, SCHED_OTHER, &param), 0);
+  OtherProcess other;
+  ASSERT_GT(other.pid(), 0);
+  ASSERT_EQ(sched_getscheduler(other.pid()), SCHED_OTHER);
+  const ThreadMoves moves =
+      internal::MoveThreads(true, [&](std::vector<pid_t>* tids) {
+        tids->push_back(gettid());
+        tids->push_back(other.pid());
+        return 0;
+      });
+  EXPECT_EQ(moves.moved, 1);
+  EXPECT_EQ(moves.refused, 0);
+  EXPECT_EQ(sched_getscheduler(0), SCHED_BATCH);
+  EXPECT_EQ(sched_getscheduler(other.pid()), SCHED_OTHER);
+}
+
+// A listing that fails moves nothing and keeps its reason.
+TEST(MoveProcessThreadsTest, AListingThatFailsMovesNothingAndSaysWhy) {
+  sched_param param{};
+  ASSERT_EQ(sched_setscheduler(0, SCHED_OTHER, &param), 0);
+  const ThreadMoves moves =
+      internal::MoveThreads(true, [](std::vector<pid_t>*) { return EMFILE; });
+  EXPECT_FALSE(moves.listed);
+  EXPECT_EQ(moves.error, EMFILE);
+  EXPECT_EQ(moves.moved, 0);
+  EXPECT_EQ(sched_getscheduler(0), SCHED_OTHER);
+}
+
+// The server's line: nothing when every thread moved; otherwise the
+// policy, the count, the turn and the kernel's reason, or why the threads
+// could not be listed.
+TEST(DescribeThreadMovesTest, SaysNothingUnlessAThreadWasSparedAndWhyIfOne) {
+  EXPECT_EQ(DescribeThreadMoves(ThreadMoves{true, 7, 0, 0}, true), "");
+  EXPECT_EQ(DescribeThreadMoves(ThreadMoves{true, 0, 0, 0}, false), "");
+  EXPECT_EQ(DescribeThreadMoves(ThreadMoves{true, 2, 3, EPERM}, true),
+            "the kernel refused SCHED_BATCH to 3 thread(s) as the server "
+            "turned busy: Operation not permitted; they keep their policy");
+  EXPECT_EQ(DescribeThreadMoves(ThreadMoves{false, 0, 0, EMFILE}, false),
+            "cannot list the server's threads to put them under SCHED_OTHER "
+            "as it turned calm: Too many open files; they keep their policy "
+            "until it turns again");
 }
 
 }  // namespace
