@@ -1,8 +1,14 @@
 #include "testing/process_threads.h"
 
 #include <dirent.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -70,6 +76,25 @@ std::map<pid_t, int> ThreadPolicies(pid_t pid) {
         std::stoi(fields.at(41 - 3));
   }
   return policies;
+}
+
+absl::Status RefuseSystemCallOnThisThread(long nr, int error) {
+  sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<unsigned>(nr), 0, 1),
+      BPF_STMT(BPF_RET | BPF_K,
+               SECCOMP_RET_ERRNO |
+                   (static_cast<unsigned>(error) & SECCOMP_RET_DATA)),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  sock_fprog program{static_cast<unsigned short>(std::size(filter)), filter};
+  // Without privileges a filter needs no_new_privs, which exec keeps.
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+      prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) != 0) {
+    return absl::InternalError(absl::StrCat("cannot install a seccomp filter: ",
+                                            std::strerror(errno)));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace hilo::testing_util

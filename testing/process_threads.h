@@ -1,7 +1,7 @@
 // The threads of this process: their names, and a bounded wait until
-// there are few enough of them; and the scheduling policy of each thread
-// of a process. See threads_end_before_exit.h for why a
-// test binary waits for that.
+// there are few enough of them; the scheduling policy of each thread of a
+// process; and a system call refused to one thread. See
+// threads_end_before_exit.h for why a test binary waits for that.
 //
 //   absl::Status s = WaitForThreadCountAtMost(1, absl::Seconds(30));
 #ifndef HILO_TESTING_PROCESS_THREADS_H_
@@ -32,6 +32,12 @@ absl::Status WaitForThreadCountAtMost(int threads, absl::Duration timeout);
 // from each thread's /proc stat (field 41): a thread that ended meanwhile
 // is left out, and no other process's thread that took its id is read.
 std::map<pid_t, int> ThreadPolicies(pid_t pid);
+
+// Makes system call `nr` fail with `error` on the calling thread and on
+// every thread and process it starts from now on, across exec: a seccomp
+// filter, as a service manager's system call filter would. The process's
+// other threads are untouched. INTERNAL if the kernel refuses the filter.
+absl::Status RefuseSystemCallOnThisThread(long nr, int error);
 
 }  // namespace hilo::testing_util
 

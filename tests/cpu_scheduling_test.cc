@@ -9,20 +9,15 @@
 #include "service/cpu_scheduling.h"
 
 #include <linux/capability.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <sched.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
-#include <iterator>
 #include <ostream>
 #include <string>
 #include <thread>
@@ -30,6 +25,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/process_threads.h"
 #include "testing/status_matchers.h"
 #include "testing/test_util.h"
 
@@ -257,21 +253,6 @@ TEST(MoveProcessThreadsTest, MovesEveryDefaultOrBatchThreadAndNoOther) {
   EXPECT_EQ(MoveProcessThreads(false).moved, 0);
 }
 
-// Makes sched_setscheduler fail with EPERM on the calling thread: a
-// seccomp filter, as a service manager's system call filter would. Other
-// threads are untouched.
-void RefuseSchedSetschedulerOnThisThread() {
-  sock_filter filter[] = {
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_sched_setscheduler, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-  };
-  sock_fprog program{static_cast<unsigned short>(std::size(filter)), filter};
-  ASSERT_EQ(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
-  ASSERT_EQ(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program), 0);
-}
-
 // Refused for every thread: each is counted, the first reason kept, and
 // no thread moved.
 TEST(MoveProcessThreadsTest, RefusalsAreCountedWithTheirReasonAndMoveNothing) {
@@ -280,7 +261,9 @@ TEST(MoveProcessThreadsTest, RefusalsAreCountedWithTheirReasonAndMoveNothing) {
   ParkedThread normal(SCHED_OTHER);
   ThreadMoves moves;
   std::thread([&] {
-    RefuseSchedSetschedulerOnThisThread();
+    ASSERT_THAT(testing_util::RefuseSystemCallOnThisThread(
+                    SYS_sched_setscheduler, EPERM),
+                IsOk());
     moves = MoveProcessThreads(true);
   }).join();
   EXPECT_EQ(moves.moved, 0);
