@@ -3,9 +3,12 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -14,10 +17,13 @@
 #include <ostream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/blocking_counter.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
@@ -35,11 +41,13 @@ namespace {
 using ::hilo::testing_util::HeldPort;
 using ::hilo::testing_util::IsOk;
 using ::hilo::testing_util::IsOkAndHolds;
+using ::hilo::testing_util::Notification;
 using ::hilo::testing_util::ServerProcess;
 using ::hilo::testing_util::StatusIs;
 using ::hilo::testing_util::TempDir;
 using ::hilo::testing_util::ThreadPolicies;
 using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
 using ::testing::Not;
 using ::testing::StartsWith;
 
@@ -477,6 +485,95 @@ TEST(ServerMainTest, UnknownCpuSchedulingIsOneLineAndNoStart) {
   EXPECT_THAT(lines[0], StartsWith("hilo_server: --cpu_scheduling is \"fifo\"; "
                                    "it must be adaptive"));
   EXPECT_FALSE(std::filesystem::exists(dir.File("h.db")));
+}
+
+// Under a system call filter that refuses sched_setscheduler (systemd's
+// SystemCallFilter= can), a server that turns busy says in one line that
+// the kernel refused SCHED_BATCH, to how many threads and why; every
+// thread keeps SCHED_OTHER, and every call still gets a range of its own.
+TEST(ServerMainTest, ABusyServerRefusedSchedBatchSaysSoAndServesOn) {
+  TempDir dir;
+  std::unique_ptr<ServerProcess> server;
+  // Started on a thread of its own: the filter and the policy are the
+  // thread's, and the server's process starts with them. The thread lives
+  // as long as the server: the server dies with the thread that forked it
+  // (PR_SET_PDEATHSIG).
+  Notification started;
+  Notification stopped;
+  std::thread launcher([&] {
+    sched_param param{};
+    if (sched_setscheduler(0, SCHED_OTHER, &param) == 0 &&
+        testing_util::RefuseSystemCallOnThisThread(SYS_sched_setscheduler,
+                                                   EPERM)
+            .ok()) {
+      server = Start({"--db=" + dir.File("h.db"), "--create_db"});
+    }
+    started.Notify();
+    stopped.WaitForNotification();
+  });
+  absl::Cleanup join = [&] {
+    if (server != nullptr) server->Kill();
+    stopped.Notify();
+    launcher.join();
+  };
+  started.WaitForNotification();
+  ASSERT_NE(server, nullptr);
+  ASSERT_EQ(server->StderrLines().size(), 1u) << server->StderrText();
+  EXPECT_THAT(server->StderrLines()[0],
+              HasSubstr(", cpu scheduling normal, batch when busy, "));
+
+  // Rounds of 64 calls at once (busy from 16 in flight) until the server
+  // says something; bounded.
+  auto stub = testing_util::NewStub(server->port());
+  hilo::v1::NextRangeRequest request;
+  request.set_collection("orders");
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (server->StderrLines().size() < 2 && absl::Now() < deadline) {
+    constexpr int kInFlight = 64;
+    std::vector<grpc::ClientContext> contexts(kInFlight);
+    std::vector<hilo::v1::NextRangeResponse> responses(kInFlight);
+    std::vector<grpc::Status> statuses(kInFlight);
+    absl::BlockingCounter left(kInFlight);
+    for (int i = 0; i < kInFlight; ++i) {
+      // Every callback runs by the deadline at the latest.
+      contexts[i].set_deadline(
+          absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+      stub->async()->NextRange(&contexts[i], &request, &responses[i],
+                               [&, i](grpc::Status status) {
+                                 statuses[i] = std::move(status);
+                                 left.DecrementCount();
+                               });
+    }
+    left.Wait();
+    for (int i = 0; i < kInFlight; ++i) {
+      ASSERT_TRUE(statuses[i].ok())
+          << statuses[i].error_message() << "; " << server->StderrText();
+      ranges.emplace_back(responses[i].low(), responses[i].high());
+    }
+  }
+  const std::vector<std::string> lines = server->StderrLines();
+  ASSERT_GE(lines.size(), 2u) << "no line after " << ranges.size()
+                              << " calls: " << server->StderrText();
+  EXPECT_THAT(lines[1],
+              MatchesRegex("hilo_server: the kernel refused SCHED_BATCH to "
+                           "[1-9][0-9]* thread\\(s\\) as the server turned "
+                           "busy: Operation not permitted; they keep their "
+                           "policy"));
+  const std::map<pid_t, int> policies = ThreadPolicies(server->pid());
+  EXPECT_GE(policies.size(), 10u);
+  for (const auto& [tid, policy] : policies) {
+    EXPECT_EQ(policy, SCHED_OTHER) << "thread " << tid;
+  }
+  // Fresh callers all: ranges of 32, together exactly 1..32 x calls.
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t k = 0; k < ranges.size(); ++k) {
+    ASSERT_EQ(ranges[k],
+              std::make_pair(int64_t{32} * static_cast<int64_t>(k) + 1,
+                             int64_t{32} * static_cast<int64_t>(k + 1)));
+  }
+  EXPECT_THAT(server->Terminate(), IsOkAndHolds(0));
+  server = nullptr;
 }
 
 TEST(ServerMainTest, PortInUseIsOneClearLineAndNonZeroExit) {
