@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/time/clock.h"
@@ -500,12 +501,16 @@ TEST(ServerMainTest, ABusyServerRefusedSchedBatchSaysSoAndServesOn) {
   // (PR_SET_PDEATHSIG).
   Notification started;
   Notification stopped;
+  absl::Status launch;
   std::thread launcher([&] {
     sched_param param{};
-    if (sched_setscheduler(0, SCHED_OTHER, &param) == 0 &&
-        testing_util::RefuseSystemCallOnThisThread(SYS_sched_setscheduler,
-                                                   EPERM)
-            .ok()) {
+    if (sched_setscheduler(0, SCHED_OTHER, &param) != 0) {
+      launch = absl::InternalError("this thread may not take SCHED_OTHER");
+    } else {
+      launch = testing_util::RefuseSystemCallOnThisThread(
+          SYS_sched_setscheduler, EPERM);
+    }
+    if (launch.ok()) {
       server = Start({"--db=" + dir.File("h.db"), "--create_db"});
     }
     started.Notify();
@@ -517,6 +522,7 @@ TEST(ServerMainTest, ABusyServerRefusedSchedBatchSaysSoAndServesOn) {
     launcher.join();
   };
   started.WaitForNotification();
+  ASSERT_THAT(launch, IsOk());
   ASSERT_NE(server, nullptr);
   ASSERT_EQ(server->StderrLines().size(), 1u) << server->StderrText();
   EXPECT_THAT(server->StderrLines()[0],
