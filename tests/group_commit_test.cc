@@ -2,8 +2,9 @@
 // order, at most max_batch, completions only after their batch's commit
 // returned, every batch run by the queue's one thread and never by a
 // caller's, a Submit that returns before its operation commits, a failed
-// batch that fails only its own operations, and a destructor that commits
-// everything submitted before it began and refuses the rest.
+// batch that fails only its own operations, a destructor that commits
+// everything submitted before it began and refuses the rest, and the
+// completions of two or more operations run as one CompletionBatch.
 #include "service/store/group_commit.h"
 
 #include <atomic>
@@ -17,6 +18,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "hilo/base/mutex.h"
+#include "service/store/completion_batch.h"
 #include "testing/status_matchers.h"
 #include "testing/test_util.h"
 
@@ -209,6 +211,55 @@ TEST(GroupCommitTest, CompletionsRunOnlyAfterTheirBatchCommitted) {
   EXPECT_EQ(completions.load(), 3);
   EXPECT_THAT(log.events(), ElementsAre("commit:a", "done:a", "commit:b,c",
                                         "done:b", "done:c"));
+}
+
+// Logs "end" when a batch it joined ends.
+class EndLogger : public CompletionBatch::Listener {
+ public:
+  explicit EndLogger(Log* log) : log_(log) {}
+  void OnBatchEnd(const CompletionBatch&) override { log_->Add("end"); }
+
+ private:
+  Log* const log_;
+};
+
+TEST(GroupCommitTest, CompletionsOfTwoOrMoreRunAsOneCompletionBatch) {
+  Log log;
+  Runner runner(&log);
+  EndLogger end(&log);
+  std::vector<const CompletionBatch*> batches;  // the queue's thread only
+  auto op = [&](const std::string& id) {
+    auto made = std::make_unique<GroupCommit::Operation>();
+    made->body = [id](GroupCommit::Operation&) {
+      return absl::AbortedError(id);  // carries the id into the log
+    };
+    made->done = [&, id](absl::Status) {
+      CompletionBatch* batch = CompletionBatch::Current();
+      batches.push_back(batch);
+      if (batch != nullptr) batch->Join(&end);  // each joins; heard once
+      log.Add("done:" + id);
+    };
+    return made;
+  };
+  {
+    GroupCommit queue({.max_batch = 8}, runner.Get());
+    runner.Arm();
+    SubmittingThread first(&queue, op("a"));
+    ASSERT_TRUE(runner.WaitUntilHeld());
+    for (const char* id : {"b", "c", "d"}) queue.Submit(op(id));
+    queue.WaitForPendingForTesting(3);
+    runner.Release();
+  }
+  // "a" committed alone: nothing to wait for. b, c and d shared a batch,
+  // which ended once, after the last of them.
+  EXPECT_THAT(log.events(), ElementsAre("commit:a", "done:a", "commit:b,c,d",
+                                        "done:b", "done:c", "done:d", "end"));
+  ASSERT_THAT(batches, SizeIs(4));
+  EXPECT_EQ(batches[0], nullptr);
+  EXPECT_NE(batches[1], nullptr);
+  EXPECT_EQ(batches[2], batches[1]);
+  EXPECT_EQ(batches[3], batches[1]);
+  EXPECT_EQ(CompletionBatch::Current(), nullptr);  // this thread's: none
 }
 
 TEST(GroupCommitTest, BatchesTakeTheOldestAtMostMaxBatchAtATime) {

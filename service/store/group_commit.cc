@@ -2,10 +2,12 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "hilo/base/await.h"
+#include "service/store/completion_batch.h"
 
 namespace hilo {
 
@@ -94,9 +96,16 @@ void GroupCommit::CommitLoop() {
       base::MutexLock lock(&mu_);
       ++commits_;
     }
-    // The commit has returned: only now may anyone learn an outcome.
-    for (const std::unique_ptr<Operation>& op : batch) {
-      op->done(std::move(op->status));
+    // The commit has returned: only now may anyone learn an outcome. Two
+    // or more completions run as one CompletionBatch, so what they start
+    // can wait for the last of them (a connection's replies leave
+    // together); a lone completion has nothing to wait for.
+    {
+      std::optional<CompletionBatch> together;
+      if (batch.size() > 1) together.emplace();
+      for (const std::unique_ptr<Operation>& op : batch) {
+        op->done(std::move(op->status));
+      }
     }
     batch.clear();
     view.clear();

@@ -6,7 +6,8 @@
 // to the store's BatchRunner, which runs them in one transaction and
 // commits it. Only after the runner has returned, that is after the commit
 // is durable or has failed, are the batch's completions called, in the
-// order the operations were submitted, on that same thread. Operations
+// order the operations were submitted, on that same thread (two or more
+// of them inside one CompletionBatch). Operations
 // submitted while a batch commits wait for the next one, so one commit (one
 // fsync) serves every operation that queued in the meantime. The thread
 // runs batches until nothing waits, then sleeps until the next Submit.
