@@ -99,6 +99,10 @@ ABSL_FLAG(std::string, sync, "full",
 ABSL_FLAG(int, max_batch, 256,
           "most requests committed in one transaction (group commit); 1 "
           "commits each alone");
+ABSL_FLAG(bool, coalesce_replies, true,
+          "the replies one commit answers on one TCP connection leave "
+          "together, in one segment (TCP_CORK from the second reply until "
+          "the last), instead of one segment each; false sends each at once");
 ABSL_FLAG(std::string, cpu_scheduling, "adaptive",
           "adaptive: as inherit, and if that is the kernel's default, every "
           "thread goes under SCHED_BATCH while the server is busy (from a "
@@ -361,7 +365,7 @@ void ParseFlags(int argc, char** argv) {
             "metrics_max_collections", "exhaustion_share",
             "listener_probe_interval", "listener_probe_failures"}},
           {"Shutdown", {"shutdown_grace", "drain_delay"}},
-          {"Scheduling", {"cpu_scheduling"}},
+          {"Scheduling", {"cpu_scheduling", "coalesce_replies"}},
       });
   if (!args.empty()) {
     std::exit(Fail(absl::InvalidArgumentError(absl::StrFormat(
@@ -582,6 +586,7 @@ int main(int argc, char** argv) {
   const sigset_t stop_signals = PrepareProcess();
   hilo::ServerOptions options;
   options.batch_when_busy = *scheduling == hilo::CpuScheduling::kAdaptive;
+  options.coalesce_replies = absl::GetFlag(FLAGS_coalesce_replies);
   // Read before the server starts: a busy server moves this thread too.
   const std::string policy = hilo::CpuSchedulingName();
   if (absl::Status s = StorageFromFlags(options); !s.ok()) return Fail(s);

@@ -469,10 +469,14 @@ absl::Status Server::StartGrpcServer() {
           }
         });
   }
-  grpc_service_ = std::make_unique<GrpcHiLoService>(gatekeeper_.get(), &calls_,
-                                                    busy_.get());
+  if (options_.coalesce_replies) {
+    replies_ = std::make_unique<ReplyCoalescer>(ReplyCoalescer::Options{},
+                                                window_clock_);
+  }
+  grpc_service_ = std::make_unique<GrpcHiLoService>(
+      gatekeeper_.get(), &calls_, busy_.get(), replies_.get());
   grpc_admin_service_ = std::make_unique<GrpcAdminService>(
-      gatekeeper_.get(), &calls_, busy_.get());
+      gatekeeper_.get(), &calls_, busy_.get(), replies_.get());
   builder.RegisterService(grpc_service_.get());
   builder.RegisterService(grpc_admin_service_.get());
   std::unique_ptr<grpc::Server> built = builder.BuildAndStart();

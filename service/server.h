@@ -44,6 +44,7 @@
 #include "service/rpc/gatekeeper.h"
 #include "service/rpc/grpc_services.h"
 #include "service/rpc/hilo_service.h"
+#include "service/rpc/reply_coalescer.h"
 #include "service/server_options.h"
 #include "service/store/postgres/postgres_range_store.h"
 #include "service/store/range_size_policy.h"
@@ -136,6 +137,11 @@ class Server {
   bool batch_when_busy() const { return busy_ != nullptr; }
   // How many calls are inside the services now (past the CallGate).
   int64_t calls_in_services() const { return calls_.inside(); }
+  // Sockets the ReplyCoalescer corked for a batch so far (0 without
+  // options.coalesce_replies).
+  int64_t replies_corked() const {
+    return replies_ != nullptr ? replies_->counts().corked : 0;
+  }
 
  private:
   // Says and counts that the store found its database's history gone back.
@@ -191,6 +197,9 @@ class Server {
   // listener and a lost node tag end the process with _Exit.
   void FlushAuditLogBeforeExit() ABSL_LOCKS_EXCLUDED(health_mu_);
 
+  // Null unless options_.coalesce_replies. The store's batches use it
+  // until their last completion, so it outlives store_.
+  std::unique_ptr<ReplyCoalescer> replies_;
   std::unique_ptr<RangeStore> store_;
   // store_, if it is the SQLite one.
   SqliteRangeStore* sqlite_store_ = nullptr;

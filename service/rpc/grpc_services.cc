@@ -24,11 +24,13 @@ void AddIdentities(const grpc::AuthContext& auth, const char* property,
 // Passes the call to `method` of `gate`, for the caller CallerOf reads,
 // with a completion that finishes the gRPC call, if `calls` lets it in;
 // UNAVAILABLE without starting it once the server is stopping. `busy`
-// (unless null) is told the calls in flight first.
+// (unless null) is told the calls in flight first; `replies` (unless null)
+// sees the reply before it is written, if a batch of the store's finishes
+// it (reading the peer's address only then).
 template <typename Request, typename Response>
 grpc::ServerUnaryReactor* Serve(
-    CallGate* calls, BusyScheduling* busy, Gatekeeper* gate,
-    grpc::CallbackServerContext* context,
+    CallGate* calls, BusyScheduling* busy, ReplyCoalescer* replies,
+    Gatekeeper* gate, grpc::CallbackServerContext* context,
     void (Gatekeeper::*method)(const Caller&, const Request&, Response*,
                                ServiceCallback),
     const Request* request, Response* response) {
@@ -39,11 +41,15 @@ grpc::ServerUnaryReactor* Serve(
     return reactor;
   }
   if (busy != nullptr) busy->Serving(calls->inside());
-  (gate->*method)(CallerOf(*context, gate->ReadsTokens()), *request, response,
-                  [reactor, calls](absl::Status status) {
-                    reactor->Finish(ToGrpcStatus(status));
-                    calls->Leave();
-                  });
+  (gate->*method)(
+      CallerOf(*context, gate->ReadsTokens()), *request, response,
+      [reactor, calls, replies, context](absl::Status status) {
+        if (replies != nullptr && CompletionBatch::Current() != nullptr) {
+          replies->BeforeReply(context->peer());
+        }
+        reactor->Finish(ToGrpcStatus(status));
+        calls->Leave();
+      });
   return reactor;
 }
 
@@ -85,56 +91,56 @@ grpc::ServerUnaryReactor* GrpcHiLoService::NextRange(
     grpc::CallbackServerContext* context,
     const hilo::v1::NextRangeRequest* request,
     hilo::v1::NextRangeResponse* response) {
-  return Serve(calls_, busy_, gate_, context, &Gatekeeper::NextRange, request,
-               response);
+  return Serve(calls_, busy_, replies_, gate_, context, &Gatekeeper::NextRange,
+               request, response);
 }
 
 grpc::ServerUnaryReactor* GrpcHiLoService::ReturnRange(
     grpc::CallbackServerContext* context,
     const hilo::v1::ReturnRangeRequest* request,
     hilo::v1::ReturnRangeResponse* response) {
-  return Serve(calls_, busy_, gate_, context, &Gatekeeper::ReturnRange, request,
-               response);
+  return Serve(calls_, busy_, replies_, gate_, context,
+               &Gatekeeper::ReturnRange, request, response);
 }
 
 grpc::ServerUnaryReactor* GrpcHiLoService::ReturnRanges(
     grpc::CallbackServerContext* context,
     const hilo::v1::ReturnRangesRequest* request,
     hilo::v1::ReturnRangesResponse* response) {
-  return Serve(calls_, busy_, gate_, context, &Gatekeeper::ReturnRanges,
-               request, response);
+  return Serve(calls_, busy_, replies_, gate_, context,
+               &Gatekeeper::ReturnRanges, request, response);
 }
 
 grpc::ServerUnaryReactor* GrpcAdminService::GetCollection(
     grpc::CallbackServerContext* context,
     const hilo::v1::GetCollectionRequest* request,
     hilo::v1::GetCollectionResponse* response) {
-  return Serve(calls_, busy_, gate_, context, &Gatekeeper::GetCollection,
-               request, response);
+  return Serve(calls_, busy_, replies_, gate_, context,
+               &Gatekeeper::GetCollection, request, response);
 }
 
 grpc::ServerUnaryReactor* GrpcAdminService::ListCollections(
     grpc::CallbackServerContext* context,
     const hilo::v1::ListCollectionsRequest* request,
     hilo::v1::ListCollectionsResponse* response) {
-  return Serve(calls_, busy_, gate_, context, &Gatekeeper::ListCollections,
-               request, response);
+  return Serve(calls_, busy_, replies_, gate_, context,
+               &Gatekeeper::ListCollections, request, response);
 }
 
 grpc::ServerUnaryReactor* GrpcAdminService::SetFloor(
     grpc::CallbackServerContext* context,
     const hilo::v1::SetFloorRequest* request,
     hilo::v1::SetFloorResponse* response) {
-  return Serve(calls_, busy_, gate_, context, &Gatekeeper::SetFloor, request,
-               response);
+  return Serve(calls_, busy_, replies_, gate_, context, &Gatekeeper::SetFloor,
+               request, response);
 }
 
 grpc::ServerUnaryReactor* GrpcAdminService::DeleteCollection(
     grpc::CallbackServerContext* context,
     const hilo::v1::DeleteCollectionRequest* request,
     hilo::v1::DeleteCollectionResponse* response) {
-  return Serve(calls_, busy_, gate_, context, &Gatekeeper::DeleteCollection,
-               request, response);
+  return Serve(calls_, busy_, replies_, gate_, context,
+               &Gatekeeper::DeleteCollection, request, response);
 }
 
 }  // namespace hilo

@@ -17,6 +17,7 @@
 #include "service/rpc/busy_scheduling.h"
 #include "service/rpc/call_gate.h"
 #include "service/rpc/gatekeeper.h"
+#include "service/rpc/reply_coalescer.h"
 
 namespace hilo {
 
@@ -30,10 +31,12 @@ Caller CallerOf(const grpc::ServerContextBase& context, bool read_tokens);
 
 class GrpcHiLoService final : public hilo::v1::HiLo::CallbackService {
  public:
-  // `gate`, `calls` and `busy` (unless null) must outlive this. Every
-  // call passes `calls`, then `busy`, before it reaches `gate`.
-  GrpcHiLoService(Gatekeeper* gate, CallGate* calls, BusyScheduling* busy)
-      : gate_(gate), calls_(calls), busy_(busy) {}
+  // `gate`, `calls`, `busy` and `replies` (each unless null) must outlive
+  // this. Every call passes `calls`, then `busy`, before it reaches `gate`;
+  // `replies` sees each reply before it is written.
+  GrpcHiLoService(Gatekeeper* gate, CallGate* calls, BusyScheduling* busy,
+                  ReplyCoalescer* replies)
+      : gate_(gate), calls_(calls), busy_(busy), replies_(replies) {}
 
   grpc::ServerUnaryReactor* NextRange(
       grpc::CallbackServerContext* context,
@@ -52,14 +55,17 @@ class GrpcHiLoService final : public hilo::v1::HiLo::CallbackService {
   Gatekeeper* const gate_;
   CallGate* const calls_;
   BusyScheduling* const busy_;
+  ReplyCoalescer* const replies_;
 };
 
 class GrpcAdminService final : public hilo::v1::HiLoAdmin::CallbackService {
  public:
-  // `gate`, `calls` and `busy` (unless null) must outlive this. Every
-  // call passes `calls`, then `busy`, before it reaches `gate`.
-  GrpcAdminService(Gatekeeper* gate, CallGate* calls, BusyScheduling* busy)
-      : gate_(gate), calls_(calls), busy_(busy) {}
+  // `gate`, `calls`, `busy` and `replies` (each unless null) must outlive
+  // this. Every call passes `calls`, then `busy`, before it reaches `gate`;
+  // `replies` sees each reply before it is written.
+  GrpcAdminService(Gatekeeper* gate, CallGate* calls, BusyScheduling* busy,
+                   ReplyCoalescer* replies)
+      : gate_(gate), calls_(calls), busy_(busy), replies_(replies) {}
 
   grpc::ServerUnaryReactor* GetCollection(
       grpc::CallbackServerContext* context,
@@ -82,6 +88,7 @@ class GrpcAdminService final : public hilo::v1::HiLoAdmin::CallbackService {
   Gatekeeper* const gate_;
   CallGate* const calls_;
   BusyScheduling* const busy_;
+  ReplyCoalescer* const replies_;
 };
 
 }  // namespace hilo
