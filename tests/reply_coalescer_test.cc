@@ -1,11 +1,13 @@
 // ReplyCoalescer (service/rpc/reply_coalescer.h), on real loopback TCP
-// connections: inside a CompletionBatch the second reply to a peer corks
-// that peer's socket and the batch's end uncorks it (and what was queued
-// arrives); a first reply, a reply outside a batch, and another peer's
-// socket stay as they were; a socket is found by a scan of the process's
-// descriptors, at most one per interval and share of the time, and
-// checked before each use; gRPC's forms of a peer address read alike, and
-// the peer a real gRPC server gives a call leads to that call's socket.
+// connections: inside a CompletionBatch a known caller's socket is corked
+// from its first reply and uncorked at the batch's end (and what was
+// queued arrives); a reply outside a batch, an unknown caller's, and
+// another peer's socket stay as they were; sockets are found by a scan of
+// the process's descriptors at the end of a batch that missed one, at most
+// one per interval and share of the time, only among those a listener of
+// the process accepted, and checked before each use; gRPC's forms of a
+// peer address read alike, and the peer a real gRPC server gives a call
+// leads to that call's socket.
 #include "service/rpc/reply_coalescer.h"
 
 #include <arpa/inet.h>
@@ -51,7 +53,8 @@ class Connection {
     EXPECT_EQ(connect(client_, reinterpret_cast<sockaddr*>(&address), size), 0);
     server_ = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
     EXPECT_GE(server_, 0);
-    close(listener);
+    listener_ = listener;  // open: the server's end is an accepted socket
+    listener_peer_ = absl::StrCat("ipv4:127.0.0.1:", ntohs(address.sin_port));
     sockaddr_in mine{};
     size = sizeof mine;
     EXPECT_EQ(getsockname(client_, reinterpret_cast<sockaddr*>(&mine), &size),
@@ -61,21 +64,27 @@ class Connection {
   ~Connection() {
     CloseServerEnd();
     close(client_);
+    close(listener_);
   }
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
   int server() const { return server_; }
+  // The server end's peer, as gRPC names it: the client's address.
   const std::string& peer() const { return peer_; }
+  // The client end's peer: the listener's address.
+  const std::string& listener_peer() const { return listener_peer_; }
+  int client() const { return client_; }
   void CloseServerEnd() {
     if (server_ >= 0) close(server_);
     server_ = -1;
   }
   // Whether TCP_CORK is set on the server's end.
-  bool corked() const {
+  bool corked() const { return Corked(server_); }
+  static bool Corked(int fd) {
     int on = -1;
     socklen_t size = sizeof on;
-    EXPECT_EQ(getsockopt(server_, IPPROTO_TCP, TCP_CORK, &on, &size), 0);
+    EXPECT_EQ(getsockopt(fd, IPPROTO_TCP, TCP_CORK, &on, &size), 0);
     return on != 0;
   }
   // What the client can read within `patience` (at most 64 bytes).
@@ -91,9 +100,11 @@ class Connection {
   }
 
  private:
+  int listener_ = -1;
   int client_ = -1;
   int server_ = -1;
   std::string peer_;
+  std::string listener_peer_;
 };
 
 // A clock that moves `step` forward at each reading, so a scan (two
@@ -115,20 +126,28 @@ class SteppingClock final : public Clock {
 
 constexpr absl::Duration kPatience = absl::Seconds(10);
 
-TEST(ReplyCoalescerTest, TheSecondReplyCorksThePeersSocketUntilTheBatchEnds) {
+// A batch with one reply to `peer`: if the coalescer does not know the
+// peer's socket yet, its end scans for it.
+void OneReplyInABatch(ReplyCoalescer& replies, const std::string& peer) {
+  CompletionBatch batch;
+  replies.BeforeReply(peer);
+}
+
+TEST(ReplyCoalescerTest, AKnownCallersRepliesInABatchLeaveTogetherAtItsEnd) {
   SteppingClock clock;
   ReplyCoalescer replies({}, &clock);
   Connection connection;
+  OneReplyInABatch(replies, connection.peer());
+  ASSERT_EQ(replies.counts().scans, 1);
   {
     CompletionBatch batch;
     replies.BeforeReply(connection.peer());
-    EXPECT_FALSE(connection.corked());  // a lone reply leaves at once
+    EXPECT_TRUE(connection.corked());
     ASSERT_EQ(send(connection.server(), "a", 1, 0), 1);
     replies.BeforeReply(connection.peer());
     EXPECT_TRUE(connection.corked());
     ASSERT_EQ(send(connection.server(), "b", 1, 0), 1);
     replies.BeforeReply(connection.peer());
-    EXPECT_TRUE(connection.corked());
     ASSERT_EQ(send(connection.server(), "c", 1, 0), 1);
   }
   EXPECT_FALSE(connection.corked());
@@ -139,40 +158,48 @@ TEST(ReplyCoalescerTest, TheSecondReplyCorksThePeersSocketUntilTheBatchEnds) {
     got += more;
   }
   EXPECT_EQ(got, "abc");
-  EXPECT_EQ(replies.counts().corked, 1);
+  EXPECT_EQ(replies.counts().corked, 1);  // once per socket and batch
   EXPECT_EQ(replies.counts().scans, 1);
+  EXPECT_EQ(replies.counts().not_found, 1);
 }
 
 TEST(ReplyCoalescerTest, OutsideABatchNothingIsCorkedOrScanned) {
   SteppingClock clock;
   ReplyCoalescer replies({}, &clock);
   Connection connection;
+  OneReplyInABatch(replies, connection.peer());
   for (int i = 0; i < 3; ++i) replies.BeforeReply(connection.peer());
   EXPECT_FALSE(connection.corked());
-  EXPECT_EQ(replies.counts().scans, 0);
+  EXPECT_EQ(replies.counts().scans, 1);
   EXPECT_EQ(replies.counts().corked, 0);
 }
 
-TEST(ReplyCoalescerTest, OnlyAPeerWithTwoRepliesInTheBatchIsCorked) {
+TEST(ReplyCoalescerTest, AnUnknownCallerIsNotHeldAndTheBatchsEndFindsIt) {
   SteppingClock clock;
   ReplyCoalescer replies({}, &clock);
-  Connection twice, once;
+  Connection known;
+  OneReplyInABatch(replies, known.peer());
+  Connection unknown;  // connected after the scan that found `known`
+  clock.Set(clock.Now() + absl::Milliseconds(100));  // a scan is due
   {
     CompletionBatch batch;
-    replies.BeforeReply(twice.peer());
-    replies.BeforeReply(once.peer());
-    replies.BeforeReply(twice.peer());
-    EXPECT_TRUE(twice.corked());
-    EXPECT_FALSE(once.corked());
+    replies.BeforeReply(known.peer());
+    replies.BeforeReply(unknown.peer());
+    replies.BeforeReply(unknown.peer());
+    EXPECT_TRUE(known.corked());
+    EXPECT_FALSE(unknown.corked());
+    EXPECT_EQ(replies.counts().scans, 1);  // none while replies are held
   }
-  EXPECT_FALSE(twice.corked());
-  // The count is the batch's: one reply in each of two batches is alone.
+  EXPECT_FALSE(known.corked());
+  EXPECT_EQ(replies.counts().scans, 2);
+  EXPECT_EQ(replies.counts().not_found, 2);  // each miss once per batch
   {
     CompletionBatch batch;
-    replies.BeforeReply(once.peer());
-    EXPECT_FALSE(once.corked());
+    replies.BeforeReply(unknown.peer());
+    EXPECT_TRUE(unknown.corked());
   }
-  EXPECT_EQ(replies.counts().corked, 1);
+  EXPECT_EQ(replies.counts().corked, 2);
+  EXPECT_EQ(replies.counts().scans, 2);
 }
 
 TEST(ReplyCoalescerTest, ANewConnectionIsFoundByTheNextScanItsIntervalAllows) {
@@ -181,28 +208,19 @@ TEST(ReplyCoalescerTest, ANewConnectionIsFoundByTheNextScanItsIntervalAllows) {
   ReplyCoalescer replies({.min_scan_interval = absl::Milliseconds(100)},
                          &clock);
   Connection first;
-  {
-    CompletionBatch batch;
-    replies.BeforeReply(first.peer());
-    replies.BeforeReply(first.peer());
-    EXPECT_TRUE(first.corked());
-  }
-  Connection second;  // connected after the scan
-  {
+  OneReplyInABatch(replies, first.peer());  // scans at start
+  Connection second;                        // connected after that scan
+  auto second_corked_at = [&](absl::Duration at) {
+    clock.Set(start + at);
     CompletionBatch batch;
     replies.BeforeReply(second.peer());
-    replies.BeforeReply(second.peer());
-    EXPECT_FALSE(second.corked());  // unknown, and no scan yet
-  }
-  EXPECT_EQ(replies.counts().scans, 1);
-  EXPECT_EQ(replies.counts().not_found, 1);
-  clock.Set(start + absl::Milliseconds(100));
-  {
-    CompletionBatch batch;
-    replies.BeforeReply(second.peer());
-    replies.BeforeReply(second.peer());
-    EXPECT_TRUE(second.corked());
-  }
+    return second.corked();
+  };
+  EXPECT_FALSE(second_corked_at(absl::Milliseconds(99)));
+  EXPECT_EQ(replies.counts().scans, 1);  // too soon for another
+  EXPECT_FALSE(second_corked_at(absl::Milliseconds(100)));
+  EXPECT_EQ(replies.counts().scans, 2);  // this batch's end found it
+  EXPECT_TRUE(second_corked_at(absl::Milliseconds(101)));
   EXPECT_EQ(replies.counts().scans, 2);
 }
 
@@ -214,26 +232,19 @@ TEST(ReplyCoalescerTest, ScansTakeAtMostTheirShareOfTheTime) {
       &clock);
   Connection first;
   clock.set_step(absl::Milliseconds(10));  // the scan seems to take 10 ms
-  {
-    CompletionBatch batch;
-    replies.BeforeReply(first.peer());
-    replies.BeforeReply(first.peer());
-  }
+  OneReplyInABatch(replies, first.peer());
   clock.set_step(absl::ZeroDuration());
-  // Read at start, the scan from start + 10 ms to start + 20 ms: the next
-  // may begin 99 x 10 ms after it ended, not 100 ms after.
+  // The batch's end read the clock at start, the scan ran from start +
+  // 10 ms to start + 20 ms: the next may begin 99 x 10 ms after it ended,
+  // not 100 ms after.
   Connection second;
-  auto second_corked_at = [&](absl::Duration at) {
+  auto scans_at = [&](absl::Duration at) {
     clock.Set(start + at);
-    CompletionBatch batch;
-    replies.BeforeReply(second.peer());
-    replies.BeforeReply(second.peer());
-    return second.corked();
+    OneReplyInABatch(replies, second.peer());
+    return replies.counts().scans;
   };
-  EXPECT_FALSE(second_corked_at(absl::Milliseconds(1000)));
-  EXPECT_EQ(replies.counts().scans, 1);
-  EXPECT_TRUE(second_corked_at(absl::Milliseconds(1010)));
-  EXPECT_EQ(replies.counts().scans, 2);
+  EXPECT_EQ(scans_at(absl::Milliseconds(1000)), 1);
+  EXPECT_EQ(scans_at(absl::Milliseconds(1010)), 2);
 }
 
 TEST(ReplyCoalescerTest, ADescriptorNowAnotherPeersIsNotCorked) {
@@ -242,9 +253,9 @@ TEST(ReplyCoalescerTest, ADescriptorNowAnotherPeersIsNotCorked) {
   auto gone = std::make_unique<Connection>();
   const std::string gone_peer = gone->peer();
   const int descriptor = gone->server();
+  OneReplyInABatch(replies, gone_peer);
   {
     CompletionBatch batch;
-    replies.BeforeReply(gone_peer);
     replies.BeforeReply(gone_peer);
     ASSERT_TRUE(gone->corked());
   }
@@ -256,16 +267,32 @@ TEST(ReplyCoalescerTest, ADescriptorNowAnotherPeersIsNotCorked) {
   {
     CompletionBatch batch;
     replies.BeforeReply(gone_peer);
-    replies.BeforeReply(gone_peer);
     EXPECT_FALSE(reuser.corked());
   }
   close(descriptor);
   EXPECT_EQ(replies.counts().corked, 1);
-  EXPECT_EQ(replies.counts().not_found, 1);
+  EXPECT_EQ(replies.counts().not_found, 2);
+}
+
+TEST(ReplyCoalescerTest, OnlyASocketAListenerOfTheProcessAcceptedIsCorked) {
+  SteppingClock clock;
+  ReplyCoalescer replies({}, &clock);
+  Connection connection;
+  // The client end is this process's too, as a connection to PostgreSQL
+  // would be; its peer is the listener's address. A caller at that
+  // address (another host's, in life) must not cork it.
+  OneReplyInABatch(replies, connection.listener_peer());
+  {
+    CompletionBatch batch;
+    replies.BeforeReply(connection.listener_peer());
+    EXPECT_FALSE(Connection::Corked(connection.client()));
+  }
+  EXPECT_EQ(replies.counts().corked, 0);
+  EXPECT_EQ(replies.counts().not_found, 2);
 }
 
 // A HiLo service whose NextRange, inside a batch of its own, tells `replies`
-// of two replies to its caller, and answers the corks that made.
+// of a reply to its caller, and answers the corks and misses so far.
 class CorkingService final : public hilo::v1::HiLo::CallbackService {
  public:
   explicit CorkingService(ReplyCoalescer* replies) : replies_(replies) {}
@@ -274,7 +301,6 @@ class CorkingService final : public hilo::v1::HiLo::CallbackService {
       hilo::v1::NextRangeResponse* response) override {
     {
       CompletionBatch batch;
-      replies_->BeforeReply(context->peer());
       replies_->BeforeReply(context->peer());
     }
     response->set_low(replies_->counts().corked);
@@ -288,9 +314,10 @@ class CorkingService final : public hilo::v1::HiLo::CallbackService {
   ReplyCoalescer* const replies_;
 };
 
-// Corks made and sockets not found after one NextRange to a server on
-// `host` (port 0), or nullopt when the host cannot be bound here.
-std::optional<std::pair<int64_t, int64_t>> CorksOfOneCallOn(
+// Corks made and sockets not found after two NextRange calls on one
+// connection to a server on `host` (port 0), or nullopt when the host
+// cannot be bound here.
+std::optional<std::pair<int64_t, int64_t>> CorksOfTwoCallsOn(
     const std::string& host) {
   SteppingClock clock;
   ReplyCoalescer replies({}, &clock);
@@ -304,23 +331,26 @@ std::optional<std::pair<int64_t, int64_t>> CorksOfOneCallOn(
   if (server == nullptr || port == 0) return std::nullopt;
   auto stub = hilo::v1::HiLo::NewStub(grpc::CreateChannel(
       absl::StrCat(host, ":", port), grpc::InsecureChannelCredentials()));
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
-  hilo::v1::NextRangeRequest request;
   hilo::v1::NextRangeResponse response;
-  const grpc::Status status = stub->NextRange(&context, request, &response);
-  EXPECT_TRUE(status.ok()) << status.error_message();
+  for (int i = 0; i < 2; ++i) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
+    const grpc::Status status =
+        stub->NextRange(&context, hilo::v1::NextRangeRequest(), &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+  }
   server->Shutdown();
   return std::make_pair(response.low(), response.high());
 }
 
 TEST(ReplyCoalescerTest, TheCallersPeerAsGrpcGivesItLeadsToItsSocket) {
-  EXPECT_EQ(CorksOfOneCallOn("127.0.0.1"),
-            std::make_pair(int64_t{1}, int64_t{0}));
+  // The first call's end finds the socket, the second's reply corks it.
+  EXPECT_EQ(CorksOfTwoCallsOn("127.0.0.1"),
+            std::make_pair(int64_t{1}, int64_t{1}));
   // IPv6 where the machine has it; gRPC may write the address escaped.
-  std::optional<std::pair<int64_t, int64_t>> v6 = CorksOfOneCallOn("[::1]");
+  std::optional<std::pair<int64_t, int64_t>> v6 = CorksOfTwoCallsOn("[::1]");
   if (!v6.has_value()) GTEST_SKIP() << "no IPv6 loopback here";
-  EXPECT_EQ(*v6, std::make_pair(int64_t{1}, int64_t{0}));
+  EXPECT_EQ(*v6, std::make_pair(int64_t{1}, int64_t{1}));
 }
 
 TEST(ReplyCoalescerTest, PeerAddressesReadAlikeInEachOfGrpcsForms) {

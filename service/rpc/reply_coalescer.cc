@@ -7,10 +7,11 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
+#include <optional>
 #include <utility>
+#include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_replace.h"
@@ -43,19 +44,37 @@ std::string KeyOf(const sockaddr_storage& address, socklen_t size) {
   return std::string();
 }
 
+// The key of the peer of `fd`, a connected IPv4 or IPv6 socket; empty for
+// any other descriptor.
 std::string PeerKeyOfSocket(int fd) {
   sockaddr_storage address;
   socklen_t size = sizeof address;
   if (getpeername(fd, reinterpret_cast<sockaddr*>(&address), &size) != 0) {
     return std::string();
   }
-  int type = 0;
-  socklen_t type_size = sizeof type;
-  if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &type_size) != 0 ||
-      type != SOCK_STREAM) {
-    return std::string();
-  }
   return KeyOf(address, size);
+}
+
+// The local port of `fd` if it is an IPv4 or IPv6 TCP socket.
+std::optional<uint16_t> LocalTcpPortOf(int fd) {
+  int type = 0;
+  socklen_t size = sizeof type;
+  if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &size) != 0 ||
+      type != SOCK_STREAM) {
+    return std::nullopt;
+  }
+  sockaddr_storage address;
+  size = sizeof address;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size) != 0) {
+    return std::nullopt;
+  }
+  if (address.ss_family == AF_INET && size >= sizeof(sockaddr_in)) {
+    return ntohs(reinterpret_cast<const sockaddr_in&>(address).sin_port);
+  }
+  if (address.ss_family == AF_INET6 && size >= sizeof(sockaddr_in6)) {
+    return ntohs(reinterpret_cast<const sockaddr_in6&>(address).sin6_port);
+  }
+  return std::nullopt;
 }
 
 bool SetCork(int fd, int on) {
@@ -116,29 +135,55 @@ void ReplyCoalescer::BeforeReply(absl::string_view peer) {
   auto [it, first] = pending_.try_emplace(batch);
   if (first) batch->Join(this);
   Pending& pending = it->second;
-  if (++pending.replies[key] != 2) return;
-  const int fd = FindSocket(key);
-  if (fd < 0) {
+  // Held from its first reply: held only from its second, the caller's
+  // first reply left alone and the server saved under half as much CPU
+  // (BENCHMARKS.md, History, 2026-12-06).
+  auto [seen, new_peer] = pending.peers.insert(std::move(key));
+  if (!new_peer) return;
+  const std::string& peer_key = *seen;
+  auto known = sockets_.find(peer_key);
+  if (known == sockets_.end() || PeerKeyOfSocket(known->second) != peer_key) {
+    // Not known yet, or closed, or its descriptor now another socket's.
+    if (known != sockets_.end()) sockets_.erase(known);
     ++counts_.not_found;
+    pending.missed = true;
     return;
   }
-  if (SetCork(fd, 1)) {
-    pending.corked.push_back(fd);
+  if (SetCork(known->second, 1)) {
+    pending.corked.push_back(known->second);
     ++counts_.corked;
   }
 }
 
 void ReplyCoalescer::OnBatchEnd(const CompletionBatch& batch) {
   Pending pending;
+  bool scan = false;
   {
     base::MutexLock lock(&mu_);
     auto it = pending_.find(&batch);
     if (it == pending_.end()) return;
     pending = std::move(it->second);
     pending_.erase(it);
+    if (pending.missed && !scanning_ && clock_->Now() >= next_scan_) {
+      scanning_ = true;
+      scan = true;
+    }
   }
   // Clearing TCP_CORK sends what the batch's replies queued.
   for (int fd : pending.corked) SetCork(fd, 0);
+  if (!scan) return;
+  // After the batch's replies left, and outside the lock: a scan of many
+  // descriptors holds up no reply and no other store thread.
+  const absl::Time start = clock_->Now();
+  absl::flat_hash_map<std::string, int> found = ScanAcceptedSockets();
+  const absl::Time end = clock_->Now();
+  const double share = std::clamp(options_.max_scan_share, 1e-6, 1.0);
+  base::MutexLock lock(&mu_);
+  sockets_ = std::move(found);
+  next_scan_ = end + std::max(options_.min_scan_interval,
+                              (end - start) * ((1 - share) / share));
+  scanning_ = false;
+  ++counts_.scans;
 }
 
 ReplyCoalescer::Counts ReplyCoalescer::counts() const {
@@ -146,35 +191,43 @@ ReplyCoalescer::Counts ReplyCoalescer::counts() const {
   return counts_;
 }
 
-int ReplyCoalescer::FindSocket(const std::string& key) {
-  if (auto it = sockets_.find(key); it != sockets_.end()) {
-    if (PeerKeyOfSocket(it->second) == key) return it->second;
-    sockets_.erase(it);  // closed, or its descriptor now another socket's
-  }
-  if (clock_->Now() < next_scan_) return -1;
-  Scan();
-  auto it = sockets_.find(key);
-  return it == sockets_.end() ? -1 : it->second;
-}
-
-void ReplyCoalescer::Scan() {
-  const absl::Time start = clock_->Now();
-  ++counts_.scans;
-  sockets_.clear();
+absl::flat_hash_map<std::string, int> ReplyCoalescer::ScanAcceptedSockets() {
+  struct Connected {
+    int fd;
+    uint16_t local_port;
+    std::string peer;
+  };
+  std::vector<Connected> connected;
+  absl::flat_hash_set<uint16_t> listening;
   if (DIR* dir = opendir("/proc/self/fd"); dir != nullptr) {
     const int own = dirfd(dir);
     while (const dirent* entry = readdir(dir)) {
       int fd = -1;
       if (!absl::SimpleAtoi(entry->d_name, &fd) || fd == own) continue;
-      std::string key = PeerKeyOfSocket(fd);
-      if (!key.empty()) sockets_[std::move(key)] = fd;
+      const std::optional<uint16_t> port = LocalTcpPortOf(fd);
+      if (!port.has_value()) continue;
+      int accepting = 0;
+      socklen_t size = sizeof accepting;
+      if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &size) != 0) {
+        continue;
+      }
+      if (accepting != 0) {
+        listening.insert(*port);
+      } else if (std::string peer = PeerKeyOfSocket(fd); !peer.empty()) {
+        connected.push_back({fd, *port, std::move(peer)});
+      }
     }
     closedir(dir);
   }
-  const absl::Time end = clock_->Now();
-  const double share = std::clamp(options_.max_scan_share, 1e-6, 1.0);
-  next_scan_ = end + std::max(options_.min_scan_interval,
-                              (end - start) * ((1 - share) / share));
+  // Only a socket a listener of this process accepted is a caller's: a
+  // connection this process made (to PostgreSQL, say) has a port of its own.
+  absl::flat_hash_map<std::string, int> sockets;
+  for (Connected& socket : connected) {
+    if (listening.contains(socket.local_port)) {
+      sockets[std::move(socket.peer)] = socket.fd;
+    }
+  }
+  return sockets;
 }
 
 }  // namespace hilo

@@ -1,5 +1,5 @@
 // ReplyCoalescer: the replies a connection gets from one committed batch
-// leave together, in one TCP segment instead of one each.
+// leave together, when the batch's last completion has run.
 //
 // gRPC writes each finished call on its own: a batch of 25 NextRange calls
 // from one client connection leaves the store's thread as up to 25
@@ -7,21 +7,22 @@
 // stack on this thread too. That was most of the extra server CPU a
 // NextRange cost against an empty call (BENCHMARKS.md, History,
 // 2026-12-06). So, inside a CompletionBatch (the group commit's completions
-// of two or more operations), the second reply to the same peer sets
-// TCP_CORK on that peer's socket; the batch's end clears it, and the
-// kernel sends what the replies queued at once. The first reply to a peer
-// leaves at once, and a peer with one reply in the batch costs nothing
-// more than a lookup; outside a batch this does nothing at all.
+// of two or more operations), a caller's first reply sets TCP_CORK on the
+// caller's socket and the batch's end clears it: the kernel then sends what
+// the batch's replies queued at once, in as few segments as fit. Outside a
+// batch this does nothing at all.
 //
 // gRPC does not tell a call's socket, only its peer's address ("ipv4:
 // 10.0.0.7:40312", "ipv6:[::1]:40312"), so the socket is found by that
-// address: a scan of this process's descriptors (/proc/self/fd) finds each
-// connected TCP socket's peer, and each use checks the descriptor still
-// has it (getpeername) before corking. Scans are rate-limited (at most one
-// per `min_scan_interval`, and at most `max_scan_share` of the time), so a
-// flood of new connections costs a bounded share of the store's thread; a
-// reply whose socket is not known yet simply leaves uncorked. A socket
-// corked by mistake (its descriptor reused between the check and the
+// address among the sockets a listener of this process accepted, from a
+// scan of the process's descriptors (/proc/self/fd); each use checks the
+// descriptor still has that peer (getpeername) before corking. A reply
+// whose socket is not known leaves uncorked, and the end of its batch
+// scans, after the batch's replies left and outside any lock; scans are
+// rate-limited (at most one per `min_scan_interval`, and at most
+// `max_scan_share` of the time), so a flood of new connections costs a
+// bounded share of the store's thread. A socket corked by mistake (its
+// descriptor reused, with the same peer, between the check and the
 // setsockopt) is only held until the batch ends, microseconds later.
 //
 // Thread-safe: every store thread that runs batches may use it at once.
@@ -33,6 +34,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -55,17 +57,18 @@ class ReplyCoalescer final : public CompletionBatch::Listener {
 
   // Called right before a reply to the caller at `peer` (gRPC's form) is
   // written, on the thread that writes it.
-  void BeforeReply(absl::string_view peer);
+  void BeforeReply(absl::string_view peer) ABSL_LOCKS_EXCLUDED(mu_);
 
-  void OnBatchEnd(const CompletionBatch& batch) override;
+  void OnBatchEnd(const CompletionBatch& batch) override
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // What it did so far, for tests and the curious.
   struct Counts {
     int64_t corked = 0;     // sockets corked (and uncorked) for a batch
     int64_t scans = 0;      // scans of /proc/self/fd
-    int64_t not_found = 0;  // second replies whose socket was not found
+    int64_t not_found = 0;  // callers of a batch whose socket was not known
   };
-  Counts counts() const;
+  Counts counts() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // A peer address in one form whichever way it was written: the family,
   // the address's bytes (an IPv4-mapped IPv6 address as IPv4) and the
@@ -74,13 +77,13 @@ class ReplyCoalescer final : public CompletionBatch::Listener {
 
  private:
   struct Pending {
-    absl::flat_hash_map<std::string, int> replies;  // by peer key
-    absl::InlinedVector<int, 4> corked;             // descriptors
+    absl::flat_hash_set<std::string> peers;  // keys of those replied to
+    absl::InlinedVector<int, 4> corked;      // descriptors
+    bool missed = false;                     // a peer's socket was not known
   };
 
-  // The descriptor whose peer is `key`, checked now; -1 if none.
-  int FindSocket(const std::string& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Scan() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The sockets this process's listeners accepted, by peer key.
+  static absl::flat_hash_map<std::string, int> ScanAcceptedSockets();
 
   const Options options_;
   const Clock* const clock_;
@@ -89,6 +92,7 @@ class ReplyCoalescer final : public CompletionBatch::Listener {
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, int> sockets_ ABSL_GUARDED_BY(mu_);
   absl::Time next_scan_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  bool scanning_ ABSL_GUARDED_BY(mu_) = false;
   Counts counts_ ABSL_GUARDED_BY(mu_);
 };
 
