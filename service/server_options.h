@@ -100,9 +100,8 @@ struct ServerOptions {
   // thread calling Server::Start is under SCHED_OTHER: a process started
   // under another policy keeps it.
   bool batch_when_busy = true;
-  // A connection's replies from one committed batch leave in one TCP
-  // segment (ReplyCoalescer; hilo_server's --coalesce_replies, on by
-  // default).
+  // A connection's replies from one committed batch leave together
+  // (ReplyCoalescer; hilo_server's --coalesce_replies, on by default).
   bool coalesce_replies = true;
   // Take ReturnRange calls without a range_token (old clients); unsafe, see
   // HiLoService.

@@ -5,7 +5,7 @@
 // on its thread. Something a completion starts may do better once for the
 // whole batch than once per completion: the gRPC layer holds a
 // connection's replies back until the batch's last one is written, so they
-// leave in one segment (ReplyCoalescer). CompletionBatch is how a
+// leave together (ReplyCoalescer). CompletionBatch is how a
 // completion learns that it runs inside such a batch, and how it asks to
 // hear when the batch ends.
 //
