@@ -137,10 +137,10 @@ class Server {
   bool batch_when_busy() const { return busy_ != nullptr; }
   // How many calls are inside the services now (past the CallGate).
   int64_t calls_in_services() const { return calls_.inside(); }
-  // Sockets the ReplyCoalescer corked for a batch so far (0 without
+  // What the ReplyCoalescer did so far (nothing without
   // options.coalesce_replies).
-  int64_t replies_corked() const {
-    return replies_ != nullptr ? replies_->counts().corked : 0;
+  ReplyCoalescer::Counts reply_counts() const {
+    return replies_ != nullptr ? replies_->counts() : ReplyCoalescer::Counts();
   }
 
  private:

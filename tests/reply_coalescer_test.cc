@@ -2,12 +2,13 @@
 // connections: inside a CompletionBatch a known caller's socket is corked
 // from its first reply and uncorked at the batch's end (and what was
 // queued arrives); a reply outside a batch, an unknown caller's, and
-// another peer's socket stay as they were; sockets are found by a scan of
-// the process's descriptors at the end of a batch that missed one, at most
-// one per interval and share of the time, only among those a listener of
-// the process accepted, and checked before each use; gRPC's forms of a
-// peer address read alike, and the peer a real gRPC server gives a call
-// leads to that call's socket.
+// another peer's socket stay as they were; sockets are found by a scan on
+// the coalescer's own thread, asked for by the end of a batch that missed
+// one, at most one per interval and share of the time, only among those a
+// listener of the process accepted, and checked before use; store threads
+// running batches at once, and the scans beside them, keep to their own
+// sockets; gRPC's forms of a peer address read alike. A real gRPC server's
+// peers: reply_coalescer_grpc_test.cc.
 #include "service/rpc/reply_coalescer.h"
 
 #include <arpa/inet.h>
@@ -17,19 +18,19 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "hilo/base/clock.h"
-#include "hilo/v1/hilo.grpc.pb.h"
+#include "hilo/base/monotonic_clock.h"
+#include "hilo/base/mutex.h"
 #include "service/store/completion_batch.h"
 
 namespace hilo {
@@ -50,6 +51,12 @@ class Connection {
     EXPECT_EQ(
         getsockname(listener, reinterpret_cast<sockaddr*>(&address), &size), 0);
     client_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    // Bound first: a port no other socket here has, so no two connections
+    // of a test share a client address (connect alone may reuse one).
+    sockaddr_in any{};
+    any.sin_family = AF_INET;
+    any.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(bind(client_, reinterpret_cast<sockaddr*>(&any), sizeof any), 0);
     EXPECT_EQ(connect(client_, reinterpret_cast<sockaddr*>(&address), size), 0);
     server_ = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
     EXPECT_GE(server_, 0);
@@ -79,6 +86,8 @@ class Connection {
     if (server_ >= 0) close(server_);
     server_ = -1;
   }
+  // Forgets the server end without closing it (its number was taken over).
+  void ForgetServerEnd() { server_ = -1; }
   // Whether TCP_CORK is set on the server's end.
   bool corked() const { return Corked(server_); }
   static bool Corked(int fd) {
@@ -88,7 +97,7 @@ class Connection {
     return on != 0;
   }
   // What the client can read within `patience` (at most 64 bytes).
-  std::string Read(absl::Duration patience) {
+  std::string Read(absl::Duration patience) const {
     pollfd p{client_, POLLIN, 0};
     if (poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(patience))) !=
         1) {
@@ -108,29 +117,41 @@ class Connection {
 };
 
 // A clock that moves `step` forward at each reading, so a scan (two
-// readings) seems to take `step`.
+// readings) seems to take `step`. The scanner thread reads it too.
 class SteppingClock final : public Clock {
  public:
   absl::Time Now() const override {
+    base::MutexLock lock(&mu_);
     const absl::Time now = now_;
     now_ += step_;
     return now;
   }
-  void Set(absl::Time t) { now_ = t; }
-  void set_step(absl::Duration step) { step_ = step; }
+  void Set(absl::Time t) {
+    base::MutexLock lock(&mu_);
+    now_ = t;
+  }
+  void set_step(absl::Duration step) {
+    base::MutexLock lock(&mu_);
+    step_ = step;
+  }
 
  private:
-  mutable absl::Time now_ = absl::UnixEpoch() + absl::Hours(1);
-  absl::Duration step_ = absl::ZeroDuration();
+  mutable base::Mutex mu_;
+  mutable absl::Time now_ ABSL_GUARDED_BY(mu_) =
+      absl::UnixEpoch() + absl::Hours(1);
+  absl::Duration step_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
 };
 
 constexpr absl::Duration kPatience = absl::Seconds(10);
 
 // A batch with one reply to `peer`: if the coalescer does not know the
-// peer's socket yet, its end scans for it.
+// peer's socket yet, its end asks for a scan, which this waits for.
 void OneReplyInABatch(ReplyCoalescer& replies, const std::string& peer) {
-  CompletionBatch batch;
-  replies.BeforeReply(peer);
+  {
+    CompletionBatch batch;
+    replies.BeforeReply(peer);
+  }
+  EXPECT_TRUE(replies.WaitForScansForTesting(kPatience));
 }
 
 TEST(ReplyCoalescerTest, AKnownCallersRepliesInABatchLeaveTogetherAtItsEnd) {
@@ -191,6 +212,7 @@ TEST(ReplyCoalescerTest, AnUnknownCallerIsNotHeldAndTheBatchsEndFindsIt) {
     EXPECT_EQ(replies.counts().scans, 1);  // none while replies are held
   }
   EXPECT_FALSE(known.corked());
+  ASSERT_TRUE(replies.WaitForScansForTesting(kPatience));
   EXPECT_EQ(replies.counts().scans, 2);
   EXPECT_EQ(replies.counts().not_found, 2);  // each miss once per batch
   {
@@ -212,9 +234,14 @@ TEST(ReplyCoalescerTest, ANewConnectionIsFoundByTheNextScanItsIntervalAllows) {
   Connection second;                        // connected after that scan
   auto second_corked_at = [&](absl::Duration at) {
     clock.Set(start + at);
-    CompletionBatch batch;
-    replies.BeforeReply(second.peer());
-    return second.corked();
+    bool corked = false;
+    {
+      CompletionBatch batch;
+      replies.BeforeReply(second.peer());
+      corked = second.corked();
+    }
+    EXPECT_TRUE(replies.WaitForScansForTesting(kPatience));
+    return corked;
   };
   EXPECT_FALSE(second_corked_at(absl::Milliseconds(99)));
   EXPECT_EQ(replies.counts().scans, 1);  // too soon for another
@@ -259,11 +286,12 @@ TEST(ReplyCoalescerTest, ADescriptorNowAnotherPeersIsNotCorked) {
     replies.BeforeReply(gone_peer);
     ASSERT_TRUE(gone->corked());
   }
-  gone->CloseServerEnd();
   // The descriptor number now names another connection's socket, as when
-  // the kernel hands a closed one's number to the next accept.
+  // the kernel hands a closed one's number to the next accept (dup2 closes
+  // `gone`'s end and puts `reuser`'s under its number).
   Connection reuser;
   ASSERT_EQ(dup2(reuser.server(), descriptor), descriptor);
+  gone->ForgetServerEnd();
   {
     CompletionBatch batch;
     replies.BeforeReply(gone_peer);
@@ -272,6 +300,20 @@ TEST(ReplyCoalescerTest, ADescriptorNowAnotherPeersIsNotCorked) {
   close(descriptor);
   EXPECT_EQ(replies.counts().corked, 1);
   EXPECT_EQ(replies.counts().not_found, 2);
+}
+
+TEST(ReplyCoalescerTest, AScanForgetsTheSocketsClosedSinceTheOneBefore) {
+  SteppingClock clock;
+  ReplyCoalescer replies({}, &clock);
+  Connection staying;
+  auto leaving = std::make_unique<Connection>();
+  OneReplyInABatch(replies, staying.peer());
+  EXPECT_EQ(replies.counts().known, 2);
+  leaving.reset();
+  clock.Set(clock.Now() + absl::Milliseconds(100));  // a scan is due
+  OneReplyInABatch(replies, "ipv4:127.0.0.1:1");     // no socket has it
+  EXPECT_EQ(replies.counts().scans, 2);
+  EXPECT_EQ(replies.counts().known, 1);
 }
 
 TEST(ReplyCoalescerTest, OnlyASocketAListenerOfTheProcessAcceptedIsCorked) {
@@ -291,66 +333,53 @@ TEST(ReplyCoalescerTest, OnlyASocketAListenerOfTheProcessAcceptedIsCorked) {
   EXPECT_EQ(replies.counts().not_found, 2);
 }
 
-// A HiLo service whose NextRange, inside a batch of its own, tells `replies`
-// of a reply to its caller, and answers the corks and misses so far.
-class CorkingService final : public hilo::v1::HiLo::CallbackService {
- public:
-  explicit CorkingService(ReplyCoalescer* replies) : replies_(replies) {}
-  grpc::ServerUnaryReactor* NextRange(
-      grpc::CallbackServerContext* context, const hilo::v1::NextRangeRequest*,
-      hilo::v1::NextRangeResponse* response) override {
-    {
-      CompletionBatch batch;
-      replies_->BeforeReply(context->peer());
+TEST(ReplyCoalescerTest, StoreThreadsAndScansAtOnceKeepToTheirOwnSockets) {
+  // Scans as often as asked, on the real clock: each batch below also
+  // replies to a caller no socket has, so scans run beside the batches.
+  ReplyCoalescer replies(
+      {.min_scan_interval = absl::ZeroDuration(), .max_scan_share = 1.0},
+      MonotonicClock::Get());
+  constexpr int kThreads = 2;
+  constexpr int kBatches = 200;
+  Connection connections[kThreads];
+  for (const Connection& connection : connections) {
+    OneReplyInABatch(replies, connection.peer());
+  }
+  const std::string nobody = "ipv4:127.0.0.1:1";
+  const int64_t corked_before = replies.counts().corked;
+  std::vector<std::thread> threads;
+  int held[kThreads] = {};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      const Connection& mine = connections[t];
+      for (int i = 0; i < kBatches; ++i) {
+        CompletionBatch batch;
+        replies.BeforeReply(mine.peer());
+        replies.BeforeReply(nobody);
+        if (mine.corked()) ++held[t];
+        EXPECT_EQ(send(mine.server(), "x", 1, 0), 1);
+        replies.BeforeReply(mine.peer());
+        EXPECT_EQ(send(mine.server(), "y", 1, 0), 1);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  ASSERT_TRUE(replies.WaitForScansForTesting(kPatience));
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(held[t], kBatches) << "thread " << t;
+    EXPECT_FALSE(connections[t].corked()) << "thread " << t;
+    std::string got;
+    while (got.size() < 2 * kBatches) {
+      const std::string more = connections[t].Read(kPatience);
+      ASSERT_FALSE(more.empty()) << "thread " << t << " got " << got.size();
+      got += more;
     }
-    response->set_low(replies_->counts().corked);
-    response->set_high(replies_->counts().not_found);
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    reactor->Finish(grpc::Status::OK);
-    return reactor;
+    std::string sent;
+    for (int i = 0; i < kBatches; ++i) sent += "xy";
+    EXPECT_EQ(got, sent) << "thread " << t;
   }
-
- private:
-  ReplyCoalescer* const replies_;
-};
-
-// Corks made and sockets not found after two NextRange calls on one
-// connection to a server on `host` (port 0), or nullopt when the host
-// cannot be bound here.
-std::optional<std::pair<int64_t, int64_t>> CorksOfTwoCallsOn(
-    const std::string& host) {
-  SteppingClock clock;
-  ReplyCoalescer replies({}, &clock);
-  CorkingService service(&replies);
-  int port = 0;
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort(absl::StrCat(host, ":0"),
-                           grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || port == 0) return std::nullopt;
-  auto stub = hilo::v1::HiLo::NewStub(grpc::CreateChannel(
-      absl::StrCat(host, ":", port), grpc::InsecureChannelCredentials()));
-  hilo::v1::NextRangeResponse response;
-  for (int i = 0; i < 2; ++i) {
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
-    const grpc::Status status =
-        stub->NextRange(&context, hilo::v1::NextRangeRequest(), &response);
-    EXPECT_TRUE(status.ok()) << status.error_message();
-  }
-  server->Shutdown();
-  return std::make_pair(response.low(), response.high());
-}
-
-TEST(ReplyCoalescerTest, TheCallersPeerAsGrpcGivesItLeadsToItsSocket) {
-  // The first call's end finds the socket, the second's reply corks it.
-  EXPECT_EQ(CorksOfTwoCallsOn("127.0.0.1"),
-            std::make_pair(int64_t{1}, int64_t{1}));
-  // IPv6 where the machine has it; gRPC may write the address escaped.
-  std::optional<std::pair<int64_t, int64_t>> v6 = CorksOfTwoCallsOn("[::1]");
-  if (!v6.has_value()) GTEST_SKIP() << "no IPv6 loopback here";
-  EXPECT_EQ(*v6, std::make_pair(int64_t{1}, int64_t{1}));
+  EXPECT_EQ(replies.counts().corked - corked_before, kThreads * kBatches);
+  EXPECT_GE(replies.counts().scans, 2);  // the first, and one beside
 }
 
 TEST(ReplyCoalescerTest, PeerAddressesReadAlikeInEachOfGrpcsForms) {

@@ -84,7 +84,7 @@ bool SetCork(int fd, int on) {
 }  // namespace
 
 ReplyCoalescer::ReplyCoalescer(Options options, const Clock* clock)
-    : options_(options), clock_(clock) {}
+    : options_(options), clock_(clock), scanner_([this] { ScanWhenAsked(); }) {}
 
 std::string ReplyCoalescer::PeerKeyOf(absl::string_view grpc_peer) {
   // gRPC may percent-encode the brackets and colons of an IPv6 address.
@@ -126,64 +126,103 @@ std::string ReplyCoalescer::PeerKeyOf(absl::string_view grpc_peer) {
   return MakeKey('6', &address, 16, port_network_order);
 }
 
+ReplyCoalescer::~ReplyCoalescer() {
+  {
+    base::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  scanner_.join();
+}
+
 void ReplyCoalescer::BeforeReply(absl::string_view peer) {
   CompletionBatch* batch = CompletionBatch::Current();
   if (batch == nullptr) return;
   std::string key = PeerKeyOf(peer);
   if (key.empty()) return;
+  int fd = -1;
+  {
+    base::MutexLock lock(&mu_);
+    auto [it, first] = pending_.try_emplace(batch);
+    if (first) batch->Join(this);
+    Pending& pending = it->second;
+    // Held from its first reply: held only from its second, the caller's
+    // first reply left alone and the server saved under half as much CPU
+    // (BENCHMARKS.md, History, 2026-12-06).
+    if (!pending.peers.insert(key).second) return;
+    auto known = sockets_.find(key);
+    if (known == sockets_.end()) {
+      ++counts_.not_found;
+      pending.missed = true;
+      return;
+    }
+    fd = known->second;
+  }
+  // The system calls outside the lock, which other store threads take.
+  const bool same_socket = PeerKeyOfSocket(fd) == key;
+  const bool corked = same_socket && SetCork(fd, 1);
   base::MutexLock lock(&mu_);
-  auto [it, first] = pending_.try_emplace(batch);
-  if (first) batch->Join(this);
-  Pending& pending = it->second;
-  // Held from its first reply: held only from its second, the caller's
-  // first reply left alone and the server saved under half as much CPU
-  // (BENCHMARKS.md, History, 2026-12-06).
-  auto [seen, new_peer] = pending.peers.insert(std::move(key));
-  if (!new_peer) return;
-  const std::string& peer_key = *seen;
-  auto known = sockets_.find(peer_key);
-  if (known == sockets_.end() || PeerKeyOfSocket(known->second) != peer_key) {
-    // Not known yet, or closed, or its descriptor now another socket's.
-    if (known != sockets_.end()) sockets_.erase(known);
+  Pending& pending = pending_[batch];
+  if (corked) {
+    pending.corked.push_back(fd);
+    ++counts_.corked;
+  } else if (!same_socket) {
+    // Closed, or its descriptor now another socket's.
+    if (auto known = sockets_.find(key);
+        known != sockets_.end() && known->second == fd) {
+      sockets_.erase(known);
+    }
     ++counts_.not_found;
     pending.missed = true;
-    return;
-  }
-  if (SetCork(known->second, 1)) {
-    pending.corked.push_back(known->second);
-    ++counts_.corked;
   }
 }
 
 void ReplyCoalescer::OnBatchEnd(const CompletionBatch& batch) {
   Pending pending;
-  bool scan = false;
   {
     base::MutexLock lock(&mu_);
     auto it = pending_.find(&batch);
     if (it == pending_.end()) return;
     pending = std::move(it->second);
     pending_.erase(it);
-    if (pending.missed && !scanning_ && clock_->Now() >= next_scan_) {
-      scanning_ = true;
-      scan = true;
+    if (pending.missed && scan_ == Scan::kIdle && clock_->Now() >= next_scan_) {
+      scan_ = Scan::kAsked;  // the scanner wakes when the lock is let go
     }
   }
   // Clearing TCP_CORK sends what the batch's replies queued.
   for (int fd : pending.corked) SetCork(fd, 0);
-  if (!scan) return;
-  // After the batch's replies left, and outside the lock: a scan of many
-  // descriptors holds up no reply and no other store thread.
-  const absl::Time start = clock_->Now();
-  absl::flat_hash_map<std::string, int> found = ScanAcceptedSockets();
-  const absl::Time end = clock_->Now();
-  const double share = std::clamp(options_.max_scan_share, 1e-6, 1.0);
+}
+
+bool ReplyCoalescer::WaitForScansForTesting(absl::Duration timeout) {
   base::MutexLock lock(&mu_);
-  sockets_ = std::move(found);
-  next_scan_ = end + std::max(options_.min_scan_interval,
-                              (end - start) * ((1 - share) / share));
-  scanning_ = false;
-  ++counts_.scans;
+  return mu_.AwaitWithTimeout([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(
+                                  mu_) { return scan_ == Scan::kIdle; },
+                              timeout);
+}
+
+void ReplyCoalescer::ScanWhenAsked() {
+  for (;;) {
+    {
+      base::MutexLock lock(&mu_);
+      mu_.Await([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || scan_ == Scan::kAsked;
+      });
+      if (stopping_) return;
+      scan_ = Scan::kRunning;
+    }
+    // On this thread, outside the lock: a scan of many descriptors holds
+    // up no commit and no reply.
+    const absl::Time start = clock_->Now();
+    absl::flat_hash_map<std::string, int> found = ScanAcceptedSockets();
+    const absl::Time end = clock_->Now();
+    const double share = std::clamp(options_.max_scan_share, 1e-6, 1.0);
+    base::MutexLock lock(&mu_);
+    sockets_ = std::move(found);
+    counts_.known = static_cast<int64_t>(sockets_.size());
+    next_scan_ = end + std::max(options_.min_scan_interval,
+                                (end - start) * ((1 - share) / share));
+    scan_ = Scan::kIdle;
+    ++counts_.scans;
+  }
 }
 
 ReplyCoalescer::Counts ReplyCoalescer::counts() const {

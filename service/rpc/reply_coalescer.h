@@ -4,7 +4,7 @@
 // gRPC writes each finished call on its own: a batch of 25 NextRange calls
 // from one client connection leaves the store's thread as up to 25
 // sendmsg(2) calls, and on loopback each runs the receiving side's TCP
-// stack on this thread too. That was most of the extra server CPU a
+// stack on this thread too. That was about half of the extra server CPU a
 // NextRange cost against an empty call (BENCHMARKS.md, History,
 // 2026-12-06). So, inside a CompletionBatch (the group commit's completions
 // of two or more operations), a caller's first reply sets TCP_CORK on the
@@ -15,15 +15,16 @@
 // gRPC does not tell a call's socket, only its peer's address ("ipv4:
 // 10.0.0.7:40312", "ipv6:[::1]:40312"), so the socket is found by that
 // address among the sockets a listener of this process accepted, from a
-// scan of the process's descriptors (/proc/self/fd); each use checks the
-// descriptor still has that peer (getpeername) before corking. A reply
-// whose socket is not known leaves uncorked, and the end of its batch
-// scans, after the batch's replies left and outside any lock; scans are
-// rate-limited (at most one per `min_scan_interval`, and at most
-// `max_scan_share` of the time), so a flood of new connections costs a
-// bounded share of the store's thread. A socket corked by mistake (its
-// descriptor reused, with the same peer, between the check and the
-// setsockopt) is only held until the batch ends, microseconds later.
+// scan of the process's descriptors (/proc/self/fd); once per caller and
+// batch, before corking, the descriptor is checked to still have that peer
+// (getpeername). A caller whose socket is not known is not held, and the
+// end of its batch asks this class's own thread to scan, so a scan of many
+// descriptors holds up no commit; scans are rate-limited (at most one per
+// `min_scan_interval`, and at most `max_scan_share` of the time). Best
+// effort: a reply gRPC writes on a thread of its own after the batch ended
+// leaves uncorked, and a descriptor closed and reused by another socket of
+// the process between the check and the setsockopt holds that socket's
+// writes until the batch ends, the rest of its completions.
 //
 // Thread-safe: every store thread that runs batches may use it at once.
 #ifndef HILO_SERVICE_RPC_REPLY_COALESCER_H_
@@ -31,6 +32,7 @@
 
 #include <cstdint>
 #include <string>
+#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -52,8 +54,12 @@ class ReplyCoalescer final : public CompletionBatch::Listener {
     double max_scan_share = 0.01;
   };
 
-  // `clock` (monotonic in the server) outlives this.
+  // `clock` (monotonic in the server) outlives this. Starts the thread
+  // that scans; the destructor stops it, after a scan under way.
   ReplyCoalescer(Options options, const Clock* clock);
+  ~ReplyCoalescer() override;
+  ReplyCoalescer(const ReplyCoalescer&) = delete;
+  ReplyCoalescer& operator=(const ReplyCoalescer&) = delete;
 
   // Called right before a reply to the caller at `peer` (gRPC's form) is
   // written, on the thread that writes it.
@@ -67,8 +73,13 @@ class ReplyCoalescer final : public CompletionBatch::Listener {
     int64_t corked = 0;     // sockets corked (and uncorked) for a batch
     int64_t scans = 0;      // scans of /proc/self/fd
     int64_t not_found = 0;  // callers of a batch whose socket was not known
+    int64_t known = 0;      // callers' sockets the last scan found
   };
   Counts counts() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Waits, at most `timeout`, until no scan is asked for or under way;
+  // whether it got there. For tests, which read counts() after a scan.
+  bool WaitForScansForTesting(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
 
   // A peer address in one form whichever way it was written: the family,
   // the address's bytes (an IPv4-mapped IPv6 address as IPv4) and the
@@ -82,6 +93,10 @@ class ReplyCoalescer final : public CompletionBatch::Listener {
     bool missed = false;                     // a peer's socket was not known
   };
 
+  enum class Scan { kIdle, kAsked, kRunning };
+
+  // The scanner thread's body: a scan each time a batch's end asks.
+  void ScanWhenAsked() ABSL_LOCKS_EXCLUDED(mu_);
   // The sockets this process's listeners accepted, by peer key.
   static absl::flat_hash_map<std::string, int> ScanAcceptedSockets();
 
@@ -92,8 +107,10 @@ class ReplyCoalescer final : public CompletionBatch::Listener {
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, int> sockets_ ABSL_GUARDED_BY(mu_);
   absl::Time next_scan_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  bool scanning_ ABSL_GUARDED_BY(mu_) = false;
+  Scan scan_ ABSL_GUARDED_BY(mu_) = Scan::kIdle;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   Counts counts_ ABSL_GUARDED_BY(mu_);
+  std::thread scanner_;  // last: it uses the members above
 };
 
 }  // namespace hilo
