@@ -5,24 +5,22 @@
 #include <sched.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
-#include "absl/status/status.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
 #include "service/server.h"
+#include "testing/held_calls.h"
 #include "testing/process_threads.h"
 #include "testing/test_util.h"
 
@@ -30,6 +28,8 @@ namespace hilo {
 namespace {
 
 using ::hilo::ManualClock;
+using ::hilo::testing_util::HeldNextRanges;
+using ::hilo::testing_util::HoldCommitsUntil;
 using ::hilo::testing_util::NewStub;
 using ::hilo::testing_util::Notification;
 using ::hilo::testing_util::StartServer;
@@ -88,42 +88,17 @@ TEST_P(BusySchedulingServerTest, EveryThreadStopsPreemptingWhileBusy) {
   ServerOptions options = TestServerOptions(dir);
   options.window_clock = &window_clock;
   options.batch_when_busy = batch_when_busy;
-  options.before_commit_for_testing = [&release] {
-    return release.WaitForNotificationWithTimeout(absl::Seconds(60))
-               ? absl::OkStatus()
-               : absl::DeadlineExceededError("the test never let it commit");
-  };
+  options.before_commit_for_testing = HoldCommitsUntil(release);
   std::unique_ptr<Server> server = StartServer(options);
   ASSERT_NE(server, nullptr);
   ASSERT_THAT(ThreadsUnder(SCHED_BATCH), IsEmpty());
   const std::set<pid_t> before = Threads();
 
   constexpr int kCalls = 20;
-  std::vector<hilo::v1::NextRangeResponse> responses(kCalls);
-  std::vector<grpc::Status> statuses(kCalls);
-  std::vector<std::thread> callers;
-  // Whatever fails below, the held calls are let go and their threads
-  // joined before the vectors they write go away.
-  absl::Cleanup join = [&] {
-    release.Notify();
-    for (std::thread& caller : callers) caller.join();
-  };
-  for (int i = 0; i < kCalls; ++i) {
-    callers.emplace_back([&, i] {
-      grpc::ClientContext context;
-      context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
-      hilo::v1::NextRangeRequest request;
-      request.set_collection("orders");
-      statuses[i] =
-          NewStub(server->port())->NextRange(&context, request, &responses[i]);
-    });
-  }
-  // Every call is in the services, held by the commit; bounded.
+  // Each call on a channel of its own. Let go and joined whatever fails.
+  HeldNextRanges held(*server, release, kCalls);
+  ASSERT_TRUE(held.AllInServices());
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (server->calls_in_services() < kCalls && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  ASSERT_EQ(server->calls_in_services(), kCalls);
   if (batch_when_busy) {
     // Every thread there was before the calls (those that still are), once
     // the sweep the 16th call began has ended; bounded.
@@ -135,14 +110,9 @@ TEST_P(BusySchedulingServerTest, EveryThreadStopsPreemptingWhileBusy) {
     EXPECT_THAT(ThreadsUnder(SCHED_BATCH), IsEmpty());
   }
 
-  std::move(join).Invoke();
-  std::vector<std::pair<int64_t, int64_t>> ranges;
-  for (int i = 0; i < kCalls; ++i) {
-    ASSERT_TRUE(statuses[i].ok()) << i << ": " << statuses[i].error_message();
-    ranges.emplace_back(responses[i].low(), responses[i].high());
-  }
+  std::vector<std::pair<int64_t, int64_t>> ranges = held.Release();
+  ASSERT_EQ(ranges.size(), kCalls);
   // 20 ranges of 32, together exactly 1..640.
-  std::sort(ranges.begin(), ranges.end());
   for (int i = 0; i < kCalls; ++i) {
     EXPECT_EQ(ranges[i],
               std::make_pair(int64_t{32} * i + 1, int64_t{32} * (i + 1)));

@@ -5,27 +5,25 @@
 // round's batch replies corked the connection's socket (the first round's
 // asked for the scan that found it). The coalescer's own rules:
 // reply_coalescer_test.cc.
-#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
-#include "absl/cleanup/cleanup.h"
-#include "absl/status/status.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
 #include "service/server.h"
+#include "testing/held_calls.h"
 #include "testing/test_util.h"
 
 namespace hilo {
 namespace {
 
+using ::hilo::testing_util::HeldNextRanges;
+using ::hilo::testing_util::HoldCommitsUntil;
 using ::hilo::testing_util::NewStub;
 using ::hilo::testing_util::Notification;
 using ::hilo::testing_util::StartServer;
@@ -33,45 +31,6 @@ using ::hilo::testing_util::TempDir;
 using ::hilo::testing_util::TestServerOptions;
 
 class ReplyCoalescerServerTest : public ::testing::TestWithParam<bool> {};
-
-// Sends `calls` NextRange("orders") calls at once on `stub`'s connection,
-// holding the first batch's commit until all are in the services (so the
-// rest commit together), and returns their ranges in order.
-std::vector<std::pair<int64_t, int64_t>> HeldRound(Server& server,
-                                                   hilo::v1::HiLo::Stub& stub,
-                                                   Notification& release,
-                                                   int calls) {
-  std::vector<hilo::v1::NextRangeResponse> responses(calls);
-  std::vector<grpc::Status> statuses(calls);
-  std::vector<std::thread> callers;
-  absl::Cleanup join = [&] {
-    release.Notify();
-    for (std::thread& caller : callers) caller.join();
-  };
-  for (int i = 0; i < calls; ++i) {
-    callers.emplace_back([&, i] {
-      grpc::ClientContext context;
-      context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
-      hilo::v1::NextRangeRequest request;
-      request.set_collection("orders");
-      statuses[i] = stub.NextRange(&context, request, &responses[i]);
-    });
-  }
-  // Bounded: every call is in the services, the first batch holding.
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (server.calls_in_services() < calls && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  EXPECT_EQ(server.calls_in_services(), calls);
-  std::move(join).Invoke();
-  std::vector<std::pair<int64_t, int64_t>> ranges;
-  for (int i = 0; i < calls; ++i) {
-    EXPECT_TRUE(statuses[i].ok()) << i << ": " << statuses[i].error_message();
-    ranges.emplace_back(responses[i].low(), responses[i].high());
-  }
-  std::sort(ranges.begin(), ranges.end());
-  return ranges;
-}
 
 TEST_P(ReplyCoalescerServerTest, ABatchsRepliesToOneConnectionLeaveTogether) {
   const bool coalesce = GetParam();
@@ -82,18 +41,20 @@ TEST_P(ReplyCoalescerServerTest, ABatchsRepliesToOneConnectionLeaveTogether) {
   ServerOptions options = TestServerOptions(dir);
   options.coalesce_replies = coalesce;
   options.before_commit_for_testing = [&releases, &round] {
-    return releases[round.load()].WaitForNotificationWithTimeout(
-               absl::Seconds(60))
-               ? absl::OkStatus()
-               : absl::DeadlineExceededError("the test never let it commit");
+    return HoldCommitsUntil(releases[round.load()])();
   };
   std::unique_ptr<Server> server = StartServer(options);
   ASSERT_NE(server, nullptr);
   auto stub = NewStub(server->port());  // one channel: one connection
 
   constexpr int kCalls = 20;
-  std::vector<std::pair<int64_t, int64_t>> ranges =
-      HeldRound(*server, *stub, releases[0], kCalls);
+  // Both rounds on `stub`'s connection.
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  {
+    HeldNextRanges held(*server, releases[0], kCalls, stub.get());
+    ASSERT_TRUE(held.AllInServices());
+    ranges = held.Release();
+  }
   if (coalesce) {
     // The first round's batch of two or more missed the connection's
     // socket and asked for a scan, which runs on the coalescer's thread.
@@ -105,8 +66,10 @@ TEST_P(ReplyCoalescerServerTest, ABatchsRepliesToOneConnectionLeaveTogether) {
   }
   round = 1;
   const int64_t corked_after_first = server->reply_counts().corked;
-  for (const auto& range : HeldRound(*server, *stub, releases[1], kCalls)) {
-    ranges.push_back(range);
+  {
+    HeldNextRanges held(*server, releases[1], kCalls, stub.get());
+    ASSERT_TRUE(held.AllInServices());
+    for (const auto& range : held.Release()) ranges.push_back(range);
   }
   ASSERT_EQ(ranges.size(), 2 * kCalls);
   for (int i = 0; i < 2 * kCalls; ++i) {
