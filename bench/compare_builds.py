@@ -2,13 +2,14 @@
 """Compares hilo_server builds side by side: NextRange and the no-op RPC.
 
   bench/compare_builds.py [--rounds N] [--seconds S] [--server_flags FLAGS]
+                          [--connections C] [--streams M]
                           LABEL=HILO_SERVER [LABEL=HILO_SERVER ...]
 
 Starts every build once (a fresh SQLite database each, in a temporary
 directory on $TMPDIR), then runs ROUNDS rounds; in each round every build in
 turn gets h2load on NextRange("orders") for S seconds and then on the gRPC
-health Check (the no-op) for S seconds, 2 connections x 32 streams (64 in
-flight), one load thread. So the builds are measured interleaved, under the
+health Check (the no-op) for S seconds, C connections x M streams (by
+default 2 x 32: 64 in flight), one load thread. So the builds are measured interleaved, under the
 same load, and a machine that gets busier or quieter during the run moves
 all of them. Every other round runs them in reverse order (A B, B A, ...):
 on a 2-core machine the build measured second in a round lost 1-3 % against
@@ -57,11 +58,12 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
-def h2load(port, pid, path, body, seconds):
+def h2load(port, pid, path, body, seconds, connections, streams):
     """(requests/s, server CPU µs per request) of one timed run."""
     before = cpu_seconds(pid)
     out = subprocess.run(
-        ["h2load", "-D", str(seconds), "-c", "2", "-m", "32", "-t", "1",
+        ["h2load", "-D", str(seconds), "-c", str(connections),
+         "-m", str(streams), "-t", "1",
          "-H", "content-type: application/grpc", "-H", "te: trailers",
          "-d", body, f"http://127.0.0.1:{port}{path}"],
         capture_output=True, text=True, timeout=seconds + 30).stdout
@@ -83,6 +85,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--server_flags", default="")
+    ap.add_argument("--connections", type=int, default=2)
+    ap.add_argument("--streams", type=int, default=32,
+                    help="requests in flight on each connection")
     ap.add_argument("builds", nargs="+", metavar="LABEL=HILO_SERVER")
     args = ap.parse_args()
     if shutil.which("h2load") is None:
@@ -110,8 +115,9 @@ def main():
         results = {label: [] for label, _, _ in servers}
         for r in range(1, args.rounds + 1):
             for label, port, proc in servers if r % 2 else servers[::-1]:
-                n, n_cpu = h2load(port, proc.pid, "/hilo.v1.HiLo/NextRange", next_body, args.seconds)
-                o, o_cpu = h2load(port, proc.pid, "/grpc.health.v1.Health/Check", noop_body, args.seconds)
+                load = (args.seconds, args.connections, args.streams)
+                n, n_cpu = h2load(port, proc.pid, "/hilo.v1.HiLo/NextRange", next_body, *load)
+                o, o_cpu = h2load(port, proc.pid, "/grpc.health.v1.Health/Check", noop_body, *load)
                 ratio = n / o if o else 0.0
                 cpu_ratio = n_cpu / o_cpu if o_cpu else 0.0
                 results[label].append((n, o, ratio, n_cpu, o_cpu, cpu_ratio))
