@@ -25,7 +25,8 @@ namespace {
 constexpr absl::Duration kPatience = absl::Seconds(10);
 
 // A HiLo service whose NextRange, inside a batch of its own, tells `replies`
-// of a reply to its caller, and answers the corks and misses so far.
+// of two replies to its caller (a caller is held from its second), and
+// answers the corks and misses so far.
 class CorkingService final : public hilo::v1::HiLo::CallbackService {
  public:
   explicit CorkingService(ReplyCoalescer* replies) : replies_(replies) {}
@@ -34,6 +35,7 @@ class CorkingService final : public hilo::v1::HiLo::CallbackService {
       hilo::v1::NextRangeResponse* response) override {
     {
       CompletionBatch batch;
+      replies_->BeforeReply(context->peer());
       replies_->BeforeReply(context->peer());
     }
     // A miss asked for a scan: the next call finds its socket known.

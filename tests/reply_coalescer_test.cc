@@ -1,7 +1,9 @@
 // ReplyCoalescer (service/rpc/reply_coalescer.h), on real loopback TCP
 // connections: inside a CompletionBatch a known caller's socket is corked
-// from its first reply and uncorked at the batch's end (and what was
-// queued arrives); a reply outside a batch, an unknown caller's, and
+// from its second reply, or from its first unless its last few batches
+// gave it one reply each, and uncorked at the batch's end (and what was
+// queued arrives); a caller with one reply a batch is never corked; a reply
+// outside a batch, an unknown caller's, and
 // another peer's socket stay as they were; sockets are found by a scan on
 // the coalescer's own thread, asked for by the end of a batch that missed
 // one, at most one per interval and share of the time, only among those a
@@ -154,7 +156,7 @@ void OneReplyInABatch(ReplyCoalescer& replies, const std::string& peer) {
   EXPECT_TRUE(replies.WaitForScansForTesting(kPatience));
 }
 
-TEST(ReplyCoalescerTest, AKnownCallersRepliesInABatchLeaveTogetherAtItsEnd) {
+TEST(ReplyCoalescerTest, ACallersSecondReplyInABatchHoldsItUntilItsEnd) {
   SteppingClock clock;
   ReplyCoalescer replies({}, &clock);
   Connection connection;
@@ -163,12 +165,13 @@ TEST(ReplyCoalescerTest, AKnownCallersRepliesInABatchLeaveTogetherAtItsEnd) {
   {
     CompletionBatch batch;
     replies.BeforeReply(connection.peer());
-    EXPECT_TRUE(connection.corked());
+    EXPECT_FALSE(connection.corked());  // it had one reply the batch before
     ASSERT_EQ(send(connection.server(), "a", 1, 0), 1);
     replies.BeforeReply(connection.peer());
     EXPECT_TRUE(connection.corked());
     ASSERT_EQ(send(connection.server(), "b", 1, 0), 1);
     replies.BeforeReply(connection.peer());
+    EXPECT_TRUE(connection.corked());
     ASSERT_EQ(send(connection.server(), "c", 1, 0), 1);
   }
   EXPECT_FALSE(connection.corked());
@@ -182,6 +185,75 @@ TEST(ReplyCoalescerTest, AKnownCallersRepliesInABatchLeaveTogetherAtItsEnd) {
   EXPECT_EQ(replies.counts().corked, 1);  // once per socket and batch
   EXPECT_EQ(replies.counts().scans, 1);
   EXPECT_EQ(replies.counts().not_found, 1);
+}
+
+TEST(ReplyCoalescerTest, ACallerIsHeldFromItsFirstTillItsLastBatchesGaveOne) {
+  SteppingClock clock;
+  ReplyCoalescer replies({.lone_batches = 2}, &clock);
+  Connection connection;
+  OneReplyInABatch(replies, connection.peer());
+  // Batches of 2, 1, 1, 1, 3 and 2 replies; whether the first reply of
+  // each held the socket (a later one always does). A new caller counts as
+  // one whose last 2 batches gave it one reply.
+  struct Step {
+    int replies;
+    bool held_at_first;
+  };
+  const Step steps[] = {{2, false}, {1, true},  {1, true},
+                        {1, false}, {3, false}, {2, true}};
+  int64_t corks = 0;
+  for (const Step& step : steps) {
+    CompletionBatch batch;
+    replies.BeforeReply(connection.peer());
+    EXPECT_EQ(connection.corked(), step.held_at_first) << step.replies;
+    for (int i = 1; i < step.replies; ++i) {
+      replies.BeforeReply(connection.peer());
+      EXPECT_TRUE(connection.corked()) << step.replies;
+    }
+    if (step.held_at_first || step.replies >= 2) ++corks;
+  }
+  EXPECT_FALSE(connection.corked());
+  EXPECT_EQ(replies.counts().corked, corks);
+  EXPECT_EQ(corks, 5);
+}
+
+TEST(ReplyCoalescerTest, ACallerWithOneReplyEachBatchIsNeverHeld) {
+  SteppingClock clock;
+  ReplyCoalescer replies({}, &clock);
+  Connection connection;
+  Connection other;  // a caller of the same batches with two replies each
+  OneReplyInABatch(replies, connection.peer());
+  for (int i = 0; i < 10; ++i) {
+    CompletionBatch batch;
+    replies.BeforeReply(other.peer());
+    replies.BeforeReply(connection.peer());
+    replies.BeforeReply(other.peer());
+    EXPECT_FALSE(connection.corked()) << i;
+    EXPECT_TRUE(other.corked()) << i;
+  }
+  EXPECT_EQ(replies.counts().corked, 10);  // `other`'s, once a batch
+  EXPECT_EQ(replies.counts().scans, 1);
+}
+
+TEST(ReplyCoalescerTest, AScanKeepsWhatBatchesTaughtOfASocketItFindsAgain) {
+  SteppingClock clock;
+  ReplyCoalescer replies({}, &clock);
+  Connection connection;
+  OneReplyInABatch(replies, connection.peer());
+  {
+    CompletionBatch batch;  // two replies: held from the first next time
+    replies.BeforeReply(connection.peer());
+    replies.BeforeReply(connection.peer());
+  }
+  clock.Set(clock.Now() + absl::Milliseconds(100));  // a scan is due
+  OneReplyInABatch(replies, "ipv4:127.0.0.1:1");     // no socket has it
+  ASSERT_EQ(replies.counts().scans, 2);
+  {
+    CompletionBatch batch;
+    replies.BeforeReply(connection.peer());
+    EXPECT_TRUE(connection.corked());
+  }
+  EXPECT_EQ(replies.counts().corked, 2);
 }
 
 TEST(ReplyCoalescerTest, OutsideABatchNothingIsCorkedOrScanned) {
@@ -206,6 +278,7 @@ TEST(ReplyCoalescerTest, AnUnknownCallerIsNotHeldAndTheBatchsEndFindsIt) {
     CompletionBatch batch;
     replies.BeforeReply(known.peer());
     replies.BeforeReply(unknown.peer());
+    replies.BeforeReply(known.peer());
     replies.BeforeReply(unknown.peer());
     EXPECT_TRUE(known.corked());
     EXPECT_FALSE(unknown.corked());
@@ -217,6 +290,7 @@ TEST(ReplyCoalescerTest, AnUnknownCallerIsNotHeldAndTheBatchsEndFindsIt) {
   EXPECT_EQ(replies.counts().not_found, 2);  // each miss once per batch
   {
     CompletionBatch batch;
+    replies.BeforeReply(unknown.peer());
     replies.BeforeReply(unknown.peer());
     EXPECT_TRUE(unknown.corked());
   }
@@ -237,6 +311,7 @@ TEST(ReplyCoalescerTest, ANewConnectionIsFoundByTheNextScanItsIntervalAllows) {
     bool corked = false;
     {
       CompletionBatch batch;
+      replies.BeforeReply(second.peer());
       replies.BeforeReply(second.peer());
       corked = second.corked();
     }
@@ -284,6 +359,7 @@ TEST(ReplyCoalescerTest, ADescriptorNowAnotherPeersIsNotCorked) {
   {
     CompletionBatch batch;
     replies.BeforeReply(gone_peer);
+    replies.BeforeReply(gone_peer);
     ASSERT_TRUE(gone->corked());
   }
   // The descriptor number now names another connection's socket, as when
@@ -294,6 +370,8 @@ TEST(ReplyCoalescerTest, ADescriptorNowAnotherPeersIsNotCorked) {
   gone->ForgetServerEnd();
   {
     CompletionBatch batch;
+    replies.BeforeReply(gone_peer);  // had several: checked at once
+    EXPECT_FALSE(reuser.corked());
     replies.BeforeReply(gone_peer);
     EXPECT_FALSE(reuser.corked());
   }
@@ -327,6 +405,7 @@ TEST(ReplyCoalescerTest, OnlyASocketAListenerOfTheProcessAcceptedIsCorked) {
   {
     CompletionBatch batch;
     replies.BeforeReply(connection.listener_peer());
+    replies.BeforeReply(connection.listener_peer());
     EXPECT_FALSE(Connection::Corked(connection.client()));
   }
   EXPECT_EQ(replies.counts().corked, 0);
@@ -344,6 +423,9 @@ TEST(ReplyCoalescerTest, StoreThreadsAndScansAtOnceKeepToTheirOwnSockets) {
   Connection connections[kThreads];
   for (const Connection& connection : connections) {
     OneReplyInABatch(replies, connection.peer());
+    CompletionBatch batch;  // two replies: the next batch holds from one
+    replies.BeforeReply(connection.peer());
+    replies.BeforeReply(connection.peer());
   }
   const std::string nobody = "ipv4:127.0.0.1:1";
   const int64_t corked_before = replies.counts().corked;

@@ -145,17 +145,29 @@ void ReplyCoalescer::BeforeReply(absl::string_view peer) {
     auto [it, first] = pending_.try_emplace(batch);
     if (first) batch->Join(this);
     Pending& pending = it->second;
-    // Held from its first reply: held only from its second, the caller's
-    // first reply left alone and the server saved under half as much CPU
-    // (BENCHMARKS.md, History, 2026-12-06).
-    if (!pending.peers.insert(key).second) return;
-    auto known = sockets_.find(key);
-    if (known == sockets_.end()) {
-      ++counts_.not_found;
-      pending.missed = true;
-      return;
+    Caller& caller = pending.callers[key];
+    ++caller.replies;
+    if (caller.done) return;
+    if (caller.replies == 1) {
+      auto known = sockets_.find(key);
+      if (known == sockets_.end()) {
+        ++counts_.not_found;
+        pending.missed = true;
+        caller.done = true;
+        return;
+      }
+      caller.fd = known->second.fd;
+      // Held only from its second reply, a caller with many calls in
+      // flight let its first go alone and the server saved under half as
+      // much CPU. Held from its first always, 1,000 callers with a call in
+      // flight each paid three system calls a reply for nothing: 0.80 to
+      // 0.87 x the NextRange/s. Held from its second whenever its last
+      // batch gave it one, 2 callers with 32 each got 1.18 x the
+      // NextRange/s instead of 1.27 x (BENCHMARKS.md, History, 2026-12-06).
+      if (known->second.lone_batches >= options_.lone_batches) return;
     }
-    fd = known->second;
+    caller.done = true;  // held now, or never in this batch
+    fd = caller.fd;
   }
   // The system calls outside the lock, which other store threads take.
   const bool same_socket = PeerKeyOfSocket(fd) == key;
@@ -163,12 +175,13 @@ void ReplyCoalescer::BeforeReply(absl::string_view peer) {
   base::MutexLock lock(&mu_);
   Pending& pending = pending_[batch];
   if (corked) {
+    pending.callers[key].corked = true;
     pending.corked.push_back(fd);
     ++counts_.corked;
   } else if (!same_socket) {
     // Closed, or its descriptor now another socket's.
     if (auto known = sockets_.find(key);
-        known != sockets_.end() && known->second == fd) {
+        known != sockets_.end() && known->second.fd == fd) {
       sockets_.erase(known);
     }
     ++counts_.not_found;
@@ -184,6 +197,17 @@ void ReplyCoalescer::OnBatchEnd(const CompletionBatch& batch) {
     if (it == pending_.end()) return;
     pending = std::move(it->second);
     pending_.erase(it);
+    // What each known caller got in this batch decides whether its next
+    // holds it from the first reply.
+    for (const auto& [key, caller] : pending.callers) {
+      if (caller.fd < 0) continue;
+      if (auto known = sockets_.find(key);
+          known != sockets_.end() && known->second.fd == caller.fd) {
+        int& lone = known->second.lone_batches;
+        lone =
+            caller.replies >= 2 ? 0 : std::min(lone + 1, options_.lone_batches);
+      }
+    }
     if (pending.missed && scan_ == Scan::kIdle && clock_->Now() >= next_scan_) {
       scan_ = Scan::kAsked;  // the scanner wakes when the lock is let go
     }
@@ -216,7 +240,19 @@ void ReplyCoalescer::ScanWhenAsked() {
     const absl::Time end = clock_->Now();
     const double share = std::clamp(options_.max_scan_share, 1e-6, 1.0);
     base::MutexLock lock(&mu_);
-    sockets_ = std::move(found);
+    absl::flat_hash_map<std::string, Socket> sockets;
+    sockets.reserve(found.size());
+    for (const auto& [key, fd] : found) {
+      Socket& socket = sockets[key];
+      socket.fd = fd;
+      socket.lone_batches = options_.lone_batches;
+      // A socket the last scan found too keeps what its batches taught.
+      if (auto old = sockets_.find(key);
+          old != sockets_.end() && old->second.fd == fd) {
+        socket.lone_batches = old->second.lone_batches;
+      }
+    }
+    sockets_ = std::move(sockets);
     counts_.known = static_cast<int64_t>(sockets_.size());
     next_scan_ = end + std::max(options_.min_scan_interval,
                                 (end - start) * ((1 - share) / share));

@@ -7,10 +7,15 @@
 // stack on this thread too. That was about half of the extra server CPU a
 // NextRange cost against an empty call (BENCHMARKS.md, History,
 // 2026-12-06). So, inside a CompletionBatch (the group commit's completions
-// of two or more operations), a caller's first reply sets TCP_CORK on the
-// caller's socket and the batch's end clears it: the kernel then sends what
-// the batch's replies queued at once, in as few segments as fit. Outside a
-// batch this does nothing at all.
+// of two or more operations), a caller's socket is held (TCP_CORK) from its
+// second reply of the batch, or from its first unless each of the last
+// `lone_batches` batches that replied to it gave it one reply only; the
+// batch's end clears it, and the kernel sends what the held replies queued
+// at once, in as few segments as fit. So a caller with one call in flight,
+// the common case with many clients, is never held (holding costs three
+// system calls, and one reply has nothing to wait for), and a caller with
+// many is held from its first even when a batch now and then gives it
+// one. Outside a batch this does nothing at all.
 //
 // gRPC does not tell a call's socket, only its peer's address ("ipv4:
 // 10.0.0.7:40312", "ipv6:[::1]:40312"), so the socket is found by that
@@ -36,7 +41,6 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -52,6 +56,10 @@ class ReplyCoalescer final : public CompletionBatch::Listener {
     absl::Duration min_scan_interval = absl::Milliseconds(100);
     // A scan that took d waits d * (1 - share) / share before the next.
     double max_scan_share = 0.01;
+    // A caller is held from its first reply in a batch unless each of
+    // its last this many batches gave it one reply (a new caller counts
+    // as such).
+    int lone_batches = 8;
   };
 
   // `clock` (monotonic in the server) outlives this. Starts the thread
@@ -87,10 +95,24 @@ class ReplyCoalescer final : public CompletionBatch::Listener {
   static std::string PeerKeyOf(absl::string_view grpc_peer);
 
  private:
+  // A caller's socket a scan found.
+  struct Socket {
+    int fd = -1;
+    // Batches in a row, up to options_.lone_batches, that gave it one
+    // reply; a new socket starts at the top.
+    int lone_batches = 0;
+  };
+  // A caller a batch replied to.
+  struct Caller {
+    int replies = 0;
+    int fd = -1;          // its socket, once looked up and known
+    bool done = false;    // held, or not to be: nothing more to try
+    bool corked = false;  // held until the batch's end
+  };
   struct Pending {
-    absl::flat_hash_set<std::string> peers;  // keys of those replied to
-    absl::InlinedVector<int, 4> corked;      // descriptors
-    bool missed = false;                     // a peer's socket was not known
+    absl::flat_hash_map<std::string, Caller> callers;  // by peer key
+    absl::InlinedVector<int, 4> corked;                // descriptors
+    bool missed = false;  // a caller's socket was not known
   };
 
   enum class Scan { kIdle, kAsked, kRunning };
@@ -105,7 +127,7 @@ class ReplyCoalescer final : public CompletionBatch::Listener {
   mutable base::Mutex mu_;
   absl::flat_hash_map<const CompletionBatch*, Pending> pending_
       ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, int> sockets_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, Socket> sockets_ ABSL_GUARDED_BY(mu_);
   absl::Time next_scan_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   Scan scan_ ABSL_GUARDED_BY(mu_) = Scan::kIdle;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
