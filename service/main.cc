@@ -101,9 +101,9 @@ ABSL_FLAG(int, max_batch, 256,
           "commits each alone");
 ABSL_FLAG(bool, coalesce_replies, true,
           "the replies one commit answers on one TCP connection leave "
-          "together (TCP_CORK from its second reply, or its first if its "
-          "batch before had several, until the batch's last), instead of "
-          "one segment each; false sends each at once");
+          "together (TCP_CORK from its second reply, or its first if one "
+          "of its last 8 batches gave it several, until the batch's last), "
+          "instead of one segment each; false sends each at once");
 ABSL_FLAG(std::string, cpu_scheduling, "adaptive",
           "adaptive: as inherit, and if that is the kernel's default, every "
           "thread goes under SCHED_BATCH while the server is busy (from a "

@@ -165,7 +165,7 @@ TEST(ReplyCoalescerTest, ACallersSecondReplyInABatchHoldsItUntilItsEnd) {
   {
     CompletionBatch batch;
     replies.BeforeReply(connection.peer());
-    EXPECT_FALSE(connection.corked());  // it had one reply the batch before
+    EXPECT_FALSE(connection.corked());  // new to it: as if lone
     ASSERT_EQ(send(connection.server(), "a", 1, 0), 1);
     replies.BeforeReply(connection.peer());
     EXPECT_TRUE(connection.corked());
@@ -215,6 +215,25 @@ TEST(ReplyCoalescerTest, ACallerIsHeldFromItsFirstTillItsLastBatchesGaveOne) {
   EXPECT_FALSE(connection.corked());
   EXPECT_EQ(replies.counts().corked, corks);
   EXPECT_EQ(corks, 5);
+}
+
+TEST(ReplyCoalescerTest,
+     ByDefaultACallerIsHeldFromItsFirstForEightLoneBatches) {
+  SteppingClock clock;
+  ReplyCoalescer replies({}, &clock);
+  Connection connection;
+  OneReplyInABatch(replies, connection.peer());
+  {
+    CompletionBatch batch;  // two replies
+    replies.BeforeReply(connection.peer());
+    replies.BeforeReply(connection.peer());
+  }
+  for (int i = 0; i < 9; ++i) {
+    CompletionBatch batch;  // one reply
+    replies.BeforeReply(connection.peer());
+    EXPECT_EQ(connection.corked(), i < 8) << i;
+  }
+  EXPECT_EQ(replies.counts().corked, 9);
 }
 
 TEST(ReplyCoalescerTest, ACallerWithOneReplyEachBatchIsNeverHeld) {
@@ -377,6 +396,27 @@ TEST(ReplyCoalescerTest, ADescriptorNowAnotherPeersIsNotCorked) {
   }
   close(descriptor);
   EXPECT_EQ(replies.counts().corked, 1);
+  EXPECT_EQ(replies.counts().not_found, 2);
+}
+
+TEST(ReplyCoalescerTest, ADescriptorNowAnotherPeersIsNotCorkedAtASecondReply) {
+  SteppingClock clock;
+  ReplyCoalescer replies({}, &clock);
+  auto gone = std::make_unique<Connection>();
+  const std::string gone_peer = gone->peer();
+  const int descriptor = gone->server();
+  OneReplyInABatch(replies, gone_peer);  // known, and lone
+  Connection reuser;
+  ASSERT_EQ(dup2(reuser.server(), descriptor), descriptor);
+  gone->ForgetServerEnd();
+  {
+    CompletionBatch batch;
+    replies.BeforeReply(gone_peer);
+    replies.BeforeReply(gone_peer);  // checked here, and found another's
+    EXPECT_FALSE(reuser.corked());
+  }
+  close(descriptor);
+  EXPECT_EQ(replies.counts().corked, 0);
   EXPECT_EQ(replies.counts().not_found, 2);
 }
 

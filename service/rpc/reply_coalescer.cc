@@ -175,7 +175,6 @@ void ReplyCoalescer::BeforeReply(absl::string_view peer) {
   base::MutexLock lock(&mu_);
   Pending& pending = pending_[batch];
   if (corked) {
-    pending.callers[key].corked = true;
     pending.corked.push_back(fd);
     ++counts_.corked;
   } else if (!same_socket) {
@@ -204,8 +203,11 @@ void ReplyCoalescer::OnBatchEnd(const CompletionBatch& batch) {
       if (auto known = sockets_.find(key);
           known != sockets_.end() && known->second.fd == caller.fd) {
         int& lone = known->second.lone_batches;
-        lone =
-            caller.replies >= 2 ? 0 : std::min(lone + 1, options_.lone_batches);
+        if (caller.replies >= 2) {
+          lone = 0;
+        } else if (lone < options_.lone_batches) {
+          ++lone;
+        }
       }
     }
     if (pending.missed && scan_ == Scan::kIdle && clock_->Now() >= next_scan_) {
@@ -236,23 +238,19 @@ void ReplyCoalescer::ScanWhenAsked() {
     // On this thread, outside the lock: a scan of many descriptors holds
     // up no commit and no reply.
     const absl::Time start = clock_->Now();
-    absl::flat_hash_map<std::string, int> found = ScanAcceptedSockets();
+    absl::flat_hash_map<std::string, Socket> found =
+        ScanAcceptedSockets(options_.lone_batches);
     const absl::Time end = clock_->Now();
     const double share = std::clamp(options_.max_scan_share, 1e-6, 1.0);
     base::MutexLock lock(&mu_);
-    absl::flat_hash_map<std::string, Socket> sockets;
-    sockets.reserve(found.size());
-    for (const auto& [key, fd] : found) {
-      Socket& socket = sockets[key];
-      socket.fd = fd;
-      socket.lone_batches = options_.lone_batches;
-      // A socket the last scan found too keeps what its batches taught.
+    // A socket the last scan found too keeps what its batches taught.
+    for (auto& [key, socket] : found) {
       if (auto old = sockets_.find(key);
-          old != sockets_.end() && old->second.fd == fd) {
+          old != sockets_.end() && old->second.fd == socket.fd) {
         socket.lone_batches = old->second.lone_batches;
       }
     }
-    sockets_ = std::move(sockets);
+    sockets_.swap(found);  // the old map is freed after the lock
     counts_.known = static_cast<int64_t>(sockets_.size());
     next_scan_ = end + std::max(options_.min_scan_interval,
                                 (end - start) * ((1 - share) / share));
@@ -266,7 +264,8 @@ ReplyCoalescer::Counts ReplyCoalescer::counts() const {
   return counts_;
 }
 
-absl::flat_hash_map<std::string, int> ReplyCoalescer::ScanAcceptedSockets() {
+absl::flat_hash_map<std::string, ReplyCoalescer::Socket>
+ReplyCoalescer::ScanAcceptedSockets(int lone_batches) {
   struct Connected {
     int fd;
     uint16_t local_port;
@@ -296,10 +295,10 @@ absl::flat_hash_map<std::string, int> ReplyCoalescer::ScanAcceptedSockets() {
   }
   // Only a socket a listener of this process accepted is a caller's: a
   // connection this process made (to PostgreSQL, say) has a port of its own.
-  absl::flat_hash_map<std::string, int> sockets;
+  absl::flat_hash_map<std::string, Socket> sockets;
   for (Connected& socket : connected) {
     if (listening.contains(socket.local_port)) {
-      sockets[std::move(socket.peer)] = socket.fd;
+      sockets[std::move(socket.peer)] = {socket.fd, lone_batches};
     }
   }
   return sockets;

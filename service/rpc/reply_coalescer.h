@@ -11,10 +11,11 @@
 // second reply of the batch, or from its first unless each of the last
 // `lone_batches` batches that replied to it gave it one reply only; the
 // batch's end clears it, and the kernel sends what the held replies queued
-// at once, in as few segments as fit. So a caller with one call in flight,
-// the common case with many clients, is never held (holding costs three
-// system calls, and one reply has nothing to wait for), and a caller with
-// many is held from its first even when a batch now and then gives it
+// at once, in as few segments as fit. So a caller that has had one call in
+// flight for its last `lone_batches` batches, the common case with many
+// clients, is not held (holding costs three system calls, and one reply
+// has nothing to wait for; each reply still costs a look-up), and a caller
+// with many is held from its first even when a batch now and then gives it
 // one. Outside a batch this does nothing at all.
 //
 // gRPC does not tell a call's socket, only its peer's address ("ipv4:
@@ -58,7 +59,7 @@ class ReplyCoalescer final : public CompletionBatch::Listener {
     double max_scan_share = 0.01;
     // A caller is held from its first reply in a batch unless each of
     // its last this many batches gave it one reply (a new caller counts
-    // as such).
+    // as such). 0 or less: only ever from its second.
     int lone_batches = 8;
   };
 
@@ -99,15 +100,14 @@ class ReplyCoalescer final : public CompletionBatch::Listener {
   struct Socket {
     int fd = -1;
     // Batches in a row, up to options_.lone_batches, that gave it one
-    // reply; a new socket starts at the top.
+    // reply; a scan sets a socket new to it at the top.
     int lone_batches = 0;
   };
   // A caller a batch replied to.
   struct Caller {
     int replies = 0;
-    int fd = -1;          // its socket, once looked up and known
-    bool done = false;    // held, or not to be: nothing more to try
-    bool corked = false;  // held until the batch's end
+    int fd = -1;        // its socket, once looked up and known
+    bool done = false;  // held, or not to be: nothing more to try
   };
   struct Pending {
     absl::flat_hash_map<std::string, Caller> callers;  // by peer key
@@ -119,8 +119,10 @@ class ReplyCoalescer final : public CompletionBatch::Listener {
 
   // The scanner thread's body: a scan each time a batch's end asks.
   void ScanWhenAsked() ABSL_LOCKS_EXCLUDED(mu_);
-  // The sockets this process's listeners accepted, by peer key.
-  static absl::flat_hash_map<std::string, int> ScanAcceptedSockets();
+  // The sockets this process's listeners accepted, by peer key, each
+  // with `lone_batches` lone batches.
+  static absl::flat_hash_map<std::string, Socket> ScanAcceptedSockets(
+      int lone_batches);
 
   const Options options_;
   const Clock* const clock_;
